@@ -1,0 +1,141 @@
+//! GCRA and the leaky bucket as a queue (SPEC §4): one theoretical arrival
+//! time per state.
+//!
+//! Packing: the state is `tat`, a UNIX time in ns, the whole low 64 bits of
+//! the word (a direct limiter keeps it in an `AtomicU64`). The limits this
+//! sets: `burst × T` must stay below 2^62 ns (checked at construction, see
+//! [`crate::config::MAX_GCRA_TOLERANCE_NS`]), so a `tat` fits for every time
+//! before 2^63 ns (the year 2262); a request whose new `tat` would pass
+//! `u64::MAX` is denied, never stored wrapped.
+
+use super::{WordAlgorithm, effective_cost};
+use crate::config::Params;
+use crate::decision::{Decision, saturate};
+
+/// GCRA with emission interval `T` and tolerance `B·T`; with `queue` set it
+/// is the leaky bucket, and admitted requests learn their place in the queue.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gcra {
+    interval: u64,
+    tolerance: u64,
+    burst: u64,
+    queue: bool,
+}
+
+impl Gcra {
+    pub(crate) fn new(p: &Params, queue: bool) -> Gcra {
+        Gcra {
+            interval: p.interval,
+            // Below 2^62 by validation.
+            tolerance: p.burst * p.interval,
+            burst: p.burst,
+            queue,
+        }
+    }
+}
+
+impl WordAlgorithm for Gcra {
+    /// `tat`; 0 is fresh.
+    type State = u64;
+
+    #[inline]
+    fn decide(&self, tat: u64, t: u64, n: u64) -> (Decision, Option<u64>) {
+        let q = effective_cost(n);
+        let base = tat.max(t);
+        let new = u128::from(base) + u128::from(q) * u128::from(self.interval);
+        let wait = new - u128::from(t);
+        let allowed = wait <= u128::from(self.tolerance) && new <= u128::from(u64::MAX);
+        let stored = if allowed && n > 0 { new as u64 } else { tat };
+        let reset_after = stored.max(t) - t;
+        let remaining = self.tolerance.saturating_sub(reset_after) / self.interval;
+        let retry_after_ns = if allowed {
+            0
+        } else if q > self.burst || new > u128::from(u64::MAX) {
+            u64::MAX
+        } else {
+            saturate(wait - u128::from(self.tolerance))
+        };
+        let decision = Decision {
+            allowed,
+            limit: self.burst,
+            remaining,
+            retry_after_ns,
+            reset_after_ns: reset_after,
+            wait_ns: if self.queue && allowed { base - t } else { 0 },
+        };
+        (decision, (allowed && n > 0).then_some(stored))
+    }
+
+    #[inline]
+    fn is_fresh_at(&self, tat: u64, t: u64) -> bool {
+        tat <= t
+    }
+
+    #[inline]
+    fn pack(&self, tat: u64) -> u128 {
+        u128::from(tat)
+    }
+
+    #[inline]
+    fn unpack(&self, word: u128) -> u64 {
+        word as u64
+    }
+
+    fn state_bits(&self) -> u32 {
+        64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Algorithm, Config};
+
+    fn gcra(limit: u64, period: u64, burst: u64) -> Gcra {
+        let p = Config::new(Algorithm::Gcra, limit, period)
+            .burst(burst)
+            .params()
+            .unwrap();
+        Gcra::new(&p, false)
+    }
+
+    /// SPEC §2: the seed's "100 req/s with a burst of 5" is burst = 6 here:
+    /// six at once, then one every 10 ms.
+    #[test]
+    fn seed_burst_of_five_admits_six_then_spaces_by_interval() {
+        let g = gcra(100, 1_000_000_000, 6);
+        let t0 = 1_000_000_000_000;
+        let mut tat = 0;
+        for i in 0..6 {
+            let (d, s) = g.decide(tat, t0, 1);
+            assert!(d.allowed, "request {i}");
+            assert_eq!(d.remaining, 5 - i);
+            tat = s.unwrap();
+        }
+        let (d, s) = g.decide(tat, t0, 1);
+        assert!(!d.allowed);
+        assert_eq!(s, None);
+        assert_eq!(d.retry_after_ns, 10_000_000);
+        assert_eq!(d.reset_after_ns, 60_000_000);
+        let (d, _) = g.decide(tat, t0 + 10_000_000, 1);
+        assert!(d.allowed);
+    }
+
+    #[test]
+    fn leaky_bucket_returns_queue_position() {
+        let p = Config::new(Algorithm::LeakyBucket, 10, 1_000_000_000)
+            .burst(3)
+            .params()
+            .unwrap();
+        let q = Gcra::new(&p, true);
+        let mut tat = 0;
+        let waits: Vec<u64> = (0..3)
+            .map(|_| {
+                let (d, s) = q.decide(tat, 5_000_000_000, 1);
+                tat = s.unwrap();
+                d.wait_ns
+            })
+            .collect();
+        assert_eq!(waits, [0, 100_000_000, 200_000_000]);
+    }
+}

@@ -1,0 +1,109 @@
+//! The seven algorithms of SPEC.md §4 as pure state transitions on plain
+//! integers.
+//!
+//! Nothing here touches an atomic, a clock or a thread: each algorithm maps
+//! `(state, t, cost)` to a [`Decision`] and, when the request is admitted
+//! with a cost above 0, the state to store. The cell and the table own every
+//! atomic and run these functions inside their CAS loops or latches; so every
+//! rule is tested without threads, and every concurrent protocol is
+//! model-checked once, independently of the rules.
+//!
+//! Two shapes of state:
+//! - [`WordAlgorithm`]: the state packs into at most 128 bits (GCRA, leaky
+//!   bucket, token bucket, fixed window, sliding window), so one CAS updates
+//!   it. Each says in its module how it is packed and what that limits.
+//! - [`BlockAlgorithm`]: the state is an array of words (bucketed window: N
+//!   counters; sliding log: up to L entries), updated under a per-state latch
+//!   held by the cell or the table.
+//!
+//! In every state the all-zero value is the fresh state, so a zeroed table is
+//! a table of fresh keys.
+
+pub(crate) mod bucketed_window;
+pub(crate) mod fixed_window;
+pub(crate) mod gcra;
+pub(crate) mod sliding_log;
+pub(crate) mod sliding_window;
+pub(crate) mod token_bucket;
+
+use crate::decision::Decision;
+
+/// An algorithm whose state fits one atomic word of at most 128 bits.
+pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
+    /// The unpacked state, plain integers; `Default` is the fresh state.
+    type State: Copy + Default + PartialEq + std::fmt::Debug;
+
+    /// Decides a request of cost `n` at time `t`. Returns the new state only
+    /// when it must be stored (admitted, `n > 0`).
+    fn decide(&self, state: Self::State, t: u64, n: u64) -> (Decision, Option<Self::State>);
+
+    /// Whether dropping `state` at time `t` would change no later decision
+    /// (SPEC §4 "equivalent to fresh").
+    fn is_fresh_at(&self, state: Self::State, t: u64) -> bool;
+
+    /// Packs the state into the low [`Self::state_bits`] bits of a word.
+    fn pack(&self, state: Self::State) -> u128;
+
+    /// The inverse of [`Self::pack`]; bits above `state_bits` are ignored.
+    fn unpack(&self, word: u128) -> Self::State;
+
+    /// How many low bits of the word the packed state uses.
+    fn state_bits(&self) -> u32;
+}
+
+/// Word storage that a [`BlockAlgorithm`] reads and writes while it holds
+/// the state exclusively: a plain slice in tests, atomics under a latch in
+/// the cell and the table.
+pub(crate) trait Words {
+    fn get(&self, i: usize) -> u64;
+    fn set(&mut self, i: usize, value: u64);
+}
+
+impl Words for [u64] {
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        self[i]
+    }
+    #[inline]
+    fn set(&mut self, i: usize, value: u64) {
+        self[i] = value;
+    }
+}
+
+/// An algorithm whose state is a fixed number of 64-bit words.
+pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
+    /// Words per state.
+    fn words(&self) -> usize;
+
+    /// Decides a request; writes `words` only when admitted with `n > 0`.
+    fn decide<W: Words + ?Sized>(&self, words: &mut W, t: u64, n: u64) -> Decision;
+
+    /// SPEC §4 "equivalent to fresh" at time `t`.
+    fn is_fresh_at<W: Words + ?Sized>(&self, words: &W, t: u64) -> bool;
+
+    /// Makes `words` the fresh state again (a table reusing a place, or
+    /// `reset_key`). Only the words that say what is live need clearing.
+    fn clear<W: Words + ?Sized>(&self, words: &mut W);
+}
+
+/// How many bits an unsigned value up to `max` needs.
+#[inline]
+pub(crate) const fn bits_for(max: u64) -> u32 {
+    64 - max.leading_zeros()
+}
+
+/// A mask of the low `bits` bits.
+#[inline]
+pub(crate) const fn mask(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+/// `q = max(n, 1)`: a peek is judged as a cost-1 request.
+#[inline]
+pub(crate) fn effective_cost(n: u64) -> u64 {
+    n.max(1)
+}

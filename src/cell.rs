@@ -1,0 +1,244 @@
+//! The atomic cells that hold states, and the two ways a state is updated:
+//!
+//! - a single word (64 or 128 bits) updated by a CAS loop: the algorithm
+//!   runs on the value loaded, and the decision returned is the one computed
+//!   from the value the CAS replaced, so every admitted request corresponds
+//!   to exactly one installed state (linearizable at the successful CAS; a
+//!   denied request or a peek writes nothing and is linearized at its load);
+//! - a block of words behind a per-state latch (bucketed window, sliding
+//!   log): a latch bit in a header word, taken with a CAS and released with a
+//!   store, held only while the algorithm runs on the block (O(N) or
+//!   O(log L) integer work, no allocation, no system call). This is the one
+//!   place ratecell waits for another thread: not lock-free, named as such.
+//!
+//! The keyed table uses the same loop and latch on its slots; this module is
+//! the only code that compare-exchanges a state.
+
+use crate::algorithm::{BlockAlgorithm, WordAlgorithm, Words};
+use crate::decision::Decision;
+use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, yield_now};
+use crossbeam_utils::CachePadded;
+
+/// An atomic word of 64 or 128 bits, seen as a `u128`.
+pub(crate) trait AtomicWord: Send + Sync {
+    fn load_word(&self) -> u128;
+    /// On failure returns the value found.
+    fn cas_word(&self, current: u128, new: u128) -> Result<(), u128>;
+}
+
+// Ordering: a single-word state publishes nothing but itself, and every
+// decision depends only on this word's modification order, which all
+// threads agree on at any ordering; so Relaxed is enough (and on x86 a
+// locked CAS is a full barrier regardless). loom checks this.
+impl AtomicWord for AtomicU64 {
+    #[inline]
+    fn load_word(&self) -> u128 {
+        u128::from(self.load(Ordering::Relaxed))
+    }
+    #[inline]
+    fn cas_word(&self, current: u128, new: u128) -> Result<(), u128> {
+        self.compare_exchange_weak(
+            current as u64,
+            new as u64,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+        .map(drop)
+        .map_err(u128::from)
+    }
+}
+
+impl AtomicWord for AtomicU128 {
+    #[inline]
+    fn load_word(&self) -> u128 {
+        self.load(Ordering::Relaxed)
+    }
+    #[inline]
+    fn cas_word(&self, current: u128, new: u128) -> Result<(), u128> {
+        self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
+            .map(drop)
+    }
+}
+
+/// Runs `step` on the word's value until the value it proposes is installed
+/// by CAS, or it proposes none. Returns what `step` returned for the value
+/// that was replaced (or that was read, when nothing was written).
+#[inline]
+pub(crate) fn cas_loop<W: AtomicWord, R>(
+    word: &W,
+    mut step: impl FnMut(u128) -> (R, Option<u128>),
+) -> R {
+    let mut current = word.load_word();
+    loop {
+        let (result, next) = step(current);
+        let Some(next) = next else { return result };
+        match word.cas_word(current, next) {
+            Ok(()) => return result,
+            Err(found) => {
+                current = found;
+                spin_loop();
+            }
+        }
+    }
+}
+
+/// One state in one word, alone on its cache line: the padding keeps a
+/// shared limiter's hot word from sharing a line with anything another core
+/// writes (false sharing would make every check a coherence miss).
+#[derive(Debug)]
+pub(crate) struct WordCell<W> {
+    word: CachePadded<W>,
+}
+
+impl WordCell<AtomicU64> {
+    pub(crate) fn new() -> Self {
+        WordCell {
+            word: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+impl WordCell<AtomicU128> {
+    pub(crate) fn new() -> Self {
+        WordCell {
+            word: CachePadded::new(AtomicU128::new(0)),
+        }
+    }
+}
+
+impl<W: AtomicWord> WordCell<W> {
+    /// Decides a request; `accept` may veto an admission (the blocking
+    /// acquire uses it to refuse a queue place it could not wait for), in
+    /// which case nothing is stored and the vetoed decision is returned.
+    #[inline]
+    pub(crate) fn decide<A: WordAlgorithm>(
+        &self,
+        alg: &A,
+        t: u64,
+        n: u64,
+        accept: impl Fn(&Decision) -> bool,
+    ) -> (Decision, bool) {
+        cas_loop(&*self.word, |word| {
+            let (decision, next) = alg.decide(alg.unpack(word), t, n);
+            if decision.allowed && !accept(&decision) {
+                return ((decision, false), None);
+            }
+            ((decision, true), next.map(|s| alg.pack(s)))
+        })
+    }
+
+    /// Forgets the state.
+    pub(crate) fn reset(&self) {
+        cas_loop(&*self.word, |_| ((), Some(0)));
+    }
+}
+
+/// The latch bit of a header word; the other bits belong to the owner (a
+/// keyed table keeps its fingerprint there).
+pub(crate) const LATCHED: u64 = 1 << 63;
+
+/// Takes the latch of `header` if it holds exactly `expected` (unlatched).
+/// Waits while another thread holds it; fails, returning what it found, if
+/// the header changed to anything else.
+#[inline]
+pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>, u64> {
+    debug_assert_eq!(expected & LATCHED, 0);
+    let mut spins = 0u32;
+    loop {
+        match header.compare_exchange_weak(
+            expected,
+            expected | LATCHED,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => {
+                return Ok(LatchGuard {
+                    header,
+                    release_to: expected,
+                });
+            }
+            Err(found) if found == expected | LATCHED || found == expected => {
+                // Held by another thread (or a spurious failure): back off,
+                // and give the core away if the holder seems descheduled.
+                spins += 1;
+                if spins < 64 {
+                    spin_loop();
+                } else {
+                    yield_now();
+                }
+            }
+            Err(found) => return Err(found),
+        }
+    }
+}
+
+/// Releases a latch on drop, so a panic inside the algorithm cannot leave a
+/// state latched forever.
+pub(crate) struct LatchGuard<'a> {
+    header: &'a AtomicU64,
+    release_to: u64,
+}
+
+impl LatchGuard<'_> {
+    /// Releases with a different header value (a table changing owner).
+    pub(crate) fn release_as(mut self, value: u64) {
+        self.release_to = value & !LATCHED;
+    }
+}
+
+impl Drop for LatchGuard<'_> {
+    fn drop(&mut self) {
+        // Release: the block's words written under the latch are visible to
+        // the next thread that takes it (Acquire).
+        self.header.store(self.release_to, Ordering::Release);
+    }
+}
+
+/// A block of words read and written under a latch. Relaxed accesses are
+/// enough: the latch's Acquire/Release orders them.
+pub(crate) struct LatchedWords<'a>(pub(crate) &'a [AtomicU64]);
+
+impl Words for LatchedWords<'_> {
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        self.0[i].load(Ordering::Relaxed)
+    }
+    #[inline]
+    fn set(&mut self, i: usize, value: u64) {
+        self.0[i].store(value, Ordering::Relaxed);
+    }
+}
+
+/// One multi-word state with its latch (the direct limiter's bucketed
+/// window and sliding log).
+#[derive(Debug)]
+pub(crate) struct BlockCell {
+    // Padded: the latch word is written by every check.
+    header: CachePadded<AtomicU64>,
+    words: Box<[AtomicU64]>,
+}
+
+impl BlockCell {
+    /// Allocates the block; on failure returns the bytes that were asked for.
+    pub(crate) fn new(words: usize) -> Result<BlockCell, usize> {
+        Ok(BlockCell {
+            header: CachePadded::new(AtomicU64::new(0)),
+            words: crate::sync::zeroed_words(words)?,
+        })
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        size_of::<Self>() + size_of_val(&*self.words)
+    }
+
+    /// Decides a request under the latch.
+    pub(crate) fn decide<A: BlockAlgorithm>(&self, alg: &A, t: u64, n: u64) -> Decision {
+        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        alg.decide(&mut LatchedWords(&self.words), t, n)
+    }
+
+    pub(crate) fn reset<A: BlockAlgorithm>(&self, alg: &A) {
+        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        alg.clear(&mut LatchedWords(&self.words));
+    }
+}

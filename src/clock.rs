@@ -1,0 +1,199 @@
+//! Where a limiter's time comes from: UNIX nanoseconds (SPEC §1).
+//!
+//! - [`Clock::tsc`], the default: the CPU's time-stamp counter read through
+//!   `quanta` (one `rdtsc` and a multiply-shift), placed on the UNIX timeline
+//!   by one calibration against the system wall clock when the clock is
+//!   made. It never goes back afterwards, whatever the wall clock does
+//!   (NTP steps, leap smearing). Where the CPU has no invariant TSC, quanta
+//!   falls back to the OS monotonic clock, with the same UNIX calibration.
+//! - [`Clock::coarse`], opt-in: a time cached in one atomic word and
+//!   refreshed every [`COARSE_INTERVAL`] by a background thread shared by
+//!   every coarse clock in the process. Reading it costs one load; it lags
+//!   real time by up to the interval plus the refresher's scheduling delay.
+//! - [`Clock::manual`]: a time set by hand, for tests and simulations.
+//!
+//! Every limiter call also has an `_at` form taking the time from the
+//! caller, which bypasses the clock entirely.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How often the coarse clock's shared time is refreshed.
+pub const COARSE_INTERVAL: Duration = Duration::from_millis(1);
+
+/// A source of UNIX nanoseconds. Cheap to clone; clones share their time.
+#[derive(Clone, Debug)]
+pub struct Clock(Source);
+
+#[derive(Clone, Debug)]
+enum Source {
+    Tsc(TscClock),
+    Coarse(&'static AtomicU64),
+    Manual(ManualClock),
+}
+
+impl Clock {
+    /// The time-stamp counter, calibrated to UNIX time now.
+    pub fn tsc() -> Clock {
+        Clock(Source::Tsc(TscClock::new()))
+    }
+
+    /// The coarse clock: one atomic load per read, refreshed every
+    /// [`COARSE_INTERVAL`] by a background thread started on first use.
+    pub fn coarse() -> Clock {
+        Clock(Source::Coarse(coarse_time()))
+    }
+
+    /// A clock that stands at `start_ns` until the returned handle moves it.
+    pub fn manual(start_ns: u64) -> (Clock, ManualClock) {
+        let handle = ManualClock(Arc::new(AtomicU64::new(start_ns)));
+        (Clock(Source::Manual(handle.clone())), handle)
+    }
+
+    /// The current time in UNIX nanoseconds.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        match &self.0 {
+            Source::Tsc(tsc) => tsc.now_ns(),
+            Source::Coarse(time) => time.load(Ordering::Relaxed),
+            Source::Manual(manual) => manual.now_ns(),
+        }
+    }
+
+    /// Whether this is a manual clock (whose time a sleeping caller cannot
+    /// wait out).
+    pub fn is_manual(&self) -> bool {
+        matches!(self.0, Source::Manual(_))
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock::tsc()
+    }
+}
+
+/// The TSC (through quanta) offset onto the UNIX timeline.
+#[derive(Clone, Debug)]
+struct TscClock {
+    clock: quanta::Clock,
+    base_raw: u64,
+    base_unix_ns: u64,
+}
+
+impl TscClock {
+    fn new() -> TscClock {
+        let clock = quanta::Clock::new();
+        // Read the counter on both sides of the wall clock and take the
+        // middle, so the offset is off by at most half of one read.
+        let before = clock.raw();
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let after = clock.raw();
+        let base_raw = before + (after.wrapping_sub(before)) / 2;
+        TscClock {
+            clock,
+            base_raw,
+            base_unix_ns: wall,
+        }
+    }
+
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        // delta_as_nanos returns 0 for a read before the base (another
+        // core's TSC a few cycles behind), so time never precedes creation.
+        self.base_unix_ns
+            .saturating_add(self.clock.delta_as_nanos(self.base_raw, self.clock.raw()))
+    }
+}
+
+/// The process-wide coarse time, and its refresher thread.
+fn coarse_time() -> &'static AtomicU64 {
+    static TIME: OnceLock<&'static AtomicU64> = OnceLock::new();
+    TIME.get_or_init(|| {
+        let tsc = TscClock::new();
+        let time: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(tsc.now_ns())));
+        std::thread::Builder::new()
+            .name("ratecell-coarse-clock".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(COARSE_INTERVAL);
+                    time.store(tsc.now_ns(), Ordering::Relaxed);
+                }
+            })
+            .expect("ratecell: cannot start the coarse clock thread");
+        time
+    })
+}
+
+/// The handle of a manual clock: every clone moves the same time.
+#[derive(Clone, Debug)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// The time the clock stands at.
+    pub fn now_ns(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Moves the clock to `ns` (backwards too: limiters must cope).
+    pub fn set(&self, ns: u64) {
+        self.0.store(ns, Ordering::Release);
+    }
+
+    /// Moves the clock forward by `ns`, saturating.
+    pub fn advance(&self, ns: u64) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+                Some(t.saturating_add(ns))
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsc_clock_is_unix_time_and_monotonic() {
+        let clock = Clock::tsc();
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let a = clock.now_ns();
+        // Within a second of the wall clock (the calibration is far better;
+        // this only guards against a wrong epoch or unit).
+        assert!(a.abs_diff(wall) < 1_000_000_000, "tsc {a} wall {wall}");
+        let mut last = a;
+        for _ in 0..100_000 {
+            let now = clock.now_ns();
+            assert!(now >= last);
+            last = now;
+        }
+    }
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let (clock, hand) = Clock::manual(5);
+        assert_eq!(clock.now_ns(), 5);
+        hand.advance(10);
+        assert_eq!(clock.now_ns(), 15);
+        hand.set(3);
+        assert_eq!(clock.now_ns(), 3);
+        assert!(clock.is_manual());
+    }
+
+    #[test]
+    fn coarse_clock_follows_the_tsc_within_its_interval() {
+        let coarse = Clock::coarse();
+        let tsc = Clock::tsc();
+        std::thread::sleep(COARSE_INTERVAL * 3);
+        let lag = tsc.now_ns().saturating_sub(coarse.now_ns());
+        // The refresher may be descheduled on a busy machine: allow a second.
+        assert!(lag < 1_000_000_000, "coarse clock lags by {lag} ns");
+    }
+}

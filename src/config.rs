@@ -1,0 +1,356 @@
+//! What a limiter is asked to enforce, and the checks that refuse anything
+//! outside SPEC.md §2 with an error naming the field.
+//!
+//! Validation happens once, at construction; the result is [`Params`], the
+//! plain integers the algorithms read on every check.
+
+use std::fmt;
+
+/// One of the seven algorithms of SPEC.md §4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Algorithm {
+    /// Generic cell rate algorithm: a theoretical arrival time per key.
+    Gcra = 1,
+    /// GCRA's admission rule, plus a queue position (`wait_ns`) per request.
+    LeakyBucket = 2,
+    /// A bucket of `burst` tokens refilled by `limit` every `period`.
+    TokenBucket = 3,
+    /// `limit` per calendar-aligned window of `period`.
+    FixedWindow = 4,
+    /// The current window's count plus the previous one's, weighted.
+    SlidingWindow = 5,
+    /// `sub_windows` counters; the limit applies to their sum.
+    BucketedWindow = 6,
+    /// Exact: every admitted request's time and cost, for one period.
+    SlidingLog = 7,
+}
+
+impl Algorithm {
+    /// Every algorithm, in SPEC order.
+    pub const ALL: [Algorithm; 7] = [
+        Algorithm::Gcra,
+        Algorithm::LeakyBucket,
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::BucketedWindow,
+        Algorithm::SlidingLog,
+    ];
+
+    /// The SPEC name (`gcra`, `leaky_bucket`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Gcra => "gcra",
+            Algorithm::LeakyBucket => "leaky_bucket",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::BucketedWindow => "bucketed_window",
+            Algorithm::SlidingLog => "sliding_log",
+        }
+    }
+
+    /// Parses a SPEC name (also accepts `-` for `_`).
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        let name = name.replace('-', "_");
+        Algorithm::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// Converts the C ABI's numbering (1..=7).
+    pub fn from_u32(value: u32) -> Option<Algorithm> {
+        Algorithm::ALL
+            .get((value as usize).wrapping_sub(1))
+            .copied()
+    }
+
+    /// Whether `burst` means anything for this algorithm.
+    pub fn has_burst(self) -> bool {
+        matches!(
+            self,
+            Algorithm::Gcra | Algorithm::LeakyBucket | Algorithm::TokenBucket
+        )
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a keyed limiter does with a new key when its table has no free or
+/// evictable place for it (SPEC.md §5). The event is counted either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Overflow {
+    /// Deny the request (fail closed).
+    #[default]
+    Deny = 0,
+    /// Admit the request as a fresh, untracked key (fail open).
+    Allow = 1,
+}
+
+/// The largest `limit` and `burst`: counters are 32-bit in every state.
+pub const MAX_LIMIT: u64 = u32::MAX as u64;
+/// The shortest period: 1 µs.
+pub const MIN_PERIOD_NS: u64 = 1_000;
+/// The longest period: 366 days.
+pub const MAX_PERIOD_NS: u64 = 366 * 86_400 * 1_000_000_000;
+/// The most sub-windows a bucketed window may have.
+pub const MAX_SUB_WINDOWS: u32 = 64;
+/// GCRA's tolerance `burst × T` must stay below this (about 146 years), so a
+/// theoretical arrival time always fits the 64-bit cell for any time before
+/// the year 2262.
+pub const MAX_GCRA_TOLERANCE_NS: u128 = 1 << 62;
+
+/// A limiter's configuration (SPEC.md §2). Build it with [`Config::new`] and
+/// the setters; it is checked when a limiter is made from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// `L`: units per period.
+    pub limit: u64,
+    /// `P`: the period in nanoseconds.
+    pub period_ns: u64,
+    /// `B`: units admitted at once from a fresh state (GCRA, leaky bucket,
+    /// token bucket). 0 means "same as limit"; the window and log algorithms
+    /// take only 0 or `limit`.
+    pub burst: u64,
+    /// `N`: bucketed window only; must divide the period.
+    pub sub_windows: u32,
+    /// Keys tracked by a keyed limiter; 0 for one shared state.
+    pub capacity: u64,
+    /// What a full table does with a new key.
+    pub overflow: Overflow,
+}
+
+impl Config {
+    /// A configuration with SPEC defaults: burst = limit, no capacity (one
+    /// shared state), overflow deny, and 10 sub-windows when 10 divides the
+    /// period (else 1).
+    pub fn new(algorithm: Algorithm, limit: u64, period_ns: u64) -> Config {
+        Config {
+            algorithm,
+            limit,
+            period_ns,
+            burst: 0,
+            sub_windows: if period_ns % 10 == 0 { 10 } else { 1 },
+            capacity: 0,
+            overflow: Overflow::Deny,
+        }
+    }
+
+    /// Sets the burst.
+    pub fn burst(mut self, burst: u64) -> Config {
+        self.burst = burst;
+        self
+    }
+
+    /// Sets the number of sub-windows (bucketed window).
+    pub fn sub_windows(mut self, sub_windows: u32) -> Config {
+        self.sub_windows = sub_windows;
+        self
+    }
+
+    /// Sets the capacity in keys (keyed limiters).
+    pub fn capacity(mut self, capacity: u64) -> Config {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Sets the overflow policy (keyed limiters).
+    pub fn overflow(mut self, overflow: Overflow) -> Config {
+        self.overflow = overflow;
+        self
+    }
+
+    /// Checks every field and derives the integers the algorithms use.
+    pub(crate) fn params(&self) -> Result<Params, ConfigError> {
+        let err = |field, message: String| Err(ConfigError { field, message });
+        let (limit, period) = (self.limit, self.period_ns);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return err(
+                Field::Limit,
+                format!("limit = {limit} is outside 1..={MAX_LIMIT}"),
+            );
+        }
+        if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&period) {
+            return err(
+                Field::PeriodNs,
+                format!(
+                    "period_ns = {period} is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (1 µs to 366 days)"
+                ),
+            );
+        }
+        let burst = match self.burst {
+            0 => limit,
+            b if self.algorithm.has_burst() && b > MAX_LIMIT => {
+                return err(
+                    Field::Burst,
+                    format!("burst = {b} is outside 1..={MAX_LIMIT} (0 means limit)"),
+                );
+            }
+            b if !self.algorithm.has_burst() && b != limit => {
+                return err(
+                    Field::Burst,
+                    format!(
+                        "burst = {b}: {} has no burst; leave it 0 or equal to limit ({limit})",
+                        self.algorithm
+                    ),
+                );
+            }
+            b => b,
+        };
+        let mut interval = 0;
+        if matches!(self.algorithm, Algorithm::Gcra | Algorithm::LeakyBucket) {
+            if limit > period {
+                return err(
+                    Field::Limit,
+                    format!(
+                        "limit = {limit} exceeds period_ns = {period}: {} cannot space requests closer than 1 ns",
+                        self.algorithm
+                    ),
+                );
+            }
+            interval = period.div_ceil(limit);
+            if u128::from(burst) * u128::from(interval) >= MAX_GCRA_TOLERANCE_NS {
+                return err(
+                    Field::Burst,
+                    format!(
+                        "burst = {burst} times the emission interval ({interval} ns) reaches 2^62 ns (146 years); the theoretical arrival time would not fit its 64-bit cell"
+                    ),
+                );
+            }
+        }
+        let mut sub_windows = 1;
+        if self.algorithm == Algorithm::BucketedWindow {
+            let n = self.sub_windows;
+            if !(1..=MAX_SUB_WINDOWS).contains(&n) {
+                return err(
+                    Field::SubWindows,
+                    format!("sub_windows = {n} is outside 1..={MAX_SUB_WINDOWS}"),
+                );
+            }
+            if period % u64::from(n) != 0 {
+                return err(
+                    Field::SubWindows,
+                    format!("sub_windows = {n} does not divide period_ns = {period}"),
+                );
+            }
+            sub_windows = n;
+        }
+        Ok(Params {
+            algorithm: self.algorithm,
+            limit,
+            period,
+            burst,
+            interval,
+            sub_windows,
+        })
+    }
+}
+
+/// The validated integers every algorithm reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Params {
+    pub algorithm: Algorithm,
+    /// L
+    pub limit: u64,
+    /// P, ns
+    pub period: u64,
+    /// B (never 0: 0 was resolved to L)
+    pub burst: u64,
+    /// T = ceil(P / L) for GCRA and leaky bucket; 0 otherwise.
+    pub interval: u64,
+    /// N for the bucketed window; 1 otherwise.
+    pub sub_windows: u32,
+}
+
+/// A configuration field, as named in errors and by the C ABI's statuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// `algorithm`
+    Algorithm,
+    /// `limit`
+    Limit,
+    /// `period_ns`
+    PeriodNs,
+    /// `burst`
+    Burst,
+    /// `sub_windows`
+    SubWindows,
+    /// `capacity`
+    Capacity,
+    /// `overflow`
+    Overflow,
+}
+
+impl Field {
+    /// The field's name in [`Config`] and in `ratecell_config`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Algorithm => "algorithm",
+            Field::Limit => "limit",
+            Field::PeriodNs => "period_ns",
+            Field::Burst => "burst",
+            Field::SubWindows => "sub_windows",
+            Field::Capacity => "capacity",
+            Field::Overflow => "overflow",
+        }
+    }
+}
+
+/// A configuration refused at construction: which field, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field at fault.
+    pub field: Field,
+    /// A sentence naming the field, its value and its valid range.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid {}: {}", self.field.name(), self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Why a limiter could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// A field is outside its valid range.
+    Config(ConfigError),
+    /// The state could not be allocated.
+    OutOfMemory {
+        /// The size of the allocation that failed.
+        bytes: usize,
+    },
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Error {
+        Error::Config(e)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config(e) => e.fmt(f),
+            Error::OutOfMemory { bytes } => write!(f, "could not allocate {bytes} bytes of state"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Config(e) => Some(e),
+            Error::OutOfMemory { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! ratecell: lock-free, in-process rate limiting.
+//!
+//! Seven algorithms from the rate-limiting literature (GCRA, leaky bucket,
+//! token bucket, fixed window, sliding window counter, bucketed sliding
+//! window, sliding log), each decided exactly as `SPEC.md` defines, on
+//! atomic cells updated by compare-and-swap: a check is one clock read, a
+//! little integer arithmetic and one CAS.
+//!
+//! - [`Limiter`]: one shared state (a global limit).
+//! - [`Config`]: what to enforce; refused with a [`ConfigError`] naming the
+//!   field when out of range.
+//! - [`Decision`]: admitted or not, remaining, and when to retry.
+//! - [`Clock`]: the TSC clock (default), a coarse cached clock, or a manual
+//!   clock. Every check also has an `_at` form taking UNIX nanoseconds.
+//!
+//! ```
+//! use ratecell::{Algorithm, Clock, Config, Limiter};
+//!
+//! // 5 requests per second with a sliding window, on a clock we move by hand.
+//! let (clock, hand) = Clock::manual(1_700_000_000_000_000_000);
+//! let config = Config::new(Algorithm::SlidingWindow, 5, 1_000_000_000);
+//! let limiter = Limiter::with_clock(config, clock).unwrap();
+//!
+//! let admitted = (0..8).filter(|_| limiter.check(1).allowed).count();
+//! assert_eq!(admitted, 5);
+//!
+//! let denied = limiter.check(1);
+//! assert!(!denied.allowed && denied.remaining == 0);
+//! hand.advance(denied.retry_after_ns);
+//! assert!(limiter.check(1).allowed, "admitted exactly at retry_after");
+//! ```
+//!
+//! Where to look: `algorithm/` holds the pure decision rules, one file per
+//! algorithm; `cell.rs` the only CAS loop and latch; `limiter.rs` the public
+//! direct limiter; `clock.rs` the clocks; `sync.rs` where atomics come from
+//! (loom's under `cfg(loom)`).
+
+#![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+
+mod algorithm;
+mod cell;
+mod clock;
+mod config;
+mod decision;
+mod limiter;
+mod stats;
+mod sync;
+
+pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
+pub use config::{
+    Algorithm, Config, ConfigError, Error, Field, MAX_LIMIT, MAX_PERIOD_NS, MAX_SUB_WINDOWS,
+    MIN_PERIOD_NS, Overflow,
+};
+pub use decision::Decision;
+pub use limiter::{AcquireError, Limiter};
+pub use stats::Stats;

@@ -1,0 +1,301 @@
+//! The direct limiter: one shared state for every caller (a "global" limit),
+//! in one cell, with the clock and the blocking acquire.
+//!
+//! [`Limiter`] picks the cell that fits the algorithm at construction and
+//! dispatches on it with one `match`; a check is one clock read, the
+//! algorithm's integer arithmetic and one CAS (or one latch for the two
+//! multi-word algorithms).
+
+use crate::algorithm::{
+    BlockAlgorithm, bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
+    sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
+};
+use crate::cell::{BlockCell, WordCell};
+use crate::clock::Clock;
+use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
+use crate::decision::Decision;
+use crate::stats::{Counters, Stats};
+use crate::sync::{AtomicU64, AtomicU128};
+use crossbeam_utils::CachePadded;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// A rate limiter with one shared state. Thread-safe: share it by reference
+/// or in an `Arc`; every method takes `&self`.
+///
+/// ```
+/// use ratecell::{Algorithm, Config, Limiter};
+///
+/// // 10 requests per second, at most 10 at once.
+/// let limiter = Limiter::new(Config::new(Algorithm::Gcra, 10, 1_000_000_000)).unwrap();
+/// let t = 1_700_000_000_000_000_000; // explicit UNIX ns: deterministic
+/// for _ in 0..10 {
+///     assert!(limiter.check_at(1, t).allowed);
+/// }
+/// let denied = limiter.check_at(1, t);
+/// assert!(!denied.allowed);
+/// assert_eq!(denied.retry_after_ns, 100_000_000); // one emission interval
+/// ```
+pub struct Limiter {
+    engine: Engine,
+    config: Config,
+    clock: Clock,
+    // Padded apart from the cell: a counter bump must not invalidate the
+    // line the next CAS needs.
+    counters: CachePadded<Counters>,
+    bytes: usize,
+}
+
+/// The cell that fits each algorithm's state.
+enum Engine {
+    Gcra(Gcra, WordCell<AtomicU64>),
+    TokenBucket(TokenBucket, WordCell<AtomicU128>),
+    FixedWindow(FixedWindow, WordCell<AtomicU128>),
+    SlidingWindow(SlidingWindow, WordCell<AtomicU128>),
+    BucketedWindow(BucketedWindow, BlockCell),
+    SlidingLog(SlidingLog, BlockCell),
+}
+
+impl Engine {
+    fn new(p: &Params) -> Result<Engine, Error> {
+        fn block<A: BlockAlgorithm>(alg: A) -> Result<BlockCell, Error> {
+            BlockCell::new(alg.words()).map_err(|bytes| Error::OutOfMemory { bytes })
+        }
+        Ok(match p.algorithm {
+            Algorithm::Gcra => Engine::Gcra(Gcra::new(p, false), WordCell::<AtomicU64>::new()),
+            Algorithm::LeakyBucket => {
+                Engine::Gcra(Gcra::new(p, true), WordCell::<AtomicU64>::new())
+            }
+            Algorithm::TokenBucket => {
+                Engine::TokenBucket(TokenBucket::new(p), WordCell::<AtomicU128>::new())
+            }
+            Algorithm::FixedWindow => {
+                Engine::FixedWindow(FixedWindow::new(p), WordCell::<AtomicU128>::new())
+            }
+            Algorithm::SlidingWindow => {
+                Engine::SlidingWindow(SlidingWindow::new(p), WordCell::<AtomicU128>::new())
+            }
+            Algorithm::BucketedWindow => {
+                let alg = BucketedWindow::new(p);
+                Engine::BucketedWindow(alg, block(alg)?)
+            }
+            Algorithm::SlidingLog => {
+                let alg = SlidingLog::new(p);
+                Engine::SlidingLog(alg, block(alg)?)
+            }
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Engine::BucketedWindow(_, cell) | Engine::SlidingLog(_, cell) => cell.bytes(),
+            _ => size_of::<Self>(),
+        }
+    }
+
+    /// Decides; an admission whose queue wait exceeds `max_wait` is not
+    /// taken (nothing stored) and comes back with `.1 == false`.
+    #[inline]
+    fn decide(&self, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
+        let accept = |d: &Decision| d.wait_ns <= max_wait;
+        match self {
+            Engine::Gcra(a, cell) => cell.decide(a, t, n, accept),
+            Engine::TokenBucket(a, cell) => cell.decide(a, t, n, accept),
+            Engine::FixedWindow(a, cell) => cell.decide(a, t, n, accept),
+            Engine::SlidingWindow(a, cell) => cell.decide(a, t, n, accept),
+            Engine::BucketedWindow(a, cell) => (cell.decide(a, t, n), true),
+            Engine::SlidingLog(a, cell) => (cell.decide(a, t, n), true),
+        }
+    }
+
+    fn reset(&self) {
+        match self {
+            Engine::Gcra(_, cell) => cell.reset(),
+            Engine::TokenBucket(_, cell)
+            | Engine::FixedWindow(_, cell)
+            | Engine::SlidingWindow(_, cell) => cell.reset(),
+            Engine::BucketedWindow(a, cell) => cell.reset(a),
+            Engine::SlidingLog(a, cell) => cell.reset(a),
+        }
+    }
+}
+
+impl Limiter {
+    /// A limiter on the TSC clock. `config.capacity` must be 0 (a keyed
+    /// limiter is a [`crate::KeyedLimiter`]).
+    pub fn new(config: Config) -> Result<Limiter, Error> {
+        Limiter::with_clock(config, Clock::tsc())
+    }
+
+    /// A limiter reading `clock` (a manual clock for simulations, or the
+    /// coarse clock).
+    pub fn with_clock(config: Config, clock: Clock) -> Result<Limiter, Error> {
+        let params = config.params()?;
+        if config.capacity != 0 {
+            return Err(ConfigError {
+                field: Field::Capacity,
+                message: format!(
+                    "capacity = {}: a direct Limiter has one shared state; use KeyedLimiter for per-key limits",
+                    config.capacity
+                ),
+            }
+            .into());
+        }
+        let engine = Engine::new(&params)?;
+        let bytes = size_of::<Limiter>() + engine.bytes();
+        Ok(Limiter {
+            engine,
+            config,
+            clock,
+            counters: CachePadded::new(Counters::default()),
+            bytes,
+        })
+    }
+
+    /// The configuration this limiter was built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The limiter's current time, UNIX ns.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    /// Decides a request of `cost` now (`cost` 0 is a peek).
+    #[inline]
+    pub fn check(&self, cost: u64) -> Decision {
+        self.check_at(cost, self.clock.now_ns())
+    }
+
+    /// Decides a request of `cost` at `now_ns` (UNIX ns, from the caller).
+    #[inline]
+    pub fn check_at(&self, cost: u64, now_ns: u64) -> Decision {
+        let (decision, _) = self.engine.decide(now_ns, cost, u64::MAX);
+        self.counters.record(decision.allowed);
+        decision
+    }
+
+    /// Whether one request is admitted now: [`Limiter::check`] with cost 1,
+    /// for callers that need only the yes or no.
+    #[inline]
+    pub fn allow(&self) -> bool {
+        self.check(1).allowed
+    }
+
+    /// Waits until a request of `cost` is admitted (and, for the leaky
+    /// bucket, until its turn in the queue), sleeping by `retry_after`,
+    /// never spinning. Gives up once `timeout` would pass first.
+    pub fn acquire(&self, cost: u64, timeout: Duration) -> Result<Decision, AcquireError> {
+        acquire(&self.clock, timeout, |t, max_wait| {
+            let (decision, taken) = self.engine.decide(t, cost, max_wait);
+            if taken {
+                self.counters.record(decision.allowed);
+            }
+            (decision, taken)
+        })
+    }
+
+    /// Forgets the state: the limiter is fresh again.
+    pub fn reset(&self) {
+        self.engine.reset();
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        let mut stats = Stats {
+            bytes_allocated: self.bytes as u64,
+            ..Stats::default()
+        };
+        self.counters.add_to(&mut stats);
+        stats
+    }
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`Limiter::acquire`] gave up. Each carries the last decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcquireError {
+    /// The request would not be admitted (or, for the leaky bucket, would
+    /// not leave the queue) before the time-out.
+    TimedOut(Decision),
+    /// The cost exceeds the limit: no wait would ever admit it.
+    Unsatisfiable(Decision),
+}
+
+impl AcquireError {
+    /// The last decision made before giving up.
+    pub fn decision(&self) -> Decision {
+        match *self {
+            AcquireError::TimedOut(d) | AcquireError::Unsatisfiable(d) => d,
+        }
+    }
+}
+
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcquireError::TimedOut(d) => write!(
+                f,
+                "timed out: the request would be admitted in {} ns",
+                d.retry_after_ns
+            ),
+            AcquireError::Unsatisfiable(d) => {
+                write!(
+                    f,
+                    "the cost exceeds the limit ({}): never admitted",
+                    d.limit
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for AcquireError {}
+
+/// The blocking acquire shared by the direct and keyed limiters.
+///
+/// `decide(t, max_wait)` makes one real check at `t`, refusing a queue place
+/// whose wait exceeds `max_wait`; it returns the decision and whether it was
+/// taken. The deadline is kept in real (monotonic) time, so a limiter on a
+/// manual clock cannot make the call hang.
+pub(crate) fn acquire(
+    clock: &Clock,
+    timeout: Duration,
+    decide: impl Fn(u64, u64) -> (Decision, bool),
+) -> Result<Decision, AcquireError> {
+    let started = Instant::now();
+    loop {
+        let budget = timeout.saturating_sub(started.elapsed());
+        let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+        let (mut decision, taken) = decide(clock.now_ns(), budget_ns);
+        if decision.allowed && taken {
+            if decision.wait_ns > 0 {
+                std::thread::sleep(Duration::from_nanos(decision.wait_ns));
+            }
+            return Ok(decision);
+        }
+        if decision.allowed {
+            // A leaky bucket place we could not wait for: retry when the
+            // queue has drained enough for the wait to fit.
+            decision.allowed = false;
+            decision.retry_after_ns = decision.wait_ns - budget_ns;
+            decision.wait_ns = 0;
+        }
+        if decision.retry_after_ns == u64::MAX {
+            return Err(AcquireError::Unsatisfiable(decision));
+        }
+        if u128::from(decision.retry_after_ns) > budget.as_nanos() {
+            return Err(AcquireError::TimedOut(decision));
+        }
+        std::thread::sleep(Duration::from_nanos(decision.retry_after_ns));
+    }
+}

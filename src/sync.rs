@@ -1,0 +1,144 @@
+//! The one place atomics come from.
+//!
+//! Under `cfg(loom)` every atomic the cells and tables use is loom's, so the
+//! model checker sees each load, CAS and store; otherwise they are the
+//! processor's. Nothing outside this module names `core::sync::atomic`,
+//! `portable_atomic` or `loom` directly.
+//!
+//! loom has no 128-bit atomic. Under loom, [`AtomicU128`] is a word behind a
+//! `loom::sync::Mutex`: every load and compare-exchange is one indivisible
+//! step that loom schedules around, which is exactly the guarantee
+//! `lock cmpxchg16b` gives. Only the memory-ordering argument is not modelled
+//! for that type (the mutex is stronger than any ordering we ask for), which
+//! is why no protocol in this crate publishes other data through a 128-bit
+//! word: two-word states are self-contained.
+
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(not(loom))]
+pub(crate) use portable_atomic::AtomicU128;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+
+/// Backs off inside a CAS retry loop or while a latch is held elsewhere.
+///
+/// Under loom this yields, so the checker can run the thread we are waiting
+/// for; otherwise it is the processor's pause hint.
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
+
+/// Gives the processor away while a latch holder is descheduled.
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
+/// A 128-bit atomic for loom: one mutex-protected word (see the module doc).
+#[cfg(loom)]
+#[derive(Debug)]
+pub(crate) struct AtomicU128(loom::sync::Mutex<u128>);
+
+#[cfg(loom)]
+impl AtomicU128 {
+    pub(crate) fn new(value: u128) -> Self {
+        Self(loom::sync::Mutex::new(value))
+    }
+
+    pub(crate) fn load(&self, _order: Ordering) -> u128 {
+        *self.0.lock().unwrap()
+    }
+
+    pub(crate) fn store(&self, value: u128, _order: Ordering) {
+        *self.0.lock().unwrap() = value;
+    }
+
+    pub(crate) fn compare_exchange_weak(
+        &self,
+        current: u128,
+        new: u128,
+        _success: Ordering,
+        _failure: Ordering,
+    ) -> Result<u128, u128> {
+        let mut word = self.0.lock().unwrap();
+        if *word == current {
+            *word = new;
+            Ok(current)
+        } else {
+            Err(*word)
+        }
+    }
+
+    pub(crate) fn compare_exchange(
+        &self,
+        current: u128,
+        new: u128,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u128, u128> {
+        self.compare_exchange_weak(current, new, success, failure)
+    }
+}
+
+/// Allocates `len` zeroed atomic words, or reports how many bytes failed.
+///
+/// Outside loom this is one `alloc_zeroed` (calloc: the kernel hands back
+/// zero pages, so a large table costs no time to clear); then every page is
+/// written once, so the memory is resident from construction on and a flood
+/// of new keys later cannot grow the process.
+pub(crate) fn zeroed_words(len: usize) -> Result<Box<[AtomicU64]>, usize> {
+    zeroed_slice(len, || AtomicU64::new(0))
+}
+
+/// Like [`zeroed_words`], for 128-bit words.
+pub(crate) fn zeroed_wide_words(len: usize) -> Result<Box<[AtomicU128]>, usize> {
+    zeroed_slice(len, || AtomicU128::new(0))
+}
+
+#[cfg(not(loom))]
+fn zeroed_slice<T>(len: usize, _zero: impl Fn() -> T) -> Result<Box<[T]>, usize> {
+    use std::alloc::{Layout, alloc_zeroed};
+    let bytes = len.saturating_mul(size_of::<T>());
+    if len == 0 {
+        return Ok(Box::new([]));
+    }
+    let layout = Layout::array::<T>(len).map_err(|_| bytes)?;
+    // SAFETY: the layout has a non-zero size (len > 0 and T is not a ZST:
+    // callers only use atomic integers).
+    let ptr = unsafe { alloc_zeroed(layout) } as *mut T;
+    if ptr.is_null() {
+        return Err(bytes);
+    }
+    // Touch one byte per page so the pages are resident now, not on first use.
+    let base = ptr as *mut u8;
+    let mut offset = 0;
+    while offset < bytes {
+        // SAFETY: offset < bytes, inside the allocation; volatile so the
+        // write is not elided (the value written is the zero already there).
+        unsafe { base.add(offset).write_volatile(0) };
+        offset += 4096;
+    }
+    // SAFETY: the allocation holds `len` values of T laid out as an array;
+    // all-zero bits are a valid value for the atomic integers callers use;
+    // ownership passes to the Box, which frees it with the same layout.
+    Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) })
+}
+
+#[cfg(loom)]
+fn zeroed_slice<T>(len: usize, zero: impl Fn() -> T) -> Result<Box<[T]>, usize> {
+    Ok((0..len).map(|_| zero()).collect())
+}
+
+/// Statistics counters: always the processor's atomics, even under loom.
+/// They count events and order nothing, so the model checker need not
+/// explore them (it would only multiply the interleavings).
+pub(crate) use std::sync::atomic::AtomicU64 as CounterU64;
