@@ -7,6 +7,8 @@
 //! little integer arithmetic and one CAS.
 //!
 //! - [`Limiter`]: one shared state (a global limit).
+//! - [`KeyedLimiter`]: one state per key (`u64` or bytes) in a fixed-capacity,
+//!   sharded table of atomic slots, with lossless eviction and batch checks.
 //! - [`Config`]: what to enforce; refused with a [`ConfigError`] naming the
 //!   field when out of range.
 //! - [`Decision`]: admitted or not, remaining, and when to retry.
@@ -42,9 +44,13 @@ mod cell;
 mod clock;
 mod config;
 mod decision;
+/// The C ABI behind `include/ratecell.h` (SPEC.md §6).
+pub mod ffi;
+mod keyed;
 mod limiter;
 mod stats;
 mod sync;
+mod table;
 
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
@@ -52,5 +58,6 @@ pub use config::{
     MIN_PERIOD_NS, Overflow,
 };
 pub use decision::Decision;
+pub use keyed::KeyedLimiter;
 pub use limiter::{AcquireError, Limiter};
 pub use stats::Stats;

@@ -1,0 +1,313 @@
+//! The keyed limiter: one state per key (user id, IP address, API key) in a
+//! fixed-capacity table; see [`crate::table`] for how keys are placed,
+//! evicted and kept apart.
+
+use crate::algorithm::{
+    bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
+    sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
+};
+use crate::clock::Clock;
+use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
+use crate::decision::Decision;
+use crate::limiter::{AcquireError, acquire};
+use crate::stats::Stats;
+use crate::table::{Geometry, block::BlockTable, word::WordTable};
+use std::fmt;
+use std::time::Duration;
+
+/// How many keys ahead a batch check starts loading buckets: enough to
+/// cover a memory access with the work of the checks in between.
+const PREFETCH_DISTANCE: usize = 8;
+
+/// A rate limiter with one state per key, in a table of fixed capacity
+/// allocated at construction. Thread-safe; every method takes `&self`.
+///
+/// A new key takes a free place, or the place of a key whose state is
+/// equivalent to fresh (nothing is lost). When neither exists the
+/// configured [`Overflow`] policy decides, and the event is counted.
+///
+/// ```
+/// use ratecell::{Algorithm, Config, KeyedLimiter};
+///
+/// let config = Config::new(Algorithm::TokenBucket, 3, 60_000_000_000).capacity(10_000);
+/// let per_user = KeyedLimiter::new(config).unwrap();
+/// let t = 1_700_000_000_000_000_000;
+/// for _ in 0..3 {
+///     assert!(per_user.check_at(42, 1, t).allowed);
+/// }
+/// assert!(!per_user.check_at(42, 1, t).allowed, "user 42 is out of tokens");
+/// assert!(per_user.check_bytes_at(b"alice", 1, t).allowed, "alice is not");
+/// ```
+pub struct KeyedLimiter {
+    tables: Tables,
+    config: Config,
+    clock: Clock,
+}
+
+enum Tables {
+    Gcra(WordTable<Gcra>),
+    TokenBucket(WordTable<TokenBucket>),
+    FixedWindow(WordTable<FixedWindow>),
+    SlidingWindow(WordTable<SlidingWindow>),
+    BucketedWindow(BlockTable<BucketedWindow>),
+    SlidingLog(BlockTable<SlidingLog>),
+}
+
+/// Runs `$body` with `$t` bound to whichever table this is.
+macro_rules! with_table {
+    ($tables:expr, $t:ident => $body:expr) => {
+        match $tables {
+            Tables::Gcra($t) => $body,
+            Tables::TokenBucket($t) => $body,
+            Tables::FixedWindow($t) => $body,
+            Tables::SlidingWindow($t) => $body,
+            Tables::BucketedWindow($t) => $body,
+            Tables::SlidingLog($t) => $body,
+        }
+    };
+}
+
+impl Tables {
+    /// Decides; `max_wait` as in the direct limiter (only the leaky bucket
+    /// ever has a wait to refuse).
+    #[inline]
+    fn check(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
+        match self {
+            Tables::Gcra(table) => table.check(h, t, n, max_wait),
+            Tables::TokenBucket(table) => table.check(h, t, n, max_wait),
+            Tables::FixedWindow(table) => table.check(h, t, n, max_wait),
+            Tables::SlidingWindow(table) => table.check(h, t, n, max_wait),
+            Tables::BucketedWindow(table) => (table.check(h, t, n), true),
+            Tables::SlidingLog(table) => (table.check(h, t, n), true),
+        }
+    }
+
+    fn geometry(&self) -> &Geometry {
+        with_table!(self, t => t.geometry())
+    }
+}
+
+impl KeyedLimiter {
+    /// A keyed limiter on the TSC clock; `config.capacity` ≥ 1 keys.
+    pub fn new(config: Config) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_clock(config, Clock::tsc())
+    }
+
+    /// A keyed limiter reading `clock`.
+    pub fn with_clock(config: Config, clock: Clock) -> Result<KeyedLimiter, Error> {
+        let p = config.params()?;
+        if config.capacity == 0 {
+            return Err(ConfigError {
+                field: Field::Capacity,
+                message: "capacity = 0: a keyed limiter needs room for at least 1 key (a Limiter is the one-state form)".into(),
+            }
+            .into());
+        }
+        let capacity = config.capacity;
+        let allow = config.overflow == Overflow::Allow;
+        let tables = match p.algorithm {
+            Algorithm::Gcra => Tables::Gcra(WordTable::new(Gcra::new(&p, false), capacity, allow)?),
+            Algorithm::LeakyBucket => {
+                Tables::Gcra(WordTable::new(Gcra::new(&p, true), capacity, allow)?)
+            }
+            Algorithm::TokenBucket => {
+                Tables::TokenBucket(WordTable::new(TokenBucket::new(&p), capacity, allow)?)
+            }
+            Algorithm::FixedWindow => {
+                Tables::FixedWindow(WordTable::new(FixedWindow::new(&p), capacity, allow)?)
+            }
+            Algorithm::SlidingWindow => {
+                Tables::SlidingWindow(WordTable::new(SlidingWindow::new(&p), capacity, allow)?)
+            }
+            Algorithm::BucketedWindow => {
+                Tables::BucketedWindow(BlockTable::new(BucketedWindow::new(&p), capacity, allow)?)
+            }
+            Algorithm::SlidingLog => {
+                Tables::SlidingLog(BlockTable::new(SlidingLog::new(&p), capacity, allow)?)
+            }
+        };
+        Ok(KeyedLimiter {
+            tables,
+            config,
+            clock,
+        })
+    }
+
+    /// The configuration this limiter was built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The limiter's current time, UNIX ns.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    /// How many bits of each key's hash the table keeps to tell keys apart
+    /// (see the collision probabilities in the crate's table docs).
+    pub fn fingerprint_bits(&self) -> u32 {
+        self.tables.geometry().fingerprint_bits()
+    }
+
+    #[inline]
+    fn hash_u64(&self, key: u64) -> u64 {
+        self.tables.geometry().hash(&key.to_le_bytes())
+    }
+
+    #[inline]
+    fn hash_bytes(&self, key: &[u8]) -> u64 {
+        self.tables.geometry().hash(key)
+    }
+
+    /// Decides a request of `cost` for `key` now.
+    #[inline]
+    pub fn check(&self, key: u64, cost: u64) -> Decision {
+        self.check_at(key, cost, self.clock.now_ns())
+    }
+
+    /// Decides a request of `cost` for `key` at `now_ns`.
+    #[inline]
+    pub fn check_at(&self, key: u64, cost: u64, now_ns: u64) -> Decision {
+        self.tables
+            .check(self.hash_u64(key), now_ns, cost, u64::MAX)
+            .0
+    }
+
+    /// Decides a request for a byte-string key now. The same bytes always
+    /// reach the same state; a `u64` key is its 8 little-endian bytes.
+    #[inline]
+    pub fn check_bytes(&self, key: &[u8], cost: u64) -> Decision {
+        self.check_bytes_at(key, cost, self.clock.now_ns())
+    }
+
+    /// Decides a request for a byte-string key at `now_ns`.
+    #[inline]
+    pub fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Decision {
+        self.tables
+            .check(self.hash_bytes(key), now_ns, cost, u64::MAX)
+            .0
+    }
+
+    /// Decides `keys[i]` at cost `costs[i]` (1 each when `costs` is `None`)
+    /// for every `i` in order, with one clock read, writing `out[i]`. The
+    /// decisions are those of the same checks made one by one.
+    ///
+    /// # Panics
+    /// If `costs` or `out` is not as long as `keys`.
+    pub fn check_batch(&self, keys: &[u64], costs: Option<&[u64]>, out: &mut [Decision]) {
+        self.check_batch_at(keys, costs, self.clock.now_ns(), out);
+    }
+
+    /// [`KeyedLimiter::check_batch`] at an explicit time.
+    pub fn check_batch_at(
+        &self,
+        keys: &[u64],
+        costs: Option<&[u64]>,
+        now_ns: u64,
+        out: &mut [Decision],
+    ) {
+        assert_eq!(
+            out.len(),
+            keys.len(),
+            "check_batch: out.len() != keys.len()"
+        );
+        self.check_batch_with(keys, costs, now_ns, |i, d| out[i] = d);
+    }
+
+    /// The batch check, handing each decision to `each(index, decision)`
+    /// (for callers that keep only part of it, such as the C ABI's
+    /// `allowed` bytes).
+    ///
+    /// While key `i` is checked, the bucket of key `i + 8` is already being
+    /// loaded, so a batch over a table larger than the caches overlaps its
+    /// memory accesses instead of waiting for each in turn.
+    ///
+    /// # Panics
+    /// If `costs` is not as long as `keys`.
+    pub fn check_batch_with(
+        &self,
+        keys: &[u64],
+        costs: Option<&[u64]>,
+        now_ns: u64,
+        mut each: impl FnMut(usize, Decision),
+    ) {
+        if let Some(costs) = costs {
+            assert_eq!(
+                costs.len(),
+                keys.len(),
+                "check_batch: costs.len() != keys.len()"
+            );
+        }
+        // Hashes of the keys ahead, in a ring on the stack (no allocation).
+        let mut ahead = [0u64; PREFETCH_DISTANCE];
+        let prefetch = |h: u64| with_table!(&self.tables, t => t.prefetch(h));
+        for (i, &key) in keys.iter().take(PREFETCH_DISTANCE).enumerate() {
+            ahead[i] = self.hash_u64(key);
+            prefetch(ahead[i]);
+        }
+        for i in 0..keys.len() {
+            let h = ahead[i % PREFETCH_DISTANCE];
+            if let Some(&next) = keys.get(i + PREFETCH_DISTANCE) {
+                let hn = self.hash_u64(next);
+                ahead[i % PREFETCH_DISTANCE] = hn;
+                prefetch(hn);
+            }
+            let cost = costs.map_or(1, |c| c[i]);
+            each(i, self.tables.check(h, now_ns, cost, u64::MAX).0);
+        }
+    }
+
+    /// Waits until a request of `cost` for `key` is admitted (see
+    /// [`crate::Limiter::acquire`]).
+    pub fn acquire(
+        &self,
+        key: u64,
+        cost: u64,
+        timeout: Duration,
+    ) -> Result<Decision, AcquireError> {
+        let h = self.hash_u64(key);
+        acquire(&self.clock, timeout, |t, max_wait| {
+            self.tables.check(h, t, cost, max_wait)
+        })
+    }
+
+    /// [`KeyedLimiter::acquire`] for a byte-string key.
+    pub fn acquire_bytes(
+        &self,
+        key: &[u8],
+        cost: u64,
+        timeout: Duration,
+    ) -> Result<Decision, AcquireError> {
+        let h = self.hash_bytes(key);
+        acquire(&self.clock, timeout, |t, max_wait| {
+            self.tables.check(h, t, cost, max_wait)
+        })
+    }
+
+    /// Forgets `key`'s state (an operator unblocking a user). Returns
+    /// whether the key had one.
+    pub fn reset_key(&self, key: u64) -> bool {
+        let h = self.hash_u64(key);
+        with_table!(&self.tables, t => t.reset(h))
+    }
+
+    /// [`KeyedLimiter::reset_key`] for a byte-string key.
+    pub fn reset_bytes(&self, key: &[u8]) -> bool {
+        let h = self.hash_bytes(key);
+        with_table!(&self.tables, t => t.reset(h))
+    }
+
+    /// The counters so far, summed over the shards.
+    pub fn stats(&self) -> Stats {
+        with_table!(&self.tables, t => t.stats())
+    }
+}
+
+impl fmt::Debug for KeyedLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,201 @@
+//! The keyed table for multi-word states (bucketed window, sliding log):
+//! each place has an 8-byte header, eight to a 64-byte bucket, and a block
+//! of words in a second array. The header holds the key's fingerprint and
+//! the state's latch bit; a check latches the header *expecting its own
+//! fingerprint*, so taking the latch also proves the place still belongs to
+//! the key, and the block is then read and written under it.
+//!
+//! Per-key cost: 8 bytes of header plus the algorithm's block (bucketed
+//! window: `8·(1 + ceil(N/2))` bytes; sliding log: `8·(3 + 2L)` bytes), times
+//! 1.45 places per key of capacity, all allocated at construction.
+
+use super::{Geometry, Home, Shard, new_shards, prefetch};
+use crate::algorithm::{BlockAlgorithm, Words};
+use crate::cell::{LATCHED, LatchedWords, latch};
+use crate::config::Error;
+use crate::decision::Decision;
+use crate::stats::Stats;
+use crate::sync::{AtomicU64, Ordering, zeroed_words};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Headers per 64-byte bucket.
+const SLOTS: usize = 8;
+
+/// Fingerprints leave the latch bit free.
+const FINGERPRINT_BITS: u32 = 62;
+
+pub(crate) struct BlockTable<A: BlockAlgorithm> {
+    alg: A,
+    geometry: Geometry,
+    shards: Box<[CachePadded<Shard>]>,
+    headers: Box<[AtomicU64]>,
+    blocks: Box<[AtomicU64]>,
+    words: usize,
+    capacity: u64,
+    allow_overflow: bool,
+}
+
+/// The fresh state, read-only: decisions for keys with no state. Writes are
+/// dropped, and are never reached: a decision on it is only used when it
+/// stores nothing (a peek or a denial).
+struct Fresh;
+
+impl Words for Fresh {
+    fn get(&self, _: usize) -> u64 {
+        0
+    }
+    fn set(&mut self, _: usize, _: u64) {}
+}
+
+impl<A: BlockAlgorithm> BlockTable<A> {
+    pub(crate) fn new(alg: A, capacity: u64, allow_overflow: bool) -> Result<Self, Error> {
+        let (geometry, shards) = Geometry::new(capacity, SLOTS as u64, FINGERPRINT_BITS);
+        let places = geometry.buckets(shards) * SLOTS;
+        let words = alg.words();
+        let headers = zeroed_words(places).map_err(|bytes| Error::OutOfMemory { bytes })?;
+        let blocks = zeroed_words(places.saturating_mul(words))
+            .map_err(|bytes| Error::OutOfMemory { bytes })?;
+        Ok(BlockTable {
+            alg,
+            geometry,
+            shards: new_shards(shards),
+            headers,
+            blocks,
+            words,
+            capacity,
+            allow_overflow,
+        })
+    }
+
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        size_of_val(&*self.headers)
+            + size_of_val(&*self.blocks)
+            + size_of_val(&*self.shards)
+            + size_of::<Self>()
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        super::stats(&self.shards, self.capacity, self.bytes())
+    }
+
+    fn block(&self, place: usize) -> LatchedWords<'_> {
+        LatchedWords(&self.blocks[place * self.words..][..self.words])
+    }
+
+    /// The key's place, if it has one now.
+    fn find(&self, home: Home) -> Option<usize> {
+        for bucket in self.geometry.window(home) {
+            for place in bucket * SLOTS..(bucket + 1) * SLOTS {
+                let header = self.headers[place].load(Ordering::Relaxed) & !LATCHED;
+                if header == home.fingerprint {
+                    return Some(place);
+                }
+            }
+        }
+        None
+    }
+
+    #[inline]
+    pub(crate) fn prefetch(&self, h: u64) {
+        let home = self.geometry.home(h);
+        prefetch(&self.headers[home.bucket * SLOTS]);
+    }
+
+    pub(crate) fn check(&self, h: u64, t: u64, n: u64) -> Decision {
+        let home = self.geometry.home(h);
+        let shard = &self.shards[home.shard];
+        let decision = loop {
+            if let Some(place) = self.find(home) {
+                // Latching with our fingerprint fails if the place changed
+                // owner since we found it: then look again.
+                if let Ok(_latch) = latch(&self.headers[place], home.fingerprint) {
+                    break self.alg.decide(&mut self.block(place), t, n);
+                }
+                continue;
+            }
+            if let Some(d) = self.insert(home, shard, t, n) {
+                break d;
+            }
+        };
+        shard.counters.record(decision.allowed);
+        decision
+    }
+
+    /// The path of a key with no state; `None` if another thread placed the
+    /// key meanwhile.
+    fn insert(&self, home: Home, shard: &Shard, t: u64, n: u64) -> Option<Decision> {
+        let fresh = self.alg.decide(&mut Fresh, t, n);
+        if !(fresh.allowed && n > 0) {
+            return Some(fresh);
+        }
+        let _latch = latch(&shard.latch, 0).expect("a shard latch holds only 0 or LATCHED");
+        if self.find(home).is_some() {
+            return None;
+        }
+        let mut frees_in = u64::MAX;
+        for bucket in self.geometry.window(home) {
+            for place in bucket * SLOTS..(bucket + 1) * SLOTS {
+                let header = &self.headers[place];
+                let owner = header.load(Ordering::Relaxed);
+                if owner & LATCHED != 0 {
+                    // Being checked right now: in use, not a place to take.
+                    continue;
+                }
+                // Latch the place as it is (empty or another key's), so no
+                // check of its owner runs while we judge and replace it.
+                let Ok(held) = latch(header, owner) else {
+                    continue;
+                };
+                let mut block = self.block(place);
+                if owner != 0 && !self.alg.is_fresh_at(&block, t) {
+                    frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
+                    continue;
+                }
+                self.alg.clear(&mut block);
+                let decision = self.alg.decide(&mut block, t, n);
+                held.release_as(home.fingerprint);
+                let counter = if owner != 0 {
+                    &shard.counters.evictions
+                } else {
+                    &shard.counters.tracked
+                };
+                counter.fetch_add(1, Relaxed);
+                return Some(decision);
+            }
+        }
+        shard.counters.overflows.fetch_add(1, Relaxed);
+        if self.allow_overflow {
+            return Some(fresh);
+        }
+        Some(Decision {
+            allowed: false,
+            remaining: 0,
+            retry_after_ns: frees_in.max(1),
+            reset_after_ns: 0,
+            wait_ns: 0,
+            ..fresh
+        })
+    }
+
+    /// Forgets the key's state. Returns whether it had one.
+    pub(crate) fn reset(&self, h: u64) -> bool {
+        let home = self.geometry.home(h);
+        let shard = &self.shards[home.shard];
+        let _latch = latch(&shard.latch, 0).expect("a shard latch holds only 0 or LATCHED");
+        let Some(place) = self.find(home) else {
+            return false;
+        };
+        let Ok(held) = latch(&self.headers[place], home.fingerprint) else {
+            return false;
+        };
+        self.alg.clear(&mut self.block(place));
+        held.release_as(0);
+        shard.counters.tracked.fetch_sub(1, Relaxed);
+        true
+    }
+}

@@ -1,0 +1,226 @@
+//! The keyed table: a fixed-capacity, sharded array of cache-line buckets of
+//! atomic slots, allocated once, holding one state per key (SPEC §5).
+//!
+//! # Keys
+//! Keys are hashed with SipHash-1-3 under a random 128-bit key drawn per
+//! table from the OS. SipHash is a keyed pseudo-random function built for
+//! exactly this threat (hash flooding: someone who chooses keys aiming them
+//! at one bucket); without the key nobody outside can predict where a key
+//! lands or which keys share a fingerprint. The 1-3 variant is the one Rust's
+//! `HashMap` uses: about 15 ns for a short key here, small beside the cache
+//! miss of a large table. A `u64` key is hashed as its 8 little-endian
+//! bytes, so `check(k)` and `check_bytes(&k.to_le_bytes())` are one key.
+//!
+//! The 64-bit hash `h` picks the shard (top bits), the home bucket in the
+//! shard (its low 32 bits, by multiply-shift), and the fingerprint (a
+//! multiplicative mix of `h`, never 0). The table stores fingerprints, not
+//! keys: memory per key does not depend on key length, and two keys share a
+//! state only if they have the same shard, home bucket and fingerprint.
+//!
+//! # Collisions
+//! With `f` fingerprint bits, two given keys in the same probe window share
+//! a state with probability about `2^-f` (a key is compared with at most
+//! `PROBE × slots-per-bucket` residents). For a table of `n` live keys the
+//! expected number of colliding pairs is at most about
+//! `n × PROBE × slots-per-bucket / 2^(f+1)`: with 64-bit fingerprints
+//! (GCRA, leaky bucket, the multi-word algorithms: 62) and `n = 10^6` that
+//! is below 10^-12; with the narrowest fingerprint any configuration gets
+//! (32 bits) it is below 0.004. [`crate::KeyedLimiter::fingerprint_bits`]
+//! reports the width in use.
+//!
+//! # Places
+//! A key lives in the first `PROBE` buckets from its home bucket (wrapping
+//! inside its shard). Buckets are 64 bytes, aligned to a cache line: four
+//! 16-byte slots for single-word states, or eight 8-byte headers for
+//! multi-word states (whose blocks of words live in a second array). An
+//! existing key is found in its home bucket in the common case: one cache
+//! line, no lock, no allocation.
+//!
+//! # Inserting and evicting
+//! Only an admitted request of cost above 0 creates a state, so peeks and
+//! denials of unknown keys touch nothing. A new key is placed under its
+//! shard's insert latch: the inserter first looks for the key again (another
+//! thread may just have placed it), then takes the first place in the probe
+//! window that is empty or holds a state equivalent to fresh (SPEC §4) at
+//! this moment, with one CAS from the exact word it examined, so a
+//! concurrent update of that state makes the eviction fail and be
+//! re-examined. Because every insert of a key goes through one latch and
+//! re-checks, no key is ever placed twice; because every update CASes a word
+//! that contains the fingerprint, no update lands on another key's state.
+//! Updates of existing keys never take the latch.
+
+pub(crate) mod block;
+pub(crate) mod word;
+
+use crate::stats::{Counters, Stats};
+use crate::sync::AtomicU64;
+use crossbeam_utils::CachePadded;
+use siphasher::sip::SipHasher13;
+use std::hash::Hasher;
+
+/// Buckets searched from a key's home bucket.
+pub(crate) const PROBE: u64 = 8;
+
+/// Slots allocated per key of capacity, in hundredths: 1.45 slots per key
+/// keeps the table at most 69 % full when `capacity` live keys are stored,
+/// which an 8-bucket probe window absorbs, and leaves 16-byte slots at
+/// 23.2 bytes per key.
+const SLOTS_PER_KEY_PERCENT: u64 = 145;
+
+/// A shard: its insert latch and its counters, on their own cache lines.
+#[derive(Debug, Default)]
+pub(crate) struct Shard {
+    /// Held while a new key is placed or a key is reset.
+    pub latch: AtomicU64,
+    pub counters: Counters,
+}
+
+/// Where keys go: the hash key, the shard and bucket counts.
+#[derive(Debug)]
+pub(crate) struct Geometry {
+    sip: (u64, u64),
+    shard_shift: u32,
+    buckets_per_shard: u64,
+    fingerprint_bits: u32,
+}
+
+/// A key's hash, decoded.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Home {
+    pub shard: usize,
+    /// Global index of the home bucket.
+    pub bucket: usize,
+    pub fingerprint: u64,
+}
+
+impl Geometry {
+    /// Sizes a table of `capacity` keys with `slots_per_bucket`; returns
+    /// the geometry and the number of shards.
+    pub(crate) fn new(
+        capacity: u64,
+        slots_per_bucket: u64,
+        fingerprint_bits: u32,
+    ) -> (Geometry, usize) {
+        let slots = capacity.saturating_mul(SLOTS_PER_KEY_PERCENT).div_ceil(100);
+        let buckets = slots.div_ceil(slots_per_bucket).max(1);
+        // About 8k keys per shard, at most 256 shards: enough that inserts
+        // on different cores rarely meet on a latch, few enough that the
+        // counters stay a rounding error of the memory.
+        let shards = (capacity / 8192).clamp(1, 256).next_power_of_two().min(256);
+        let buckets_per_shard = buckets.div_ceil(shards).max(1);
+        let sip = seed();
+        (
+            Geometry {
+                sip,
+                shard_shift: 64 - shards.trailing_zeros(),
+                buckets_per_shard,
+                fingerprint_bits,
+            },
+            shards as usize,
+        )
+    }
+
+    pub(crate) fn buckets(&self, shards: usize) -> usize {
+        self.buckets_per_shard as usize * shards
+    }
+
+    pub(crate) fn fingerprint_bits(&self) -> u32 {
+        self.fingerprint_bits
+    }
+
+    /// SipHash-1-3 of the key's bytes under this table's key.
+    #[inline]
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.sip.0, self.sip.1);
+        h.write(key);
+        h.finish()
+    }
+
+    #[inline]
+    pub(crate) fn home(&self, h: u64) -> Home {
+        let shard = if self.shard_shift == 64 {
+            0
+        } else {
+            (h >> self.shard_shift) as usize
+        };
+        let local = ((h & 0xffff_ffff) * self.buckets_per_shard) >> 32;
+        let mixed = h.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        let fingerprint = match mixed >> (64 - self.fingerprint_bits) {
+            0 => 1,
+            f => f,
+        };
+        Home {
+            shard,
+            bucket: shard * self.buckets_per_shard as usize + local as usize,
+            fingerprint,
+        }
+    }
+
+    /// The buckets of the probe window, in order: home first, wrapping
+    /// inside the shard.
+    #[inline]
+    pub(crate) fn window(&self, home: Home) -> impl Iterator<Item = usize> {
+        let first = home.shard * self.buckets_per_shard as usize;
+        let local = home.bucket - first;
+        let n = self.buckets_per_shard as usize;
+        (0..PROBE.min(self.buckets_per_shard) as usize).map(move |i| first + (local + i) % n)
+    }
+}
+
+/// A random SipHash key per table (a fixed one under loom, whose models
+/// must be deterministic).
+fn seed() -> (u64, u64) {
+    #[cfg(loom)]
+    {
+        (0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210)
+    }
+    #[cfg(not(loom))]
+    {
+        let mut bytes = [0u8; 16];
+        if getrandom::fill(&mut bytes).is_err() {
+            // No OS randomness (a sandbox without getrandom): fall back to
+            // std's per-process random keys rather than fail construction.
+            use std::hash::{BuildHasher, RandomState};
+            let s = RandomState::new();
+            return (s.hash_one(1u8), s.hash_one(2u8));
+        }
+        let (a, b) = bytes.split_at(8);
+        (
+            u64::from_le_bytes(a.try_into().unwrap()),
+            u64::from_le_bytes(b.try_into().unwrap()),
+        )
+    }
+}
+
+/// The shards of a table, padded so that one shard's counter bumps do not
+/// invalidate another's line.
+pub(crate) fn new_shards(n: usize) -> Box<[CachePadded<Shard>]> {
+    (0..n).map(|_| CachePadded::new(Shard::default())).collect()
+}
+
+/// Sums the shards' counters into a snapshot.
+pub(crate) fn stats(shards: &[CachePadded<Shard>], capacity: u64, bytes: usize) -> Stats {
+    let mut stats = Stats {
+        capacity,
+        bytes_allocated: bytes as u64,
+        ..Stats::default()
+    };
+    for shard in shards {
+        shard.counters.add_to(&mut stats);
+    }
+    stats
+}
+
+/// Fetches the cache line at `ptr` ahead of use. A prefetch never faults,
+/// whatever the address.
+#[inline]
+pub(crate) fn prefetch<T>(ptr: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: prefetch is a hint; it reads nothing architecturally and
+    // cannot fault, for any address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = ptr;
+}

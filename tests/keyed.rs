@@ -1,0 +1,265 @@
+//! The keyed limiter's promises (SPEC §5): keys kept apart, lossless
+//! eviction, bounded memory under a flood, batch equal to one-by-one,
+//! exact admissions under concurrency, and the per-key memory budget.
+
+use ratecell::{Algorithm, Clock, Config, Decision, KeyedLimiter, Overflow};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+const SECOND: u64 = 1_000_000_000;
+
+/// A configuration of each algorithm: `limit` per second (burst = limit).
+fn config(algorithm: Algorithm, limit: u64) -> Config {
+    Config::new(algorithm, limit, SECOND).sub_windows(10)
+}
+
+fn keyed(algorithm: Algorithm, limit: u64, capacity: u64) -> KeyedLimiter {
+    KeyedLimiter::with_clock(
+        config(algorithm, limit).capacity(capacity),
+        Clock::manual(T0).0,
+    )
+    .unwrap()
+}
+
+#[test]
+fn keys_are_limited_separately_and_u64_keys_are_their_le_bytes() {
+    for algorithm in Algorithm::ALL {
+        let lim = keyed(algorithm, 3, 1000);
+        for _ in 0..3 {
+            assert!(lim.check_at(7, 1, T0).allowed, "{algorithm}");
+        }
+        assert!(
+            !lim.check_at(7, 1, T0).allowed,
+            "{algorithm}: key 7 is spent"
+        );
+        assert!(
+            !lim.check_bytes_at(&7u64.to_le_bytes(), 1, T0).allowed,
+            "{algorithm}: the bytes of 7 are key 7"
+        );
+        assert!(
+            lim.check_at(8, 1, T0).allowed,
+            "{algorithm}: key 8 is fresh"
+        );
+        assert_eq!(lim.stats().keys_tracked, 2, "{algorithm}");
+    }
+}
+
+#[test]
+fn byte_keys_differing_in_one_bit_are_different_keys() {
+    let key = *b"api-key-0123456789abcdef";
+    for algorithm in Algorithm::ALL {
+        let lim = keyed(algorithm, 1, 10_000);
+        assert!(lim.check_bytes_at(&key, 1, T0).allowed);
+        assert!(!lim.check_bytes_at(&key, 1, T0).allowed);
+        for bit in 0..key.len() * 8 {
+            let mut other = key;
+            other[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                lim.check_bytes_at(&other, 1, T0).allowed,
+                "{algorithm}: flipping bit {bit} must give a fresh key"
+            );
+        }
+        assert_eq!(lim.stats().keys_tracked, 1 + 8 * key.len() as u64);
+    }
+}
+
+#[test]
+fn peeks_and_denials_of_unknown_keys_store_nothing() {
+    for algorithm in Algorithm::ALL {
+        let lim = keyed(algorithm, 5, 100);
+        let peek = lim.check_at(1, 0, T0);
+        assert!(peek.allowed && peek.remaining == 5, "{algorithm}: {peek:?}");
+        let too_big = lim.check_at(2, 6, T0);
+        assert!(!too_big.allowed && too_big.retry_after_ns == u64::MAX);
+        assert_eq!(lim.stats().keys_tracked, 0, "{algorithm}");
+    }
+}
+
+#[test]
+fn reset_key_forgets_one_key() {
+    for algorithm in Algorithm::ALL {
+        let lim = keyed(algorithm, 2, 100);
+        lim.check_at(1, 2, T0);
+        lim.check_at(2, 2, T0);
+        assert!(lim.reset_key(1), "{algorithm}");
+        assert!(!lim.reset_key(1), "{algorithm}: already gone");
+        assert_eq!(
+            lim.check_at(1, 0, T0).remaining,
+            2,
+            "{algorithm}: fresh again"
+        );
+        assert_eq!(
+            lim.check_at(2, 0, T0).remaining,
+            0,
+            "{algorithm}: untouched"
+        );
+        assert_eq!(lim.stats().keys_tracked, 1);
+    }
+}
+
+/// SPEC §5: a flood of new keys evicts only entries equivalent to fresh;
+/// live keys keep their state, and the table's memory does not grow.
+#[test]
+fn a_flood_of_new_keys_keeps_live_keys_and_memory() {
+    for algorithm in Algorithm::ALL {
+        let capacity = 2_000;
+        let lim = keyed(algorithm, 10, capacity);
+        // The same live keys without the flood: what they must still decide.
+        let reference = keyed(algorithm, 10, capacity);
+        let bytes = lim.stats().bytes_allocated;
+        // 500 live keys, each spent to the limit at T0.
+        for key in 0..500u64 {
+            assert!(lim.check_at(key, 10, T0).allowed);
+            assert!(reference.check_at(key, 10, T0).allowed);
+        }
+        // 10× the capacity in new keys, a little later but within the period.
+        let later = T0 + SECOND / 10;
+        let mut admitted = 0;
+        for key in 1_000_000..1_000_000 + 10 * capacity {
+            admitted += u64::from(lim.check_at(key, 1, later).allowed);
+        }
+        let stats = lim.stats();
+        assert_eq!(stats.bytes_allocated, bytes, "{algorithm}: memory is fixed");
+        assert!(
+            stats.overflows > 0,
+            "{algorithm}: a flood beyond capacity overflows"
+        );
+        assert!(stats.keys_tracked <= (capacity as f64 * 1.45) as u64 + 8);
+        assert_eq!(admitted + stats.overflows, 10 * capacity, "{algorithm}");
+        for key in 0..500u64 {
+            for cost in [0, 1, 2] {
+                assert_eq!(
+                    lim.check_at(key, cost, later),
+                    reference.check_at(key, cost, later),
+                    "{algorithm}: live key {key} lost its state"
+                );
+            }
+        }
+        // Once the flood's keys are fresh again (a period later), they are
+        // evicted for new keys, losslessly.
+        let much_later = T0 + 3 * SECOND;
+        for key in 5_000_000..5_000_000 + capacity {
+            lim.check_at(key, 1, much_later);
+        }
+        assert!(
+            lim.stats().evictions > 0,
+            "{algorithm}: fresh entries are evicted"
+        );
+    }
+}
+
+#[test]
+fn fail_open_admits_untracked_keys_when_full() {
+    let config = config(Algorithm::FixedWindow, 1)
+        .capacity(16)
+        .overflow(Overflow::Allow);
+    let lim = KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap();
+    let admitted = (0..1000u64)
+        .filter(|&k| lim.check_at(k, 1, T0).allowed)
+        .count();
+    assert_eq!(admitted, 1000);
+    assert!(lim.stats().overflows > 0);
+}
+
+/// A table sized for `capacity` keys holds `capacity` live keys.
+#[test]
+fn capacity_live_keys_fit() {
+    for algorithm in [Algorithm::Gcra, Algorithm::SlidingLog] {
+        let capacity = 100_000;
+        let lim = keyed(algorithm, 1, capacity);
+        for key in 0..capacity {
+            lim.check_at(key, 1, T0);
+        }
+        let stats = lim.stats();
+        assert!(
+            stats.overflows * 1000 <= capacity,
+            "{algorithm}: {} of {capacity} keys found no place",
+            stats.overflows
+        );
+    }
+}
+
+#[test]
+fn batch_equals_one_by_one() {
+    for algorithm in Algorithm::ALL {
+        let a = keyed(algorithm, 4, 512);
+        let b = keyed(algorithm, 4, 512);
+        // Repeated keys, costs 0..=5, several rounds at advancing times.
+        let keys: Vec<u64> = (0..600u64).map(|i| (i * 7919) % 97).collect();
+        let costs: Vec<u64> = (0..600u64).map(|i| i % 6).collect();
+        for round in 0..5 {
+            let t = T0 + round * SECOND / 3;
+            let mut batch = vec![Decision::default(); keys.len()];
+            a.check_batch_at(&keys, Some(&costs), t, &mut batch);
+            let single: Vec<Decision> = keys
+                .iter()
+                .zip(&costs)
+                .map(|(&k, &c)| b.check_at(k, c, t))
+                .collect();
+            assert_eq!(batch, single, "{algorithm}, round {round}");
+        }
+    }
+}
+
+/// 4 threads over 64 keys at one instant admit exactly the limit per key.
+#[test]
+fn four_threads_admit_exactly_the_limit_per_key() {
+    for algorithm in Algorithm::ALL {
+        let limit = 25;
+        let lim = keyed(algorithm, limit, 1024);
+        let admitted: Vec<u64> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..4)
+                .map(|w| {
+                    let lim = &lim;
+                    s.spawn(move || {
+                        let mut per_key = vec![0u64; 64];
+                        for i in 0..2_000u64 {
+                            let key = (i * 13 + w * 5) % 64;
+                            if lim.check_at(key, 1, T0).allowed {
+                                per_key[key as usize] += 1;
+                            }
+                        }
+                        per_key
+                    })
+                })
+                .collect();
+            let mut total = vec![0u64; 64];
+            for w in workers {
+                for (t, n) in total.iter_mut().zip(w.join().unwrap()) {
+                    *t += n;
+                }
+            }
+            total
+        });
+        assert!(
+            admitted.iter().all(|&n| n == limit),
+            "{algorithm}: admitted per key {admitted:?}"
+        );
+    }
+}
+
+/// SPEC §5 and the keyed-table issue: the single-word algorithms take at
+/// most 24 bytes per key of capacity at 1M keys, whatever the key type.
+#[test]
+fn single_word_algorithms_take_at_most_24_bytes_per_key() {
+    for algorithm in [
+        Algorithm::Gcra,
+        Algorithm::LeakyBucket,
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+    ] {
+        let lim = keyed(algorithm, 100, 1_000_000);
+        let per_key = lim.stats().bytes_allocated as f64 / 1e6;
+        assert!(per_key <= 24.0, "{algorithm}: {per_key} bytes per key");
+    }
+}
+
+#[test]
+fn fingerprints_are_at_least_32_bits_or_the_config_is_refused() {
+    let lim = keyed(Algorithm::Gcra, 100, 10);
+    assert_eq!(lim.fingerprint_bits(), 64);
+    // A sliding window of 2^31 per microsecond needs 55 + 2·32 bits.
+    let err = KeyedLimiter::new(Config::new(Algorithm::SlidingWindow, 1 << 31, 1_000).capacity(10))
+        .unwrap_err();
+    assert!(err.to_string().contains("fingerprint"), "{err}");
+}
