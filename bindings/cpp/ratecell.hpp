@@ -1,0 +1,287 @@
+// ratecell.hpp: a header-only C++17 RAII wrapper over ratecell's C ABI
+// (include/ratecell.h). Link the program against libratecell as for C.
+//
+// - ratecell::Limiter owns one ratecell_limiter; it is move-only, and frees
+//   the limiter in its destructor. A moved-from Limiter holds nothing: any
+//   call on it throws ratecell::Error with RATECELL_NULL_ARGUMENT.
+// - Every failure throws ratecell::Error (a std::runtime_error) carrying
+//   the ratecell_status. A denied check is not a failure, and neither is an
+//   acquire that gives up: both return a Decision with allowed == false.
+// - All const member functions are thread-safe, as in C: share one
+//   Limiter between threads by reference.
+#ifndef RATECELL_HPP
+#define RATECELL_HPP
+
+#include "ratecell.h"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ratecell {
+
+/// The answer to one request: the C struct itself.
+using Decision = ::ratecell_decision;
+/// A snapshot of the counters: the C struct itself.
+using Stats = struct ::ratecell_stats;
+
+enum class Algorithm : std::uint32_t {
+    Gcra = RATECELL_ALGORITHM_GCRA,
+    LeakyBucket = RATECELL_ALGORITHM_LEAKY_BUCKET,
+    TokenBucket = RATECELL_ALGORITHM_TOKEN_BUCKET,
+    FixedWindow = RATECELL_ALGORITHM_FIXED_WINDOW,
+    SlidingWindow = RATECELL_ALGORITHM_SLIDING_WINDOW,
+    BucketedWindow = RATECELL_ALGORITHM_BUCKETED_WINDOW,
+    SlidingLog = RATECELL_ALGORITHM_SLIDING_LOG,
+};
+
+enum class Overflow : std::uint32_t {
+    Deny = RATECELL_OVERFLOW_DENY,
+    Allow = RATECELL_OVERFLOW_ALLOW,
+};
+
+enum class Clock : std::uint32_t {
+    Tsc = RATECELL_CLOCK_TSC,
+    Coarse = RATECELL_CLOCK_COARSE,
+};
+
+/// A failed call: `status()` says which of the RATECELL_* codes.
+class Error : public std::runtime_error {
+public:
+    explicit Error(ratecell_status status)
+        : std::runtime_error(std::string("ratecell: ") + ::ratecell_status_str(status)),
+          status_(status) {}
+
+    ratecell_status status() const noexcept { return status_; }
+
+private:
+    ratecell_status status_;
+};
+
+namespace detail {
+inline void check(ratecell_status status) {
+    if (status != RATECELL_OK) {
+        throw Error(status);
+    }
+}
+}  // namespace detail
+
+/// The SPEC name of an algorithm ("gcra", ...).
+inline std::string_view name(Algorithm algorithm) {
+    const char *n = ::ratecell_algorithm_name(static_cast<ratecell_algorithm>(algorithm));
+    return n != nullptr ? std::string_view(n) : std::string_view();
+}
+
+/// The algorithm named `name`; throws Error(RATECELL_UNKNOWN_ALGORITHM).
+inline Algorithm algorithm_from_name(std::string_view name) {
+    ratecell_algorithm out{};
+    detail::check(::ratecell_algorithm_from_name(
+        reinterpret_cast<const std::uint8_t *>(name.data()), name.size(), &out));
+    return static_cast<Algorithm>(out);
+}
+
+/// The library's version string ("0.1.0").
+inline std::string_view version() { return ::ratecell_version(); }
+
+/// A configuration with SPEC defaults (ratecell_config_init), and setters
+/// that chain. Validated when a Limiter is made from it.
+class Config {
+public:
+    Config(Algorithm algorithm, std::uint64_t limit, std::chrono::nanoseconds period) {
+        ::ratecell_config_init(&raw_, static_cast<ratecell_algorithm>(algorithm), limit,
+                               static_cast<std::uint64_t>(period.count()));
+    }
+
+    explicit Config(const ratecell_config &raw) : raw_(raw) {}
+
+    Config &burst(std::uint64_t burst) {
+        raw_.burst = burst;
+        return *this;
+    }
+    Config &sub_windows(std::uint32_t n) {
+        raw_.sub_windows = n;
+        return *this;
+    }
+    /// Keys tracked: 0 (the default) for one shared state.
+    Config &capacity(std::uint64_t keys) {
+        raw_.capacity = keys;
+        return *this;
+    }
+    Config &overflow(Overflow policy) {
+        raw_.overflow = static_cast<std::uint32_t>(policy);
+        return *this;
+    }
+    Config &clock(Clock clock) {
+        raw_.clock = static_cast<std::uint32_t>(clock);
+        return *this;
+    }
+
+    const ratecell_config &raw() const noexcept { return raw_; }
+    ratecell_config &raw() noexcept { return raw_; }
+
+private:
+    ratecell_config raw_{};
+};
+
+/// A rate limiter (ratecell_limiter), owned. Move-only.
+class Limiter {
+public:
+    /// Throws Error with the RATECELL_INVALID_* status naming the field, or
+    /// RATECELL_OUT_OF_MEMORY.
+    explicit Limiter(const Config &config) {
+        detail::check(::ratecell_limiter_new(&config.raw(), &handle_));
+    }
+
+    ~Limiter() { ::ratecell_limiter_free(handle_); }
+
+    Limiter(const Limiter &) = delete;
+    Limiter &operator=(const Limiter &) = delete;
+
+    Limiter(Limiter &&other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+
+    Limiter &operator=(Limiter &&other) noexcept {
+        if (this != &other) {
+            ::ratecell_limiter_free(handle_);
+            handle_ = std::exchange(other.handle_, nullptr);
+        }
+        return *this;
+    }
+
+    /// Whether this object holds a limiter (false once moved from).
+    explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+    /// The C handle, still owned by this object.
+    ratecell_limiter *get() const noexcept { return handle_; }
+
+    /// Gives up ownership: the caller must ratecell_limiter_free the result.
+    ratecell_limiter *release() noexcept { return std::exchange(handle_, nullptr); }
+
+    /// Decides a request of `cost` for `key` now (cost 0: a peek).
+    Decision check(std::uint64_t key, std::uint64_t cost = 1) const {
+        Decision d{};
+        detail::check(::ratecell_check(handle_, key, cost, &d));
+        return d;
+    }
+
+    /// Decides at the caller's time (UNIX ns).
+    Decision check_at(std::uint64_t key, std::uint64_t cost, std::uint64_t now_ns) const {
+        Decision d{};
+        detail::check(::ratecell_check_at(handle_, key, cost, now_ns, &d));
+        return d;
+    }
+
+    /// Decides for a byte-string key (the u64 key k is its 8 LE bytes).
+    Decision check_bytes(std::string_view key, std::uint64_t cost = 1) const {
+        Decision d{};
+        detail::check(::ratecell_check_bytes(handle_, bytes(key), key.size(), cost, &d));
+        return d;
+    }
+
+    Decision check_bytes_at(std::string_view key, std::uint64_t cost,
+                            std::uint64_t now_ns) const {
+        Decision d{};
+        detail::check(
+            ::ratecell_check_bytes_at(handle_, bytes(key), key.size(), cost, now_ns, &d));
+        return d;
+    }
+
+    /// Decides keys[i] (cost costs[i], or 1 each when `costs` is empty)
+    /// with one clock read; returns every decision.
+    std::vector<Decision> check_batch(const std::vector<std::uint64_t> &keys,
+                                      const std::vector<std::uint64_t> &costs = {}) const {
+        return batch(keys, costs, nullptr);
+    }
+
+    std::vector<Decision> check_batch_at(const std::vector<std::uint64_t> &keys,
+                                         const std::vector<std::uint64_t> &costs,
+                                         std::uint64_t now_ns) const {
+        return batch(keys, costs, &now_ns);
+    }
+
+    /// Waits until admitted, for at most `timeout`. Returns the admitting
+    /// decision, or, when it gives up (time-out, or a cost that can never
+    /// be admitted: retry_after_ns == UINT64_MAX), the last denied one.
+    Decision acquire(std::uint64_t key, std::uint64_t cost,
+                     std::chrono::nanoseconds timeout) const {
+        Decision d{};
+        ratecell_status s = ::ratecell_acquire(handle_, key, cost, timeout_ns(timeout), &d);
+        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
+            detail::check(s);
+        }
+        return d;
+    }
+
+    Decision acquire_bytes(std::string_view key, std::uint64_t cost,
+                           std::chrono::nanoseconds timeout) const {
+        Decision d{};
+        ratecell_status s = ::ratecell_acquire_bytes(handle_, bytes(key), key.size(), cost,
+                                                     timeout_ns(timeout), &d);
+        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
+            detail::check(s);
+        }
+        return d;
+    }
+
+    void reset_key(std::uint64_t key) const { detail::check(::ratecell_reset_key(handle_, key)); }
+
+    void reset_bytes(std::string_view key) const {
+        detail::check(::ratecell_reset_bytes(handle_, bytes(key), key.size()));
+    }
+
+    Stats stats() const {
+        Stats s{};
+        detail::check(::ratecell_stats(handle_, &s));
+        return s;
+    }
+
+    /// The limiter's clock, UNIX ns.
+    std::uint64_t now_ns() const {
+        if (handle_ == nullptr) {
+            throw Error(RATECELL_NULL_ARGUMENT);
+        }
+        return ::ratecell_now_ns(handle_);
+    }
+
+    Config config() const {
+        ratecell_config raw{};
+        detail::check(::ratecell_limiter_config(handle_, &raw));
+        return Config(raw);
+    }
+
+private:
+    static const std::uint8_t *bytes(std::string_view key) noexcept {
+        return reinterpret_cast<const std::uint8_t *>(key.data());
+    }
+
+    static std::uint64_t timeout_ns(std::chrono::nanoseconds timeout) noexcept {
+        return timeout.count() < 0 ? 0 : static_cast<std::uint64_t>(timeout.count());
+    }
+
+    std::vector<Decision> batch(const std::vector<std::uint64_t> &keys,
+                                const std::vector<std::uint64_t> &costs,
+                                const std::uint64_t *now_ns) const {
+        if (!costs.empty() && costs.size() != keys.size()) {
+            throw std::invalid_argument("ratecell: costs.size() != keys.size()");
+        }
+        std::vector<Decision> decisions(keys.size());
+        std::vector<std::uint8_t> allowed(keys.size());
+        const std::uint64_t *c = costs.empty() ? nullptr : costs.data();
+        detail::check(now_ns != nullptr
+                          ? ::ratecell_check_batch_at(handle_, keys.data(), c, keys.size(),
+                                                      *now_ns, allowed.data(), decisions.data())
+                          : ::ratecell_check_batch(handle_, keys.data(), c, keys.size(),
+                                                   allowed.data(), decisions.data()));
+        return decisions;
+    }
+
+    ratecell_limiter *handle_ = nullptr;
+};
+
+}  // namespace ratecell
+
+#endif  // RATECELL_HPP

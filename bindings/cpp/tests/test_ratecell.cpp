@@ -1,0 +1,227 @@
+// C++17 tests of bindings/cpp/ratecell.hpp. Built and run by
+// scripts/c-tests.sh (normally and under ASan/UBSan). Prints
+// "N passed, M failed" last.
+#include "ratecell.hpp"
+
+#include "harness.h"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <type_traits>
+
+using namespace std::chrono_literals;
+using ratecell::Algorithm;
+using ratecell::Config;
+using ratecell::Error;
+using ratecell::Limiter;
+
+namespace {
+
+constexpr std::uint64_t SECOND = 1000000000;
+constexpr std::uint64_t MINUTE = 60 * SECOND;
+constexpr std::uint64_t T0 = 480000 * 60 * MINUTE;
+
+const Algorithm ALL[] = {Algorithm::Gcra,          Algorithm::LeakyBucket,
+                         Algorithm::TokenBucket,   Algorithm::FixedWindow,
+                         Algorithm::SlidingWindow, Algorithm::BucketedWindow,
+                         Algorithm::SlidingLog};
+
+// The status a constructor threw, or RATECELL_OK when it did not throw.
+ratecell_status construction_status(const Config &config) {
+    try {
+        Limiter l(config);
+        return RATECELL_OK;
+    } catch (const Error &e) {
+        return e.status();
+    }
+}
+
+void test_limiter_is_move_only() {
+    static_assert(!std::is_copy_constructible_v<Limiter>);
+    static_assert(!std::is_copy_assignable_v<Limiter>);
+    static_assert(std::is_nothrow_move_constructible_v<Limiter>);
+    static_assert(std::is_nothrow_move_assignable_v<Limiter>);
+    static_assert(std::is_base_of_v<std::runtime_error, Error>);
+
+    Limiter a(Config(Algorithm::TokenBucket, 2, 1s));
+    CHECK(a.check_at(1, 1, T0).allowed);
+    Limiter b(std::move(a));
+    CHECK(!a);  // NOLINT: moved-from on purpose
+    CHECK(static_cast<bool>(b));
+    // The state moved with the handle.
+    CHECK(b.check_at(1, 1, T0).allowed);
+    CHECK(!b.check_at(1, 1, T0).allowed);
+    // Calls on the moved-from object throw instead of crashing.
+    ratecell_status status = RATECELL_OK;
+    try {
+        a.check(1);  // NOLINT
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_NULL_ARGUMENT);
+    // Move assignment frees the old limiter (checked by LeakSanitizer).
+    Limiter c(Config(Algorithm::Gcra, 5, 1s));
+    c = std::move(b);
+    CHECK(!c.check_at(1, 1, T0).allowed);
+    ratecell_limiter *raw = c.release();
+    CHECK(raw != nullptr && !c);
+    ratecell_limiter_free(raw);
+}
+
+void test_config_errors_throw_with_their_status() {
+    CHECK(construction_status(Config(Algorithm::Gcra, 0, 1s)) == RATECELL_INVALID_LIMIT);
+    CHECK(construction_status(Config(Algorithm::Gcra, 10, 999ns)) ==
+          RATECELL_INVALID_PERIOD_NS);
+    CHECK(construction_status(Config(Algorithm::FixedWindow, 10, 1s).burst(3)) ==
+          RATECELL_INVALID_BURST);
+    CHECK(construction_status(Config(Algorithm::BucketedWindow, 10, 1s).sub_windows(65)) ==
+          RATECELL_INVALID_SUB_WINDOWS);
+    CHECK(construction_status(Config(static_cast<Algorithm>(9), 10, 1s)) ==
+          RATECELL_INVALID_ALGORITHM);
+    CHECK(construction_status(Config(Algorithm::Gcra, 10, 1s).overflow(
+              static_cast<ratecell::Overflow>(5))) == RATECELL_INVALID_OVERFLOW);
+    CHECK(construction_status(Config(Algorithm::Gcra, 10, 1s).clock(
+              static_cast<ratecell::Clock>(5))) == RATECELL_INVALID_CLOCK);
+    ratecell_status s = construction_status(Config(Algorithm::Gcra, 10, 1s).capacity(UINT64_MAX));
+    CHECK(s == RATECELL_INVALID_CAPACITY || s == RATECELL_OUT_OF_MEMORY);
+    try {
+        ratecell::algorithm_from_name("nope");
+        CHECK(false);
+    } catch (const Error &e) {
+        CHECK(e.status() == RATECELL_UNKNOWN_ALGORITHM);
+        CHECK(std::strstr(e.what(), "unknown algorithm") != nullptr);
+    }
+    CHECK(ratecell::algorithm_from_name("sliding-log") == Algorithm::SlidingLog);
+    CHECK(ratecell::name(Algorithm::BucketedWindow) == "bucketed_window");
+    CHECK(!ratecell::version().empty());
+}
+
+void test_spec_example_sliding_window() {
+    Limiter l(Config(Algorithm::SlidingWindow, 100, 60s));
+    CHECK(l.check_at(0, 88, T0 + 30 * SECOND).allowed);
+    CHECK(l.check_at(0, 12, T0 + MINUTE).allowed);
+    ratecell::Decision d = l.check_at(0, 1, T0 + MINUTE + 15 * SECOND);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(d.remaining, 21);
+}
+
+void test_keys_bytes_and_reset() {
+    Limiter l(Config(Algorithm::FixedWindow, 2, 60s).capacity(100));
+    CHECK(l.check_bytes_at("alice", 1, T0).allowed);
+    CHECK(l.check_bytes_at("alice", 1, T0).allowed);
+    CHECK(!l.check_bytes_at(std::string("alice"), 1, T0).allowed);
+    CHECK(l.check_bytes_at("bob", 1, T0).allowed);
+    l.reset_bytes("alice");
+    CHECK(l.check_bytes_at("alice", 1, T0).allowed);
+    const char le7[8] = {7, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(l.check_at(7, 2, T0).allowed);
+    CHECK(!l.check_bytes_at(std::string_view(le7, 8), 1, T0).allowed);
+    l.reset_key(7);
+    CHECK(l.check_at(7, 1, T0).allowed);
+    CHECK(l.check(8).allowed);
+    CHECK(l.check_bytes("carol", 0).allowed);
+}
+
+void test_batch_equals_one_by_one() {
+    std::vector<std::uint64_t> keys, costs;
+    for (std::uint64_t i = 0; i < 100; i++) {
+        keys.push_back(i * 7 % 11);
+        costs.push_back(i % 3);
+    }
+    for (Algorithm a : ALL) {
+        Limiter batch(Config(a, 4, 1s).capacity(32));
+        Limiter single(Config(a, 4, 1s).capacity(32));
+        std::vector<ratecell::Decision> got = batch.check_batch_at(keys, costs, T0);
+        CHECK(got.size() == keys.size());
+        for (std::size_t i = 0; i < keys.size(); i++) {
+            ratecell::Decision d = single.check_at(keys[i], costs[i], T0);
+            CHECK(got[i].allowed == d.allowed);
+            CHECK_EQ_U64(got[i].remaining, d.remaining);
+            CHECK_EQ_U64(got[i].retry_after_ns, d.retry_after_ns);
+            CHECK_EQ_U64(got[i].reset_after_ns, d.reset_after_ns);
+            CHECK_EQ_U64(got[i].wait_ns, d.wait_ns);
+        }
+        CHECK(batch.check_batch(keys).size() == keys.size());
+    }
+    Limiter l(Config(Algorithm::Gcra, 4, 1s));
+    bool threw = false;
+    try {
+        l.check_batch({1, 2, 3}, {1});
+    } catch (const std::invalid_argument &) {
+        threw = true;
+    }
+    CHECK(threw);
+}
+
+void test_acquire_returns_a_denied_decision_when_it_gives_up() {
+    Limiter l(Config(Algorithm::Gcra, 5, 1s).burst(1).capacity(8));
+    CHECK(l.acquire(1, 1, 0ns).allowed);
+    ratecell::Decision d = l.acquire(1, 1, 1ms);
+    CHECK(!d.allowed);
+    CHECK(d.retry_after_ns > 0 && d.retry_after_ns != UINT64_MAX);
+    d = l.acquire(1, 2, 10s);  // can never be admitted: no wait
+    CHECK(!d.allowed);
+    CHECK_EQ_U64(d.retry_after_ns, UINT64_MAX);
+    CHECK(l.acquire(1, 1, 2s).allowed);  // sleeps about 200 ms
+    CHECK(l.acquire_bytes("k", 1, 0ns).allowed);
+}
+
+void test_stats_and_config() {
+    Limiter l(Config(Algorithm::SlidingLog, 3, 60s).capacity(10).overflow(ratecell::Overflow::Allow));
+    for (int i = 0; i < 5; i++) {
+        l.check_at(1, 1, T0);
+    }
+    ratecell::Stats s = l.stats();
+    CHECK_EQ_U64(s.checks, 5);
+    CHECK_EQ_U64(s.allowed, 3);
+    CHECK_EQ_U64(s.denied, 2);
+    CHECK_EQ_U64(s.keys_tracked, 1);
+    CHECK_EQ_U64(s.capacity, 10);
+    CHECK(s.bytes_allocated > 0);
+    ratecell_config raw = l.config().raw();
+    CHECK_EQ_U64(raw.algorithm, RATECELL_ALGORITHM_SLIDING_LOG);
+    CHECK_EQ_U64(raw.capacity, 10);
+    CHECK_EQ_U64(raw.overflow, RATECELL_OVERFLOW_ALLOW);
+    CHECK(l.now_ns() > T0 / 2);
+}
+
+void test_four_threads_admit_exactly_the_limit() {
+    for (Algorithm a : ALL) {
+        Limiter l(Config(a, 500, 1s).capacity(64));
+        std::atomic<int> ready{0};
+        std::atomic<std::uint64_t> admitted{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 4; t++) {
+            threads.emplace_back([&] {
+                ready.fetch_add(1);
+                while (ready.load() < 4) {
+                    std::this_thread::yield();
+                }
+                for (int i = 0; i < 300; i++) {
+                    if (l.check_at(5, 1, T0).allowed) {
+                        admitted.fetch_add(1);
+                    }
+                }
+            });
+        }
+        for (std::thread &t : threads) {
+            t.join();
+        }
+        CHECK_EQ_U64(admitted.load(), 500);
+    }
+}
+
+}  // namespace
+
+int main() {
+    RUN(test_limiter_is_move_only);
+    RUN(test_config_errors_throw_with_their_status);
+    RUN(test_spec_example_sliding_window);
+    RUN(test_keys_bytes_and_reset);
+    RUN(test_batch_equals_one_by_one);
+    RUN(test_acquire_returns_a_denied_decision_when_it_gives_up);
+    RUN(test_stats_and_config);
+    RUN(test_four_threads_admit_exactly_the_limit);
+    return harness_finish();
+}

@@ -1,0 +1,590 @@
+//! The opaque `ratecell_limiter` handle and every exported function that
+//! takes one.
+//!
+//! A handle holds either a direct [`Limiter`] (capacity 0: one shared
+//! state, keys ignored) or a [`KeyedLimiter`] (capacity > 0); each function
+//! dispatches with one `match`.
+
+use super::types::{
+    ratecell_clock, ratecell_config, ratecell_decision, ratecell_stats, ratecell_status,
+};
+use super::{input, max_len, out_ptr, output};
+use crate::{AcquireError, Clock, Decision, KeyedLimiter, Limiter};
+use std::time::Duration;
+
+use ratecell_status::*;
+
+/// A rate limiter: one shared state (configured capacity 0, every key
+/// ignored) or one state per key (capacity > 0).
+///
+/// Opaque; made by `ratecell_limiter_new`, released by
+/// `ratecell_limiter_free`. Thread-safe: any number of threads may call
+/// any function on the same limiter at once, except `ratecell_limiter_free`,
+/// which must be the last call on it.
+pub struct ratecell_limiter {
+    inner: Inner,
+    clock: ratecell_clock,
+}
+
+// The handle is allocated once, on the heap; boxing the larger variant
+// would only add a pointer chase to every check.
+#[allow(clippy::large_enum_variant)]
+enum Inner {
+    Direct(Limiter),
+    Keyed(KeyedLimiter),
+}
+
+impl ratecell_limiter {
+    fn check_at(&self, key: u64, cost: u64, now_ns: u64) -> Decision {
+        match &self.inner {
+            Inner::Direct(l) => l.check_at(cost, now_ns),
+            Inner::Keyed(k) => k.check_at(key, cost, now_ns),
+        }
+    }
+
+    fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Decision {
+        match &self.inner {
+            Inner::Direct(l) => l.check_at(cost, now_ns),
+            Inner::Keyed(k) => k.check_bytes_at(key, cost, now_ns),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        match &self.inner {
+            Inner::Direct(l) => l.now_ns(),
+            Inner::Keyed(k) => k.now_ns(),
+        }
+    }
+}
+
+/// The limiter behind a handle, or `RATECELL_NULL_ARGUMENT`.
+///
+/// # Safety
+/// A non-NULL `limiter` came from `ratecell_limiter_new` and was not freed.
+unsafe fn handle<'a>(
+    limiter: *const ratecell_limiter,
+) -> Result<&'a ratecell_limiter, ratecell_status> {
+    // SAFETY: the caller promises a live handle (or NULL, refused here).
+    unsafe { limiter.as_ref() }.ok_or(RATECELL_NULL_ARGUMENT)
+}
+
+/// Writes an out-parameter the caller has already checked for NULL.
+///
+/// # Safety
+/// `out` is non-NULL and points to a writable `T`.
+unsafe fn put<T>(out: *mut T, value: T) {
+    // SAFETY: as promised by the caller.
+    unsafe { out.write(value) }
+}
+
+/// Checks `*cfg` and makes a limiter, writing its handle to `*out`.
+///
+/// Capacity 0 makes a limiter with one shared state (every key argument is
+/// ignored); capacity > 0 a per-key table of that many keys, allocated here
+/// and never grown.
+///
+/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, the
+/// `RATECELL_INVALID_*` status naming the first invalid field (the enum
+/// fields algorithm, overflow and clock first, then limit, period_ns,
+/// burst, sub_windows, capacity), or `RATECELL_OUT_OF_MEMORY`. On failure
+/// `*out` is left unchanged.
+///
+/// Ownership: the caller owns the new limiter and must release it with
+/// `ratecell_limiter_free`. `*cfg` is only read during the call.
+/// Thread-safe.
+///
+/// # Safety
+/// `cfg` is NULL or points to a readable `ratecell_config`; `out` is NULL
+/// or points to a writable `ratecell_limiter *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_new(
+    cfg: *const ratecell_config,
+    out: *mut *mut ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        if cfg.is_null() {
+            return RATECELL_NULL_ARGUMENT;
+        }
+        // SAFETY: non-NULL, and the caller promises a readable config. Every
+        // field is an integer, so any bit pattern is a valid value.
+        let cfg = unsafe { cfg.read() };
+        let (config, clock_kind) = try_status!(cfg.to_rust());
+        let clock = match clock_kind {
+            ratecell_clock::RATECELL_CLOCK_TSC => Clock::tsc(),
+            ratecell_clock::RATECELL_CLOCK_COARSE => Clock::coarse(),
+        };
+        let inner = if config.capacity == 0 {
+            Limiter::with_clock(config, clock).map(Inner::Direct)
+        } else {
+            KeyedLimiter::with_clock(config, clock).map(Inner::Keyed)
+        };
+        let inner = try_status!(inner.map_err(|e| ratecell_status::from_error(&e)));
+        let layout = std::alloc::Layout::new::<ratecell_limiter>();
+        // SAFETY: the layout is not zero-sized (the handle holds a limiter).
+        let ptr = unsafe { std::alloc::alloc(layout) }.cast::<ratecell_limiter>();
+        if ptr.is_null() {
+            // Box::new would abort the C program; a status lets it recover.
+            return RATECELL_OUT_OF_MEMORY;
+        }
+        // SAFETY: freshly allocated for exactly this type; `ratecell_limiter_free`
+        // releases it with Box::from_raw, which uses the same allocator and
+        // layout. `out` is non-NULL and writable as promised.
+        unsafe {
+            ptr.write(ratecell_limiter { inner, clock: clock_kind });
+            put(out, ptr);
+        }
+        RATECELL_OK
+    }
+}
+
+/// Releases a limiter made by `ratecell_limiter_new`. NULL is a no-op.
+///
+/// Must be the last call on `limiter`: no other thread may be using it, and
+/// it must not be used or freed again afterwards.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle from `ratecell_limiter_new`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_free(limiter: *mut ratecell_limiter) {
+    ffi_panic_boundary! {
+        if !limiter.is_null() {
+            // SAFETY: allocated in `ratecell_limiter_new` with the global
+            // allocator and this type's layout, and (as promised) not yet freed.
+            drop(unsafe { Box::from_raw(limiter) });
+        }
+    }
+}
+
+/// Copies the limiter's configuration to `*out` (as given to
+/// `ratecell_limiter_new`; a burst of 0 stays 0).
+///
+/// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `out` is NULL or points to a
+/// writable `ratecell_config`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_config(
+    limiter: *const ratecell_limiter,
+    out: *mut ratecell_config,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        let out = try_status!(out_ptr(out));
+        let config = match &l.inner {
+            Inner::Direct(d) => d.config(),
+            Inner::Keyed(k) => k.config(),
+        };
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { put(out, ratecell_config::from_rust(config, l.clock)) };
+        RATECELL_OK
+    }
+}
+
+/// Decides a request of `cost` for `key` now (`cost` 0 is a peek: nothing
+/// is stored) and writes the decision to `*out`. A limiter of capacity 0
+/// ignores `key`.
+///
+/// A denied request is `RATECELL_OK` with `out->allowed == false`. Returns
+/// `RATECELL_NULL_ARGUMENT` when `limiter` or `out` is NULL. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `out` is NULL or points to a
+/// writable `ratecell_decision`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    cost: u64,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        let out = try_status!(out_ptr(out));
+        let d = l.check_at(key, cost, l.now_ns());
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { put(out, d.into()) };
+        RATECELL_OK
+    }
+}
+
+/// `ratecell_check` at the caller's time `now_ns` (UNIX nanoseconds) instead
+/// of the limiter's clock: deterministic, and one clock read saved.
+///
+/// # Safety
+/// As for `ratecell_check`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_at(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    cost: u64,
+    now_ns: u64,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        let out = try_status!(out_ptr(out));
+        let d = l.check_at(key, cost, now_ns);
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { put(out, d.into()) };
+        RATECELL_OK
+    }
+}
+
+/// Decides a request of `cost` for the byte-string key `key[0 .. key_len)`
+/// now. The same bytes always reach the same state, and the `uint64_t` key
+/// k is the same key as its 8 little-endian bytes. The library keeps no
+/// pointer to `key`. A limiter of capacity 0 ignores the key.
+///
+/// `key` may be NULL when `key_len` is 0 (the empty key). Returns
+/// `RATECELL_NULL_ARGUMENT` when `limiter` or `out` is NULL, or `key` is
+/// NULL with a non-zero `key_len`; `RATECELL_INVALID_LENGTH` when
+/// `key_len > PTRDIFF_MAX`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `key` points to `key_len` readable
+/// bytes (or is NULL); `out` is NULL or points to a writable
+/// `ratecell_decision`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_bytes(
+    limiter: *const ratecell_limiter,
+    key: *const u8,
+    key_len: usize,
+    cost: u64,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `key_len` readable bytes.
+        let key = try_status!(unsafe { input(key, key_len) });
+        let out = try_status!(out_ptr(out));
+        let d = l.check_bytes_at(key, cost, l.now_ns());
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { put(out, d.into()) };
+        RATECELL_OK
+    }
+}
+
+/// `ratecell_check_bytes` at the caller's time `now_ns` (UNIX nanoseconds).
+///
+/// # Safety
+/// As for `ratecell_check_bytes`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_bytes_at(
+    limiter: *const ratecell_limiter,
+    key: *const u8,
+    key_len: usize,
+    cost: u64,
+    now_ns: u64,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `key_len` readable bytes.
+        let key = try_status!(unsafe { input(key, key_len) });
+        let out = try_status!(out_ptr(out));
+        let d = l.check_bytes_at(key, cost, now_ns);
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { put(out, d.into()) };
+        RATECELL_OK
+    }
+}
+
+/// Decides `n` requests now, with one clock read: `keys[i]` at cost
+/// `costs[i]` (every cost 1 when `costs` is NULL), in order, exactly as `n`
+/// calls of `ratecell_check_at` at that time would. Writes
+/// `allowed_out[i]` (1 admitted, 0 denied) and, when `decisions_out` is not
+/// NULL, `decisions_out[i]`.
+///
+/// With `n == 0` the buffers may be NULL and nothing is written. Returns
+/// `RATECELL_NULL_ARGUMENT` when `limiter` is NULL or, with `n > 0`, `keys`
+/// or `allowed_out` is; `RATECELL_INVALID_LENGTH` when `n` is larger than
+/// any buffer of decisions can be. Nothing is written on failure. The
+/// buffers are only used during the call. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `keys` and `costs` (if not NULL)
+/// point to `n` readable `uint64_t`; `allowed_out` to `n` writable bytes;
+/// `decisions_out` is NULL or points to `n` writable decisions. The output
+/// buffers must not overlap the inputs or each other.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_batch(
+    limiter: *const ratecell_limiter,
+    keys: *const u64,
+    costs: *const u64,
+    n: usize,
+    allowed_out: *mut u8,
+    decisions_out: *mut ratecell_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: forwarded with the caller's promises.
+        unsafe { check_batch(l, keys, costs, n, None, allowed_out, decisions_out) }
+    }
+}
+
+/// `ratecell_check_batch` at the caller's time `now_ns` (UNIX nanoseconds).
+///
+/// # Safety
+/// As for `ratecell_check_batch`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_batch_at(
+    limiter: *const ratecell_limiter,
+    keys: *const u64,
+    costs: *const u64,
+    n: usize,
+    now_ns: u64,
+    allowed_out: *mut u8,
+    decisions_out: *mut ratecell_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: forwarded with the caller's promises.
+        unsafe { check_batch(l, keys, costs, n, Some(now_ns), allowed_out, decisions_out) }
+    }
+}
+
+/// The batch check behind both exported forms; `now_ns` None reads the
+/// clock once, after every argument has been checked.
+///
+/// # Safety
+/// As for `ratecell_check_batch`.
+unsafe fn check_batch(
+    l: &ratecell_limiter,
+    keys: *const u64,
+    costs: *const u64,
+    n: usize,
+    now_ns: Option<u64>,
+    allowed_out: *mut u8,
+    decisions_out: *mut ratecell_decision,
+) -> ratecell_status {
+    // One bound for every buffer: the decisions are the largest elements,
+    // so no buffer of a valid batch can be longer.
+    if n > max_len::<ratecell_decision>() {
+        return RATECELL_INVALID_LENGTH;
+    }
+    // SAFETY (all four): the caller promises buffers of `n` elements, the
+    // outputs disjoint from everything else.
+    let keys = try_status!(unsafe { input(keys, n) });
+    let costs = if costs.is_null() {
+        None
+    } else {
+        Some(try_status!(unsafe { input(costs, n) }))
+    };
+    let allowed = try_status!(unsafe { output(allowed_out, n) });
+    let mut decisions = if decisions_out.is_null() {
+        None
+    } else {
+        Some(try_status!(unsafe { output(decisions_out, n) }))
+    };
+    let now_ns = now_ns.unwrap_or_else(|| l.now_ns());
+    let mut each = |i: usize, d: Decision| {
+        allowed[i] = u8::from(d.allowed);
+        if let Some(decisions) = decisions.as_deref_mut() {
+            decisions[i] = d.into();
+        }
+    };
+    match &l.inner {
+        Inner::Direct(direct) => {
+            for i in 0..n {
+                each(i, direct.check_at(costs.map_or(1, |c| c[i]), now_ns));
+            }
+        }
+        Inner::Keyed(keyed) => keyed.check_batch_with(keys, costs, now_ns, each),
+    }
+    RATECELL_OK
+}
+
+/// Waits until a request of `cost` for `key` is admitted (and, for the
+/// leaky bucket, until its `wait_ns` has passed), sleeping by
+/// `retry_after_ns` (never spinning), for at most about `timeout_ns`.
+/// Blocks the calling thread only.
+///
+/// Returns `RATECELL_OK` with the admitting decision in `*out`;
+/// `RATECELL_TIMED_OUT` with the last (denied) decision in `*out` when the
+/// request would not be admitted in time (nothing is taken from the
+/// limit); `RATECELL_COST_EXCEEDS_LIMIT` at once, with its decision
+/// (`retry_after_ns == UINT64_MAX`) in `*out`, when no wait can ever admit
+/// the cost; `RATECELL_NULL_ARGUMENT` when `limiter` or `out` is NULL.
+/// A limiter of capacity 0 ignores `key`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `out` is NULL or points to a
+/// writable `ratecell_decision`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_acquire(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    cost: u64,
+    timeout_ns: u64,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        let out = try_status!(out_ptr(out));
+        let timeout = Duration::from_nanos(timeout_ns);
+        let result = match &l.inner {
+            Inner::Direct(direct) => direct.acquire(cost, timeout),
+            Inner::Keyed(keyed) => keyed.acquire(key, cost, timeout),
+        };
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { finish_acquire(result, out) }
+    }
+}
+
+/// `ratecell_acquire` for the byte-string key `key[0 .. key_len)` (see
+/// `ratecell_check_bytes` for byte keys).
+///
+/// # Safety
+/// As for `ratecell_acquire`, and `key` points to `key_len` readable bytes
+/// (or is NULL with `key_len` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_acquire_bytes(
+    limiter: *const ratecell_limiter,
+    key: *const u8,
+    key_len: usize,
+    cost: u64,
+    timeout_ns: u64,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `key_len` readable bytes.
+        let key = try_status!(unsafe { input(key, key_len) });
+        let out = try_status!(out_ptr(out));
+        let timeout = Duration::from_nanos(timeout_ns);
+        let result = match &l.inner {
+            Inner::Direct(direct) => direct.acquire(cost, timeout),
+            Inner::Keyed(keyed) => keyed.acquire_bytes(key, cost, timeout),
+        };
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { finish_acquire(result, out) }
+    }
+}
+
+/// Writes an acquire's decision (on success and on both give-ups) and
+/// returns its status.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+unsafe fn finish_acquire(
+    result: Result<Decision, AcquireError>,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    let (decision, status) = match result {
+        Ok(d) => (d, RATECELL_OK),
+        Err(AcquireError::TimedOut(d)) => (d, RATECELL_TIMED_OUT),
+        Err(AcquireError::Unsatisfiable(d)) => (d, RATECELL_COST_EXCEEDS_LIMIT),
+    };
+    // SAFETY: as promised by the caller.
+    unsafe { put(out, decision.into()) };
+    status
+}
+
+/// The limiter's current time in UNIX nanoseconds (what `ratecell_check`
+/// uses). Returns 0 when `limiter` is NULL. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_now_ns(limiter: *const ratecell_limiter) -> u64 {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        match unsafe { handle(limiter) } {
+            Ok(l) => l.now_ns(),
+            Err(_) => 0,
+        }
+    }
+}
+
+/// Forgets `key`'s state: its next request is decided as a fresh key's (an
+/// operator unblocking a user). A limiter of capacity 0 forgets its one
+/// shared state. Resetting a key that has no state is not an error.
+///
+/// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_reset_key(
+    limiter: *const ratecell_limiter,
+    key: u64,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        match &l.inner {
+            Inner::Direct(direct) => direct.reset(),
+            Inner::Keyed(keyed) => {
+                keyed.reset_key(key);
+            }
+        }
+        RATECELL_OK
+    }
+}
+
+/// `ratecell_reset_key` for the byte-string key `key[0 .. key_len)`.
+///
+/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT` (NULL `limiter`, or NULL
+/// `key` with a non-zero `key_len`) or `RATECELL_INVALID_LENGTH`.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `key` points to `key_len` readable
+/// bytes (or is NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_reset_bytes(
+    limiter: *const ratecell_limiter,
+    key: *const u8,
+    key_len: usize,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `key_len` readable bytes.
+        let key = try_status!(unsafe { input(key, key_len) });
+        match &l.inner {
+            Inner::Direct(direct) => direct.reset(),
+            Inner::Keyed(keyed) => {
+                keyed.reset_bytes(key);
+            }
+        }
+        RATECELL_OK
+    }
+}
+
+/// Writes a snapshot of the limiter's counters to `*out`.
+///
+/// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe (the
+/// snapshot is approximate while other threads check).
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `out` is NULL or points to a
+/// writable `ratecell_stats`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_stats(
+    limiter: *const ratecell_limiter,
+    out: *mut ratecell_stats,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        let out = try_status!(out_ptr(out));
+        let stats = match &l.inner {
+            Inner::Direct(direct) => direct.stats(),
+            Inner::Keyed(keyed) => keyed.stats(),
+        };
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { put(out, stats.into()) };
+        RATECELL_OK
+    }
+}

@@ -1,0 +1,194 @@
+//! The C ABI (SPEC.md section 6), and nothing else: `include/ratecell.h`
+//! is generated from this module by cbindgen (`build.rs`, `cbindgen.toml`).
+//!
+//! Rules every function here keeps (rustls-ffi and hyper's C API are the
+//! models):
+//!
+//! - Its body runs inside [`ffi_panic_boundary!`]: a panic becomes
+//!   `RATECELL_PANIC` (or the documented default of a function that returns
+//!   no status) and never unwinds into C.
+//! - Every pointer is checked; NULL gives `RATECELL_NULL_ARGUMENT`, never a
+//!   crash. Lengths above what any buffer can be give
+//!   `RATECELL_INVALID_LENGTH`.
+//! - Out-parameters are written only on success (`ratecell_acquire` also
+//!   writes its last decision when it gives up).
+//! - Values of C enum types are read as integers and checked (see
+//!   [`types`]).
+//!
+//! The module may use only the crate's public Rust API.
+
+#![allow(non_camel_case_types)]
+
+/// Runs a function body, turning a panic into the return type's
+/// [`PanicDefault`] instead of unwinding across the C boundary. A `return`
+/// in the body returns from the exported function, as written.
+macro_rules! ffi_panic_boundary {
+    ($($body:tt)*) => {{
+        // AssertUnwindSafe: a limiter's shared state is atomics and
+        // immutable configuration, updated by single CAS or latch steps, so
+        // a panic part-way leaves nothing half-written for the next call.
+        match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| { $($body)* })) {
+            Ok(value) => value,
+            Err(_) => $crate::ffi::PanicDefault::on_panic(),
+        }
+    }};
+}
+
+/// `?` for bodies that return a `ratecell_status`.
+macro_rules! try_status {
+    ($e:expr) => {
+        match $e {
+            Ok(value) => value,
+            Err(status) => return status,
+        }
+    };
+}
+
+mod info;
+mod limiter;
+pub mod types;
+
+pub use info::*;
+pub use limiter::*;
+pub use types::*;
+
+use std::ffi::c_char;
+
+/// What an exported function returns when its body panicked.
+pub trait PanicDefault {
+    /// The value returned instead of unwinding.
+    fn on_panic() -> Self;
+}
+
+impl PanicDefault for ratecell_status {
+    fn on_panic() -> Self {
+        ratecell_status::RATECELL_PANIC
+    }
+}
+
+impl PanicDefault for () {
+    fn on_panic() -> Self {}
+}
+
+impl PanicDefault for u64 {
+    fn on_panic() -> Self {
+        0
+    }
+}
+
+impl PanicDefault for *const c_char {
+    fn on_panic() -> Self {
+        std::ptr::null()
+    }
+}
+
+/// The largest element count a buffer of `T` can have: Rust slices (and C
+/// objects) never exceed `isize::MAX` bytes.
+pub(crate) const fn max_len<T>() -> usize {
+    isize::MAX as usize / size_of::<T>()
+}
+
+/// A read-only buffer of `len` elements from C. An empty buffer may be NULL.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to `len` initialized elements that stay
+/// valid and unmodified for `'a`.
+pub(crate) unsafe fn input<'a, T>(ptr: *const T, len: usize) -> Result<&'a [T], ratecell_status> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(ratecell_status::RATECELL_NULL_ARGUMENT);
+    }
+    if len > max_len::<T>() {
+        return Err(ratecell_status::RATECELL_INVALID_LENGTH);
+    }
+    // SAFETY: non-NULL and within the largest possible object; the caller
+    // promises the elements are there.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// A writable buffer of `len` elements from C. An empty buffer may be NULL.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to `len` writable elements that nothing else
+/// reads or writes for `'a`.
+pub(crate) unsafe fn output<'a, T>(
+    ptr: *mut T,
+    len: usize,
+) -> Result<&'a mut [T], ratecell_status> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if ptr.is_null() {
+        return Err(ratecell_status::RATECELL_NULL_ARGUMENT);
+    }
+    if len > max_len::<T>() {
+        return Err(ratecell_status::RATECELL_INVALID_LENGTH);
+    }
+    // SAFETY: as for `input`, and the caller gives us the only access.
+    Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+}
+
+/// A non-NULL out-pointer, or `RATECELL_NULL_ARGUMENT`.
+pub(crate) fn out_ptr<T>(ptr: *mut T) -> Result<*mut T, ratecell_status> {
+    if ptr.is_null() {
+        Err(ratecell_status::RATECELL_NULL_ARGUMENT)
+    } else {
+        Ok(ptr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panics_inside(v: u8) -> ratecell_status {
+        ffi_panic_boundary! {
+            if v < 10 {
+                panic!("deliberate panic to test the boundary");
+            }
+            ratecell_status::RATECELL_OK
+        }
+    }
+
+    fn returns_early(v: u8) -> u64 {
+        ffi_panic_boundary! {
+            if v == 0 {
+                return 7;
+            }
+            u64::from(v)
+        }
+    }
+
+    #[test]
+    fn a_panic_becomes_the_panic_status() {
+        assert_eq!(panics_inside(1), ratecell_status::RATECELL_PANIC);
+        assert_eq!(panics_inside(10), ratecell_status::RATECELL_OK);
+    }
+
+    #[test]
+    fn return_inside_the_boundary_returns_from_the_function() {
+        assert_eq!(returns_early(0), 7);
+        assert_eq!(returns_early(3), 3);
+    }
+
+    #[test]
+    fn buffers_refuse_null_and_impossible_lengths() {
+        let empty: *const u64 = std::ptr::null();
+        // SAFETY: a NULL pointer is never dereferenced by `input`.
+        unsafe {
+            assert_eq!(input(empty, 0).unwrap().len(), 0);
+            assert_eq!(
+                input(empty, 1).unwrap_err(),
+                ratecell_status::RATECELL_NULL_ARGUMENT
+            );
+            let one = [5u64];
+            assert_eq!(
+                input(one.as_ptr(), usize::MAX).unwrap_err(),
+                ratecell_status::RATECELL_INVALID_LENGTH
+            );
+            assert_eq!(input(one.as_ptr(), 1).unwrap(), &[5]);
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The plain data that crosses the C ABI: statuses, the integer enums, the
+//! configuration, decisions and statistics, and their conversions to and
+//! from the Rust types.
+//!
+//! Every value C hands us is read as an integer and checked before it
+//! becomes a Rust enum: a C caller can put any number in an enum-typed
+//! field, and an out-of-range discriminant in a Rust enum is undefined
+//! behaviour. Enums only flow from Rust to C as Rust enums (the status).
+
+use crate::{Algorithm, Config, Decision, Error, Field, Overflow, Stats};
+
+/// The result of every fallible `ratecell_*` call. `RATECELL_OK` is 0;
+/// every other value names one reason for failure. Values are stable:
+/// new codes are only ever added at the end.
+///
+/// A check that is *denied* by the limiter is not an error: it returns
+/// `RATECELL_OK` with `allowed == false` in its decision.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ratecell_status {
+    /// Success.
+    RATECELL_OK = 0,
+    /// A required pointer argument was NULL (also: a NULL key or buffer
+    /// with a non-zero length).
+    RATECELL_NULL_ARGUMENT = 1,
+    /// `config.algorithm` is not one of the `RATECELL_ALGORITHM_*` values.
+    RATECELL_INVALID_ALGORITHM = 2,
+    /// `config.limit` is out of range (1 ..= 2^32 - 1; and, for GCRA and
+    /// the leaky bucket, at most `period_ns`).
+    RATECELL_INVALID_LIMIT = 3,
+    /// `config.period_ns` is out of range (1 us ..= 366 days).
+    RATECELL_INVALID_PERIOD_NS = 4,
+    /// `config.burst` is out of range (0 = limit, or 1 ..= 2^32 - 1; the
+    /// window and log algorithms take only 0 or `limit`; GCRA and the leaky
+    /// bucket refuse a burst times emission interval of 2^62 ns or more).
+    RATECELL_INVALID_BURST = 5,
+    /// `config.sub_windows` is out of range (bucketed window only: 1 ..= 64
+    /// and dividing `period_ns`).
+    RATECELL_INVALID_SUB_WINDOWS = 6,
+    /// `config.capacity` is out of range (larger than memory can address).
+    RATECELL_INVALID_CAPACITY = 7,
+    /// `config.overflow` is not one of the `RATECELL_OVERFLOW_*` values.
+    RATECELL_INVALID_OVERFLOW = 8,
+    /// `config.clock` is not one of the `RATECELL_CLOCK_*` values.
+    RATECELL_INVALID_CLOCK = 9,
+    /// `ratecell_algorithm_from_name` was given a name that names no
+    /// algorithm.
+    RATECELL_UNKNOWN_ALGORITHM = 10,
+    /// The limiter's state could not be allocated.
+    RATECELL_OUT_OF_MEMORY = 11,
+    /// `ratecell_acquire` gave up: the request would not be admitted before
+    /// the time-out. Its last decision is written to `out`.
+    RATECELL_TIMED_OUT = 12,
+    /// `ratecell_acquire` gave up at once: the cost exceeds what the limiter
+    /// can ever admit (`retry_after_ns == UINT64_MAX`), so no wait helps.
+    /// Its decision is written to `out`.
+    RATECELL_COST_EXCEEDS_LIMIT = 13,
+    /// A length is larger than any buffer can be (a byte length above
+    /// `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory).
+    RATECELL_INVALID_LENGTH = 14,
+    /// A bug: the library panicked inside the call. The panic was caught
+    /// and did not cross into C; the limiter is still safe to use and free.
+    RATECELL_PANIC = 15,
+}
+
+use ratecell_status::*;
+
+/// Every status, in numeric order (kept out of the header: cbindgen would
+/// print a public associated constant as a macro).
+const STATUSES: [ratecell_status; 16] = [
+    RATECELL_OK,
+    RATECELL_NULL_ARGUMENT,
+    RATECELL_INVALID_ALGORITHM,
+    RATECELL_INVALID_LIMIT,
+    RATECELL_INVALID_PERIOD_NS,
+    RATECELL_INVALID_BURST,
+    RATECELL_INVALID_SUB_WINDOWS,
+    RATECELL_INVALID_CAPACITY,
+    RATECELL_INVALID_OVERFLOW,
+    RATECELL_INVALID_CLOCK,
+    RATECELL_UNKNOWN_ALGORITHM,
+    RATECELL_OUT_OF_MEMORY,
+    RATECELL_TIMED_OUT,
+    RATECELL_COST_EXCEEDS_LIMIT,
+    RATECELL_INVALID_LENGTH,
+    RATECELL_PANIC,
+];
+
+impl ratecell_status {
+    /// The status numbered `value`, if there is one.
+    pub fn from_u32(value: u32) -> Option<ratecell_status> {
+        STATUSES.get(usize::try_from(value).ok()?).copied()
+    }
+
+    /// The status a configuration error on `field` becomes.
+    pub fn from_field(field: Field) -> ratecell_status {
+        match field {
+            Field::Algorithm => RATECELL_INVALID_ALGORITHM,
+            Field::Limit => RATECELL_INVALID_LIMIT,
+            Field::PeriodNs => RATECELL_INVALID_PERIOD_NS,
+            Field::Burst => RATECELL_INVALID_BURST,
+            Field::SubWindows => RATECELL_INVALID_SUB_WINDOWS,
+            Field::Capacity => RATECELL_INVALID_CAPACITY,
+            Field::Overflow => RATECELL_INVALID_OVERFLOW,
+        }
+    }
+
+    /// The status a construction error becomes.
+    pub fn from_error(error: &Error) -> ratecell_status {
+        match error {
+            Error::Config(e) => ratecell_status::from_field(e.field),
+            Error::OutOfMemory { .. } => RATECELL_OUT_OF_MEMORY,
+        }
+    }
+
+    /// The NUL-terminated description `ratecell_status_str` returns.
+    pub(crate) fn c_description(self) -> &'static [u8] {
+        match self {
+            RATECELL_OK => b"ok\0",
+            RATECELL_NULL_ARGUMENT => b"a required pointer argument is NULL\0",
+            RATECELL_INVALID_ALGORITHM => {
+                b"invalid algorithm: not one of the RATECELL_ALGORITHM_* values\0"
+            }
+            RATECELL_INVALID_LIMIT => {
+                b"invalid limit: outside 1..=2^32-1, or above period_ns for gcra/leaky_bucket\0"
+            }
+            RATECELL_INVALID_PERIOD_NS => b"invalid period_ns: outside 1 us..=366 days\0",
+            RATECELL_INVALID_BURST => b"invalid burst: out of range for this algorithm\0",
+            RATECELL_INVALID_SUB_WINDOWS => {
+                b"invalid sub_windows: outside 1..=64 or not dividing period_ns\0"
+            }
+            RATECELL_INVALID_CAPACITY => b"invalid capacity\0",
+            RATECELL_INVALID_OVERFLOW => {
+                b"invalid overflow: not one of the RATECELL_OVERFLOW_* values\0"
+            }
+            RATECELL_INVALID_CLOCK => b"invalid clock: not one of the RATECELL_CLOCK_* values\0",
+            RATECELL_UNKNOWN_ALGORITHM => b"unknown algorithm name\0",
+            RATECELL_OUT_OF_MEMORY => b"out of memory\0",
+            RATECELL_TIMED_OUT => b"timed out before the request could be admitted\0",
+            RATECELL_COST_EXCEEDS_LIMIT => {
+                b"the cost exceeds the limit: the request can never be admitted\0"
+            }
+            RATECELL_INVALID_LENGTH => b"a length is larger than any buffer can be\0",
+            RATECELL_PANIC => b"internal error: a panic was caught at the C boundary\0",
+        }
+    }
+}
+
+/// The seven algorithms of SPEC.md section 4, numbered for C.
+///
+/// In C this is a `uint32_t`; a configuration holding any other value is
+/// refused with `RATECELL_INVALID_ALGORITHM`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ratecell_algorithm {
+    /// Generic cell rate algorithm ("gcra").
+    RATECELL_ALGORITHM_GCRA = 1,
+    /// Leaky bucket as a queue ("leaky_bucket"): GCRA plus a `wait_ns`.
+    RATECELL_ALGORITHM_LEAKY_BUCKET = 2,
+    /// Token bucket with interval refill ("token_bucket").
+    RATECELL_ALGORITHM_TOKEN_BUCKET = 3,
+    /// Fixed window aligned to multiples of the period ("fixed_window").
+    RATECELL_ALGORITHM_FIXED_WINDOW = 4,
+    /// Sliding window counter ("sliding_window").
+    RATECELL_ALGORITHM_SLIDING_WINDOW = 5,
+    /// Bucketed sliding window of `sub_windows` counters ("bucketed_window").
+    RATECELL_ALGORITHM_BUCKETED_WINDOW = 6,
+    /// Exact sliding log ("sliding_log").
+    RATECELL_ALGORITHM_SLIDING_LOG = 7,
+}
+
+/// The Rust side of every `ratecell_algorithm` that comes from C: a plain
+/// integer, checked with [`Algorithm::from_u32`] before use. cbindgen is
+/// told to print it as `ratecell_algorithm` (see `cbindgen.toml`), so the
+/// header keeps SPEC's types while Rust never holds an unchecked enum.
+pub type ratecell_algorithm_raw = u32;
+
+/// What a keyed limiter does with a new key when its table is full
+/// (`ratecell_config.overflow`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ratecell_overflow {
+    /// Deny the request (fail closed). The default.
+    RATECELL_OVERFLOW_DENY = 0,
+    /// Admit the request as an untracked fresh key (fail open).
+    RATECELL_OVERFLOW_ALLOW = 1,
+}
+
+/// Which clock a limiter reads for the calls without `_at`
+/// (`ratecell_config.clock`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ratecell_clock {
+    /// The CPU time-stamp counter, calibrated to UNIX time when the limiter
+    /// is made (the default).
+    RATECELL_CLOCK_TSC = 0,
+    /// A process-wide time refreshed every millisecond by a background
+    /// thread: one load per read, up to about a millisecond behind.
+    RATECELL_CLOCK_COARSE = 1,
+}
+
+/// A limiter's configuration. Fill it with `ratecell_config_init` first,
+/// then change the fields you need: fields added in later versions get
+/// their defaults that way. Plain data; the library keeps no pointer to it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ratecell_config {
+    /// One of `RATECELL_ALGORITHM_*`.
+    pub algorithm: ratecell_algorithm_raw,
+    /// L: units admitted per period (1 ..= 2^32 - 1).
+    pub limit: u64,
+    /// P: the period in nanoseconds (1 us ..= 366 days).
+    pub period_ns: u64,
+    /// B: units admitted at once from a fresh state (GCRA, leaky bucket,
+    /// token bucket); 0 means "same as limit". The window and log
+    /// algorithms take only 0 or `limit`.
+    pub burst: u64,
+    /// N: bucketed window only, the number of sub-windows (1 ..= 64,
+    /// dividing `period_ns`). Ignored by the other algorithms.
+    pub sub_windows: u32,
+    /// Keys tracked: 0 for one shared state (every key is ignored), more
+    /// for a per-key table of that many keys, allocated up front.
+    pub capacity: u64,
+    /// One of `RATECELL_OVERFLOW_*`: what a full table does with a new key.
+    pub overflow: u32,
+    /// One of `RATECELL_CLOCK_*` (added beyond SPEC; default TSC).
+    pub clock: u32,
+}
+
+impl ratecell_config {
+    /// SPEC defaults for `(algorithm, limit, period_ns)`, as
+    /// `ratecell_config_init` writes them.
+    pub fn new(algorithm: ratecell_algorithm_raw, limit: u64, period_ns: u64) -> ratecell_config {
+        // Borrow the Rust defaults so the two cannot drift apart; the
+        // algorithm only matters for validation, not for the defaults.
+        let defaults = Config::new(Algorithm::Gcra, limit, period_ns);
+        ratecell_config {
+            algorithm,
+            limit,
+            period_ns,
+            burst: defaults.limit,
+            sub_windows: defaults.sub_windows,
+            capacity: defaults.capacity,
+            overflow: defaults.overflow as u32,
+            clock: ratecell_clock::RATECELL_CLOCK_TSC as u32,
+        }
+    }
+
+    /// The Rust configuration and clock selector, or the status naming the
+    /// first field that is not a valid enum value. Range checks are left to
+    /// the limiter's constructor.
+    pub fn to_rust(&self) -> Result<(Config, ratecell_clock), ratecell_status> {
+        let algorithm = Algorithm::from_u32(self.algorithm).ok_or(RATECELL_INVALID_ALGORITHM)?;
+        let overflow = match self.overflow {
+            0 => Overflow::Deny,
+            1 => Overflow::Allow,
+            _ => return Err(RATECELL_INVALID_OVERFLOW),
+        };
+        let clock = match self.clock {
+            0 => ratecell_clock::RATECELL_CLOCK_TSC,
+            1 => ratecell_clock::RATECELL_CLOCK_COARSE,
+            _ => return Err(RATECELL_INVALID_CLOCK),
+        };
+        let config = Config {
+            algorithm,
+            limit: self.limit,
+            period_ns: self.period_ns,
+            burst: self.burst,
+            sub_windows: self.sub_windows,
+            capacity: self.capacity,
+            overflow,
+        };
+        Ok((config, clock))
+    }
+
+    /// The C form of a Rust configuration.
+    pub fn from_rust(config: &Config, clock: ratecell_clock) -> ratecell_config {
+        ratecell_config {
+            algorithm: config.algorithm as u32,
+            limit: config.limit,
+            period_ns: config.period_ns,
+            burst: config.burst,
+            sub_windows: config.sub_windows,
+            capacity: config.capacity,
+            overflow: config.overflow as u32,
+            clock: clock as u32,
+        }
+    }
+}
+
+/// The answer to one request (SPEC.md section 3). Durations are
+/// nanoseconds from the request's time and saturate at `UINT64_MAX`, which
+/// `retry_after_ns` also uses for "never".
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ratecell_decision {
+    /// Whether the request was admitted (for a peek, cost 0: whether a
+    /// cost-1 request would be).
+    pub allowed: bool,
+    /// B for GCRA, leaky bucket and token bucket; L for the others.
+    pub limit: u64,
+    /// Cost-1 requests that would be admitted now, after this decision.
+    pub remaining: u64,
+    /// 0 when admitted; else the least wait after which this same request
+    /// would be admitted; `UINT64_MAX` when it never can.
+    pub retry_after_ns: u64,
+    /// Time until the key is fresh again (`remaining == limit`); 0 if it is.
+    pub reset_after_ns: u64,
+    /// Leaky bucket only: how long an admitted request waits for its turn
+    /// before acting; 0 for every other algorithm.
+    pub wait_ns: u64,
+}
+
+impl From<Decision> for ratecell_decision {
+    #[inline]
+    fn from(d: Decision) -> ratecell_decision {
+        ratecell_decision {
+            allowed: d.allowed,
+            limit: d.limit,
+            remaining: d.remaining,
+            retry_after_ns: d.retry_after_ns,
+            reset_after_ns: d.reset_after_ns,
+            wait_ns: d.wait_ns,
+        }
+    }
+}
+
+/// A snapshot of a limiter's counters. Each counter is exact on its own;
+/// counters read while other threads check may be a few events apart.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ratecell_stats {
+    /// Requests decided (`allowed + denied`).
+    pub checks: u64,
+    /// Requests admitted (peeks that would be admitted included).
+    pub allowed: u64,
+    /// Requests denied (overflow denials included).
+    pub denied: u64,
+    /// Keys with a state in the table now (0 for a limiter of capacity 0).
+    pub keys_tracked: u64,
+    /// Entries dropped because they were equivalent to fresh.
+    pub evictions: u64,
+    /// New keys that found no free or evictable place (overflow events).
+    pub overflows: u64,
+    /// Keys the table was sized for (0 for a limiter of capacity 0).
+    pub capacity: u64,
+    /// Bytes of state allocated at construction.
+    pub bytes_allocated: u64,
+}
+
+impl From<Stats> for ratecell_stats {
+    fn from(s: Stats) -> ratecell_stats {
+        ratecell_stats {
+            checks: s.checks,
+            allowed: s.allowed,
+            denied: s.denied,
+            keys_tracked: s.keys_tracked,
+            evictions: s.evictions,
+            overflows: s.overflows,
+            capacity: s.capacity,
+            bytes_allocated: s.bytes_allocated,
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! Fuzzing the C ABI from Rust: random configurations and call sequences
+//! (any integers, NULL pointers, empty and impossible lengths, times near 0
+//! and `u64::MAX`) through every exported `ratecell_*` function, for a
+//! bounded time.
+//!
+//! It checks what the ABI promises: no `RATECELL_PANIC` (this test runs the
+//! library in a debug build, so an arithmetic overflow anywhere behind the
+//! boundary is a panic and fails it), no status outside the enum,
+//! out-parameters untouched on failure, coherent decisions, and no leak:
+//! a counting allocator must show the same live allocations before and
+//! after, once every limiter is freed. `scripts/c-tests.sh` runs the same
+//! kind of driver from C under ASan, UBSan and LeakSanitizer.
+//!
+//! Run longer, or replay a failure, with
+//! `RATECELL_FUZZ_SECS=600 RATECELL_FUZZ_SEED=123 cargo test --release --test ffi_fuzz`
+//! (default: 2 seconds, a seed from the clock, printed on failure).
+
+use ratecell::ffi::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ptr::{null, null_mut};
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// The system allocator, counting live allocations.
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's layout contract is forwarded as is.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(1, Relaxed);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(1, Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(1, Relaxed);
+        // SAFETY: `ptr` came from this allocator with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `alloc`; the count is unchanged by a move.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// xorshift64*: small, seedable, good enough to pick calls.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(2_685_821_657_736_338_717)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+    fn chance(&mut self, one_in: u64) -> bool {
+        self.below(one_in) == 0
+    }
+    /// An edge value most of the time, anything at all otherwise.
+    fn any(&mut self, edges: &[u64]) -> u64 {
+        if self.chance(4) {
+            self.next()
+        } else {
+            edges[self.below(edges.len() as u64) as usize]
+        }
+    }
+}
+
+const LIMITS: &[u64] = &[0, 1, 2, 3, 10, 1000, u32::MAX as u64, 1 << 32, u64::MAX];
+const PERIODS: &[u64] = &[
+    0,
+    999,
+    1_000,
+    1_000_000,
+    1_000_000_000,
+    60_000_000_000,
+    31_622_400_000_000_000,
+    31_622_400_000_000_001,
+    u64::MAX,
+];
+const SUB_WINDOWS: &[u64] = &[0, 1, 2, 7, 10, 60, 64, 65, u32::MAX as u64];
+// Small or impossible: a capacity of a few GiB would really be allocated.
+const CAPACITIES: &[u64] = &[0, 0, 1, 2, 7, 64, 1000, 1 << 48, 1 << 63, u64::MAX];
+const COSTS: &[u64] = &[0, 1, 1, 1, 2, 5, 1000, u32::MAX as u64, 1 << 32, u64::MAX];
+const T0: u64 = 1_700_000_000_000_000_000;
+const SENTINEL: u8 = 0x5A;
+
+fn a_time(rng: &mut Rng) -> u64 {
+    match rng.below(8) {
+        0 => [0, 1, 1 << 62, u64::MAX - 1, u64::MAX][rng.below(5) as usize],
+        1 => rng.next(),
+        _ => T0 + rng.below(100_000_000_000) - 50_000_000_000,
+    }
+}
+
+/// A value of `T` filled with the sentinel byte, to see whether a failed
+/// call wrote to it.
+fn poisoned<T: Copy>() -> T {
+    // SAFETY: only used for the plain-integer (and bool-free) C structs and
+    // integers below, for which 0x5A bytes are valid values; the decision's
+    // bool is never read before being compared as bytes.
+    unsafe {
+        let mut v = std::mem::MaybeUninit::<T>::uninit();
+        std::ptr::write_bytes(v.as_mut_ptr(), SENTINEL, 1);
+        v.assume_init()
+    }
+}
+
+fn bytes_of<T>(v: &T) -> &[u8] {
+    // SAFETY: reading the bytes of a live value as u8s.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
+}
+
+fn untouched<T>(v: &T) -> bool {
+    bytes_of(v).iter().all(|&b| b == SENTINEL)
+}
+
+/// Decision storage as raw bytes: a failed call must leave the sentinel in
+/// place, which is not a valid `bool`, so it is never read as a decision.
+#[repr(C, align(8))]
+struct RawDecision([u8; size_of::<ratecell_decision>()]);
+
+impl RawDecision {
+    fn new() -> RawDecision {
+        RawDecision([SENTINEL; size_of::<ratecell_decision>()])
+    }
+    fn ptr(&mut self) -> *mut ratecell_decision {
+        self.0.as_mut_ptr().cast()
+    }
+    fn untouched(&self) -> bool {
+        self.0.iter().all(|&b| b == SENTINEL)
+    }
+    /// The decision, once a call reported writing it.
+    fn get(&self) -> ratecell_decision {
+        assert!(self.0[0] <= 1, "allowed is not a bool: {}", self.0[0]);
+        // SAFETY: written by the library as a ratecell_decision.
+        unsafe { std::ptr::read(self.0.as_ptr().cast()) }
+    }
+}
+
+struct Fuzz {
+    rng: Rng,
+    seed: u64,
+    made: u64,
+    refused: u64,
+    calls: u64,
+}
+
+impl Fuzz {
+    #[track_caller]
+    fn status(&self, s: ratecell_status) {
+        assert_ne!(
+            s,
+            ratecell_status::RATECELL_PANIC,
+            "a panic was caught at the boundary (seed {})",
+            self.seed
+        );
+    }
+
+    #[track_caller]
+    fn coherent(&self, d: &ratecell_decision) {
+        if d.allowed {
+            assert_eq!(d.retry_after_ns, 0, "seed {}: {d:?}", self.seed);
+        } else {
+            assert!(d.retry_after_ns >= 1, "seed {}: {d:?}", self.seed);
+            assert_eq!(d.wait_ns, 0, "seed {}: {d:?}", self.seed);
+        }
+        assert!(d.remaining <= d.limit, "seed {}: {d:?}", self.seed);
+    }
+
+    /// After a call writing one decision.
+    #[track_caller]
+    fn after(&self, s: ratecell_status, d: &RawDecision) {
+        self.status(s);
+        use ratecell_status::*;
+        match s {
+            RATECELL_OK => self.coherent(&d.get()),
+            RATECELL_TIMED_OUT | RATECELL_COST_EXCEEDS_LIMIT => {
+                let d = d.get();
+                self.coherent(&d);
+                assert!(!d.allowed);
+            }
+            _ => assert!(d.untouched(), "seed {}: written on {s:?}", self.seed),
+        }
+    }
+
+    fn config(&mut self) -> ratecell_config {
+        let r = &mut self.rng;
+        let mut cfg: ratecell_config = poisoned();
+        if r.chance(2) {
+            // Valid, so the other calls have limiters to work on.
+            // SAFETY: cfg is a valid, writable config.
+            unsafe {
+                ratecell_config_init(
+                    &mut cfg,
+                    1 + r.below(7) as u32,
+                    1 + r.below(20),
+                    60_000_000 * (1 + r.below(100)),
+                )
+            };
+            cfg.capacity = if r.chance(3) { 0 } else { 1 + r.below(64) };
+            cfg.overflow = r.below(2) as u32;
+        } else {
+            let (alg, limit, period) = (r.below(10) as u32, r.any(LIMITS), r.any(PERIODS));
+            // SAFETY: as above.
+            unsafe { ratecell_config_init(&mut cfg, alg, limit, period) };
+            if r.chance(4) {
+                cfg.algorithm = r.next() as u32;
+            }
+            if r.chance(2) {
+                cfg.burst = r.any(LIMITS);
+            }
+            if r.chance(2) {
+                cfg.sub_windows = r.any(SUB_WINDOWS) as u32;
+            }
+            cfg.capacity = CAPACITIES[r.below(CAPACITIES.len() as u64) as usize];
+            if r.chance(8) {
+                cfg.overflow = r.below(4) as u32;
+            }
+            if r.chance(16) {
+                cfg.clock = r.below(3) as u32;
+            }
+        }
+        cfg
+    }
+
+    /// One random call. `slots` holds live limiters (or NULL).
+    fn step(&mut self, slots: &mut [*mut ratecell_limiter; 4]) {
+        use ratecell_status::*;
+        self.calls += 1;
+        let slot = self.rng.below(4) as usize;
+        let l: *const ratecell_limiter = if self.rng.chance(50) {
+            null()
+        } else {
+            slots[slot]
+        };
+        let mut d = RawDecision::new();
+        let mut bytes = [0u8; 80];
+        for b in &mut bytes {
+            *b = self.rng.next() as u8;
+        }
+        // SAFETY (every call below): `l` is NULL or live, every non-NULL
+        // pointer points to a buffer at least as long as the length passed
+        // with it, or the length is impossible (> PTRDIFF_MAX), which the
+        // library must refuse before reading.
+        unsafe {
+            match self.rng.below(16) {
+                0 => {
+                    let cfg = self.config();
+                    let mut out: *mut ratecell_limiter = poisoned();
+                    let cfg_ptr = if self.rng.chance(40) {
+                        null()
+                    } else {
+                        &cfg as *const _
+                    };
+                    let out_ptr = if self.rng.chance(40) {
+                        null_mut()
+                    } else {
+                        &mut out as *mut _
+                    };
+                    let s = ratecell_limiter_new(cfg_ptr, out_ptr);
+                    self.status(s);
+                    if s == RATECELL_OK {
+                        self.made += 1;
+                        let mut back: ratecell_config = poisoned();
+                        assert_eq!(ratecell_limiter_config(out, &mut back), RATECELL_OK);
+                        assert_eq!((back.limit, back.capacity), (cfg.limit, cfg.capacity));
+                        ratecell_limiter_free(slots[slot]);
+                        slots[slot] = out;
+                    } else {
+                        self.refused += 1;
+                        assert!(untouched(&out), "seed {}", self.seed);
+                    }
+                }
+                1 => {
+                    if self.rng.chance(4) {
+                        ratecell_limiter_free(slots[slot]);
+                        slots[slot] = null_mut();
+                    }
+                }
+                2 | 3 => {
+                    let (key, cost, t) = (
+                        self.rng.below(16),
+                        self.rng.any(COSTS),
+                        a_time(&mut self.rng),
+                    );
+                    let out = if self.rng.chance(40) {
+                        null_mut()
+                    } else {
+                        d.ptr()
+                    };
+                    self.after(ratecell_check_at(l, key, cost, t, out), &d);
+                }
+                4 => {
+                    let (key, cost) = (self.rng.next(), self.rng.any(COSTS));
+                    self.after(ratecell_check(l, key, cost, d.ptr()), &d);
+                }
+                5 | 6 => {
+                    let mut len = self.rng.below(bytes.len() as u64 + 1) as usize;
+                    let mut key = bytes.as_ptr();
+                    match self.rng.below(10) {
+                        0 => key = null(),
+                        1 => len = isize::MAX as usize + 1 + self.rng.below(1000) as usize,
+                        2 => (key, len) = (null(), 0),
+                        _ => {}
+                    }
+                    let cost = self.rng.any(COSTS);
+                    let s = if self.rng.chance(2) {
+                        ratecell_check_bytes_at(l, key, len, cost, a_time(&mut self.rng), d.ptr())
+                    } else {
+                        ratecell_check_bytes(l, key, len, cost, d.ptr())
+                    };
+                    self.after(s, &d);
+                    if !l.is_null() && key.is_null() && len > 0 {
+                        assert_eq!(s, RATECELL_NULL_ARGUMENT);
+                    }
+                    if !l.is_null() && !key.is_null() && len > isize::MAX as usize {
+                        assert_eq!(s, RATECELL_INVALID_LENGTH);
+                    }
+                }
+                7 | 8 => self.batch(l),
+                9 => {
+                    // Short time-outs keep the run bounded.
+                    let timeout = if self.rng.chance(4) {
+                        self.rng.below(1_000_000)
+                    } else {
+                        0
+                    };
+                    let cost = self.rng.any(COSTS);
+                    let s = if self.rng.chance(2) {
+                        ratecell_acquire(l, self.rng.below(8), cost, timeout, d.ptr())
+                    } else {
+                        let len = self.rng.below(9) as usize;
+                        ratecell_acquire_bytes(l, bytes.as_ptr(), len, cost, timeout, d.ptr())
+                    };
+                    self.after(s, &d);
+                }
+                10 => {
+                    let s = if self.rng.chance(2) {
+                        ratecell_reset_key(l, self.rng.below(8))
+                    } else {
+                        ratecell_reset_bytes(l, bytes.as_ptr(), self.rng.below(9) as usize)
+                    };
+                    self.status(s);
+                }
+                11 => {
+                    let mut st: ratecell_stats = poisoned();
+                    let s = ratecell_stats(l, &mut st);
+                    self.status(s);
+                    if s == RATECELL_OK {
+                        assert_eq!(st.checks, st.allowed + st.denied);
+                    } else {
+                        assert!(untouched(&st));
+                    }
+                }
+                12 => {
+                    let now = ratecell_now_ns(l);
+                    assert!(if l.is_null() { now == 0 } else { now > T0 / 2 });
+                }
+                13 => {
+                    let v = if self.rng.chance(2) {
+                        self.rng.below(20) as u32
+                    } else {
+                        self.rng.next() as u32
+                    };
+                    assert!(!ratecell_status_str(v).is_null());
+                    let name = ratecell_algorithm_name(v);
+                    if !name.is_null() {
+                        let name = std::ffi::CStr::from_ptr(name).to_bytes();
+                        let mut back = 0;
+                        assert_eq!(
+                            ratecell_algorithm_from_name(name.as_ptr(), name.len(), &mut back),
+                            RATECELL_OK
+                        );
+                        assert_eq!(back, v);
+                    }
+                }
+                14 => {
+                    let mut a: u32 = poisoned();
+                    let name = if self.rng.chance(8) {
+                        null()
+                    } else {
+                        bytes.as_ptr()
+                    };
+                    let s = ratecell_algorithm_from_name(name, self.rng.below(16) as usize, &mut a);
+                    self.status(s);
+                    if s != RATECELL_OK {
+                        assert!(untouched(&a));
+                    }
+                }
+                _ => {
+                    let mut cfg: ratecell_config = poisoned();
+                    let s = ratecell_limiter_config(l, &mut cfg);
+                    self.status(s);
+                    if s != RATECELL_OK {
+                        assert!(untouched(&cfg));
+                    }
+                }
+            }
+        }
+    }
+
+    fn batch(&mut self, l: *const ratecell_limiter) {
+        use ratecell_status::*;
+        const MAX: usize = 64;
+        let r = &mut self.rng;
+        let mut n = r.below(MAX as u64 + 1) as usize;
+        let keys: Vec<u64> = (0..MAX).map(|_| r.below(8)).collect();
+        let costs: Vec<u64> = (0..MAX).map(|_| r.any(COSTS)).collect();
+        let mut allowed = [SENTINEL; MAX];
+        let mut decisions: Vec<RawDecision> = (0..MAX).map(|_| RawDecision::new()).collect();
+        let (mut k, mut a) = (keys.as_ptr(), allowed.as_mut_ptr());
+        let mut impossible = false;
+        match r.below(12) {
+            0 => k = null(),
+            1 => a = null_mut(),
+            2 => (n, impossible) = (usize::MAX - r.below(3) as usize, true),
+            3 => (n, impossible) = (usize::MAX / 48 + 1, true),
+            _ => {}
+        }
+        let c = if r.chance(2) { costs.as_ptr() } else { null() };
+        let ds = if r.chance(2) {
+            decisions[0].ptr()
+        } else {
+            null_mut()
+        };
+        let at = r.chance(2).then(|| a_time(r));
+        // SAFETY: buffers of MAX elements, n <= MAX unless impossible (refused
+        // before any access).
+        let s = unsafe {
+            match at {
+                Some(t) => ratecell_check_batch_at(l, k, c, n, t, a, ds),
+                None => ratecell_check_batch(l, k, c, n, a, ds),
+            }
+        };
+        self.status(s);
+        if s == RATECELL_OK {
+            for i in 0..n {
+                assert!(allowed[i] <= 1);
+                if !ds.is_null() {
+                    let d = decisions[i].get();
+                    self.coherent(&d);
+                    assert_eq!(d.allowed, allowed[i] == 1);
+                }
+            }
+        } else {
+            assert!(allowed.iter().all(|&b| b == SENTINEL));
+            assert!(decisions.iter().all(RawDecision::untouched));
+        }
+        if !l.is_null() && impossible && !k.is_null() && !a.is_null() {
+            assert_eq!(s, RATECELL_INVALID_LENGTH);
+        }
+    }
+}
+
+#[test]
+fn random_call_sequences_never_panic_leak_or_lie() {
+    let secs: f64 = std::env::var("RATECELL_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
+    let seed: u64 = std::env::var("RATECELL_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+
+    // Warm up what the library keeps for the whole process (the coarse
+    // clock's shared time and thread), so it is not counted as a leak.
+    let mut cfg: ratecell_config = poisoned();
+    // SAFETY: valid pointers to local values.
+    unsafe {
+        ratecell_config_init(&mut cfg, 1, 10, 1_000_000_000);
+        cfg.clock = 1;
+        let mut l = null_mut();
+        assert_eq!(
+            ratecell_limiter_new(&cfg, &mut l),
+            ratecell_status::RATECELL_OK
+        );
+        ratecell_limiter_free(l);
+    }
+    let live_before = LIVE.load(Relaxed);
+
+    let mut fuzz = Fuzz {
+        rng: Rng(seed.wrapping_mul(2) | 1),
+        seed,
+        made: 0,
+        refused: 0,
+        calls: 0,
+    };
+    let mut slots = [null_mut(); 4];
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < deadline {
+        for _ in 0..100 {
+            fuzz.step(&mut slots);
+        }
+    }
+    for l in slots {
+        // SAFETY: each slot is NULL or a live handle, freed once.
+        unsafe { ratecell_limiter_free(l) };
+    }
+    let live_after = LIVE.load(Relaxed);
+    assert_eq!(live_after, live_before, "allocations leaked (seed {seed})");
+    assert!(
+        fuzz.made > 0 && fuzz.refused > 0,
+        "seed {seed}: {} made, {} refused",
+        fuzz.made,
+        fuzz.refused
+    );
+    println!(
+        "{} calls, {} limiters made, {} configs refused (seed {seed})",
+        fuzz.calls, fuzz.made, fuzz.refused
+    );
+}

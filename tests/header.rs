@@ -1,0 +1,149 @@
+//! The committed C header is the one cbindgen generates from `src/ffi/`
+//! (build.rs writes it to `$OUT_DIR/ratecell.h` on every build), and its
+//! version macros match Cargo.toml.
+//!
+//! Refresh the committed header with `scripts/update-header.sh` (which
+//! runs this test with `RATECELL_UPDATE_HEADER=1`: the test then writes the
+//! generated header to `include/ratecell.h` instead of comparing).
+
+use std::ffi::CStr;
+use std::path::Path;
+
+const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include/ratecell.h");
+const GENERATED: &str = concat!(env!("OUT_DIR"), "/ratecell.h");
+
+fn generated() -> String {
+    std::fs::read_to_string(GENERATED).unwrap_or_else(|e| {
+        panic!(
+            "{GENERATED}: {e}; build.rs could not run cbindgen (see the cargo:warning lines of `cargo build -vv`)"
+        )
+    })
+}
+
+#[test]
+fn committed_header_is_the_generated_one() {
+    let generated = generated();
+    if std::env::var_os("RATECELL_UPDATE_HEADER").is_some() {
+        std::fs::write(COMMITTED, &generated).expect("write include/ratecell.h");
+        return;
+    }
+    let committed = std::fs::read_to_string(COMMITTED).unwrap_or_default();
+    if committed != generated {
+        let first = committed
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()));
+        panic!(
+            "include/ratecell.h is out of date with src/ffi/ (first difference at line {}).\n\
+             Refresh it with: scripts/update-header.sh\n\
+             (or: RATECELL_UPDATE_HEADER=1 cargo test --test header)\n\
+             committed: {:?}\n\
+             generated: {:?}",
+            first + 1,
+            committed.lines().nth(first).unwrap_or("<end of file>"),
+            generated.lines().nth(first).unwrap_or("<end of file>"),
+        );
+    }
+}
+
+/// The value of `#define NAME value` in `header`.
+fn define(header: &str, name: &str) -> Option<String> {
+    header.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        (words.next() == Some("#define") && words.next() == Some(name))
+            .then(|| words.next().unwrap_or("").to_owned())
+    })
+}
+
+#[test]
+fn version_macros_match_cargo_toml() {
+    let expected = [
+        ("RATECELL_VERSION_MAJOR", env!("CARGO_PKG_VERSION_MAJOR")),
+        ("RATECELL_VERSION_MINOR", env!("CARGO_PKG_VERSION_MINOR")),
+        ("RATECELL_VERSION_PATCH", env!("CARGO_PKG_VERSION_PATCH")),
+    ];
+    // Read Cargo.toml itself too, not only the compile-time copy of it.
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let version = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("a `version = \"...\"` line in Cargo.toml");
+    let parts: Vec<&str> = version.split(['.', '-', '+']).take(3).collect();
+    for (header, which) in [(COMMITTED, "committed"), (GENERATED, "generated")] {
+        let text = std::fs::read_to_string(header).unwrap_or_default();
+        for (i, (name, value)) in expected.iter().enumerate() {
+            let found = define(&text, name);
+            assert_eq!(
+                found.as_deref(),
+                Some(*value),
+                "{which} header: {name} (refresh with scripts/update-header.sh)"
+            );
+            assert_eq!(
+                found.as_deref(),
+                Some(parts[i]),
+                "{name} vs Cargo.toml {version}"
+            );
+        }
+    }
+    // SAFETY: ratecell_version returns a static NUL-terminated string.
+    let runtime = unsafe { CStr::from_ptr(ratecell::ffi::ratecell_version()) };
+    assert_eq!(runtime.to_str().unwrap(), version);
+}
+
+#[test]
+fn header_declares_every_spec_symbol() {
+    let header = generated();
+    for symbol in [
+        "typedef struct ratecell_limiter ratecell_limiter;",
+        "struct ratecell_config {",
+        "struct ratecell_decision {",
+        "struct ratecell_stats {",
+        "RATECELL_ALGORITHM_GCRA = 1,",
+        "RATECELL_ALGORITHM_SLIDING_LOG = 7,",
+        "RATECELL_OVERFLOW_DENY = 0,",
+        "RATECELL_OVERFLOW_ALLOW = 1,",
+        "RATECELL_OK = 0,",
+        "#ifndef RATECELL_H",
+        "do not edit",
+        "void ratecell_config_init(struct ratecell_config *cfg,",
+        "ratecell_status ratecell_limiter_new(const struct ratecell_config *cfg,",
+        "void ratecell_limiter_free(struct ratecell_limiter *limiter);",
+        "ratecell_status ratecell_check(",
+        "ratecell_status ratecell_check_at(",
+        "ratecell_status ratecell_check_bytes(",
+        "ratecell_status ratecell_check_bytes_at(",
+        "ratecell_status ratecell_check_batch(",
+        "ratecell_status ratecell_check_batch_at(",
+        "ratecell_status ratecell_acquire(",
+        "uint64_t ratecell_now_ns(const struct ratecell_limiter *limiter);",
+        "ratecell_status ratecell_reset_key(",
+        "ratecell_status ratecell_stats(",
+        "const char *ratecell_status_str(ratecell_status status);",
+        "const char *ratecell_version(void);",
+    ] {
+        assert!(header.contains(symbol), "the header lacks `{symbol}`");
+    }
+    // SPEC's config fields, in SPEC order.
+    let config = &header[header.find("struct ratecell_config {").unwrap()..];
+    let config = &config[..config.find("};").unwrap()];
+    let fields: Vec<&str> = config
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//") && l.ends_with(';'))
+        .collect();
+    assert_eq!(
+        &fields[..7],
+        [
+            "ratecell_algorithm algorithm;",
+            "uint64_t limit;",
+            "uint64_t period_ns;",
+            "uint64_t burst;",
+            "uint32_t sub_windows;",
+            "uint64_t capacity;",
+            "uint32_t overflow;",
+        ]
+    );
+}
