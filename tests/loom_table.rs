@@ -1,0 +1,168 @@
+//! loom models of the keyed table's protocols (SPEC §5): no interleaving of
+//! insert, evict, update and reset lets two keys share a state or one key
+//! have two. Run with
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_table`.
+//!
+//! The tables here are tiny (capacity 2: one shard, one bucket), so every
+//! new key competes for the same few places and evictions happen.
+#![cfg(loom)]
+
+use loom::thread;
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter};
+use std::sync::Arc;
+
+const T0: u64 = 1_000_000_000_000;
+const SECOND: u64 = 1_000_000_000;
+
+/// A table of one bucket: four places for single-word states, eight for
+/// multi-word ones.
+fn tiny(algorithm: Algorithm, limit: u64) -> Arc<KeyedLimiter> {
+    let config = Config::new(algorithm, limit, SECOND)
+        .sub_windows(2)
+        .capacity(2);
+    Arc::new(KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap())
+}
+
+/// How many places one bucket has for this algorithm.
+fn places(algorithm: Algorithm) -> u64 {
+    match algorithm {
+        Algorithm::BucketedWindow | Algorithm::SlidingLog => 8,
+        _ => 4,
+    }
+}
+
+/// A loom model with room for the setup: filling a bucket is a few hundred
+/// atomic steps before the threads even start.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 20_000;
+    builder.check(f);
+}
+
+/// One of each kind of table: GCRA (64-bit state), fixed window (a packed
+/// 128-bit state) and the sliding log (a latched block).
+const KINDS: [Algorithm; 3] = [
+    Algorithm::Gcra,
+    Algorithm::FixedWindow,
+    Algorithm::SlidingLog,
+];
+
+/// Two threads insert the same new key at once: one state results, and it
+/// has counted both requests.
+#[test]
+fn insert_races_insert_of_the_same_key() {
+    for algorithm in KINDS {
+        model(move || {
+            let lim = tiny(algorithm, 5);
+            let other = lim.clone();
+            let a = thread::spawn(move || other.check_at(9, 2, T0).remaining);
+            let b = lim.check_at(9, 1, T0).remaining;
+            let a = a.join().unwrap();
+            // In either order: 5 − 1 − 2 = 2 left after both.
+            let mut seen = [a, b];
+            seen.sort();
+            assert!(seen == [2, 3] || seen == [2, 4], "{algorithm}: {seen:?}");
+            assert_eq!(lim.check_at(9, 0, T0).remaining, 2, "{algorithm}");
+            assert_eq!(
+                lim.stats().keys_tracked,
+                1,
+                "{algorithm}: one key, one state"
+            );
+        });
+    }
+}
+
+/// A new key is placed while an existing key is updated: neither touches
+/// the other's state.
+#[test]
+fn insert_races_update() {
+    for algorithm in KINDS {
+        model(move || {
+            let lim = tiny(algorithm, 5);
+            assert!(lim.check_at(1, 1, T0).allowed);
+            let other = lim.clone();
+            let a = thread::spawn(move || other.check_at(2, 3, T0).allowed);
+            let b = lim.check_at(1, 2, T0).allowed;
+            assert!(a.join().unwrap() && b);
+            assert_eq!(lim.check_at(1, 0, T0).remaining, 2, "{algorithm}: key 1");
+            assert_eq!(lim.check_at(2, 0, T0).remaining, 2, "{algorithm}: key 2");
+            assert_eq!(lim.stats().keys_tracked, 2);
+        });
+    }
+}
+
+/// The bucket is full of keys that are fresh again; a new key evicts one
+/// while that key is being updated. Whichever wins, the updated key ends
+/// with exactly its one new request, the new key with its own, and no
+/// request lands on another key's state.
+#[test]
+fn eviction_races_update() {
+    for algorithm in KINDS {
+        model(move || {
+            let lim = tiny(algorithm, 3);
+            let full = places(algorithm);
+            for key in 0..full {
+                assert!(lim.check_at(key, 1, T0).allowed);
+            }
+            // Two periods later every resident is equivalent to fresh.
+            let later = T0 + 2 * SECOND;
+            let other = lim.clone();
+            let a = thread::spawn(move || other.check_at(100, 1, later));
+            let b = lim.check_at(0, 2, later);
+            let a = a.join().unwrap();
+            assert!(a.allowed && b.allowed, "{algorithm}");
+            assert_eq!(a.remaining, 2, "{algorithm}: the new key's own state");
+            assert_eq!(b.remaining, 1, "{algorithm}: key 0's own state");
+            assert_eq!(lim.check_at(100, 0, later).remaining, 2, "{algorithm}");
+            assert_eq!(lim.check_at(0, 0, later).remaining, 1, "{algorithm}");
+            let stats = lim.stats();
+            assert!(stats.evictions >= 1, "{algorithm}: {stats:?}");
+        });
+    }
+}
+
+/// An eviction never takes a place whose state is live: with the bucket
+/// full of spent keys, a new key overflows, and the residents keep their
+/// states while one of them is updated concurrently.
+#[test]
+fn overflow_never_evicts_a_live_state() {
+    for algorithm in KINDS {
+        model(move || {
+            let lim = tiny(algorithm, 2);
+            let full = places(algorithm);
+            for key in 0..full {
+                assert!(lim.check_at(key, 2, T0).allowed);
+            }
+            let other = lim.clone();
+            let a = thread::spawn(move || other.check_at(100, 1, T0 + 1).allowed);
+            let b = lim.check_at(0, 1, T0 + 1).allowed;
+            assert!(!a.join().unwrap(), "{algorithm}: no place, fail closed");
+            assert!(!b, "{algorithm}: key 0 is still spent");
+            assert_eq!(lim.stats().overflows, 1, "{algorithm}");
+            assert_eq!(lim.stats().evictions, 0, "{algorithm}");
+        });
+    }
+}
+
+/// `reset_key` races an update of the same key: the key ends either fresh
+/// (reset last) or with exactly the one request made after the reset.
+#[test]
+fn reset_races_update() {
+    for algorithm in KINDS {
+        model(move || {
+            let lim = tiny(algorithm, 4);
+            assert!(lim.check_at(5, 3, T0).allowed);
+            let other = lim.clone();
+            let a = thread::spawn(move || {
+                other.reset_key(5);
+            });
+            let d = lim.check_at(5, 1, T0);
+            a.join().unwrap();
+            let left = lim.check_at(5, 0, T0).remaining;
+            // Update first, then reset: fresh (4). Reset first: 3 left.
+            assert!(d.allowed, "{algorithm}");
+            assert!(left == 4 || left == 3, "{algorithm}: {left}");
+            assert!(lim.stats().keys_tracked <= 1, "{algorithm}");
+        });
+    }
+}
