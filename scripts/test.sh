@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs every test of ratecell, from a fresh clone on a fresh machine:
+#   1. formatting and clippy (warnings are errors);
+#   2. the Rust suites (unit, doc, property, brute-force, stress, keyed,
+#      C ABI header and fuzz, CLI goldens), in debug so arithmetic overflow
+#      panics instead of wrapping;
+#   3. the loom models of every concurrent protocol;
+#   4. the C and C++ bindings, normally and under ASan/UBSan;
+#   5. the Go and Python bindings (when present).
+# Each step installs or finds what it needs. Prints one line per step and a
+# last line "N passed, M failed" counting steps; exits non-zero if any failed.
+set -uo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+passed=0
+failed=0
+failures=()
+
+step() {
+    local name="$1"
+    shift
+    echo
+    echo "=== $name: $*"
+    local started=$SECONDS
+    if "$@"; then
+        passed=$((passed + 1))
+        echo "=== $name: ok ($((SECONDS - started)) s)"
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+        echo "=== $name: FAILED ($((SECONDS - started)) s)"
+    fi
+}
+
+need() {
+    command -v "$1" >/dev/null 2>&1 || {
+        echo "missing $1: $2" >&2
+        return 1
+    }
+}
+
+need cargo "install Rust (https://rustup.rs) first" || exit 1
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+step fmt cargo fmt --all -- --check
+step clippy cargo clippy --all-targets --quiet -- -D warnings
+step rust cargo test --quiet
+step loom scripts/loom.sh
+step c-cpp scripts/c-tests.sh
+[ -x scripts/go-tests.sh ] && step go scripts/go-tests.sh
+[ -x scripts/python-tests.sh ] && step python scripts/python-tests.sh
+
+echo
+if [ "$failed" -gt 0 ]; then
+    echo "failed steps: ${failures[*]}"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
