@@ -1,0 +1,591 @@
+//! `Limiter::check_at` against the reference model of SPEC.md §4
+//! (`tests/model`), on random configurations and request traces, for every
+//! algorithm; and configuration validation against SPEC.md §2.
+//!
+//! Two kinds of configuration: small ones (limits up to 20, periods of 1 to
+//! 10 µs) so that windows roll, tokens refill and logs expire many times
+//! within a trace of a few dozen requests; and large ones (limits up to
+//! 2^32 − 1, periods up to 366 days, times up to 2^62) for the overflow
+//! edges. Traces mix peeks, cost 1, larger costs and costs above the limit,
+//! with time standing still, creeping, jumping whole periods, landing on
+//! window edges, and going backwards.
+//!
+//! proptest only generates raw integers here, decoded into steps and costs
+//! by the plain functions below: its `prop_oneof!` costs about 100 µs per
+//! value in a debug build, which would make 10 000 traces per algorithm
+//! take minutes.
+
+mod model;
+
+use model::{MAX_LIMIT, MAX_PERIOD, MAX_TOLERANCE, MIN_PERIOD, Model, config_faults};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use ratecell::{Algorithm, Clock, Config, Error, Field, Limiter, Overflow};
+
+/// Test times stay below 2^62 (brief item 5).
+const T_MAX: u64 = (1 << 62) - 1;
+
+/// The direct sliding log allocates and touches 16 bytes per unit of limit
+/// when it is built (2 GiB at 2^27), so no test here builds one with a
+/// larger limit: several test threads doing so at once would exhaust the
+/// machine.
+const LOG_LIMIT_CAP: u64 = 1 << 16;
+
+/// How the clock moves before a request.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// Forward by this many ns (0: the same instant).
+    Forward(u64),
+    /// Backward by this many ns (clamped at 0).
+    Back(u64),
+    /// To the next multiple of the period (`coarse`) or of the algorithm's
+    /// finer unit (sub-window, emission interval), plus -1, 0 or +1 ns.
+    Edge { coarse: bool, offset: i8 },
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    config: Config,
+    start: u64,
+    requests: Vec<(Step, u64)>,
+}
+
+/// What proptest generates: a configuration, a start time and requests, as
+/// raw integers (selector, value) that `small`/`large`/`crowded` decode.
+#[derive(Clone, Debug)]
+struct Raw {
+    config: (u64, u64, u64, u64),
+    start: (u8, u64),
+    requests: Vec<(u8, u64, u8, u64)>,
+}
+
+fn raw(max_len: usize) -> impl Strategy<Value = Raw> {
+    (
+        any::<(u64, u64, u64, u64)>(),
+        any::<(u8, u64)>(),
+        prop::collection::vec(any::<(u8, u64, u8, u64)>(), 1..max_len),
+    )
+        .prop_map(|(config, start, requests)| Raw {
+            config,
+            start,
+            requests,
+        })
+}
+
+/// Arm `i` with probability `weights[i] / sum(weights)`.
+fn pick(selector: u8, weights: &[u8]) -> usize {
+    let total: u32 = weights.iter().map(|&w| u32::from(w)).sum();
+    let mut x = u32::from(selector) % total;
+    for (i, &w) in weights.iter().enumerate() {
+        if x < u32::from(w) {
+            return i;
+        }
+        x -= u32::from(w);
+    }
+    unreachable!()
+}
+
+/// A value in `lo..=hi` from raw bits.
+fn within(x: u64, lo: u64, hi: u64) -> u64 {
+    match (hi - lo).checked_add(1) {
+        Some(span) => lo + x % span,
+        None => x,
+    }
+}
+
+fn has_burst(alg: Algorithm) -> bool {
+    matches!(
+        alg,
+        Algorithm::Gcra | Algorithm::LeakyBucket | Algorithm::TokenBucket
+    )
+}
+
+/// The finer time unit an algorithm's decisions change on.
+fn fine_unit(cfg: &Config) -> u64 {
+    match cfg.algorithm {
+        Algorithm::Gcra | Algorithm::LeakyBucket => cfg.period_ns.div_ceil(cfg.limit),
+        Algorithm::BucketedWindow => cfg.period_ns / u64::from(cfg.sub_windows),
+        _ => cfg.period_ns,
+    }
+}
+
+fn edge(x: u64) -> Step {
+    Step::Edge {
+        coarse: x & 1 == 1,
+        offset: ((x >> 1) % 3) as i8 - 1,
+    }
+}
+
+fn advance(cfg: &Config, t: u64, step: Step) -> u64 {
+    match step {
+        Step::Forward(d) => t.saturating_add(d).min(T_MAX),
+        Step::Back(d) => t.saturating_sub(d),
+        Step::Edge { coarse, offset } => {
+            let unit = if coarse {
+                cfg.period_ns
+            } else {
+                fine_unit(cfg)
+            };
+            let edge = (t / unit).saturating_add(1).saturating_mul(unit);
+            edge.saturating_add_signed(offset.into()).min(T_MAX)
+        }
+    }
+}
+
+/// Replays `case` into a fresh limiter and a fresh model, comparing every
+/// decision field by field.
+fn compare(case: &Case) -> Result<(), TestCaseError> {
+    let (clock, _hand) = Clock::manual(0);
+    let limiter = Limiter::with_clock(case.config, clock)
+        .map_err(|e| TestCaseError::fail(format!("valid config refused: {e}")))?;
+    let mut model = Model::new(&case.config);
+    let mut t = case.start;
+    let mut seen = Vec::new();
+    for &(step, cost) in &case.requests {
+        t = advance(&case.config, t, step);
+        let got = limiter.check_at(cost, t);
+        let want = model.check(t, cost);
+        seen.push((t, cost, got.allowed));
+        prop_assert_eq!(
+            got,
+            want,
+            "\nconfig {:?}\nrequests so far (t, cost, allowed): {:?}",
+            case.config,
+            seen
+        );
+    }
+    Ok(())
+}
+
+/// Limits 1..=20, periods 1..=10 µs (multiples of N for the bucketed
+/// window), bursts 1..=25 or the limit.
+fn small(alg: Algorithm, raw: &Raw) -> Case {
+    let (a, b, c, d) = raw.config;
+    let limit = within(a, 1, 20);
+    let mut config = if alg == Algorithm::BucketedWindow {
+        let n = within(b, 1, 64);
+        let k = within(c, MIN_PERIOD.div_ceil(n), 10_000 / n);
+        Config::new(alg, limit, k * n).sub_windows(n as u32)
+    } else {
+        Config::new(alg, limit, within(c, MIN_PERIOD, 10_000))
+    };
+    if d % 2 == 1 {
+        config = config.burst(if has_burst(alg) {
+            within(d / 2, 1, 25)
+        } else {
+            limit
+        });
+    }
+    let p = config.period_ns;
+    let cap = config.limit.max(config.burst);
+    let (s, x) = raw.start;
+    let start = match pick(s, &[1, 1, 1, 1]) {
+        0 => within(x, 0, 4 * p),
+        1 => within(x, 0, 1_000_000) * p,
+        2 => within(x, 1, 1_000_000) * p - 1,
+        _ => within(x, 0, 1 << 61),
+    };
+    let requests = raw
+        .requests
+        .iter()
+        .map(|&(s, x, c, y)| {
+            let step = match pick(s, &[3, 3, 2, 2, 1, 2, 1, 1]) {
+                0 => Step::Forward(0),
+                1 => Step::Forward(within(x, 1, p / 8)),
+                2 => Step::Forward(within(x, 1, 2 * p)),
+                3 => Step::Forward(within(x, 1, 3) * p),
+                4 => Step::Forward(within(x, 1, 25 * p)),
+                5 => edge(x),
+                6 => Step::Back(within(x, 1, p)),
+                _ => Step::Back(within(x, 1, 2) * p),
+            };
+            let cost = match pick(c, &[5, 2, 3, 1, 1]) {
+                0 => 1,
+                1 => 0,
+                2 => within(y, 1, cap),
+                3 => within(y, cap + 1, cap + 3),
+                _ => u64::MAX,
+            };
+            (step, cost)
+        })
+        .collect();
+    Case {
+        config,
+        start,
+        requests,
+    }
+}
+
+/// A count (limit or burst) near the edges of 1..=2^32 − 1.
+fn large_count(s: u8, x: u64) -> u64 {
+    match pick(s, &[1, 1, 1, 1, 1]) {
+        0 => 1,
+        1 => MAX_LIMIT,
+        2 => within(x, 1, MAX_LIMIT),
+        3 => within(x, MAX_LIMIT - 64, MAX_LIMIT),
+        _ => within(x, 1, 1_000),
+    }
+}
+
+/// A valid configuration with values near every range edge: limits and
+/// bursts up to 2^32 − 1, periods up to 366 days.
+fn large_config(alg: Algorithm, (a, b, c, d): (u64, u64, u64, u64)) -> Config {
+    let mut limit = large_count(a as u8, a >> 8);
+    let mut period = match pick(b as u8, &[1, 1, 1, 1, 1]) {
+        0 => MIN_PERIOD,
+        1 => MAX_PERIOD,
+        2 => within(b >> 8, MIN_PERIOD, MAX_PERIOD),
+        3 => within(b >> 8, MAX_PERIOD - 1_000_000, MAX_PERIOD),
+        _ => within(b >> 8, MIN_PERIOD, 1_000_000_000),
+    };
+    let mut burst = if c % 2 == 0 {
+        0
+    } else {
+        large_count((c >> 1) as u8, c >> 9)
+    };
+    let n = within(d, 1, 64);
+    if alg == Algorithm::BucketedWindow {
+        period = (period / n).max(MIN_PERIOD.div_ceil(n)) * n;
+    }
+    if matches!(alg, Algorithm::Gcra | Algorithm::LeakyBucket) {
+        limit = limit.min(period);
+        let interval = u128::from(period.div_ceil(limit));
+        let b = if burst == 0 { limit } else { burst };
+        if u128::from(b) * interval >= MAX_TOLERANCE {
+            burst = ((MAX_TOLERANCE - 1) / interval) as u64;
+        }
+    }
+    if alg == Algorithm::SlidingLog {
+        limit = limit.min(LOG_LIMIT_CAP);
+    }
+    if !has_burst(alg) && burst != 0 {
+        burst = limit;
+    }
+    Config::new(alg, limit, period)
+        .burst(burst)
+        .sub_windows(n as u32)
+}
+
+fn large(alg: Algorithm, raw: &Raw) -> Case {
+    let config = large_config(alg, raw.config);
+    let p = config.period_ns;
+    let cap = config.limit.max(config.burst);
+    let (s, x) = raw.start;
+    let start = match pick(s, &[1, 1, 1, 1]) {
+        0 => within(x, 0, T_MAX),
+        1 => within(x, T_MAX - (1 << 40), T_MAX),
+        2 => within(x, 0, p),
+        _ => T_MAX,
+    };
+    let requests = raw
+        .requests
+        .iter()
+        .map(|&(s, x, c, y)| {
+            let step = match pick(s, &[2, 2, 2, 1, 2, 1, 1, 1]) {
+                0 => Step::Forward(0),
+                1 => Step::Forward(within(x, 1, 1_000)),
+                2 => Step::Forward(within(x, 1, 3).saturating_mul(p)),
+                3 => Step::Forward(within(x, 0, 1 << 61)),
+                4 => edge(x),
+                5 => Step::Back(within(x, 1, 1_000)),
+                6 => Step::Back(p),
+                _ => Step::Back(within(x, 0, 1 << 61)),
+            };
+            let cost = match pick(c, &[3, 1, 2, 1, 1, 1, 1, 1, 1]) {
+                0 => 1,
+                1 => 0,
+                2 => within(y, 1, cap),
+                3 => cap / 2,
+                4 => cap - 1,
+                5 => cap,
+                6 => cap + 1,
+                7 => within(y, 1 << 32, u64::MAX),
+                _ => u64::MAX,
+            };
+            (step, cost)
+        })
+        .collect();
+    Case {
+        config,
+        start,
+        requests,
+    }
+}
+
+/// Limits in the hundreds and long traces of mostly cost-1 requests close
+/// together: logs and counters holding many entries at once.
+fn crowded(alg: Algorithm, raw: &Raw) -> Case {
+    let (a, b, c, _) = raw.config;
+    let limit = within(a, 100, 600);
+    let period = within(b, 1_000, 4_000);
+    let config = if alg == Algorithm::BucketedWindow {
+        let n = within(c, 1, 64);
+        Config::new(alg, limit, (period / n).max(MIN_PERIOD.div_ceil(n)) * n).sub_windows(n as u32)
+    } else {
+        Config::new(alg, limit, period)
+    };
+    let requests = raw
+        .requests
+        .iter()
+        .map(|&(s, x, c, y)| {
+            let step = match pick(s, &[6, 6, 1, 1]) {
+                0 => Step::Forward(0),
+                1 => Step::Forward(within(x, 1, period / 64)),
+                2 => Step::Forward(within(x, 1, period)),
+                _ => Step::Back(within(x, 1, period / 4)),
+            };
+            let cost = match pick(c, &[8, 1, 1]) {
+                0 => 1,
+                1 => 0,
+                _ => within(y, 2, 20),
+            };
+            (step, cost)
+        })
+        .collect();
+    Case {
+        config,
+        start: within(raw.start.1, 0, 1 << 40),
+        requests,
+    }
+}
+
+fn proptest_config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        // Regression files would land in the shared tree; a failure prints
+        // its minimal case instead.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+macro_rules! against_model {
+    ($($name:ident: $alg:expr;)*) => {$(
+        mod $name {
+            use super::*;
+
+            proptest! {
+                #![proptest_config(proptest_config(10_000))]
+                #[test]
+                fn small_configs(raw in raw(40)) {
+                    compare(&small($alg, &raw))?;
+                }
+            }
+
+            proptest! {
+                #![proptest_config(proptest_config(3_000))]
+                #[test]
+                fn large_configs(raw in raw(24)) {
+                    compare(&large($alg, &raw))?;
+                }
+            }
+
+            proptest! {
+                #![proptest_config(proptest_config(60))]
+                #[test]
+                fn crowded_configs(raw in raw(700)) {
+                    compare(&crowded($alg, &raw))?;
+                }
+            }
+        }
+    )*};
+}
+
+against_model! {
+    gcra: Algorithm::Gcra;
+    leaky_bucket: Algorithm::LeakyBucket;
+    token_bucket: Algorithm::TokenBucket;
+    fixed_window: Algorithm::FixedWindow;
+    sliding_window: Algorithm::SlidingWindow;
+    bucketed_window: Algorithm::BucketedWindow;
+    sliding_log: Algorithm::SlidingLog;
+}
+
+// ---------------------------------------------------------------------------
+// Configuration validation (SPEC.md §2, brief item 10).
+
+/// Pushes one field out of its range, or breaks one cross-field rule,
+/// chosen by `s`.
+fn break_one(mut cfg: Config, s: u8, x: u64) -> Config {
+    match pick(s, &[2, 2, 2, 2, 1, 1, 1]) {
+        0 => {
+            cfg.limit = match x % 3 {
+                0 => 0,
+                1 => MAX_LIMIT + 1,
+                _ => within(x, MAX_LIMIT + 1, u64::MAX),
+            };
+            cfg.burst = 0;
+        }
+        1 => {
+            cfg.period_ns = match x % 4 {
+                0 => within(x, 0, MIN_PERIOD - 1),
+                1 => MIN_PERIOD - 1,
+                2 => MAX_PERIOD + 1,
+                _ => within(x, MAX_PERIOD + 1, u64::MAX),
+            }
+        }
+        2 => {
+            cfg.burst = match x % 3 {
+                0 => MAX_LIMIT + 1,
+                1 => within(x, MAX_LIMIT + 1, u64::MAX),
+                // Valid for the burst algorithms, wrong for the others
+                // unless it happens to equal the limit.
+                _ => within(x, 1, MAX_LIMIT),
+            }
+        }
+        3 => {
+            cfg.sub_windows = match x % 3 {
+                0 => 0,
+                1 => within(x, 65, u32::MAX.into()) as u32,
+                _ => within(x, 1, 64) as u32,
+            }
+        }
+        4 => cfg.capacity = within(x, 1, u64::MAX),
+        5 => {
+            // More than one unit per ns.
+            cfg.period_ns = MIN_PERIOD + cfg.period_ns % 100_000;
+            cfg.limit = cfg.period_ns + 1;
+            cfg.burst = 0;
+        }
+        _ => {
+            // B·T far beyond 2^62 ns.
+            cfg.limit = 1;
+            cfg.period_ns = MAX_PERIOD;
+            cfg.burst = MAX_LIMIT;
+        }
+    }
+    cfg
+}
+
+proptest! {
+    #![proptest_config(proptest_config(10_000))]
+
+    /// Every configuration the model calls valid is accepted; every one it
+    /// refuses is refused naming a field at fault, and exactly that field
+    /// when only one is.
+    #[test]
+    fn refused_configs_name_the_field(
+        alg in 0usize..7,
+        base in any::<(u64, u64, u64, u64)>(),
+        breaks in prop::collection::vec(any::<(u8, u64)>(), 0..3),
+        overflow_allow in any::<bool>(),
+    ) {
+        let alg = Algorithm::ALL[alg];
+        let mut cfg = large_config(alg, base);
+        for &(s, x) in &breaks {
+            cfg = break_one(cfg, s, x);
+        }
+        if overflow_allow {
+            // Meaningless for a direct limiter, but not an error.
+            cfg = cfg.overflow(Overflow::Allow);
+        }
+        let faults = config_faults(&cfg, true);
+        // A valid config gets built, and a huge log would really be allocated.
+        let huge_log = cfg.algorithm == Algorithm::SlidingLog && cfg.limit > LOG_LIMIT_CAP;
+        if faults.is_empty() && huge_log {
+            return Ok(());
+        }
+        let (clock, _hand) = Clock::manual(0);
+        match Limiter::with_clock(cfg, clock) {
+            Ok(_) => prop_assert!(faults.is_empty(), "{:?} accepted; model faults {:?}", cfg, faults),
+            Err(Error::Config(e)) => {
+                prop_assert!(!e.message.is_empty(), "an error without a message");
+                if faults.len() == 1 {
+                    prop_assert_eq!(e.field, faults[0], "{:?}: {}", cfg, e);
+                } else {
+                    prop_assert!(faults.contains(&e.field), "{:?}: {} not among {:?}", cfg, e, faults);
+                }
+            }
+            Err(e) => prop_assert!(false, "{:?}: unexpected {}", cfg, e),
+        }
+    }
+}
+
+#[test]
+fn each_range_edge_is_refused_or_accepted() {
+    let ok = |cfg: Config| {
+        let (clock, _hand) = Clock::manual(0);
+        if let Err(e) = Limiter::with_clock(cfg, clock) {
+            panic!("{cfg:?} should be valid: {e}");
+        }
+        assert!(config_faults(&cfg, true).is_empty(), "model: {cfg:?}");
+    };
+    let refused = |cfg: Config, field: Field| {
+        let (clock, _hand) = Clock::manual(0);
+        match Limiter::with_clock(cfg, clock) {
+            Err(Error::Config(e)) => assert_eq!(e.field, field, "{cfg:?}: {e}"),
+            other => panic!("{cfg:?} should be refused on {field:?}, got {other:?}"),
+        }
+        assert_eq!(config_faults(&cfg, true), vec![field], "model: {cfg:?}");
+    };
+    for alg in Algorithm::ALL {
+        let base = Config::new(alg, 10, 1_000_000_000);
+        ok(base);
+        ok(Config::new(alg, 1, MIN_PERIOD));
+        ok(Config::new(alg, 1, MAX_PERIOD));
+        if alg != Algorithm::SlidingLog {
+            // (The log allocates 16 bytes per unit of limit up front.)
+            ok(Config::new(alg, MAX_LIMIT, MAX_PERIOD));
+        }
+        ok(base.burst(10));
+        refused(Config::new(alg, 0, 1_000_000_000), Field::Limit);
+        refused(Config::new(alg, MAX_LIMIT + 1, MAX_PERIOD), Field::Limit);
+        refused(Config::new(alg, 1, MIN_PERIOD - 1), Field::PeriodNs);
+        refused(Config::new(alg, 1, MAX_PERIOD + 1), Field::PeriodNs);
+        refused(Config::new(alg, 1, 0), Field::PeriodNs);
+        refused(base.capacity(1), Field::Capacity);
+        if has_burst(alg) {
+            ok(base.burst(1));
+            ok(base.burst(MAX_LIMIT));
+            refused(base.burst(MAX_LIMIT + 1), Field::Burst);
+        } else {
+            refused(base.burst(9), Field::Burst);
+            refused(base.burst(11), Field::Burst);
+        }
+        // sub_windows matters to the bucketed window only.
+        let odd = Config::new(alg, 10, 1_000_000_007).sub_windows(10);
+        if alg == Algorithm::BucketedWindow {
+            refused(odd, Field::SubWindows);
+            refused(base.sub_windows(0), Field::SubWindows);
+            refused(base.sub_windows(65), Field::SubWindows);
+            ok(Config::new(alg, 10, 64_000).sub_windows(64));
+            ok(base.sub_windows(1));
+        } else {
+            ok(odd);
+            ok(base.sub_windows(0));
+            ok(base.sub_windows(65));
+        }
+        if matches!(alg, Algorithm::Gcra | Algorithm::LeakyBucket) {
+            ok(Config::new(alg, 1_000, 1_000));
+            refused(Config::new(alg, 1_001, 1_000), Field::Limit);
+            refused(
+                Config::new(alg, 1, MAX_PERIOD).burst(MAX_LIMIT),
+                Field::Burst,
+            );
+            // The largest burst whose tolerance B·T stays below 2^62 ns.
+            let b = ((1u64 << 62) - 1) / MAX_PERIOD;
+            ok(Config::new(alg, 1, MAX_PERIOD).burst(b));
+            refused(Config::new(alg, 1, MAX_PERIOD).burst(b + 1), Field::Burst);
+        } else {
+            ok(Config::new(alg, 1_001, 1_000));
+        }
+    }
+}
+
+/// The leaky bucket's queue positions on a queue filled at one instant: a
+/// named, readable case of what the properties check at random.
+#[test]
+fn leaky_queue_positions_match_model() {
+    let cfg = Config::new(Algorithm::LeakyBucket, 4, 4_000).burst(3);
+    let (clock, _hand) = Clock::manual(0);
+    let limiter = Limiter::with_clock(cfg, clock).unwrap();
+    let mut model = Model::new(&cfg);
+    let waits: Vec<u64> = (0..4)
+        .map(|_| {
+            let d = limiter.check_at(1, 10_000);
+            assert_eq!(d, model.check(10_000, 1));
+            d.wait_ns
+        })
+        .collect();
+    assert_eq!(waits, [0, 1_000, 2_000, 0]);
+}
