@@ -16,7 +16,7 @@
 
 use crate::algorithm::{BlockAlgorithm, WordAlgorithm, Words};
 use crate::decision::Decision;
-use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, yield_now};
+use crate::sync::{AtomicU64, AtomicU128, Ordering, Residency, spin_loop, yield_now};
 use crossbeam_utils::CachePadded;
 
 /// An atomic word of 64 or 128 bits, seen as a `u128`.
@@ -223,7 +223,7 @@ impl BlockCell {
     pub(crate) fn new(words: usize) -> Result<BlockCell, usize> {
         Ok(BlockCell {
             header: CachePadded::new(AtomicU64::new(0)),
-            words: crate::sync::zeroed_words(words)?,
+            words: crate::sync::zeroed_words(words, Residency::OnUse)?,
         })
     }
 

@@ -89,23 +89,41 @@ impl AtomicU128 {
     }
 }
 
+/// Whether an allocation is made resident now or as it is first used.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Residency {
+    /// Write every page once at construction: a keyed table's memory is then
+    /// all resident from the start, and a flood of new keys cannot grow the
+    /// process.
+    Now,
+    /// Leave untouched pages to the kernel: a direct sliding log's ring,
+    /// sized for the worst case of `limit` entries, costs memory only as
+    /// it fills.
+    OnUse,
+}
+
 /// Allocates `len` zeroed atomic words, or reports how many bytes failed.
 ///
 /// Outside loom this is one `alloc_zeroed` (calloc: the kernel hands back
-/// zero pages, so a large table costs no time to clear); then every page is
-/// written once, so the memory is resident from construction on and a flood
-/// of new keys later cannot grow the process.
-pub(crate) fn zeroed_words(len: usize) -> Result<Box<[AtomicU64]>, usize> {
-    zeroed_slice(len, || AtomicU64::new(0))
+/// zero pages, so a large table costs no time to clear).
+pub(crate) fn zeroed_words(len: usize, residency: Residency) -> Result<Box<[AtomicU64]>, usize> {
+    zeroed_slice(len, residency, || AtomicU64::new(0))
 }
 
 /// Like [`zeroed_words`], for 128-bit words.
-pub(crate) fn zeroed_wide_words(len: usize) -> Result<Box<[AtomicU128]>, usize> {
-    zeroed_slice(len, || AtomicU128::new(0))
+pub(crate) fn zeroed_wide_words(
+    len: usize,
+    residency: Residency,
+) -> Result<Box<[AtomicU128]>, usize> {
+    zeroed_slice(len, residency, || AtomicU128::new(0))
 }
 
 #[cfg(not(loom))]
-fn zeroed_slice<T>(len: usize, _zero: impl Fn() -> T) -> Result<Box<[T]>, usize> {
+fn zeroed_slice<T>(
+    len: usize,
+    residency: Residency,
+    _zero: impl Fn() -> T,
+) -> Result<Box<[T]>, usize> {
     use std::alloc::{Layout, alloc_zeroed};
     let bytes = len.saturating_mul(size_of::<T>());
     if len == 0 {
@@ -121,7 +139,7 @@ fn zeroed_slice<T>(len: usize, _zero: impl Fn() -> T) -> Result<Box<[T]>, usize>
     // Touch one byte per page so the pages are resident now, not on first use.
     let base = ptr as *mut u8;
     let mut offset = 0;
-    while offset < bytes {
+    while residency == Residency::Now && offset < bytes {
         // SAFETY: offset < bytes, inside the allocation; volatile so the
         // write is not elided (the value written is the zero already there).
         unsafe { base.add(offset).write_volatile(0) };
@@ -134,7 +152,11 @@ fn zeroed_slice<T>(len: usize, _zero: impl Fn() -> T) -> Result<Box<[T]>, usize>
 }
 
 #[cfg(loom)]
-fn zeroed_slice<T>(len: usize, zero: impl Fn() -> T) -> Result<Box<[T]>, usize> {
+fn zeroed_slice<T>(
+    len: usize,
+    _residency: Residency,
+    zero: impl Fn() -> T,
+) -> Result<Box<[T]>, usize> {
     Ok((0..len).map(|_| zero()).collect())
 }
 

@@ -13,7 +13,11 @@
 //! expired ones are dropped before an append. Running totals wrap modulo
 //! 2^64; only differences under L are ever taken.
 //!
-//! Per-key cost: `8·(3 + 2·L)` bytes, e.g. 184 bytes for L = 10.
+//! Per-key cost: `8·(3 + 2·L)` bytes, e.g. 184 bytes for L = 10. A direct
+//! limiter reserves the ring for `L` entries at construction, but the kernel
+//! backs it only as it fills; a ring that cannot even be reserved (L = 2^32 − 1
+//! asks for 64 GiB) is refused with `Error::OutOfMemory`. A keyed table makes
+//! its whole budget resident at construction.
 
 use super::{BlockAlgorithm, Words, effective_cost};
 use crate::config::Params;

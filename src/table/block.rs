@@ -15,7 +15,7 @@ use crate::cell::{LATCHED, LatchedWords, latch};
 use crate::config::Error;
 use crate::decision::Decision;
 use crate::stats::Stats;
-use crate::sync::{AtomicU64, Ordering, zeroed_words};
+use crate::sync::{AtomicU64, Ordering, Residency, zeroed_words};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -53,8 +53,9 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         let (geometry, shards) = Geometry::new(capacity, SLOTS as u64, FINGERPRINT_BITS);
         let places = geometry.buckets(shards) * SLOTS;
         let words = alg.words();
-        let headers = zeroed_words(places).map_err(|bytes| Error::OutOfMemory { bytes })?;
-        let blocks = zeroed_words(places.saturating_mul(words))
+        let headers =
+            zeroed_words(places, Residency::Now).map_err(|bytes| Error::OutOfMemory { bytes })?;
+        let blocks = zeroed_words(places.saturating_mul(words), Residency::Now)
             .map_err(|bytes| Error::OutOfMemory { bytes })?;
         Ok(BlockTable {
             alg,

@@ -11,7 +11,7 @@ use crate::cell::{AtomicWord, cas_loop, latch};
 use crate::config::{ConfigError, Error, Field};
 use crate::decision::Decision;
 use crate::stats::Stats;
-use crate::sync::{AtomicU128, zeroed_wide_words};
+use crate::sync::{AtomicU128, Residency, zeroed_wide_words};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -54,7 +54,8 @@ impl<A: WordAlgorithm> WordTable<A> {
         }
         let (geometry, shards) = Geometry::new(capacity, SLOTS as u64, fingerprint_bits);
         let len = geometry.buckets(shards) * SLOTS;
-        let slots = zeroed_wide_words(len).map_err(|bytes| Error::OutOfMemory { bytes })?;
+        let slots =
+            zeroed_wide_words(len, Residency::Now).map_err(|bytes| Error::OutOfMemory { bytes })?;
         Ok(WordTable {
             alg,
             geometry,
