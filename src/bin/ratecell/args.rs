@@ -397,7 +397,7 @@ pub fn parse_duration(s: &str) -> Result<u64, &'static str> {
         let digits = u32::try_from(frac.chars().filter(|&c| c != '_').count()).map_err(|_| BAD)?;
         let denom = 10u128.checked_pow(digits).ok_or(BAD)?;
         let part = u128::from(f) * scale;
-        if !part.is_multiple_of(denom) {
+        if part % denom != 0 {
             return Err("is not a whole number of nanoseconds");
         }
         ns += part / denom;
@@ -420,7 +420,7 @@ pub fn format_duration(ns: u64) -> String {
     }
     for (scale, unit) in UNITS {
         if ns >= scale {
-            if ns.is_multiple_of(scale) {
+            if ns % scale == 0 {
                 return format!("{}{unit}", ns / scale);
             }
             let x = ns as f64 / scale as f64;

@@ -223,7 +223,7 @@ pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
             ),
             format!("{:.1}%", m.differing as f64 * 100.0 / traffic.len() as f64),
             format!("{:.2}", m.gap_cv),
-            format_duration(m.longest_gap),
+            format_duration((m.longest_gap + 500_000) / 1_000_000 * 1_000_000),
         ]);
     }
     write!(out, "{}", t.render())?;

@@ -55,6 +55,11 @@ impl Policy {
         })
     }
 
+    /// One state per key, always (the library refuses capacity 0).
+    pub fn keyed(config: Config) -> Result<Policy, Error> {
+        Ok(Policy::Keyed(sim_keyed(config)?))
+    }
+
     /// Decides a request of `key` at `t`.
     pub fn check_at(&self, key: u64, cost: u64, t: u64) -> Decision {
         match self {

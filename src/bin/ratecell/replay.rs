@@ -183,7 +183,14 @@ fn parse_clf_time(s: &str) -> Option<u64> {
     let year: i64 = rest.next()?.parse().ok()?;
     let hms: Vec<i64> = rest.map(|x| x.parse().ok()).collect::<Option<_>>()?;
     let [h, mi, sec] = hms[..] else { return None };
-    if !(1..=31).contains(&day) || !(0..24).contains(&h) || !(0..60).contains(&mi) {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=month_days).contains(&day) || !(0..24).contains(&h) || !(0..60).contains(&mi) {
         return None;
     }
     if !(0..=60).contains(&sec) {
@@ -233,10 +240,7 @@ impl Progress {
     }
 
     fn update(&mut self, done: u64, lines: u64) {
-        if !self.on
-            || !lines.is_multiple_of(1024)
-            || self.last.elapsed() < Duration::from_millis(100)
-        {
+        if !self.on || lines % 1024 != 0 || self.last.elapsed() < Duration::from_millis(100) {
             return;
         }
         self.last = Instant::now();
@@ -339,7 +343,7 @@ pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
     };
     let top = parsed.u64_in("--top", 10, 1, 1000)? as usize;
     let decisions = parsed.flag("--decisions");
-    let policy = Policy::new(config).map_err(|e| args::config_error(&parsed, e))?;
+    let policy = Policy::keyed(config).map_err(|e| args::config_error(&parsed, e))?;
 
     let (input, size): (Box<dyn Read>, Option<u64>) = if path == "-" {
         (Box::new(std::io::stdin().lock()), None)
@@ -534,6 +538,8 @@ mod tests {
         );
         assert_eq!(parse_clf_time("01/Jan/1970:00:00:00 +0100"), None);
         assert_eq!(parse_clf_time("10/Foo/2000:13:55:36 -0700"), None);
+        assert_eq!(parse_clf_time("31/Nov/2023:00:00:00 +0000"), None);
+        assert_eq!(parse_clf_time("29/Feb/2023:00:00:00 +0000"), None);
         assert_eq!(parse_clf_time("10/Oct/2000:13:55:36"), None);
     }
 

@@ -89,6 +89,57 @@ fn nice_ns(ns: u64) -> u64 {
     }
 }
 
+/// The smallest of `unit × 1, 2, 5, 10, 20, ...` that cuts `horizon` into
+/// at most `rows` bins.
+fn multiple_for(unit: u64, horizon: u64, rows: u64) -> u64 {
+    let mut k = 1u64;
+    loop {
+        for m in [1, 2, 5] {
+            let w = unit.saturating_mul(k * m);
+            if horizon.div_ceil(w) <= rows {
+                return w;
+            }
+        }
+        k *= 10;
+    }
+}
+
+/// Rows of the text table: about 20. Bursts are shown per whole cycle (the
+/// average), or per on-time when there are too few cycles for that, so a
+/// row never straddles a burst's edge.
+fn table_bin(load: &Load, horizon: u64) -> u64 {
+    if load.shape == Shape::Bursts {
+        let cycle = load.cycle_ns;
+        if horizon / cycle >= 5 {
+            return multiple_for(cycle, horizon, 20);
+        }
+        return (cycle / 5).max(1);
+    }
+    nice_ns((horizon / 20).max(1))
+}
+
+/// Bins of the plot: fine enough to show a burst's shape (bursts: a
+/// divisor of the on-time), coarse enough that a bin expects a few
+/// arrivals, else a Poisson load is mostly noise and even spacing shows as
+/// a saw-tooth.
+fn plot_bin(load: &Load, horizon: u64) -> u64 {
+    let few_arrivals = (3e9 / load.rate) as u64;
+    if load.shape == Shape::Bursts {
+        let on = (load.cycle_ns / 5).max(1);
+        if horizon / on > 300 {
+            return multiple_for(load.cycle_ns, horizon, 150);
+        }
+        // During a burst arrivals come at five times the rate.
+        return [10, 5, 4, 2, 1]
+            .into_iter()
+            .filter(|d| on % d == 0)
+            .map(|d| on / d)
+            .find(|&w| w >= few_arrivals / 5 && horizon / w <= 300)
+            .unwrap_or(on);
+    }
+    nice_ns((horizon / 150).max(few_arrivals).max(1))
+}
+
 /// Counts per bin of `width` ns over `[0, horizon)`.
 fn bin(times: impl Iterator<Item = u64>, width: u64, horizon: u64) -> Vec<u64> {
     let mut counts = vec![0; horizon.div_ceil(width) as usize];
@@ -206,10 +257,7 @@ pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
     }
 
     if let Some(path) = parsed.get("--plot") {
-        let rate_s = rate.max(f64::MIN_POSITIVE);
-        // Fine enough to show a burst's shape, coarse enough that a bin
-        // expects a few arrivals (else a Poisson load is mostly noise).
-        let bin_ns = nice_ns((horizon / 150).max((3e9 / rate_s) as u64).max(1));
+        let bin_ns = plot_bin(&load, horizon);
         let offered = bin(arrivals.iter().copied(), bin_ns, horizon);
         let admitted_bins = bin(admitted.iter().copied(), bin_ns, horizon);
         let svg = plot::svg(&Plot {
@@ -317,7 +365,7 @@ fn report(out: &mut dyn Write, r: &Report) -> Result<(), CliError> {
         r.max_tenth
     )?;
 
-    let width = nice_ns((r.horizon / 20).max(1));
+    let width = table_bin(r.load, r.horizon);
     let offered = bin(r.offered.iter().copied(), width, r.horizon);
     let admitted = bin(r.admitted.iter().copied(), width, r.horizon);
     let mut t = Table::new(["from", "offered/s", "admitted/s"]);

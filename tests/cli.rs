@@ -1,0 +1,475 @@
+//! The `ratecell` command, run as a process: golden outputs for every
+//! deterministic run, the shape of the real-time demo, the SVG plot, and
+//! the errors (message naming the option or the line and field, exit code).
+//!
+//! Goldens live in `tests/golden/`. After an intended change of output,
+//! refresh them with
+//!
+//!     UPDATE_GOLDEN=1 cargo test --test cli
+//!
+//! and review the diff (`git diff tests/golden`) before committing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ratecell");
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// Runs the command in `tests/golden`, so trace paths (and the messages
+/// that name them) are short and stable.
+fn ratecell(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(golden_dir())
+        .output()
+        .expect("the ratecell binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// Runs a command that must succeed and returns its output.
+fn ok(args: &[&str]) -> String {
+    let o = ratecell(args);
+    assert!(
+        o.status.success(),
+        "ratecell {args:?} failed ({:?}): {}",
+        o.status.code(),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+/// Compares with `tests/golden/<name>`, or rewrites it when UPDATE_GOLDEN
+/// is set.
+fn golden(name: &str, actual: &str) {
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).expect("write golden");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (create it with UPDATE_GOLDEN=1 cargo test --test cli)",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(e, a)| e != a)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "output differs from {} from line {}:\n--- expected\n{}\n--- actual\n{}\n\
+             (if the change is intended: UPDATE_GOLDEN=1 cargo test --test cli)",
+            path.display(),
+            first + 1,
+            expected
+                .lines()
+                .skip(first)
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            actual
+                .lines()
+                .skip(first)
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+}
+
+/// Runs a command that must fail with `code` and returns its stderr.
+fn fails(args: &[&str], code: i32) -> String {
+    let o = ratecell(args);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "ratecell {args:?}: stdout {}\nstderr {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stderr(&o)
+}
+
+#[test]
+fn demo_simulated_part_is_golden() {
+    let out = ok(&["demo", "--no-realtime"]);
+    golden("demo.txt", &out);
+    // Options without a command are the demo's.
+    assert_eq!(ok(&["--no-realtime"]), out);
+}
+
+#[test]
+fn demo_simulation_holds_every_algorithm_near_the_limit() {
+    let out = ok(&["demo", "--no-realtime"]);
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Processed"))
+        .skip(2)
+        .take(7)
+        .collect();
+    assert_eq!(rows.len(), 7);
+    for row in rows {
+        let cells: Vec<f64> = row
+            .split_whitespace()
+            .skip(1)
+            .map(|c| c.parse().unwrap())
+            .collect();
+        assert_eq!(cells.len(), 8, "{row}");
+        // Under the limit every request is served as offered; at 50 and
+        // 100 per second no algorithm may serve more than the limit.
+        assert_eq!(&cells[..3], &[1.0, 2.0, 5.0], "{row}");
+        assert!(cells[6] <= 10.0 && cells[7] <= 10.0, "{row}");
+        assert!(cells[6] >= 8.0 && cells[7] >= 8.0, "{row}");
+    }
+}
+
+#[test]
+fn default_demo_runs_the_real_time_part_too() {
+    let o = ratecell(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let simulated = std::fs::read_to_string(golden_dir().join("demo.txt")).unwrap();
+    assert!(
+        out.starts_with(&simulated),
+        "the default begins with the simulated part"
+    );
+    let real = &out[simulated.len()..];
+    assert!(real.contains("Real clock, real threads"));
+    // One row per algorithm, each with a simulated / real pair per phase
+    // and for the denials (the values depend on the machine's timing).
+    for name in [
+        "gcra",
+        "leaky_bucket",
+        "token_bucket",
+        "fixed_window",
+        "sliding_window",
+        "bucketed_window",
+        "sliding_log",
+    ] {
+        let row = real
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no real-time row for {name}:\n{real}"));
+        assert_eq!(row.matches(" / ").count(), 5, "{row}");
+    }
+}
+
+#[test]
+fn compare_is_golden() {
+    let out = ok(&["compare"]);
+    golden("compare.txt", &out);
+    // Spot checks that hold whatever the table layout: the exact log never
+    // admits more than the limit in a period, the fixed window doubles it
+    // at the edge.
+    let row = |name: &str| -> Vec<String> {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap()
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(row("sliding_log")[4], "100");
+    assert_eq!(row("fixed_window")[4], "200");
+    assert_eq!(row("leaky_bucket")[2], "1");
+}
+
+#[test]
+fn simulate_with_a_seed_is_golden() {
+    let out = ok(&[
+        "simulate",
+        "--algorithm",
+        "sliding_window",
+        "--limit",
+        "20",
+        "--load",
+        "poisson",
+        "--rate",
+        "50",
+        "--duration",
+        "5s",
+        "--seed",
+        "42",
+    ]);
+    golden("simulate_poisson.txt", &out);
+    let other_seed = ok(&[
+        "simulate",
+        "--algorithm",
+        "sliding_window",
+        "--limit",
+        "20",
+        "--load",
+        "poisson",
+        "--rate",
+        "50",
+        "--duration",
+        "5s",
+        "--seed",
+        "43",
+    ]);
+    assert_ne!(out, other_seed, "the seed drives the Poisson load");
+}
+
+#[test]
+fn simulate_with_keys_is_golden() {
+    let out = ok(&[
+        "simulate",
+        "--algorithm=token_bucket",
+        "--limit=5",
+        "--period=500ms",
+        "--burst=8",
+        "--keys=4",
+        "--load=bursts",
+        "--rate=60",
+        "--duration=3s",
+    ]);
+    golden("simulate_keys.txt", &out);
+}
+
+#[test]
+fn simulate_writes_a_plot() {
+    let path = std::env::temp_dir().join(format!("ratecell-cli-test-{}.svg", std::process::id()));
+    let out = ok(&[
+        "simulate",
+        "--algorithm",
+        "fixed_window",
+        "--load",
+        "bursts",
+        "--rate",
+        "15",
+        "--duration",
+        "5s",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("plot written to"));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(
+        svg.contains("fixed_window, limit 10 per 1s"),
+        "title names the policy"
+    );
+    assert!(svg.contains("load bursts, 15/s"), "subtitle names the load");
+    assert!(
+        svg.contains(">offered<") && svg.contains(">admitted<"),
+        "legend"
+    );
+    assert!(
+        svg.contains("requests per second") && svg.contains("time (s)"),
+        "axes"
+    );
+    assert!(svg.matches("<path").count() >= 4, "area, two lines, axes");
+}
+
+#[test]
+fn replay_csv_is_golden() {
+    let out = ok(&["replay", "trace.csv", "--limit", "5", "--decisions"]);
+    golden("replay_trace.txt", &out);
+}
+
+#[test]
+fn replay_access_log_is_golden() {
+    let out = ok(&[
+        "replay",
+        "access.log",
+        "--algorithm",
+        "fixed_window",
+        "--limit",
+        "3",
+    ]);
+    golden("replay_access.txt", &out);
+}
+
+#[test]
+fn replay_reads_standard_input() {
+    let mut child = Command::new(BIN)
+        .args(["replay", "-", "--limit", "1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"1700006400000000000,k,1\n1700006400000000000,k,1\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["all", "keys", "2", "1", "1", "50.0%"]),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_bad_line_names_its_number_and_field() {
+    let err = fails(&["replay", "bad_cost.csv"], 2);
+    assert_eq!(
+        err.trim_end(),
+        "ratecell: bad_cost.csv:4: field 'cost': \"abc\" is not an unsigned integer"
+    );
+    let err = fails(&["replay", "bad_time.log"], 2);
+    assert!(err.contains("bad_time.log:3: field 'time':"), "{err}");
+    assert!(err.contains("31/Nov/2023"), "{err}");
+}
+
+#[test]
+fn bad_options_name_the_option_and_its_range() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["simulate", "--limit", "0"],
+            "--limit: limit = 0 is outside 1..=4294967295",
+        ),
+        (
+            &["simulate", "--limit", "ten"],
+            "--limit: \"ten\" is not an unsigned integer",
+        ),
+        (
+            &["simulate", "--period", "10ns"],
+            "--period: period_ns = 10 is outside 1000..=",
+        ),
+        (
+            &["simulate", "--period", "soon"],
+            "--period: \"soon\" is not a duration",
+        ),
+        (
+            &["simulate", "--algorithm", "magic"],
+            "--algorithm: \"magic\" is not one of gcra, leaky_bucket",
+        ),
+        (
+            &["simulate", "--algorithm", "fixed_window", "--burst", "5"],
+            "--burst: burst = 5: fixed_window has no burst",
+        ),
+        (
+            &[
+                "simulate",
+                "--algorithm",
+                "bucketed_window",
+                "--sub-windows",
+                "7",
+            ],
+            "--sub-windows: sub_windows = 7 does not divide",
+        ),
+        (
+            &[
+                "simulate",
+                "--algorithm",
+                "bucketed_window",
+                "--sub-windows",
+                "65",
+            ],
+            "--sub-windows: sub_windows = 65 is outside 1..=64",
+        ),
+        (
+            &["simulate", "--sub-windows", "5"],
+            "--sub-windows: applies only to bucketed_window",
+        ),
+        (
+            &["simulate", "--load", "tsunami"],
+            "--load: \"tsunami\" is not one of constant, bursts, poisson, ramp",
+        ),
+        (
+            &["simulate", "--rate", "-3"],
+            "--rate: -3 is outside the valid range",
+        ),
+        (
+            &["simulate", "--keys", "0"],
+            "--keys: 0 is outside 1..=1000000",
+        ),
+        (
+            &["simulate", "--capacity", "9"],
+            "--capacity: applies only with --keys above 1",
+        ),
+        (
+            &["simulate", "--rate", "1000000", "--duration", "1h"],
+            "--rate x --duration",
+        ),
+        (
+            &["simulate", "--frobnicate"],
+            "unknown option '--frobnicate'",
+        ),
+        (&["simulate", "--limit"], "option --limit needs a value"),
+        (&["replay"], "missing the trace FILE"),
+        (
+            &["replay", "trace.csv", "--capacity", "0"],
+            "--capacity: capacity = 0",
+        ),
+        (
+            &["replay", "trace.csv", "--top", "0"],
+            "--top: 0 is outside 1..=1000",
+        ),
+        (&["demo", "--fast"], "unknown option '--fast'"),
+        (&["launch"], "unknown command \"launch\""),
+    ];
+    for (args, message) in cases {
+        let err = fails(args, 2);
+        assert!(
+            err.contains(message),
+            "ratecell {args:?}: {err:?} lacks {message:?}"
+        );
+        assert!(err.starts_with("ratecell: "), "{err}");
+    }
+}
+
+#[test]
+fn a_missing_file_is_not_a_usage_error() {
+    let err = fails(&["replay", "no-such-trace.csv"], 1);
+    assert!(err.contains("cannot open \"no-such-trace.csv\""), "{err}");
+}
+
+#[test]
+fn every_command_has_help() {
+    let top = ok(&["--help"]);
+    for command in ["demo", "compare", "simulate", "replay"] {
+        assert!(top.contains(command), "{top}");
+        let help = ok(&[command, "--help"]);
+        assert!(
+            help.starts_with(&format!("usage: ratecell {command}")),
+            "{help}"
+        );
+        assert_eq!(ok(&["help", command]), help);
+    }
+    let simulate = ok(&["simulate", "-h"]);
+    for option in [
+        "--algorithm",
+        "--limit",
+        "--period",
+        "--burst",
+        "--sub-windows",
+        "--load",
+        "--rate",
+        "--duration",
+        "--keys",
+        "--seed",
+        "--plot",
+    ] {
+        assert!(simulate.contains(option), "simulate --help lacks {option}");
+    }
+    let replay = ok(&["replay", "--help"]);
+    for option in [
+        "--decisions",
+        "--format",
+        "--capacity",
+        "timestamp_ns,key[,cost]",
+    ] {
+        assert!(replay.contains(option), "replay --help lacks {option}");
+    }
+}
