@@ -102,10 +102,16 @@ impl BlockAlgorithm for BucketedWindow {
             }
             at
         };
-        let reset_after_ns = (first..=newest)
-            .rev()
-            .find(|&j| self.counter(w, j) > 0)
-            .map_or(0, |j| self.leaves(j, t));
+        // After an admission of n > 0 the newest non-empty sub-window is s_e:
+        // the decision never reads back what it just wrote.
+        let reset_after_ns = if allowed && n > 0 {
+            self.leaves(s_e, t)
+        } else {
+            (first..=newest)
+                .rev()
+                .find(|&j| self.counter(w, j) > 0)
+                .map_or(0, |j| self.leaves(j, t))
+        };
         Decision {
             allowed,
             limit: self.limit,

@@ -75,7 +75,10 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
     /// Words per state.
     fn words(&self) -> usize;
 
-    /// Decides a request; writes `words` only when admitted with `n > 0`.
+    /// Decides a request; writes `words` only when admitted with `n > 0`,
+    /// and computes the decision without reading back what it wrote (the
+    /// keyed table decides unknown keys on a read-only fresh view whose
+    /// writes are dropped).
     fn decide<W: Words + ?Sized>(&self, words: &mut W, t: u64, n: u64) -> Decision;
 
     /// SPEC §4 "equivalent to fresh" at time `t`.

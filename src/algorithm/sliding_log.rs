@@ -117,6 +117,7 @@ impl BlockAlgorithm for SlidingLog {
         let q = effective_cost(n);
         let r = self.ring(w);
         let (t_e, first) = self.first_live(&r, t);
+        let (r_len, newest) = (r.len, if r.len > 0 { r.ts(r.len - 1) } else { 0 });
         let mut sum = if first < r.len {
             r.total(r.len - 1).wrapping_sub(r.before(first))
         } else {
@@ -184,10 +185,12 @@ impl BlockAlgorithm for SlidingLog {
             limit: self.limit,
             remaining: self.limit - sum,
             retry_after_ns: 0,
-            reset_after_ns: if sum > 0 {
-                self.leaves(self.newest(w), t)
-            } else {
-                0
+            // The newest entry is the one just appended at t_e, or (a peek)
+            // the newest live one; never read back what was just written.
+            reset_after_ns: match (n > 0, first < r_len) {
+                (true, _) => self.leaves(t_e, t),
+                (false, true) => self.leaves(newest, t),
+                (false, false) => 0,
             },
             wait_ns: 0,
         }
@@ -202,13 +205,6 @@ impl BlockAlgorithm for SlidingLog {
         w.set(HEAD, 0);
         w.set(LEN, 0);
         w.set(BASE, 0);
-    }
-}
-
-impl SlidingLog {
-    fn newest<W: Words + ?Sized>(&self, w: &W) -> u64 {
-        let r = self.ring(w);
-        if r.len > 0 { r.ts(r.len - 1) } else { 0 }
     }
 }
 
