@@ -18,6 +18,8 @@
 use ratecell::{Algorithm, Clock, Config, Decision, KeyedLimiter, Limiter, Overflow};
 use std::collections::HashMap;
 
+// Built once per trace line "limiter": the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Any {
     Direct(Limiter),
     Keyed(KeyedLimiter),
