@@ -293,6 +293,43 @@ fn replay_access_log_is_golden() {
     golden("replay_access.txt", &out);
 }
 
+/// The capacity the replay summary reports.
+fn reported_capacity(out: &str) -> u64 {
+    let line = out
+        .lines()
+        .find(|l| l.contains("keyed table: capacity"))
+        .unwrap();
+    let after = line.split("capacity ").nth(1).unwrap();
+    after.split(',').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn replay_default_table_shrinks_for_large_states() {
+    // Tables are allocated up front: a sliding log of limit 1000 costs
+    // kilobytes per key, so the default must not be the full 65536 keys.
+    let small = ok(&["replay", "trace.csv"]);
+    assert_eq!(reported_capacity(&small), 65_536);
+    let large = ok(&[
+        "replay",
+        "trace.csv",
+        "--algorithm",
+        "sliding_log",
+        "--limit",
+        "1000",
+    ]);
+    let capacity = reported_capacity(&large);
+    assert!((1_000..65_536).contains(&capacity), "capacity {capacity}");
+    let chosen = ok(&[
+        "replay",
+        "trace.csv",
+        "--algorithm",
+        "sliding_log",
+        "--capacity",
+        "7",
+    ]);
+    assert_eq!(reported_capacity(&chosen), 7);
+}
+
 #[test]
 fn replay_reads_standard_input() {
     let mut child = Command::new(BIN)

@@ -18,7 +18,7 @@ pub static COMMAND: LazyLock<Command> = LazyLock::new(|| {
         Opt {
             name: "--capacity",
             value: Some("N"),
-            help: "keys the keyed table holds, 1 or more [65536]",
+            help: "keys the keyed table holds, 1 or more [65536, fewer if that would take over 64 MiB]",
         },
         Opt {
             name: "--overflow",
@@ -62,6 +62,23 @@ pub static COMMAND: LazyLock<Command> = LazyLock::new(|| {
                 A line that cannot be read stops the replay with its line number and field (exit 2).\n",
     }
 });
+
+/// The table a replay makes when --capacity is not given: this many keys,
+/// unless the state would take more than `DEFAULT_TABLE_BYTES` (a sliding
+/// log's state grows with the limit, and tables are allocated up front).
+const DEFAULT_CAPACITY: u64 = 65_536;
+const DEFAULT_TABLE_BYTES: u64 = 64 << 20;
+
+/// [`DEFAULT_CAPACITY`], or as many keys as fit `DEFAULT_TABLE_BYTES`,
+/// measured on a small table of the same configuration.
+fn default_capacity(config: ratecell::Config) -> u64 {
+    const PROBE_KEYS: u64 = 64;
+    let per_key = crate::engine::sim_keyed(config.capacity(PROBE_KEYS))
+        .map(|t| t.stats().bytes_allocated.div_ceil(PROBE_KEYS))
+        .unwrap_or(1)
+        .max(1);
+    (DEFAULT_TABLE_BYTES / per_key).clamp(1, DEFAULT_CAPACITY)
+}
 
 /// Files at least this large get a progress bar (on a terminal).
 const PROGRESS_FROM_BYTES: u64 = 4 << 20;
@@ -333,9 +350,12 @@ pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
         "allow" => Overflow::Allow,
         _ => Overflow::Deny,
     };
-    let config = args::policy_config(&parsed)?
-        .capacity(parsed.u64_or("--capacity", 65_536)?)
-        .overflow(overflow);
+    let config = args::policy_config(&parsed)?.overflow(overflow);
+    let capacity = match parsed.get("--capacity") {
+        Some(_) => parsed.u64_or("--capacity", 0)?,
+        None => default_capacity(config),
+    };
+    let config = config.capacity(capacity);
     let format = match parsed.choice("--format", &["auto", "csv", "clf"], "auto")? {
         "csv" => Some(Format::Csv),
         "clf" => Some(Format::Clf),
