@@ -227,8 +227,8 @@ impl BlockCell {
         })
     }
 
-    pub(crate) fn bytes(&self) -> usize {
-        size_of::<Self>() + size_of_val(&*self.words)
+    pub(crate) fn heap_bytes(&self) -> usize {
+        size_of_val(&*self.words)
     }
 
     /// Decides a request under the latch.

@@ -86,10 +86,11 @@ impl Engine {
         })
     }
 
-    fn bytes(&self) -> usize {
+    /// Bytes allocated beyond the `Limiter` itself (which holds word cells).
+    fn heap_bytes(&self) -> usize {
         match self {
-            Engine::BucketedWindow(_, cell) | Engine::SlidingLog(_, cell) => cell.bytes(),
-            _ => size_of::<Self>(),
+            Engine::BucketedWindow(_, cell) | Engine::SlidingLog(_, cell) => cell.heap_bytes(),
+            _ => 0,
         }
     }
 
@@ -142,7 +143,7 @@ impl Limiter {
             .into());
         }
         let engine = Engine::new(&params)?;
-        let bytes = size_of::<Limiter>() + engine.bytes();
+        let bytes = size_of::<Limiter>() + engine.heap_bytes();
         Ok(Limiter {
             engine,
             config,
