@@ -56,6 +56,31 @@ impl From<std::io::Error> for CliError {
     }
 }
 
+/// Help text is wrapped to this many columns.
+const HELP_WIDTH: usize = 96;
+
+/// Breaks `text` into lines of at most `width` columns at spaces; lines
+/// after the first are indented by `hang` (the first is assumed to start
+/// there already).
+fn wrap(text: &str, width: usize, hang: usize) -> String {
+    let mut out = String::new();
+    let mut col = hang;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if col > hang && col + 1 + len > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(hang));
+            col = hang;
+        } else if col > hang {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += len;
+    }
+    out
+}
+
 /// One option a command accepts.
 pub struct Opt {
     /// With the dashes, e.g. `--limit`.
@@ -86,7 +111,7 @@ impl Command {
     pub fn help(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "usage: ratecell {}\n", self.usage);
-        let _ = writeln!(s, "{}\n", self.about);
+        let _ = writeln!(s, "{}\n", wrap(self.about, HELP_WIDTH, 0));
         let _ = writeln!(s, "options:");
         let cols: Vec<String> = self
             .opts
@@ -98,7 +123,11 @@ impl Command {
             .collect();
         let width = cols.iter().map(|c| c.len()).max().unwrap_or(0).max(10);
         for (col, o) in cols.iter().zip(&self.opts) {
-            let _ = writeln!(s, "  {col:<width$}  {}", o.help);
+            let _ = writeln!(
+                s,
+                "  {col:<width$}  {}",
+                wrap(o.help, HELP_WIDTH, width + 4)
+            );
         }
         let _ = writeln!(s, "  {:<width$}  show this help", "-h, --help");
         if !self.after.is_empty() {
@@ -473,6 +502,13 @@ mod tests {
         assert!(parse_duration("1 parsec").is_err());
         assert!(parse_duration("").is_err());
         assert!(parse_duration("99999999999d").is_err());
+    }
+
+    #[test]
+    fn help_wraps_at_spaces_with_a_hanging_indent() {
+        assert_eq!(wrap("aa bb cc", 5, 0), "aa bb\ncc");
+        assert_eq!(wrap("aa bb cc", 7, 2), "aa bb\n  cc");
+        assert_eq!(wrap("unbreakable", 4, 0), "unbreakable");
     }
 
     #[test]

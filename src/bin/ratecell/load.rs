@@ -67,10 +67,10 @@ impl Load {
     /// Arrival offsets in `[0, duration)`, sorted.
     pub fn arrivals(&self) -> Vec<u64> {
         let d = self.duration_ns as f64;
-        let per_ns = self.rate / 1e9;
         let mut out = Vec::with_capacity(self.expected_requests().ceil() as usize + 1);
         match self.shape {
             Shape::Poisson => {
+                let per_ns = self.rate / 1e9;
                 let mut rng = SplitMix64::new(self.seed);
                 let mut t = rng.exponential(per_ns);
                 while t < d {
@@ -82,7 +82,7 @@ impl Load {
             // cumulative offered count first reaches k.
             _ => {
                 for k in 0u64.. {
-                    let t = self.inverse_cumulative(k as f64, per_ns, d);
+                    let t = self.inverse_cumulative(k as f64);
                     if t >= d {
                         break;
                     }
@@ -93,20 +93,24 @@ impl Load {
         out
     }
 
-    /// The time at which the cumulative offered count reaches `k`.
-    fn inverse_cumulative(&self, k: f64, per_ns: f64, d: f64) -> f64 {
+    /// The time (ns) at which the cumulative offered count reaches `k`.
+    /// Computed as `k · 10^9 / rate` rather than `k / (rate / 10^9)`, so a
+    /// time that is a whole number of ns comes out exact (8 per second for
+    /// 2 s is 16 requests, not 17).
+    fn inverse_cumulative(&self, k: f64) -> f64 {
+        let ns_per_request = |k: f64, rate: f64| k * 1e9 / rate;
         match self.shape {
-            Shape::Constant | Shape::Poisson => k / per_ns,
+            Shape::Constant | Shape::Poisson => ns_per_request(k, self.rate),
             Shape::Bursts => {
-                // Each cycle offers per_ns·cycle, all in its first fifth.
+                // Each cycle offers rate·cycle, all in its first fifth.
                 let cycle = self.cycle_ns as f64;
-                let per_cycle = per_ns * cycle;
+                let per_cycle = self.rate * cycle / 1e9;
                 let c = (k / per_cycle).floor();
                 let within = k - c * per_cycle;
-                c * cycle + within / (5.0 * per_ns)
+                c * cycle + ns_per_request(within, 5.0 * self.rate)
             }
             // λ(t) = 2·r·t/d, so the cumulative count is r·t²/d.
-            Shape::Ramp => (k * d / per_ns).sqrt(),
+            Shape::Ramp => (ns_per_request(k, self.rate) * self.duration_ns as f64).sqrt(),
         }
     }
 }
@@ -167,6 +171,13 @@ mod tests {
             assert!(a.iter().all(|&t| t < 10_000_000_000));
         }
         assert_eq!(load(Shape::Constant).arrivals().len(), 200);
+        let mut eight = load(Shape::Constant);
+        (eight.rate, eight.duration_ns) = (8.0, 2_000_000_000);
+        assert_eq!(
+            eight.arrivals().len(),
+            16,
+            "the arrival at exactly 2 s is outside"
+        );
     }
 
     #[test]
