@@ -138,35 +138,41 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         if self.find(home).is_some() {
             return None;
         }
+        // An empty place anywhere in the window first; only when there is
+        // none, the first state equivalent to fresh (dropping a state is
+        // lossless only for times from `t` on, so never while a place is free).
         let mut frees_in = u64::MAX;
-        for bucket in self.geometry.window(home) {
-            for place in bucket * SLOTS..(bucket + 1) * SLOTS {
-                let header = &self.headers[place];
-                let owner = header.load(Ordering::Relaxed);
-                if owner & LATCHED != 0 {
-                    // Being checked right now: in use, not a place to take.
-                    continue;
+        for evict in [false, true] {
+            for bucket in self.geometry.window(home) {
+                for place in bucket * SLOTS..(bucket + 1) * SLOTS {
+                    let header = &self.headers[place];
+                    let owner = header.load(Ordering::Relaxed);
+                    if owner & LATCHED != 0 || (owner != 0) != evict {
+                        // Being checked right now (in use), or not what this
+                        // pass looks for.
+                        continue;
+                    }
+                    // Latch the place as it is (empty or another key's), so
+                    // no check of its owner runs while we judge and replace it.
+                    let Ok(held) = latch(header, owner) else {
+                        continue;
+                    };
+                    let mut block = self.block(place);
+                    if owner != 0 && !self.alg.is_fresh_at(&block, t) {
+                        frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
+                        continue;
+                    }
+                    self.alg.clear(&mut block);
+                    let decision = self.alg.decide(&mut block, t, n);
+                    held.release_as(home.fingerprint);
+                    let counter = if owner != 0 {
+                        &shard.counters.evictions
+                    } else {
+                        &shard.counters.tracked
+                    };
+                    counter.fetch_add(1, Relaxed);
+                    return Some(decision);
                 }
-                // Latch the place as it is (empty or another key's), so no
-                // check of its owner runs while we judge and replace it.
-                let Ok(held) = latch(header, owner) else {
-                    continue;
-                };
-                let mut block = self.block(place);
-                if owner != 0 && !self.alg.is_fresh_at(&block, t) {
-                    frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
-                    continue;
-                }
-                self.alg.clear(&mut block);
-                let decision = self.alg.decide(&mut block, t, n);
-                held.release_as(home.fingerprint);
-                let counter = if owner != 0 {
-                    &shard.counters.evictions
-                } else {
-                    &shard.counters.tracked
-                };
-                counter.fetch_add(1, Relaxed);
-                return Some(decision);
             }
         }
         shard.counters.overflows.fetch_add(1, Relaxed);

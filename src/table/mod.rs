@@ -40,11 +40,14 @@
 //! Only an admitted request of cost above 0 creates a state, so peeks and
 //! denials of unknown keys touch nothing. A new key is placed under its
 //! shard's insert latch: the inserter first looks for the key again (another
-//! thread may just have placed it), then takes the first place in the probe
-//! window that is empty or holds a state equivalent to fresh (SPEC §4) at
-//! this moment, with one CAS from the exact word it examined, so a
-//! concurrent update of that state makes the eviction fail and be
-//! re-examined. Because every insert of a key goes through one latch and
+//! thread may just have placed it), then takes the first empty place in the
+//! probe window or, only when none is empty, the first place holding a state
+//! equivalent to fresh (SPEC §4) at this moment. Dropping such a state
+//! changes no decision at later times, but a request from the past (time
+//! going backwards) would find the key fresh, so states are dropped only when
+//! the table is full around the key. The place is taken with one CAS from
+//! the exact word examined, so a concurrent update of that state makes the
+//! eviction fail and be re-examined. Because every insert of a key goes through one latch and
 //! re-checks, no key is ever placed twice; because every update CASes a word
 //! that contains the fingerprint, no update lands on another key's state.
 //! Updates of existing keys never take the latch.

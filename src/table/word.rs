@@ -179,29 +179,37 @@ impl<A: WordAlgorithm> WordTable<A> {
             return Outcome::Moved;
         }
         let new = self.word(home.fingerprint, next);
+        // An empty place anywhere in the window first; only when there is
+        // none, the first state equivalent to fresh. Dropping a state is
+        // lossless only for times from `t` on, so it is never done while a
+        // free place exists.
         let mut frees_in = u64::MAX;
-        for bucket in self.geometry.window(home) {
-            for slot in &self.slots[bucket * SLOTS..][..SLOTS] {
-                let mut word = slot.load_word();
-                loop {
-                    let evicting = word != 0;
-                    if evicting && !self.alg.is_fresh_at(self.state(word), t) {
-                        let (peek, _) = self.alg.decide(self.state(word), t, 0);
-                        frees_in = frees_in.min(peek.reset_after_ns);
-                        break;
-                    }
-                    match slot.cas_word(word, new) {
-                        Ok(()) => {
-                            let counter = if evicting {
-                                &shard.counters.evictions
-                            } else {
-                                &shard.counters.tracked
-                            };
-                            counter.fetch_add(1, Relaxed);
-                            return Outcome::Done(fresh, true);
+        for evict in [false, true] {
+            for bucket in self.geometry.window(home) {
+                for slot in &self.slots[bucket * SLOTS..][..SLOTS] {
+                    let mut word = slot.load_word();
+                    loop {
+                        let evicting = word != 0;
+                        if evicting && !(evict && self.alg.is_fresh_at(self.state(word), t)) {
+                            if evict {
+                                let (peek, _) = self.alg.decide(self.state(word), t, 0);
+                                frees_in = frees_in.min(peek.reset_after_ns);
+                            }
+                            break;
                         }
-                        // Updated or taken meanwhile: judge it again.
-                        Err(found) => word = found,
+                        match slot.cas_word(word, new) {
+                            Ok(()) => {
+                                let counter = if evicting {
+                                    &shard.counters.evictions
+                                } else {
+                                    &shard.counters.tracked
+                                };
+                                counter.fetch_add(1, Relaxed);
+                                return Outcome::Done(fresh, true);
+                            }
+                            // Updated or taken meanwhile: judge it again.
+                            Err(found) => word = found,
+                        }
                     }
                 }
             }
