@@ -1,0 +1,218 @@
+"""Exceptions: one class per ``ratecell_status`` of the C ABI, plus
+``LimiterClosed`` for a call on a closed ``Limiter``.
+
+Each class also derives from the built-in exception a Python caller would
+expect to catch (``ValueError`` for a bad configuration, ``TimeoutError``
+for a timed-out acquire, ``MemoryError`` for a failed allocation), so code
+that knows nothing of ratecell still handles them sensibly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import _ffi
+
+if TYPE_CHECKING:
+    from ._types import Decision
+
+__all__ = [
+    "RatecellError",
+    "NullArgument",
+    "InvalidConfig",
+    "InvalidAlgorithm",
+    "InvalidLimit",
+    "InvalidPeriod",
+    "InvalidBurst",
+    "InvalidSubWindows",
+    "InvalidCapacity",
+    "InvalidOverflow",
+    "InvalidClock",
+    "UnknownAlgorithm",
+    "OutOfMemory",
+    "TimedOut",
+    "CostExceedsLimit",
+    "InvalidLength",
+    "Panic",
+    "LimiterClosed",
+    "error_for_status",
+]
+
+
+class RatecellError(Exception):
+    """Base of every ratecell exception. ``status`` is the C status code
+    (``None`` for errors raised by the Python layer alone)."""
+
+    status: int | None = None
+
+    def __init__(self, message: str | None = None) -> None:
+        if message is None:
+            message = status_str(self.status) if self.status is not None else "ratecell error"
+        super().__init__(message)
+
+
+class NullArgument(RatecellError):
+    """RATECELL_NULL_ARGUMENT. The binding never passes NULL where the C ABI
+    forbids it, so this means a bug in the binding."""
+
+    status = 1
+
+
+class InvalidConfig(RatecellError, ValueError):
+    """A configuration field is out of range; ``field`` names it."""
+
+    field: str = ""
+
+
+class InvalidAlgorithm(InvalidConfig):
+    """RATECELL_INVALID_ALGORITHM: not one of the seven algorithms."""
+
+    status = 2
+    field = "algorithm"
+
+
+class InvalidLimit(InvalidConfig):
+    """RATECELL_INVALID_LIMIT: limit outside 1 ..= 2^32 - 1 (or, for GCRA and
+    the leaky bucket, above period_ns)."""
+
+    status = 3
+    field = "limit"
+
+
+class InvalidPeriod(InvalidConfig):
+    """RATECELL_INVALID_PERIOD_NS: period outside 1 µs ..= 366 days."""
+
+    status = 4
+    field = "period_ns"
+
+
+class InvalidBurst(InvalidConfig):
+    """RATECELL_INVALID_BURST: burst out of range for the algorithm."""
+
+    status = 5
+    field = "burst"
+
+
+class InvalidSubWindows(InvalidConfig):
+    """RATECELL_INVALID_SUB_WINDOWS: bucketed window with sub_windows outside
+    1 ..= 64 or not dividing the period."""
+
+    status = 6
+    field = "sub_windows"
+
+
+class InvalidCapacity(InvalidConfig):
+    """RATECELL_INVALID_CAPACITY: more keys than memory can address."""
+
+    status = 7
+    field = "capacity"
+
+
+class InvalidOverflow(InvalidConfig):
+    """RATECELL_INVALID_OVERFLOW: not ``"deny"`` or ``"allow"``."""
+
+    status = 8
+    field = "overflow"
+
+
+class InvalidClock(InvalidConfig):
+    """RATECELL_INVALID_CLOCK: not ``"tsc"`` or ``"coarse"``."""
+
+    status = 9
+    field = "clock"
+
+
+class UnknownAlgorithm(RatecellError, ValueError):
+    """RATECELL_UNKNOWN_ALGORITHM: a name that names no algorithm."""
+
+    status = 10
+
+
+class OutOfMemory(RatecellError, MemoryError):
+    """RATECELL_OUT_OF_MEMORY: the limiter's table could not be allocated."""
+
+    status = 11
+
+
+class _WithDecision(RatecellError):
+    def __init__(self, decision: Decision, message: str | None = None) -> None:
+        super().__init__(message)
+        self.decision = decision
+
+
+class TimedOut(_WithDecision, TimeoutError):
+    """RATECELL_TIMED_OUT: ``acquire`` would not be admitted before its
+    time-out. ``decision`` is the last (denied) decision; nothing was taken
+    from the limit."""
+
+    status = 12
+
+
+class CostExceedsLimit(_WithDecision, ValueError):
+    """RATECELL_COST_EXCEEDS_LIMIT: ``acquire`` of a cost that no wait can
+    ever admit. ``decision`` has ``retry_after_ns == 2**64 - 1``."""
+
+    status = 13
+
+
+class InvalidLength(RatecellError, ValueError):
+    """RATECELL_INVALID_LENGTH: a key or batch longer than any buffer can be."""
+
+    status = 14
+
+
+class Panic(RatecellError):
+    """RATECELL_PANIC: a bug inside the library, caught at the C boundary.
+    The limiter is still safe to use."""
+
+    status = 15
+
+
+class LimiterClosed(RatecellError, ValueError):
+    """A call on a ``Limiter`` after ``close()`` (or after its ``with``
+    block)."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or "operation on a closed ratecell Limiter")
+
+
+_BY_STATUS: dict[int, type[RatecellError]] = {
+    cls.status: cls
+    for cls in (
+        NullArgument,
+        InvalidAlgorithm,
+        InvalidLimit,
+        InvalidPeriod,
+        InvalidBurst,
+        InvalidSubWindows,
+        InvalidCapacity,
+        InvalidOverflow,
+        InvalidClock,
+        UnknownAlgorithm,
+        OutOfMemory,
+        TimedOut,
+        CostExceedsLimit,
+        InvalidLength,
+        Panic,
+    )
+    if cls.status is not None
+}
+
+
+def status_str(status: int | None) -> str:
+    """``ratecell_status_str``: the library's description of a status."""
+    if status is None:
+        return "ratecell error"
+    text: bytes = _ffi.lib.ratecell_status_str(status)
+    return text.decode("utf-8", "replace")
+
+
+def error_for_status(status: int, message: str | None = None) -> RatecellError:
+    """The exception for a failed call's status (not for the two acquire
+    statuses, which carry a decision and are raised where it is known)."""
+    cls = _BY_STATUS.get(status)
+    if cls is None or issubclass(cls, _WithDecision):
+        err = RatecellError(message or f"{status_str(status)} (status {status})")
+        err.status = status
+        return err
+    return cls(message)

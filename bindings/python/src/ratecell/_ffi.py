@@ -1,0 +1,227 @@
+"""The one place that touches the C library: finding and loading it, the C
+structures of ``include/ratecell.h``, and ``argtypes``/``restype`` for every
+function the package calls.
+
+Nothing outside this module calls ``ctypes.CDLL`` or names a C symbol; the
+rest of the package goes through the function objects defined here. The
+library is loaded with ``ctypes.CDLL`` (not ``PyDLL``), so every call
+releases the GIL while it runs: a thread blocked in ``ratecell_acquire`` lets
+the others go on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from ctypes import (
+    POINTER,
+    Structure,
+    c_bool,
+    c_char_p,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+from pathlib import Path
+
+__all__ = [
+    "LIBRARY_NAME",
+    "LIBRARY_PATH",
+    "U32_MAX",
+    "U64_MAX",
+    "CConfig",
+    "CDecision",
+    "CStats",
+    "LimiterHandle",
+    "lib",
+]
+
+if sys.maxsize <= 2**32:
+    # The key, cost and batch buffers are passed as raw 64-bit words.
+    raise ImportError("ratecell needs a 64-bit Python")
+
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+
+if sys.platform == "darwin":
+    LIBRARY_NAME = "libratecell.dylib"
+elif sys.platform == "win32":
+    LIBRARY_NAME = "ratecell.dll"
+else:
+    LIBRARY_NAME = "libratecell.so"
+
+# The library's major.minor this package was written against: the C ABI
+# may change between minor versions before 1.0.
+ABI_VERSION = (0, 1)
+
+
+def _repository_library(here: Path) -> Path | None:
+    """target/release of the ratecell checkout this file lives in, if any
+    (an editable install, or the tests run against the source tree)."""
+    for parent in here.parents:
+        if (parent / "Cargo.toml").is_file() and (parent / "include" / "ratecell.h").is_file():
+            target = os.environ.get("CARGO_TARGET_DIR")
+            base = Path(target) if target else parent / "target"
+            if not base.is_absolute():
+                base = parent / base
+            return base / "release" / LIBRARY_NAME
+    return None
+
+
+def _candidates() -> list[Path]:
+    """Where the library is looked for, in order: the copy bundled in the
+    package by ``pip install``, then ``$RATECELL_LIBRARY`` (a file, or a
+    directory holding it), then the repository's cargo target directory."""
+    here = Path(__file__).resolve().parent
+    found = [here / LIBRARY_NAME]
+    env = os.environ.get("RATECELL_LIBRARY")
+    if env:
+        path = Path(env)
+        found.append(path / LIBRARY_NAME if path.is_dir() else path)
+    repo = _repository_library(here)
+    if repo is not None:
+        found.append(repo)
+    return found
+
+
+def _load() -> tuple[ctypes.CDLL, Path]:
+    tried = _candidates()
+    for path in tried:
+        if path.is_file():
+            return ctypes.CDLL(str(path)), path
+    raise ImportError(
+        "ratecell: the shared library was not found; looked at "
+        + ", ".join(str(p) for p in tried)
+        + ". Install the package with `pip install ./bindings/python` (it builds the "
+        "library with cargo), or set RATECELL_LIBRARY to a built " + LIBRARY_NAME
+    )
+
+
+lib, LIBRARY_PATH = _load()
+
+
+class CConfig(Structure):
+    """``struct ratecell_config``."""
+
+    _fields_ = [
+        ("algorithm", c_uint32),
+        ("limit", c_uint64),
+        ("period_ns", c_uint64),
+        ("burst", c_uint64),
+        ("sub_windows", c_uint32),
+        ("capacity", c_uint64),
+        ("overflow", c_uint32),
+        ("clock", c_uint32),
+    ]
+
+
+class CDecision(Structure):
+    """``struct ratecell_decision``."""
+
+    _fields_ = [
+        ("allowed", c_bool),
+        ("limit", c_uint64),
+        ("remaining", c_uint64),
+        ("retry_after_ns", c_uint64),
+        ("reset_after_ns", c_uint64),
+        ("wait_ns", c_uint64),
+    ]
+
+
+class CStats(Structure):
+    """``struct ratecell_stats``."""
+
+    _fields_ = [
+        ("checks", c_uint64),
+        ("allowed", c_uint64),
+        ("denied", c_uint64),
+        ("keys_tracked", c_uint64),
+        ("evictions", c_uint64),
+        ("overflows", c_uint64),
+        ("capacity", c_uint64),
+        ("bytes_allocated", c_uint64),
+    ]
+
+
+# Status-returning functions: restype c_uint32 (ratecell_status is a
+# uint32_t in C11). Pointers to caller buffers are c_void_p so that a ctypes
+# array, a buffer's address (int) or None (NULL for an empty buffer) can be
+# passed without building a pointer object per call.
+_STATUS = c_uint32
+_SIGNATURES: dict[str, tuple[object, list[object]]] = {
+    "ratecell_config_init": (None, [POINTER(CConfig), c_uint32, c_uint64, c_uint64]),
+    "ratecell_status_str": (c_char_p, [c_uint32]),
+    "ratecell_version": (c_char_p, []),
+    "ratecell_algorithm_name": (c_char_p, [c_uint32]),
+    "ratecell_algorithm_from_name": (_STATUS, [c_char_p, c_size_t, POINTER(c_uint32)]),
+    "ratecell_limiter_new": (_STATUS, [POINTER(CConfig), POINTER(c_void_p)]),
+    "ratecell_limiter_free": (None, [c_void_p]),
+    "ratecell_limiter_config": (_STATUS, [c_void_p, POINTER(CConfig)]),
+    "ratecell_check": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(CDecision)]),
+    "ratecell_check_at": (_STATUS, [c_void_p, c_uint64, c_uint64, c_uint64, POINTER(CDecision)]),
+    "ratecell_check_bytes": (_STATUS, [c_void_p, c_void_p, c_size_t, c_uint64, POINTER(CDecision)]),
+    "ratecell_check_bytes_at": (
+        _STATUS,
+        [c_void_p, c_void_p, c_size_t, c_uint64, c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_check_batch": (_STATUS, [c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p]),
+    "ratecell_check_batch_at": (
+        _STATUS,
+        [c_void_p, c_void_p, c_void_p, c_size_t, c_uint64, c_void_p, c_void_p],
+    ),
+    "ratecell_acquire": (_STATUS, [c_void_p, c_uint64, c_uint64, c_uint64, POINTER(CDecision)]),
+    "ratecell_acquire_bytes": (
+        _STATUS,
+        [c_void_p, c_void_p, c_size_t, c_uint64, c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_now_ns": (c_uint64, [c_void_p]),
+    "ratecell_reset_key": (_STATUS, [c_void_p, c_uint64]),
+    "ratecell_reset_bytes": (_STATUS, [c_void_p, c_void_p, c_size_t]),
+    "ratecell_stats": (_STATUS, [c_void_p, POINTER(CStats)]),
+}
+
+for _name, (_restype, _argtypes) in _SIGNATURES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
+
+
+class LimiterHandle(c_void_p):
+    """An owned ``ratecell_limiter *``, freed when the last reference to it
+    goes away.
+
+    ``Limiter.close()`` only drops the limiter's own reference. A thread that
+    is inside a call (say, sleeping in ``ratecell_acquire`` with the GIL
+    released) holds another one in its frame, so the C object outlives that
+    call and ``ratecell_limiter_free`` is always the last call on it, as the
+    header requires, whatever order Python threads close and call in.
+    """
+
+    __slots__ = ()
+
+    # The free function is bound as a default so that it is still reachable
+    # when a handle is collected during interpreter shutdown.
+    def __del__(self, _free: object = lib.ratecell_limiter_free) -> None:
+        if self.value:
+            _free(self)  # type: ignore[operator]
+            self.value = None
+
+
+def library_version() -> str:
+    """``ratecell_version()``: the loaded library's version string."""
+    version: bytes = lib.ratecell_version()
+    return version.decode("ascii")
+
+
+def _check_abi() -> None:
+    parts = library_version().split(".")
+    if tuple(int(p) for p in parts[:2]) != ABI_VERSION:
+        raise ImportError(
+            f"ratecell: {LIBRARY_PATH} is version {library_version()}, but this package "
+            f"speaks the C ABI of {ABI_VERSION[0]}.{ABI_VERSION[1]}.x"
+        )
+
+
+_check_abi()

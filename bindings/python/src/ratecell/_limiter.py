@@ -1,0 +1,548 @@
+"""``Limiter``: the owned C limiter handle and every call on it.
+
+Owns argument conversion (keys, costs, times, buffers of keys) and the
+mapping of C statuses to exceptions; the C signatures themselves live in
+``_ffi``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import operator
+from array import array
+from ctypes import c_char, c_uint64
+from typing import Any
+
+from . import _errors, _ffi
+from ._errors import CostExceedsLimit, LimiterClosed, TimedOut
+from ._types import Algorithm, Clock, Config, Decision, Overflow, Stats, decision_from_c
+
+__all__ = ["Limiter", "Key", "BytesKey"]
+
+U32_MAX = _ffi.U32_MAX
+U64_MAX = _ffi.U64_MAX
+
+BytesKey = bytes | bytearray | memoryview | str
+Key = int | BytesKey
+
+_lib = _ffi.lib
+_CDecision = _ffi.CDecision
+_check = _lib.ratecell_check
+_check_at = _lib.ratecell_check_at
+_check_bytes = _lib.ratecell_check_bytes
+_check_bytes_at = _lib.ratecell_check_bytes_at
+_check_batch = _lib.ratecell_check_batch
+_check_batch_at = _lib.ratecell_check_batch_at
+_acquire = _lib.ratecell_acquire
+_acquire_bytes = _lib.ratecell_acquire_bytes
+_now_ns = _lib.ratecell_now_ns
+
+_TIMED_OUT = TimedOut.status
+_COST_EXCEEDS_LIMIT = CostExceedsLimit.status
+
+# memoryview formats of a native 64-bit unsigned integer ("L" is what numpy
+# and array('L') export on LP64 platforms; itemsize is checked too).
+_U64_FORMATS = frozenset({"Q", "L", "@Q", "@L", "=Q", "=L", "<Q", "<L"})
+_U64_TYPESTR = "<u8"  # numpy's array interface, little-endian uint64
+
+
+def _u64(value: Any, name: str) -> int:
+    """``value`` as an int in 0 ..= 2**64 - 1 (ctypes would silently wrap
+    anything outside)."""
+    if type(value) is not int:
+        if isinstance(value, (float, bool)) or value is None:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if not 0 <= value <= U64_MAX:
+        raise ValueError(f"{name} = {value} is outside 0 ..= 2**64 - 1")
+    checked: int = value
+    return checked
+
+
+def _bytes_key(key: Any) -> bytes:
+    if type(key) is bytes:
+        return key
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    try:
+        # Keys are short: one copy is cheaper than pinning the buffer, and
+        # it is the only way to read a non-contiguous memoryview.
+        return memoryview(key).tobytes()
+    except TypeError:
+        raise TypeError(
+            f"a byte key must be bytes, bytearray, memoryview or str, not {type(key).__name__}"
+        ) from None
+
+
+def _is_bytes_key(key: Any) -> bool:
+    return isinstance(key, (bytes, bytearray, memoryview, str))
+
+
+def _timeout_ns(timeout: Any) -> int:
+    if timeout is None:
+        return U64_MAX
+    if isinstance(timeout, datetime.timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise TypeError(f"timeout must be seconds or a timedelta, not {type(timeout).__name__}")
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"timeout must be >= 0 seconds, not {timeout!r}")
+    if seconds * 1e9 >= U64_MAX:
+        return U64_MAX
+    return round(seconds * 1e9)
+
+
+def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
+    """``(pointer argument, length, keep-alive)`` for a sequence of u64.
+
+    Contiguous native uint64 buffers (``array('Q')``, numpy ``uint64``
+    arrays, ctypes arrays, ...) are passed to C in place; anything else
+    (lists, other dtypes) is converted once into an ``array('Q')``.
+    """
+    interface = getattr(obj, "__array_interface__", None)
+    if isinstance(interface, dict):
+        # numpy-like: its data pointer is usable even when the array is
+        # read-only, which the buffer protocol path below would have to copy.
+        shape = interface.get("shape")
+        data = interface.get("data")
+        if (
+            interface.get("typestr") == _U64_TYPESTR
+            and isinstance(shape, tuple)
+            and len(shape) == 1
+            and interface.get("strides") in (None, (8,))
+            and interface.get("mask") is None
+            and isinstance(data, tuple)
+        ):
+            n = shape[0]
+            return (data[0] if n else None), n, obj
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        values = obj
+    else:
+        if (
+            view.ndim == 1
+            and view.itemsize == 8
+            and view.format in _U64_FORMATS
+            and view.c_contiguous
+        ):
+            n = len(view)
+            if n == 0:
+                return None, 0, None
+            kind = c_uint64 * n
+            buf = kind.from_buffer_copy(view) if view.readonly else kind.from_buffer(view)
+            return buf, n, buf
+        values = view.tolist()
+    try:
+        converted = array("Q", values)
+    except OverflowError:
+        raise ValueError(f"{name}: every value must be in 0 ..= 2**64 - 1") from None
+    except TypeError as e:
+        raise TypeError(f"{name} must be a buffer or an iterable of ints ({e})") from None
+    n = len(converted)
+    return (converted.buffer_info()[0] if n else None), n, converted
+
+
+def _out_flags(out: Any, n: int) -> tuple[Any, Any]:
+    """``(result object, pointer argument)`` for ``n`` allowed flags."""
+    if out is None:
+        flags = bytearray(n)
+        return flags, ((c_char * n).from_buffer(flags) if n else None)
+    view = memoryview(out)
+    if view.readonly or not view.c_contiguous or view.itemsize != 1:
+        raise TypeError("out must be a writable contiguous buffer of bytes (or bools)")
+    if view.nbytes < n:
+        raise ValueError(f"out holds {view.nbytes} flags; the batch has {n}")
+    return out, ((c_char * n).from_buffer(view) if n else None)
+
+
+class Limiter:
+    """A rate limiter over the ratecell C library.
+
+    ``capacity=0`` (the default) makes one shared state: every key argument
+    is ignored. ``capacity > 0`` makes a table of that many keys, allocated
+    up front. Keys are ints in ``0 ..= 2**64 - 1`` or byte strings
+    (``bytes``, ``bytearray``, ``memoryview``, or ``str`` as UTF-8); the int
+    ``k`` and the bytes ``k.to_bytes(8, "little")`` are the same key.
+
+    Thread-safe: share one limiter between threads. Every call releases the
+    GIL while in C, so ``acquire`` sleeps without blocking other threads.
+    Use it as a context manager or call ``close()``; calls after that raise
+    ``LimiterClosed``.
+    """
+
+    __slots__ = ("_h", "__weakref__")
+
+    def __init__(
+        self,
+        algorithm: Algorithm | str | int,
+        limit: int,
+        period_ns: int | None = None,
+        *,
+        period: float | datetime.timedelta | None = None,
+        burst: int = 0,
+        sub_windows: int | None = None,
+        capacity: int = 0,
+        overflow: Overflow | str | int = Overflow.DENY,
+        clock: Clock | str | int = Clock.TSC,
+    ) -> None:
+        """Makes a limiter of ``limit`` units per period.
+
+        The period is ``period_ns`` (int nanoseconds) or ``period`` (seconds
+        as a number, or a ``timedelta``); give exactly one. ``burst`` 0 means
+        "same as limit"; ``sub_windows`` defaults to 10 when 10 divides the
+        period, else 1 (it matters only for the bucketed window). Enum
+        arguments take the enum, its value, or its name (``"gcra"``,
+        ``"allow"``, ``"coarse"``). An out-of-range field raises the
+        ``InvalidConfig`` subclass naming it.
+        """
+        self._h: _ffi.LimiterHandle | None = None
+        if (period_ns is None) == (period is None):
+            raise TypeError("give exactly one of period_ns (ns) and period (seconds)")
+        if period is not None:
+            period_ns = _period_ns(period)
+        algorithm_value = _enum_value(algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
+        overflow_value = _enum_value(overflow, Overflow, "overflow", _errors.InvalidOverflow)
+        clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
+        limit = _config_int(limit, "limit", _errors.InvalidLimit, U64_MAX)
+        period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
+        burst = _config_int(burst, "burst", _errors.InvalidBurst, U64_MAX)
+        capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
+
+        cfg = _ffi.CConfig()
+        _lib.ratecell_config_init(cfg, algorithm_value, limit, period_ns)
+        cfg.burst = burst
+        if sub_windows is not None:
+            cfg.sub_windows = _config_int(
+                sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
+            )
+        cfg.capacity = capacity
+        cfg.overflow = overflow_value
+        cfg.clock = clock_value
+
+        handle = _ffi.LimiterHandle()
+        status = _lib.ratecell_limiter_new(cfg, handle)
+        if status:
+            raise _config_error(status, cfg)
+        self._h = handle
+
+    # -- lifetime ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Releases the limiter. Idempotent. A call still running in another
+        thread (an ``acquire`` asleep) finishes first: the C object is freed
+        when the last call on it returns."""
+        self._h = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` has been called."""
+        return self._h is None
+
+    def __enter__(self) -> Limiter:
+        if self._h is None:
+            raise LimiterClosed()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._h is None:
+            return "<ratecell.Limiter closed>"
+        c = self.config
+        return (
+            f"<ratecell.Limiter {c.algorithm.spec_name} {c.limit}/{c.period_ns}ns"
+            f" burst={c.burst} capacity={c.capacity}>"
+        )
+
+    def _handle(self) -> _ffi.LimiterHandle:
+        h = self._h
+        if h is None:
+            raise LimiterClosed()
+        return h
+
+    # -- checks -----------------------------------------------------------
+
+    def check(self, key: Key = 0, cost: int = 1) -> Decision:
+        """Decides a request of ``cost`` for ``key`` now. Cost 0 is a peek:
+        nothing is stored. A denied request is a decision with ``allowed``
+        False, not an exception."""
+        h = self._h
+        if h is None:
+            raise LimiterClosed()
+        if type(key) is not int or not 0 <= key <= U64_MAX:
+            if _is_bytes_key(key):
+                return self._check_bytes(h, key, cost, None)
+            key = _u64(key, "key")
+        if type(cost) is not int or not 0 <= cost <= U64_MAX:
+            cost = _u64(cost, "cost")
+        out = _CDecision()
+        status = _check(h, key, cost, out)
+        if status:
+            raise _errors.error_for_status(status)
+        return decision_from_c(out)
+
+    def check_at(self, key: Key, cost: int, now_ns: int) -> Decision:
+        """``check`` at the caller's time ``now_ns`` (UNIX nanoseconds)
+        instead of the limiter's clock: deterministic, for tests, replays
+        and callers that already hold a timestamp."""
+        h = self._handle()
+        now_ns = _u64(now_ns, "now_ns")
+        if _is_bytes_key(key):
+            return self._check_bytes(h, key, cost, now_ns)
+        key = _u64(key, "key")
+        cost = _u64(cost, "cost")
+        out = _CDecision()
+        status = _check_at(h, key, cost, now_ns, out)
+        if status:
+            raise _errors.error_for_status(status)
+        return decision_from_c(out)
+
+    def allow(self, key: Key = 0, cost: int = 1) -> bool:
+        """``check(key, cost).allowed``, without building a ``Decision``."""
+        h = self._h
+        if h is None:
+            raise LimiterClosed()
+        if type(key) is not int or not 0 <= key <= U64_MAX:
+            if _is_bytes_key(key):
+                return self._check_bytes(h, key, cost, None).allowed
+            key = _u64(key, "key")
+        if type(cost) is not int or not 0 <= cost <= U64_MAX:
+            cost = _u64(cost, "cost")
+        out = _CDecision()
+        status = _check(h, key, cost, out)
+        if status:
+            raise _errors.error_for_status(status)
+        allowed: bool = out.allowed
+        return allowed
+
+    def check_bytes(self, key: BytesKey, cost: int = 1) -> Decision:
+        """``check`` for a byte-string key (``str`` is encoded as UTF-8)."""
+        return self._check_bytes(self._handle(), key, cost, None)
+
+    def check_bytes_at(self, key: BytesKey, cost: int, now_ns: int) -> Decision:
+        """``check_bytes`` at the caller's time ``now_ns``."""
+        return self._check_bytes(self._handle(), key, cost, _u64(now_ns, "now_ns"))
+
+    @staticmethod
+    def _check_bytes(h: _ffi.LimiterHandle, key: Any, cost: Any, now_ns: int | None) -> Decision:
+        raw = _bytes_key(key)
+        cost = _u64(cost, "cost")
+        out = _CDecision()
+        if now_ns is None:
+            status = _check_bytes(h, raw, len(raw), cost, out)
+        else:
+            status = _check_bytes_at(h, raw, len(raw), cost, now_ns, out)
+        if status:
+            raise _errors.error_for_status(status)
+        return decision_from_c(out)
+
+    def check_batch(
+        self, keys: Any, costs: Any = None, *, decisions: bool = False, out: Any = None
+    ) -> Any:
+        """Decides ``len(keys)`` requests now, with one clock read and one
+        call into C: ``keys[i]`` at cost ``costs[i]`` (every cost 1 when
+        ``costs`` is None), in order.
+
+        ``keys`` and ``costs`` are any buffers or iterables of u64: a
+        contiguous uint64 buffer (``array('Q')``, a numpy ``uint64`` array)
+        is read in place, anything else is converted once.
+
+        Returns a ``bytearray`` of allowed flags (1 admitted, 0 denied), or
+        ``out`` filled with them when given (any writable buffer of at
+        least ``len(keys)`` bytes, e.g. a numpy ``bool`` array). With
+        ``decisions=True`` returns ``(flags, [Decision, ...])``.
+        """
+        return self._batch(keys, costs, None, decisions, out)
+
+    def check_batch_at(
+        self,
+        keys: Any,
+        costs: Any,
+        now_ns: int,
+        *,
+        decisions: bool = False,
+        out: Any = None,
+    ) -> Any:
+        """``check_batch`` at the caller's time ``now_ns``."""
+        return self._batch(keys, costs, _u64(now_ns, "now_ns"), decisions, out)
+
+    def _batch(self, keys: Any, costs: Any, now_ns: int | None, decisions: bool, out: Any) -> Any:
+        h = self._handle()
+        key_ptr, n, key_keep = _u64_buffer(keys, "keys")
+        cost_ptr, cost_keep = None, None
+        if costs is not None:
+            cost_ptr, m, cost_keep = _u64_buffer(costs, "costs")
+            if m != n:
+                raise ValueError(f"{n} keys but {m} costs")
+        flags, flag_ptr = _out_flags(out, n)
+        full = (_CDecision * n)() if decisions and n else None
+        if now_ns is None:
+            status = _check_batch(h, key_ptr, cost_ptr, n, flag_ptr, full)
+        else:
+            status = _check_batch_at(h, key_ptr, cost_ptr, n, now_ns, flag_ptr, full)
+        # Until here the keep-alive names hold the (possibly converted)
+        # buffers C read from; release the pins on caller buffers now.
+        del key_keep, cost_keep, key_ptr, cost_ptr, flag_ptr
+        if status:
+            raise _errors.error_for_status(status)
+        if decisions:
+            return flags, ([decision_from_c(d) for d in full] if full is not None else [])
+        return flags
+
+    # -- blocking ---------------------------------------------------------
+
+    def acquire(
+        self,
+        key: Key = 0,
+        cost: int = 1,
+        timeout: float | datetime.timedelta | None = None,
+    ) -> Decision:
+        """Waits until a request of ``cost`` for ``key`` is admitted (for the
+        leaky bucket, also until its turn in the queue) and returns the
+        admitting decision.
+
+        ``timeout`` is in seconds (or a ``timedelta``); None waits as long
+        as it takes. Raises ``TimedOut`` (with ``.decision``, nothing taken
+        from the limit) when the request would not be admitted in time, and
+        ``CostExceedsLimit`` at once when no wait can admit the cost.
+
+        The wait happens in C with the GIL released: other Python threads
+        keep running. A ``KeyboardInterrupt`` is seen when it returns.
+        """
+        h = self._handle()
+        timeout_ns = _timeout_ns(timeout)
+        cost = _u64(cost, "cost")
+        out = _CDecision()
+        if _is_bytes_key(key):
+            raw = _bytes_key(key)
+            status = _acquire_bytes(h, raw, len(raw), cost, timeout_ns, out)
+        else:
+            status = _acquire(h, _u64(key, "key"), cost, timeout_ns, out)
+        if status == 0:
+            return decision_from_c(out)
+        if status == _TIMED_OUT:
+            raise TimedOut(decision_from_c(out))
+        if status == _COST_EXCEEDS_LIMIT:
+            raise CostExceedsLimit(
+                decision_from_c(out),
+                f"cost {cost} exceeds what the limiter can ever admit ({out.limit} at once)",
+            )
+        raise _errors.error_for_status(status)
+
+    # -- state ------------------------------------------------------------
+
+    def reset_key(self, key: Key = 0) -> None:
+        """Forgets ``key``'s state (for capacity 0: the one shared state);
+        its next request is decided as a fresh key's."""
+        h = self._handle()
+        if _is_bytes_key(key):
+            raw = _bytes_key(key)
+            status = _lib.ratecell_reset_bytes(h, raw, len(raw))
+        else:
+            status = _lib.ratecell_reset_key(h, _u64(key, "key"))
+        if status:
+            raise _errors.error_for_status(status)
+
+    def stats(self) -> Stats:
+        """A snapshot of the counters (approximate while other threads
+        check)."""
+        h = self._handle()
+        out = _ffi.CStats()
+        status = _lib.ratecell_stats(h, out)
+        if status:
+            raise _errors.error_for_status(status)
+        return Stats._from_c(out)
+
+    def now_ns(self) -> int:
+        """The limiter's clock: UNIX nanoseconds, what ``check`` uses."""
+        h = self._h
+        if h is None:
+            raise LimiterClosed()
+        now: int = _now_ns(h)
+        return now
+
+    @property
+    def config(self) -> Config:
+        """The configuration as given (a burst of 0 stays 0)."""
+        h = self._handle()
+        out = _ffi.CConfig()
+        status = _lib.ratecell_limiter_config(h, out)
+        if status:
+            raise _errors.error_for_status(status)
+        return Config._from_c(out)
+
+
+def _period_ns(period: Any) -> int:
+    if isinstance(period, datetime.timedelta):
+        # timedelta is exact in microseconds: no float rounding.
+        return (
+            period.days * 86_400_000_000_000
+            + period.seconds * 1_000_000_000
+            + period.microseconds * 1_000
+        )
+    if isinstance(period, (int, float)) and not isinstance(period, bool):
+        if isinstance(period, float) and not math.isfinite(period):
+            raise _errors.InvalidPeriod(f"period_ns: period = {period!r} seconds is not finite")
+        return round(period * 1_000_000_000)
+    raise TypeError(f"period must be seconds or a timedelta, not {type(period).__name__}")
+
+
+def _config_int(value: Any, name: str, error: type[_errors.InvalidConfig], top: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            if isinstance(value, (bool, float)):
+                raise TypeError
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if not 0 <= value <= top:
+        raise error(f"{name} = {value}: {_errors.status_str(error.status)}")
+    checked: int = value
+    return checked
+
+
+def _enum_value(value: Any, kind: Any, name: str, error: type[_errors.InvalidConfig]) -> int:
+    if isinstance(value, kind):
+        return int(value)
+    if isinstance(value, str):
+        if kind is Algorithm:
+            try:
+                return int(Algorithm.from_name(value))
+            except _errors.UnknownAlgorithm:
+                raise error(f"{name} = {value!r}: no such algorithm") from None
+        try:
+            return int(kind[value.upper().replace("-", "_")])
+        except KeyError:
+            choices = ", ".join(repr(m.name.lower()) for m in kind)
+            raise error(f"{name} = {value!r}: expected one of {choices}") from None
+    # Raw ints go to C as they are, so an unknown value is refused there.
+    return _config_int(value, name, error, U32_MAX)
+
+
+_CONFIG_FIELDS: dict[type[_errors.RatecellError], str] = {
+    _errors.InvalidAlgorithm: "algorithm",
+    _errors.InvalidLimit: "limit",
+    _errors.InvalidPeriod: "period_ns",
+    _errors.InvalidBurst: "burst",
+    _errors.InvalidSubWindows: "sub_windows",
+    _errors.InvalidCapacity: "capacity",
+    _errors.InvalidOverflow: "overflow",
+    _errors.InvalidClock: "clock",
+}
+
+
+def _config_error(status: int, cfg: _ffi.CConfig) -> _errors.RatecellError:
+    err = _errors.error_for_status(status)
+    field = _CONFIG_FIELDS.get(type(err))
+    if field is None:
+        return err
+    value = getattr(cfg, field)
+    return type(err)(f"{field} = {value}: {_errors.status_str(status)}")
