@@ -4,7 +4,7 @@
 //! Rules every function here keeps (rustls-ffi and hyper's C API are the
 //! models):
 //!
-//! - Its body runs inside [`ffi_panic_boundary!`]: a panic becomes
+//! - Its body runs inside `ffi_panic_boundary!`: a panic becomes
 //!   `RATECELL_PANIC` (or the documented default of a function that returns
 //!   no status) and never unwinds into C.
 //! - Every pointer is checked; NULL gives `RATECELL_NULL_ARGUMENT`, never a
@@ -13,7 +13,7 @@
 //! - Out-parameters are written only on success (`ratecell_acquire` also
 //!   writes its last decision when it gives up).
 //! - Values of C enum types are read as integers and checked (see
-//!   [`types`]).
+//!   `types`).
 //!
 //! The module may use only the crate's public Rust API.
 
