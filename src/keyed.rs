@@ -44,7 +44,7 @@ const PREFETCH_DISTANCE: usize = 8;
 /// | GCRA, leaky bucket | 64 | any | 9·10⁻¹³ |
 /// | bucketed window, sliding log | 62 | any | 7·10⁻¹² |
 /// | token bucket | `64 − bits(B)` | B = 100: 57 | 10⁻¹⁰ |
-/// | fixed window | `min(64, 128 − bits(2^64/P) − bits(L))` | any L, P ≥ 1 ms: 64 | 9·10⁻¹³ |
+/// | fixed window | `min(64, 128 − bits(2^64/P) − bits(L))` | L < 2^19, P ≥ 1 ms: 64 | 9·10⁻¹³ |
 /// | sliding window | `min(64, 128 − bits(2^64/P) − 2·bits(L))` | 1000/s: 64; 10⁵ per ms: 49 | 9·10⁻¹³; 3·10⁻⁸ |
 ///
 /// The narrowest any accepted configuration gets is 32 bits (a token bucket
