@@ -1,0 +1,583 @@
+// Package ratecell is the Go binding of ratecell, a lock-free in-process
+// rate limiter written in Rust, called through its C ABI
+// (include/ratecell.h) with cgo.
+//
+// A Limiter decides requests (key, cost, time) by one of seven algorithms
+// and answers each with a Decision; every language binding returns exactly
+// the same decisions for the same inputs (SPEC.md, and the parity trace
+// under tests/parity that this package's tests replay).
+//
+//	lim, err := ratecell.New(ratecell.Config{
+//		Algorithm: ratecell.SlidingWindow,
+//		Limit:     5,
+//		Period:    time.Second,
+//		Capacity:  100_000, // one state per key, up to 100 000 keys
+//	})
+//	if err != nil { ... }
+//	defer lim.Close()
+//	d, err := lim.CheckString(apiKey, 1)
+//	if err == nil && !d.Allowed { /* 429, Retry-After: d.RetryAfter */ }
+//
+// A *Limiter may be used from any number of goroutines at once, Close
+// included: Close waits for calls already inside the library and makes
+// every later call return ErrClosed.
+//
+// The package links libratecell.a statically from the repository's cargo
+// target directory (../../target/release); build it first with
+// `cargo build --release --lib` (see README.md).
+package ratecell
+
+// This file owns the cgo link, the handle's life (New, Close, the in-flight
+// guard) and the non-blocking calls. Acquire is in acquire.go, the error
+// model in errors.go.
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#cgo LDFLAGS: -L${SRCDIR}/../../target/release -l:libratecell.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
+
+// The library keeps no pointer it is given and never calls back into Go:
+// saying so lets out-parameters stay on the Go stack (no allocation per
+// call) and skips the callback bookkeeping.
+#cgo noescape ratecell_config_init
+#cgo nocallback ratecell_config_init
+#cgo noescape ratecell_limiter_new
+#cgo nocallback ratecell_limiter_new
+#cgo noescape ratecell_limiter_config
+#cgo nocallback ratecell_limiter_config
+#cgo noescape ratecell_check
+#cgo nocallback ratecell_check
+#cgo noescape ratecell_check_at
+#cgo nocallback ratecell_check_at
+#cgo noescape ratecell_check_bytes
+#cgo nocallback ratecell_check_bytes
+#cgo noescape ratecell_check_bytes_at
+#cgo nocallback ratecell_check_bytes_at
+#cgo noescape ratecell_check_batch
+#cgo nocallback ratecell_check_batch
+#cgo noescape ratecell_check_batch_at
+#cgo nocallback ratecell_check_batch_at
+#cgo noescape ratecell_reset_bytes
+#cgo nocallback ratecell_reset_bytes
+#cgo noescape ratecell_stats
+#cgo nocallback ratecell_stats
+#cgo noescape ratecell_algorithm_from_name
+#cgo nocallback ratecell_algorithm_from_name
+#cgo nocallback ratecell_reset_key
+#cgo nocallback ratecell_now_ns
+#cgo nocallback ratecell_limiter_free
+
+#include <stdlib.h>
+#include "ratecell.h"
+*/
+import "C"
+
+import (
+	"math"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Algorithm is one of the seven algorithms of SPEC.md section 4, numbered as
+// in the C ABI.
+type Algorithm uint32
+
+// The algorithms.
+const (
+	// GCRA is the generic cell rate algorithm ("gcra").
+	GCRA Algorithm = C.RATECELL_ALGORITHM_GCRA
+	// LeakyBucket is a leaky bucket as a queue ("leaky_bucket"): GCRA whose
+	// admitted requests learn their Wait.
+	LeakyBucket Algorithm = C.RATECELL_ALGORITHM_LEAKY_BUCKET
+	// TokenBucket refills Limit tokens every Period ("token_bucket").
+	TokenBucket Algorithm = C.RATECELL_ALGORITHM_TOKEN_BUCKET
+	// FixedWindow counts per window aligned to multiples of Period
+	// ("fixed_window").
+	FixedWindow Algorithm = C.RATECELL_ALGORITHM_FIXED_WINDOW
+	// SlidingWindow weighs the previous window's count ("sliding_window").
+	SlidingWindow Algorithm = C.RATECELL_ALGORITHM_SLIDING_WINDOW
+	// BucketedWindow sums SubWindows counters ("bucketed_window").
+	BucketedWindow Algorithm = C.RATECELL_ALGORITHM_BUCKETED_WINDOW
+	// SlidingLog keeps every admitted request's time ("sliding_log").
+	SlidingLog Algorithm = C.RATECELL_ALGORITHM_SLIDING_LOG
+)
+
+// Algorithms lists every algorithm, in C ABI order.
+var Algorithms = []Algorithm{GCRA, LeakyBucket, TokenBucket, FixedWindow, SlidingWindow, BucketedWindow, SlidingLog}
+
+// String is the algorithm's SPEC name ("gcra", "leaky_bucket", ...), or
+// "Algorithm(n)" for a number that names none.
+func (a Algorithm) String() string {
+	name := C.ratecell_algorithm_name(C.ratecell_algorithm(a))
+	if name == nil {
+		return "Algorithm(" + strconv.FormatUint(uint64(a), 10) + ")"
+	}
+	return C.GoString(name)
+}
+
+// ParseAlgorithm looks an algorithm up by its SPEC name ("-" is accepted
+// for "_"). An unknown name gives an error matching ErrUnknownAlgorithm.
+func ParseAlgorithm(name string) (Algorithm, error) {
+	var out C.ratecell_algorithm
+	status := C.ratecell_algorithm_from_name(stringPtr(name), C.size_t(len(name)), &out)
+	if err := statusError("parse algorithm", status); err != nil {
+		return 0, err
+	}
+	return Algorithm(out), nil
+}
+
+// Overflow is what a keyed limiter does with a new key when its table is
+// full.
+type Overflow uint32
+
+// The overflow policies.
+const (
+	// OverflowDeny denies the request (fail closed). The default.
+	OverflowDeny Overflow = C.RATECELL_OVERFLOW_DENY
+	// OverflowAllow admits it as an untracked fresh key (fail open).
+	OverflowAllow Overflow = C.RATECELL_OVERFLOW_ALLOW
+)
+
+// Clock is which clock a limiter reads for the calls without "At".
+type Clock uint32
+
+// The clocks.
+const (
+	// ClockTSC reads the CPU time-stamp counter, calibrated to UNIX time
+	// when the limiter is made. The default.
+	ClockTSC Clock = C.RATECELL_CLOCK_TSC
+	// ClockCoarse reads a process-wide time refreshed every millisecond by
+	// a background thread: cheaper, up to about a millisecond behind.
+	ClockCoarse Clock = C.RATECELL_CLOCK_COARSE
+)
+
+// Config describes a limiter; it mirrors struct ratecell_config. The zero
+// value of every optional field is its default.
+type Config struct {
+	// Algorithm is required.
+	Algorithm Algorithm
+	// Limit is L, the units admitted per Period (1 ..= 2^32-1; for GCRA
+	// and the leaky bucket at most one per nanosecond of Period).
+	Limit uint64
+	// Period is P (1 µs ..= 366 days), kept in whole nanoseconds.
+	Period time.Duration
+	// Burst is B, the units admitted at once from a fresh state (GCRA,
+	// leaky bucket, token bucket); 0 means Limit. The window and log
+	// algorithms take only 0 or Limit.
+	Burst uint64
+	// SubWindows is N for the bucketed window (1 ..= 64, dividing Period);
+	// 0 means 10 when 10 divides Period, else 1. Ignored by the others.
+	SubWindows uint32
+	// Capacity is the number of keys tracked: 0 for one shared state
+	// (every key argument is ignored), more for a per-key table of that
+	// size, allocated by New and never grown.
+	Capacity uint64
+	// Overflow is what a full table does with a new key.
+	Overflow Overflow
+	// Clock is what Check, CheckBytes, CheckBatch and Acquire read.
+	Clock Clock
+}
+
+// Never is the RetryAfter of a request that no wait can admit (its cost is
+// above what the limiter admits at once). Every duration in a Decision
+// saturates at Never.
+const Never = time.Duration(math.MaxInt64)
+
+// Decision is the answer to one request (SPEC.md section 3). Durations are
+// measured from the request's time. A denied request is a Decision with
+// Allowed false, not an error.
+//
+// Its memory layout is that of struct ratecell_decision (checked when the
+// package compiles), so batches are written by the library in place.
+type Decision struct {
+	// Allowed tells whether the request was admitted (for cost 0, a peek:
+	// whether a cost-1 request would be).
+	Allowed bool
+	// Limit is B for GCRA, the leaky bucket and the token bucket; L for
+	// the window and log algorithms.
+	Limit uint64
+	// Remaining is the number of cost-1 requests that would be admitted
+	// now, after this decision.
+	Remaining uint64
+	// RetryAfter is 0 when admitted; else the least wait after which the
+	// same request would be admitted; Never when it never can.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the key is fresh again (Remaining ==
+	// Limit); 0 if it is.
+	ResetAfter time.Duration
+	// Wait is, for an admitted leaky bucket request, how long the caller
+	// must wait for its turn before acting; 0 otherwise.
+	Wait time.Duration
+}
+
+// Decision and struct ratecell_decision must have one layout: the library
+// writes batch decisions straight into a []Decision. Each line fails to
+// compile (constant index out of range) when an offset or the size differs.
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(Decision{})-C.sizeof_struct_ratecell_decision]
+	_ = [1]struct{}{}[C.sizeof_struct_ratecell_decision-unsafe.Sizeof(Decision{})]
+	_ = [1]struct{}{}[unsafe.Offsetof(Decision{}.Allowed)-unsafe.Offsetof(C.struct_ratecell_decision{}.allowed)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Decision{}.Limit)-unsafe.Offsetof(C.struct_ratecell_decision{}.limit)]
+	_ = [1]struct{}{}[unsafe.Offsetof(C.struct_ratecell_decision{}.limit)-unsafe.Offsetof(Decision{}.Limit)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Decision{}.Remaining)-unsafe.Offsetof(C.struct_ratecell_decision{}.remaining)]
+	_ = [1]struct{}{}[unsafe.Offsetof(C.struct_ratecell_decision{}.remaining)-unsafe.Offsetof(Decision{}.Remaining)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Decision{}.RetryAfter)-unsafe.Offsetof(C.struct_ratecell_decision{}.retry_after_ns)]
+	_ = [1]struct{}{}[unsafe.Offsetof(C.struct_ratecell_decision{}.retry_after_ns)-unsafe.Offsetof(Decision{}.RetryAfter)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Decision{}.ResetAfter)-unsafe.Offsetof(C.struct_ratecell_decision{}.reset_after_ns)]
+	_ = [1]struct{}{}[unsafe.Offsetof(C.struct_ratecell_decision{}.reset_after_ns)-unsafe.Offsetof(Decision{}.ResetAfter)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Decision{}.Wait)-unsafe.Offsetof(C.struct_ratecell_decision{}.wait_ns)]
+	_ = [1]struct{}{}[unsafe.Offsetof(C.struct_ratecell_decision{}.wait_ns)-unsafe.Offsetof(Decision{}.Wait)]
+)
+
+// cDecision lets the library write d in place.
+func (d *Decision) cDecision() *C.struct_ratecell_decision {
+	return (*C.struct_ratecell_decision)(unsafe.Pointer(d))
+}
+
+// saturate maps the library's nanosecond counts of 2^63 and more (they
+// read as negative Durations after an in-place write) to Never.
+func (d *Decision) saturate() {
+	if d.RetryAfter < 0 {
+		d.RetryAfter = Never
+	}
+	if d.ResetAfter < 0 {
+		d.ResetAfter = Never
+	}
+	if d.Wait < 0 {
+		d.Wait = Never
+	}
+}
+
+// Stats is a snapshot of a limiter's counters (struct ratecell_stats). Each
+// counter is exact on its own; counters read while other goroutines check
+// may be a few events apart.
+type Stats struct {
+	Checks         uint64 // requests decided (Allowed + Denied)
+	Allowed        uint64 // requests admitted (admissible peeks included)
+	Denied         uint64 // requests denied (overflow denials included)
+	KeysTracked    uint64 // keys with a state in the table now (0 without a table)
+	Evictions      uint64 // entries dropped because they were equivalent to fresh
+	Overflows      uint64 // new keys that found no free or evictable place
+	Capacity       uint64 // keys the table was sized for (0 without a table)
+	BytesAllocated uint64 // bytes of state allocated by New
+}
+
+// Version is the library's version, e.g. "0.1.0" (ratecell_version).
+func Version() string { return C.GoString(C.ratecell_version()) }
+
+// closedBit marks a closed Limiter in Limiter.state; the bits below count
+// the calls in flight. 2^62 leaves room for any number of goroutines.
+const closedBit = int64(1) << 62
+
+// Limiter is a rate limiter: one shared state (Capacity 0) or one state per
+// key. Make it with New; release it with Close. Safe for concurrent use.
+type Limiter struct {
+	handle *C.ratecell_limiter
+	// state counts calls inside the library, plus closedBit once Close has
+	// begun. A call enters with one atomic add and leaves with another;
+	// Close waits for the count to drain before freeing the handle, so no
+	// call ever reaches freed memory and none needs a lock.
+	state   atomic.Int64
+	leaky   bool
+	cleanup runtime.Cleanup
+}
+
+// New checks cfg and makes a limiter. An invalid field gives an error
+// matching the sentinel that names it (ErrInvalidLimit, ...); a table that
+// cannot be allocated gives ErrOutOfMemory.
+//
+// Close the limiter when done. A limiter that becomes unreachable without
+// Close is freed by a runtime cleanup as a safety net, but only at the
+// garbage collector's pace: with large tables, Close explicitly.
+func New(cfg Config) (*Limiter, error) {
+	var c C.struct_ratecell_config
+	period := uint64(0)
+	if cfg.Period > 0 {
+		period = uint64(cfg.Period)
+	}
+	C.ratecell_config_init(&c, C.ratecell_algorithm(cfg.Algorithm), C.uint64_t(cfg.Limit), C.uint64_t(period))
+	c.burst = C.uint64_t(cfg.Burst)
+	if cfg.SubWindows != 0 {
+		c.sub_windows = C.uint32_t(cfg.SubWindows)
+	}
+	c.capacity = C.uint64_t(cfg.Capacity)
+	c.overflow = C.uint32_t(cfg.Overflow)
+	c.clock = C.uint32_t(cfg.Clock)
+	var handle *C.ratecell_limiter
+	if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
+		return nil, err
+	}
+	l := &Limiter{handle: handle, leaky: cfg.Algorithm == LeakyBucket}
+	l.cleanup = runtime.AddCleanup(l, func(h *C.ratecell_limiter) { C.ratecell_limiter_free(h) }, handle)
+	return l, nil
+}
+
+// enter admits a call into the library, or refuses it once Close has begun.
+// Every successful enter is paired with exit.
+func (l *Limiter) enter() (*C.ratecell_limiter, error) {
+	if l == nil {
+		return nil, ErrClosed
+	}
+	if l.state.Add(1)&closedBit != 0 {
+		l.state.Add(-1)
+		return nil, ErrClosed
+	}
+	return l.handle, nil
+}
+
+func (l *Limiter) exit() { l.state.Add(-1) }
+
+// Close releases the limiter. It is safe to call more than once and from
+// several goroutines, also while other goroutines use the limiter: it
+// waits for the calls already inside the library (each a few hundred
+// nanoseconds; Acquire never waits inside the library) and every call
+// that starts afterwards returns ErrClosed. It always returns nil.
+func (l *Limiter) Close() error {
+	if l == nil {
+		return nil
+	}
+	for {
+		s := l.state.Load()
+		if s&closedBit != 0 {
+			return nil // someone else is closing or has closed it
+		}
+		if l.state.CompareAndSwap(s, s|closedBit) {
+			break
+		}
+	}
+	for l.state.Load() != closedBit {
+		runtime.Gosched()
+	}
+	l.cleanup.Stop()
+	C.ratecell_limiter_free(l.handle)
+	l.handle = nil
+	return nil
+}
+
+// Config reads the limiter's configuration back (ratecell_limiter_config):
+// as given to New, with SubWindows' default filled in.
+func (l *Limiter) Config() (Config, error) {
+	h, err := l.enter()
+	if err != nil {
+		return Config{}, err
+	}
+	defer l.exit()
+	var c C.struct_ratecell_config
+	if err := statusError("config", C.ratecell_limiter_config(h, &c)); err != nil {
+		return Config{}, err
+	}
+	return Config{
+		Algorithm:  Algorithm(c.algorithm),
+		Limit:      uint64(c.limit),
+		Period:     time.Duration(c.period_ns),
+		Burst:      uint64(c.burst),
+		SubWindows: uint32(c.sub_windows),
+		Capacity:   uint64(c.capacity),
+		Overflow:   Overflow(c.overflow),
+		Clock:      Clock(c.clock),
+	}, nil
+}
+
+// Check decides a request of cost for key now (cost 0 is a peek: nothing
+// is stored). A limiter of capacity 0 ignores key.
+func (l *Limiter) Check(key, cost uint64) (Decision, error) {
+	var d Decision
+	h, err := l.enter()
+	if err != nil {
+		return d, err
+	}
+	status := C.ratecell_check(h, C.uint64_t(key), C.uint64_t(cost), d.cDecision())
+	l.exit()
+	d.saturate()
+	return d, statusError("check", status)
+}
+
+// CheckAt is Check at the caller's time nowNs (UNIX nanoseconds) instead of
+// the limiter's clock: deterministic, and one clock read saved.
+func (l *Limiter) CheckAt(key, cost, nowNs uint64) (Decision, error) {
+	var d Decision
+	h, err := l.enter()
+	if err != nil {
+		return d, err
+	}
+	status := C.ratecell_check_at(h, C.uint64_t(key), C.uint64_t(cost), C.uint64_t(nowNs), d.cDecision())
+	l.exit()
+	d.saturate()
+	return d, statusError("check", status)
+}
+
+// checkAtUnguarded is CheckAt without the in-flight guard, for the
+// benchmark that measures what the guard costs (guard_test.go). The caller
+// must keep l open.
+func (l *Limiter) checkAtUnguarded(key, cost, nowNs uint64) Decision {
+	var d Decision
+	C.ratecell_check_at(l.handle, C.uint64_t(key), C.uint64_t(cost), C.uint64_t(nowNs), d.cDecision())
+	d.saturate()
+	return d
+}
+
+// CheckBytes decides a request of cost for a byte-string key now. The same
+// bytes always reach the same state; the uint64 key k is the same key as
+// its 8 little-endian bytes. The library keeps no reference to key.
+func (l *Limiter) CheckBytes(key []byte, cost uint64) (Decision, error) {
+	var d Decision
+	h, err := l.enter()
+	if err != nil {
+		return d, err
+	}
+	status := C.ratecell_check_bytes(h, bytesPtr(key), C.size_t(len(key)), C.uint64_t(cost), d.cDecision())
+	l.exit()
+	d.saturate()
+	return d, statusError("check bytes", status)
+}
+
+// CheckBytesAt is CheckBytes at the caller's time nowNs (UNIX nanoseconds).
+func (l *Limiter) CheckBytesAt(key []byte, cost, nowNs uint64) (Decision, error) {
+	var d Decision
+	h, err := l.enter()
+	if err != nil {
+		return d, err
+	}
+	status := C.ratecell_check_bytes_at(h, bytesPtr(key), C.size_t(len(key)), C.uint64_t(cost), C.uint64_t(nowNs), d.cDecision())
+	l.exit()
+	d.saturate()
+	return d, statusError("check bytes", status)
+}
+
+// CheckString is CheckBytes for the bytes of key, without copying them.
+func (l *Limiter) CheckString(key string, cost uint64) (Decision, error) {
+	var d Decision
+	h, err := l.enter()
+	if err != nil {
+		return d, err
+	}
+	status := C.ratecell_check_bytes(h, stringPtr(key), C.size_t(len(key)), C.uint64_t(cost), d.cDecision())
+	l.exit()
+	d.saturate()
+	return d, statusError("check bytes", status)
+}
+
+// CheckBatch decides len(keys) requests now, with one clock read: keys[i]
+// at cost costs[i] (every cost 1 when costs is nil), in order, exactly as
+// that many CheckAt calls at one time would. It writes allowed[i] and,
+// when decisions is not nil, decisions[i].
+//
+// costs, allowed and decisions must be nil or of len(keys) elements (else
+// ErrInvalidLength). allowed may be nil only when decisions is not (it is
+// then allocated: pass it to keep the call allocation-free).
+func (l *Limiter) CheckBatch(keys, costs []uint64, allowed []bool, decisions []Decision) error {
+	return l.batch(keys, costs, false, 0, allowed, decisions)
+}
+
+// CheckBatchAt is CheckBatch at the caller's time nowNs (UNIX nanoseconds).
+func (l *Limiter) CheckBatchAt(keys, costs []uint64, nowNs uint64, allowed []bool, decisions []Decision) error {
+	return l.batch(keys, costs, true, nowNs, allowed, decisions)
+}
+
+func (l *Limiter) batch(keys, costs []uint64, at bool, nowNs uint64, allowed []bool, decisions []Decision) error {
+	n := len(keys)
+	if (costs != nil && len(costs) != n) || (decisions != nil && len(decisions) != n) ||
+		(allowed != nil && len(allowed) != n) || (allowed == nil && decisions == nil && n > 0) {
+		return &Error{Op: "check batch", Status: StatusInvalidLength}
+	}
+	if allowed == nil {
+		allowed = make([]bool, n)
+	}
+	h, err := l.enter()
+	if err != nil {
+		return err
+	}
+	keysPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(keys)))
+	costsPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(costs)))
+	// A Go bool is one byte holding 0 or 1, which is what the library writes.
+	allowedPtr := (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(allowed)))
+	var decisionsPtr *C.struct_ratecell_decision
+	if decisions != nil {
+		decisionsPtr = unsafe.SliceData(decisions).cDecision()
+	}
+	var status C.ratecell_status
+	if at {
+		status = C.ratecell_check_batch_at(h, keysPtr, costsPtr, C.size_t(n), C.uint64_t(nowNs), allowedPtr, decisionsPtr)
+	} else {
+		status = C.ratecell_check_batch(h, keysPtr, costsPtr, C.size_t(n), allowedPtr, decisionsPtr)
+	}
+	l.exit()
+	for i := range decisions {
+		decisions[i].saturate()
+	}
+	return statusError("check batch", status)
+}
+
+// ResetKey forgets key's state: its next request is decided as a fresh
+// key's. A limiter of capacity 0 forgets its one shared state. Resetting a
+// key that has no state is not an error.
+func (l *Limiter) ResetKey(key uint64) error {
+	h, err := l.enter()
+	if err != nil {
+		return err
+	}
+	defer l.exit()
+	return statusError("reset key", C.ratecell_reset_key(h, C.uint64_t(key)))
+}
+
+// ResetBytes is ResetKey for a byte-string key.
+func (l *Limiter) ResetBytes(key []byte) error {
+	h, err := l.enter()
+	if err != nil {
+		return err
+	}
+	defer l.exit()
+	return statusError("reset bytes", C.ratecell_reset_bytes(h, bytesPtr(key), C.size_t(len(key))))
+}
+
+// Stats is a snapshot of the limiter's counters.
+func (l *Limiter) Stats() (Stats, error) {
+	h, err := l.enter()
+	if err != nil {
+		return Stats{}, err
+	}
+	defer l.exit()
+	var s C.struct_ratecell_stats
+	if err := statusError("stats", C.ratecell_stats(h, &s)); err != nil {
+		return Stats{}, err
+	}
+	return Stats{
+		Checks:         uint64(s.checks),
+		Allowed:        uint64(s.allowed),
+		Denied:         uint64(s.denied),
+		KeysTracked:    uint64(s.keys_tracked),
+		Evictions:      uint64(s.evictions),
+		Overflows:      uint64(s.overflows),
+		Capacity:       uint64(s.capacity),
+		BytesAllocated: uint64(s.bytes_allocated),
+	}, nil
+}
+
+// Now is the limiter's current time in UNIX nanoseconds: the time Check
+// would decide at.
+func (l *Limiter) Now() (uint64, error) {
+	h, err := l.enter()
+	if err != nil {
+		return 0, err
+	}
+	defer l.exit()
+	return uint64(C.ratecell_now_ns(h)), nil
+}
+
+// bytesPtr is the address of b's first byte, or NULL for an empty b (the
+// library accepts NULL with length 0).
+func bytesPtr(b []byte) *C.uint8_t {
+	if len(b) == 0 {
+		return nil
+	}
+	return (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+func stringPtr(s string) *C.uint8_t {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.uint8_t)(unsafe.Pointer(unsafe.StringData(s)))
+}
