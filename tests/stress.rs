@@ -1,0 +1,443 @@
+//! Multi-threaded stress tests of the direct limiter, on real threads.
+//!
+//! Loom (`tests/loom.rs`) model-checks the protocols on tiny models; this file
+//! pushes many requests through the real atomics and checks what must hold
+//! however the threads were scheduled:
+//!
+//! - at one frozen instant, exactly the capacity is admitted, and the units
+//!   each admitted request took (read off its `remaining`) tile the capacity
+//!   with no overlap, as in a sequential order;
+//! - on the real clock, admissions never exceed the algorithm's own bound
+//!   over the time that passed;
+//! - with explicit times that interleave between threads and jump back,
+//!   admissions never exceed what any sequential order could admit.
+//!
+//! Nothing here measures speed; the request counts only make races likely.
+
+use ratecell::{Algorithm, Clock, Config, Limiter};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+const SECOND: u64 = 1_000_000_000;
+
+/// What a fresh state admits at once: the burst for GCRA, leaky bucket and
+/// token bucket, the limit for the window and log algorithms.
+fn capacity(cfg: &Config) -> u64 {
+    if cfg.algorithm.has_burst() && cfg.burst != 0 {
+        cfg.burst
+    } else {
+        cfg.limit
+    }
+}
+
+fn manual(cfg: Config) -> Limiter {
+    // Explicit times only: the clock is never read.
+    Limiter::with_clock(cfg, Clock::manual(T0).0).expect("valid test configuration")
+}
+
+/// 50,000 per 100 s. The capacity is large so that a good part of the
+/// requests below are admitted: races between admissions (the only requests
+/// that write) go on for a while, not just for the first few hundred. The
+/// burst differs from the limit where there is one, so a test that
+/// confused the two would fail. T = 2 ms for GCRA and the leaky bucket.
+fn frozen_config(algorithm: Algorithm) -> Config {
+    let cfg = Config::new(algorithm, 50_000, 100 * SECOND);
+    if algorithm.has_burst() {
+        cfg.burst(35_000)
+    } else {
+        cfg
+    }
+}
+
+/// Asserts that the admitted requests' units, each the range
+/// `[remaining, remaining + cost)` it took, tile `[0, capacity)` exactly:
+/// at a frozen instant every admission lowers `remaining` by its cost, so
+/// this holds iff the admissions happened one after another.
+fn assert_tiles(alg: Algorithm, capacity: u64, mut taken: Vec<(u64, u64)>) {
+    taken.sort_unstable();
+    let mut next = 0;
+    for &(remaining, cost) in &taken {
+        assert_eq!(
+            remaining, next,
+            "{alg}: admitted units overlap or leave a gap at {next}: {taken:?}"
+        );
+        next = remaining + cost;
+    }
+    assert_eq!(
+        next, capacity,
+        "{alg}: admitted units do not fill the capacity"
+    );
+}
+
+/// `threads` threads each send `per_thread` requests at one instant, the
+/// cost of request `i` on thread `k` being `cost(k, i)`. Returns every
+/// admitted `(remaining, cost)`.
+fn hammer_frozen(
+    limiter: &Limiter,
+    threads: usize,
+    per_thread: usize,
+    cost: impl Fn(usize, usize) -> u64 + Sync,
+) -> Vec<(u64, u64)> {
+    let start = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                let (cost, start) = (&cost, &start);
+                s.spawn(move || {
+                    let mut taken = Vec::new();
+                    start.wait();
+                    for i in 0..per_thread {
+                        let c = cost(k, i);
+                        let d = limiter.check_at(c, T0);
+                        if d.allowed {
+                            taken.push((d.remaining, c));
+                        } else {
+                            // Denied only when fewer than `c` units are left.
+                            assert!(d.remaining < c, "denied with room: {d:?} for cost {c}");
+                        }
+                    }
+                    taken
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a checking thread panicked"))
+            .collect()
+    })
+}
+
+#[test]
+fn one_instant_admits_exactly_the_capacity_at_cost_one() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 100_000;
+    for alg in Algorithm::ALL {
+        let cfg = frozen_config(alg);
+        let cap = capacity(&cfg);
+        let limiter = manual(cfg);
+        let taken = hammer_frozen(&limiter, THREADS, PER_THREAD, |_, _| 1);
+        assert_eq!(taken.len() as u64, cap, "{alg}: admitted");
+        assert_tiles(alg, cap, taken);
+
+        let stats = limiter.stats();
+        assert_eq!(stats.checks, (THREADS * PER_THREAD) as u64, "{alg}");
+        assert_eq!(stats.allowed, cap, "{alg}");
+        assert_eq!(stats.denied, stats.checks - cap, "{alg}");
+    }
+}
+
+#[test]
+fn one_instant_with_mixed_costs_ends_exactly_full() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 100_000;
+    for alg in Algorithm::ALL {
+        let cfg = frozen_config(alg);
+        let cap = capacity(&cfg);
+        let limiter = manual(cfg);
+        // Costs 1, 2, 3 in a different phase on each thread.
+        let taken = hammer_frozen(&limiter, THREADS, PER_THREAD, |k, i| {
+            ((k + i) % 3 + 1) as u64
+        });
+        let units: u64 = taken.iter().map(|&(_, c)| c).sum();
+        assert!(units <= cap, "{alg}: {units} units admitted of {cap}");
+        // At one instant `remaining` never rises, and a cost-1 request is
+        // denied only at 0; there are more cost-1 requests than units, so
+        // the limiter ends exactly full.
+        let peek = limiter.check_at(0, T0);
+        assert!(!peek.allowed, "{alg}: {peek:?}");
+        assert_eq!(peek.remaining, 0, "{alg}");
+        assert_eq!(units, cap, "{alg}");
+        assert_tiles(alg, cap, taken.clone());
+
+        let stats = limiter.stats();
+        assert_eq!(stats.checks, (THREADS * PER_THREAD) as u64 + 1, "{alg}");
+        assert_eq!(stats.allowed, taken.len() as u64, "{alg}");
+    }
+}
+
+/// The most any sequential order of requests with times in
+/// `[t_min, t_max]` can admit at cost 1 from a fresh state, derived from
+/// SPEC §4 for each algorithm (the derivation is beside each arm). It holds
+/// whatever the order of the times, so it also bounds a concurrent run that
+/// is equivalent to some sequential order.
+fn admission_bound(cfg: &Config, t_min: u64, t_max: u64) -> u64 {
+    let (l, p) = (cfg.limit, cfg.period_ns);
+    let span = t_max - t_min;
+    match cfg.algorithm {
+        // Each admission moves tat forward by at least T from a first base
+        // >= t_min, and an admitted tat is at most t + B·T <= t_max + B·T:
+        // N·T <= span + B·T.
+        Algorithm::Gcra | Algorithm::LeakyBucket => {
+            let interval = p.div_ceil(l);
+            capacity(cfg) + span / interval
+        }
+        // `last` never moves back; it starts at the first admission's time
+        // (>= t_min) and stays <= t_max. A refill that advances it by k >= 1
+        // periods adds at most min(B, k·L) <= k·min(B, L) tokens, and the
+        // k add up to at most floor(span/P).
+        Algorithm::TokenBucket => {
+            let b = capacity(cfg);
+            b + b.min(l) * (span / p)
+        }
+        // The stored window never moves back and holds at most L units;
+        // admissions land in windows floor(t_min/P) ..= floor(t_max/P).
+        Algorithm::FixedWindow => l * (t_max / p - t_min / p + 1),
+        // As the fixed window (`cur + q <= L` is implied by the rule), and
+        // tighter for the last two windows: the last admission in the last
+        // window, at offset e <= t_max mod P, had prev = c₋₁ (the previous
+        // window's count) and prev·(P − e) + c·P <= L·P, so
+        // c₋₁ + c <= L + c₋₁·e/P <= L + L·e/P.
+        Algorithm::SlidingWindow => {
+            let windows = t_max / p - t_min / p + 1;
+            if windows == 1 {
+                l
+            } else {
+                let tail = u128::from(l) * u128::from(t_max % p) / u128::from(p);
+                l * (windows - 1) + tail as u64
+            }
+        }
+        // Any N consecutive sub-windows hold at most L units (checked when
+        // the newest of them last admitted); admissions land in sub-windows
+        // floor(t_min/S) ..= floor(t_max/S).
+        Algorithm::BucketedWindow => {
+            let n = u64::from(cfg.sub_windows);
+            let s = p / n;
+            let touched = t_max / s - t_min / s + 1;
+            l * touched.div_ceil(n)
+        }
+        // Entries carry timestamps in [t_min, t_max], and any interval
+        // (x − P, x] holds at most L units of them.
+        Algorithm::SlidingLog => l * (span + 1).div_ceil(p),
+    }
+}
+
+#[test]
+fn real_clock_never_admits_more_than_the_bound() {
+    const THREADS: usize = 3;
+    let run = Duration::from_millis(300);
+    for alg in Algorithm::ALL {
+        // 1000 per 100 ms: the threads ask for far more, so every limiter is
+        // saturated throughout and the bound is nearly reached.
+        let mut cfg = Config::new(alg, 1_000, SECOND / 10);
+        if alg.has_burst() {
+            cfg = cfg.burst(50);
+        }
+        if alg == Algorithm::BucketedWindow {
+            cfg = cfg.sub_windows(10);
+        }
+        let limiter = Limiter::new(cfg).expect("valid configuration");
+        let start = Barrier::new(THREADS);
+        let t_first = limiter.now_ns();
+        let (admitted, checks) = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    let (limiter, start) = (&limiter, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        let started = Instant::now();
+                        let (mut admitted, mut checks) = (0u64, 0u64);
+                        while started.elapsed() < run {
+                            for _ in 0..64 {
+                                admitted += u64::from(limiter.check(1).allowed);
+                            }
+                            checks += 64;
+                        }
+                        (admitted, checks)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a checking thread panicked"))
+                .fold((0, 0), |(a, c), (a2, c2)| (a + a2, c + c2))
+        });
+        let t_last = limiter.now_ns();
+        let bound = admission_bound(&cfg, t_first, t_last);
+        eprintln!(
+            "{alg}: {admitted} admitted of {checks} in {} ns, bound {bound}",
+            t_last - t_first
+        );
+        assert!(
+            admitted <= bound,
+            "{alg}: admitted {admitted} in {} ns, bound {bound}",
+            t_last - t_first
+        );
+        // A fresh state's burst is admitted at least (from a few requests
+        // on, GCRA's emission alone admits thousands more).
+        assert!(
+            admitted >= capacity(&cfg),
+            "{alg}: admitted only {admitted}"
+        );
+        let stats = limiter.stats();
+        assert_eq!(stats.checks, checks, "{alg}");
+        assert_eq!(stats.allowed, admitted, "{alg}");
+    }
+}
+
+/// The time of request `i` of thread `k` (of two): the threads take turns
+/// on a grid of `step` ns (thread 0 the even points, thread 1 the odd), and
+/// every 37th request of a thread jumps back by `back` ns. The grid starts
+/// 1 ms after `T0` (a multiple of 100 s), so a jump back of less than 1 ms
+/// stays in `T0`'s window and sub-window.
+fn interleaved_time(k: usize, i: usize, step: u64, back: u64) -> u64 {
+    let t = T0 + 1_000_000 + (2 * i as u64 + k as u64) * step;
+    if i % 37 == 36 { t - back } else { t }
+}
+
+/// Two threads send `per_thread` cost-1 requests each at interleaved times;
+/// returns the total admitted.
+fn interleaved_run(limiter: &Limiter, per_thread: usize, step: u64, back: u64) -> u64 {
+    let start = Barrier::new(2);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|k| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    (0..per_thread)
+                        .filter(|&i| {
+                            limiter
+                                .check_at(1, interleaved_time(k, i, step, back))
+                                .allowed
+                        })
+                        .count() as u64
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a checking thread panicked"))
+            .sum()
+    })
+}
+
+/// The same requests on one thread, in the order `order` gives as
+/// `(thread, index)` pairs: a sequential reference.
+fn sequential_run(cfg: Config, order: &[(usize, usize)], step: u64, back: u64) -> u64 {
+    let limiter = manual(cfg);
+    order
+        .iter()
+        .filter(|&&(k, i)| {
+            limiter
+                .check_at(1, interleaved_time(k, i, step, back))
+                .allowed
+        })
+        .count() as u64
+}
+
+/// A few sequential orders of the two threads' requests: one thread then
+/// the other (both ways), strict alternation, and by time.
+fn sequential_orders(per_thread: usize, step: u64, back: u64) -> Vec<Vec<(usize, usize)>> {
+    let a = |k: usize| (0..per_thread).map(move |i| (k, i));
+    let mut by_time: Vec<(usize, usize)> = a(0).chain(a(1)).collect();
+    by_time.sort_by_key(|&(k, i)| (interleaved_time(k, i, step, back), k));
+    vec![
+        a(0).chain(a(1)).collect(),
+        a(1).chain(a(0)).collect(),
+        (0..per_thread).flat_map(|i| [(0, i), (1, i)]).collect(),
+        by_time,
+    ]
+}
+
+#[test]
+fn interleaved_and_backward_times_within_one_period_admit_the_capacity() {
+    const PER_THREAD: usize = 50_000;
+    // 100k requests 1 ns apart, jumping back 30 µs: all 130 µs of times
+    // fall inside one 10 s sub-window of a 100 s window, and inside one
+    // emission interval (2 ms) and one refill period.
+    let (step, back) = (1, 30_000);
+    for alg in Algorithm::ALL {
+        let cfg = frozen_config(alg);
+        let cap = capacity(&cfg);
+        let limiter = manual(cfg);
+        let admitted = interleaved_run(&limiter, PER_THREAD, step, back);
+        assert!(admitted <= cap, "{alg}: admitted {admitted} of {cap}");
+        // Only GCRA and the leaky bucket can lose a place to time going
+        // back: tat − t grows by how far t lags the newest time, less than
+        // one interval here, so at most the last place is lost (with N
+        // admitted, a new tat is at most t_max + (N + 1)·T, within B·T of
+        // any t while N <= B − 2). Every other rule clamps time to the state.
+        let least = if matches!(alg, Algorithm::Gcra | Algorithm::LeakyBucket) {
+            cap - 1
+        } else {
+            cap
+        };
+        assert!(
+            admitted >= least,
+            "{alg}: admitted only {admitted} of {cap}"
+        );
+        let stats = limiter.stats();
+        assert_eq!(stats.checks, 2 * PER_THREAD as u64, "{alg}");
+        assert_eq!(stats.allowed, admitted, "{alg}");
+        for order in sequential_orders(PER_THREAD, step, back) {
+            let seq = sequential_run(cfg, &order, step, back);
+            assert!(
+                (least..=cap).contains(&seq),
+                "{alg}: a sequential order admits {seq}"
+            );
+        }
+    }
+}
+
+#[test]
+fn interleaved_and_backward_times_across_periods_stay_within_the_bound() {
+    const PER_THREAD: usize = 20_000;
+    // 5 per 4 µs, times over 40 µs (ten periods), jumping back 6 µs: every
+    // window, sub-window, refill and emission boundary is crossed both ways.
+    let (step, back) = (1, 6_000);
+    let times =
+        (0..2).flat_map(|k| (0..PER_THREAD).map(move |i| interleaved_time(k, i, step, back)));
+    let t_min = times.clone().min().unwrap();
+    let t_max = times.max().unwrap();
+    for alg in Algorithm::ALL {
+        let mut cfg = Config::new(alg, 5, 4_000);
+        if alg == Algorithm::BucketedWindow {
+            cfg = cfg.sub_windows(4);
+        }
+        let bound = admission_bound(&cfg, t_min, t_max);
+        let sequential: Vec<u64> = sequential_orders(PER_THREAD, step, back)
+            .iter()
+            .map(|order| sequential_run(cfg, order, step, back))
+            .collect();
+        // The bound is a bound: no sequential order passes it either.
+        for &seq in &sequential {
+            assert!(seq <= bound, "{alg}: sequential {seq} > bound {bound}");
+        }
+        let limiter = manual(cfg);
+        let admitted = interleaved_run(&limiter, PER_THREAD, step, back);
+        eprintln!("{alg}: {admitted} admitted, bound {bound}, sequential orders {sequential:?}");
+        assert!(
+            admitted <= bound,
+            "{alg}: admitted {admitted}, bound {bound}, sequential orders {sequential:?}"
+        );
+        assert!(admitted >= 1, "{alg}: nothing admitted");
+        let stats = limiter.stats();
+        assert_eq!(stats.checks, 2 * PER_THREAD as u64, "{alg}");
+        assert_eq!(stats.allowed, admitted, "{alg}");
+    }
+}
+
+#[test]
+fn the_bound_is_tight_for_a_sequential_saturated_run() {
+    // A bound that is far too loose would let double admissions through
+    // unnoticed: in time order, every algorithm comes within a couple of
+    // periods' worth of it.
+    let (per_thread, step) = (20_000, 1);
+    let order = &sequential_orders(per_thread, step, 0)[3];
+    let t_min = interleaved_time(0, 0, step, 0);
+    let t_max = interleaved_time(1, per_thread - 1, step, 0);
+    for alg in Algorithm::ALL {
+        let mut cfg = Config::new(alg, 5, 4_000);
+        if alg == Algorithm::BucketedWindow {
+            cfg = cfg.sub_windows(4);
+        }
+        let bound = admission_bound(&cfg, t_min, t_max);
+        let seq = sequential_run(cfg, order, step, 0);
+        eprintln!("{alg}: {seq} admitted in time order, bound {bound}");
+        assert!(
+            seq <= bound && bound - seq <= 2 * cfg.limit,
+            "{alg}: sequential {seq}, bound {bound}"
+        );
+    }
+}
