@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Model-checks the concurrent protocols (tests/loom.rs) under loom.
+# Model-checks the concurrent protocols under loom: every algorithm's cell
+# update and the latch (tests/loom.rs), and the keyed table's insert, evict,
+# update and reset races (tests/loom_table.rs).
 #
 # Usage: scripts/loom.sh [extra cargo test args, e.g. a test name filter]
 # LOOM_MAX_PREEMPTIONS defaults to 2 (override it in the environment). The
@@ -12,4 +14,4 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg loom"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 
-exec cargo test --release --test loom "$@"
+exec cargo test --release --test loom --test loom_table "$@"

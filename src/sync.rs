@@ -58,10 +58,6 @@ impl AtomicU128 {
         *self.0.lock().unwrap()
     }
 
-    pub(crate) fn store(&self, value: u128, _order: Ordering) {
-        *self.0.lock().unwrap() = value;
-    }
-
     pub(crate) fn compare_exchange_weak(
         &self,
         current: u128,
@@ -78,15 +74,6 @@ impl AtomicU128 {
         }
     }
 
-    pub(crate) fn compare_exchange(
-        &self,
-        current: u128,
-        new: u128,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<u128, u128> {
-        self.compare_exchange_weak(current, new, success, failure)
-    }
 }
 
 /// Whether an allocation is made resident now or as it is first used.
