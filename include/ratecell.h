@@ -53,7 +53,8 @@ enum ratecell_status
   // `config.sub_windows` is out of range (bucketed window only: 1 ..= 64
   // and dividing `period_ns`).
   RATECELL_INVALID_SUB_WINDOWS = 6,
-  // `config.capacity` is out of range (larger than memory can address).
+  // `config.capacity` is out of range (above 2^40 keys). A capacity
+  // below that which memory cannot hold is `RATECELL_OUT_OF_MEMORY`.
   RATECELL_INVALID_CAPACITY = 7,
   // `config.overflow` is not one of the `RATECELL_OVERFLOW_*` values.
   RATECELL_INVALID_OVERFLOW = 8,

@@ -97,6 +97,10 @@ pub const MAX_LIMIT: u64 = u32::MAX as u64;
 pub const MIN_PERIOD_NS: u64 = 1_000;
 /// The longest period: 366 days.
 pub const MAX_PERIOD_NS: u64 = 366 * 86_400 * 1_000_000_000;
+/// The most keys a keyed limiter may be sized for (2^40, about 10^12): far
+/// beyond any memory, so a larger value is a mistake, not a big table. A
+/// capacity below this that memory cannot hold is `Error::OutOfMemory`.
+pub const MAX_CAPACITY: u64 = 1 << 40;
 /// The most sub-windows a bucketed window may have.
 pub const MAX_SUB_WINDOWS: u32 = 64;
 /// GCRA's tolerance `burst × T` must stay below this (about 146 years), so a
@@ -223,6 +227,15 @@ impl Config {
                     ),
                 );
             }
+        }
+        if self.capacity > MAX_CAPACITY {
+            return err(
+                Field::Capacity,
+                format!(
+                    "capacity = {} is above {MAX_CAPACITY} keys (2^40)",
+                    self.capacity
+                ),
+            );
         }
         let mut sub_windows = 1;
         if self.algorithm == Algorithm::BucketedWindow {

@@ -54,8 +54,8 @@ mod table;
 
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
-    Algorithm, Config, ConfigError, Error, Field, MAX_LIMIT, MAX_PERIOD_NS, MAX_SUB_WINDOWS,
-    MIN_PERIOD_NS, Overflow,
+    Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_LIMIT, MAX_PERIOD_NS,
+    MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow,
 };
 pub use decision::Decision;
 pub use keyed::KeyedLimiter;

@@ -73,7 +73,6 @@ impl AtomicU128 {
             Err(*word)
         }
     }
-
 }
 
 /// Whether an allocation is made resident now or as it is first used.

@@ -70,7 +70,7 @@ pub fn config_faults(cfg: &Config, direct: bool) -> Vec<Field> {
             faults.push(Field::SubWindows);
         }
     }
-    if direct != (cfg.capacity == 0) {
+    if direct != (cfg.capacity == 0) || cfg.capacity > 1 << 40 {
         faults.push(Field::Capacity);
     }
     faults
