@@ -1,0 +1,244 @@
+//! What the benchmark cases share: reproducible keys, the physical-limit
+//! baselines (a bare table of 16-byte slots and a bare padded CAS), and the
+//! harness that times two threads at once.
+//!
+//! The baselines do the least work any keyed or direct limiter on atomic
+//! cells could do: hash a key, touch one slot, one load and one CAS. They
+//! keep no fingerprints and decide nothing, so a limiter's cost over them is
+//! exactly what its bookkeeping costs.
+
+pub mod cpu_time;
+
+use crossbeam_utils::CachePadded;
+use portable_atomic::AtomicU128;
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// A fixed start of time for the explicit-time cases (UNIX ns, 2023).
+pub const T0: u64 = 1_700_000_000_000_000_000;
+
+/// SplitMix64: a bijection of its counter, so `n` consecutive outputs are
+/// `n` distinct keys, and the same seed gives the same keys on every run.
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> SplitMix {
+        SplitMix(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Fisher-Yates: a uniformly random order of `items`.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = (self.next_u64() % (i as u64 + 1)) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+/// `n` distinct random `u64` keys, in random order.
+pub fn u64_keys(n: usize, seed: u64) -> Vec<u64> {
+    let mut rng = SplitMix::new(seed);
+    let mut keys: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    rng.shuffle(&mut keys);
+    keys
+}
+
+/// `n` distinct random 16-byte keys (a UUID, an IPv6 address), in random
+/// order. The first 8 bytes alone are distinct.
+pub fn keys16(n: usize, seed: u64) -> Vec<[u8; 16]> {
+    let mut rng = SplitMix::new(seed);
+    let mut keys: Vec<[u8; 16]> = (0..n)
+        .map(|_| {
+            let mut k = [0u8; 16];
+            k[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+            k[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+            k
+        })
+        .collect();
+    rng.shuffle(&mut keys);
+    keys
+}
+
+/// A cursor that walks a precomputed key array round and round.
+pub struct Cycle<'a, T> {
+    items: &'a [T],
+    next: usize,
+}
+
+impl<'a, T> Cycle<'a, T> {
+    pub fn new(items: &'a [T]) -> Cycle<'a, T> {
+        assert!(!items.is_empty());
+        Cycle { items, next: 0 }
+    }
+
+    #[inline]
+    pub fn next_item(&mut self) -> &'a T {
+        let item = &self.items[self.next];
+        self.next += 1;
+        if self.next == self.items.len() {
+            self.next = 0;
+        }
+        item
+    }
+}
+
+const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The physical limit of a keyed table: 16-byte slots sized like ratecell's
+/// word table (1.45 slots per key of capacity, whole 64-byte buckets of
+/// four), one multiplicative hash, one slot, one load and one CAS per check.
+pub struct BareTable {
+    slots: Box<[AtomicU128]>,
+}
+
+impl BareTable {
+    pub fn new(capacity: usize) -> BareTable {
+        let slots = (capacity * 145).div_ceil(100).div_ceil(4) * 4;
+        BareTable {
+            slots: (0..slots).map(|_| AtomicU128::new(0)).collect(),
+        }
+    }
+
+    #[inline]
+    fn slot(&self, h: u64) -> &AtomicU128 {
+        // The product's high word: multiply-shift over the top bits of h.
+        let i = ((u128::from(h) * self.slots.len() as u128) >> 64) as usize;
+        &self.slots[i]
+    }
+
+    #[inline]
+    fn bump(slot: &AtomicU128) -> bool {
+        let old = slot.load(Relaxed);
+        slot.compare_exchange(old, old.wrapping_add(1), Relaxed, Relaxed)
+            .is_ok()
+    }
+
+    #[inline]
+    pub fn check_u64(&self, key: u64) -> bool {
+        Self::bump(self.slot(key.wrapping_mul(MULTIPLIER)))
+    }
+
+    /// [`BareTable::check_u64`], returning the slot's previous value, so a
+    /// caller can make its next key depend on it: then no two checks'
+    /// memory accesses overlap, and the time is a check's full latency.
+    #[inline]
+    pub fn check_u64_value(&self, key: u64) -> u128 {
+        let slot = self.slot(key.wrapping_mul(MULTIPLIER));
+        let old = slot.load(Relaxed);
+        let _ = slot.compare_exchange(old, old.wrapping_add(1), Relaxed, Relaxed);
+        old
+    }
+
+    #[inline]
+    pub fn check16(&self, key: &[u8; 16]) -> bool {
+        let a = u64::from_le_bytes(key[..8].try_into().unwrap());
+        let b = u64::from_le_bytes(key[8..].try_into().unwrap());
+        Self::bump(self.slot((a.wrapping_mul(MULTIPLIER) ^ b).wrapping_mul(MULTIPLIER)))
+    }
+}
+
+/// The physical limit of a direct limiter: one load and one CAS on a word
+/// alone on its cache line (the padding is the point: ratecell's cells are
+/// padded the same way).
+#[derive(Default)]
+pub struct BareCell {
+    word: CachePadded<AtomicU64>,
+}
+
+impl BareCell {
+    #[inline]
+    pub fn cas(&self) -> bool {
+        self.cas_with(1)
+    }
+
+    /// A CAS whose new value depends on `x` (a time just read), so the
+    /// dependency from the input to the CAS is as in a limiter.
+    #[inline]
+    pub fn cas_with(&self, x: u64) -> bool {
+        let old = self.word.load(Relaxed);
+        self.word
+            .compare_exchange(old, old.max(x).wrapping_add(1), Relaxed, Relaxed)
+            .is_ok()
+    }
+}
+
+/// A bare CAS followed by a relaxed `fetch_add` on a second padded word:
+/// what a check costs once it also bumps a statistics counter, as ratecell's
+/// do. The difference from [`BareCell`] is the price of one more locked
+/// instruction per check.
+#[derive(Default)]
+pub struct BareCountedCell {
+    cell: BareCell,
+    count: CachePadded<AtomicU64>,
+}
+
+impl BareCountedCell {
+    #[inline]
+    pub fn cas(&self) -> bool {
+        let ok = self.cell.cas();
+        self.count.fetch_add(1, Relaxed);
+        ok
+    }
+}
+
+/// The same for a 16-byte word (`lock cmpxchg16b`), the width of ratecell's
+/// two-word states.
+#[derive(Default)]
+pub struct BareWideCell {
+    word: CachePadded<AtomicU128>,
+}
+
+impl BareWideCell {
+    #[inline]
+    pub fn cas(&self) -> bool {
+        let old = self.word.load(Relaxed);
+        self.word
+            .compare_exchange(old, old.wrapping_add(1), Relaxed, Relaxed)
+            .is_ok()
+    }
+}
+
+/// Runs `work(thread, iters)` on `threads` threads released together by a
+/// barrier, and returns the wall time from the release until the last one
+/// finished: the time each thread took for `iters` checks while the others
+/// ran theirs.
+pub fn run_threads(threads: usize, iters: u64, work: &(dyn Fn(usize, u64) + Sync)) -> Duration {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let others: Vec<_> = (1..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    work(t, iters);
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        work(0, iters);
+        for other in others {
+            other.join().expect("a benchmark thread panicked");
+        }
+        start.elapsed()
+    })
+}
+
+/// `iters` calls of `check` over `keys`, round and round.
+#[inline]
+pub fn over_keys<K, R>(keys: &[K], iters: u64, check: impl Fn(&K) -> R) {
+    let mut cycle = Cycle::new(keys);
+    for _ in 0..iters {
+        black_box(check(cycle.next_item()));
+    }
+}

@@ -1,0 +1,224 @@
+//! One benchmark case, run a fixed number of times, for instruction counts
+//! under valgrind's callgrind (which counts the same on a busy machine as on
+//! an idle one, where wall-clock times do not):
+//!
+//! ```text
+//! cargo build --release --example hotpath
+//! valgrind --tool=callgrind --toggle-collect='hotpath::measured*' \
+//!     target/release/examples/hotpath keyed-1M-u64 1000000
+//! callgrind_annotate --inclusive=yes callgrind.out.<pid>
+//! ```
+//!
+//! Only `measured` (the loop of checks) is counted, not the set-up, so the
+//! total divided by the count is the cost of one check. `hotpath` with no
+//! arguments lists the cases.
+
+#[path = "../benches/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use governor::{Quota, RateLimiter};
+use ratecell::{Algorithm, Clock, Config, Decision, KeyedLimiter, Limiter, Overflow};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use support::{BareCell, BareTable, Cycle, T0, keys16, u64_keys};
+
+const SECOND: u64 = 1_000_000_000;
+const HUGE_RATE: u64 = 1_000_000_000;
+const MILLION: usize = 1_000_000;
+const CASES: &[&str] = &[
+    "direct-gcra-tsc",
+    "direct-gcra-at",
+    "direct-gcra-coarse",
+    "direct-token_bucket-at",
+    "governor-direct",
+    "bare-cas",
+    "clock-tsc",
+    "clock-quanta-raw",
+    "keyed-1M-u64",
+    "keyed-1M-bytes16",
+    "keyed-1k-u64",
+    "keyed-1k-u64-expiring",
+    "governor-keyed-1M-u64",
+    "governor-keyed-1k-u64",
+    "bare-table-1M",
+    "bare-table-1M-bytes16",
+    "bare-table-1M-latency",
+    "batch-1M",
+];
+
+/// The loop callgrind counts: `iters` calls of `check`. Never inlined, so
+/// `--toggle-collect` can find it.
+/// Natively it also prints the wall time per iteration (noisy on a shared
+/// machine; meaningless under valgrind).
+#[inline(never)]
+fn measured<R>(iters: u64, mut check: impl FnMut() -> R) {
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        black_box(check());
+    }
+    let ns = start.elapsed().as_nanos() as f64 / iters.max(1) as f64;
+    eprintln!("{ns:.1} ns per iteration (wall clock)");
+}
+
+fn config(alg: Algorithm) -> Config {
+    Config::new(alg, HUGE_RATE, SECOND)
+}
+
+/// The keyed cases' quota, as in the benches: 1 per minute with a burst of
+/// 10^6, so every state stays live (not evictable) for the whole run; the
+/// `-expiring` case uses the huge rate, whose states are evictable a
+/// nanosecond after each check.
+fn keyed(n: usize, expiring: bool) -> KeyedLimiter {
+    let config = if expiring {
+        config(Algorithm::Gcra)
+    } else {
+        Config::new(Algorithm::Gcra, 1, 60 * SECOND).burst(1_000_000)
+    };
+    KeyedLimiter::new(config.capacity(n as u64).overflow(Overflow::Allow)).unwrap()
+}
+
+/// How full the table is after the prefill: keys that found no place
+/// take the slow overflow path on every check.
+fn report(lim: &KeyedLimiter) {
+    let s = lim.stats();
+    eprintln!(
+        "capacity {}: {} keys tracked, {} overflows, {} evictions",
+        s.capacity, s.keys_tracked, s.overflows, s.evictions
+    );
+}
+
+fn governor() -> Quota {
+    Quota::per_second(NonZeroU32::new(HUGE_RATE as u32).unwrap())
+}
+
+fn governor_lasting() -> Quota {
+    Quota::with_period(std::time::Duration::from_secs(60))
+        .unwrap()
+        .allow_burst(NonZeroU32::new(1_000_000).unwrap())
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let Some(case) = args.next() else {
+        println!(
+            "usage: hotpath CASE [ITERATIONS]; cases: {}",
+            CASES.join(" ")
+        );
+        return;
+    };
+    let iters: u64 = args
+        .next()
+        .map_or(1_000_000, |n| n.parse().expect("a count"));
+    let direct = |alg| Limiter::new(config(alg)).unwrap();
+    match case.as_str() {
+        "direct-gcra-tsc" => {
+            let lim = direct(Algorithm::Gcra);
+            measured(iters, || lim.check(1));
+        }
+        "direct-gcra-at" | "direct-token_bucket-at" => {
+            let alg = if case.contains("gcra") {
+                Algorithm::Gcra
+            } else {
+                Algorithm::TokenBucket
+            };
+            let lim = direct(alg);
+            let mut t = T0;
+            measured(iters, || {
+                t += 2;
+                lim.check_at(1, t)
+            });
+        }
+        "direct-gcra-coarse" => {
+            let lim = Limiter::with_clock(config(Algorithm::Gcra), Clock::coarse()).unwrap();
+            measured(iters, || lim.check(1));
+        }
+        "governor-direct" => {
+            let lim = RateLimiter::direct(governor());
+            measured(iters, || lim.check().is_ok());
+        }
+        "clock-tsc" => {
+            let clock = Clock::tsc();
+            measured(iters, || clock.now_ns());
+        }
+        "clock-quanta-raw" => {
+            let clock = quanta::Clock::new();
+            measured(iters, || clock.raw());
+        }
+        "bare-cas" => {
+            let cell = BareCell::default();
+            measured(iters, || cell.cas());
+        }
+        "keyed-1M-u64" | "keyed-1k-u64" | "keyed-1k-u64-expiring" => {
+            let n = if case.contains("1M") { MILLION } else { 1_000 };
+            let keys = u64_keys(n, 1);
+            let lim = keyed(n, case.ends_with("expiring"));
+            keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
+            report(&lim);
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || lim.check(*cycle.next_item(), 1));
+        }
+        "keyed-1M-bytes16" => {
+            let keys = keys16(MILLION, 2);
+            let lim = keyed(MILLION, false);
+            keys.iter()
+                .for_each(|k| assert!(lim.check_bytes(k, 1).allowed));
+            report(&lim);
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || lim.check_bytes(cycle.next_item(), 1));
+        }
+        "governor-keyed-1M-u64" | "governor-keyed-1k-u64" => {
+            let n = if case.contains("1M") { MILLION } else { 1_000 };
+            let keys = u64_keys(n, 1);
+            let lim = RateLimiter::keyed(governor_lasting());
+            keys.iter().for_each(|k| assert!(lim.check_key(k).is_ok()));
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || lim.check_key(cycle.next_item()).is_ok());
+        }
+        "bare-table-1M" => {
+            let keys = u64_keys(MILLION, 1);
+            let bare = BareTable::new(MILLION);
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || bare.check_u64(*cycle.next_item()));
+        }
+        "bare-table-1M-latency" => {
+            let keys = u64_keys(MILLION, 1);
+            let bare = BareTable::new(MILLION);
+            let mut at = 0usize;
+            measured(iters, || {
+                let old = bare.check_u64_value(keys[at]);
+                at += 1 + (old >> 126) as usize;
+                if at >= keys.len() {
+                    at = 0;
+                }
+            });
+        }
+        "bare-table-1M-bytes16" => {
+            let keys = keys16(MILLION, 2);
+            let bare = BareTable::new(MILLION);
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || bare.check16(cycle.next_item()));
+        }
+        "batch-1M" => {
+            // `iters` keys, in batches of 1024.
+            let keys = u64_keys(MILLION, 1);
+            let lim = keyed(MILLION, false);
+            keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
+            let chunks: Vec<&[u64]> = keys.chunks_exact(1024).collect();
+            let mut chunk = Cycle::new(&chunks);
+            let mut out = vec![Decision::default(); 1024];
+            let mut t = lim.now_ns();
+            report(&lim);
+            measured(iters / 1024, || {
+                t += 2048;
+                lim.check_batch_at(chunk.next_item(), None, t, &mut out);
+                out[0].allowed
+            });
+            report(&lim);
+        }
+        other => {
+            eprintln!("unknown case {other}; cases: {}", CASES.join(" "));
+            std::process::exit(2);
+        }
+    }
+}
