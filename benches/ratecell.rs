@@ -501,6 +501,29 @@ fn threads(c: &mut Criterion<WallTime>) {
         };
         case(&mut g, format!("bare/{shape}"), threads, &work);
     }
+
+    // What a statistics counter costs two threads on distinct keys: each
+    // CASes its own word, then bumps either its own padded counter or one
+    // counter both share (as ratecell's per-shard counters are shared by
+    // every thread whose keys fall in the shard).
+    let counters = [BareCell::default(), BareCell::default()];
+    for (name, shared) in [("own_counter", false), ("shared_counter", true)] {
+        let work = |t: usize, iters: u64| {
+            let cell = &cells[t];
+            let counter = &counters[if shared { 0 } else { t }];
+            over_keys(&same, iters, |_| counter.count() & cell.cas());
+        };
+        case(
+            &mut g,
+            format!("bare_counted/2_threads_distinct_keys_{name}"),
+            2,
+            &work,
+        );
+    }
+    let work = |_: usize, iters: u64| {
+        over_keys(&same, iters, |_| counters[0].count() & cells[0].cas());
+    };
+    case(&mut g, "bare_counted/1_thread".into(), 1, &work);
     g.finish();
 }
 

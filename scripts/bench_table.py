@@ -53,6 +53,8 @@ def thread_shape(case):
     """The peer shape of a threads case: the direct limiter's one shared
     state is the same key."""
     table, shape = case.split("/", 1)
+    if table == "bare_counted":
+        return None
     if table == "ratecell_direct":
         return {"1_thread": "1_thread_same_key", "2_threads": "2_threads_same_key"}[shape]
     return shape
@@ -65,7 +67,8 @@ def governor_peer(cases, group, case):
         kind = case.rsplit("/", 1)[-1]
         return peer(cases, group, [f"governor/{kind}"])
     if group == "threads":
-        return peer(cases, group, [f"governor/{thread_shape(case)}"])
+        shape = thread_shape(case)
+        return shape and peer(cases, group, [f"governor/{shape}"])
     return None
 
 
@@ -82,7 +85,8 @@ def bare_peer(cases, group, case):
     if group == "batch_1M":
         return peer(cases, group, ["bare/u64"])
     if group == "threads":
-        return peer(cases, group, [f"bare/{thread_shape(case)}"])
+        shape = thread_shape(case)
+        return shape and peer(cases, group, [f"bare/{shape}"])
     return None
 
 

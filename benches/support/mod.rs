@@ -161,6 +161,12 @@ impl BareCell {
         self.cas_with(1)
     }
 
+    /// A statistics-style increment: a relaxed `fetch_add` (`lock xadd`).
+    #[inline]
+    pub fn count(&self) -> bool {
+        self.word.fetch_add(1, Relaxed) != u64::MAX
+    }
+
     /// A CAS whose new value depends on `x` (a time just read), so the
     /// dependency from the input to the CAS is as in a limiter.
     #[inline]
