@@ -26,8 +26,8 @@ const PREFETCH_DISTANCE: usize = 8;
 /// full, the place of a key whose state is equivalent to fresh (nothing is
 /// lost). When neither exists the configured [`Overflow`] policy decides,
 /// and the event is counted. A table holds its `capacity` live keys: it has
-/// 1.45 places per key, and a new key looks at 32 places (8 buckets of 4;
-/// 64 for the multi-word algorithms).
+/// 1.45 places per key, and a new key looks at 64 places (16 buckets of 4;
+/// 128 for the multi-word algorithms).
 ///
 /// # Keys and collisions
 /// Keys are hashed with SipHash-1-3 under a 128-bit key drawn at random for
@@ -35,20 +35,20 @@ const PREFETCH_DISTANCE: usize = 8;
 /// fingerprint. A `u64` key is its 8 little-endian bytes. The table stores a
 /// fingerprint of `f` bits per key ([`KeyedLimiter::fingerprint_bits`]), not
 /// the key, so two keys share a state when a new key finds, among the at
-/// most 32 residents of its probe window (64 for the multi-word
+/// most 64 residents of its probe window (128 for the multi-word
 /// algorithms), one with its fingerprint. Over `n` keys the expected number
-/// of keys that ever share a state is at most `n · 32 / 2^(f+1)`:
+/// of keys that ever share a state is at most `n · 64 / 2^(f+1)`:
 ///
 /// | algorithm | `f` (`bits(x)`: bits to write x) | example | 1M keys |
 /// |---|---|---|---|
-/// | GCRA, leaky bucket | 64 | any | 9·10⁻¹³ |
-/// | bucketed window, sliding log | 62 | any | 7·10⁻¹² |
-/// | token bucket | `64 − bits(B)` | B = 100: 57 | 10⁻¹⁰ |
-/// | fixed window | `min(64, 128 − bits(2^64/P) − bits(L))` | L < 2^19, P ≥ 1 ms: 64 | 9·10⁻¹³ |
-/// | sliding window | `min(64, 128 − bits(2^64/P) − 2·bits(L))` | 1000/s: 64; 10⁵ per ms: 49 | 9·10⁻¹³; 3·10⁻⁸ |
+/// | GCRA, leaky bucket | 64 | any | 2·10⁻¹² |
+/// | bucketed window, sliding log | 62 | any | 1.4·10⁻¹¹ |
+/// | token bucket | `64 − bits(B)` | B = 100: 57 | 2·10⁻¹⁰ |
+/// | fixed window | `min(64, 128 − bits(2^64/P) − bits(L))` | L < 2^19, P ≥ 1 ms: 64 | 2·10⁻¹² |
+/// | sliding window | `min(64, 128 − bits(2^64/P) − 2·bits(L))` | 1000/s: 64; 10⁵ per ms: 49 | 2·10⁻¹²; 6·10⁻⁸ |
 ///
 /// The narrowest any accepted configuration gets is 32 bits (a token bucket
-/// with a burst of 2^31 or more): 0.004 expected shared keys per million.
+/// with a burst of 2^31 or more): 0.0075 expected shared keys per million.
 ///
 /// A configuration that would leave fewer than 32 bits (a keyed sliding
 /// window with a huge limit and a microsecond period) is refused.
@@ -179,7 +179,7 @@ impl KeyedLimiter {
 
     #[inline]
     fn hash_u64(&self, key: u64) -> u64 {
-        self.tables.geometry().hash(&key.to_le_bytes())
+        self.tables.geometry().hash_u64(key)
     }
 
     #[inline]

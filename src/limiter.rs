@@ -14,9 +14,8 @@ use crate::cell::{BlockCell, WordCell};
 use crate::clock::Clock;
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
 use crate::decision::Decision;
-use crate::stats::{Counters, Stats};
+use crate::stats::{CheckCounters, Stats};
 use crate::sync::{AtomicU64, AtomicU128};
-use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -40,9 +39,9 @@ pub struct Limiter {
     engine: Engine,
     config: Config,
     clock: Clock,
-    // Padded apart from the cell: a counter bump must not invalidate the
-    // line the next CAS needs.
-    counters: CachePadded<Counters>,
+    // Striped by thread, each stripe padded apart from the cell: a counter
+    // bump must not invalidate the line the next CAS needs.
+    counters: CheckCounters,
     bytes: usize,
 }
 
@@ -148,7 +147,7 @@ impl Limiter {
             engine,
             config,
             clock,
-            counters: CachePadded::new(Counters::default()),
+            counters: CheckCounters::default(),
             bytes,
         })
     }

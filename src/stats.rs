@@ -1,8 +1,21 @@
 //! Statistics: counters of what limiters decided, kept where they are cheap
-//! to bump (one padded block per shard, not one word every thread writes).
+//! to bump.
+//!
+//! The per-check counters (allowed, denied) are striped by thread: each
+//! thread bumps its own cache-line-padded stripe, so two threads checking
+//! different keys never write the same line. (Counting per shard instead
+//! made every check a coherence miss once two threads sweep the same
+//! shards.) The rare events (keys placed, evicted, overflowing) are counted
+//! per shard, under the shard's insert latch.
 
 use crate::sync::CounterU64;
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
+
+/// Stripes of per-check counters: more than the cores of most machines that
+/// run one process, few enough to sum quickly.
+const STRIPES: usize = 16;
 
 /// A snapshot of a limiter's counters. Counters are read one by one while
 /// checks go on, so a snapshot taken under load is approximate (each counter
@@ -27,35 +40,74 @@ pub struct Stats {
     pub bytes_allocated: u64,
 }
 
-/// One block of event counters (the caller pads it).
+/// A shard's counters of table events (the shard pads them).
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub allowed: CounterU64,
-    pub denied: CounterU64,
+pub(crate) struct TableCounters {
     pub tracked: CounterU64,
     pub evictions: CounterU64,
     pub overflows: CounterU64,
 }
 
-impl Counters {
-    #[inline]
-    pub(crate) fn record(&self, allowed: bool) {
-        if allowed {
-            self.allowed.fetch_add(1, Relaxed);
-        } else {
-            self.denied.fetch_add(1, Relaxed);
-        }
-    }
-
-    /// Adds this block into `stats`.
+impl TableCounters {
+    /// Adds these counters into `stats`.
     pub(crate) fn add_to(&self, stats: &mut Stats) {
-        let allowed = self.allowed.load(Relaxed);
-        let denied = self.denied.load(Relaxed);
-        stats.allowed += allowed;
-        stats.denied += denied;
-        stats.checks += allowed + denied;
         stats.keys_tracked += self.tracked.load(Relaxed);
         stats.evictions += self.evictions.load(Relaxed);
         stats.overflows += self.overflows.load(Relaxed);
+    }
+}
+
+#[derive(Debug, Default)]
+struct Outcomes {
+    allowed: CounterU64,
+    denied: CounterU64,
+}
+
+/// Allowed and denied checks, one padded stripe per thread (modulo
+/// [`STRIPES`]). Exact: a stripe shared by two threads is still bumped with
+/// an atomic add.
+#[derive(Debug, Default)]
+pub(crate) struct CheckCounters {
+    stripes: [CachePadded<Outcomes>; STRIPES],
+}
+
+/// This thread's stripe, assigned round-robin on first use.
+#[inline]
+fn stripe() -> usize {
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    STRIPE.with(|s| {
+        let mut i = s.get();
+        if i == usize::MAX {
+            i = NEXT.fetch_add(1, Relaxed) % STRIPES;
+            s.set(i);
+        }
+        i
+    })
+}
+
+impl CheckCounters {
+    #[inline]
+    pub(crate) fn record(&self, allowed: bool) {
+        let stripe = &self.stripes[stripe()];
+        if allowed {
+            stripe.allowed.fetch_add(1, Relaxed);
+        } else {
+            stripe.denied.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Adds every stripe into `stats`.
+    pub(crate) fn add_to(&self, stats: &mut Stats) {
+        for stripe in &self.stripes {
+            let allowed = stripe.allowed.load(Relaxed);
+            let denied = stripe.denied.load(Relaxed);
+            stats.allowed += allowed;
+            stats.denied += denied;
+            stats.checks += allowed + denied;
+        }
     }
 }

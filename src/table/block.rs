@@ -14,7 +14,7 @@ use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchedWords, latch};
 use crate::config::Error;
 use crate::decision::Decision;
-use crate::stats::Stats;
+use crate::stats::{CheckCounters, Stats};
 use crate::sync::{AtomicU64, Ordering, Residency, zeroed_words};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
@@ -29,6 +29,7 @@ pub(crate) struct BlockTable<A: BlockAlgorithm> {
     alg: A,
     geometry: Geometry,
     shards: Box<[CachePadded<Shard>]>,
+    checks: CheckCounters,
     headers: Box<[AtomicU64]>,
     blocks: Box<[AtomicU64]>,
     words: usize,
@@ -61,6 +62,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             alg,
             geometry,
             shards: new_shards(shards),
+            checks: CheckCounters::default(),
             headers,
             blocks,
             words,
@@ -81,7 +83,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        super::stats(&self.shards, self.capacity, self.bytes())
+        super::stats(&self.checks, &self.shards, self.capacity, self.bytes())
     }
 
     fn block(&self, place: usize) -> LatchedWords<'_> {
@@ -123,7 +125,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 break d;
             }
         };
-        shard.counters.record(decision.allowed);
+        self.checks.record(decision.allowed);
         decision
     }
 

@@ -18,15 +18,10 @@
 //! state only if they have the same shard, home bucket and fingerprint.
 //!
 //! # Collisions
-//! With `f` fingerprint bits, two given keys in the same probe window share
-//! a state with probability about `2^-f` (a key is compared with at most
-//! `PROBE × slots-per-bucket` residents). For a table of `n` live keys the
-//! expected number of colliding pairs is at most about
-//! `n × PROBE × slots-per-bucket / 2^(f+1)`: with 64-bit fingerprints
-//! (GCRA, leaky bucket, the multi-word algorithms: 62) and `n = 10^6` that
-//! is below 10^-12; with the narrowest fingerprint any configuration gets
-//! (32 bits) it is below 0.004. [`crate::KeyedLimiter::fingerprint_bits`]
-//! reports the width in use.
+//! See the table in `KeyedLimiter`'s documentation: a new key is compared
+//! with at most `PROBE × slots-per-bucket` residents, so over `n` keys the
+//! expected number that share a state is at most
+//! `n × PROBE × slots-per-bucket / 2^(f+1)` for `f` fingerprint bits.
 //!
 //! # Places
 //! A key lives in the first `PROBE` buckets from its home bucket (wrapping
@@ -55,27 +50,28 @@
 pub(crate) mod block;
 pub(crate) mod word;
 
-use crate::stats::{Counters, Stats};
+use crate::stats::{CheckCounters, Stats, TableCounters};
 use crate::sync::AtomicU64;
 use crossbeam_utils::CachePadded;
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
 
 /// Buckets searched from a key's home bucket.
-pub(crate) const PROBE: u64 = 8;
+pub(crate) const PROBE: u64 = 16;
 
 /// Slots allocated per key of capacity, in hundredths: 1.45 slots per key
 /// keeps the table at most 69 % full when `capacity` live keys are stored,
-/// which an 8-bucket probe window absorbs, and leaves 16-byte slots at
+/// which a 16-bucket probe window absorbs, and leaves 16-byte slots at
 /// 23.2 bytes per key.
 const SLOTS_PER_KEY_PERCENT: u64 = 145;
 
-/// A shard: its insert latch and its counters, on their own cache lines.
+/// A shard: its insert latch and its counters of table events, on their
+/// own cache lines (the per-check counters are striped by thread instead).
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
     /// Held while a new key is placed or a key is reset.
     pub latch: AtomicU64,
-    pub counters: Counters,
+    pub counters: TableCounters,
 }
 
 /// Where keys go: the hash key, the shard and bucket counts.
@@ -139,6 +135,15 @@ impl Geometry {
         h.finish()
     }
 
+    /// The same hash for a `u64` key's 8 little-endian bytes, through the
+    /// hasher's integer path (one block, no byte loop).
+    #[inline]
+    pub(crate) fn hash_u64(&self, key: u64) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.sip.0, self.sip.1);
+        h.write_u64(key);
+        h.finish()
+    }
+
     #[inline]
     pub(crate) fn home(&self, h: u64) -> Home {
         let shard = if self.shard_shift == 64 {
@@ -166,7 +171,12 @@ impl Geometry {
         let first = home.shard * self.buckets_per_shard as usize;
         let local = home.bucket - first;
         let n = self.buckets_per_shard as usize;
-        (0..PROBE.min(self.buckets_per_shard) as usize).map(move |i| first + (local + i) % n)
+        // local < n and i < n, so one conditional subtraction wraps (no
+        // division on the hot path).
+        (0..PROBE.min(self.buckets_per_shard) as usize).map(move |i| {
+            let b = local + i;
+            first + if b >= n { b - n } else { b }
+        })
     }
 }
 
@@ -201,17 +211,51 @@ pub(crate) fn new_shards(n: usize) -> Box<[CachePadded<Shard>]> {
     (0..n).map(|_| CachePadded::new(Shard::default())).collect()
 }
 
-/// Sums the shards' counters into a snapshot.
-pub(crate) fn stats(shards: &[CachePadded<Shard>], capacity: u64, bytes: usize) -> Stats {
+/// Sums the counters into a snapshot.
+pub(crate) fn stats(
+    checks: &CheckCounters,
+    shards: &[CachePadded<Shard>],
+    capacity: u64,
+    bytes: usize,
+) -> Stats {
     let mut stats = Stats {
         capacity,
         bytes_allocated: bytes as u64,
         ..Stats::default()
     };
+    checks.add_to(&mut stats);
     for shard in shards {
         shard.counters.add_to(&mut stats);
     }
     stats
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_u64_key_hashes_as_its_little_endian_bytes() {
+        let (g, _) = Geometry::new(1000, 4, 64);
+        for key in [0, 1, 0xff, 1 << 63, u64::MAX, 0x0123_4567_89ab_cdef] {
+            assert_eq!(g.hash_u64(key), g.hash(&key.to_le_bytes()));
+        }
+    }
+
+    #[test]
+    fn the_probe_window_wraps_inside_the_shard() {
+        let (g, shards) = Geometry::new(10_000_000, 4, 64);
+        let per_shard = g.buckets(shards) / shards;
+        let last = Home {
+            shard: 1,
+            bucket: 2 * per_shard - 1,
+            fingerprint: 1,
+        };
+        let window: Vec<usize> = g.window(last).collect();
+        assert_eq!(window.len(), PROBE as usize);
+        assert_eq!(window[0], 2 * per_shard - 1);
+        assert_eq!(window[1], per_shard, "wraps to the shard's first bucket");
+    }
 }
 
 /// Fetches the cache line at `ptr` ahead of use. A prefetch never faults,

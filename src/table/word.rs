@@ -10,7 +10,7 @@ use crate::algorithm::{WordAlgorithm, mask};
 use crate::cell::{AtomicWord, cas_loop, latch};
 use crate::config::{ConfigError, Error, Field};
 use crate::decision::Decision;
-use crate::stats::Stats;
+use crate::stats::{CheckCounters, Stats};
 use crate::sync::{AtomicU128, Residency, zeroed_wide_words};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
@@ -26,6 +26,7 @@ pub(crate) struct WordTable<A: WordAlgorithm> {
     alg: A,
     geometry: Geometry,
     shards: Box<[CachePadded<Shard>]>,
+    checks: CheckCounters,
     slots: Box<[AtomicU128]>,
     state_bits: u32,
     capacity: u64,
@@ -60,6 +61,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             alg,
             geometry,
             shards: new_shards(shards),
+            checks: CheckCounters::default(),
             slots,
             state_bits,
             capacity,
@@ -76,7 +78,7 @@ impl<A: WordAlgorithm> WordTable<A> {
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        super::stats(&self.shards, self.capacity, self.bytes())
+        super::stats(&self.checks, &self.shards, self.capacity, self.bytes())
     }
 
     #[inline]
@@ -134,7 +136,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             }
         };
         if taken {
-            shard.counters.record(decision.allowed);
+            self.checks.record(decision.allowed);
         }
         (decision, taken)
     }
