@@ -39,14 +39,15 @@
 
 mod model;
 
-use model::{MAX_LIMIT, MAX_PERIOD, MAX_TOLERANCE, MIN_PERIOD, Model};
+use model::trace::{
+    Step, advance, edge, fit_large, large_cost, large_start, pick, proptest_config, small_config,
+    small_cost, small_start, within,
+};
+use model::{MAX_LIMIT, MAX_PERIOD, MIN_PERIOD, Model};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{Algorithm, Clock, Config, Decision, Error, Field, KeyedLimiter};
 use std::collections::{HashMap, HashSet};
-
-/// Test times stay below 2^62 (brief item 5).
-const T_MAX: u64 = (1 << 62) - 1;
 
 /// Longest byte key generated.
 const MAX_KEY_LEN: usize = 40;
@@ -55,18 +56,6 @@ const MAX_KEY_LEN: usize = 40;
 /// touched at construction: large logs are kept to a limit that builds in
 /// microseconds, not one that allocates megabytes per case.
 const LOG_LIMIT_CAP: u64 = 1 << 10;
-
-/// How the shared clock moves before an operation.
-#[derive(Clone, Copy, Debug)]
-enum Step {
-    /// Forward by this many ns (0: the same instant).
-    Forward(u64),
-    /// Backward by this many ns (clamped at 0).
-    Back(u64),
-    /// To the next multiple of the period (`coarse`) or of the algorithm's
-    /// finer unit (sub-window, emission interval), plus -1, 0 or +1 ns.
-    Edge { coarse: bool, offset: i8 },
-}
 
 /// Whether a trace's clock may go backwards.
 #[derive(Clone, Copy, Debug)]
@@ -140,27 +129,6 @@ fn raw(max_keys: usize, max_ops: usize) -> impl Strategy<Value = Raw> {
             keys,
             ops,
         })
-}
-
-/// Arm `i` with probability `weights[i] / sum(weights)`.
-fn pick(selector: u8, weights: &[u8]) -> usize {
-    let total: u32 = weights.iter().map(|&w| u32::from(w)).sum();
-    let mut x = u32::from(selector) % total;
-    for (i, &w) in weights.iter().enumerate() {
-        if x < u32::from(w) {
-            return i;
-        }
-        x -= u32::from(w);
-    }
-    unreachable!()
-}
-
-/// A value in `lo..=hi` from raw bits.
-fn within(x: u64, lo: u64, hi: u64) -> u64 {
-    match (hi - lo).checked_add(1) {
-        Some(span) => lo + x % span,
-        None => x,
-    }
 }
 
 /// `len` pseudo-random bytes determined by `seed` (SplitMix64).
@@ -237,13 +205,6 @@ fn byte_pool(raw: &[(u8, u64)]) -> Vec<Vec<u8>> {
     keys
 }
 
-fn has_burst(alg: Algorithm) -> bool {
-    matches!(
-        alg,
-        Algorithm::Gcra | Algorithm::LeakyBucket | Algorithm::TokenBucket
-    )
-}
-
 /// Whether the algorithm's table holds one 16-byte word per key (cheap to
 /// build large) rather than a block of words.
 fn single_word(alg: Algorithm) -> bool {
@@ -260,38 +221,6 @@ fn capacity(alg: Algorithm, keys: &[Vec<u8>], x: u64, large: bool) -> u64 {
         1 => least + within(x >> 8, 1, 60),
         _ if single_word(alg) && !large => within(x >> 8, 30_000, 40_000),
         _ => least + within(x >> 8, 100, 1_000),
-    }
-}
-
-/// The finer time unit an algorithm's decisions change on.
-fn fine_unit(cfg: &Config) -> u64 {
-    match cfg.algorithm {
-        Algorithm::Gcra | Algorithm::LeakyBucket => cfg.period_ns.div_ceil(cfg.limit),
-        Algorithm::BucketedWindow => cfg.period_ns / u64::from(cfg.sub_windows),
-        _ => cfg.period_ns,
-    }
-}
-
-fn edge(x: u64) -> Step {
-    Step::Edge {
-        coarse: x & 1 == 1,
-        offset: ((x >> 1) % 3) as i8 - 1,
-    }
-}
-
-fn advance(cfg: &Config, t: u64, step: Step) -> u64 {
-    match step {
-        Step::Forward(d) => t.saturating_add(d).min(T_MAX),
-        Step::Back(d) => t.saturating_sub(d),
-        Step::Edge { coarse, offset } => {
-            let unit = if coarse {
-                cfg.period_ns
-            } else {
-                fine_unit(cfg)
-            };
-            let edge = (t / unit).saturating_add(1).saturating_mul(unit);
-            edge.saturating_add_signed(offset.into()).min(T_MAX)
-        }
     }
 }
 
@@ -339,39 +268,12 @@ fn ops(
     ops
 }
 
-/// Limits 1..=20, periods 1..=10 µs (multiples of N for the bucketed
-/// window), bursts 1..=25 or the limit.
-fn small_config(alg: Algorithm, (a, b, c, d): (u64, u64, u64, u64)) -> Config {
-    let limit = within(a, 1, 20);
-    let mut config = if alg == Algorithm::BucketedWindow {
-        let n = within(b, 1, 64);
-        let k = within(c, MIN_PERIOD.div_ceil(n), 10_000 / n);
-        Config::new(alg, limit, k * n).sub_windows(n as u32)
-    } else {
-        Config::new(alg, limit, within(c, MIN_PERIOD, 10_000))
-    };
-    if d % 2 == 1 {
-        config = config.burst(if has_burst(alg) {
-            within(d / 2, 1, 25)
-        } else {
-            limit
-        });
-    }
-    config
-}
-
 fn small(alg: Algorithm, raw: &Raw, keys: Vec<Vec<u8>>, time: Time) -> Case {
     let config = small_config(alg, raw.config);
     let config = config.capacity(capacity(alg, &keys, raw.capacity, false));
     let p = config.period_ns;
     let most = config.limit.max(config.burst);
-    let (s, x) = raw.start;
-    let start = match pick(s, &[1, 1, 1, 1]) {
-        0 => within(x, 0, 4 * p),
-        1 => within(x, 0, 1_000_000) * p,
-        2 => within(x, 1, 1_000_000) * p - 1,
-        _ => within(x, 0, 1 << 61),
-    };
+    let start = small_start(p, raw.start);
     let step = |s: u8, x: u64| {
         time.apply(match pick(s, &[5, 4, 2, 2, 1, 2, 1, 1]) {
             0 => Step::Forward(0),
@@ -384,13 +286,7 @@ fn small(alg: Algorithm, raw: &Raw, keys: Vec<Vec<u8>>, time: Time) -> Case {
             _ => Step::Back(within(x, 1, 2) * p),
         })
     };
-    let cost = |c: u8, y: u64| match pick(c, &[5, 2, 3, 1, 1]) {
-        0 => 1,
-        1 => 0,
-        2 => within(y, 1, most),
-        3 => within(y, most + 1, most + 3),
-        _ => u64::MAX,
-    };
+    let cost = |c: u8, y: u64| small_cost(c, y, most);
     let ops = ops(&raw.ops, &keys, step, cost);
     Case {
         config,
@@ -413,7 +309,7 @@ fn large_count(x: u64) -> u64 {
 
 /// A valid configuration with values near every range edge.
 fn large_config(alg: Algorithm, (a, b, c, d): (u64, u64, u64, u64)) -> Config {
-    let mut limit = large_count(a);
+    let limit = large_count(a);
     let mut period = match b % 4 {
         0 => MIN_PERIOD,
         1 => MAX_PERIOD,
@@ -424,24 +320,8 @@ fn large_config(alg: Algorithm, (a, b, c, d): (u64, u64, u64, u64)) -> Config {
     if alg == Algorithm::BucketedWindow {
         period = (period / n).max(MIN_PERIOD.div_ceil(n)) * n;
     }
-    let mut burst = if c % 2 == 0 { 0 } else { large_count(c >> 1) };
-    if matches!(alg, Algorithm::Gcra | Algorithm::LeakyBucket) {
-        limit = limit.min(period);
-        let interval = u128::from(period.div_ceil(limit));
-        let b = if burst == 0 { limit } else { burst };
-        if u128::from(b) * interval >= MAX_TOLERANCE {
-            burst = ((MAX_TOLERANCE - 1) / interval) as u64;
-        }
-    }
-    if alg == Algorithm::SlidingLog {
-        limit = limit.min(LOG_LIMIT_CAP);
-    }
-    if !has_burst(alg) && burst != 0 {
-        burst = limit;
-    }
-    Config::new(alg, limit, period)
-        .burst(burst)
-        .sub_windows(n as u32)
+    let burst = if c % 2 == 0 { 0 } else { large_count(c >> 1) };
+    fit_large(alg, limit, period, burst, n, LOG_LIMIT_CAP)
 }
 
 fn large(alg: Algorithm, raw: &Raw, keys: Vec<Vec<u8>>, time: Time) -> Case {
@@ -449,13 +329,7 @@ fn large(alg: Algorithm, raw: &Raw, keys: Vec<Vec<u8>>, time: Time) -> Case {
     let config = config.capacity(capacity(alg, &keys, raw.capacity, true));
     let p = config.period_ns;
     let most = config.limit.max(config.burst);
-    let (s, x) = raw.start;
-    let start = match pick(s, &[1, 1, 1, 1]) {
-        0 => within(x, 0, T_MAX),
-        1 => within(x, T_MAX - (1 << 40), T_MAX),
-        2 => within(x, 0, p),
-        _ => T_MAX,
-    };
+    let start = large_start(p, raw.start);
     let step = |s: u8, x: u64| {
         time.apply(match pick(s, &[3, 2, 2, 1, 2, 1, 1, 1]) {
             0 => Step::Forward(0),
@@ -468,17 +342,7 @@ fn large(alg: Algorithm, raw: &Raw, keys: Vec<Vec<u8>>, time: Time) -> Case {
             _ => Step::Back(within(x, 0, 1 << 61)),
         })
     };
-    let cost = |c: u8, y: u64| match pick(c, &[3, 1, 2, 1, 1, 1, 1, 1, 1]) {
-        0 => 1,
-        1 => 0,
-        2 => within(y, 1, most),
-        3 => most / 2,
-        4 => most - 1,
-        5 => most,
-        6 => most + 1,
-        7 => within(y, 1 << 32, u64::MAX),
-        _ => u64::MAX,
-    };
+    let cost = |c: u8, y: u64| large_cost(c, y, most);
     let ops = ops(&raw.ops, &keys, step, cost);
     Case {
         config,
@@ -734,16 +598,6 @@ fn compare(case: &Case, follow: Follow, large: bool) -> Result<(), TestCaseError
         stored
     );
     Ok(())
-}
-
-fn proptest_config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        // Regression files would land in the shared tree; a failure prints
-        // its minimal case instead.
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
 }
 
 macro_rules! against_model {

@@ -15,6 +15,9 @@
 //! few thousand per probe), and every trace over a small grid of times and
 //! costs around period and sub-period edges, checking the boundaries only.
 
+mod model;
+
+use model::trace::{has_burst, proptest_config};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{Algorithm, Clock, Config, Decision, Limiter};
@@ -121,13 +124,6 @@ fn verify(s: &Setup, full: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn has_burst(alg: Algorithm) -> bool {
-    matches!(
-        alg,
-        Algorithm::Gcra | Algorithm::LeakyBucket | Algorithm::TokenBucket
-    )
-}
-
 /// A value in `lo..=hi` from raw bits.
 fn within(x: u64, lo: u64, hi: u64) -> u64 {
     lo + x % (hi - lo + 1)
@@ -180,14 +176,6 @@ fn random_setup(alg: Algorithm, raw: &RawSetup) -> Setup {
         config,
         trace,
         probe,
-    }
-}
-
-fn proptest_config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
     }
 }
 

@@ -11,37 +11,27 @@
 //! window edges, and going backwards.
 //!
 //! proptest only generates raw integers here, decoded into steps and costs
-//! by the plain functions below: its `prop_oneof!` costs about 100 µs per
+//! by the plain functions below and in `tests/model/trace.rs`: its
+//! `prop_oneof!` costs about 100 µs per
 //! value in a debug build, which would make 10 000 traces per algorithm
 //! take minutes.
 
 mod model;
 
-use model::{MAX_LIMIT, MAX_PERIOD, MAX_TOLERANCE, MIN_PERIOD, Model, config_faults};
+use model::trace::{
+    Step, advance, edge, fit_large, has_burst, large_cost, large_start, pick, proptest_config,
+    small_config, small_cost, small_start, within,
+};
+use model::{MAX_LIMIT, MAX_PERIOD, MIN_PERIOD, Model, config_faults};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{Algorithm, Clock, Config, Error, Field, Limiter, Overflow};
-
-/// Test times stay below 2^62 (brief item 5).
-const T_MAX: u64 = (1 << 62) - 1;
 
 /// The direct sliding log allocates and touches 16 bytes per unit of limit
 /// when it is built (2 GiB at 2^27), so no test here builds one with a
 /// larger limit: several test threads doing so at once would exhaust the
 /// machine.
 const LOG_LIMIT_CAP: u64 = 1 << 16;
-
-/// How the clock moves before a request.
-#[derive(Clone, Copy, Debug)]
-enum Step {
-    /// Forward by this many ns (0: the same instant).
-    Forward(u64),
-    /// Backward by this many ns (clamped at 0).
-    Back(u64),
-    /// To the next multiple of the period (`coarse`) or of the algorithm's
-    /// finer unit (sub-window, emission interval), plus -1, 0 or +1 ns.
-    Edge { coarse: bool, offset: i8 },
-}
 
 #[derive(Clone, Debug)]
 struct Case {
@@ -72,66 +62,6 @@ fn raw(max_len: usize) -> impl Strategy<Value = Raw> {
         })
 }
 
-/// Arm `i` with probability `weights[i] / sum(weights)`.
-fn pick(selector: u8, weights: &[u8]) -> usize {
-    let total: u32 = weights.iter().map(|&w| u32::from(w)).sum();
-    let mut x = u32::from(selector) % total;
-    for (i, &w) in weights.iter().enumerate() {
-        if x < u32::from(w) {
-            return i;
-        }
-        x -= u32::from(w);
-    }
-    unreachable!()
-}
-
-/// A value in `lo..=hi` from raw bits.
-fn within(x: u64, lo: u64, hi: u64) -> u64 {
-    match (hi - lo).checked_add(1) {
-        Some(span) => lo + x % span,
-        None => x,
-    }
-}
-
-fn has_burst(alg: Algorithm) -> bool {
-    matches!(
-        alg,
-        Algorithm::Gcra | Algorithm::LeakyBucket | Algorithm::TokenBucket
-    )
-}
-
-/// The finer time unit an algorithm's decisions change on.
-fn fine_unit(cfg: &Config) -> u64 {
-    match cfg.algorithm {
-        Algorithm::Gcra | Algorithm::LeakyBucket => cfg.period_ns.div_ceil(cfg.limit),
-        Algorithm::BucketedWindow => cfg.period_ns / u64::from(cfg.sub_windows),
-        _ => cfg.period_ns,
-    }
-}
-
-fn edge(x: u64) -> Step {
-    Step::Edge {
-        coarse: x & 1 == 1,
-        offset: ((x >> 1) % 3) as i8 - 1,
-    }
-}
-
-fn advance(cfg: &Config, t: u64, step: Step) -> u64 {
-    match step {
-        Step::Forward(d) => t.saturating_add(d).min(T_MAX),
-        Step::Back(d) => t.saturating_sub(d),
-        Step::Edge { coarse, offset } => {
-            let unit = if coarse {
-                cfg.period_ns
-            } else {
-                fine_unit(cfg)
-            };
-            let edge = (t / unit).saturating_add(1).saturating_mul(unit);
-            edge.saturating_add_signed(offset.into()).min(T_MAX)
-        }
-    }
-}
-
 /// Replays `case` into a fresh limiter and a fresh model, comparing every
 /// decision field by field.
 fn compare(case: &Case) -> Result<(), TestCaseError> {
@@ -160,31 +90,10 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
 /// Limits 1..=20, periods 1..=10 µs (multiples of N for the bucketed
 /// window), bursts 1..=25 or the limit.
 fn small(alg: Algorithm, raw: &Raw) -> Case {
-    let (a, b, c, d) = raw.config;
-    let limit = within(a, 1, 20);
-    let mut config = if alg == Algorithm::BucketedWindow {
-        let n = within(b, 1, 64);
-        let k = within(c, MIN_PERIOD.div_ceil(n), 10_000 / n);
-        Config::new(alg, limit, k * n).sub_windows(n as u32)
-    } else {
-        Config::new(alg, limit, within(c, MIN_PERIOD, 10_000))
-    };
-    if d % 2 == 1 {
-        config = config.burst(if has_burst(alg) {
-            within(d / 2, 1, 25)
-        } else {
-            limit
-        });
-    }
+    let config = small_config(alg, raw.config);
     let p = config.period_ns;
     let cap = config.limit.max(config.burst);
-    let (s, x) = raw.start;
-    let start = match pick(s, &[1, 1, 1, 1]) {
-        0 => within(x, 0, 4 * p),
-        1 => within(x, 0, 1_000_000) * p,
-        2 => within(x, 1, 1_000_000) * p - 1,
-        _ => within(x, 0, 1 << 61),
-    };
+    let start = small_start(p, raw.start);
     let requests = raw
         .requests
         .iter()
@@ -199,14 +108,7 @@ fn small(alg: Algorithm, raw: &Raw) -> Case {
                 6 => Step::Back(within(x, 1, p)),
                 _ => Step::Back(within(x, 1, 2) * p),
             };
-            let cost = match pick(c, &[5, 2, 3, 1, 1]) {
-                0 => 1,
-                1 => 0,
-                2 => within(y, 1, cap),
-                3 => within(y, cap + 1, cap + 3),
-                _ => u64::MAX,
-            };
-            (step, cost)
+            (step, small_cost(c, y, cap))
         })
         .collect();
     Case {
@@ -230,7 +132,7 @@ fn large_count(s: u8, x: u64) -> u64 {
 /// A valid configuration with values near every range edge: limits and
 /// bursts up to 2^32 − 1, periods up to 366 days.
 fn large_config(alg: Algorithm, (a, b, c, d): (u64, u64, u64, u64)) -> Config {
-    let mut limit = large_count(a as u8, a >> 8);
+    let limit = large_count(a as u8, a >> 8);
     let mut period = match pick(b as u8, &[1, 1, 1, 1, 1]) {
         0 => MIN_PERIOD,
         1 => MAX_PERIOD,
@@ -238,7 +140,7 @@ fn large_config(alg: Algorithm, (a, b, c, d): (u64, u64, u64, u64)) -> Config {
         3 => within(b >> 8, MAX_PERIOD - 1_000_000, MAX_PERIOD),
         _ => within(b >> 8, MIN_PERIOD, 1_000_000_000),
     };
-    let mut burst = if c % 2 == 0 {
+    let burst = if c % 2 == 0 {
         0
     } else {
         large_count((c >> 1) as u8, c >> 9)
@@ -247,36 +149,14 @@ fn large_config(alg: Algorithm, (a, b, c, d): (u64, u64, u64, u64)) -> Config {
     if alg == Algorithm::BucketedWindow {
         period = (period / n).max(MIN_PERIOD.div_ceil(n)) * n;
     }
-    if matches!(alg, Algorithm::Gcra | Algorithm::LeakyBucket) {
-        limit = limit.min(period);
-        let interval = u128::from(period.div_ceil(limit));
-        let b = if burst == 0 { limit } else { burst };
-        if u128::from(b) * interval >= MAX_TOLERANCE {
-            burst = ((MAX_TOLERANCE - 1) / interval) as u64;
-        }
-    }
-    if alg == Algorithm::SlidingLog {
-        limit = limit.min(LOG_LIMIT_CAP);
-    }
-    if !has_burst(alg) && burst != 0 {
-        burst = limit;
-    }
-    Config::new(alg, limit, period)
-        .burst(burst)
-        .sub_windows(n as u32)
+    fit_large(alg, limit, period, burst, n, LOG_LIMIT_CAP)
 }
 
 fn large(alg: Algorithm, raw: &Raw) -> Case {
     let config = large_config(alg, raw.config);
     let p = config.period_ns;
     let cap = config.limit.max(config.burst);
-    let (s, x) = raw.start;
-    let start = match pick(s, &[1, 1, 1, 1]) {
-        0 => within(x, 0, T_MAX),
-        1 => within(x, T_MAX - (1 << 40), T_MAX),
-        2 => within(x, 0, p),
-        _ => T_MAX,
-    };
+    let start = large_start(p, raw.start);
     let requests = raw
         .requests
         .iter()
@@ -291,18 +171,7 @@ fn large(alg: Algorithm, raw: &Raw) -> Case {
                 6 => Step::Back(p),
                 _ => Step::Back(within(x, 0, 1 << 61)),
             };
-            let cost = match pick(c, &[3, 1, 2, 1, 1, 1, 1, 1, 1]) {
-                0 => 1,
-                1 => 0,
-                2 => within(y, 1, cap),
-                3 => cap / 2,
-                4 => cap - 1,
-                5 => cap,
-                6 => cap + 1,
-                7 => within(y, 1 << 32, u64::MAX),
-                _ => u64::MAX,
-            };
-            (step, cost)
+            (step, large_cost(c, y, cap))
         })
         .collect();
     Case {
@@ -346,16 +215,6 @@ fn crowded(alg: Algorithm, raw: &Raw) -> Case {
         config,
         start: within(raw.start.1, 0, 1 << 40),
         requests,
-    }
-}
-
-fn proptest_config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        // Regression files would land in the shared tree; a failure prints
-        // its minimal case instead.
-        failure_persistence: None,
-        ..ProptestConfig::default()
     }
 }
 

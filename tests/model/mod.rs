@@ -14,6 +14,8 @@
 use ratecell::{Algorithm, Config, Decision, Field};
 use std::collections::BTreeMap;
 
+pub mod trace;
+
 /// The largest `limit` and `burst` (SPEC §2 with the brief's ranges).
 pub const MAX_LIMIT: u64 = (1 << 32) - 1;
 /// 1 µs.
