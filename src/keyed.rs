@@ -11,7 +11,7 @@ use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
 use crate::decision::Decision;
 use crate::limiter::{AcquireError, acquire};
 use crate::stats::Stats;
-use crate::table::{Geometry, block::BlockTable, word::WordTable};
+use crate::table::{Geometry, KeyHasher, block::BlockTable, word::WordTable};
 use std::fmt;
 use std::time::Duration;
 
@@ -66,6 +66,7 @@ const PREFETCH_DISTANCE: usize = 8;
 /// assert!(per_user.check_bytes_at(b"alice", 1, t).allowed, "alice is not");
 /// ```
 pub struct KeyedLimiter {
+    hasher: KeyHasher,
     tables: Tables,
     config: Config,
     clock: Clock,
@@ -154,6 +155,7 @@ impl KeyedLimiter {
             }
         };
         Ok(KeyedLimiter {
+            hasher: KeyHasher::random(),
             tables,
             config,
             clock,
@@ -179,12 +181,12 @@ impl KeyedLimiter {
 
     #[inline]
     fn hash_u64(&self, key: u64) -> u64 {
-        self.tables.geometry().hash_u64(key)
+        self.hasher.hash_u64(key)
     }
 
     #[inline]
     fn hash_bytes(&self, key: &[u8]) -> u64 {
-        self.tables.geometry().hash(key)
+        self.hasher.hash(key)
     }
 
     /// Decides a request of `cost` for `key` now.
@@ -293,10 +295,7 @@ impl KeyedLimiter {
         cost: u64,
         timeout: Duration,
     ) -> Result<Decision, AcquireError> {
-        let h = self.hash_u64(key);
-        acquire(&self.clock, timeout, |t, max_wait| {
-            self.tables.check(h, t, cost, max_wait)
-        })
+        self.acquire_hashed(self.hash_u64(key), cost, timeout)
     }
 
     /// [`KeyedLimiter::acquire`] for a byte-string key.
@@ -306,7 +305,15 @@ impl KeyedLimiter {
         cost: u64,
         timeout: Duration,
     ) -> Result<Decision, AcquireError> {
-        let h = self.hash_bytes(key);
+        self.acquire_hashed(self.hash_bytes(key), cost, timeout)
+    }
+
+    fn acquire_hashed(
+        &self,
+        h: u64,
+        cost: u64,
+        timeout: Duration,
+    ) -> Result<Decision, AcquireError> {
         acquire(&self.clock, timeout, |t, max_wait| {
             self.tables.check(h, t, cost, max_wait)
         })

@@ -2,7 +2,8 @@
 //! atomic slots, allocated once, holding one state per key (SPEC §5).
 //!
 //! # Keys
-//! Keys are hashed with SipHash-1-3 under a random 128-bit key drawn per
+//! Keys are hashed (by the keyed limiter, see `KeyHasher`) with SipHash-1-3
+//! under a random 128-bit key drawn per
 //! table from the OS. SipHash is a keyed pseudo-random function built for
 //! exactly this threat (hash flooding: someone who chooses keys aiming them
 //! at one bucket); without the key nobody outside can predict where a key
@@ -74,10 +75,44 @@ pub(crate) struct Shard {
     pub counters: TableCounters,
 }
 
-/// Where keys go: the hash key, the shard and bucket counts.
+/// A limiter's keyed hash: SipHash-1-3 under a random 128-bit key. It
+/// belongs to the keyed limiter, not to its table, so a check hashes before
+/// it dispatches to the algorithm's table (once, not twice).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyHasher {
+    k0: u64,
+    k1: u64,
+}
+
+impl KeyHasher {
+    /// A new random key (a fixed one under loom, whose models must be
+    /// deterministic).
+    pub(crate) fn random() -> KeyHasher {
+        let (k0, k1) = seed();
+        KeyHasher { k0, k1 }
+    }
+
+    /// SipHash-1-3 of the key's bytes.
+    #[inline]
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
+        h.write(key);
+        h.finish()
+    }
+
+    /// The same hash for a `u64` key's 8 little-endian bytes, through the
+    /// hasher's integer path (one block, no byte loop).
+    #[inline]
+    pub(crate) fn hash_u64(&self, key: u64) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
+        h.write_u64(key);
+        h.finish()
+    }
+}
+
+/// Where keys go: the shard and bucket counts and the fingerprint width.
 #[derive(Debug)]
 pub(crate) struct Geometry {
-    sip: (u64, u64),
     shard_shift: u32,
     buckets_per_shard: u64,
     fingerprint_bits: u32,
@@ -107,10 +142,8 @@ impl Geometry {
         // counters stay a rounding error of the memory.
         let shards = (capacity / 8192).clamp(1, 256).next_power_of_two().min(256);
         let buckets_per_shard = buckets.div_ceil(shards).max(1);
-        let sip = seed();
         (
             Geometry {
-                sip,
                 shard_shift: 64 - shards.trailing_zeros(),
                 buckets_per_shard,
                 fingerprint_bits,
@@ -125,23 +158,6 @@ impl Geometry {
 
     pub(crate) fn fingerprint_bits(&self) -> u32 {
         self.fingerprint_bits
-    }
-
-    /// SipHash-1-3 of the key's bytes under this table's key.
-    #[inline]
-    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
-        let mut h = SipHasher13::new_with_keys(self.sip.0, self.sip.1);
-        h.write(key);
-        h.finish()
-    }
-
-    /// The same hash for a `u64` key's 8 little-endian bytes, through the
-    /// hasher's integer path (one block, no byte loop).
-    #[inline]
-    pub(crate) fn hash_u64(&self, key: u64) -> u64 {
-        let mut h = SipHasher13::new_with_keys(self.sip.0, self.sip.1);
-        h.write_u64(key);
-        h.finish()
     }
 
     #[inline]
@@ -180,8 +196,7 @@ impl Geometry {
     }
 }
 
-/// A random SipHash key per table (a fixed one under loom, whose models
-/// must be deterministic).
+/// A random SipHash key (fixed under loom).
 fn seed() -> (u64, u64) {
     #[cfg(loom)]
     {
@@ -236,9 +251,9 @@ mod tests {
 
     #[test]
     fn a_u64_key_hashes_as_its_little_endian_bytes() {
-        let (g, _) = Geometry::new(1000, 4, 64);
+        let hasher = KeyHasher::random();
         for key in [0, 1, 0xff, 1 << 63, u64::MAX, 0x0123_4567_89ab_cdef] {
-            assert_eq!(g.hash_u64(key), g.hash(&key.to_le_bytes()));
+            assert_eq!(hasher.hash_u64(key), hasher.hash(&key.to_le_bytes()));
         }
     }
 
