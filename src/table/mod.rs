@@ -4,7 +4,7 @@
 //! # Keys
 //! Keys are hashed (by the keyed limiter, see `KeyHasher`) with SipHash-1-3
 //! under a random 128-bit key drawn per
-//! table from the OS. SipHash is a keyed pseudo-random function built for
+//! limiter from the OS. SipHash is a keyed pseudo-random function built for
 //! exactly this threat (hash flooding: someone who chooses keys aiming them
 //! at one bucket); without the key nobody outside can predict where a key
 //! lands or which keys share a fingerprint. The 1-3 variant is the one Rust's
