@@ -105,7 +105,7 @@ impl BareTable {
     pub fn new(capacity: usize) -> BareTable {
         let slots = (capacity * 145).div_ceil(100).div_ceil(4) * 4;
         BareTable {
-            slots: (0..slots).map(|_| AtomicU128::new(0)).collect(),
+            slots: huge_page_slots(slots),
         }
     }
 
@@ -145,6 +145,33 @@ impl BareTable {
         let b = u64::from_le_bytes(key[8..].try_into().unwrap());
         Self::bump(self.slot((a.wrapping_mul(MULTIPLIER) ^ b).wrapping_mul(MULTIPLIER)))
     }
+}
+
+/// `len` zeroed slots on memory allocated as ratecell allocates its tables:
+/// zeroed pages, the whole 2 MiB pages inside advised to be huge pages, and
+/// every page touched now. The baseline gets the same TLB reach as the
+/// table it is the limit of.
+fn huge_page_slots(len: usize) -> Box<[AtomicU128]> {
+    use std::alloc::{Layout, alloc_zeroed};
+    const HUGE: usize = 2 << 20;
+    assert!(len > 0, "bare table: no slots");
+    let layout = Layout::array::<AtomicU128>(len).unwrap();
+    // SAFETY: non-zero size; all-zero bits are a valid AtomicU128.
+    let ptr = unsafe { alloc_zeroed(layout) };
+    assert!(!ptr.is_null(), "bare table: out of memory");
+    let start = (ptr as usize).next_multiple_of(HUGE);
+    let end = (ptr as usize + layout.size()) & !(HUGE - 1);
+    if end > start {
+        // SAFETY: a page-aligned range inside the allocation; advice only.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+    for offset in (0..layout.size()).step_by(4096) {
+        // SAFETY: inside the allocation; writes the zero already there.
+        unsafe { ptr.add(offset).write_volatile(0) };
+    }
+    // SAFETY: the allocation holds `len` zeroed AtomicU128, laid out as an
+    // array; the Box frees it with the same layout.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr.cast(), len)) }
 }
 
 /// The physical limit of a direct limiter: one load and one CAS on a word
