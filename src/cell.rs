@@ -66,9 +66,20 @@ impl AtomicWord for AtomicU128 {
 #[inline]
 pub(crate) fn cas_loop<W: AtomicWord, R>(
     word: &W,
+    step: impl FnMut(u128) -> (R, Option<u128>),
+) -> R {
+    cas_loop_from(word, word.load_word(), step)
+}
+
+/// [`cas_loop`] from a value of the word the caller has just loaded (the
+/// keyed table loads a whole bucket to find the key's slot, and starts from
+/// what it saw there instead of loading the slot again).
+#[inline]
+pub(crate) fn cas_loop_from<W: AtomicWord, R>(
+    word: &W,
+    mut current: u128,
     mut step: impl FnMut(u128) -> (R, Option<u128>),
 ) -> R {
-    let mut current = word.load_word();
     loop {
         let (result, next) = step(current);
         let Some(next) = next else { return result };

@@ -10,14 +10,14 @@ use crate::clock::Clock;
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
 use crate::decision::Decision;
 use crate::limiter::{AcquireError, acquire};
-use crate::stats::Stats;
+use crate::stats::{CheckCounters, Stats};
 use crate::table::{Geometry, KeyHasher, block::BlockTable, word::WordTable};
 use std::fmt;
 use std::time::Duration;
 
 /// How many keys ahead a batch check starts loading buckets: enough to
 /// cover a memory access with the work of the checks in between.
-const PREFETCH_DISTANCE: usize = 8;
+const PREFETCH_DISTANCE: usize = 16;
 
 /// A rate limiter with one state per key, in a table of fixed capacity
 /// allocated at construction. Thread-safe; every method takes `&self`.
@@ -68,6 +68,7 @@ const PREFETCH_DISTANCE: usize = 8;
 pub struct KeyedLimiter {
     hasher: KeyHasher,
     tables: Tables,
+    checks: CheckCounters,
     config: Config,
     clock: Clock,
 }
@@ -157,6 +158,7 @@ impl KeyedLimiter {
         Ok(KeyedLimiter {
             hasher: KeyHasher::random(),
             tables,
+            checks: CheckCounters::default(),
             config,
             clock,
         })
@@ -189,6 +191,16 @@ impl KeyedLimiter {
         self.hasher.hash(key)
     }
 
+    /// Decides one request for the key hashed to `h` and counts it.
+    #[inline]
+    fn decide(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
+        let (decision, taken) = self.tables.check(h, t, n, max_wait);
+        if taken {
+            self.checks.record(decision.allowed);
+        }
+        (decision, taken)
+    }
+
     /// Decides a request of `cost` for `key` now.
     #[inline]
     pub fn check(&self, key: u64, cost: u64) -> Decision {
@@ -198,9 +210,7 @@ impl KeyedLimiter {
     /// Decides a request of `cost` for `key` at `now_ns`.
     #[inline]
     pub fn check_at(&self, key: u64, cost: u64, now_ns: u64) -> Decision {
-        self.tables
-            .check(self.hash_u64(key), now_ns, cost, u64::MAX)
-            .0
+        self.decide(self.hash_u64(key), now_ns, cost, u64::MAX).0
     }
 
     /// Decides a request for a byte-string key now. The same bytes always
@@ -213,9 +223,7 @@ impl KeyedLimiter {
     /// Decides a request for a byte-string key at `now_ns`.
     #[inline]
     pub fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Decision {
-        self.tables
-            .check(self.hash_bytes(key), now_ns, cost, u64::MAX)
-            .0
+        self.decide(self.hash_bytes(key), now_ns, cost, u64::MAX).0
     }
 
     /// Decides `keys[i]` at cost `costs[i]` (1 each when `costs` is `None`)
@@ -268,6 +276,13 @@ impl KeyedLimiter {
                 "check_batch: costs.len() != keys.len()"
             );
         }
+        // The batch's decisions are counted once, at the end (or when `each`
+        // panics: a decision made is a decision counted).
+        let mut tally = Tally {
+            checks: &self.checks,
+            allowed: 0,
+            denied: 0,
+        };
         // Hashes of the keys ahead, in a ring on the stack (no allocation).
         let mut ahead = [0u64; PREFETCH_DISTANCE];
         let prefetch = |h: u64| with_table!(&self.tables, t => t.prefetch(h));
@@ -283,7 +298,10 @@ impl KeyedLimiter {
                 prefetch(hn);
             }
             let cost = costs.map_or(1, |c| c[i]);
-            each(i, self.tables.check(h, now_ns, cost, u64::MAX).0);
+            let (decision, _) = self.tables.check(h, now_ns, cost, u64::MAX);
+            tally.allowed += u64::from(decision.allowed);
+            tally.denied += u64::from(!decision.allowed);
+            each(i, decision);
         }
     }
 
@@ -315,7 +333,7 @@ impl KeyedLimiter {
         timeout: Duration,
     ) -> Result<Decision, AcquireError> {
         acquire(&self.clock, timeout, |t, max_wait| {
-            self.tables.check(h, t, cost, max_wait)
+            self.decide(h, t, cost, max_wait)
         })
     }
 
@@ -334,7 +352,23 @@ impl KeyedLimiter {
 
     /// The counters so far, summed over the shards.
     pub fn stats(&self) -> Stats {
-        with_table!(&self.tables, t => t.stats())
+        let mut stats = with_table!(&self.tables, t => t.stats());
+        self.checks.add_to(&mut stats);
+        stats.bytes_allocated += size_of_val(&self.checks) as u64;
+        stats
+    }
+}
+
+/// A batch's counts, added to the limiter's counters when dropped.
+struct Tally<'a> {
+    checks: &'a CheckCounters,
+    allowed: u64,
+    denied: u64,
+}
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        self.checks.record_many(self.allowed, self.denied);
     }
 }
 

@@ -14,7 +14,7 @@ use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchedWords, latch};
 use crate::config::Error;
 use crate::decision::Decision;
-use crate::stats::{CheckCounters, Stats};
+use crate::stats::Stats;
 use crate::sync::{AtomicU64, Ordering, Residency, zeroed_words};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
@@ -29,7 +29,6 @@ pub(crate) struct BlockTable<A: BlockAlgorithm> {
     alg: A,
     geometry: Geometry,
     shards: Box<[CachePadded<Shard>]>,
-    checks: CheckCounters,
     headers: Box<[AtomicU64]>,
     blocks: Box<[AtomicU64]>,
     words: usize,
@@ -62,7 +61,6 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             alg,
             geometry,
             shards: new_shards(shards),
-            checks: CheckCounters::default(),
             headers,
             blocks,
             words,
@@ -83,7 +81,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        super::stats(&self.checks, &self.shards, self.capacity, self.bytes())
+        super::stats(&self.shards, self.capacity, self.bytes())
     }
 
     fn block(&self, place: usize) -> LatchedWords<'_> {
@@ -112,21 +110,19 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     pub(crate) fn check(&self, h: u64, t: u64, n: u64) -> Decision {
         let home = self.geometry.home(h);
         let shard = &self.shards[home.shard];
-        let decision = loop {
+        loop {
             if let Some(place) = self.find(home) {
                 // Latching with our fingerprint fails if the place changed
                 // owner since we found it: then look again.
                 if let Ok(_latch) = latch(&self.headers[place], home.fingerprint) {
-                    break self.alg.decide(&mut self.block(place), t, n);
+                    return self.alg.decide(&mut self.block(place), t, n);
                 }
                 continue;
             }
             if let Some(d) = self.insert(home, shard, t, n) {
-                break d;
+                return d;
             }
-        };
-        self.checks.record(decision.allowed);
-        decision
+        }
     }
 
     /// The path of a key with no state; `None` if another thread placed the

@@ -51,7 +51,7 @@
 pub(crate) mod block;
 pub(crate) mod word;
 
-use crate::stats::{CheckCounters, Stats, TableCounters};
+use crate::stats::{Stats, TableCounters};
 use crate::sync::AtomicU64;
 use crossbeam_utils::CachePadded;
 use siphasher::sip::SipHasher13;
@@ -67,7 +67,8 @@ pub(crate) const PROBE: u64 = 16;
 const SLOTS_PER_KEY_PERCENT: u64 = 145;
 
 /// A shard: its insert latch and its counters of table events, on their
-/// own cache lines (the per-check counters are striped by thread instead).
+/// own cache lines (the per-check counters are the keyed limiter's,
+/// striped by thread).
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
     /// Held while a new key is placed or a key is reset.
@@ -113,7 +114,7 @@ impl KeyHasher {
 /// Where keys go: the shard and bucket counts and the fingerprint width.
 #[derive(Debug)]
 pub(crate) struct Geometry {
-    shard_shift: u32,
+    shards: u64,
     buckets_per_shard: u64,
     fingerprint_bits: u32,
 }
@@ -144,7 +145,7 @@ impl Geometry {
         let buckets_per_shard = buckets.div_ceil(shards).max(1);
         (
             Geometry {
-                shard_shift: 64 - shards.trailing_zeros(),
+                shards,
                 buckets_per_shard,
                 fingerprint_bits,
             },
@@ -162,11 +163,8 @@ impl Geometry {
 
     #[inline]
     pub(crate) fn home(&self, h: u64) -> Home {
-        let shard = if self.shard_shift == 64 {
-            0
-        } else {
-            (h >> self.shard_shift) as usize
-        };
+        // The top bits of h (multiply-shift: no special case for one shard).
+        let shard = ((u128::from(h) * u128::from(self.shards)) >> 64) as usize;
         let local = ((h & 0xffff_ffff) * self.buckets_per_shard) >> 32;
         let mixed = h.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
         let fingerprint = match mixed >> (64 - self.fingerprint_bits) {
@@ -226,19 +224,14 @@ pub(crate) fn new_shards(n: usize) -> Box<[CachePadded<Shard>]> {
     (0..n).map(|_| CachePadded::new(Shard::default())).collect()
 }
 
-/// Sums the counters into a snapshot.
-pub(crate) fn stats(
-    checks: &CheckCounters,
-    shards: &[CachePadded<Shard>],
-    capacity: u64,
-    bytes: usize,
-) -> Stats {
+/// Sums the table's counters into a snapshot (the per-check counters are
+/// the keyed limiter's, which adds them).
+pub(crate) fn stats(shards: &[CachePadded<Shard>], capacity: u64, bytes: usize) -> Stats {
     let mut stats = Stats {
         capacity,
         bytes_allocated: bytes as u64,
         ..Stats::default()
     };
-    checks.add_to(&mut stats);
     for shard in shards {
         shard.counters.add_to(&mut stats);
     }
