@@ -11,7 +11,7 @@ use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
 use crate::decision::Decision;
 use crate::limiter::{AcquireError, acquire};
 use crate::stats::{CheckCounters, Stats};
-use crate::table::{Geometry, KeyHasher, block::BlockTable, word::WordTable};
+use crate::table::{BatchTable, Geometry, KeyHasher, block::BlockTable, word::WordTable};
 use std::fmt;
 use std::time::Duration;
 
@@ -256,9 +256,9 @@ impl KeyedLimiter {
     /// (for callers that keep only part of it, such as the C ABI's
     /// `allowed` bytes).
     ///
-    /// While key `i` is checked, the bucket of key `i + 8` is already being
-    /// loaded, so a batch over a table larger than the caches overlaps its
-    /// memory accesses instead of waiting for each in turn.
+    /// While key `i` is checked, the buckets of key `i + 16` are already
+    /// being loaded, so a batch over a table larger than the caches overlaps
+    /// its memory accesses instead of waiting for each in turn.
     ///
     /// # Panics
     /// If `costs` is not as long as `keys`.
@@ -276,6 +276,19 @@ impl KeyedLimiter {
                 "check_batch: costs.len() != keys.len()"
             );
         }
+        with_table!(&self.tables, table => self.batch(table, keys, costs, now_ns, &mut each));
+    }
+
+    /// The batch loop, compiled once per table type.
+    #[inline]
+    fn batch(
+        &self,
+        table: &impl BatchTable,
+        keys: &[u64],
+        costs: Option<&[u64]>,
+        now_ns: u64,
+        each: &mut impl FnMut(usize, Decision),
+    ) {
         // The batch's decisions are counted once, at the end (or when `each`
         // panics: a decision made is a decision counted).
         let mut tally = Tally {
@@ -285,20 +298,19 @@ impl KeyedLimiter {
         };
         // Hashes of the keys ahead, in a ring on the stack (no allocation).
         let mut ahead = [0u64; PREFETCH_DISTANCE];
-        let prefetch = |h: u64| with_table!(&self.tables, t => t.prefetch(h));
         for (i, &key) in keys.iter().take(PREFETCH_DISTANCE).enumerate() {
             ahead[i] = self.hash_u64(key);
-            prefetch(ahead[i]);
+            table.prefetch(ahead[i]);
         }
         for i in 0..keys.len() {
             let h = ahead[i % PREFETCH_DISTANCE];
             if let Some(&next) = keys.get(i + PREFETCH_DISTANCE) {
                 let hn = self.hash_u64(next);
                 ahead[i % PREFETCH_DISTANCE] = hn;
-                prefetch(hn);
+                table.prefetch(hn);
             }
             let cost = costs.map_or(1, |c| c[i]);
-            let (decision, _) = self.tables.check(h, now_ns, cost, u64::MAX);
+            let decision = table.decide(h, now_ns, cost);
             tally.allowed += u64::from(decision.allowed);
             tally.denied += u64::from(!decision.allowed);
             each(i, decision);

@@ -9,7 +9,7 @@
 //! window: `8·(1 + ceil(N/2))` bytes; sliding log: `8·(3 + 2L)` bytes), times
 //! 1.45 places per key of capacity, all allocated at construction.
 
-use super::{Geometry, Home, Shard, new_shards, prefetch};
+use super::{BatchTable, Geometry, Home, Shard, new_shards, prefetch};
 use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchedWords, latch};
 use crate::config::Error;
@@ -99,12 +99,6 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             }
         }
         None
-    }
-
-    #[inline]
-    pub(crate) fn prefetch(&self, h: u64) {
-        let home = self.geometry.home(h);
-        prefetch(&self.headers[home.bucket * SLOTS]);
     }
 
     pub(crate) fn check(&self, h: u64, t: u64, n: u64) -> Decision {
@@ -202,5 +196,19 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         held.release_as(0);
         shard.counters.tracked.fetch_sub(1, Relaxed);
         true
+    }
+}
+
+impl<A: BlockAlgorithm> BatchTable for BlockTable<A> {
+    /// The home bucket of headers (the block is found through it).
+    #[inline]
+    fn prefetch(&self, h: u64) {
+        let home = self.geometry.home(h);
+        prefetch(&self.headers[home.bucket * SLOTS]);
+    }
+
+    #[inline]
+    fn decide(&self, h: u64, t: u64, n: u64) -> Decision {
+        self.check(h, t, n)
     }
 }

@@ -51,6 +51,7 @@
 pub(crate) mod block;
 pub(crate) mod word;
 
+use crate::decision::Decision;
 use crate::stats::{Stats, TableCounters};
 use crate::sync::AtomicU64;
 use crossbeam_utils::CachePadded;
@@ -109,6 +110,17 @@ impl KeyHasher {
         h.write_u64(key);
         h.finish()
     }
+}
+
+/// What a batch check needs of a table, so that the batch loop is compiled
+/// once per table type, with the table's check inlined (not dispatched on
+/// the algorithm per key).
+pub(crate) trait BatchTable {
+    /// Starts loading the buckets of the key hashed to `h`.
+    fn prefetch(&self, h: u64);
+    /// Decides a request of cost `n` for the key hashed to `h` at `t`; the
+    /// caller counts it.
+    fn decide(&self, h: u64, t: u64, n: u64) -> Decision;
 }
 
 /// Where keys go: the shard and bucket counts and the fingerprint width.

@@ -7,7 +7,7 @@
 //! A slot is 16 bytes; four fill a 64-byte bucket. Empty is the all-zero
 //! word (a fingerprint is never 0).
 
-use super::{Geometry, Home, Shard, new_shards, prefetch};
+use super::{BatchTable, Geometry, Home, Shard, new_shards, prefetch};
 use crate::algorithm::{WordAlgorithm, mask};
 use crate::cell::{AtomicWord, cas_loop_from, latch};
 use crate::config::{ConfigError, Error, Field};
@@ -123,18 +123,6 @@ impl<A: WordAlgorithm> WordTable<A> {
             }
         }
         None
-    }
-
-    /// Starts loading the key's home bucket (batch checks).
-    #[inline]
-    pub(crate) fn prefetch(&self, h: u64) {
-        let home = self.geometry.home(h);
-        prefetch(&self.slots[home.bucket * SLOTS]);
-        // One key in fifteen lives in the next bucket (about 7 % at 69 %
-        // load, the fullest the sizing allows); fetch it too.
-        if let Some(next) = self.slots.get((home.bucket + 1) * SLOTS) {
-            prefetch(next);
-        }
     }
 
     /// Decides a request for the key hashed to `h`; an admission whose
@@ -273,5 +261,23 @@ impl<A: WordAlgorithm> WordTable<A> {
             shard.counters.tracked.fetch_sub(1, Relaxed);
         }
         removed
+    }
+}
+
+impl<A: WordAlgorithm> BatchTable for WordTable<A> {
+    /// The home bucket, and the next: one key in fifteen lives there
+    /// (about 7 % at 69 % load, the fullest the sizing allows).
+    #[inline]
+    fn prefetch(&self, h: u64) {
+        let home = self.geometry.home(h);
+        prefetch(&self.slots[home.bucket * SLOTS]);
+        if let Some(next) = self.slots.get((home.bucket + 1) * SLOTS) {
+            prefetch(next);
+        }
+    }
+
+    #[inline]
+    fn decide(&self, h: u64, t: u64, n: u64) -> Decision {
+        self.check(h, t, n, u64::MAX).0
     }
 }
