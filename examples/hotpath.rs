@@ -45,6 +45,8 @@ const CASES: &[&str] = &[
     "bare-table-1M-bytes16",
     "bare-table-1M-latency",
     "batch-1M",
+    "keyed-1k-u64-1-thread",
+    "keyed-1k-u64-2-threads",
 ];
 
 /// The loop callgrind counts: `iters` calls of `check`. Never inlined, so
@@ -157,6 +159,25 @@ fn main() {
             report(&lim);
             let mut cycle = Cycle::new(&keys);
             measured(iters, || lim.check(*cycle.next_item(), 1));
+        }
+        "keyed-1k-u64-1-thread" | "keyed-1k-u64-2-threads" => {
+            // Wall-clock scaling outside criterion: each thread checks its
+            // own 1000 keys of one million-key table, in a plain loop.
+            let threads = if case.ends_with("2-threads") { 2 } else { 1 };
+            let lim = keyed(MILLION, false);
+            let keysets: Vec<Vec<u64>> = (0..threads).map(|t| u64_keys(1_000, 10 + t)).collect();
+            for keys in &keysets {
+                keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
+            }
+            std::thread::scope(|s| {
+                for keys in &keysets {
+                    let lim = &lim;
+                    s.spawn(move || {
+                        let mut cycle = Cycle::new(keys);
+                        measured(iters, || lim.check(*cycle.next_item(), 1));
+                    });
+                }
+            });
         }
         "keyed-1M-bytes16" => {
             let keys = keys16(MILLION, 2);

@@ -4,7 +4,7 @@
 # resident-memory probe (examples/rss.rs, a fresh process per limiter), then
 # prints one Markdown table with ratios and the issue-6 goals.
 #
-#   scripts/bench.sh            # full run, about 8 minutes on 2 cores
+#   scripts/bench.sh            # full run, about 10 minutes on 2 cores
 #   scripts/bench.sh --quick    # shorter windows, about 3 minutes, noisier
 #   scripts/bench.sh [--quick] [FILTER]   # only benches matching a criterion regex
 #
