@@ -72,8 +72,8 @@ pub(crate) fn cas_loop<W: AtomicWord, R>(
 }
 
 /// [`cas_loop`] from a value of the word the caller has just loaded (the
-/// keyed table loads a whole bucket to find the key's slot, and starts from
-/// what it saw there instead of loading the slot again).
+/// keyed table's probe loads the slot to recognise the key, and the update
+/// starts from what it saw instead of loading the slot again).
 #[inline]
 pub(crate) fn cas_loop_from<W: AtomicWord, R>(
     word: &W,
