@@ -11,7 +11,7 @@ use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
 use crate::decision::Decision;
 use crate::limiter::{AcquireError, acquire};
 use crate::stats::{CheckCounters, Stats};
-use crate::table::{BatchTable, Geometry, KeyHasher, block::BlockTable, word::WordTable};
+use crate::table::{Geometry, KeyHasher, KeyedTable, block::BlockTable, word::WordTable};
 use std::fmt;
 use std::time::Duration;
 
@@ -97,20 +97,6 @@ macro_rules! with_table {
 }
 
 impl Tables {
-    /// Decides; `max_wait` as in the direct limiter (only the leaky bucket
-    /// ever has a wait to refuse).
-    #[inline]
-    fn check(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
-        match self {
-            Tables::Gcra(table) => table.check(h, t, n, max_wait),
-            Tables::TokenBucket(table) => table.check(h, t, n, max_wait),
-            Tables::FixedWindow(table) => table.check(h, t, n, max_wait),
-            Tables::SlidingWindow(table) => table.check(h, t, n, max_wait),
-            Tables::BucketedWindow(table) => (table.check(h, t, n), true),
-            Tables::SlidingLog(table) => (table.check(h, t, n), true),
-        }
-    }
-
     fn geometry(&self) -> &Geometry {
         with_table!(self, t => t.geometry())
     }
@@ -194,7 +180,7 @@ impl KeyedLimiter {
     /// Decides one request for the key hashed to `h` and counts it.
     #[inline]
     fn decide(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
-        let (decision, taken) = self.tables.check(h, t, n, max_wait);
+        let (decision, taken) = with_table!(&self.tables, table => table.decide(h, t, n, max_wait));
         if taken {
             self.checks.record(decision.allowed);
         }
@@ -283,7 +269,7 @@ impl KeyedLimiter {
     #[inline]
     fn batch(
         &self,
-        table: &impl BatchTable,
+        table: &impl KeyedTable,
         keys: &[u64],
         costs: Option<&[u64]>,
         now_ns: u64,
@@ -310,7 +296,7 @@ impl KeyedLimiter {
                 table.prefetch(hn);
             }
             let cost = costs.map_or(1, |c| c[i]);
-            let decision = table.decide(h, now_ns, cost);
+            let (decision, _) = table.decide(h, now_ns, cost, u64::MAX);
             tally.allowed += u64::from(decision.allowed);
             tally.denied += u64::from(!decision.allowed);
             each(i, decision);

@@ -9,7 +9,7 @@
 //! window: `8·(1 + ceil(N/2))` bytes; sliding log: `8·(3 + 2L)` bytes), times
 //! 1.45 places per key of capacity, all allocated at construction.
 
-use super::{BatchTable, Geometry, Home, Shard, new_shards, prefetch};
+use super::{Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
 use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchedWords, latch};
 use crate::config::Error;
@@ -199,7 +199,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     }
 }
 
-impl<A: BlockAlgorithm> BatchTable for BlockTable<A> {
+impl<A: BlockAlgorithm> KeyedTable for BlockTable<A> {
     /// The home bucket of headers (the block is found through it).
     #[inline]
     fn prefetch(&self, h: u64) {
@@ -207,8 +207,10 @@ impl<A: BlockAlgorithm> BatchTable for BlockTable<A> {
         prefetch(&self.headers[home.bucket * SLOTS]);
     }
 
+    /// Only the leaky bucket queues, and it is a word table: a block
+    /// algorithm never waits, so nothing is ever refused for `max_wait`.
     #[inline]
-    fn decide(&self, h: u64, t: u64, n: u64) -> Decision {
-        self.check(h, t, n)
+    fn decide(&self, h: u64, t: u64, n: u64, _max_wait: u64) -> (Decision, bool) {
+        (self.check(h, t, n), true)
     }
 }

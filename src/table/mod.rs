@@ -112,15 +112,17 @@ impl KeyHasher {
     }
 }
 
-/// What a batch check needs of a table, so that the batch loop is compiled
-/// once per table type, with the table's check inlined (not dispatched on
-/// the algorithm per key).
-pub(crate) trait BatchTable {
+/// What the keyed limiter needs of a table to decide: one interface for the
+/// word and the block table, so a check dispatches on the algorithm once,
+/// and the batch loop is compiled once per table type with the table's
+/// check inlined (not dispatched per key).
+pub(crate) trait KeyedTable {
     /// Starts loading the buckets of the key hashed to `h`.
     fn prefetch(&self, h: u64);
-    /// Decides a request of cost `n` for the key hashed to `h` at `t`; the
-    /// caller counts it.
-    fn decide(&self, h: u64, t: u64, n: u64) -> Decision;
+    /// Decides a request of cost `n` for the key hashed to `h` at `t`; an
+    /// admission whose queue wait exceeds `max_wait` is refused and comes
+    /// back with `.1 == false` (nothing stored). The caller counts it.
+    fn decide(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool);
 }
 
 /// Where keys go: the shard and bucket counts and the fingerprint width.

@@ -7,7 +7,7 @@
 //! A slot is 16 bytes; four fill a 64-byte bucket. Empty is the all-zero
 //! word (a fingerprint is never 0).
 
-use super::{BatchTable, Geometry, Home, Shard, new_shards, prefetch};
+use super::{Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
 use crate::algorithm::{WordAlgorithm, mask};
 use crate::cell::{AtomicWord, cas_loop_from, latch};
 use crate::config::{ConfigError, Error, Field};
@@ -264,7 +264,7 @@ impl<A: WordAlgorithm> WordTable<A> {
     }
 }
 
-impl<A: WordAlgorithm> BatchTable for WordTable<A> {
+impl<A: WordAlgorithm> KeyedTable for WordTable<A> {
     /// The home bucket, and the next: one key in fifteen lives there
     /// (about 7 % at 69 % load, the fullest the sizing allows).
     #[inline]
@@ -277,7 +277,7 @@ impl<A: WordAlgorithm> BatchTable for WordTable<A> {
     }
 
     #[inline]
-    fn decide(&self, h: u64, t: u64, n: u64) -> Decision {
-        self.check(h, t, n, u64::MAX).0
+    fn decide(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
+        self.check(h, t, n, max_wait)
     }
 }
