@@ -167,18 +167,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 }
             }
         }
-        shard.counters.overflows.fetch_add(1, Relaxed);
-        if self.allow_overflow {
-            return Some(fresh);
-        }
-        Some(Decision {
-            allowed: false,
-            remaining: 0,
-            retry_after_ns: frees_in.max(1),
-            reset_after_ns: 0,
-            wait_ns: 0,
-            ..fresh
-        })
+        Some(shard.overflow(fresh, self.allow_overflow, frees_in))
     }
 
     /// Forgets the key's state. Returns whether it had one.

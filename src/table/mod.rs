@@ -57,6 +57,7 @@ use crate::sync::AtomicU64;
 use crossbeam_utils::CachePadded;
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Buckets searched from a key's home bucket.
 pub(crate) const PROBE: u64 = 16;
@@ -109,6 +110,28 @@ impl KeyHasher {
         let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
         h.write_u64(key);
         h.finish()
+    }
+}
+
+impl Shard {
+    /// The decision for a new key that found neither a free nor an
+    /// evictable place, counted as an overflow: the fresh decision when
+    /// overflows are allowed (the key is admitted untracked), otherwise a
+    /// denial until the soonest of the window's states becomes evictable
+    /// (`frees_in`).
+    pub(crate) fn overflow(&self, fresh: Decision, allow: bool, frees_in: u64) -> Decision {
+        self.counters.overflows.fetch_add(1, Relaxed);
+        if allow {
+            return fresh;
+        }
+        Decision {
+            allowed: false,
+            remaining: 0,
+            retry_after_ns: frees_in.max(1),
+            reset_after_ns: 0,
+            wait_ns: 0,
+            ..fresh
+        }
     }
 }
 

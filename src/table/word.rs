@@ -222,21 +222,7 @@ impl<A: WordAlgorithm> WordTable<A> {
                 }
             }
         }
-        shard.counters.overflows.fetch_add(1, Relaxed);
-        if self.allow_overflow {
-            return Outcome::Done(fresh, true);
-        }
-        Outcome::Done(
-            Decision {
-                allowed: false,
-                remaining: 0,
-                retry_after_ns: frees_in.max(1),
-                reset_after_ns: 0,
-                wait_ns: 0,
-                ..fresh
-            },
-            true,
-        )
+        Outcome::Done(shard.overflow(fresh, self.allow_overflow, frees_in), true)
     }
 
     /// Forgets the key's state. Returns whether it had one.
