@@ -139,6 +139,21 @@ impl Command {
         s
     }
 
+    /// [`Command::parse`], answering `--help` on the command's behalf: writes
+    /// the help to `out` and returns `None`, so the command has nothing to do.
+    pub fn parse_or_help(
+        &'static self,
+        argv: &[String],
+        out: &mut dyn std::io::Write,
+    ) -> Result<Option<Parsed>, CliError> {
+        let parsed = self.parse(argv)?;
+        if parsed.help {
+            write!(out, "{}", self.help())?;
+            return Ok(None);
+        }
+        Ok(Some(parsed))
+    }
+
     /// Splits `argv` (the words after the command name) into options and
     /// positional arguments. `--name value` and `--name=value` both work; a
     /// repeated option keeps its last value; `--` ends the options.

@@ -138,11 +138,9 @@ fn measure(algorithm: Algorithm, traffic: &[u64], log: &[bool]) -> Result<Measur
 }
 
 pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
-    let parsed = COMMAND.parse(argv)?;
-    if parsed.help {
-        write!(out, "{}", COMMAND.help())?;
+    let Some(parsed) = COMMAND.parse_or_help(argv, out)? else {
         return Ok(());
-    }
+    };
     parsed.no_positionals()?;
 
     let traffic = bursty_traffic();

@@ -47,11 +47,9 @@ fn config(algorithm: Algorithm) -> Config {
 }
 
 pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
-    let parsed = COMMAND.parse(argv)?;
-    if parsed.help {
-        write!(out, "{}", COMMAND.help())?;
+    let Some(parsed) = COMMAND.parse_or_help(argv, out)? else {
         return Ok(());
-    }
+    };
     parsed.no_positionals()?;
 
     simulated(out)?;

@@ -336,11 +336,9 @@ fn show_decision(d: &Decision, algorithm: Algorithm) -> String {
 }
 
 pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
-    let parsed = COMMAND.parse(argv)?;
-    if parsed.help {
-        write!(out, "{}", COMMAND.help())?;
+    let Some(parsed) = COMMAND.parse_or_help(argv, out)? else {
         return Ok(());
-    }
+    };
     let path = match parsed.positionals.as_slice() {
         [p] => p.clone(),
         [] => return Err(parsed.error("missing the trace FILE to replay".into())),

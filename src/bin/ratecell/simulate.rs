@@ -151,11 +151,9 @@ fn bin(times: impl Iterator<Item = u64>, width: u64, horizon: u64) -> Vec<u64> {
 }
 
 pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
-    let parsed = COMMAND.parse(argv)?;
-    if parsed.help {
-        write!(out, "{}", COMMAND.help())?;
+    let Some(parsed) = COMMAND.parse_or_help(argv, out)? else {
         return Ok(());
-    }
+    };
     parsed.no_positionals()?;
 
     let mut config = args::policy_config(&parsed)?;
