@@ -203,11 +203,8 @@ pub unsafe extern "C" fn ratecell_check(
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
         let l = try_status!(unsafe { handle(limiter) });
-        let out = try_status!(out_ptr(out));
-        let d = l.check_at(key, cost, l.now_ns());
-        // SAFETY: non-NULL and writable as promised.
-        unsafe { put(out, d.into()) };
-        RATECELL_OK
+        // SAFETY: forwarded with the caller's promises.
+        unsafe { ratecell_check_at(limiter, key, cost, l.now_ns(), out) }
     }
 }
 
@@ -260,13 +257,8 @@ pub unsafe extern "C" fn ratecell_check_bytes(
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
         let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        let out = try_status!(out_ptr(out));
-        let d = l.check_bytes_at(key, cost, l.now_ns());
-        // SAFETY: non-NULL and writable as promised.
-        unsafe { put(out, d.into()) };
-        RATECELL_OK
+        // SAFETY: forwarded with the caller's promises.
+        unsafe { ratecell_check_bytes_at(limiter, key, key_len, cost, l.now_ns(), out) }
     }
 }
 
@@ -428,16 +420,10 @@ pub unsafe extern "C" fn ratecell_acquire(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        let out = try_status!(out_ptr(out));
-        let timeout = Duration::from_nanos(timeout_ns);
-        let result = match &l.inner {
-            Inner::Direct(direct) => direct.acquire(cost, timeout),
-            Inner::Keyed(keyed) => keyed.acquire(key, cost, timeout),
-        };
-        // SAFETY: non-NULL and writable as promised.
-        unsafe { finish_acquire(result, out) }
+        // A u64 key is its 8 little-endian bytes (the same state either way).
+        let key = key.to_le_bytes();
+        // SAFETY: forwarded with the caller's promises; `key` is 8 readable bytes.
+        unsafe { ratecell_acquire_bytes(limiter, key.as_ptr(), key.len(), cost, timeout_ns, out) }
     }
 }
 
@@ -521,15 +507,10 @@ pub unsafe extern "C" fn ratecell_reset_key(
     key: u64,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        match &l.inner {
-            Inner::Direct(direct) => direct.reset(),
-            Inner::Keyed(keyed) => {
-                keyed.reset_key(key);
-            }
-        }
-        RATECELL_OK
+        // A u64 key is its 8 little-endian bytes (the same state either way).
+        let key = key.to_le_bytes();
+        // SAFETY: forwarded with the caller's promises; `key` is 8 readable bytes.
+        unsafe { ratecell_reset_bytes(limiter, key.as_ptr(), key.len()) }
     }
 }
 
