@@ -112,6 +112,37 @@ pub struct Model {
 }
 
 /// Narrows an exact duration to a decision field, saturating (brief item 1).
+/// `retry_after` of the two algorithms that count units in live groups
+/// (sub-windows, log entries), listed oldest first as `(time, units)`: 0 when
+/// admitted, never when `q > L`, else the wait until enough of the oldest
+/// groups have left (`leaves_at(time)`) for `q` units to fit.
+fn retry_as_units_leave(
+    allowed: bool,
+    live: &[(u128, u128)],
+    sum: u128,
+    q: u128,
+    l: u128,
+    t: u128,
+    leaves_at: impl Fn(u128) -> u128,
+) -> u64 {
+    if allowed {
+        return 0;
+    }
+    if q > l {
+        return u64::MAX;
+    }
+    let mut left = sum;
+    for &(at, units) in live {
+        left -= units;
+        if left + q <= l {
+            let at = leaves_at(at);
+            assert!(at > t, "model: a denied request must wait");
+            return sat(at - t);
+        }
+    }
+    panic!("model: q ≤ L fits once every group has left");
+}
+
 fn sat(ns: u128) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
@@ -359,25 +390,8 @@ impl Model {
             *counters.entry(se).or_insert(0) += n;
             sum += n;
         }
-        let retry = if allowed {
-            0
-        } else if q > l {
-            u64::MAX
-        } else {
-            // Oldest first: sub-window j leaves at (j + N)·S.
-            let mut left = sum;
-            let mut at = None;
-            for &(j, c) in &live {
-                left -= c;
-                if left + q <= l {
-                    at = Some((j + big_n) * s_len);
-                    break;
-                }
-            }
-            let at = at.expect("model: q ≤ L fits once every sub-window left");
-            assert!(at > t, "model: a denied request must wait");
-            sat(at - t)
-        };
+        // Oldest first: sub-window j leaves at (j + N)·S.
+        let retry = retry_as_units_leave(allowed, &live, sum, q, l, t, |j| (j + big_n) * s_len);
         let reset = if sum == 0 {
             0
         } else {
@@ -415,24 +429,8 @@ impl Model {
             log.push((te, n));
             sum += n;
         }
-        let retry = if allowed {
-            0
-        } else if q > l {
-            u64::MAX
-        } else {
-            let mut left = sum;
-            let mut at = None;
-            for &(ts, c) in &live {
-                left -= c;
-                if left + q <= l {
-                    at = Some(ts + p);
-                    break;
-                }
-            }
-            let at = at.expect("model: q ≤ L fits once every entry left");
-            assert!(at > t, "model: a denied request must wait");
-            sat(at - t)
-        };
+        // Oldest first: an entry at ts leaves at ts + P.
+        let retry = retry_as_units_leave(allowed, &live, sum, q, l, t, |ts| ts + p);
         let reset = if sum == 0 {
             0
         } else {
