@@ -53,22 +53,8 @@ export GOFLAGS="${GOFLAGS:-} -mod=mod"
 cd bindings/go
 "$go" version
 
-passed=0
-failed=0
-failures=()
-step() {
-    local name="$1"
-    shift
-    echo
-    echo "== go $name: $*"
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        failures+=("$name")
-        echo "== go $name: FAILED"
-    fi
-}
+STEP_PREFIX="== go" SUMMARY_PREFIX="go: "
+. "$root/scripts/lib/steps.sh"
 
 # -count=1: the library is outside Go's view, so a cached result could
 # belong to another build of it.
@@ -83,9 +69,4 @@ step test-race "$go" test -race -count=1 ./...
 step parity "$go" test -count=1 -run 'Parity' -v ./...
 step bench-smoke "$go" test -count=1 -run '^$' -bench . -benchtime 100x ./...
 
-echo
-if [ "$failed" -gt 0 ]; then
-    echo "go: failed steps: ${failures[*]}"
-fi
-echo "go: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+steps_summary

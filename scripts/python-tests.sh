@@ -31,23 +31,7 @@ cc="${CC:-gcc}"
 # The tests must see the library the package bundles, nothing else.
 unset RATECELL_LIBRARY PYTHONPATH
 
-passed=0
-failed=0
-failures=()
-
-step() {
-    local name="$1"
-    shift
-    echo "== $name"
-    if "$@"; then
-        passed=$((passed + 1))
-        echo "== $name: ok"
-    else
-        failed=$((failed + 1))
-        failures+=("$name")
-        echo "== $name: FAILED"
-    fi
-}
+. "$root/scripts/lib/steps.sh"
 
 # venv DIR: makes (or reuses) a virtual environment.
 venv() {
@@ -133,8 +117,4 @@ step "pytest (pip install -e ./bindings/python)" editable
 step "C parity (bindings/c/tests/parity.c)" c_parity
 step "bench.py --smoke" bench_smoke
 
-if [ "$failed" -gt 0 ]; then
-    echo "failed: ${failures[*]}"
-fi
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+steps_summary

@@ -14,25 +14,8 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-passed=0
-failed=0
-failures=()
-
-step() {
-    local name="$1"
-    shift
-    echo
-    echo "=== $name: $*"
-    local started=$SECONDS
-    if "$@"; then
-        passed=$((passed + 1))
-        echo "=== $name: ok ($((SECONDS - started)) s)"
-    else
-        failed=$((failed + 1))
-        failures+=("$name")
-        echo "=== $name: FAILED ($((SECONDS - started)) s)"
-    fi
-}
+STEP_PREFIX="==="
+. "$root/scripts/lib/steps.sh"
 
 need() {
     command -v "$1" >/dev/null 2>&1 || {
@@ -52,9 +35,4 @@ step c-cpp scripts/c-tests.sh
 [ -x scripts/go-tests.sh ] && step go scripts/go-tests.sh
 [ -x scripts/python-tests.sh ] && step python scripts/python-tests.sh
 
-echo
-if [ "$failed" -gt 0 ]; then
-    echo "failed steps: ${failures[*]}"
-fi
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+steps_summary
