@@ -204,6 +204,14 @@ fn direct(c: &mut Criterion<ThreadCpuTime>, allowed: bool) {
         spend(&lim, None);
         g.bench_function(&id, |b| b.iter(|| lim.check(1)));
         expect_decisions(&id, lim.stats(), allowed);
+
+        if alg == Algorithm::Gcra {
+            let id = "ratecell/gcra/coarse_allow";
+            let lim = Limiter::with_clock(config, Clock::coarse()).unwrap();
+            spend(&lim, None);
+            g.bench_function(id, |b| b.iter(|| lim.allow()));
+            expect_decisions(id, lim.stats(), allowed);
+        }
     }
 
     if allowed {

@@ -30,6 +30,7 @@ const CASES: &[&str] = &[
     "direct-gcra-tsc",
     "direct-gcra-at",
     "direct-gcra-coarse",
+    "direct-gcra-coarse-allow",
     "direct-token_bucket-at",
     "governor-direct",
     "bare-cas",
@@ -134,6 +135,10 @@ fn main() {
         "direct-gcra-coarse" => {
             let lim = Limiter::with_clock(config(Algorithm::Gcra), Clock::coarse()).unwrap();
             measured(iters, || lim.check(1));
+        }
+        "direct-gcra-coarse-allow" => {
+            let lim = Limiter::with_clock(config(Algorithm::Gcra), Clock::coarse()).unwrap();
+            measured(iters, || lim.allow());
         }
         "governor-direct" => {
             let lim = RateLimiter::direct(governor());

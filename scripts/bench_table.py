@@ -230,6 +230,20 @@ def print_goals(cases, rss):
         ratio(g("direct_allowed/ratecell/gcra/coarse"), g("direct_allowed/governor/tsc")),
         0.5,
     )
+    # allow() answers what governor's check() answers on this path (yes,
+    # with nothing else); check() also computes remaining, retry and reset.
+    goal(
+        results,
+        "direct allowed, TSC clock (gcra allow) vs governor",
+        ratio(g("direct_allowed/ratecell/gcra/tsc_allow"), g("direct_allowed/governor/tsc")),
+        0.8,
+    )
+    goal(
+        results,
+        "direct allowed, coarse clock (gcra allow) vs governor",
+        ratio(g("direct_allowed/ratecell/gcra/coarse_allow"), g("direct_allowed/governor/tsc")),
+        0.5,
+    )
     # Two threads can only show their scaling when the machine gives them
     # two cores: the bare CAS on two distinct padded words scales perfectly
     # on an idle machine, so when it does not reach the goal itself, the run

@@ -108,6 +108,23 @@ impl Engine {
         }
     }
 
+    /// Whether a request is admitted (and stored, as [`Engine::decide`]
+    /// would), without the rest of the decision: each arm is inlined into
+    /// the caller, so the arithmetic only the `Decision` needs (GCRA's
+    /// division for `remaining`, the retry and reset times) is dropped.
+    #[inline]
+    fn admits(&self, t: u64, n: u64) -> bool {
+        let any = |_: &Decision| true;
+        match self {
+            Engine::Gcra(a, cell) => cell.decide(a, t, n, any).0.allowed,
+            Engine::TokenBucket(a, cell) => cell.decide(a, t, n, any).0.allowed,
+            Engine::FixedWindow(a, cell) => cell.decide(a, t, n, any).0.allowed,
+            Engine::SlidingWindow(a, cell) => cell.decide(a, t, n, any).0.allowed,
+            Engine::BucketedWindow(a, cell) => cell.decide(a, t, n).allowed,
+            Engine::SlidingLog(a, cell) => cell.decide(a, t, n).allowed,
+        }
+    }
+
     fn reset(&self) {
         match self {
             Engine::Gcra(_, cell) => cell.reset(),
@@ -181,7 +198,9 @@ impl Limiter {
     /// for callers that need only the yes or no.
     #[inline]
     pub fn allow(&self) -> bool {
-        self.check(1).allowed
+        let allowed = self.engine.admits(self.clock.now_ns(), 1);
+        self.counters.record(allowed);
+        allowed
     }
 
     /// Waits until a request of `cost` is admitted (and, for the leaky

@@ -63,11 +63,15 @@ fn raw(max_len: usize) -> impl Strategy<Value = Raw> {
 }
 
 /// Replays `case` into a fresh limiter and a fresh model, comparing every
-/// decision field by field.
+/// decision field by field; and into a twin limiter that answers the cost-1
+/// requests through `allow()` (the yes/no path that computes nothing else),
+/// which must admit exactly the same requests.
 fn compare(case: &Case) -> Result<(), TestCaseError> {
     let (clock, _hand) = Clock::manual(0);
     let limiter = Limiter::with_clock(case.config, clock)
         .map_err(|e| TestCaseError::fail(format!("valid config refused: {e}")))?;
+    let (twin_clock, twin_hand) = Clock::manual(0);
+    let twin = Limiter::with_clock(case.config, twin_clock).unwrap();
     let mut model = Model::new(&case.config);
     let mut t = case.start;
     let mut seen = Vec::new();
@@ -76,6 +80,19 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
         let got = limiter.check_at(cost, t);
         let want = model.check(t, cost);
         seen.push((t, cost, got.allowed));
+        let twin_allowed = if cost == 1 {
+            twin_hand.set(t);
+            twin.allow()
+        } else {
+            twin.check_at(cost, t).allowed
+        };
+        prop_assert_eq!(
+            twin_allowed,
+            want.allowed,
+            "allow() disagrees\nconfig {:?}\nrequests so far (t, cost, allowed): {:?}",
+            case.config,
+            seen
+        );
         prop_assert_eq!(
             got,
             want,
