@@ -218,32 +218,19 @@ def print_goals(cases, rss):
             ratio(g(f"batch_1M/ratecell/gcra/{case}"), g("batch_1M/bare/u64")),
             1.0,
         )
-    goal(
-        results,
-        "direct allowed, TSC clock (gcra check) vs governor",
-        ratio(g("direct_allowed/ratecell/gcra/tsc"), g("direct_allowed/governor/tsc")),
-        0.8,
-    )
-    goal(
-        results,
-        "direct allowed, coarse clock (gcra check) vs governor",
-        ratio(g("direct_allowed/ratecell/gcra/coarse"), g("direct_allowed/governor/tsc")),
-        0.5,
-    )
     # allow() answers what governor's check() answers on this path (yes,
     # with nothing else); check() also computes remaining, retry and reset.
-    goal(
-        results,
-        "direct allowed, TSC clock (gcra allow) vs governor",
-        ratio(g("direct_allowed/ratecell/gcra/tsc_allow"), g("direct_allowed/governor/tsc")),
-        0.8,
-    )
-    goal(
-        results,
-        "direct allowed, coarse clock (gcra allow) vs governor",
-        ratio(g("direct_allowed/ratecell/gcra/coarse_allow"), g("direct_allowed/governor/tsc")),
-        0.5,
-    )
+    for clock, case, limit in (("TSC", "tsc", 0.8), ("coarse", "coarse", 0.5)):
+        for call, suffix in (("check", ""), ("allow", "_allow")):
+            goal(
+                results,
+                f"direct allowed, {clock} clock (gcra {call}) vs governor",
+                ratio(
+                    g(f"direct_allowed/ratecell/gcra/{case}{suffix}"),
+                    g("direct_allowed/governor/tsc"),
+                ),
+                limit,
+            )
     # Two threads can only show their scaling when the machine gives them
     # two cores: the bare CAS on two distinct padded words scales perfectly
     # on an idle machine, so when it does not reach the goal itself, the run
