@@ -100,9 +100,9 @@ var (
 	})
 )
 
-func mustRatecell(b *testing.B, capacity uint64) *ratecell.Limiter {
+func mustRatecell(b *testing.B, cfg ratecell.Config) *ratecell.Limiter {
 	b.Helper()
-	l, err := ratecell.New(benchConfig(capacity))
+	l, err := ratecell.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,36 +122,26 @@ func mustRatecellKeyed(b *testing.B) *ratecell.Limiter {
 var sink bool
 
 func BenchmarkOneKey(b *testing.B) {
-	b.Run("ratecell", func(b *testing.B) {
-		l := mustRatecell(b, 0)
-		b.ReportAllocs()
-		b.ResetTimer()
-		ok := true
-		for i := 0; i < b.N; i++ {
-			d, _ := l.Check(0, 1)
-			ok = ok && d.Allowed
-		}
-		sink = ok
-	})
-	b.Run("ratecell-coarse-clock", func(b *testing.B) {
-		cfg := benchConfig(0)
-		cfg.Clock = ratecell.ClockCoarse
-		l, err := ratecell.New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		b.ReportAllocs()
-		b.ResetTimer()
-		ok := true
-		for i := 0; i < b.N; i++ {
-			d, _ := l.Check(0, 1)
-			ok = ok && d.Allowed
-		}
-		sink = ok
-	})
+	coarse := benchConfig(0)
+	coarse.Clock = ratecell.ClockCoarse
+	for _, c := range []struct {
+		name string
+		cfg  ratecell.Config
+	}{{"ratecell", benchConfig(0)}, {"ratecell-coarse-clock", coarse}} {
+		b.Run(c.name, func(b *testing.B) {
+			l := mustRatecell(b, c.cfg)
+			b.ReportAllocs()
+			b.ResetTimer()
+			ok := true
+			for i := 0; i < b.N; i++ {
+				d, _ := l.Check(0, 1)
+				ok = ok && d.Allowed
+			}
+			sink = ok
+		})
+	}
 	b.Run("ratecell-batch", func(b *testing.B) {
-		l := mustRatecell(b, 0)
+		l := mustRatecell(b, benchConfig(0))
 		keys := make([]uint64, ratecellBatch)
 		allowed := make([]bool, ratecellBatch)
 		b.ReportAllocs()
@@ -183,7 +173,7 @@ func BenchmarkOneKey(b *testing.B) {
 
 func BenchmarkOneKeyParallel(b *testing.B) {
 	b.Run("ratecell", func(b *testing.B) {
-		l := mustRatecell(b, 0)
+		l := mustRatecell(b, benchConfig(0))
 		b.ReportAllocs()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
