@@ -72,6 +72,29 @@ fn insert_races_insert_of_the_same_key() {
     }
 }
 
+/// Two threads update the same placed key at once. The one whose CAS loses
+/// takes the long way (the whole window, from a fresh load): both requests
+/// are counted once, on the key's one state.
+#[test]
+fn update_races_update_of_the_same_key() {
+    for algorithm in KINDS {
+        model(move || {
+            let lim = tiny(algorithm, 6);
+            assert!(lim.check_at(9, 1, T0).allowed);
+            let other = lim.clone();
+            let a = thread::spawn(move || other.check_at(9, 2, T0).remaining);
+            let b = lim.check_at(9, 1, T0).remaining;
+            let a = a.join().unwrap();
+            // In either order: 6 − 1 − 2 − 1 = 2 left after both.
+            let mut seen = [a, b];
+            seen.sort();
+            assert!(seen == [2, 3] || seen == [2, 4], "{algorithm}: {seen:?}");
+            assert_eq!(lim.check_at(9, 0, T0).remaining, 2, "{algorithm}");
+            assert_eq!(lim.stats().keys_tracked, 1, "{algorithm}");
+        });
+    }
+}
+
 /// A new key is placed while an existing key is updated: neither touches
 /// the other's state.
 #[test]

@@ -129,13 +129,48 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// queue wait exceeds `max_wait` is refused (see `WordCell::decide`).
     /// Returns whether the decision was taken (not refused); the caller
     /// counts it (a batch counts once for all its keys).
+    ///
+    /// The common case, a key in its home bucket whose first CAS succeeds
+    /// (nine keys in ten at the fullest sizing), is this function alone;
+    /// every other case (further buckets, a new key, a lost CAS) goes to
+    /// [`WordTable::check_elsewhere`], kept out of line so that what the
+    /// common case runs is short (callgrind: 392 → 357 instructions per
+    /// check over a million keys).
     #[inline]
     pub(crate) fn check(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
         let home = self.geometry.home(h);
         let tag = self.tag(home.fingerprint);
+        for slot in &self.slots[home.bucket * SLOTS..][..SLOTS] {
+            let word = slot.load_word();
+            if self.owned_by(word, tag) {
+                // A lost CAS (another thread changed the slot) takes the
+                // long way, which starts from a fresh load.
+                if let (Outcome::Done(d, taken), next) = self.step(word, tag, t, n, max_wait) {
+                    if next.is_none_or(|next| slot.cas_word(word, next).is_ok()) {
+                        return (d, taken);
+                    }
+                }
+                break;
+            }
+        }
+        self.check_elsewhere(home, tag, t, n, max_wait)
+    }
+
+    /// The full check: the whole probe window, the update retried until its
+    /// CAS succeeds, and the insert of a new key.
+    #[cold]
+    #[inline(never)]
+    fn check_elsewhere(
+        &self,
+        home: Home,
+        tag: u64,
+        t: u64,
+        n: u64,
+        max_wait: u64,
+    ) -> (Decision, bool) {
         loop {
             if let Some((slot, word)) = self.find(home, tag) {
-                match self.update(slot, word, tag, t, n, max_wait) {
+                match cas_loop_from(slot, word, |word| self.step(word, tag, t, n, max_wait)) {
                     Outcome::Done(d, taken) => return (d, taken),
                     Outcome::Moved => continue,
                 }
@@ -147,26 +182,18 @@ impl<A: WordAlgorithm> WordTable<A> {
         }
     }
 
+    /// One step of the update of the key's slot holding `word`: the
+    /// decision, and the word to install (`None`: nothing to write).
     #[inline]
-    fn update(
-        &self,
-        slot: &AtomicU128,
-        word: u128,
-        tag: u64,
-        t: u64,
-        n: u64,
-        max_wait: u64,
-    ) -> Outcome {
-        cas_loop_from(slot, word, |word| {
-            if !self.owned_by(word, tag) {
-                return (Outcome::Moved, None);
-            }
-            let (d, next) = self.alg.decide(self.state(word), t, n);
-            if d.allowed && d.wait_ns > max_wait {
-                return (Outcome::Done(d, false), None);
-            }
-            (Outcome::Done(d, true), next.map(|s| self.word(tag, s)))
-        })
+    fn step(&self, word: u128, tag: u64, t: u64, n: u64, max_wait: u64) -> (Outcome, Option<u128>) {
+        if !self.owned_by(word, tag) {
+            return (Outcome::Moved, None);
+        }
+        let (d, next) = self.alg.decide(self.state(word), t, n);
+        if d.allowed && d.wait_ns > max_wait {
+            return (Outcome::Done(d, false), None);
+        }
+        (Outcome::Done(d, true), next.map(|s| self.word(tag, s)))
     }
 
     /// The path of a key with no state: decide on the fresh state, and
