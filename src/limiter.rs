@@ -198,7 +198,15 @@ impl Limiter {
     /// for callers that need only the yes or no.
     #[inline]
     pub fn allow(&self) -> bool {
-        let allowed = self.engine.admits(self.clock.now_ns(), 1);
+        self.allow_at(self.clock.now_ns())
+    }
+
+    /// Whether one request is admitted at `now_ns` (UNIX ns, from the
+    /// caller): [`Limiter::check_at`] with cost 1, for callers that need
+    /// only the yes or no.
+    #[inline]
+    pub fn allow_at(&self, now_ns: u64) -> bool {
+        let allowed = self.engine.admits(now_ns, 1);
         self.counters.record(allowed);
         allowed
     }

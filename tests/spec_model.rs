@@ -64,8 +64,9 @@ fn raw(max_len: usize) -> impl Strategy<Value = Raw> {
 
 /// Replays `case` into a fresh limiter and a fresh model, comparing every
 /// decision field by field; and into a twin limiter that answers the cost-1
-/// requests through `allow()` (the yes/no path that computes nothing else),
-/// which must admit exactly the same requests.
+/// requests through `allow()` and `allow_at()` in turn (the yes/no path that
+/// computes nothing else, on the clock and at an explicit time), which must
+/// admit exactly the same requests.
 fn compare(case: &Case) -> Result<(), TestCaseError> {
     let (clock, _hand) = Clock::manual(0);
     let limiter = Limiter::with_clock(case.config, clock)
@@ -80,16 +81,19 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
         let got = limiter.check_at(cost, t);
         let want = model.check(t, cost);
         seen.push((t, cost, got.allowed));
-        let twin_allowed = if cost == 1 {
-            twin_hand.set(t);
-            twin.allow()
-        } else {
-            twin.check_at(cost, t).allowed
+        let (twin_allowed, path) = match cost {
+            1 if seen.len() % 2 == 0 => {
+                twin_hand.set(t);
+                (twin.allow(), "allow()")
+            }
+            1 => (twin.allow_at(t), "allow_at()"),
+            _ => (twin.check_at(cost, t).allowed, "check_at()"),
         };
         prop_assert_eq!(
             twin_allowed,
             want.allowed,
-            "allow() disagrees\nconfig {:?}\nrequests so far (t, cost, allowed): {:?}",
+            "the twin's {} disagrees\nconfig {:?}\nrequests so far (t, cost, allowed): {:?}",
+            path,
             case.config,
             seen
         );
