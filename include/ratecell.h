@@ -358,6 +358,30 @@ ratecell_status ratecell_check_at(const struct ratecell_limiter *limiter,
                                   uint64_t now_ns,
                                   struct ratecell_decision *out);
 
+// Whether one request (cost 1) for `key` is admitted now, written to
+// `*allowed`: the `allowed` of `ratecell_check` with cost 1, for callers
+// that need nothing else. A limiter of capacity 0 ignores `key` and
+// computes nothing but the answer.
+//
+// A denied request is `RATECELL_OK` with `*allowed == false`. Returns
+// `RATECELL_NULL_ARGUMENT` when `limiter` or `allowed` is NULL, leaving
+// `*allowed` unchanged. Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle; `allowed` is NULL or points to a
+// writable `bool`.
+ratecell_status ratecell_allow(const struct ratecell_limiter *limiter, uint64_t key, bool *allowed);
+
+// `ratecell_allow` at the caller's time `now_ns` (UNIX nanoseconds) instead
+// of the limiter's clock: deterministic, and one clock read saved.
+//
+// # Safety
+// As for `ratecell_allow`.
+ratecell_status ratecell_allow_at(const struct ratecell_limiter *limiter,
+                                  uint64_t key,
+                                  uint64_t now_ns,
+                                  bool *allowed);
+
 // Decides a request of `cost` for the byte-string key `key[0 .. key_len)`
 // now. The same bytes always reach the same state, and the `uint64_t` key
 // k is the same key as its 8 little-endian bytes. The library keeps no

@@ -262,7 +262,7 @@ impl Fuzz {
         // with it, or the length is impossible (> PTRDIFF_MAX), which the
         // library must refuse before reading.
         unsafe {
-            match self.rng.below(16) {
+            match self.rng.below(17) {
                 0 => {
                     let cfg = self.config();
                     let mut out: *mut ratecell_limiter = poisoned();
@@ -404,6 +404,28 @@ impl Fuzz {
                     self.status(s);
                     if s != RATECELL_OK {
                         assert!(untouched(&a));
+                    }
+                }
+                15 => {
+                    // The sentinel byte is no valid bool: the answer is
+                    // stored in, and read back as, a byte.
+                    let mut yes = SENTINEL;
+                    let out = if self.rng.chance(40) {
+                        null_mut()
+                    } else {
+                        (&mut yes as *mut u8).cast::<bool>()
+                    };
+                    let s = if self.rng.chance(2) {
+                        ratecell_allow_at(l, self.rng.below(16), a_time(&mut self.rng), out)
+                    } else {
+                        ratecell_allow(l, self.rng.next(), out)
+                    };
+                    if l.is_null() || out.is_null() {
+                        assert_eq!(s, RATECELL_NULL_ARGUMENT, "seed {}", self.seed);
+                        assert_eq!(yes, SENTINEL, "seed {}: written on {s:?}", self.seed);
+                    } else {
+                        assert_eq!(s, RATECELL_OK, "seed {}", self.seed);
+                        assert!(yes <= 1, "seed {}: allowed is not a bool: {yes}", self.seed);
                     }
                 }
                 _ => {

@@ -42,6 +42,16 @@ impl ratecell_limiter {
         }
     }
 
+    /// Whether one request of cost 1 for `key` is admitted. The direct
+    /// limiter takes its lean path (no decision built); the keyed one still
+    /// decides in full, until it has a lean path of its own to call here.
+    fn allow_at(&self, key: u64, now_ns: u64) -> bool {
+        match &self.inner {
+            Inner::Direct(l) => l.allow_at(now_ns),
+            Inner::Keyed(k) => k.check_at(key, 1, now_ns).allowed,
+        }
+    }
+
     fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Decision {
         match &self.inner {
             Inner::Direct(l) => l.check_at(cost, now_ns),
@@ -228,6 +238,55 @@ pub unsafe extern "C" fn ratecell_check_at(
         let d = l.check_at(key, cost, now_ns);
         // SAFETY: non-NULL and writable as promised.
         unsafe { put(out, d.into()) };
+        RATECELL_OK
+    }
+}
+
+/// Whether one request (cost 1) for `key` is admitted now, written to
+/// `*allowed`: the `allowed` of `ratecell_check` with cost 1, for callers
+/// that need nothing else. A limiter of capacity 0 ignores `key` and
+/// computes nothing but the answer.
+///
+/// A denied request is `RATECELL_OK` with `*allowed == false`. Returns
+/// `RATECELL_NULL_ARGUMENT` when `limiter` or `allowed` is NULL, leaving
+/// `*allowed` unchanged. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `allowed` is NULL or points to a
+/// writable `bool`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_allow(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    allowed: *mut bool,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: forwarded with the caller's promises.
+        unsafe { ratecell_allow_at(limiter, key, l.now_ns(), allowed) }
+    }
+}
+
+/// `ratecell_allow` at the caller's time `now_ns` (UNIX nanoseconds) instead
+/// of the limiter's clock: deterministic, and one clock read saved.
+///
+/// # Safety
+/// As for `ratecell_allow`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_allow_at(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    now_ns: u64,
+    allowed: *mut bool,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        let allowed = try_status!(out_ptr(allowed));
+        let yes = l.allow_at(key, now_ns);
+        // SAFETY: non-NULL and writable as promised.
+        unsafe { put(allowed, yes) };
         RATECELL_OK
     }
 }

@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof bytes; i++) {
             bytes[i] = (uint8_t)next();
         }
-        switch (below(16)) {
+        switch (below(17)) {
         case 0: { /* make (or fail to make) a limiter */
             ratecell_config cfg;
             if (below(2) == 0) { /* valid, so that the other calls have limiters */
@@ -309,6 +309,22 @@ int main(int argc, char **argv) {
             if (s != RATECELL_OK) {
                 EXPECT(untouched(&a, sizeof a));
             }
+            break;
+        }
+        case 15: { /* the yes/no check; its bool is only read as a byte */
+            bool yes;
+            memset(&yes, SENTINEL, sizeof yes);
+            bool *out = below(40) == 0 ? NULL : &yes;
+            ratecell_status s = below(2) ? ratecell_allow_at(l, below(16), a_time(), out)
+                                         : ratecell_allow(l, next(), out);
+            if (l == NULL || out == NULL) {
+                EXPECT(s == RATECELL_NULL_ARGUMENT);
+                EXPECT(untouched(&yes, sizeof yes));
+            } else {
+                EXPECT(s == RATECELL_OK);
+                EXPECT(*(const unsigned char *)&yes <= 1);
+            }
+            checks++;
             break;
         }
         default: {

@@ -1,7 +1,7 @@
 /*
  * C11 tests of ratecell's C ABI (include/ratecell.h): the SPEC examples of
- * every algorithm, batches, byte keys, acquire, statistics, every error
- * status, and four threads racing at one instant.
+ * every algorithm, batches, byte keys, the yes/no check, acquire,
+ * statistics, every error status, and four threads racing at one instant.
  *
  * Built and run by scripts/c-tests.sh, once normally and once under
  * -fsanitize=address,undefined. Prints "N passed, M failed" last.
@@ -64,6 +64,13 @@ static ratecell_decision at(const ratecell_limiter *l, uint64_t key,
     memset(&d, 0xAB, sizeof d);
     CHECK(ratecell_check_at(l, key, cost, now, &d) == RATECELL_OK);
     return d;
+}
+
+/* One yes/no check at an explicit time; the status must be OK. */
+static bool allowed_at(const ratecell_limiter *l, uint64_t key, uint64_t now) {
+    bool yes = false;
+    CHECK(ratecell_allow_at(l, key, now, &yes) == RATECELL_OK);
+    return yes;
 }
 
 /* ---- version and configuration ------------------------------------- */
@@ -416,6 +423,76 @@ static void test_capacity_zero_shares_one_state(void) {
     ratecell_limiter_free(l);
 }
 
+/* ---- the yes/no check ---------------------------------------------- */
+
+/* 3 per hour: three admitted, then denied until the window has room. The
+ * direct limiter ignores the key; the keyed one keeps one state per key.
+ * Both count their answers in the statistics. */
+static void test_allow_three_then_denied(void) {
+    for (int keyed = 0; keyed < 2; keyed++) {
+        ratecell_limiter *l = make(RATECELL_ALGORITHM_FIXED_WINDOW, 3, HOUR, 0,
+                                   keyed ? 16 : 0);
+        CHECK(allowed_at(l, 1, T0));
+        CHECK(allowed_at(l, 1, T0 + SECOND));
+        CHECK(allowed_at(l, 1, T0 + MINUTE));
+        CHECK(!allowed_at(l, 1, T0 + MINUTE));
+        /* Key 2 is fresh only when keys are kept apart. */
+        CHECK(allowed_at(l, 2, T0 + 2 * MINUTE) == (keyed != 0));
+        CHECK(!allowed_at(l, 1, T0 + HOUR - 1));
+        CHECK(allowed_at(l, 1, T0 + HOUR));
+        struct ratecell_stats st;
+        CHECK(ratecell_stats(l, &st) == RATECELL_OK);
+        CHECK_EQ_U64(st.checks, 7);
+        CHECK_EQ_U64(st.denied, keyed ? 2 : 3);
+        ratecell_limiter_free(l);
+    }
+}
+
+/* ratecell_allow_at answers exactly what ratecell_check_at with cost 1
+ * decides, on the same sequence, for every algorithm, direct and keyed. */
+static void test_allow_agrees_with_check(void) {
+    for (size_t a = 0; a < N_ALGORITHMS; a++) {
+        for (int keyed = 0; keyed < 2; keyed++) {
+            uint64_t cap = keyed ? 16 : 0;
+            ratecell_limiter *yes_no = make(ALGORITHMS[a], 3, MINUTE, 0, cap);
+            ratecell_limiter *full = make(ALGORITHMS[a], 3, MINUTE, 0, cap);
+            uint64_t now = T0, admitted = 0, disagreed = 0;
+            uint32_t x = 777;
+            for (int i = 0; i < 200; i++) {
+                x = x * 1103515245u + 12345u;
+                uint64_t key = (x >> 16) % 3;
+                now += (x >> 8) % 4 * 3 * SECOND; /* about 13 per minute */
+                bool got = allowed_at(yes_no, key, now);
+                admitted += got;
+                disagreed += got != at(full, key, 1, now).allowed;
+            }
+            if (disagreed != 0) {
+                fprintf(stderr, "%s keyed=%d\n", ratecell_algorithm_name(ALGORITHMS[a]),
+                        keyed);
+            }
+            CHECK_EQ_U64(disagreed, 0);
+            /* Both answers were given (so the agreement means something). */
+            CHECK(admitted > 0 && admitted < 200);
+            ratecell_limiter_free(yes_no);
+            ratecell_limiter_free(full);
+        }
+    }
+}
+
+/* The clock-reading form: on GCRA (no window edge to cross), three at once
+ * and the fourth denied. */
+static void test_allow_reads_the_limiter_clock(void) {
+    ratecell_limiter *l = make(RATECELL_ALGORITHM_GCRA, 3, HOUR, 0, 0);
+    bool yes = false;
+    for (int i = 0; i < 3; i++) {
+        CHECK(ratecell_allow(l, (uint64_t)i, &yes) == RATECELL_OK);
+        CHECK(yes);
+    }
+    CHECK(ratecell_allow(l, 0, &yes) == RATECELL_OK);
+    CHECK(!yes);
+    ratecell_limiter_free(l);
+}
+
 /* ---- time, acquire, statistics ------------------------------------ */
 
 static void test_now_is_unix_time(void) {
@@ -630,6 +707,12 @@ static void test_null_arguments(void) {
     CHECK(ratecell_check(l, 1, 1, NULL) == NUL);
     CHECK(ratecell_check_at(NULL, 1, 1, T0, &d) == NUL);
     CHECK(ratecell_check_at(l, 1, 1, T0, NULL) == NUL);
+    bool yes = true; /* a NULL limiter must not write "denied" */
+    CHECK(ratecell_allow(NULL, 1, &yes) == NUL);
+    CHECK(ratecell_allow(l, 1, NULL) == NUL);
+    CHECK(ratecell_allow_at(NULL, 1, T0, &yes) == NUL);
+    CHECK(ratecell_allow_at(l, 1, T0, NULL) == NUL);
+    CHECK(yes);
     CHECK(ratecell_check_bytes(NULL, (const uint8_t *)"k", 1, 1, &d) == NUL);
     CHECK(ratecell_check_bytes(l, NULL, 1, 1, &d) == NUL);
     CHECK(ratecell_check_bytes(l, (const uint8_t *)"k", 1, 1, NULL) == NUL);
@@ -771,6 +854,9 @@ int main(void) {
     RUN(test_byte_keys);
     RUN(test_reset_key_makes_the_key_fresh);
     RUN(test_capacity_zero_shares_one_state);
+    RUN(test_allow_three_then_denied);
+    RUN(test_allow_agrees_with_check);
+    RUN(test_allow_reads_the_limiter_clock);
     RUN(test_now_is_unix_time);
     RUN(test_acquire_with_a_time_out);
     RUN(test_acquire_leaky_bucket_waits_its_turn);
