@@ -175,6 +175,22 @@ public:
         return d;
     }
 
+    /// Whether one request (cost 1) for `key` is admitted now: check(key).allowed
+    /// without the rest of the Decision (a limiter of capacity 0 computes none
+    /// of it).
+    bool allow(std::uint64_t key) const {
+        bool allowed = false;
+        detail::check(::ratecell_allow(handle_, key, &allowed));
+        return allowed;
+    }
+
+    /// allow at the caller's time (UNIX ns).
+    bool allow_at(std::uint64_t key, std::uint64_t now_ns) const {
+        bool allowed = false;
+        detail::check(::ratecell_allow_at(handle_, key, now_ns, &allowed));
+        return allowed;
+    }
+
     /// Decides for a byte-string key (the u64 key k is its 8 LE bytes).
     Decision check_bytes(std::string_view key, std::uint64_t cost = 1) const {
         Decision d{};

@@ -125,17 +125,26 @@ func BenchmarkOneKey(b *testing.B) {
 	coarse := benchConfig(0)
 	coarse.Clock = ratecell.ClockCoarse
 	for _, c := range []struct {
-		name string
-		cfg  ratecell.Config
-	}{{"ratecell", benchConfig(0)}, {"ratecell-coarse-clock", coarse}} {
+		name  string
+		cfg   ratecell.Config
+		allow bool // Allow(0) instead of Check(0, 1)
+	}{
+		{"ratecell", benchConfig(0), false}, {"ratecell-coarse-clock", coarse, false},
+		{"ratecell-allow", benchConfig(0), true}, {"ratecell-coarse-clock-allow", coarse, true},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			l := mustRatecell(b, c.cfg)
 			b.ReportAllocs()
 			b.ResetTimer()
 			ok := true
 			for i := 0; i < b.N; i++ {
-				d, _ := l.Check(0, 1)
-				ok = ok && d.Allowed
+				if c.allow {
+					allowed, _ := l.Allow(0)
+					ok = ok && allowed
+				} else {
+					d, _ := l.Check(0, 1)
+					ok = ok && d.Allowed
+				}
 			}
 			sink = ok
 		})

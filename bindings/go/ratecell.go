@@ -48,6 +48,10 @@ package ratecell
 #cgo nocallback ratecell_check
 #cgo noescape ratecell_check_at
 #cgo nocallback ratecell_check_at
+#cgo noescape ratecell_allow
+#cgo nocallback ratecell_allow
+#cgo noescape ratecell_allow_at
+#cgo nocallback ratecell_allow_at
 #cgo noescape ratecell_check_bytes
 #cgo nocallback ratecell_check_bytes
 #cgo noescape ratecell_check_bytes_at
@@ -176,7 +180,7 @@ type Config struct {
 	Capacity uint64
 	// Overflow is what a full table does with a new key.
 	Overflow Overflow
-	// Clock is what Check, CheckBytes, CheckBatch and Acquire read.
+	// Clock is what Check, Allow, CheckBytes, CheckBatch and Acquire read.
 	Clock Clock
 }
 
@@ -406,6 +410,33 @@ func (l *Limiter) CheckAt(key, cost, nowNs uint64) (Decision, error) {
 	l.exit()
 	d.saturate()
 	return d, statusError("check", status)
+}
+
+// Allow reports whether one request (cost 1) for key is admitted now:
+// Check(key, 1).Allowed without the rest of the Decision (a limiter of
+// capacity 0 computes none of it). A limiter of capacity 0 ignores key.
+func (l *Limiter) Allow(key uint64) (bool, error) {
+	var allowed C.bool
+	h, err := l.enter()
+	if err != nil {
+		return false, err
+	}
+	status := C.ratecell_allow(h, C.uint64_t(key), &allowed)
+	l.exit()
+	return bool(allowed), statusError("allow", status)
+}
+
+// AllowAt is Allow at the caller's time nowNs (UNIX nanoseconds) instead of
+// the limiter's clock: deterministic, and one clock read saved.
+func (l *Limiter) AllowAt(key, nowNs uint64) (bool, error) {
+	var allowed C.bool
+	h, err := l.enter()
+	if err != nil {
+		return false, err
+	}
+	status := C.ratecell_allow_at(h, C.uint64_t(key), C.uint64_t(nowNs), &allowed)
+	l.exit()
+	return bool(allowed), statusError("allow", status)
 }
 
 // checkAtUnguarded is CheckAt without the in-flight guard, for the

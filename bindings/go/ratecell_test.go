@@ -414,6 +414,61 @@ func TestByteKeys(t *testing.T) {
 	}
 }
 
+// Allow is the yes or no of a cost-1 Check: three admitted then denied, a
+// fresh key admitted only with a table, the same answers as CheckAt on one
+// sequence for every algorithm, and the form that reads the clock.
+func TestAllow(t *testing.T) {
+	for _, capacity := range []uint64{0, 16} {
+		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 3, Period: time.Hour, Capacity: capacity})
+		now := at(7, 0, 0)
+		for i, r := range []struct {
+			key, now uint64
+			want     bool
+		}{
+			{1, now, true}, {1, now + second, true}, {1, now + minute, true}, {1, now + minute, false},
+			{2, now + minute, capacity != 0}, // capacity 0 ignores the key
+			{1, now + hour - 1, false}, {1, now + hour, true},
+		} {
+			if got, err := l.AllowAt(r.key, r.now); err != nil || got != r.want {
+				t.Fatalf("capacity %d, request %d: %v, %v; want %v", capacity, i, got, err, r.want)
+			}
+		}
+		if s, _ := l.Stats(); s.Checks != 7 {
+			t.Fatalf("capacity %d: %+v", capacity, s)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, alg := range ratecell.Algorithms {
+		for _, capacity := range []uint64{0, 16} {
+			cfg := ratecell.Config{Algorithm: alg, Limit: 3, Period: time.Minute, Capacity: capacity}
+			yesNo, full := newLimiter(t, cfg), newLimiter(t, cfg)
+			now, admittedCount := at(8, 0, 0), 0
+			for i := 0; i < 200; i++ {
+				key := rng.Uint64N(3)
+				now += rng.Uint64N(4) * 3 * second // about 13 requests a minute
+				got, err := yesNo.AllowAt(key, now)
+				want, _ := full.CheckAt(key, 1, now)
+				if err != nil || got != want.Allowed {
+					t.Fatalf("%v cap %d #%d: AllowAt %v, %v; CheckAt %+v", alg, capacity, i, got, err, want)
+				}
+				if got {
+					admittedCount++
+				}
+			}
+			if admittedCount == 0 || admittedCount == 200 {
+				t.Fatalf("%v cap %d: %d of 200 admitted: one answer only", alg, capacity, admittedCount)
+			}
+		}
+	}
+	// GCRA: no window edge for the real clock to cross.
+	l := newLimiter(t, ratecell.Config{Algorithm: ratecell.GCRA, Limit: 2, Period: time.Hour})
+	for i, want := range []bool{true, true, false} {
+		if got, err := l.Allow(uint64(i)); err != nil || got != want {
+			t.Fatalf("Allow #%d: %v, %v; want %v", i, got, err, want)
+		}
+	}
+}
+
 func TestBatchEqualsOneByOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, alg := range ratecell.Algorithms {
@@ -667,6 +722,8 @@ func TestClosedLimiterReturnsErrClosed(t *testing.T) {
 		calls := map[string]error{}
 		_, calls["Check"] = lim.Check(1, 1)
 		_, calls["CheckAt"] = lim.CheckAt(1, 1, 1)
+		_, calls["Allow"] = lim.Allow(1)
+		_, calls["AllowAt"] = lim.AllowAt(1, 1)
 		_, calls["CheckBytes"] = lim.CheckBytes([]byte("k"), 1)
 		_, calls["CheckBytesAt"] = lim.CheckBytesAt(nil, 1, 1)
 		_, calls["CheckString"] = lim.CheckString("k", 1)

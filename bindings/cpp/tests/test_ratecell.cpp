@@ -123,6 +123,49 @@ void test_keys_bytes_and_reset() {
     CHECK(l.check_bytes("carol", 0).allowed);
 }
 
+void test_allow_is_the_yes_or_no_of_check() {
+    // 3 per hour: three admitted, then denied; a fresh key is admitted only
+    // when the limiter keeps keys apart.
+    for (std::uint64_t capacity : {0, 16}) {
+        Limiter l(Config(Algorithm::FixedWindow, 3, 3600s).capacity(capacity));
+        CHECK(l.allow_at(1, T0));
+        CHECK(l.allow_at(1, T0 + SECOND));
+        CHECK(l.allow_at(1, T0 + MINUTE));
+        CHECK(!l.allow_at(1, T0 + MINUTE));
+        CHECK(l.allow_at(2, T0 + MINUTE) == (capacity != 0));
+        CHECK_EQ_U64(l.stats().checks, 5);
+    }
+    // The same answers as check, on the same sequence, for every algorithm.
+    for (Algorithm a : ALL) {
+        for (std::uint64_t capacity : {0, 16}) {
+            Limiter yes_no(Config(a, 3, 60s).capacity(capacity));
+            Limiter full(Config(a, 3, 60s).capacity(capacity));
+            std::uint64_t now = T0, admitted = 0;
+            for (std::uint64_t i = 0; i < 100; i++) {
+                now += i * 7 % 4 * 3 * SECOND;
+                bool got = yes_no.allow_at(i % 3, now);
+                CHECK(got == full.check_at(i % 3, 1, now).allowed);
+                admitted += got;
+            }
+            CHECK(admitted > 0 && admitted < 100);
+        }
+    }
+    // The clock-reading form (GCRA: no window edge to cross).
+    Limiter l(Config(Algorithm::Gcra, 2, 3600s));
+    CHECK(l.allow(7));
+    CHECK(l.allow(8));
+    CHECK(!l.allow(9));
+    // A moved-from Limiter throws, as for every call.
+    Limiter moved(std::move(l));
+    ratecell_status status = RATECELL_OK;
+    try {
+        l.allow(1);  // NOLINT: moved-from on purpose
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_NULL_ARGUMENT);
+}
+
 void test_batch_equals_one_by_one() {
     std::vector<std::uint64_t> keys, costs;
     for (std::uint64_t i = 0; i < 100; i++) {
@@ -219,6 +262,7 @@ int main() {
     RUN(test_config_errors_throw_with_their_status);
     RUN(test_spec_example_sliding_window);
     RUN(test_keys_bytes_and_reset);
+    RUN(test_allow_is_the_yes_or_no_of_check);
     RUN(test_batch_equals_one_by_one);
     RUN(test_acquire_returns_a_denied_decision_when_it_gives_up);
     RUN(test_stats_and_config);

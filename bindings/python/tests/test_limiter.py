@@ -15,7 +15,7 @@ from array import array
 from pathlib import Path
 
 import pytest
-from conftest import SECOND, T0
+from conftest import MINUTE, SECOND, T0
 
 import ratecell
 from ratecell import Decision, Limiter, LimiterClosed
@@ -69,6 +69,7 @@ def test_with_closes_and_close_is_idempotent():
         lambda lim: lim.check(),
         lambda lim: lim.check(b"k"),
         lambda lim: lim.allow(),
+        lambda lim: lim.allow_at(0, 1, T0),
         lambda lim: lim.check_at(0, 1, T0),
         lambda lim: lim.check_bytes(b"k"),
         lambda lim: lim.check_bytes_at("k", 1, T0),
@@ -149,6 +150,63 @@ def test_check_uses_the_limiter_clock(make):
     assert [lim.allow() for _ in range(3)] == [True, True, False]
 
 
+# -- the yes/no check --------------------------------------------------------
+
+
+@pytest.mark.parametrize("capacity", [0, 16])
+def test_allow_three_then_denied(make, capacity):
+    lim = make("fixed_window", 3, HOUR, capacity=capacity)
+    answers = [lim.allow_at(1, 1, T0 + t) for t in (0, SECOND, MINUTE, MINUTE)]
+    assert answers == [True, True, True, False]
+    # A fresh key is admitted only when the limiter keeps keys apart.
+    assert lim.allow_at(2, 1, T0 + MINUTE) is (capacity > 0)
+    assert lim.allow_at(1, 1, T0 + HOUR - 1) is False
+    assert lim.allow_at(1, 1, T0 + HOUR) is True
+    assert lim.stats().checks == 7
+
+
+@pytest.mark.parametrize("capacity", [0, 16])
+@pytest.mark.parametrize("algorithm", list(ratecell.Algorithm))
+def test_allow_agrees_with_check(make, algorithm, capacity):
+    # Mostly int keys at cost 1 (the yes/no call), and the byte keys and
+    # other costs that take the full check.
+    yes_no = make(algorithm, 3, MINUTE, capacity=capacity)
+    full = make(algorithm, 3, MINUTE, capacity=capacity)
+    keys = [0, 1, 2, 2**64 - 1, b"k", "k"]
+    now, answers = T0, []
+    for i in range(200):
+        key, cost = keys[i * 7 % len(keys)], (1, 1, 1, 0, 1, 2)[i % 6]
+        now += i * 5 % 4 * 3 * SECOND  # about 13 requests a minute
+        got = yes_no.allow_at(key, cost, now)
+        assert got is full.check_at(key, cost, now).allowed, (i, key, cost)
+        answers.append(got)
+    assert True in answers and False in answers
+    assert yes_no.stats() == full.stats()
+
+
+def test_allow_reads_the_limiter_clock(make):
+    lim = make("gcra", 2, HOUR)  # no window edge for the real clock to cross
+    assert [lim.allow(k) for k in (7, 8, 9)] == [True, True, False]
+    assert lim.allow(b"any", 0) is False  # a peek, through check
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ((2**64, 1, T0), ValueError),
+        ((1.0, 1, T0), TypeError),
+        ((1, 1.0, T0), TypeError),
+        ((1, 1, -5), ValueError),
+        ((1, 1, None), TypeError),
+    ],
+)
+def test_allow_at_refuses_what_check_at_refuses(make, args, error):
+    lim = make("gcra", 10, SECOND, capacity=16)
+    with pytest.raises(error):
+        lim.allow_at(*args)
+    assert lim.stats().checks == 0
+
+
 # -- keys --------------------------------------------------------------------
 
 
@@ -224,6 +282,7 @@ def test_out_of_range_arguments_are_refused_not_wrapped(make, args, error):
         (lambda lim: lim.check(1.5), TypeError),
         (lambda lim: lim.allow(2**64), ValueError),
         (lambda lim: lim.allow(1, 0.5), TypeError),
+        (lambda lim: lim.allow(True), TypeError),
         (lambda lim: lim.check_bytes(7), TypeError),
         (lambda lim: lim.check(b"k", -1), ValueError),
         (lambda lim: lim.acquire(-1), ValueError),

@@ -161,6 +161,8 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_limiter_config": (_STATUS, [c_void_p, POINTER(CConfig)]),
     "ratecell_check": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(CDecision)]),
     "ratecell_check_at": (_STATUS, [c_void_p, c_uint64, c_uint64, c_uint64, POINTER(CDecision)]),
+    "ratecell_allow": (_STATUS, [c_void_p, c_uint64, POINTER(c_bool)]),
+    "ratecell_allow_at": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(c_bool)]),
     "ratecell_check_bytes": (_STATUS, [c_void_p, c_void_p, c_size_t, c_uint64, POINTER(CDecision)]),
     "ratecell_check_bytes_at": (
         _STATUS,

@@ -11,7 +11,7 @@ import datetime
 import math
 import operator
 from array import array
-from ctypes import c_char, c_uint64
+from ctypes import c_bool, c_char, c_uint64
 from typing import Any
 
 from . import _errors, _ffi
@@ -30,6 +30,8 @@ _lib = _ffi.lib
 _CDecision = _ffi.CDecision
 _check = _lib.ratecell_check
 _check_at = _lib.ratecell_check_at
+_allow = _lib.ratecell_allow
+_allow_at = _lib.ratecell_allow_at
 _check_bytes = _lib.ratecell_check_bytes
 _check_bytes_at = _lib.ratecell_check_bytes_at
 _check_batch = _lib.ratecell_check_batch
@@ -306,22 +308,30 @@ class Limiter:
         return decision_from_c(out)
 
     def allow(self, key: Key = 0, cost: int = 1) -> bool:
-        """``check(key, cost).allowed``, without building a ``Decision``."""
-        h = self._h
-        if h is None:
-            raise LimiterClosed()
-        if type(key) is not int or not 0 <= key <= U64_MAX:
-            if _is_bytes_key(key):
-                return self._check_bytes(h, key, cost, None).allowed
-            key = _u64(key, "key")
-        if type(cost) is not int or not 0 <= cost <= U64_MAX:
-            cost = _u64(cost, "cost")
-        out = _CDecision()
-        status = _check(h, key, cost, out)
-        if status:
-            raise _errors.error_for_status(status)
-        allowed: bool = out.allowed
-        return allowed
+        """``check(key, cost).allowed``, without building a ``Decision``. One
+        request (cost 1) for an int key is the library's yes/no call, which
+        on a limiter of capacity 0 computes nothing but the answer."""
+        return self._allow(self._handle(), key, cost, None)
+
+    def allow_at(self, key: Key, cost: int, now_ns: int) -> bool:
+        """``allow`` at the caller's time ``now_ns``: ``check_at(key, cost,
+        now_ns).allowed``."""
+        return self._allow(self._handle(), key, cost, _u64(now_ns, "now_ns"))
+
+    def _allow(self, h: _ffi.LimiterHandle, key: Any, cost: Any, now_ns: int | None) -> bool:
+        if type(key) is int and 0 <= key <= U64_MAX and type(cost) is int and cost == 1:
+            out = c_bool()
+            if now_ns is None:
+                status = _allow(h, key, out)
+            else:
+                status = _allow_at(h, key, now_ns, out)
+            if status:
+                raise _errors.error_for_status(status)
+            return out.value
+        # Byte keys, other costs, and arguments to refuse: the full check.
+        if now_ns is None:
+            return self.check(key, cost).allowed
+        return self.check_at(key, cost, now_ns).allowed
 
     def check_bytes(self, key: BytesKey, cost: int = 1) -> Decision:
         """``check`` for a byte-string key (``str`` is encoded as UTF-8)."""
