@@ -26,29 +26,33 @@ const PREFETCH_DISTANCE: usize = 16;
 /// full, the place of a key whose state is equivalent to fresh (nothing is
 /// lost). When neither exists the configured [`Overflow`] policy decides,
 /// and the event is counted. A table holds its `capacity` live keys: it has
-/// 1.45 places per key, and a new key looks at 64 places (16 buckets of 4;
-/// 128 for the multi-word algorithms).
+/// 1.45 places per key, and a new key may look as far as 128 places (32
+/// buckets of 4; 256 for the multi-word algorithms), though its search
+/// stops at the first empty place, nearly always in its home bucket.
 ///
 /// # Keys and collisions
 /// Keys are hashed with SipHash-1-3 under a 128-bit key drawn at random for
 /// each limiter, so nobody outside can aim keys at one bucket or at one
 /// fingerprint. A `u64` key is its 8 little-endian bytes. The table stores a
 /// fingerprint of `f` bits per key ([`KeyedLimiter::fingerprint_bits`]), not
-/// the key, so two keys share a state when a new key finds, among the at
-/// most 64 residents of its probe window (128 for the multi-word
-/// algorithms), one with its fingerprint. Over `n` keys the expected number
-/// of keys that ever share a state is at most `n · 64 / 2^(f+1)`:
+/// the key, so two keys share a state when a new key finds, among the
+/// residents its search passes (at most 128, the whole probe window; 256
+/// for the multi-word algorithms), one with its fingerprint. Over `n` keys
+/// the expected number of keys that ever share a state is at most
+/// `n · 128 / 2^(f+1)` (`n · 256 / 2^(f+1)`), and far less in practice,
+/// since a search nearly always ends in the home bucket:
 ///
-/// | algorithm | `f` (`bits(x)`: bits to write x) | example | 1M keys |
+/// | algorithm | `f` (`bits(x)`: bits to write x) | example | 1M keys, at most |
 /// |---|---|---|---|
-/// | GCRA, leaky bucket | 64 | any | 2·10⁻¹² |
-/// | bucketed window, sliding log | 62 | any | 1.4·10⁻¹¹ |
-/// | token bucket | `64 − bits(B)` | B = 100: 57 | 2·10⁻¹⁰ |
-/// | fixed window | `min(64, 128 − bits(2^64/P) − bits(L))` | L < 2^19, P ≥ 1 ms: 64 | 2·10⁻¹² |
-/// | sliding window | `min(64, 128 − bits(2^64/P) − 2·bits(L))` | 1000/s: 64; 10⁵ per ms: 49 | 2·10⁻¹²; 6·10⁻⁸ |
+/// | GCRA, leaky bucket | 64 | any | 3.5·10⁻¹² |
+/// | bucketed window, sliding log | 62 | any | 2.8·10⁻¹¹ |
+/// | token bucket | `64 − bits(B)` | B = 100: 57 | 4.4·10⁻¹⁰ |
+/// | fixed window | `min(64, 128 − bits(2^64/P) − bits(L))` | L < 2^19, P ≥ 1 ms: 64 | 3.5·10⁻¹² |
+/// | sliding window | `min(64, 128 − bits(2^64/P) − 2·bits(L))` | 1000/s: 64; 10⁵ per ms: 49 | 3.5·10⁻¹²; 1.1·10⁻⁷ |
 ///
 /// The narrowest any accepted configuration gets is 32 bits (a token bucket
-/// with a burst of 2^31 or more): 0.0075 expected shared keys per million.
+/// with a burst of 2^31 or more): at most 0.015 expected shared keys per
+/// million.
 ///
 /// A configuration that would leave fewer than 32 bits (a keyed sliding
 /// window with a huge limit and a microsecond period) is refused.

@@ -169,9 +169,13 @@ fn capacity_live_keys_fit() {
         for key in 0..capacity {
             lim.check_at(key, 1, T0);
         }
+        // The search window is long enough that about one key in ten
+        // million finds no place at exactly `capacity` live keys (measured
+        // over 10 million keys: 1), against 33 in a million with the
+        // 16-bucket window before.
         let stats = lim.stats();
         assert!(
-            stats.overflows * 1000 <= capacity,
+            stats.overflows <= 2,
             "{algorithm}: {} of {capacity} keys found no place",
             stats.overflows
         );

@@ -9,7 +9,7 @@
 //! window: `8·(1 + ceil(N/2))` bytes; sliding log: `8·(3 + 2L)` bytes), times
 //! 1.45 places per key of capacity, all allocated at construction.
 
-use super::{Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
+use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
 use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchedWords, latch};
 use crate::config::Error;
@@ -88,13 +88,17 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         LatchedWords(&self.blocks[place * self.words..][..self.words])
     }
 
-    /// The key's place, if it has one now.
+    /// The key's place, if it has one now. Stops at the first empty place:
+    /// the key would be there or before (see "Places" in `table`).
     fn find(&self, home: Home) -> Option<usize> {
         for bucket in self.geometry.window(home) {
             for place in bucket * SLOTS..(bucket + 1) * SLOTS {
                 let header = self.headers[place].load(Ordering::Relaxed) & !LATCHED;
                 if header == home.fingerprint {
                     return Some(place);
+                }
+                if header == 0 {
+                    return None;
                 }
             }
         }
@@ -130,16 +134,18 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         if self.find(home).is_some() {
             return None;
         }
-        // An empty place anywhere in the window first; only when there is
-        // none, the first state equivalent to fresh (dropping a state is
-        // lossless only for times from `t` on, so never while a place is free).
+        // A free place (empty, or a tombstone) anywhere in the window first;
+        // only when there is none, the first state equivalent to fresh
+        // (dropping a state is lossless only for times from `t` on, so never
+        // while a place is free).
         let mut frees_in = u64::MAX;
         for evict in [false, true] {
             for bucket in self.geometry.window(home) {
                 for place in bucket * SLOTS..(bucket + 1) * SLOTS {
                     let header = &self.headers[place];
                     let owner = header.load(Ordering::Relaxed);
-                    if owner & LATCHED != 0 || (owner != 0) != evict {
+                    let free = owner == 0 || owner == FREED;
+                    if owner & LATCHED != 0 || free == evict {
                         // Being checked right now (in use), or not what this
                         // pass looks for.
                         continue;
@@ -150,14 +156,14 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                         continue;
                     };
                     let mut block = self.block(place);
-                    if owner != 0 && !self.alg.is_fresh_at(&block, t) {
+                    if !free && !self.alg.is_fresh_at(&block, t) {
                         frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
                         continue;
                     }
                     self.alg.clear(&mut block);
                     let decision = self.alg.decide(&mut block, t, n);
                     held.release_as(home.fingerprint);
-                    let counter = if owner != 0 {
+                    let counter = if !free {
                         &shard.counters.evictions
                     } else {
                         &shard.counters.tracked
@@ -170,7 +176,8 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         Some(shard.overflow(fresh, self.allow_overflow, frees_in))
     }
 
-    /// Forgets the key's state. Returns whether it had one.
+    /// Forgets the key's state, leaving a tombstone in its place. Returns
+    /// whether it had one.
     pub(crate) fn reset(&self, h: u64) -> bool {
         let home = self.geometry.home(h);
         let shard = &self.shards[home.shard];
@@ -182,7 +189,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             return false;
         };
         self.alg.clear(&mut self.block(place));
-        held.release_as(0);
+        held.release_as(FREED);
         shard.counters.tracked.fetch_sub(1, Relaxed);
         true
     }

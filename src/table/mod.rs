@@ -20,9 +20,10 @@
 //!
 //! # Collisions
 //! See the table in `KeyedLimiter`'s documentation: a new key is compared
-//! with at most `PROBE × slots-per-bucket` residents, so over `n` keys the
-//! expected number that share a state is at most
-//! `n × PROBE × slots-per-bucket / 2^(f+1)` for `f` fingerprint bits.
+//! with the residents of its window up to the first empty place, at most
+//! `PROBE × slots-per-bucket` of them, so over `n` keys the expected number
+//! that share a state is at most `n × PROBE × slots-per-bucket / 2^(f+1)`
+//! for `f` fingerprint bits.
 //!
 //! # Places
 //! A key lives in the first `PROBE` buckets from its home bucket (wrapping
@@ -32,12 +33,21 @@
 //! existing key is found in its home bucket in the common case: one cache
 //! line, no lock, no allocation.
 //!
+//! A place, once taken, is never empty again: an eviction puts the new key
+//! in it, and a reset leaves a tombstone (the fingerprint [`FREED`], which
+//! no key has). A key is placed in the first free place of its window, so
+//! every place before it in the window was taken then and is still not
+//! empty: a lookup stops at the first empty place, which is in the home
+//! bucket for most keys that are not in the table. That is what lets the
+//! window be 32 buckets long (a new key finds a place at exactly
+//! `capacity` live keys) without making the lookup of a new key long.
+//!
 //! # Inserting and evicting
 //! Only an admitted request of cost above 0 creates a state, so peeks and
 //! denials of unknown keys touch nothing. A new key is placed under its
 //! shard's insert latch: the inserter first looks for the key again (another
-//! thread may just have placed it), then takes the first empty place in the
-//! probe window or, only when none is empty, the first place holding a state
+//! thread may just have placed it), then takes the first free place (empty,
+//! or a tombstone) in the probe window or, only when none is free, the first place holding a state
 //! equivalent to fresh (SPEC §4) at this moment. Dropping such a state
 //! changes no decision at later times, but a request from the past (time
 //! going backwards) would find the key fresh, so states are dropped only when
@@ -59,12 +69,20 @@ use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// Buckets searched from a key's home bucket.
-pub(crate) const PROBE: u64 = 16;
+/// Buckets searched from a key's home bucket (up to the first empty
+/// place). A simulation of the sizing below at exactly `capacity` keys left
+/// 48–56 keys in a million without a place with 16 buckets, 0–4 with 24,
+/// none with 32.
+pub(crate) const PROBE: u64 = 32;
+
+/// The fingerprint of a tombstone: a place a reset freed. No key has it
+/// (fingerprints start at 2), a lookup goes on past it, and an insert may
+/// take it like an empty place.
+pub(crate) const FREED: u64 = 1;
 
 /// Slots allocated per key of capacity, in hundredths: 1.45 slots per key
 /// keeps the table at most 69 % full when `capacity` live keys are stored,
-/// which a 16-bucket probe window absorbs, and leaves 16-byte slots at
+/// which a 32-bucket probe window absorbs, and leaves 16-byte slots at
 /// 23.2 bytes per key.
 const SLOTS_PER_KEY_PERCENT: u64 = 145;
 
@@ -204,10 +222,8 @@ impl Geometry {
         let shard = ((u128::from(h) * u128::from(self.shards)) >> 64) as usize;
         let local = ((h & 0xffff_ffff) * self.buckets_per_shard) >> 32;
         let mixed = h.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-        let fingerprint = match mixed >> (64 - self.fingerprint_bits) {
-            0 => 1,
-            f => f,
-        };
+        // Never 0 (an empty place) or FREED (a tombstone).
+        let fingerprint = (mixed >> (64 - self.fingerprint_bits)).max(FREED + 1);
         Home {
             shard,
             bucket: shard * self.buckets_per_shard as usize + local as usize,

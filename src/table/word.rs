@@ -5,9 +5,10 @@
 //! slot is the key's is one 64-bit mask and compare on the high half.
 //!
 //! A slot is 16 bytes; four fill a 64-byte bucket. Empty is the all-zero
-//! word (a fingerprint is never 0).
+//! word (a fingerprint is never 0); a tombstone is the fingerprint
+//! [`FREED`] over a zero state.
 
-use super::{Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
+use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
 use crate::algorithm::{WordAlgorithm, mask};
 use crate::cell::{AtomicWord, cas_loop_from, latch};
 use crate::config::{ConfigError, Error, Field};
@@ -35,6 +36,8 @@ pub(crate) struct WordTable<A: WordAlgorithm> {
     owner_mask: u64,
     /// How far a fingerprint is shifted up to the top of the high half.
     fingerprint_shift: u32,
+    /// The word a reset leaves: a tombstone.
+    freed: u128,
     capacity: u64,
     allow_overflow: bool,
 }
@@ -71,6 +74,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             state_mask: mask(state_bits),
             owner_mask: u64::MAX << (64 - fingerprint_bits),
             fingerprint_shift: 64 - fingerprint_bits,
+            freed: u128::from(FREED << (64 - fingerprint_bits)) << 64,
             capacity,
             allow_overflow,
         })
@@ -112,6 +116,8 @@ impl<A: WordAlgorithm> WordTable<A> {
     }
 
     /// The key's slot and the word just loaded from it, if it has one now.
+    /// Stops at the first empty slot: the key would be there or before (see
+    /// "Places" in `table`).
     #[inline]
     fn find(&self, home: Home, tag: u64) -> Option<(&AtomicU128, u128)> {
         for bucket in self.geometry.window(home) {
@@ -119,6 +125,9 @@ impl<A: WordAlgorithm> WordTable<A> {
                 let word = slot.load_word();
                 if self.owned_by(word, tag) {
                     return Some((slot, word));
+                }
+                if word == 0 {
+                    return None;
                 }
             }
         }
@@ -214,17 +223,17 @@ impl<A: WordAlgorithm> WordTable<A> {
             return Outcome::Moved;
         }
         let new = self.word(tag, next);
-        // An empty place anywhere in the window first; only when there is
-        // none, the first state equivalent to fresh. Dropping a state is
-        // lossless only for times from `t` on, so it is never done while a
-        // free place exists.
+        // A free place (empty, or a tombstone) anywhere in the window first;
+        // only when there is none, the first state equivalent to fresh.
+        // Dropping a state is lossless only for times from `t` on, so it is
+        // never done while a free place exists.
         let mut frees_in = u64::MAX;
         for evict in [false, true] {
             for bucket in self.geometry.window(home) {
                 for slot in &self.slots[bucket * SLOTS..][..SLOTS] {
                     let mut word = slot.load_word();
                     loop {
-                        let evicting = word != 0;
+                        let evicting = word != 0 && word != self.freed;
                         if evicting && !(evict && self.alg.is_fresh_at(self.state(word), t)) {
                             if evict {
                                 let (peek, _) = self.alg.decide(self.state(word), t, 0);
@@ -252,7 +261,8 @@ impl<A: WordAlgorithm> WordTable<A> {
         Outcome::Done(shard.overflow(fresh, self.allow_overflow, frees_in), true)
     }
 
-    /// Forgets the key's state. Returns whether it had one.
+    /// Forgets the key's state, leaving a tombstone in its place. Returns
+    /// whether it had one.
     pub(crate) fn reset(&self, h: u64) -> bool {
         let home = self.geometry.home(h);
         let tag = self.tag(home.fingerprint);
@@ -267,7 +277,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             if !self.owned_by(word, tag) {
                 (false, None)
             } else {
-                (true, Some(0))
+                (true, Some(self.freed))
             }
         });
         if removed {
@@ -292,5 +302,76 @@ impl<A: WordAlgorithm> KeyedTable for WordTable<A> {
     #[inline]
     fn decide(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
         self.check(h, t, n, max_wait)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::algorithm::gcra::Gcra;
+    use crate::config::{Algorithm, Config};
+
+    const T0: u64 = 1_000_000_000_000;
+
+    /// A GCRA table, 3 per hour, for 16 keys: one shard of several buckets.
+    fn table() -> WordTable<Gcra> {
+        let p = Config::new(Algorithm::Gcra, 3, 3_600_000_000_000)
+            .params()
+            .unwrap();
+        WordTable::new(Gcra::new(&p, false), 16, false).unwrap()
+    }
+
+    /// Hashes of `n` keys whose home is bucket 0 (the low 32 bits pick the
+    /// bucket), with distinct fingerprints.
+    fn crowd(table: &WordTable<Gcra>, n: u64) -> Vec<u64> {
+        let hashes: Vec<u64> = (1..=n).map(|i| i << 32).collect();
+        let mut fingerprints: Vec<u64> = hashes
+            .iter()
+            .map(|&h| table.geometry.home(h).fingerprint)
+            .collect();
+        fingerprints.sort();
+        fingerprints.dedup();
+        assert_eq!(fingerprints.len(), n as usize);
+        assert!(hashes.iter().all(|&h| table.geometry.home(h).bucket == 0));
+        hashes
+    }
+
+    fn remaining(table: &WordTable<Gcra>, h: u64) -> u64 {
+        table.check(h, T0, 0, u64::MAX).0.remaining
+    }
+
+    #[test]
+    fn a_key_past_a_tombstone_is_still_found() {
+        let table = table();
+        // Six keys with one home bucket of four slots: two spill into the
+        // next bucket.
+        let keys = crowd(&table, 7);
+        for &h in &keys[..6] {
+            assert!(table.check(h, T0, 1, u64::MAX).0.allowed);
+        }
+        assert!(table.reset(keys[1]), "a placed key has a state");
+        assert!(!table.reset(keys[1]), "a reset key has none");
+        assert_eq!(table.stats().keys_tracked, 5);
+        // The tombstone in the home bucket does not end the search for the
+        // keys placed after it.
+        for &h in &keys[4..6] {
+            assert_eq!(remaining(&table, h), 2, "the spilled key kept its state");
+        }
+        assert_eq!(remaining(&table, keys[1]), 3, "the reset key is fresh");
+        // A new key takes the tombstone's place, as it would an empty one.
+        assert!(table.check(keys[6], T0, 1, u64::MAX).0.allowed);
+        let stats = table.stats();
+        assert_eq!((stats.keys_tracked, stats.evictions), (6, 0));
+        let home = table.geometry.home(keys[6]);
+        let tag = table.tag(home.fingerprint);
+        assert!(
+            table.slots[..SLOTS]
+                .iter()
+                .any(|slot| table.owned_by(slot.load_word(), tag)),
+            "the new key lives in its home bucket, where the tombstone was"
+        );
+        for &h in &keys[4..6] {
+            assert_eq!(remaining(&table, h), 2);
+        }
     }
 }
