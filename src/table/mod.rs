@@ -45,18 +45,19 @@
 //! # Inserting and evicting
 //! Only an admitted request of cost above 0 creates a state, so peeks and
 //! denials of unknown keys touch nothing. A new key is placed under its
-//! shard's insert latch: the inserter first looks for the key again (another
-//! thread may just have placed it), then takes the first free place (empty,
-//! or a tombstone) in the probe window or, only when none is free, the first place holding a state
-//! equivalent to fresh (SPEC §4) at this moment. Dropping such a state
-//! changes no decision at later times, but a request from the past (time
-//! going backwards) would find the key fresh, so states are dropped only when
-//! the table is full around the key. The place is taken with one CAS from
-//! the exact word examined, so a concurrent update of that state makes the
-//! eviction fail and be re-examined. Because every insert of a key goes through one latch and
-//! re-checks, no key is ever placed twice; because every update CASes a word
-//! that contains the fingerprint, no update lands on another key's state.
-//! Updates of existing keys never take the latch.
+//! shard's insert latch: the inserter first looks for the key again
+//! (another thread may just have placed it), then takes the first free
+//! place (empty, or a tombstone) in the probe window or, only when none is
+//! free, the first place holding a state equivalent to fresh (SPEC §4) at
+//! this moment. Dropping such a state changes no decision at later times,
+//! but a request from the past (time going backwards) would find the key
+//! fresh, so states are dropped only when the table is full around the key.
+//! The place is taken with one CAS from the exact word examined, so a
+//! concurrent update of that state makes the eviction fail and be
+//! re-examined. Because every insert of a key goes through one latch and
+//! re-checks, no key is ever placed twice; because every update CASes a
+//! word that contains the fingerprint, no update lands on another key's
+//! state. Updates of existing keys never take the latch.
 
 pub(crate) mod block;
 pub(crate) mod word;
@@ -70,9 +71,9 @@ use std::hash::Hasher;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Buckets searched from a key's home bucket (up to the first empty
-/// place). A simulation of the sizing below at exactly `capacity` keys left
-/// 48–56 keys in a million without a place with 16 buckets, 0–4 with 24,
-/// none with 32.
+/// place). At exactly `capacity` live keys, 29–52 keys in a million found
+/// no place with 16 buckets; with 32, about one in five million does
+/// (docs/PERFORMANCE.md, fourth round).
 pub(crate) const PROBE: u64 = 32;
 
 /// The fingerprint of a tombstone: a place a reset freed. No key has it
