@@ -230,6 +230,17 @@ fn direct(c: &mut Criterion<ThreadCpuTime>, allowed: bool) {
                 cell.cas_with(t)
             })
         });
+        // The same with a `lock`ed add on a second padded word after the
+        // CAS: what one more locked instruction costs beside a TSC read
+        // (ratecell's statistics are bumped without one; see src/stats.rs).
+        let count = BareCell::default();
+        g.bench_function("bare/tsc_then_cas_u64_and_count", |b| {
+            b.iter(|| {
+                let t = clock.now_ns();
+                let ok = cell.cas_with(t);
+                count.count() & ok
+            })
+        });
     }
     g.finish();
 }
