@@ -6,11 +6,11 @@
 //! different keys never write the same line. (Counting per shard instead
 //! made every check a coherence miss once two threads sweep the same
 //! shards.) A stripe has one writer, so a bump is a plain load and store,
-//! not a `lock`ed add: a locked instruction waits for the TSC read before
-//! it and holds up the next one, which cost a TSC-clocked check about 9 ns
-//! (`bare/tsc_then_cas_u64_and_count` against `bare/tsc_then_cas_u64` in
-//! the benchmarks). Threads beyond [`STRIPES`] at once share one more
-//! stripe, bumped with atomic adds. The rare events (keys placed, evicted,
+//! not a `lock`ed add: beside a TSC read, one more locked instruction costs
+//! 7–9 ns (`bare/tsc_then_cas_u64_and_count` against
+//! `bare/tsc_then_cas_u64` in the benchmarks), against 2–4 ns without the
+//! read. Threads beyond [`STRIPES`] at once share one more stripe, bumped
+//! with atomic adds. The rare events (keys placed, evicted,
 //! overflowing) are counted per shard, under the shard's insert latch.
 
 use crate::sync::CounterU64;
