@@ -36,8 +36,6 @@ pub(crate) struct WordTable<A: WordAlgorithm> {
     owner_mask: u64,
     /// How far a fingerprint is shifted up to the top of the high half.
     fingerprint_shift: u32,
-    /// The word a reset leaves: a tombstone.
-    freed: u128,
     capacity: u64,
     allow_overflow: bool,
 }
@@ -74,7 +72,6 @@ impl<A: WordAlgorithm> WordTable<A> {
             state_mask: mask(state_bits),
             owner_mask: u64::MAX << (64 - fingerprint_bits),
             fingerprint_shift: 64 - fingerprint_bits,
-            freed: u128::from(FREED << (64 - fingerprint_bits)) << 64,
             capacity,
             allow_overflow,
         })
@@ -98,6 +95,12 @@ impl<A: WordAlgorithm> WordTable<A> {
     #[inline]
     fn tag(&self, fingerprint: u64) -> u64 {
         fingerprint << self.fingerprint_shift
+    }
+
+    /// The word a reset leaves: a tombstone.
+    #[inline]
+    fn freed(&self) -> u128 {
+        u128::from(self.tag(FREED)) << 64
     }
 
     #[inline]
@@ -233,7 +236,7 @@ impl<A: WordAlgorithm> WordTable<A> {
                 for slot in &self.slots[bucket * SLOTS..][..SLOTS] {
                     let mut word = slot.load_word();
                     loop {
-                        let evicting = word != 0 && word != self.freed;
+                        let evicting = word != 0 && word != self.freed();
                         if evicting && !(evict && self.alg.is_fresh_at(self.state(word), t)) {
                             if evict {
                                 let (peek, _) = self.alg.decide(self.state(word), t, 0);
@@ -277,7 +280,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             if !self.owned_by(word, tag) {
                 (false, None)
             } else {
-                (true, Some(self.freed))
+                (true, Some(self.freed()))
             }
         });
         if removed {
