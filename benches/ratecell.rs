@@ -6,9 +6,11 @@
 //!   coarse clock; governor's direct limiter with the same quota; a bare CAS
 //!   on a padded 8- and 16-byte word (the physical limit).
 //! - `keyed_1`, `keyed_1k`, `keyed_1M`: keyed checks over that many keys in a
-//!   random order, `u64` and 16-byte keys; governor's keyed limiter (DashMap)
-//!   and a bare table of 16-byte slots with the same keys. `keyed_1M` also
-//!   runs every other algorithm over `u64` keys.
+//!   random order, `u64` and 16-byte keys, on the TSC clock (and for `u64`
+//!   keys at explicit times and on the coarse clock); governor's keyed
+//!   limiter (DashMap) and a bare table of 16-byte slots with the same keys,
+//!   also with a TSC read per check. `keyed_1M` also runs every other
+//!   algorithm over `u64` keys.
 //! - `batch_1M`: `check_batch_at`/`check_batch` in chunks of 1024 keys, per
 //!   key, beside the same checks made one by one and the bare table.
 //! - `threads`: one thread, then two threads on the same key and on
@@ -292,6 +294,11 @@ fn keyed(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
         let mut cycle = Cycle::new(&keys);
         g.bench_function(id, |b| b.iter(|| lim.check(*cycle.next_item(), 1)));
         expect_decisions(id, lim.stats(), true);
+        // The same checks at the caller's time: no clock read.
+        let id = "ratecell/gcra_at/u64";
+        let t = lim.now_ns();
+        g.bench_function(id, |b| b.iter(|| lim.check_at(*cycle.next_item(), 1, t)));
+        expect_decisions(id, lim.stats(), true);
     }
     {
         // The same on the coarse clock: no TSC read per check.
@@ -321,6 +328,16 @@ fn keyed(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
         g.bench_function("bare/u64", |b| {
             b.iter(|| bare.check_u64(*cycle.next_item()))
         });
+        // The same with a TSC read per check (ratecell's `Clock`): read
+        // first, then with the slot prefetched before the read (the order
+        // of ratecell's keyed check). A TSC read waits for the loads before
+        // it, so the first order leaves each check's miss unoverlapped.
+        let clock = Clock::tsc();
+        for (id, prefetch_first) in [("bare/u64_tsc", false), ("bare/u64_prefetch_tsc", true)] {
+            g.bench_function(id, |b| {
+                b.iter(|| bare.check_u64_clocked(*cycle.next_item(), &clock, prefetch_first))
+            });
+        }
         if n >= 1_000_000 {
             // The same, with each key's index depending on the previous
             // check's result (always 0 added, unknown to the compiler and the

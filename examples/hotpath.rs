@@ -37,6 +37,7 @@ const CASES: &[&str] = &[
     "clock-tsc",
     "clock-quanta-raw",
     "keyed-1M-u64",
+    "keyed-1M-u64-at",
     "keyed-1M-bytes16",
     "keyed-1k-u64",
     "keyed-1k-u64-expiring",
@@ -45,6 +46,8 @@ const CASES: &[&str] = &[
     "bare-table-1M",
     "bare-table-1M-bytes16",
     "bare-table-1M-latency",
+    "bare-table-1M-tsc",
+    "bare-table-1M-prefetch-tsc",
     "batch-1M",
     "keyed-1k-u64-1-thread",
     "keyed-1k-u64-2-threads",
@@ -165,6 +168,15 @@ fn main() {
             let mut cycle = Cycle::new(&keys);
             measured(iters, || lim.check(*cycle.next_item(), 1));
         }
+        "keyed-1M-u64-at" => {
+            let keys = u64_keys(MILLION, 1);
+            let lim = keyed(MILLION, false);
+            keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
+            report(&lim);
+            let mut cycle = Cycle::new(&keys);
+            let t = lim.now_ns();
+            measured(iters, || lim.check_at(*cycle.next_item(), 1, t));
+        }
         "keyed-1k-u64-1-thread" | "keyed-1k-u64-2-threads" => {
             // Wall-clock scaling outside criterion: each thread checks its
             // own 1000 keys of one million-key table, in a plain loop.
@@ -217,6 +229,16 @@ fn main() {
                 if at >= keys.len() {
                     at = 0;
                 }
+            });
+        }
+        "bare-table-1M-tsc" | "bare-table-1M-prefetch-tsc" => {
+            let keys = u64_keys(MILLION, 1);
+            let bare = BareTable::new(MILLION);
+            let clock = Clock::tsc();
+            let prefetch_first = case.contains("prefetch");
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || {
+                bare.check_u64_clocked(*cycle.next_item(), &clock, prefetch_first)
             });
         }
         "bare-table-1M-bytes16" => {

@@ -74,6 +74,27 @@ impl Default for Clock {
     }
 }
 
+/// When a check happens: a time the caller gave (UNIX ns), or a clock to
+/// read. The keyed tables take either, and read a clock only once the
+/// key's bucket is on its way from memory (`table::word::WordTable::check`).
+pub(crate) trait At: Copy {
+    fn ns(self) -> u64;
+}
+
+impl At for u64 {
+    #[inline]
+    fn ns(self) -> u64 {
+        self
+    }
+}
+
+impl At for &Clock {
+    #[inline]
+    fn ns(self) -> u64 {
+        self.now_ns()
+    }
+}
+
 /// The TSC (through quanta) offset onto the UNIX timeline.
 #[derive(Clone, Debug)]
 struct TscClock {

@@ -6,7 +6,7 @@ use crate::algorithm::{
     bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
     sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
-use crate::clock::Clock;
+use crate::clock::{At, Clock};
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
 use crate::decision::Decision;
 use crate::limiter::{AcquireError, acquire};
@@ -183,8 +183,9 @@ impl KeyedLimiter {
 
     /// Decides one request for the key hashed to `h` and counts it.
     #[inline]
-    fn decide(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool) {
-        let (decision, taken) = with_table!(&self.tables, table => table.decide(h, t, n, max_wait));
+    fn decide(&self, h: u64, at: impl At, n: u64, max_wait: u64) -> (Decision, bool) {
+        let (decision, taken) =
+            with_table!(&self.tables, table => table.decide(h, at, n, max_wait));
         if taken {
             self.checks.record(decision.allowed);
         }
@@ -194,7 +195,8 @@ impl KeyedLimiter {
     /// Decides a request of `cost` for `key` now.
     #[inline]
     pub fn check(&self, key: u64, cost: u64) -> Decision {
-        self.check_at(key, cost, self.clock.now_ns())
+        self.decide(self.hash_u64(key), &self.clock, cost, u64::MAX)
+            .0
     }
 
     /// Decides a request of `cost` for `key` at `now_ns`.
@@ -207,7 +209,8 @@ impl KeyedLimiter {
     /// reach the same state; a `u64` key is its 8 little-endian bytes.
     #[inline]
     pub fn check_bytes(&self, key: &[u8], cost: u64) -> Decision {
-        self.check_bytes_at(key, cost, self.clock.now_ns())
+        self.decide(self.hash_bytes(key), &self.clock, cost, u64::MAX)
+            .0
     }
 
     /// Decides a request for a byte-string key at `now_ns`.

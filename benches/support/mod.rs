@@ -94,6 +94,18 @@ impl<'a, T> Cycle<'a, T> {
 
 const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
 
+/// Starts loading the cache line at `ptr` (a hint: it never faults).
+#[inline]
+fn prefetch<T>(ptr: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing architecturally, for any address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
+
 /// The physical limit of a keyed table: 16-byte slots sized like ratecell's
 /// word table (1.45 slots per key of capacity, whole 64-byte buckets of
 /// four), one multiplicative hash, one slot, one load and one CAS per check.
@@ -121,6 +133,28 @@ impl BareTable {
         let old = slot.load(Relaxed);
         slot.compare_exchange(old, old.wrapping_add(1), Relaxed, Relaxed)
             .is_ok()
+    }
+
+    /// [`BareTable::check_u64`] with a clock read per check, its time
+    /// written into the slot (so the dependency from the read to the CAS
+    /// is as in a clocked limiter). With `prefetch_first` the key's slot is
+    /// requested from memory before the clock is read, as ratecell's keyed
+    /// check does; without it the clock is read first.
+    #[inline]
+    pub fn check_u64_clocked(
+        &self,
+        key: u64,
+        clock: &ratecell::Clock,
+        prefetch_first: bool,
+    ) -> bool {
+        let slot = self.slot(key.wrapping_mul(MULTIPLIER));
+        if prefetch_first {
+            prefetch(slot);
+        }
+        let t = clock.now_ns();
+        let old = slot.load(Relaxed);
+        let new = (u128::from(t) << 64) | u128::from((old as u64).wrapping_add(1));
+        slot.compare_exchange(old, new, Relaxed, Relaxed).is_ok()
     }
 
     #[inline]

@@ -35,10 +35,16 @@ enum Inner {
 }
 
 impl ratecell_limiter {
-    fn check_at(&self, key: u64, cost: u64, now_ns: u64) -> Decision {
-        match &self.inner {
-            Inner::Direct(l) => l.check_at(cost, now_ns),
-            Inner::Keyed(k) => k.check_at(key, cost, now_ns),
+    // Each check takes the caller's time, or `None` for the limiter's own
+    // clock, read by the limiter itself: a keyed limiter starts loading
+    // the key's bucket before it reads the clock (`KeyedLimiter::check`).
+
+    fn check(&self, key: u64, cost: u64, now_ns: Option<u64>) -> Decision {
+        match (&self.inner, now_ns) {
+            (Inner::Direct(l), Some(t)) => l.check_at(cost, t),
+            (Inner::Direct(l), None) => l.check(cost),
+            (Inner::Keyed(k), Some(t)) => k.check_at(key, cost, t),
+            (Inner::Keyed(k), None) => k.check(key, cost),
         }
     }
 
@@ -46,17 +52,20 @@ impl ratecell_limiter {
     /// limiter takes its lean path (no decision built); the keyed one
     /// decides in full, because a keyed yes/no path measured 292 against
     /// 298 instructions (docs/PERFORMANCE.md, "Next changes").
-    fn allow_at(&self, key: u64, now_ns: u64) -> bool {
-        match &self.inner {
-            Inner::Direct(l) => l.allow_at(now_ns),
-            Inner::Keyed(k) => k.check_at(key, 1, now_ns).allowed,
+    fn allow(&self, key: u64, now_ns: Option<u64>) -> bool {
+        match (&self.inner, now_ns) {
+            (Inner::Direct(l), Some(t)) => l.allow_at(t),
+            (Inner::Direct(l), None) => l.allow(),
+            (Inner::Keyed(_), _) => self.check(key, 1, now_ns).allowed,
         }
     }
 
-    fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Decision {
-        match &self.inner {
-            Inner::Direct(l) => l.check_at(cost, now_ns),
-            Inner::Keyed(k) => k.check_bytes_at(key, cost, now_ns),
+    fn check_bytes(&self, key: &[u8], cost: u64, now_ns: Option<u64>) -> Decision {
+        match (&self.inner, now_ns) {
+            (Inner::Keyed(k), Some(t)) => k.check_bytes_at(key, cost, t),
+            (Inner::Keyed(k), None) => k.check_bytes(key, cost),
+            // A direct limiter ignores the key.
+            (Inner::Direct(_), _) => self.check(0, cost, now_ns),
         }
     }
 
@@ -212,10 +221,8 @@ pub unsafe extern "C" fn ratecell_check(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
         // SAFETY: forwarded with the caller's promises.
-        unsafe { ratecell_check_at(limiter, key, cost, l.now_ns(), out) }
+        unsafe { check(limiter, key, cost, None, out) }
     }
 }
 
@@ -233,14 +240,30 @@ pub unsafe extern "C" fn ratecell_check_at(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        let out = try_status!(out_ptr(out));
-        let d = l.check_at(key, cost, now_ns);
-        // SAFETY: non-NULL and writable as promised.
-        unsafe { put(out, d.into()) };
-        RATECELL_OK
+        // SAFETY: forwarded with the caller's promises.
+        unsafe { check(limiter, key, cost, Some(now_ns), out) }
     }
+}
+
+/// The check behind both exported forms; `now_ns` None is the limiter's
+/// clock.
+///
+/// # Safety
+/// As for `ratecell_check`.
+unsafe fn check(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    cost: u64,
+    now_ns: Option<u64>,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    // SAFETY: the caller promises a live handle or NULL.
+    let l = try_status!(unsafe { handle(limiter) });
+    let out = try_status!(out_ptr(out));
+    let d = l.check(key, cost, now_ns);
+    // SAFETY: non-NULL and writable as promised.
+    unsafe { put(out, d.into()) };
+    RATECELL_OK
 }
 
 /// Whether one request (cost 1) for `key` is admitted now, written to
@@ -262,10 +285,8 @@ pub unsafe extern "C" fn ratecell_allow(
     allowed: *mut bool,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
         // SAFETY: forwarded with the caller's promises.
-        unsafe { ratecell_allow_at(limiter, key, l.now_ns(), allowed) }
+        unsafe { allow(limiter, key, None, allowed) }
     }
 }
 
@@ -282,14 +303,29 @@ pub unsafe extern "C" fn ratecell_allow_at(
     allowed: *mut bool,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        let allowed = try_status!(out_ptr(allowed));
-        let yes = l.allow_at(key, now_ns);
-        // SAFETY: non-NULL and writable as promised.
-        unsafe { put(allowed, yes) };
-        RATECELL_OK
+        // SAFETY: forwarded with the caller's promises.
+        unsafe { allow(limiter, key, Some(now_ns), allowed) }
     }
+}
+
+/// The answer behind both exported forms; `now_ns` None is the limiter's
+/// clock.
+///
+/// # Safety
+/// As for `ratecell_allow`.
+unsafe fn allow(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    now_ns: Option<u64>,
+    allowed: *mut bool,
+) -> ratecell_status {
+    // SAFETY: the caller promises a live handle or NULL.
+    let l = try_status!(unsafe { handle(limiter) });
+    let allowed = try_status!(out_ptr(allowed));
+    let yes = l.allow(key, now_ns);
+    // SAFETY: non-NULL and writable as promised.
+    unsafe { put(allowed, yes) };
+    RATECELL_OK
 }
 
 /// Decides a request of `cost` for the byte-string key `key[0 .. key_len)`
@@ -315,10 +351,8 @@ pub unsafe extern "C" fn ratecell_check_bytes(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
         // SAFETY: forwarded with the caller's promises.
-        unsafe { ratecell_check_bytes_at(limiter, key, key_len, cost, l.now_ns(), out) }
+        unsafe { check_bytes(limiter, key, key_len, cost, None, out) }
     }
 }
 
@@ -336,16 +370,33 @@ pub unsafe extern "C" fn ratecell_check_bytes_at(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        let out = try_status!(out_ptr(out));
-        let d = l.check_bytes_at(key, cost, now_ns);
-        // SAFETY: non-NULL and writable as promised.
-        unsafe { put(out, d.into()) };
-        RATECELL_OK
+        // SAFETY: forwarded with the caller's promises.
+        unsafe { check_bytes(limiter, key, key_len, cost, Some(now_ns), out) }
     }
+}
+
+/// The check behind both exported forms; `now_ns` None is the limiter's
+/// clock.
+///
+/// # Safety
+/// As for `ratecell_check_bytes`.
+unsafe fn check_bytes(
+    limiter: *const ratecell_limiter,
+    key: *const u8,
+    key_len: usize,
+    cost: u64,
+    now_ns: Option<u64>,
+    out: *mut ratecell_decision,
+) -> ratecell_status {
+    // SAFETY: the caller promises a live handle or NULL.
+    let l = try_status!(unsafe { handle(limiter) });
+    // SAFETY: the caller promises `key_len` readable bytes.
+    let key = try_status!(unsafe { input(key, key_len) });
+    let out = try_status!(out_ptr(out));
+    let d = l.check_bytes(key, cost, now_ns);
+    // SAFETY: non-NULL and writable as promised.
+    unsafe { put(out, d.into()) };
+    RATECELL_OK
 }
 
 /// Decides `n` requests now, with one clock read: `keys[i]` at cost

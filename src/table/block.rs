@@ -12,6 +12,7 @@
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
 use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchedWords, latch};
+use crate::clock::At;
 use crate::config::Error;
 use crate::decision::Decision;
 use crate::stats::Stats;
@@ -105,9 +106,13 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         None
     }
 
-    pub(crate) fn check(&self, h: u64, t: u64, n: u64) -> Decision {
+    /// The key's home bucket of headers is requested before the time is
+    /// read from a clock, as in `WordTable::check`.
+    pub(crate) fn check(&self, h: u64, at: impl At, n: u64) -> Decision {
         let home = self.geometry.home(h);
         let shard = &self.shards[home.shard];
+        prefetch(&self.headers[home.bucket * SLOTS]);
+        let t = at.ns();
         loop {
             if let Some(place) = self.find(home) {
                 // Latching with our fingerprint fails if the place changed
@@ -206,7 +211,7 @@ impl<A: BlockAlgorithm> KeyedTable for BlockTable<A> {
     /// Only the leaky bucket queues, and it is a word table: a block
     /// algorithm never waits, so nothing is ever refused for `max_wait`.
     #[inline]
-    fn decide(&self, h: u64, t: u64, n: u64, _max_wait: u64) -> (Decision, bool) {
-        (self.check(h, t, n), true)
+    fn decide(&self, h: u64, at: impl At, n: u64, _max_wait: u64) -> (Decision, bool) {
+        (self.check(h, at, n), true)
     }
 }

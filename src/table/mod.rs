@@ -62,6 +62,7 @@
 pub(crate) mod block;
 pub(crate) mod word;
 
+use crate::clock::At;
 use crate::decision::Decision;
 use crate::stats::{Stats, TableCounters};
 use crate::sync::AtomicU64;
@@ -161,10 +162,10 @@ impl Shard {
 pub(crate) trait KeyedTable {
     /// Starts loading the buckets of the key hashed to `h`.
     fn prefetch(&self, h: u64);
-    /// Decides a request of cost `n` for the key hashed to `h` at `t`; an
+    /// Decides a request of cost `n` for the key hashed to `h` at `at`; an
     /// admission whose queue wait exceeds `max_wait` is refused and comes
     /// back with `.1 == false` (nothing stored). The caller counts it.
-    fn decide(&self, h: u64, t: u64, n: u64, max_wait: u64) -> (Decision, bool);
+    fn decide(&self, h: u64, at: impl At, n: u64, max_wait: u64) -> (Decision, bool);
 }
 
 /// Where keys go: the shard and bucket counts and the fingerprint width.
