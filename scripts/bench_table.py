@@ -123,6 +123,17 @@ def thread_note(cases, c):
     return note
 
 
+def tsc_clocked_u64(case):
+    """A ratecell keyed case over u64 keys that reads the TSC per check."""
+    parts = case.split("/")
+    return (
+        len(parts) == 3
+        and parts[0] == "ratecell"
+        and parts[2] == "u64"
+        and not parts[1].endswith(("_at", "_coarse"))
+    )
+
+
 def print_speed(cases):
     print("| group | case | ns/op | vs governor | vs bare | notes |")
     print("|---|---|---:|---:|---:|---|")
@@ -146,6 +157,10 @@ def print_speed(cases):
                 c, bare_peer(cases, group, c["case"])
             )
             note = thread_note(cases, c) if group == "threads" else ""
+            if group.startswith("keyed_") and tsc_clocked_u64(c["case"]):
+                floor = ratio(c, cases.get(f"{group}/bare/u64_prefetch_tsc"))
+                if floor is not None:
+                    note = f"{floor:.2f}× bare/u64_prefetch_tsc (the bare table with a TSC read)"
             if group == "batch_1M" and c["elements"] > 1:
                 note = f"per key, in chunks of {c['elements']}"
             print(
