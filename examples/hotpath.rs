@@ -38,8 +38,11 @@ const CASES: &[&str] = &[
     "clock-quanta-raw",
     "keyed-1M-u64",
     "keyed-1M-u64-at",
+    "keyed-1M-u64-coarse",
     "keyed-1M-bytes16",
     "keyed-1k-u64",
+    "keyed-1k-u64-at",
+    "keyed-1k-u64-coarse",
     "keyed-1k-u64-expiring",
     "governor-keyed-1M-u64",
     "governor-keyed-1k-u64",
@@ -159,23 +162,28 @@ fn main() {
             let cell = BareCell::default();
             measured(iters, || cell.cas());
         }
-        "keyed-1M-u64" | "keyed-1k-u64" | "keyed-1k-u64-expiring" => {
+        "keyed-1M-u64"
+        | "keyed-1M-u64-at"
+        | "keyed-1M-u64-coarse"
+        | "keyed-1k-u64"
+        | "keyed-1k-u64-at"
+        | "keyed-1k-u64-coarse"
+        | "keyed-1k-u64-expiring" => {
             let n = if case.contains("1M") { MILLION } else { 1_000 };
             let keys = u64_keys(n, 1);
-            let lim = keyed(n, case.ends_with("expiring"));
+            let mut lim = keyed(n, case.ends_with("expiring"));
+            if case.ends_with("coarse") {
+                lim = KeyedLimiter::with_clock(lim.config().clone(), Clock::coarse()).unwrap();
+            }
             keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
             report(&lim);
             let mut cycle = Cycle::new(&keys);
-            measured(iters, || lim.check(*cycle.next_item(), 1));
-        }
-        "keyed-1M-u64-at" => {
-            let keys = u64_keys(MILLION, 1);
-            let lim = keyed(MILLION, false);
-            keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
-            report(&lim);
-            let mut cycle = Cycle::new(&keys);
-            let t = lim.now_ns();
-            measured(iters, || lim.check_at(*cycle.next_item(), 1, t));
+            if case.ends_with("-at") {
+                let t = lim.now_ns();
+                measured(iters, || lim.check_at(*cycle.next_item(), 1, t));
+            } else {
+                measured(iters, || lim.check(*cycle.next_item(), 1));
+            }
         }
         "keyed-1k-u64-1-thread" | "keyed-1k-u64-2-threads" => {
             // Wall-clock scaling outside criterion: each thread checks its
