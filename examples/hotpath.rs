@@ -173,7 +173,7 @@ fn main() {
             let keys = u64_keys(n, 1);
             let mut lim = keyed(n, case.ends_with("expiring"));
             if case.ends_with("coarse") {
-                lim = KeyedLimiter::with_clock(lim.config().clone(), Clock::coarse()).unwrap();
+                lim = KeyedLimiter::with_clock(*lim.config(), Clock::coarse()).unwrap();
             }
             keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
             report(&lim);
