@@ -35,10 +35,9 @@ enum Inner {
 }
 
 impl ratecell_limiter {
-    // Each check takes the caller's time, or `None` for the limiter's own
-    // clock, read by the limiter itself: a keyed limiter starts loading
-    // the key's bucket before it reads the clock (`KeyedLimiter::check`).
-
+    /// Decides at the caller's time, or with `None` at the limiter's own
+    /// clock, read by the limiter itself: a keyed limiter starts loading
+    /// the key's bucket before it reads the clock (`WordTable::check`).
     fn check(&self, key: u64, cost: u64, now_ns: Option<u64>) -> Decision {
         match (&self.inner, now_ns) {
             (Inner::Direct(l), Some(t)) => l.check_at(cost, t),

@@ -154,8 +154,8 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// from a clock. A TSC read waits for the loads before it: read first,
     /// it holds the bucket's miss back until it is done; after a load of
     /// the bucket, it waits the miss out. Prefetched, the miss runs during
-    /// the read (a million keys: 190–260 → 150–160 ns per check,
-    /// docs/PERFORMANCE.md, fifth round).
+    /// the read (a million keys: 278.7 → 193.7 ns per check in the full
+    /// runs before and after; docs/PERFORMANCE.md, fifth round).
     #[inline]
     pub(crate) fn check(&self, h: u64, at: impl At, n: u64, max_wait: u64) -> (Decision, bool) {
         let home = self.geometry.home(h);
