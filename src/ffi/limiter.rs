@@ -96,6 +96,20 @@ unsafe fn put<T>(out: *mut T, value: T) {
     unsafe { out.write(value) }
 }
 
+/// Writes `value()` to `*out`, the answer of a call that has already
+/// checked its other arguments; with `out` NULL it returns
+/// `RATECELL_NULL_ARGUMENT` without computing the value, so a check whose
+/// answer has nowhere to go takes nothing from the limit.
+///
+/// # Safety
+/// `out` is NULL or points to a writable `T`.
+unsafe fn answer<T>(out: *mut T, value: impl FnOnce() -> T) -> ratecell_status {
+    let out = try_status!(out_ptr(out));
+    // SAFETY: non-NULL, and writable as the caller promises.
+    unsafe { put(out, value()) };
+    RATECELL_OK
+}
+
 /// Checks `*cfg` and makes a limiter, writing its handle to `*out`.
 ///
 /// Capacity 0 makes a limiter with one shared state (every key argument is
@@ -191,14 +205,12 @@ pub unsafe extern "C" fn ratecell_limiter_config(
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
         let l = try_status!(unsafe { handle(limiter) });
-        let out = try_status!(out_ptr(out));
         let config = match &l.inner {
             Inner::Direct(d) => d.config(),
             Inner::Keyed(k) => k.config(),
         };
-        // SAFETY: non-NULL and writable as promised.
-        unsafe { put(out, ratecell_config::from_rust(config, l.clock)) };
-        RATECELL_OK
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || ratecell_config::from_rust(config, l.clock)) }
     }
 }
 
@@ -220,8 +232,10 @@ pub unsafe extern "C" fn ratecell_check(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: forwarded with the caller's promises.
-        unsafe { check(limiter, key, cost, None, out) }
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || l.check(key, cost, None).into()) }
     }
 }
 
@@ -239,30 +253,11 @@ pub unsafe extern "C" fn ratecell_check_at(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: forwarded with the caller's promises.
-        unsafe { check(limiter, key, cost, Some(now_ns), out) }
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || l.check(key, cost, Some(now_ns)).into()) }
     }
-}
-
-/// The check behind both exported forms; `now_ns` None is the limiter's
-/// clock.
-///
-/// # Safety
-/// As for `ratecell_check`.
-unsafe fn check(
-    limiter: *const ratecell_limiter,
-    key: u64,
-    cost: u64,
-    now_ns: Option<u64>,
-    out: *mut ratecell_decision,
-) -> ratecell_status {
-    // SAFETY: the caller promises a live handle or NULL.
-    let l = try_status!(unsafe { handle(limiter) });
-    let out = try_status!(out_ptr(out));
-    let d = l.check(key, cost, now_ns);
-    // SAFETY: non-NULL and writable as promised.
-    unsafe { put(out, d.into()) };
-    RATECELL_OK
 }
 
 /// Whether one request (cost 1) for `key` is admitted now, written to
@@ -284,8 +279,10 @@ pub unsafe extern "C" fn ratecell_allow(
     allowed: *mut bool,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: forwarded with the caller's promises.
-        unsafe { allow(limiter, key, None, allowed) }
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `allowed` NULL or writable.
+        unsafe { answer(allowed, || l.allow(key, None)) }
     }
 }
 
@@ -302,29 +299,11 @@ pub unsafe extern "C" fn ratecell_allow_at(
     allowed: *mut bool,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: forwarded with the caller's promises.
-        unsafe { allow(limiter, key, Some(now_ns), allowed) }
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `allowed` NULL or writable.
+        unsafe { answer(allowed, || l.allow(key, Some(now_ns))) }
     }
-}
-
-/// The answer behind both exported forms; `now_ns` None is the limiter's
-/// clock.
-///
-/// # Safety
-/// As for `ratecell_allow`.
-unsafe fn allow(
-    limiter: *const ratecell_limiter,
-    key: u64,
-    now_ns: Option<u64>,
-    allowed: *mut bool,
-) -> ratecell_status {
-    // SAFETY: the caller promises a live handle or NULL.
-    let l = try_status!(unsafe { handle(limiter) });
-    let allowed = try_status!(out_ptr(allowed));
-    let yes = l.allow(key, now_ns);
-    // SAFETY: non-NULL and writable as promised.
-    unsafe { put(allowed, yes) };
-    RATECELL_OK
 }
 
 /// Decides a request of `cost` for the byte-string key `key[0 .. key_len)`
@@ -350,8 +329,12 @@ pub unsafe extern "C" fn ratecell_check_bytes(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: forwarded with the caller's promises.
-        unsafe { check_bytes(limiter, key, key_len, cost, None, out) }
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `key_len` readable bytes.
+        let key = try_status!(unsafe { input(key, key_len) });
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || l.check_bytes(key, cost, None).into()) }
     }
 }
 
@@ -369,33 +352,13 @@ pub unsafe extern "C" fn ratecell_check_bytes_at(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: forwarded with the caller's promises.
-        unsafe { check_bytes(limiter, key, key_len, cost, Some(now_ns), out) }
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `key_len` readable bytes.
+        let key = try_status!(unsafe { input(key, key_len) });
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || l.check_bytes(key, cost, Some(now_ns)).into()) }
     }
-}
-
-/// The check behind both exported forms; `now_ns` None is the limiter's
-/// clock.
-///
-/// # Safety
-/// As for `ratecell_check_bytes`.
-unsafe fn check_bytes(
-    limiter: *const ratecell_limiter,
-    key: *const u8,
-    key_len: usize,
-    cost: u64,
-    now_ns: Option<u64>,
-    out: *mut ratecell_decision,
-) -> ratecell_status {
-    // SAFETY: the caller promises a live handle or NULL.
-    let l = try_status!(unsafe { handle(limiter) });
-    // SAFETY: the caller promises `key_len` readable bytes.
-    let key = try_status!(unsafe { input(key, key_len) });
-    let out = try_status!(out_ptr(out));
-    let d = l.check_bytes(key, cost, now_ns);
-    // SAFETY: non-NULL and writable as promised.
-    unsafe { put(out, d.into()) };
-    RATECELL_OK
 }
 
 /// Decides `n` requests now, with one clock read: `keys[i]` at cost
@@ -669,13 +632,11 @@ pub unsafe extern "C" fn ratecell_stats(
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
         let l = try_status!(unsafe { handle(limiter) });
-        let out = try_status!(out_ptr(out));
-        let stats = match &l.inner {
+        let stats = || match &l.inner {
             Inner::Direct(direct) => direct.stats(),
             Inner::Keyed(keyed) => keyed.stats(),
         };
-        // SAFETY: non-NULL and writable as promised.
-        unsafe { put(out, stats.into()) };
-        RATECELL_OK
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || stats().into()) }
     }
 }
