@@ -51,6 +51,11 @@ const CASES: &[&str] = &[
     "bare-table-1M-latency",
     "bare-table-1M-tsc",
     "bare-table-1M-prefetch-tsc",
+    "bare-table-1M-then-8",
+    "bare-table-1M-then-16",
+    "bare-table-1M-then-24",
+    "bare-table-1M-then-32",
+    "bare-table-1M-then-48",
     "batch-1M",
     "keyed-1k-u64-1-thread",
     "keyed-1k-u64-2-threads",
@@ -68,6 +73,15 @@ fn measured<R>(iters: u64, mut check: impl FnMut() -> R) {
     }
     let ns = start.elapsed().as_nanos() as f64 / iters.max(1) as f64;
     eprintln!("{ns:.1} ns per iteration (wall clock)");
+}
+
+/// The bare table over a million keys with `K` dependent steps between
+/// each check's load and its CAS (`BareTable::check_u64_then`).
+fn bare_then<const K: usize>(iters: u64) {
+    let keys = u64_keys(MILLION, 1);
+    let bare = BareTable::new(MILLION);
+    let mut cycle = Cycle::new(&keys);
+    measured(iters, || bare.check_u64_then::<K>(*cycle.next_item()));
 }
 
 fn config(alg: Algorithm) -> Config {
@@ -227,6 +241,17 @@ fn main() {
             let mut cycle = Cycle::new(&keys);
             measured(iters, || bare.check_u64(*cycle.next_item()));
         }
+        "bare-table-1M-then-8"
+        | "bare-table-1M-then-16"
+        | "bare-table-1M-then-24"
+        | "bare-table-1M-then-32"
+        | "bare-table-1M-then-48" => match case.rsplit('-').next() {
+            Some("8") => bare_then::<8>(iters),
+            Some("16") => bare_then::<16>(iters),
+            Some("24") => bare_then::<24>(iters),
+            Some("32") => bare_then::<32>(iters),
+            _ => bare_then::<48>(iters),
+        },
         "bare-table-1M-latency" => {
             let keys = u64_keys(MILLION, 1);
             let bare = BareTable::new(MILLION);

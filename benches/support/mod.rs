@@ -173,6 +173,23 @@ impl BareTable {
         old
     }
 
+    /// [`BareTable::check_u64`] with `K` dependent steps of arithmetic on
+    /// the loaded value before the CAS (each a rotate, a shift and an XOR),
+    /// standing in for a limiter's decision: how much work that waits for
+    /// the slot a check can do before one check's miss no longer overlaps
+    /// the next one's.
+    #[inline]
+    pub fn check_u64_then<const K: usize>(&self, key: u64) -> bool {
+        let slot = self.slot(key.wrapping_mul(MULTIPLIER));
+        let old = slot.load(Relaxed);
+        let mut v = old as u64;
+        for _ in 0..K {
+            v = v.rotate_left(7) ^ (v >> 3);
+        }
+        let new = (old & !u128::from(u64::MAX)) | u128::from(v);
+        slot.compare_exchange(old, new, Relaxed, Relaxed).is_ok()
+    }
+
     #[inline]
     pub fn check16(&self, key: &[u8; 16]) -> bool {
         let a = u64::from_le_bytes(key[..8].try_into().unwrap());
