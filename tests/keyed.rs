@@ -187,19 +187,24 @@ fn batch_equals_one_by_one() {
     for algorithm in Algorithm::ALL {
         let a = keyed(algorithm, 4, 512);
         let b = keyed(algorithm, 4, 512);
-        // Repeated keys, costs 0..=5, several rounds at advancing times.
+        // Repeated keys, costs 0..=5, batches at advancing times.
         let keys: Vec<u64> = (0..600u64).map(|i| (i * 7919) % 97).collect();
         let costs: Vec<u64> = (0..600u64).map(|i| i % 6).collect();
-        for round in 0..5 {
-            let t = T0 + round * SECOND / 3;
-            let mut batch = vec![Decision::default(); keys.len()];
-            a.check_batch_at(&keys, Some(&costs), t, &mut batch);
+        // Lengths around the batch's prefetch distance (16 keys ahead), so
+        // batches shorter than it, equal to it, and wrapping its ring of
+        // hashes all meet the one-by-one checks.
+        let lengths = [0, 1, 5, 15, 16, 17, 31, 32, 33, 600];
+        for (round, len) in lengths.into_iter().enumerate() {
+            let t = T0 + round as u64 * SECOND / 3;
+            let (keys, costs) = (&keys[..len], &costs[..len]);
+            let mut batch = vec![Decision::default(); len];
+            a.check_batch_at(keys, Some(costs), t, &mut batch);
             let single: Vec<Decision> = keys
                 .iter()
-                .zip(&costs)
+                .zip(costs)
                 .map(|(&k, &c)| b.check_at(k, c, t))
                 .collect();
-            assert_eq!(batch, single, "{algorithm}, round {round}");
+            assert_eq!(batch, single, "{algorithm}, {len} keys");
         }
     }
 }
