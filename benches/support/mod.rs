@@ -177,7 +177,9 @@ impl BareTable {
     /// the loaded value before the CAS (each a rotate, a shift and an XOR),
     /// standing in for a limiter's decision: how much work that waits for
     /// the slot a check can do before one check's miss no longer overlaps
-    /// the next one's.
+    /// the next one's. Only `examples/hotpath.rs` runs it (the sixth
+    /// round in docs/PERFORMANCE.md), so the bench build does not use it.
+    #[allow(dead_code)]
     #[inline]
     pub fn check_u64_then<const K: usize>(&self, key: u64) -> bool {
         let slot = self.slot(key.wrapping_mul(MULTIPLIER));
