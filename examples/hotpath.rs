@@ -250,7 +250,8 @@ fn main() {
             Some("16") => bare_then::<16>(iters),
             Some("24") => bare_then::<24>(iters),
             Some("32") => bare_then::<32>(iters),
-            _ => bare_then::<48>(iters),
+            Some("48") => bare_then::<48>(iters),
+            _ => unreachable!("the arm lists every K"),
         },
         "bare-table-1M-latency" => {
             let keys = u64_keys(MILLION, 1);
