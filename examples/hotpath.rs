@@ -241,18 +241,16 @@ fn main() {
             let mut cycle = Cycle::new(&keys);
             measured(iters, || bare.check_u64(*cycle.next_item()));
         }
-        "bare-table-1M-then-8"
-        | "bare-table-1M-then-16"
-        | "bare-table-1M-then-24"
-        | "bare-table-1M-then-32"
-        | "bare-table-1M-then-48" => match case.rsplit('-').next() {
-            Some("8") => bare_then::<8>(iters),
-            Some("16") => bare_then::<16>(iters),
-            Some("24") => bare_then::<24>(iters),
-            Some("32") => bare_then::<32>(iters),
-            Some("48") => bare_then::<48>(iters),
-            _ => unreachable!("the arm lists every K"),
-        },
+        then if then.starts_with("bare-table-1M-then-") && CASES.contains(&then) => {
+            match then.rsplit('-').next() {
+                Some("8") => bare_then::<8>(iters),
+                Some("16") => bare_then::<16>(iters),
+                Some("24") => bare_then::<24>(iters),
+                Some("32") => bare_then::<32>(iters),
+                Some("48") => bare_then::<48>(iters),
+                _ => unreachable!("CASES lists only these"),
+            }
+        }
         "bare-table-1M-latency" => {
             let keys = u64_keys(MILLION, 1);
             let bare = BareTable::new(MILLION);

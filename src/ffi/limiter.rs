@@ -633,10 +633,10 @@ pub unsafe extern "C" fn ratecell_stats(
         // SAFETY: the caller promises a live handle or NULL.
         let l = try_status!(unsafe { handle(limiter) });
         let stats = || match &l.inner {
-            Inner::Direct(direct) => direct.stats(),
-            Inner::Keyed(keyed) => keyed.stats(),
+            Inner::Direct(direct) => direct.stats().into(),
+            Inner::Keyed(keyed) => keyed.stats().into(),
         };
         // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || stats().into()) }
+        unsafe { answer(out, stats) }
     }
 }
