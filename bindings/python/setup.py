@@ -15,6 +15,10 @@ Where the Rust crate is:
   (its own sources, ``Cargo.lock``, header and licences), which the sdist
   command below copies in. So the sdist builds anywhere cargo exists.
 
+setuptools-rust rather than maturin: maturin treats a cdylib without PyO3 as
+a cffi module (it generates a cffi wrapper and needs cffi at run time), while
+this package loads the library with ctypes and needs nothing.
+
 The wheel holds no extension module, so it is tagged ``py3-none-<platform>``
 (any Python 3.10+); ``auditwheel repair`` turns the platform into a
 manylinux tag (scripts/python-tests.sh checks it).
