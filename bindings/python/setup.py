@@ -69,8 +69,16 @@ def package_crate(dest: Path) -> None:
     shipped)."""
     cargo = os.environ.get("CARGO", "cargo")
     with tempfile.TemporaryDirectory(prefix="ratecell-package-") as tmp:
-        cmd = [cargo, "package", "-p", "ratecell", "--no-verify", "--allow-dirty",
-               "--target-dir", tmp]
+        cmd = [
+            cargo,
+            "package",
+            "-p",
+            "ratecell",
+            "--no-verify",
+            "--allow-dirty",
+            "--target-dir",
+            tmp,
+        ]
         print("ratecell: " + " ".join(cmd), file=sys.stderr, flush=True)
         try:
             subprocess.run(cmd, cwd=REPO, check=True, stdout=sys.stderr)
@@ -89,13 +97,13 @@ def package_crate(dest: Path) -> None:
             for member in archive.getmembers():
                 if not member.name.startswith(top) or not (member.isfile() or member.isdir()):
                     raise SystemExit(f"ratecell: unexpected entry {member.name!r} in {crates[0]}")
-                member.name = member.name[len(top):]
+                member.name = member.name[len(top) :]
                 if member.name:
                     members.append(member)
             if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
                 archive.extractall(dest, members=members, filter="data")
             else:
-                archive.extractall(dest, members=members)  # noqa: S202 (names checked above)
+                archive.extractall(dest, members=members)  # names checked above
     manifest = dest / "Cargo.toml"
     # Its own workspace: wherever the sdist is unpacked, cargo must not
     # take a Cargo.toml in a parent directory for this crate's workspace.
