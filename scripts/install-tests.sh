@@ -116,6 +116,16 @@ check "install.sh --destdir stages the files" sh -c "scripts/install.sh --prefix
 check "staged: lib/libratecell.so.$sover under DESTDIR/opt/ratecell" test -L "$work/stage/opt/ratecell/lib/libratecell.so.$sover"
 check "staged: ratecell.pc names the final prefix" grep -qx 'prefix=/opt/ratecell' "$work/stage/opt/ratecell/lib/pkgconfig/ratecell.pc"
 
+# A Rust crate that depends on ratecell builds what `cargo tree` lists for
+# ratecell's normal and build dependencies: cbindgen must not be among them.
+no_cbindgen() {
+    local tree
+    tree="$(cargo tree -e normal,build -p ratecell --target all --prefix none --offline 2>/dev/null ||
+        cargo tree -e normal,build -p ratecell --target all --prefix none)" || return 1
+    [ -n "$tree" ] && ! grep -q '^cbindgen ' <<<"$tree"
+}
+check "dependents do not compile cbindgen (cargo tree -e normal,build)" no_cbindgen
+
 # Bad arguments are refused with a message, not acted on.
 check "install.sh refuses an unknown argument" sh -c "! scripts/install.sh --prefx /tmp/x 2>/dev/null"
 check "install.sh refuses --prefix without a directory" sh -c "! scripts/install.sh --prefix 2>/dev/null"
