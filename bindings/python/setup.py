@@ -1,27 +1,42 @@
-"""Build hook of the ratecell Python package (metadata is in pyproject.toml).
+"""Build of the ratecell Python package (its metadata is in pyproject.toml).
 
-`pip install ./bindings/python` (and `pip install -e`) runs
-`cargo build --release --lib` in the repository root and bundles the shared
-library it produces inside the package, so users need no other step. The
-wheel holds no Python extension module, only a library loaded with ctypes:
-it is tagged `py3-none-<platform>` (any Python 3, this platform).
+The package is Python over ctypes plus one native library, ratecell's C ABI.
+setuptools-rust builds that library with cargo as a plain cdylib
+(``Binding.NoBinding``: no Python extension module, nothing linked against
+libpython) and bundles it inside the package, named like an extension
+module (``ratecell/libratecell.cpython-311-x86_64-linux-gnu.so``);
+``ratecell._ffi`` finds it there. Symbols are stripped (``-C strip=symbols``
+keeps the exported C functions).
 
-Needs cargo on PATH (or in $CARGO) and the repository checkout around this
-directory: an sdist on its own cannot build.
+Where the Rust crate is:
+
+- in a checkout: the repository root, ``../../Cargo.toml``;
+- in an sdist: ``rust/``, the crate exactly as ``cargo package`` ships it
+  (its own sources, ``Cargo.lock``, header and licences), which the sdist
+  command below copies in. So the sdist builds anywhere cargo exists.
+
+setuptools-rust rather than maturin: maturin treats a cdylib without PyO3 as
+a cffi module (it generates a cffi wrapper and needs cffi at run time), while
+this package loads the library with ctypes and needs nothing.
+
+The wheel holds no extension module, so it is tagged ``py3-none-<platform>``
+(any Python 3.10+); ``auditwheel repair`` turns the platform into a
+manylinux tag (scripts/python-tests.sh checks it).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 from setuptools import setup
-from setuptools.command.build_py import build_py as _build_py
+from setuptools.command.sdist import sdist as _sdist
+from setuptools_rust import Binding, RustExtension
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -29,96 +44,91 @@ except ImportError:  # setuptools < 70.1 keeps it in the wheel package
     from wheel.bdist_wheel import bdist_wheel as _bdist_wheel  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-PACKAGE = "ratecell"
-
-if sys.platform == "darwin":
-    LIBRARY_NAME = "libratecell.dylib"
-elif sys.platform == "win32":
-    LIBRARY_NAME = "ratecell.dll"
-else:
-    LIBRARY_NAME = "libratecell.so"
+REPO = HERE.parent.parent
+# The crate inside an sdist (see the module docstring).
+SDIST_CRATE = "rust"
 
 
-def build_library() -> Path:
-    """Runs cargo in the repository root; returns the built library's path,
-    as cargo reports it (so CARGO_TARGET_DIR and cargo config are honoured)."""
-    if not (ROOT / "Cargo.toml").is_file():
-        raise SystemExit(
-            f"ratecell: no Cargo.toml in {ROOT}: the Python package builds the library from "
-            "the ratecell repository; install it from a checkout (pip install ./bindings/python)"
-        )
+def crate_manifest() -> str:
+    """The Cargo.toml to build, relative to this directory (setuptools-rust
+    runs from here): the sdist's copy when there is one, else the checkout's."""
+    if (HERE / SDIST_CRATE / "Cargo.toml").is_file():
+        return f"{SDIST_CRATE}/Cargo.toml"
+    if (REPO / "Cargo.toml").is_file():
+        return os.path.relpath(REPO / "Cargo.toml", HERE)
+    raise SystemExit(
+        f"ratecell: no Rust crate found: neither {HERE / SDIST_CRATE / 'Cargo.toml'} (an sdist) "
+        f"nor {REPO / 'Cargo.toml'} (a checkout of the repository)"
+    )
+
+
+def package_crate(dest: Path) -> None:
+    """Puts the crate into `dest` as `cargo package` ships it to crates.io:
+    the files Cargo.toml's `include` names, a Cargo.lock, and a manifest
+    that stands alone (no workspace members, no targets whose files are not
+    shipped)."""
     cargo = os.environ.get("CARGO", "cargo")
-    cmd = [cargo, "build", "--release", "--lib", "--message-format=json-render-diagnostics"]
-    print("ratecell: " + " ".join(cmd), file=sys.stderr, flush=True)
-    try:
-        # stdout carries cargo's JSON messages; its progress and compiler
-        # diagnostics go to stderr, which pip shows with -v or on failure.
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, check=False)
-    except FileNotFoundError:
-        raise SystemExit(
-            f"ratecell: `{cargo}` not found; install Rust (https://rustup.rs) to build the library"
-        ) from None
-    if proc.returncode != 0:
-        raise SystemExit(f"ratecell: cargo build failed with status {proc.returncode}")
-    found: Path | None = None
-    for line in proc.stdout.splitlines():
+    with tempfile.TemporaryDirectory(prefix="ratecell-package-") as tmp:
+        cmd = [
+            cargo,
+            "package",
+            "-p",
+            "ratecell",
+            "--no-verify",
+            "--allow-dirty",
+            "--target-dir",
+            tmp,
+        ]
+        print("ratecell: " + " ".join(cmd), file=sys.stderr, flush=True)
         try:
-            msg = json.loads(line)
-        except ValueError:
-            continue
-        target = msg.get("target") or {}
-        if (
-            msg.get("reason") == "compiler-artifact"
-            and target.get("name") == PACKAGE
-            and "cdylib" in target.get("crate_types", [])
-        ):
-            for name in msg.get("filenames", []):
-                if Path(name).name == LIBRARY_NAME:
-                    found = Path(name)
-    if found is None or not found.is_file():
-        raise SystemExit(f"ratecell: cargo build reported no {LIBRARY_NAME}")
-    return found
+            subprocess.run(cmd, cwd=REPO, check=True, stdout=sys.stderr)
+        except FileNotFoundError:
+            raise SystemExit(
+                f"ratecell: `{cargo}` not found; install Rust (https://rustup.rs) to make an sdist"
+            ) from None
+        except subprocess.CalledProcessError as e:
+            raise SystemExit(f"ratecell: cargo package failed with status {e.returncode}") from None
+        crates = sorted((Path(tmp) / "package").glob("ratecell-*.crate"))
+        if len(crates) != 1:
+            raise SystemExit(f"ratecell: cargo package made {len(crates)} .crate files, not one")
+        with tarfile.open(crates[0]) as archive:
+            top = crates[0].name.removesuffix(".crate") + "/"
+            members = []
+            for member in archive.getmembers():
+                if not member.name.startswith(top) or not (member.isfile() or member.isdir()):
+                    raise SystemExit(f"ratecell: unexpected entry {member.name!r} in {crates[0]}")
+                member.name = member.name[len(top) :]
+                if member.name:
+                    members.append(member)
+            if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
+                archive.extractall(dest, members=members, filter="data")
+            else:
+                archive.extractall(dest, members=members)  # names checked above
+    manifest = dest / "Cargo.toml"
+    # Its own workspace: wherever the sdist is unpacked, cargo must not
+    # take a Cargo.toml in a parent directory for this crate's workspace.
+    manifest.write_text(manifest.read_text() + "\n[workspace]\n")
 
 
-def install_library(library: Path, directory: Path) -> Path:
-    """Copies the library into `directory` by rename, never by rewriting
-    the file in place: a process that has the old copy mapped keeps it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    dest = directory / LIBRARY_NAME
-    fd, tmp = tempfile.mkstemp(prefix=".ratecell-", dir=directory)
-    os.close(fd)
-    try:
-        shutil.copy2(library, tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return dest
+class sdist(_sdist):
+    """The sdist plus the Rust crate under ``rust/``."""
 
-
-class build_py(_build_py):
-    """build_py plus the Rust library, bundled next to the package's
-    modules (in place for an editable install, as build_ext --inplace does
-    for extension modules)."""
-
-    def run(self) -> None:
-        super().run()
-        library = build_library()
-        if getattr(self, "editable_mode", False):
-            install_library(library, HERE / "src" / PACKAGE)
+    def make_release_tree(self, base_dir: str, files: list[str]) -> None:
+        super().make_release_tree(base_dir, files)
+        dest = Path(base_dir) / SDIST_CRATE
+        if dest.exists():
+            shutil.rmtree(dest)
+        if (HERE / SDIST_CRATE / "Cargo.toml").is_file():
+            # An sdist made from an sdist.
+            shutil.copytree(HERE / SDIST_CRATE, dest, ignore=shutil.ignore_patterns("target"))
         else:
-            install_library(library, Path(self.build_lib) / PACKAGE)
-
-    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        outputs = list(super().get_outputs(include_bytecode))
-        if not getattr(self, "editable_mode", False):
-            outputs.append(str(Path(self.build_lib) / PACKAGE / LIBRARY_NAME))
-        return outputs
+            dest.mkdir(parents=True)
+            package_crate(dest)
 
 
 class bdist_wheel(_bdist_wheel):
-    """A platform wheel (it holds a native library) for any Python 3."""
+    """A platform wheel (it holds a native library) for any Python 3: the
+    library is loaded with ctypes, not imported by the interpreter."""
 
     def finalize_options(self) -> None:
         super().finalize_options()
@@ -129,4 +139,18 @@ class bdist_wheel(_bdist_wheel):
         return "py3", "none", platform
 
 
-setup(cmdclass={"build_py": build_py, "bdist_wheel": bdist_wheel})
+setup(
+    rust_extensions=[
+        RustExtension(
+            "ratecell.libratecell",
+            path=crate_manifest(),
+            binding=Binding.NoBinding,
+            # A release build even for `pip install -e` (an editable
+            # install would otherwise get a debug build).
+            debug=False,
+            rustc_flags=["-C", "strip=symbols"],
+        )
+    ],
+    cmdclass={"sdist": sdist, "bdist_wheel": bdist_wheel},
+    zip_safe=False,
+)

@@ -1,5 +1,5 @@
 //! The C ABI (SPEC.md section 6), and nothing else: `include/ratecell.h`
-//! is generated from this module by cbindgen (`build.rs`, `cbindgen.toml`).
+//! is generated from this module by cbindgen (`tests/header.rs`, `cbindgen.toml`).
 //!
 //! Rules every function here keeps (rustls-ffi and hyper's C API are the
 //! models):

@@ -70,12 +70,24 @@ def _repository_library(here: Path) -> Path | None:
     return None
 
 
+def _bundled(here: Path) -> list[Path]:
+    """The library the package's build put beside this module. setuptools-rust
+    names it as it names extension modules (``libratecell.cpython-311-x86_64-
+    linux-gnu.so``, whichever Python built the wheel); a plain
+    ``libratecell.so`` is looked for too."""
+    stem, suffix = os.path.splitext(LIBRARY_NAME)
+    named = sorted(
+        p for p in here.glob(stem + ".*") if p.suffix in (suffix, ".so", ".pyd") and p.is_file()
+    )
+    return named or [here / LIBRARY_NAME]
+
+
 def _candidates() -> list[Path]:
     """Where the library is looked for, in order: the copy bundled in the
     package by ``pip install``, then ``$RATECELL_LIBRARY`` (a file, or a
     directory holding it), then the repository's cargo target directory."""
     here = Path(__file__).resolve().parent
-    found = [here / LIBRARY_NAME]
+    found = _bundled(here)
     env = os.environ.get("RATECELL_LIBRARY")
     if env:
         path = Path(env)

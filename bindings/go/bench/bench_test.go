@@ -1,4 +1,4 @@
-package ratecell_test
+package bench_test
 
 // Benchmarks of ratecell through cgo beside what Go services use today:
 // golang.org/x/time/rate (one limiter, and per key as users build it: a map

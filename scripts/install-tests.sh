@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Tests scripts/install.sh the way a C or C++ user consumes the library:
+#
+#   1. installs into a temporary prefix and checks the layout (the versioned
+#      shared library and its SONAME, the symlinks, the static library, both
+#      headers, ratecell.pc, the CMake package);
+#   2. builds tests/install/consumer.c with `pkg-config --cflags --libs
+#      ratecell` (-Wall -Wextra -Wpedantic -Werror) and runs it: it must load
+#      libratecell by its SONAME from the prefix;
+#   3. builds tests/install/consumer.cpp with CMake's find_package(ratecell),
+#      linked to ratecell::ratecell and to ratecell::ratecell_static, and
+#      runs both;
+#   4. moves the installed tree elsewhere and builds the CMake project again
+#      (the CMake package is relocatable);
+#   5. stages an install with --destdir and checks that the files land under
+#      it while naming the final prefix.
+#
+# Needs cargo, cc, c++, pkg-config and cmake (>= 3.16); installs pkg-config
+# and cmake with apt-get when they are missing and this runs as root.
+# Honours CARGO_TARGET_DIR, CC and CXX. Prints one line per check and, last,
+# "N passed, M failed"; exits non-zero if any failed.
+set -uo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+export CC="${CC:-cc}" CXX="${CXX:-c++}"
+
+passed=0
+failed=0
+check() { # check WHAT COMMAND...: runs COMMAND, counts it
+    local what="$1"
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+        echo "ok: $what"
+    else
+        failed=$((failed + 1))
+        echo "FAILED: $what" >&2
+    fi
+}
+finish() {
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit
+}
+
+for tool in pkg-config cmake; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "== apt-get install $tool"
+            apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null
+        fi
+        command -v "$tool" >/dev/null 2>&1 || { echo "missing $tool: install it (apt-get install $tool)" >&2; failed=1; finish; }
+    fi
+done
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/ratecell-install.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+prefix="$work/prefix"
+
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+major="${version%%.*}" rest="${version#*.}" minor="${rest%%.*}"
+if [ "$major" = 0 ]; then sover="0.$minor"; else sover="$major"; fi
+
+echo "== scripts/install.sh --prefix $prefix"
+if ! scripts/install.sh --prefix "$prefix"; then
+    echo "scripts/install.sh failed" >&2
+    failed=1
+    finish
+fi
+
+lib="$prefix/lib"
+soname_of() { readelf -d "$1" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p'; }
+needed_of() { readelf -d "$1" | sed -n 's/.*Shared library: \[\(libratecell[^]]*\)\]/\1/p'; }
+check "lib/libratecell.so.$version is the shared library" test -f "$lib/libratecell.so.$version" -a ! -L "$lib/libratecell.so.$version"
+check "its SONAME is libratecell.so.$sover" test "$(soname_of "$lib/libratecell.so.$version")" = "libratecell.so.$sover"
+check "lib/libratecell.so.$sover -> libratecell.so.$version" test "$(readlink "$lib/libratecell.so.$sover")" = "libratecell.so.$version"
+check "lib/libratecell.so -> libratecell.so.$sover" test "$(readlink "$lib/libratecell.so")" = "libratecell.so.$sover"
+check "lib/libratecell.a exports ratecell_check" sh -c "nm -g --defined-only '$lib/libratecell.a' 2>/dev/null | grep -q ' T ratecell_check$'"
+check "include/ratecell.h is the committed header" cmp -s "$prefix/include/ratecell.h" include/ratecell.h
+check "include/ratecell.hpp is the C++ wrapper" cmp -s "$prefix/include/ratecell.hpp" bindings/cpp/ratecell.hpp
+
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+check "pkg-config --modversion ratecell is $version" test "$(pkg-config --modversion ratecell)" = "$version"
+
+# C, through pkg-config.
+warn=(-Wall -Wextra -Wpedantic -Werror)
+# shellcheck disable=SC2046 # pkg-config's output is a list of flags
+check "cc consumer.c \$(pkg-config --cflags --libs ratecell)" \
+    "$CC" -std=c11 "${warn[@]}" tests/install/consumer.c $(pkg-config --cflags --libs ratecell) -o "$work/consumer-c"
+check "the C program needs libratecell.so.$sover (the SONAME), not the file name" \
+    test "$(needed_of "$work/consumer-c")" = "libratecell.so.$sover"
+check "the C program runs against the installed library" env LD_LIBRARY_PATH="$lib" "$work/consumer-c"
+
+# C++, through CMake, shared and static.
+cmake_consumer() { # cmake_consumer BUILD_DIR PREFIX STATIC
+    cmake -S tests/install -B "$1" -DCMAKE_PREFIX_PATH="$2" -DRATECELL_STATIC="$3" \
+        -DCMAKE_BUILD_TYPE=Release >"$1.log" 2>&1 &&
+        cmake --build "$1" >>"$1.log" 2>&1 || { cat "$1.log" >&2; return 1; }
+}
+check "cmake find_package(ratecell) + ratecell::ratecell builds" cmake_consumer "$work/build-shared" "$prefix" OFF
+check "the C++ program (shared) runs" "$work/build-shared/consumer"
+check "it needs libratecell.so.$sover" test "$(needed_of "$work/build-shared/consumer")" = "libratecell.so.$sover"
+check "cmake find_package(ratecell) + ratecell::ratecell_static builds" cmake_consumer "$work/build-static" "$prefix" ON
+check "the C++ program (static) runs" "$work/build-static/consumer"
+check "it needs no libratecell at run time" test -z "$(needed_of "$work/build-static/consumer")"
+
+# The CMake package finds the library relative to itself.
+mv "$prefix" "$work/moved"
+check "the CMake package works from a moved prefix" cmake_consumer "$work/build-moved" "$work/moved" OFF
+check "the C++ program (moved prefix) runs" "$work/build-moved/consumer"
+
+# A staged install for packagers.
+echo "== scripts/install.sh --prefix /opt/ratecell --destdir $work/stage"
+check "install.sh --destdir stages the files" sh -c "scripts/install.sh --prefix /opt/ratecell --destdir '$work/stage' >/dev/null"
+check "staged: lib/libratecell.so.$sover under DESTDIR/opt/ratecell" test -L "$work/stage/opt/ratecell/lib/libratecell.so.$sover"
+check "staged: ratecell.pc names the final prefix" grep -qx 'prefix=/opt/ratecell' "$work/stage/opt/ratecell/lib/pkgconfig/ratecell.pc"
+
+# A Rust crate that depends on ratecell builds what `cargo tree` lists for
+# ratecell's normal and build dependencies: cbindgen must not be among them.
+no_cbindgen() {
+    local tree
+    tree="$(cargo tree -e normal,build -p ratecell --target all --prefix none --offline 2>/dev/null ||
+        cargo tree -e normal,build -p ratecell --target all --prefix none)" || return 1
+    [ -n "$tree" ] && ! grep -q '^cbindgen ' <<<"$tree"
+}
+check "dependents do not compile cbindgen (cargo tree -e normal,build)" no_cbindgen
+
+# Bad arguments are refused with a message, not acted on.
+check "install.sh refuses an unknown argument" sh -c "! scripts/install.sh --prefx /tmp/x 2>/dev/null"
+check "install.sh refuses --prefix without a directory" sh -c "! scripts/install.sh --prefix 2>/dev/null"
+
+finish
