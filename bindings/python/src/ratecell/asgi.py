@@ -158,9 +158,8 @@ async def acquire(limiter: Any, key: Any = 0, cost: int = 1, timeout: float | No
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        d = limiter.check(key, cost)
-        if not isinstance(d, Decision):
-            d = await d
+        got = limiter.check(key, cost)
+        d: Decision = got if isinstance(got, Decision) else await got
         if d.allowed:
             if d.wait_ns:
                 await asyncio.sleep(d.wait_ns / 1e9)
