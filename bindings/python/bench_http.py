@@ -1,10 +1,11 @@
 """What the ASGI and WSGI middlewares add to a hello-world app, end to end
 over loopback. Each server (uvicorn + Starlette, wsgiref) runs in its own
 process, with and without the middleware; one keep-alive http.client
-connection per server sends requests in alternating rounds (so drift on a
-shared machine hits both), and the median round is reported.
+connection per server sends requests in alternating short rounds (so load
+from other processes on a shared machine hits both alike); the median of
+the paired rounds' ratios is reported with each side's median time.
 
-    python bench_http.py [--rounds 9] [--requests 1000]
+    python bench_http.py [--rounds 41] [--requests 200]
 
 Needs uvicorn and starlette (scripts/python-tests.sh installs them).
 """
@@ -108,10 +109,11 @@ def measure(kind: str, target: Any, rounds: int, n: int) -> None:
             for i in range(2):
                 times[i].append(_round(port_of[i], conns[i], n))
         without, with_ = statistics.median(times[0]), statistics.median(times[1])
+        ratio = statistics.median(b / a for a, b in zip(times[0], times[1]))
         print(
-            f"{kind}: {rounds} rounds x {n} requests, median round: without middleware "
-            f"{without * 1e6:.1f} us/request, with {with_ * 1e6:.1f} us/request, "
-            f"ratio {with_ / without:.3f} ({(with_ / without - 1) * 100:+.1f} %)"
+            f"{kind}: {rounds} paired rounds x {n} requests; median without middleware "
+            f"{without * 1e6:.1f} us/request, with {with_ * 1e6:.1f} us/request; "
+            f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
         )
     finally:
         for p in procs:
@@ -121,8 +123,8 @@ def measure(kind: str, target: Any, rounds: int, n: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=41)
+    ap.add_argument("--requests", type=int, default=200)
     args = ap.parse_args()
     measure("asgi (uvicorn + Starlette)", _asgi, args.rounds, args.requests)
     measure("wsgi (wsgiref)", _wsgi, args.rounds, args.requests)

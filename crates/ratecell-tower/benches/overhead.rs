@@ -1,8 +1,11 @@
-//! What the layer adds to a hello-world axum handler, end to end over
-//! loopback: one keep-alive hyper connection sends requests one after
-//! another to a server with the layer and to one without, in alternating
-//! rounds (so drift on a shared machine hits both), and the median round of
-//! each is reported. Run: `cargo bench -p ratecell-tower --bench overhead`.
+//! What the layer adds to a hello-world axum handler. End to end over
+//! loopback: one keep-alive hyper connection per server sends requests one
+//! after another to a server with the layer and to one without, in
+//! alternating short rounds (so load from other processes on a shared
+//! machine hits both alike); the median of the paired rounds' ratios is
+//! reported with each side's median time. In process: the same two routers
+//! called through `oneshot`, no network, the same pairing.
+//! Run: `cargo bench -p ratecell-tower --bench overhead`.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -17,8 +20,8 @@ use ratecell::{Algorithm, Config, KeyedLimiter};
 use ratecell_tower::{Named, RateLimitLayer};
 use tokio::net::{TcpListener, TcpStream};
 
-const ROUNDS: usize = 15;
-const PER_ROUND: usize = 4000;
+const ROUNDS: usize = 201;
+const PER_ROUND: usize = 200;
 
 async fn serve(app: Router) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -62,9 +65,43 @@ async fn connect(addr: SocketAddr) -> hyper::client::conn::http1::SendRequest<Em
     sender
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
+fn median<T: PartialOrd + Copy>(mut v: Vec<T>) -> T {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
+}
+
+fn report(what: &str, without: Vec<Duration>, with: Vec<Duration>) {
+    let ratios: Vec<f64> = without
+        .iter()
+        .zip(&with)
+        .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
+        .collect();
+    let ratio = median(ratios);
+    println!(
+        "{what}: {ROUNDS} paired rounds; median without layer {:.2} us/request, with layer {:.2} us/request; \
+         median paired ratio {ratio:.3} ({:+.1} %)",
+        median(without).as_nanos() as f64 / 1e3,
+        median(with).as_nanos() as f64 / 1e3,
+        (ratio - 1.0) * 100.0
+    );
+}
+
+async fn in_process(router: &Router, n: usize) -> Duration {
+    use tower::ServiceExt;
+    let start = Instant::now();
+    for _ in 0..n {
+        let req = Request::get("/").extension(axum::extract::ConnectInfo(SocketAddr::from((
+            [127, 0, 0, 1],
+            5555,
+        ))));
+        let res = router
+            .clone()
+            .oneshot(req.body(axum::body::Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert!(res.status().is_success());
+    }
+    start.elapsed() / n as u32
 }
 
 fn main() {
@@ -78,8 +115,9 @@ fn main() {
         // Never refuses in the run: the measured path is check + fields.
         let config = Config::new(Algorithm::Gcra, 1_000_000_000, 1_000_000_000).capacity(1024);
         let layer = RateLimitLayer::new(Named::keyed(KeyedLimiter::new(config).unwrap()));
-        let plain = serve(hello()).await;
-        let limited = serve(hello().layer(layer)).await;
+        let (plain_router, limited_router) = (hello(), hello().layer(layer));
+        let plain = serve(plain_router.clone()).await;
+        let limited = serve(limited_router.clone()).await;
         let (mut a, mut b) = (connect(plain).await, connect(limited).await);
         round(&mut a, PER_ROUND).await;
         round(&mut b, PER_ROUND).await;
@@ -88,14 +126,12 @@ fn main() {
             without.push(round(&mut a, PER_ROUND).await);
             with.push(round(&mut b, PER_ROUND).await);
         }
-        let (w0, w1) = (median(without), median(with));
-        let ratio = w1.as_nanos() as f64 / w0.as_nanos() as f64;
-        println!(
-            "axum hello-world, {ROUNDS} rounds x {PER_ROUND} requests, median round: \
-             without layer {:.1} us/request, with layer {:.1} us/request, ratio {ratio:.3} ({:+.1} %)",
-            w0.as_nanos() as f64 / 1e3,
-            w1.as_nanos() as f64 / 1e3,
-            (ratio - 1.0) * 100.0
-        );
+        report("axum hello-world over loopback", without, with);
+        let (mut without, mut with) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            without.push(in_process(&plain_router, PER_ROUND * 5).await);
+            with.push(in_process(&limited_router, PER_ROUND * 5).await);
+        }
+        report("axum hello-world in process (oneshot)", without, with);
     });
 }
