@@ -121,6 +121,63 @@ def measure(kind: str, target: Any, rounds: int, n: int) -> None:
             p.join(timeout=10)
 
 
+def in_process(rounds: int, n: int) -> None:
+    """The middlewares' own cost: the apps called directly, no server."""
+    import asyncio
+
+    from ratecell.asgi import RateLimitMiddleware as Asgi
+    from ratecell.wsgi import RateLimitMiddleware as Wsgi
+
+    async def asgi_hello(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"hello"})
+
+    def wsgi_hello(environ: Any, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"hello"]
+
+    scope = {"type": "http", "path": "/", "headers": [], "client": ("127.0.0.1", 5555)}
+    environ = {"PATH_INFO": "/", "REMOTE_ADDR": "127.0.0.1"}
+
+    async def send(message: Any) -> None:
+        pass
+
+    async def receive() -> Any:
+        return {}
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> None:
+        pass
+
+    async def asgi_round(app: Any) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            await app(scope, receive, send)
+        return (time.perf_counter() - start) / n
+
+    def wsgi_round(app: Any) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            app(environ, start_response)
+        return (time.perf_counter() - start) / n
+
+    limiter = _limiter()
+    for kind, pair, run in (
+        ("asgi in process", (asgi_hello, Asgi(asgi_hello, limiter)), lambda a: asyncio.run(asgi_round(a))),
+        ("wsgi in process", (wsgi_hello, Wsgi(wsgi_hello, limiter)), wsgi_round),
+    ):
+        times: list[list[float]] = [[], []]
+        for _ in range(rounds):
+            for i in range(2):
+                times[i].append(run(pair[i]))
+        ratio = statistics.median(b / a for a, b in zip(times[0], times[1]))
+        print(
+            f"{kind}: {rounds} paired rounds x {n} calls; median without middleware "
+            f"{statistics.median(times[0]) * 1e6:.2f} us/call, with "
+            f"{statistics.median(times[1]) * 1e6:.2f} us/call; added "
+            f"{(statistics.median(times[1]) - statistics.median(times[0])) * 1e6:.2f} us"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=41)
@@ -128,6 +185,7 @@ def main() -> None:
     args = ap.parse_args()
     measure("asgi (uvicorn + Starlette)", _asgi, args.rounds, args.requests)
     measure("wsgi (wsgiref)", _wsgi, args.rounds, args.requests)
+    in_process(args.rounds, args.requests * 5)
 
 
 if __name__ == "__main__":
