@@ -2,6 +2,7 @@ package ratehttp_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -291,5 +292,22 @@ func TestCostAndClientAddressKey(t *testing.T) {
 	expect(t, "second", get(t, srv, "/").header.Get("RateLimit"), `"default";r=2;t=8`)
 	if r := get(t, srv, "/"); r.status != 429 {
 		t.Fatal(r.status)
+	}
+}
+
+type broken struct{}
+
+func (broken) Check([]byte, uint64) ([]ratehttp.LimitDecision, error) {
+	return nil, errors.New("store down")
+}
+
+func TestAFailingLimiterFailsClosedUnlessTold(t *testing.T) {
+	r := get(t, serve(t, broken{}, ratehttp.Options{}), "/")
+	if r.status != 503 || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("fail closed: %d %q", r.status, r.body)
+	}
+	r = get(t, serve(t, broken{}, ratehttp.Options{FailOpen: true}), "/")
+	if r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Fatalf("fail open: %d %q", r.status, r.header.Get("RateLimit"))
 	}
 }
