@@ -56,6 +56,7 @@ pub enum MissingKey {
     Reject,
 }
 
+#[derive(Clone)]
 struct Settings {
     limits: Arc<dyn RateLimits>,
     key: Key,
@@ -110,10 +111,8 @@ impl RateLimitLayer {
     }
 
     fn edit(mut self, f: impl FnOnce(&mut Settings)) -> RateLimitLayer {
-        // Builders run before the layer is cloned, so this never copies.
-        let settings =
-            Arc::get_mut(&mut self.settings).expect("configure the layer before cloning it");
-        f(settings);
+        // Copies only if the layer was cloned before this option was set.
+        f(Arc::make_mut(&mut self.settings));
         self
     }
 

@@ -369,3 +369,34 @@ fn acquire_waits_without_a_runtime() {
         );
     });
 }
+
+/// A leaky bucket's admitted requests wait out their queue place (on a
+/// timer, not a thread) and then run, with their fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaky_bucket_requests_run_after_their_queue_wait() {
+    // T = 100 ms, queue of 3: waits of 0, 100 and 200 ms, then refusal.
+    let (limiter, _hand) = keyed(Config::new(Algorithm::LeakyBucket, 10, S).burst(3));
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+    let addr = serve(app(layer)).await;
+    let replies: Vec<_> = (0..3)
+        .map(|_| request(addr, "/", Some(("x-api-key", "q"))))
+        .collect();
+    let mut remaining = Vec::new();
+    for r in replies {
+        let r = r.await;
+        assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hello"));
+        remaining.push(r.field("ratelimit").unwrap().to_owned());
+    }
+    assert_eq!(
+        remaining,
+        [
+            "\"default\";r=2;t=1",
+            "\"default\";r=1;t=1",
+            "\"default\";r=0;t=1"
+        ]
+    );
+    assert_eq!(
+        request(addr, "/", Some(("x-api-key", "q"))).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
