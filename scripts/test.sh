@@ -32,6 +32,8 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --all-targets --quiet -- -D warnings
 step rust cargo test --quiet
+step tower-clippy cargo clippy -p ratecell-tower --all-targets --quiet -- -D warnings
+step tower cargo test --quiet -p ratecell-tower
 step loom scripts/loom.sh
 step c-cpp scripts/c-tests.sh
 [ -x scripts/go-tests.sh ] && step go scripts/go-tests.sh

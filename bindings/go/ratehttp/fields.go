@@ -1,0 +1,162 @@
+package ratehttp
+
+// This file owns the response fields of draft-ietf-httpapi-ratelimit-headers-11
+// and the quota-exceeded problem document, as pure functions of per-limit
+// decisions (RFC 9651 strings, integers and lists). It knows nothing about
+// requests or limiters.
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	ratecell "github.com/ratecell/ratecell-go"
+)
+
+// QuotaExceededType is the draft's problem type for a request refused by
+// one or more quota policies (section 5.1).
+const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// SFIntegerMax is the largest Integer RFC 9651 can serialize (15 digits);
+// larger values are sent as this.
+const SFIntegerMax = 999_999_999_999_999
+
+// DefaultName is the policy name of a limit that was not given one.
+const DefaultName = "default"
+
+// LimitDecision is one limit's part of a request's outcome.
+type LimitDecision struct {
+	Name     string            // the policy name (printable ASCII)
+	Limit    uint64            // the quota q: units per Period
+	Period   time.Duration     // the window w (sent in whole seconds, rounded up)
+	Decision ratecell.Decision // this limit's decision for the request
+}
+
+// CheckName returns an error naming name unless it can be an RFC 9651
+// String: non-empty, printable ASCII (0x20..0x7E).
+func CheckName(name string) error {
+	if name == "" {
+		return fmt.Errorf("ratehttp: invalid policy name %q: empty", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x20 || name[i] > 0x7e {
+			return fmt.Errorf("ratehttp: invalid policy name %q: byte %d is not printable ASCII (an RFC 9651 String)", name, i)
+		}
+	}
+	return nil
+}
+
+// CeilSeconds is d in whole seconds, rounded up, capped at SFIntegerMax
+// (negative durations are 0).
+func CeilSeconds(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	s := (uint64(d) + uint64(time.Second) - 1) / uint64(time.Second)
+	return min(s, SFIntegerMax)
+}
+
+func sfString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+}
+
+func sfInt(b *strings.Builder, key string, v uint64) {
+	b.WriteByte(';')
+	b.WriteString(key)
+	b.WriteByte('=')
+	b.WriteString(strconv.FormatUint(min(v, SFIntegerMax), 10))
+}
+
+// PolicyField is the RateLimit-Policy value: one "<name>";q=<limit>;w=<period>
+// item per limit, w in whole seconds rounded up (at least 1: the draft's
+// window is non-zero).
+func PolicyField(items []LimitDecision) string {
+	var b strings.Builder
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		sfString(&b, it.Name)
+		sfInt(&b, "q", it.Limit)
+		sfInt(&b, "w", max(CeilSeconds(it.Period), 1))
+	}
+	return b.String()
+}
+
+// RateLimitField is the RateLimit value: one "<name>";r=<remaining>;t=<reset>
+// item per limit, t in whole seconds rounded up.
+func RateLimitField(items []LimitDecision) string {
+	var b strings.Builder
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		sfString(&b, it.Name)
+		sfInt(&b, "r", it.Decision.Remaining)
+		sfInt(&b, "t", CeilSeconds(it.Decision.ResetAfter))
+	}
+	return b.String()
+}
+
+// Admitted reports whether every limit admitted the request.
+func Admitted(items []LimitDecision) bool {
+	for _, it := range items {
+		if !it.Decision.Allowed {
+			return false
+		}
+	}
+	return true
+}
+
+// RetryAfterSeconds is the Retry-After of a refused request: the longest
+// RetryAfter of the refusing limits in whole seconds, rounded up (at least
+// 1). ok is false when the request was admitted, or when some limit can
+// never admit it (RetryAfter == ratecell.Never): no wait helps, so no
+// Retry-After is sent.
+func RetryAfterSeconds(items []LimitDecision) (seconds uint64, ok bool) {
+	var longest time.Duration
+	for _, it := range items {
+		if it.Decision.Allowed {
+			continue
+		}
+		if it.Decision.RetryAfter == ratecell.Never {
+			return 0, false
+		}
+		ok = true
+		longest = max(longest, it.Decision.RetryAfter)
+	}
+	if !ok {
+		return 0, false
+	}
+	return max(CeilSeconds(longest), 1), true
+}
+
+// ProblemBody is the application/problem+json document of a refusal: the
+// draft's quota-exceeded type, a title, and violated-policies naming each
+// limit that refused the request.
+func ProblemBody(items []LimitDecision) []byte {
+	var b strings.Builder
+	b.WriteString(`{"type":"` + QuotaExceededType + `","title":"Quota exceeded","status":429,"violated-policies":[`)
+	n := 0
+	for _, it := range items {
+		if it.Decision.Allowed {
+			continue
+		}
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		// Names are printable ASCII (CheckName): only '"' and '\' need escapes.
+		sfString(&b, it.Name)
+		n++
+	}
+	b.WriteString("]}")
+	return []byte(b.String())
+}

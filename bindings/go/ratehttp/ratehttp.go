@@ -1,0 +1,227 @@
+// Package ratehttp is net/http middleware that rate-limits requests with
+// ratecell and sends the response fields of
+// draft-ietf-httpapi-ratelimit-headers-11 (RateLimit-Policy, RateLimit) and,
+// on refusal, 429 with Retry-After and an application/problem+json body of
+// the draft's quota-exceeded type.
+//
+//	limiter, _ := ratecell.New(ratecell.Config{Algorithm: ratecell.SlidingWindow, Limit: 100, Period: time.Minute, Capacity: 100_000})
+//	limits, _ := ratehttp.FromLimiter(limiter)
+//	http.ListenAndServe(":8080", ratehttp.Middleware(limits, ratehttp.Options{})(mux))
+//
+// The middleware asks a Limits once per request for every limit's decision.
+// FromLimiter and Single adapt one limiter (anything with CheckBytes: the
+// in-process Limiter, a Redis-backed one); a multi-limit limiter that
+// decides all-or-nothing implements Limits itself.
+package ratehttp
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	ratecell "github.com/ratecell/ratecell-go"
+)
+
+// Limits decides one request against every limit at once and returns one
+// LimitDecision per limit (never none). The request is admitted when every
+// item is Allowed. An implementation must decide all limits as one step:
+// checking independent limiters one after another would leave the first
+// charged when the second refuses.
+type Limits interface {
+	Check(key []byte, cost uint64) ([]LimitDecision, error)
+}
+
+// BytesChecker is the shape of a single limiter: *ratecell.Limiter has it,
+// and so can a Redis-backed limiter.
+type BytesChecker interface {
+	CheckBytes(key []byte, cost uint64) (ratecell.Decision, error)
+}
+
+type single struct {
+	name   string
+	limit  uint64
+	period time.Duration
+	c      BytesChecker
+}
+
+func (s *single) Check(key []byte, cost uint64) ([]LimitDecision, error) {
+	d, err := s.c.CheckBytes(key, cost)
+	if err != nil {
+		return nil, err
+	}
+	return []LimitDecision{{Name: s.name, Limit: s.limit, Period: s.period, Decision: d}}, nil
+}
+
+// Single is one limit of limit units per period, named name (DefaultName
+// when empty), decided by c.
+func Single(name string, limit uint64, period time.Duration, c BytesChecker) (Limits, error) {
+	if name == "" {
+		name = DefaultName
+	}
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, errors.New("ratehttp: Single: checker is nil")
+	}
+	return &single{name: name, limit: limit, period: period, c: c}, nil
+}
+
+// FromLimiter is Single named DefaultName with the limiter's own limit and
+// period.
+func FromLimiter(l *ratecell.Limiter) (Limits, error) {
+	cfg, err := l.Config()
+	if err != nil {
+		return nil, err
+	}
+	return Single(DefaultName, cfg.Limit, cfg.Period, l)
+}
+
+// MissingKey says what happens to a request without a key.
+type MissingKey int
+
+const (
+	// MissingKeyShared: keyless requests share one key, so together they get
+	// one quota and leaving the key out never buys more. The default.
+	MissingKeyShared MissingKey = iota
+	// MissingKeySkip: the request is not limited and gets no fields.
+	MissingKeySkip
+	// MissingKeyReject: the request is refused with 400 and a problem
+	// document.
+	MissingKeyReject
+)
+
+// Options configure Middleware; the zero value keys by client address,
+// charges 1 per request and enforces.
+type Options struct {
+	// Key returns the request's key; nil or empty means no key. Default:
+	// ClientAddr.
+	Key func(*http.Request) []byte
+	// MissingKey is the policy for requests without a key.
+	MissingKey MissingKey
+	// Cost returns the request's cost (0 is a peek). Default: 1.
+	Cost func(*http.Request) uint64
+	// DryRun counts requests and sets the fields but never refuses one.
+	DryRun bool
+	// ExemptPaths are URL paths (exact match) that skip the limiter.
+	ExemptPaths []string
+	// Exempt, when it returns true, skips the limiter.
+	Exempt func(*http.Request) bool
+	// FailOpen passes requests (without fields) when Limits returns an
+	// error; by default they get 503 (fail closed).
+	FailOpen bool
+}
+
+// ClientAddr is the key of a request by default: the IP of r.RemoteAddr
+// (the port is dropped: a client opens many connections). Behind a proxy,
+// use Key with the header the proxy sets instead.
+func ClientAddr(r *http.Request) []byte {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return []byte(host)
+}
+
+// Header keys requests by the value of header name (an API key).
+func Header(name string) func(*http.Request) []byte {
+	canonical := http.CanonicalHeaderKey(name)
+	return func(r *http.Request) []byte {
+		v := r.Header[canonical]
+		if len(v) == 0 {
+			return nil
+		}
+		return []byte(v[0])
+	}
+}
+
+const problemJSON = "application/problem+json"
+
+var missingKeyBody = []byte(`{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request carries no rate-limit key"}`)
+var unavailableBody = []byte(`{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the rate limiter failed"}`)
+
+// Middleware returns the rate-limiting middleware for limits.
+func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
+	key := opts.Key
+	if key == nil {
+		key = ClientAddr
+	}
+	exempt := make(map[string]struct{}, len(opts.ExemptPaths))
+	for _, p := range opts.ExemptPaths {
+		exempt[p] = struct{}{}
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, ok := exempt[r.URL.Path]; ok || (opts.Exempt != nil && opts.Exempt(r)) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			k := key(r)
+			if len(k) == 0 {
+				switch opts.MissingKey {
+				case MissingKeySkip:
+					next.ServeHTTP(w, r)
+					return
+				case MissingKeyReject:
+					writeProblem(w, http.StatusBadRequest, missingKeyBody)
+					return
+				}
+				// Shared: the empty key, which no real key is.
+				k = []byte{}
+			}
+			cost := uint64(1)
+			if opts.Cost != nil {
+				cost = opts.Cost(r)
+			}
+			items, err := limits.Check(k, cost)
+			if err != nil || len(items) == 0 {
+				if opts.FailOpen {
+					next.ServeHTTP(w, r)
+				} else {
+					writeProblem(w, http.StatusServiceUnavailable, unavailableBody)
+				}
+				return
+			}
+			h := w.Header()
+			h.Set("RateLimit-Policy", PolicyField(items))
+			h.Set("RateLimit", RateLimitField(items))
+			if opts.DryRun {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if !Admitted(items) {
+				if s, ok := RetryAfterSeconds(items); ok {
+					h.Set("Retry-After", strconv.FormatUint(s, 10))
+				}
+				writeProblem(w, http.StatusTooManyRequests, ProblemBody(items))
+				return
+			}
+			// A leaky bucket admitted the request with a place in its queue:
+			// it runs when its turn comes (or not at all if the client leaves).
+			var wait time.Duration
+			for _, it := range items {
+				wait = max(wait, it.Decision.Wait)
+			}
+			if wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-r.Context().Done():
+					t.Stop()
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func writeProblem(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", problemJSON)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

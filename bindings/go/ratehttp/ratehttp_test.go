@@ -1,0 +1,313 @@
+package ratehttp_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratecell "github.com/ratecell/ratecell-go"
+	"github.com/ratecell/ratecell-go/ratehttp"
+)
+
+// t0 is a whole multiple of 10 s plus 2.5 s: a 10 s fixed window has 7.5 s left.
+const t0 = uint64(1_700_000_000)*uint64(time.Second) + 2_500_000_000
+
+// clocked decides on an explicit clock, so every expected field follows
+// from SPEC.md's rules. It is also what any BytesChecker (a Redis-backed
+// limiter) looks like to the middleware.
+type clocked struct {
+	l   *ratecell.Limiter
+	now *atomic.Uint64
+}
+
+func (c clocked) CheckBytes(key []byte, cost uint64) (ratecell.Decision, error) {
+	return c.l.CheckBytesAt(key, cost, c.now.Load())
+}
+
+func newLimits(t *testing.T, name string, alg ratecell.Algorithm, limit uint64, period time.Duration) (ratehttp.Limits, *ratecell.Limiter, *atomic.Uint64) {
+	t.Helper()
+	l, err := ratecell.New(ratecell.Config{Algorithm: alg, Limit: limit, Period: period, Capacity: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	now := new(atomic.Uint64)
+	now.Store(t0)
+	limits, err := ratehttp.Single(name, limit, period, clocked{l, now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return limits, l, now
+}
+
+var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hello") })
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func get(t *testing.T, srv *httptest.Server, path string, hdr ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	client := srv.Client()
+	client.Timeout = 20 * time.Second
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{res.StatusCode, res.Header, string(body)}
+}
+
+func serve(t *testing.T, limits ratehttp.Limits, opts ratehttp.Options) *httptest.Server {
+	srv := httptest.NewServer(ratehttp.Middleware(limits, opts)(hello))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func expect(t *testing.T, what, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s: got %q, want %q", what, got, want)
+	}
+}
+
+func TestFieldsForTwoNamedLimits(t *testing.T) {
+	items := []ratehttp.LimitDecision{
+		{Name: "burst", Limit: 10, Period: 1500 * time.Millisecond,
+			Decision: ratecell.Decision{Allowed: false, RetryAfter: 2*time.Second + 1, ResetAfter: 14 * time.Second}},
+		{Name: "daily", Limit: 1000, Period: 24 * time.Hour,
+			Decision: ratecell.Decision{Allowed: true, Remaining: 950, ResetAfter: time.Hour}},
+	}
+	expect(t, "policy", ratehttp.PolicyField(items), `"burst";q=10;w=2, "daily";q=1000;w=86400`)
+	expect(t, "ratelimit", ratehttp.RateLimitField(items), `"burst";r=0;t=14, "daily";r=950;t=3600`)
+	if s, ok := ratehttp.RetryAfterSeconds(items); !ok || s != 3 {
+		t.Fatalf("retry-after: %d %v", s, ok)
+	}
+	expect(t, "problem", string(ratehttp.ProblemBody(items)),
+		`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota exceeded","status":429,"violated-policies":["burst"]}`)
+	items[1].Decision = ratecell.Decision{Allowed: false, RetryAfter: 5 * time.Second}
+	if s, _ := ratehttp.RetryAfterSeconds(items); s != 5 {
+		t.Fatalf("longest wait: %d", s)
+	}
+	items[0].Decision.RetryAfter = ratecell.Never
+	if _, ok := ratehttp.RetryAfterSeconds(items); ok {
+		t.Fatal("a limit that can never admit gives no Retry-After")
+	}
+	if !strings.HasSuffix(string(ratehttp.ProblemBody(items)), `"violated-policies":["burst","daily"]}`) {
+		t.Fatal(string(ratehttp.ProblemBody(items)))
+	}
+	expect(t, "escape", ratehttp.PolicyField([]ratehttp.LimitDecision{{Name: `a"b\c`, Limit: 1, Period: time.Microsecond}}), `"a\"b\\c";q=1;w=1`)
+	for _, bad := range []string{"caf\u00e9", "tab\there"} {
+		if _, err := ratehttp.Single(bad, 1, time.Second, clocked{}); err == nil || !strings.Contains(err.Error(), "policy name") {
+			t.Fatalf("name %q: %v", bad, err)
+		}
+	}
+}
+
+func TestFieldsExactAnd429ExactlyWhenTheWindowIsFull(t *testing.T) {
+	limits, l, now := newLimits(t, "api", ratecell.FixedWindow, 3, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{})
+	for _, remaining := range []string{"2", "1", "0"} {
+		r := get(t, srv, "/")
+		if r.status != 200 || r.body != "hello" {
+			t.Fatalf("admitted request: %d %q", r.status, r.body)
+		}
+		expect(t, "policy", r.header.Get("RateLimit-Policy"), `"api";q=3;w=10`)
+		expect(t, "ratelimit", r.header.Get("RateLimit"), `"api";r=`+remaining+`;t=8`)
+		expect(t, "retry-after", r.header.Get("Retry-After"), "")
+	}
+	r := get(t, srv, "/")
+	if r.status != 429 {
+		t.Fatalf("fourth request: %d", r.status)
+	}
+	expect(t, "retry-after (7.5 s up)", r.header.Get("Retry-After"), "8")
+	expect(t, "ratelimit", r.header.Get("RateLimit"), `"api";r=0;t=8`)
+	expect(t, "content-type", r.header.Get("Content-Type"), "application/problem+json")
+	var problem struct {
+		Type     string   `json:"type"`
+		Violated []string `json:"violated-policies"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &problem); err != nil {
+		t.Fatal(err, r.body)
+	}
+	if problem.Type != ratehttp.QuotaExceededType || len(problem.Violated) != 1 || problem.Violated[0] != "api" {
+		t.Fatalf("problem: %+v", problem)
+	}
+	now.Add(7_500_000_000 - 1)
+	r = get(t, srv, "/")
+	if r.status != 429 || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("1 ns before the window ends: %d %q", r.status, r.header.Get("Retry-After"))
+	}
+	now.Add(1)
+	r = get(t, srv, "/")
+	if r.status != 200 {
+		t.Fatalf("new window: %d", r.status)
+	}
+	expect(t, "ratelimit", r.header.Get("RateLimit"), `"api";r=2;t=10`)
+	st, _ := l.Stats()
+	if st.Allowed != 4 || st.Denied != 2 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestDryRunNeverRefuses(t *testing.T) {
+	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 2, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{DryRun: true})
+	for i := 0; i < 6; i++ {
+		r := get(t, srv, "/")
+		if r.status != 200 || r.header.Get("Retry-After") != "" {
+			t.Fatalf("dry run request %d: %d", i, r.status)
+		}
+		want := `"default";r=0;t=8`
+		if i == 0 {
+			want = `"default";r=1;t=8`
+		}
+		expect(t, "ratelimit", r.header.Get("RateLimit"), want)
+	}
+	st, _ := l.Stats()
+	if st.Checks != 6 || st.Allowed != 2 || st.Denied != 4 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestConcurrentClientsOnOneKeyGetExactlyTheLimit(t *testing.T) {
+	limits, _, _ := newLimits(t, "", ratecell.SlidingWindow, 25, time.Hour)
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 80; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+			req.Header.Set("X-Api-Key", "shared")
+			client := &http.Client{Timeout: 20 * time.Second}
+			res, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			switch res.StatusCode {
+			case 200:
+				ok.Add(1)
+			case 429:
+				refused.Add(1)
+			default:
+				t.Errorf("status %d", res.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 25 || refused.Load() != 55 {
+		t.Fatalf("admitted %d, refused %d", ok.Load(), refused.Load())
+	}
+}
+
+func TestHeaderKeysAndMissingKeyPolicies(t *testing.T) {
+	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
+	for _, c := range []struct {
+		key    string
+		status int
+	}{{"a", 200}, {"a", 429}, {"b", 200}, {"", 200}, {"", 429}} {
+		var r reply
+		if c.key == "" {
+			r = get(t, srv, "/")
+		} else {
+			r = get(t, srv, "/", "X-Api-Key", c.key)
+		}
+		if r.status != c.status {
+			t.Fatalf("key %q: %d, want %d", c.key, r.status, c.status)
+		}
+	}
+
+	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv = serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), MissingKey: ratehttp.MissingKeyReject})
+	r := get(t, srv, "/")
+	if r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("reject: %d %q", r.status, r.body)
+	}
+	srvSkip := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), MissingKey: ratehttp.MissingKeySkip})
+	for i := 0; i < 3; i++ {
+		if r := get(t, srvSkip, "/"); r.status != 200 || r.header.Get("RateLimit") != "" {
+			t.Fatalf("skip: %d %q", r.status, r.header.Get("RateLimit"))
+		}
+	}
+	if st, _ := l.Stats(); st.Checks != 0 {
+		t.Fatalf("keyless requests were counted: %+v", st)
+	}
+}
+
+func TestExemptionsAreNeverCounted(t *testing.T) {
+	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{
+		ExemptPaths: []string{"/health"},
+		Exempt:      func(r *http.Request) bool { return r.Header.Get("X-Internal") != "" },
+	})
+	for i := 0; i < 5; i++ {
+		if r := get(t, srv, "/health"); r.status != 200 || r.header.Get("RateLimit") != "" {
+			t.Fatalf("exempt path: %d", r.status)
+		}
+		if r := get(t, srv, "/", "X-Internal", "1"); r.status != 200 {
+			t.Fatalf("exempt predicate: %d", r.status)
+		}
+	}
+	if st, _ := l.Stats(); st.Checks != 0 {
+		t.Fatalf("exempt requests were counted: %+v", st)
+	}
+	if r := get(t, srv, "/"); r.status != 200 {
+		t.Fatal(r.status)
+	}
+	if r := get(t, srv, "/"); r.status != 429 {
+		t.Fatal(r.status)
+	}
+}
+
+func TestCostAndClientAddressKey(t *testing.T) {
+	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 10, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{Cost: func(*http.Request) uint64 { return 4 }})
+	expect(t, "first", get(t, srv, "/").header.Get("RateLimit"), `"default";r=6;t=8`)
+	expect(t, "second", get(t, srv, "/").header.Get("RateLimit"), `"default";r=2;t=8`)
+	if r := get(t, srv, "/"); r.status != 429 {
+		t.Fatal(r.status)
+	}
+}
+
+type broken struct{}
+
+func (broken) Check([]byte, uint64) ([]ratehttp.LimitDecision, error) {
+	return nil, errors.New("store down")
+}
+
+func TestAFailingLimiterFailsClosedUnlessTold(t *testing.T) {
+	r := get(t, serve(t, broken{}, ratehttp.Options{}), "/")
+	if r.status != 503 || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("fail closed: %d %q", r.status, r.body)
+	}
+	r = get(t, serve(t, broken{}, ratehttp.Options{FailOpen: true}), "/")
+	if r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Fatalf("fail open: %d %q", r.status, r.header.Get("RateLimit"))
+	}
+}

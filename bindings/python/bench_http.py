@@ -1,0 +1,192 @@
+"""What the ASGI and WSGI middlewares add to a hello-world app, end to end
+over loopback. Each server (uvicorn + Starlette, wsgiref) runs in its own
+process, with and without the middleware; one keep-alive http.client
+connection per server sends requests in alternating short rounds (so load
+from other processes on a shared machine hits both alike); the median of
+the paired rounds' ratios is reported with each side's median time.
+
+    python bench_http.py [--rounds 41] [--requests 200]
+
+Needs uvicorn and starlette (scripts/python-tests.sh installs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import multiprocessing as mp
+import statistics
+import time
+from typing import Any
+
+
+def _limiter() -> Any:
+    import ratecell
+
+    # Never refuses in the run: the measured path is check + fields.
+    return ratecell.Limiter("gcra", 1_000_000_000, period=1, capacity=1024)
+
+
+def _asgi(limited: bool, ports: Any) -> None:
+    import socket
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    async def hello(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("hello")
+
+    app: Any = Starlette(routes=[Route("/", hello)])
+    if limited:
+        from ratecell.asgi import RateLimitMiddleware
+
+        app = RateLimitMiddleware(app, _limiter())
+    sock = socket.socket()
+    # Accepted connections inherit it: without, Nagle holds the body behind
+    # the headers until the client's delayed ACK (about 40 ms a request).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    ports.put(sock.getsockname()[1])
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _wsgi(limited: bool, ports: Any) -> None:
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    def hello(environ: Any, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "5")])
+        return [b"hello"]
+
+    app: Any = hello
+    if limited:
+        from ratecell.wsgi import RateLimitMiddleware
+
+        app = RateLimitMiddleware(hello, _limiter())
+    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    ports.put(server.server_port)
+    server.serve_forever()
+
+
+def _round(port: int, conn: list[http.client.HTTPConnection], n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        try:
+            conn[0].request("GET", "/")
+            res = conn[0].getresponse()
+            res.read()
+            if res.will_close:
+                conn[0].close()
+                conn[0] = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        except (ConnectionError, http.client.HTTPException):
+            conn[0] = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+            continue
+        if res.status != 200:
+            raise RuntimeError(f"status {res.status}")
+    return (time.perf_counter() - start) / n
+
+
+def measure(kind: str, target: Any, rounds: int, n: int) -> None:
+    ports: Any = mp.Queue()
+    procs = [mp.Process(target=target, args=(limited, ports), daemon=True) for limited in (False, True)]
+    try:
+        port_of = []
+        for p in procs:
+            p.start()
+            port_of.append(ports.get(timeout=30))
+        time.sleep(0.5)
+        conns = [[http.client.HTTPConnection("127.0.0.1", port, timeout=20)] for port in port_of]
+        for i in range(2):
+            _round(port_of[i], conns[i], n // 4)
+        times: list[list[float]] = [[], []]
+        for _ in range(rounds):
+            for i in range(2):
+                times[i].append(_round(port_of[i], conns[i], n))
+        without, with_ = statistics.median(times[0]), statistics.median(times[1])
+        ratio = statistics.median(b / a for a, b in zip(times[0], times[1]))
+        print(
+            f"{kind}: {rounds} paired rounds x {n} requests; median without middleware "
+            f"{without * 1e6:.1f} us/request, with {with_ * 1e6:.1f} us/request; "
+            f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
+        )
+    finally:
+        for p in procs:
+            p.terminate()
+            p.join(timeout=10)
+
+
+def in_process(rounds: int, n: int) -> None:
+    """The middlewares' own cost: the apps called directly, no server."""
+    import asyncio
+
+    from ratecell.asgi import RateLimitMiddleware as Asgi
+    from ratecell.wsgi import RateLimitMiddleware as Wsgi
+
+    async def asgi_hello(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"hello"})
+
+    def wsgi_hello(environ: Any, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"hello"]
+
+    scope = {"type": "http", "path": "/", "headers": [], "client": ("127.0.0.1", 5555)}
+    environ = {"PATH_INFO": "/", "REMOTE_ADDR": "127.0.0.1"}
+
+    async def send(message: Any) -> None:
+        pass
+
+    async def receive() -> Any:
+        return {}
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> None:
+        pass
+
+    async def asgi_round(app: Any) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            await app(scope, receive, send)
+        return (time.perf_counter() - start) / n
+
+    def wsgi_round(app: Any) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            app(environ, start_response)
+        return (time.perf_counter() - start) / n
+
+    limiter = _limiter()
+    for kind, pair, run in (
+        ("asgi in process", (asgi_hello, Asgi(asgi_hello, limiter)), lambda a: asyncio.run(asgi_round(a))),
+        ("wsgi in process", (wsgi_hello, Wsgi(wsgi_hello, limiter)), wsgi_round),
+    ):
+        times: list[list[float]] = [[], []]
+        for _ in range(rounds):
+            for i in range(2):
+                times[i].append(run(pair[i]))
+        ratio = statistics.median(b / a for a, b in zip(times[0], times[1]))
+        print(
+            f"{kind}: {rounds} paired rounds x {n} calls; median without middleware "
+            f"{statistics.median(times[0]) * 1e6:.2f} us/call, with "
+            f"{statistics.median(times[1]) * 1e6:.2f} us/call; added "
+            f"{(statistics.median(times[1]) - statistics.median(times[0])) * 1e6:.2f} us"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=41)
+    ap.add_argument("--requests", type=int, default=200)
+    args = ap.parse_args()
+    measure("asgi (uvicorn + Starlette)", _asgi, args.rounds, args.requests)
+    measure("wsgi (wsgiref)", _wsgi, args.rounds, args.requests)
+    in_process(args.rounds, args.requests * 5)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""What the ASGI and WSGI middlewares share: the response fields of
+draft-ietf-httpapi-ratelimit-headers-11 and the quota-exceeded problem
+document as pure functions of per-limit decisions (RFC 9651 strings,
+integers and lists), the limiter protocol, and the per-request settings
+(key, cost, exemptions). Knows nothing about ASGI or WSGI."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
+
+from ._types import Decision
+
+QUOTA_EXCEEDED_TYPE = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+"""The draft's problem type for a request refused by quota policies (§5.1)."""
+
+SF_INTEGER_MAX = 999_999_999_999_999
+"""The largest Integer RFC 9651 serializes (15 digits); larger values are sent as this."""
+
+DEFAULT_NAME = "default"
+NS_PER_S = 1_000_000_000
+NEVER = 2**64 - 1
+
+
+def check_name(name: str) -> str:
+    """Returns ``name`` if it can be an RFC 9651 String (non-empty printable
+    ASCII); raises ``ValueError`` naming it otherwise."""
+    if not isinstance(name, str) or not name or not all(0x20 <= ord(c) <= 0x7E for c in name):
+        raise ValueError(
+            f"invalid policy name {name!r}: it must be non-empty printable ASCII "
+            "(an RFC 9651 String)"
+        )
+    return name
+
+
+class LimitDecision(NamedTuple):
+    """One limit's part of a request's outcome. (A named tuple: one is made
+    per limit per request, and a tuple is made several times faster than a
+    frozen dataclass.)"""
+
+    name: str
+    """The policy name in both fields and in ``violated-policies``."""
+    limit: int
+    """The quota ``q``: units per period."""
+    period_ns: int
+    """The window ``w`` in nanoseconds (sent in whole seconds, rounded up)."""
+    decision: Decision
+    """This limit's decision for the request."""
+
+
+@runtime_checkable
+class RateLimits(Protocol):
+    """Decides one request against every limit at once: one
+    ``LimitDecision`` per limit, never none (or an awaitable of them, for
+    the ASGI middleware). The request is admitted when every item is. An
+    implementation must decide all limits as one step: checking independent
+    limiters one after another would leave the first charged when the
+    second refuses."""
+
+    def check_limits(
+        self, key: bytes, cost: int
+    ) -> Sequence[LimitDecision] | Awaitable[Sequence[LimitDecision]]: ...
+
+
+class Checker(Protocol):
+    """The shape of a single limiter: ``ratecell.Limiter`` has it, and so
+    can a Redis-backed one (whose ``check`` may also be a coroutine)."""
+
+    def check(self, key: Any, cost: int) -> Any: ...
+
+
+L = TypeVar("L", bound=Checker)
+
+
+class Named(Generic[L]):
+    """A single limiter as ``RateLimits``, under a policy name.
+
+    ``limit`` and ``period`` (seconds) default to ``limiter.config``'s (a
+    property, or a method); give them for a limiter without one (a Redis
+    client)."""
+
+    __slots__ = ("limiter", "name", "limit", "period_ns")
+
+    def __init__(
+        self,
+        limiter: L,
+        name: str = DEFAULT_NAME,
+        *,
+        limit: int | None = None,
+        period: float | None = None,
+    ) -> None:
+        self.limiter = limiter
+        self.name = check_name(name)
+        if limit is None or period is None:
+            cfg = getattr(limiter, "config", None)
+            if cfg is None:
+                raise TypeError("Named: give limit= and period= for a limiter without config")
+            if callable(cfg):
+                cfg = cfg()
+            limit = cfg.limit if limit is None else limit
+            period_ns = cfg.period_ns if period is None else _period_ns(period)
+        else:
+            period_ns = _period_ns(period)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"Named: limit must be a non-negative int, not {limit!r}")
+        self.limit = limit
+        self.period_ns = period_ns
+
+    def _item(self, d: Decision) -> list[LimitDecision]:
+        return [LimitDecision(self.name, self.limit, self.period_ns, d)]
+
+    def check_limits(
+        self, key: bytes, cost: int
+    ) -> Sequence[LimitDecision] | Awaitable[Sequence[LimitDecision]]:
+        d = self.limiter.check(key, cost)
+        if type(d) is Decision:  # the common case, before the slower test
+            return [LimitDecision(self.name, self.limit, self.period_ns, d)]
+        if inspect.isawaitable(d):
+            return self._later(d)
+        return self._item(d)
+
+    async def _later(self, d: Awaitable[Decision]) -> Sequence[LimitDecision]:
+        return self._item(await d)
+
+
+def _period_ns(period: float) -> int:
+    if isinstance(period, bool) or not isinstance(period, (int, float)) or not period > 0:
+        raise ValueError(f"Named: period must be positive seconds, not {period!r}")
+    return math.ceil(period * NS_PER_S)
+
+
+def as_limits(limiter: Any) -> RateLimits:
+    """``limiter`` itself when it is ``RateLimits``, else ``Named(limiter)``."""
+    if isinstance(limiter, RateLimits):
+        return limiter
+    if callable(getattr(limiter, "check", None)):
+        return Named(limiter)
+    raise TypeError(
+        f"limiter must have check_limits(key, cost) or check(key, cost), not {type(limiter).__name__}"
+    )
+
+
+def ceil_seconds(ns: int) -> int:
+    """Whole seconds, rounded up, capped at ``SF_INTEGER_MAX``."""
+    return min(-(-max(ns, 0) // NS_PER_S), SF_INTEGER_MAX)
+
+
+@lru_cache(maxsize=1024)
+def _sf_string(s: str) -> str:
+    # Cached: the same few policy names are serialized on every response.
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@lru_cache(maxsize=1024)
+def _policy_item(name: str, limit: int, period_ns: int) -> str:
+    # Cached: a policy item is the same on every response of its limit.
+    return f"{_sf_string(name)};q={min(limit, SF_INTEGER_MAX)};w={max(ceil_seconds(period_ns), 1)}"
+
+
+def policy_field(items: Sequence[LimitDecision]) -> str:
+    """``RateLimit-Policy``: one ``"<name>";q=<limit>;w=<period>`` item per
+    limit, ``w`` in whole seconds rounded up (at least 1)."""
+    return ", ".join([_policy_item(i.name, i.limit, i.period_ns) for i in items])
+
+
+def ratelimit_field(items: Sequence[LimitDecision]) -> str:
+    """``RateLimit``: one ``"<name>";r=<remaining>;t=<reset_after>`` item per
+    limit, ``t`` in whole seconds rounded up."""
+    return ", ".join(
+        [
+            f"{_sf_string(i.name)};r={min(i.decision.remaining, SF_INTEGER_MAX)}"
+            f";t={min(-(-i.decision.reset_after_ns // NS_PER_S), SF_INTEGER_MAX)}"
+            for i in items
+        ]
+    )
+
+
+def admitted(items: Sequence[LimitDecision]) -> bool:
+    """Whether every limit admitted the request."""
+    for i in items:
+        if not i.decision.allowed:
+            return False
+    return True
+
+
+def retry_after_seconds(items: Sequence[LimitDecision]) -> int | None:
+    """``Retry-After`` of a refused request: the longest wait of the refusing
+    limits, whole seconds rounded up (at least 1). None when admitted, or
+    when some limit can never admit the request (no wait helps)."""
+    waits = [i.decision.retry_after_ns for i in items if not i.decision.allowed]
+    if not waits or NEVER in waits:
+        return None
+    return max(ceil_seconds(max(waits)), 1)
+
+
+def problem_body(items: Sequence[LimitDecision]) -> bytes:
+    """The ``application/problem+json`` body of a refusal."""
+    names = ",".join(_sf_string(i.name) for i in items if not i.decision.allowed)
+    return (
+        f'{{"type":"{QUOTA_EXCEEDED_TYPE}","title":"Quota exceeded","status":429,'
+        f'"violated-policies":[{names}]}}'
+    ).encode("ascii")
+
+
+MISSING_KEY_BODY = (
+    b'{"type":"about:blank","title":"Bad Request","status":400,'
+    b'"detail":"the request carries no rate-limit key"}'
+)
+UNAVAILABLE_BODY = (
+    b'{"type":"about:blank","title":"Service Unavailable","status":503,'
+    b'"detail":"the rate limiter failed"}'
+)
+
+MissingKey = Literal["shared", "skip", "reject"]
+R = TypeVar("R")
+
+
+class Settings(Generic[R]):
+    """Key, cost and exemption rules over a request ``R`` (an ASGI scope or a
+    WSGI environ); ``header_of(request, name)`` and ``client_of(request)``
+    read the framework's request."""
+
+    __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
+                 "fail_open", "name")
+
+    def __init__(
+        self,
+        limiter: Any,
+        key: str | Callable[[R], bytes | str | None] | None,
+        missing_key: MissingKey,
+        cost: Callable[[R], int] | None,
+        dry_run: bool,
+        exempt: Iterable[str] | Callable[[R], bool] | None,
+        fail_open: bool,
+        header_of: Callable[[R, str], bytes | None],
+        client_of: Callable[[R], str | None],
+    ) -> None:
+        self.limits = as_limits(limiter)
+        if missing_key not in ("shared", "skip", "reject"):
+            raise ValueError(
+                f"missing_key must be 'shared', 'skip' or 'reject', not {missing_key!r}"
+            )
+        self.missing_key = missing_key
+        if key is None:
+            self.key: Callable[[R], bytes | str | None] = client_of
+        elif isinstance(key, str):
+            if not key:
+                raise ValueError("key: a header name must not be empty")
+            name = key.lower()
+            self.key = lambda r: header_of(r, name)
+        elif callable(key):
+            self.key = key
+        else:
+            raise TypeError(f"key must be None, a header name or a callable, not {key!r}")
+        if cost is not None and not callable(cost):
+            raise TypeError(f"cost must be a callable, not {cost!r}")
+        self.cost = cost
+        self.dry_run = bool(dry_run)
+        self.fail_open = bool(fail_open)
+        if exempt is None:
+            self.exempt_paths: frozenset[str] = frozenset()
+            self.exempt: Callable[[R], bool] | None = None
+        elif callable(exempt):
+            self.exempt_paths, self.exempt = frozenset(), exempt
+        elif isinstance(exempt, str):
+            raise TypeError("exempt: give a list of paths, not one string")
+        else:
+            self.exempt_paths, self.exempt = frozenset(exempt), None
+
+    def request_key(self, request: R) -> bytes | None:
+        """The key, or None (skip) / b"" (shared) / raises MissingKeyError."""
+        k = self.key(request)
+        if isinstance(k, str):
+            k = k.encode()
+        if k:
+            return bytes(k)
+        if self.missing_key == "shared":
+            return b""  # the shared key: no real key is empty
+        if self.missing_key == "skip":
+            return None
+        raise MissingKeyError
+
+    def request_cost(self, request: R) -> int:
+        return 1 if self.cost is None else self.cost(request)
+
+    def is_exempt(self, path: str, request: R) -> bool:
+        return path in self.exempt_paths or (self.exempt is not None and bool(self.exempt(request)))
+
+
+class MissingKeyError(Exception):
+    """A request without a key under ``missing_key="reject"``."""
+
+
+def field_headers(items: Sequence[LimitDecision]) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"ratelimit-policy", policy_field(items).encode("ascii")),
+        (b"ratelimit", ratelimit_field(items).encode("ascii")),
+    ]
+
+
+def refusal_headers(items: Sequence[LimitDecision], body: bytes) -> list[tuple[bytes, bytes]]:
+    headers = [*problem_headers(body), *field_headers(items)]
+    secs = retry_after_seconds(items)
+    if secs is not None:
+        headers.append((b"retry-after", str(secs).encode("ascii")))
+    return headers
+
+
+def problem_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode("ascii")),
+    ]
+
+
+def queue_wait_ns(items: Sequence[LimitDecision]) -> int:
+    wait = 0
+    for i in items:
+        if i.decision.wait_ns > wait:
+            wait = i.decision.wait_ns
+    return wait

@@ -1,0 +1,173 @@
+"""ASGI middleware (Starlette, FastAPI, any ASGI 3 app) that rate-limits
+HTTP requests with ratecell and sends the fields of
+draft-ietf-httpapi-ratelimit-headers-11, plus ``acquire``, which awaits
+admission without blocking the event loop::
+
+    from ratecell import Limiter
+    from ratecell.asgi import RateLimitMiddleware
+
+    app = RateLimitMiddleware(app, Limiter("sliding_window", 100, period=60, capacity=100_000))
+
+Standard library only. See the binding's README for every option and the
+choices the draft leaves open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+from ._errors import CostExceedsLimit, TimedOut
+from ._http import (
+    MISSING_KEY_BODY,
+    NEVER,
+    UNAVAILABLE_BODY,
+    MissingKey,
+    MissingKeyError,
+    Settings,
+    admitted,
+    field_headers,
+    problem_body,
+    problem_headers,
+    queue_wait_ns,
+    refusal_headers,
+)
+from ._http import LimitDecision, Named, RateLimits
+from ._types import Decision
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+__all__ = ["RateLimitMiddleware", "acquire", "Named", "LimitDecision", "RateLimits"]
+
+
+def _header(scope: Scope, name: str) -> bytes | None:
+    raw = name.encode("latin-1")
+    for k, v in scope.get("headers", ()):
+        if k == raw:
+            return bytes(v)
+    return None
+
+
+def _client(scope: Scope) -> str | None:
+    client = scope.get("client")
+    return client[0] if client else None
+
+
+class RateLimitMiddleware:
+    """Rate-limits every HTTP request of ``app``.
+
+    - ``limiter``: a ``ratecell.Limiter`` (named ``default``, its limit and
+      period from its config), ``Named(limiter, "name", limit=, period=)``
+      for another name or a limiter without ``config``, or anything with
+      ``check_limits(key, cost)`` returning one ``LimitDecision`` per limit
+      (a multi-limit limiter), possibly as a coroutine (an async Redis
+      client).
+    - ``key``: None for the client address (``scope["client"]``), a header
+      name (an API key), or ``f(scope) -> bytes | str | None``.
+    - ``missing_key``: ``"shared"`` (keyless requests share one quota, the
+      default), ``"skip"`` (not limited) or ``"reject"`` (400).
+    - ``cost``: ``f(scope) -> int`` (default 1).
+    - ``dry_run``: count and send the fields, never refuse.
+    - ``exempt``: a list of paths (exact match) or ``f(scope) -> bool``.
+    - ``fail_open``: when the limiter raises, pass the request (default:
+      answer 503).
+
+    Non-HTTP scopes (websocket, lifespan) pass through untouched.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        limiter: Any,
+        *,
+        key: str | Callable[[Scope], bytes | str | None] | None = None,
+        missing_key: MissingKey = "shared",
+        cost: Callable[[Scope], int] | None = None,
+        dry_run: bool = False,
+        exempt: Iterable[str] | Callable[[Scope], bool] | None = None,
+        fail_open: bool = False,
+    ) -> None:
+        self.app = app
+        self.settings: Settings[Scope] = Settings(
+            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        s = self.settings
+        if scope["type"] != "http" or s.is_exempt(scope.get("path", ""), scope):
+            await self.app(scope, receive, send)
+            return
+        try:
+            key = s.request_key(scope)
+        except MissingKeyError:
+            await _respond(send, 400, problem_headers(MISSING_KEY_BODY), MISSING_KEY_BODY)
+            return
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            items = s.limits.check_limits(key, s.request_cost(scope))
+            if not isinstance(items, (list, tuple)):
+                items = await items  # type: ignore[misc]
+        except Exception:
+            if not s.fail_open:
+                await _respond(send, 503, problem_headers(UNAVAILABLE_BODY), UNAVAILABLE_BODY)
+                return
+            await self.app(scope, receive, send)
+            return
+        if not s.dry_run and not admitted(items):
+            body = problem_body(items)
+            await _respond(send, 429, refusal_headers(items, body), body)
+            return
+        wait = queue_wait_ns(items)
+        if wait and not s.dry_run:
+            # A leaky bucket's place in its queue: run when its turn comes.
+            await asyncio.sleep(wait / 1e9)
+        fields = field_headers(items)
+
+        async def send_with_fields(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = [*message.get("headers", ()), *fields]
+            await send(message)
+
+        await self.app(scope, receive, send_with_fields)
+
+
+async def _respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def acquire(limiter: Any, key: Any = 0, cost: int = 1, timeout: float | None = None) -> Decision:
+    """Awaits until ``limiter`` (a ``ratecell.Limiter``, or anything whose
+    ``check(key, cost)`` returns a ``Decision``, possibly as a coroutine)
+    admits a request of ``cost`` for ``key`` (for the leaky bucket, also
+    until its turn in the queue) and returns the admitting decision.
+
+    Sleeps with ``asyncio.sleep`` between checks, so the event loop keeps
+    running. Raises ``TimedOut`` (nothing taken) when admission cannot come
+    within ``timeout`` seconds, and ``CostExceedsLimit`` at once when no wait
+    can admit the cost.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        got = limiter.check(key, cost)
+        d: Decision = got if isinstance(got, Decision) else await got
+        if d.allowed:
+            if d.wait_ns:
+                await asyncio.sleep(d.wait_ns / 1e9)
+            return d
+        if d.retry_after_ns == NEVER:
+            raise CostExceedsLimit(d, f"cost {cost} exceeds what the limiter can ever admit")
+        wait = d.retry_after_ns / 1e9
+        if deadline is not None and time.monotonic() + wait > deadline:
+            raise TimedOut(d)
+        await asyncio.sleep(wait)
+

@@ -1,0 +1,116 @@
+"""WSGI middleware (Flask, Django, any WSGI app) that rate-limits requests
+with ratecell and sends the fields of draft-ietf-httpapi-ratelimit-headers-11::
+
+    from ratecell import Limiter
+    from ratecell.wsgi import RateLimitMiddleware
+
+    app.wsgi_app = RateLimitMiddleware(app.wsgi_app, Limiter("gcra", 10, period=1, capacity=100_000))
+
+Standard library only. See the binding's README for every option and the
+choices the draft leaves open.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ._http import (
+    MISSING_KEY_BODY,
+    UNAVAILABLE_BODY,
+    LimitDecision,
+    MissingKey,
+    MissingKeyError,
+    Named,
+    RateLimits,
+    Settings,
+    admitted,
+    field_headers,
+    problem_body,
+    problem_headers,
+    queue_wait_ns,
+    refusal_headers,
+)
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+__all__ = ["RateLimitMiddleware", "Named", "LimitDecision", "RateLimits"]
+
+_STATUS = {400: "400 Bad Request", 429: "429 Too Many Requests", 503: "503 Service Unavailable"}
+
+
+def _header(environ: Environ, name: str) -> bytes | None:
+    value = environ.get("HTTP_" + name.upper().replace("-", "_"))
+    # WSGI strings are latin-1 decoded bytes (PEP 3333).
+    return None if value is None else value.encode("latin-1")
+
+
+def _client(environ: Environ) -> str | None:
+    return environ.get("REMOTE_ADDR") or None
+
+
+def _str_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+
+
+class RateLimitMiddleware:
+    """Rate-limits every request of the WSGI ``app``; the options are those
+    of ``ratecell.asgi.RateLimitMiddleware``, with functions taking the WSGI
+    ``environ`` (the default key is ``REMOTE_ADDR``). The limiter's
+    ``check`` must be synchronous here."""
+
+    def __init__(
+        self,
+        app: WSGIApp,
+        limiter: Any,
+        *,
+        key: str | Callable[[Environ], bytes | str | None] | None = None,
+        missing_key: MissingKey = "shared",
+        cost: Callable[[Environ], int] | None = None,
+        dry_run: bool = False,
+        exempt: Iterable[str] | Callable[[Environ], bool] | None = None,
+        fail_open: bool = False,
+    ) -> None:
+        self.app = app
+        self.settings: Settings[Environ] = Settings(
+            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client
+        )
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        s = self.settings
+        if s.is_exempt(environ.get("PATH_INFO", ""), environ):
+            return self.app(environ, start_response)
+        try:
+            key = s.request_key(environ)
+        except MissingKeyError:
+            start_response(_STATUS[400], _str_headers(problem_headers(MISSING_KEY_BODY)))
+            return [MISSING_KEY_BODY]
+        if key is None:
+            return self.app(environ, start_response)
+        try:
+            items = s.limits.check_limits(key, s.request_cost(environ))
+            if not isinstance(items, (list, tuple)):
+                raise TypeError("the WSGI middleware needs a synchronous limiter")
+        except Exception:
+            if not s.fail_open:
+                start_response(_STATUS[503], _str_headers(problem_headers(UNAVAILABLE_BODY)))
+                return [UNAVAILABLE_BODY]
+            return self.app(environ, start_response)
+        if not s.dry_run and not admitted(items):
+            body = problem_body(items)
+            start_response(_STATUS[429], _str_headers(refusal_headers(items, body)))
+            return [body]
+        wait = queue_wait_ns(items)
+        if wait and not s.dry_run:
+            # A leaky bucket's place in its queue; WSGI serves each request
+            # on its own thread, so sleeping holds only this request.
+            time.sleep(wait / 1e9)
+        fields = _str_headers(field_headers(items))
+
+        def start_with_fields(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            return start_response(status, [*headers, *fields], exc_info)
+
+        return self.app(environ, start_with_fields)

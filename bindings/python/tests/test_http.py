@@ -1,0 +1,356 @@
+"""The ASGI and WSGI middlewares behind real servers on 127.0.0.1 (uvicorn
+with Starlette, wsgiref), driven by http.client over loopback. Limiters
+decide on an explicit clock, so every expected field follows from SPEC.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import pytest
+
+import ratecell
+from ratecell import asgi, wsgi
+from ratecell._http import (
+    QUOTA_EXCEEDED_TYPE,
+    LimitDecision,
+    Named,
+    policy_field,
+    problem_body,
+    ratelimit_field,
+    retry_after_seconds,
+)
+
+uvicorn = pytest.importorskip("uvicorn")
+starlette_apps = pytest.importorskip("starlette.applications")
+from starlette.responses import PlainTextResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
+
+S = 1_000_000_000
+# A multiple of 10 s plus 2.5 s: a 10 s fixed window has 7.5 s left.
+T0 = 1_700_000_000 * S + 2_500_000_000
+
+
+class Clocked:
+    """A limiter on an explicit clock, with the shape the middleware takes
+    (``check`` and ``config``), as a Redis-backed limiter would have."""
+
+    def __init__(self, limiter: ratecell.Limiter) -> None:
+        self.limiter = limiter
+        self.now = T0
+
+    def check(self, key: Any, cost: int) -> ratecell.Decision:
+        return self.limiter.check_at(key, cost, self.now)
+
+    @property
+    def config(self) -> ratecell.Config:
+        return self.limiter.config
+
+
+@pytest.fixture
+def clocked() -> Iterator[Callable[..., Clocked]]:
+    made: list[ratecell.Limiter] = []
+
+    def _make(algorithm: str, limit: int, period: float) -> Clocked:
+        lim = ratecell.Limiter(algorithm, limit, period=period, capacity=1024)
+        made.append(lim)
+        return Clocked(lim)
+
+    yield _make
+    for lim in made:
+        lim.close()
+
+
+def d(allowed: bool, remaining: int = 0, retry: int = 0, reset: int = 0) -> ratecell.Decision:
+    return ratecell.Decision(allowed, 0, remaining, retry, reset, 0)
+
+
+def test_fields_for_two_named_limits() -> None:
+    items = [
+        LimitDecision("burst", 10, 1_500_000_000, d(False, 0, 2 * S + 1, 14 * S)),
+        LimitDecision("daily", 1000, 86_400 * S, d(True, 950, 0, 3600 * S)),
+    ]
+    assert policy_field(items) == '"burst";q=10;w=2, "daily";q=1000;w=86400'
+    assert ratelimit_field(items) == '"burst";r=0;t=14, "daily";r=950;t=3600'
+    assert retry_after_seconds(items) == 3
+    assert json.loads(problem_body(items)) == {
+        "type": QUOTA_EXCEEDED_TYPE,
+        "title": "Quota exceeded",
+        "status": 429,
+        "violated-policies": ["burst"],
+    }
+    items[1] = LimitDecision("daily", 1000, 86_400 * S, d(False, 0, 5 * S, 5 * S))
+    assert retry_after_seconds(items) == 5
+    assert json.loads(problem_body(items))["violated-policies"] == ["burst", "daily"]
+    never = [LimitDecision("x", 1, 1000, d(False, 0, 2**64 - 1, 1))]
+    assert retry_after_seconds(never) is None
+    assert policy_field(never) == '"x";q=1;w=1'
+    assert policy_field([LimitDecision('a"b\\c', 1, S, d(True))]) == '"a\\"b\\\\c";q=1;w=1'
+    assert ratelimit_field([LimitDecision("big", 1, S, d(True, 10**20, 0, 0))]) == (
+        '"big";r=999999999999999;t=0'
+    )
+
+
+def test_bad_arguments_name_the_field(clocked: Callable[..., Clocked]) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with pytest.raises(ValueError, match="policy name"):
+        Named(c, "caf\u00e9")
+    with pytest.raises(ValueError, match="missing_key"):
+        asgi.RateLimitMiddleware(_starlette(), c, missing_key="deny")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="limit= and period="):
+        Named(object())  # type: ignore[type-var]
+    with pytest.raises(TypeError, match="limiter must have"):
+        wsgi.RateLimitMiddleware(_wsgi_app, object())
+    with pytest.raises(TypeError, match="exempt"):
+        wsgi.RateLimitMiddleware(_wsgi_app, c, exempt="/health")
+
+
+# -- servers ------------------------------------------------------------------
+
+
+def _starlette() -> Any:
+    async def hello(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("hello")
+
+    async def health(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    return starlette_apps.Starlette(routes=[Route("/", hello), Route("/health", health)])
+
+
+def _wsgi_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    body = b"ok" if environ["PATH_INFO"] == "/health" else b"hello"
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+@contextmanager
+def uvicorn_server(app: Any) -> Iterator[int]:
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            time.sleep(0.01)
+        else:
+            raise RuntimeError("uvicorn did not start within 5 s")
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+@contextmanager
+def wsgi_server(app: Any) -> Iterator[int]:
+    server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer,
+                         handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def get(port: int, path: str = "/", headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        res = conn.getresponse()
+        return res.status, {k.lower(): v for k, v in res.getheaders()}, res.read()
+    finally:
+        conn.close()
+
+
+ASGI = ("asgi", lambda app, lim, **kw: asgi.RateLimitMiddleware(_starlette(), lim, **kw), uvicorn_server)
+WSGI = ("wsgi", lambda app, lim, **kw: wsgi.RateLimitMiddleware(_wsgi_app, lim, **kw), wsgi_server)
+BOTH = pytest.mark.parametrize("kind", [ASGI, WSGI], ids=["asgi", "wsgi"])
+
+
+@contextmanager
+def serve(kind: Any, limiter: Any, **kw: Any) -> Iterator[int]:
+    _, wrap, server = kind
+    with server(wrap(None, limiter, **kw)) as port:
+        yield port
+
+
+# -- behaviour ------------------------------------------------------------------
+
+
+@BOTH
+def test_fields_exact_and_429_exactly_when_the_window_is_full(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 3, 10)
+    with serve(kind, Named(c, "api")) as port:
+        for remaining in (2, 1, 0):
+            status, h, body = get(port)
+            assert (status, body) == (200, b"hello")
+            assert h["ratelimit-policy"] == '"api";q=3;w=10'
+            assert h["ratelimit"] == f'"api";r={remaining};t=8'
+            assert "retry-after" not in h
+        status, h, body = get(port)
+        assert status == 429
+        assert h["retry-after"] == "8"  # 7.5 s rounded up
+        assert h["ratelimit"] == '"api";r=0;t=8'
+        assert h["ratelimit-policy"] == '"api";q=3;w=10'
+        assert h["content-type"] == "application/problem+json"
+        problem = json.loads(body)
+        assert problem["type"] == QUOTA_EXCEEDED_TYPE
+        assert problem["violated-policies"] == ["api"]
+        c.now += 7_500_000_000 - 1
+        status, h, _ = get(port)
+        assert (status, h["retry-after"]) == (429, "1")
+        c.now += 1
+        status, h, _ = get(port)
+        assert (status, h["ratelimit"]) == (200, '"api";r=2;t=10')
+    stats = c.limiter.stats()
+    assert (stats.allowed, stats.denied) == (4, 2)
+
+
+@BOTH
+def test_dry_run_never_refuses(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 2, 10)
+    with serve(kind, c, dry_run=True) as port:
+        seen = []
+        for _ in range(6):
+            status, h, _ = get(port)
+            assert status == 200 and "retry-after" not in h
+            seen.append(h["ratelimit"])
+    assert seen == ['"default";r=1;t=8'] + ['"default";r=0;t=8'] * 5
+    stats = c.limiter.stats()
+    assert (stats.checks, stats.allowed, stats.denied) == (6, 2, 4)
+
+
+@BOTH
+def test_concurrent_clients_on_one_key_get_exactly_the_limit(kind: Any, clocked: Any) -> None:
+    c = clocked("sliding_window", 20, 3600)
+    with serve(kind, c, key="X-Api-Key") as port, ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(lambda _: get(port, "/", {"X-Api-Key": "shared"})[0], range(60)))
+    assert (statuses.count(200), statuses.count(429)) == (20, 40)
+
+
+@BOTH
+def test_header_keys_and_missing_key_policies(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, key="X-Api-Key") as port:
+        assert get(port, "/", {"X-Api-Key": "a"})[0] == 200
+        assert get(port, "/", {"X-Api-Key": "a"})[0] == 429
+        assert get(port, "/", {"X-Api-Key": "b"})[0] == 200
+        assert get(port)[0] == 200  # keyless requests share one quota
+        assert get(port)[0] == 429
+    c2 = clocked("fixed_window", 1, 10)
+    with serve(kind, c2, key="X-Api-Key", missing_key="reject") as port:
+        status, h, body = get(port)
+        assert status == 400 and h["content-type"] == "application/problem+json"
+        assert b"no rate-limit key" in body
+    with serve(kind, c2, key=lambda r: None, missing_key="skip") as port:
+        for _ in range(3):
+            status, h, _ = get(port)
+            assert status == 200 and "ratelimit" not in h
+    assert c2.limiter.stats().checks == 0
+
+
+@BOTH
+def test_exempt_paths_and_predicates_are_never_counted(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, exempt=["/health"]) as port:
+        for _ in range(5):
+            status, h, body = get(port, "/health")
+            assert (status, body) == (200, b"ok") and "ratelimit" not in h
+        assert c.limiter.stats().checks == 0
+        assert get(port)[0] == 200
+        assert get(port)[0] == 429
+    c2 = clocked("fixed_window", 1, 10)
+    with serve(kind, c2, exempt=lambda r: True) as port:
+        assert [get(port)[0] for _ in range(3)] == [200] * 3
+    assert c2.limiter.stats().checks == 0
+
+
+@BOTH
+def test_cost_function(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 10, 10)
+    with serve(kind, c, cost=lambda r: 4) as port:
+        assert get(port)[1]["ratelimit"] == '"default";r=6;t=8'
+        assert get(port)[1]["ratelimit"] == '"default";r=2;t=8'
+        status, h, _ = get(port)
+        assert (status, h["ratelimit"]) == (429, '"default";r=2;t=8')
+
+
+@BOTH
+def test_a_failing_limiter_fails_closed_unless_told(kind: Any) -> None:
+    class Broken:
+        def check_limits(self, key: bytes, cost: int) -> list[LimitDecision]:
+            raise ConnectionError("store down")
+
+    with serve(kind, Broken()) as port:
+        assert get(port)[0] == 503
+    with serve(kind, Broken(), fail_open=True) as port:
+        assert get(port)[0] == 200
+
+
+def test_asgi_takes_an_async_limiter(clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+
+    class AsyncClocked:
+        async def check(self, key: Any, cost: int) -> ratecell.Decision:
+            await asyncio.sleep(0)
+            return c.check(key, cost)
+
+    with serve(ASGI, Named(AsyncClocked(), "redis", limit=1, period=10)) as port:
+        status, h, _ = get(port)
+        assert (status, h["ratelimit"]) == (200, '"redis";r=0;t=8')
+        assert get(port)[0] == 429
+
+
+def test_acquire_awaits_without_blocking_the_loop() -> None:
+    async def main() -> tuple[int, ratecell.Decision]:
+        with ratecell.Limiter("gcra", 1, period=0.1, capacity=16) as lim:
+            ticks = 0
+            stop = asyncio.Event()
+
+            async def ticker() -> None:
+                nonlocal ticks
+                while not stop.is_set():
+                    ticks += 1
+                    await asyncio.sleep(0.002)
+
+            task = asyncio.create_task(ticker())
+            assert (await asgi.acquire(lim, "k")).allowed
+            with pytest.raises(ratecell.TimedOut):
+                await asgi.acquire(lim, "k", timeout=0)
+            before = ticks
+            second = await asgi.acquire(lim, "k", timeout=5)
+            during = ticks - before
+            with pytest.raises(ratecell.CostExceedsLimit):
+                await asgi.acquire(lim, "other", cost=2, timeout=5)
+            stop.set()
+            await task
+            return during, second
+
+    during, second = asyncio.run(main())
+    assert second.allowed
+    assert during > 0, "the event loop ran while acquire waited"

@@ -1,0 +1,402 @@
+//! The layer behind real servers on 127.0.0.1 (axum, and hyper alone),
+//! driven by a hyper client over loopback. Limiters run on a manual clock,
+//! so every expected field follows from SPEC.md's rules.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper_util::rt::TokioIo;
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, ManualClock};
+use ratecell_tower::{MissingKey, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire};
+use tokio::net::{TcpListener, TcpStream};
+
+const S: u64 = 1_000_000_000;
+/// A whole multiple of 10 s plus 2.5 s: a 10 s fixed window has 7.5 s left.
+const T0: u64 = 1_700_000_000 * S + 2_500_000_000;
+const LIMIT_TIME: Duration = Duration::from_secs(20);
+
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+}
+
+async fn request(addr: SocketAddr, path: &str, header: Option<(&str, &str)>) -> Reply {
+    tokio::time::timeout(LIMIT_TIME, async {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let mut req = Request::get(path).header("host", "127.0.0.1");
+        if let Some((k, v)) = header {
+            req = req.header(k, v);
+        }
+        let res = sender
+            .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+            .await
+            .unwrap();
+        let (parts, body) = res.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body: String::from_utf8(body.to_vec()).unwrap(),
+        }
+    })
+    .await
+    .expect("request timed out")
+}
+
+/// Serves `app` on 127.0.0.1 with client addresses; the server task ends
+/// with the test's runtime.
+async fn serve(app: Router) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    addr
+}
+
+fn app(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello" }))
+        .route("/health", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+fn keyed(config: Config) -> (KeyedLimiter, ManualClock) {
+    let (clock, hand) = Clock::manual(T0);
+    (
+        KeyedLimiter::with_clock(config.capacity(1024), clock).unwrap(),
+        hand,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_exact_and_429_exactly_when_the_window_is_full() {
+    // 3 per 10 s, fixed window, 7.5 s left in the window at T0.
+    let (limiter, hand) = keyed(Config::new(Algorithm::FixedWindow, 3, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter).name("api").unwrap());
+    let addr = serve(app(RateLimitLayer::new(limits.clone()))).await;
+
+    for remaining in [2, 1, 0] {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.body, "hello");
+        assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=3;w=10"));
+        assert_eq!(
+            r.field("ratelimit").unwrap(),
+            format!("\"api\";r={remaining};t=8")
+        );
+        assert_eq!(r.field("retry-after"), None);
+    }
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("8"), "7.5 s rounded up");
+    assert_eq!(r.field("ratelimit"), Some("\"api\";r=0;t=8"));
+    assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=3;w=10"));
+    assert_eq!(r.field("content-type"), Some("application/problem+json"));
+    assert_eq!(
+        r.body,
+        format!(
+            "{{\"type\":\"{QUOTA_EXCEEDED_TYPE}\",\"title\":\"Quota exceeded\",\"status\":429,\"violated-policies\":[\"api\"]}}"
+        )
+    );
+
+    // One nanosecond before the window ends: still refused, 1 s rounded up.
+    hand.advance(7_500_000_000 - 1);
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("1"));
+    // At the boundary the new window admits again.
+    hand.advance(1);
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.field("ratelimit"), Some("\"api\";r=2;t=10"));
+    let stats = limits.limiter().stats();
+    assert_eq!((stats.allowed, stats.denied), (4, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_second_period_and_reset_round_up() {
+    // GCRA 2 per 1.5 s: T = 750 ms; after one request tat = t + 750 ms.
+    let (limiter, _hand) = keyed(Config::new(Algorithm::Gcra, 2, 1_500_000_000));
+    let addr = serve(app(RateLimitLayer::new(Named::keyed(limiter)))).await;
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.field("ratelimit-policy"), Some("\"default\";q=2;w=2"));
+    assert_eq!(r.field("ratelimit"), Some("\"default\";r=1;t=1"));
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.field("ratelimit"), Some("\"default\";r=0;t=2"));
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("1"), "750 ms rounded up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_counts_and_sets_fields_but_never_refuses() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 2, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter));
+    let addr = serve(app(RateLimitLayer::new(limits.clone()).dry_run(true))).await;
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.field("retry-after"), None);
+        seen.push(r.field("ratelimit").unwrap().to_owned());
+    }
+    assert_eq!(seen[0], "\"default\";r=1;t=8");
+    assert!(
+        seen[1..].iter().all(|f| f == "\"default\";r=0;t=8"),
+        "{seen:?}"
+    );
+    let stats = limits.limiter().stats();
+    assert_eq!((stats.checks, stats.allowed, stats.denied), (6, 2, 4));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_on_one_key_get_exactly_the_limit() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::SlidingWindow, 25, 3600 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+    let addr = serve(app(layer)).await;
+    let tasks: Vec<_> = (0..80)
+        .map(|_| {
+            tokio::spawn(async move {
+                request(addr, "/", Some(("x-api-key", "shared")))
+                    .await
+                    .status
+            })
+        })
+        .collect();
+    let mut ok = 0;
+    let mut refused = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => refused += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!((ok, refused), (25, 55));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+    let addr = serve(app(layer)).await;
+    assert_eq!(
+        request(addr, "/", Some(("x-api-key", "a"))).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        request(addr, "/", Some(("x-api-key", "a"))).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        request(addr, "/", Some(("x-api-key", "b"))).await.status,
+        StatusCode::OK
+    );
+    // Keyless requests share one quota (the default policy).
+    assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    assert_eq!(
+        request(addr, "/", None).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        request(addr, "/", Some(("x-api-key", ""))).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter));
+    let layer = RateLimitLayer::new(limits.clone())
+        .key_header("x-api-key".parse().unwrap())
+        .missing_key(MissingKey::Reject);
+    let addr = serve(app(layer)).await;
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.field("content-type"), Some("application/problem+json"));
+    assert!(r.body.contains("no rate-limit key"), "{}", r.body);
+
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let limits_skip = std::sync::Arc::new(Named::keyed(limiter));
+    let layer = RateLimitLayer::new(limits_skip.clone())
+        .key_fn(|p| p.headers.get("x-user").map(|v| v.as_bytes().to_vec()))
+        .missing_key(MissingKey::Skip);
+    let addr = serve(app(layer)).await;
+    for _ in 0..3 {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.field("ratelimit"), None);
+    }
+    assert_eq!(
+        request(addr, "/", Some(("x-user", "u"))).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(limits_skip.limiter().stats().checks, 1);
+    assert_eq!(limits.limiter().stats().checks, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exempt_paths_and_predicates_are_never_counted() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter));
+    let layer = RateLimitLayer::new(limits.clone())
+        .exempt_paths(["/health"])
+        .exempt(|p| p.headers.contains_key("x-internal"));
+    let addr = serve(app(layer)).await;
+    for _ in 0..5 {
+        let r = request(addr, "/health", None).await;
+        assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "ok"));
+        assert_eq!(r.field("ratelimit"), None);
+        assert_eq!(
+            request(addr, "/", Some(("x-internal", "1"))).await.status,
+            StatusCode::OK
+        );
+    }
+    assert_eq!(limits.limiter().stats().checks, 0);
+    assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    assert_eq!(
+        request(addr, "/", None).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cost_function_charges_units() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 10, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter))
+        .cost(|p| if p.uri.path() == "/" { 4 } else { 1 });
+    let addr = serve(app(layer)).await;
+    assert_eq!(
+        request(addr, "/", None).await.field("ratelimit"),
+        Some("\"default\";r=6;t=8")
+    );
+    assert_eq!(
+        request(addr, "/", None).await.field("ratelimit"),
+        Some("\"default\";r=2;t=8")
+    );
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("ratelimit"), Some("\"default\";r=2;t=8"));
+    assert_eq!(
+        request(addr, "/health", None).await.field("ratelimit"),
+        Some("\"default\";r=1;t=8")
+    );
+}
+
+/// hyper without axum: the server puts the peer's `SocketAddr` in the
+/// request's extensions, and the layer keys by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_hyper_server_keyed_by_peer_address() {
+    use hyper::body::Incoming;
+    use tower::ServiceBuilder;
+
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 2, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let svc = ServiceBuilder::new()
+                .map_request(move |mut req: Request<Incoming>| {
+                    req.extensions_mut().insert(peer);
+                    req
+                })
+                .layer(layer.clone())
+                .service_fn(|_req: Request<Incoming>| async {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hi"))))
+                });
+            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(
+                TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(svc),
+            ));
+        }
+    });
+    assert_eq!(
+        request(addr, "/", None).await.field("ratelimit"),
+        Some("\"default\";r=1;t=8")
+    );
+    assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    let r = request(addr, "/", None).await;
+    assert_eq!(
+        (r.status, r.field("retry-after")),
+        (StatusCode::TOO_MANY_REQUESTS, Some("8"))
+    );
+}
+
+/// `acquire` under an executor that is not tokio: it resolves once the
+/// limiter admits, and fails at once when the wait exceeds the time-out.
+#[test]
+fn acquire_waits_without_a_runtime() {
+    // 1 per 100 ms on the real clock.
+    let limiter =
+        KeyedLimiter::new(Config::new(Algorithm::Gcra, 1, 100_000_000).capacity(16)).unwrap();
+    let limits = Named::keyed(limiter);
+    futures_executor::block_on(async {
+        assert!(acquire(&limits, b"k", 1, Duration::ZERO).await.is_ok());
+        let refused = acquire(&limits, b"k", 1, Duration::ZERO).await.unwrap_err();
+        assert!(!refused[0].decision.allowed);
+        let admitted = acquire(&limits, b"k", 1, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(admitted[0].decision.allowed);
+        // A cost above the limit can never be admitted: no wait.
+        assert!(
+            acquire(&limits, b"other", 2, Duration::from_secs(60))
+                .await
+                .is_err()
+        );
+    });
+}
+
+/// A leaky bucket's admitted requests wait out their queue place (on a
+/// timer, not a thread) and then run, with their fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaky_bucket_requests_run_after_their_queue_wait() {
+    // T = 100 ms, queue of 3: waits of 0, 100 and 200 ms, then refusal.
+    let (limiter, _hand) = keyed(Config::new(Algorithm::LeakyBucket, 10, S).burst(3));
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+    let addr = serve(app(layer)).await;
+    let replies: Vec<_> = (0..3)
+        .map(|_| request(addr, "/", Some(("x-api-key", "q"))))
+        .collect();
+    let mut remaining = Vec::new();
+    for r in replies {
+        let r = r.await;
+        assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hello"));
+        remaining.push(r.field("ratelimit").unwrap().to_owned());
+    }
+    assert_eq!(
+        remaining,
+        [
+            "\"default\";r=2;t=1",
+            "\"default\";r=1;t=1",
+            "\"default\";r=0;t=1"
+        ]
+    );
+    assert_eq!(
+        request(addr, "/", Some(("x-api-key", "q"))).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
