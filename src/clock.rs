@@ -10,6 +10,8 @@
 //!   refreshed every [`COARSE_INTERVAL`] by a background thread shared by
 //!   every coarse clock in the process. Reading it costs one load; it lags
 //!   real time by up to the interval plus the refresher's scheduling delay.
+//!   A child made by `fork()` has no refresher (threads are not inherited):
+//!   its first coarse read starts one, so coarse clocks keep time there.
 //! - [`Clock::manual`]: a time set by hand, for tests and simulations.
 //!
 //! Every limiter call also has an `_at` form taking the time from the

@@ -58,6 +58,14 @@
 //! re-checks, no key is ever placed twice; because every update CASes a
 //! word that contains the fingerprint, no update lands on another key's
 //! state. Updates of existing keys never take the latch.
+//!
+//! A dropped state was fresh at the eviction's time, not necessarily
+//! before it. Each shard keeps the latest time at which it evicted, and a
+//! key not in the table at an earlier time is denied until then (SPEC §5:
+//! no fresher answer than the dropped state would have given). A peek at a
+//! key not in the table says what its cost-1 request would be told: on a
+//! table that fails closed with no free or evictable place in the key's
+//! window, a denial (SPEC §3).
 
 pub(crate) mod block;
 pub(crate) mod word;
