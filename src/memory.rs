@@ -132,7 +132,7 @@ fn address_space_room() -> Option<u64> {
     }
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let size = field(&status, "VmSize:")?.saturating_mul(1024);
-    Some(u64::from(limit.rlim_cur).saturating_sub(size))
+    Some(limit.rlim_cur.saturating_sub(size))
 }
 
 /// Makes `[base, base + bytes)` resident, returning false if the kernel
