@@ -10,6 +10,8 @@
 //!   refreshed every [`COARSE_INTERVAL`] by a background thread shared by
 //!   every coarse clock in the process. Reading it costs one load; it lags
 //!   real time by up to the interval plus the refresher's scheduling delay.
+//!   A child made by `fork()` has no refresher (threads are not inherited):
+//!   its first coarse read starts one, so coarse clocks keep time there.
 //! - [`Clock::manual`]: a time set by hand, for tests and simulations.
 //!
 //! Every limiter call also has an `_at` form taking the time from the
@@ -56,7 +58,10 @@ impl Clock {
     pub fn now_ns(&self) -> u64 {
         match &self.0 {
             Source::Tsc(tsc) => tsc.now_ns(),
-            Source::Coarse(time) => time.load(Ordering::Relaxed),
+            Source::Coarse(time) => match time.load(Ordering::Relaxed) {
+                STALE => coarse_restart(time),
+                now => now,
+            },
             Source::Manual(manual) => manual.now_ns(),
         }
     }
@@ -130,23 +135,88 @@ impl TscClock {
     }
 }
 
+/// The process-wide coarse time, once a coarse clock has been made.
+static COARSE_TIME: OnceLock<&'static AtomicU64> = OnceLock::new();
+
 /// The process-wide coarse time, and its refresher thread.
 fn coarse_time() -> &'static AtomicU64 {
-    static TIME: OnceLock<&'static AtomicU64> = OnceLock::new();
-    TIME.get_or_init(|| {
+    COARSE_TIME.get_or_init(|| {
         let tsc = TscClock::new();
         let time: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(tsc.now_ns())));
+        refresh_after_fork();
         std::thread::Builder::new()
             .name("ratecell-coarse-clock".into())
-            .spawn(move || {
-                loop {
-                    std::thread::sleep(COARSE_INTERVAL);
-                    time.store(tsc.now_ns(), Ordering::Relaxed);
-                }
-            })
+            .spawn(move || refresh(tsc, time))
             .expect("ratecell: cannot start the coarse clock thread");
         time
     })
+}
+
+/// The refresher thread's loop.
+fn refresh(tsc: TscClock, time: &'static AtomicU64) -> ! {
+    loop {
+        std::thread::sleep(COARSE_INTERVAL);
+        time.store(tsc.now_ns(), Ordering::Relaxed);
+    }
+}
+
+// Fork. A child process has only the thread that called fork(): the
+// refresher is gone, and the coarse time would stand still, so every coarse
+// limiter in the child (old or new: they share the word) would deny forever
+// after its burst. An atfork handler marks the time STALE in the child (one
+// atomic store: all a handler may safely do there), and the first read in
+// the child starts a new refresher, outside the handler.
+
+/// The coarse time of a forked child that has no refresher yet. No real
+/// reading is 0 (it would be 1970).
+const STALE: u64 = 0;
+
+/// Set while a reader starts the child's refresher.
+static RESTARTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Registers [`coarse_forked`] to run in every child forked from now on.
+fn refresh_after_fork() {
+    #[cfg(unix)]
+    // SAFETY: registers a handler with the C library; the handler only
+    // stores to atomics, which is async-signal-safe.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(coarse_forked));
+    }
+}
+
+/// Runs in a forked child, right after fork().
+#[cfg(unix)]
+extern "C" fn coarse_forked() {
+    RESTARTING.store(false, Ordering::Relaxed);
+    if let Some(time) = COARSE_TIME.get() {
+        time.store(STALE, Ordering::Relaxed);
+    }
+}
+
+/// A coarse read that found the time STALE: starts the refresher of this
+/// (forked) process once, and answers from the TSC meanwhile.
+#[cold]
+#[inline(never)]
+fn coarse_restart(time: &'static AtomicU64) -> u64 {
+    let tsc = TscClock::new();
+    let now = tsc.now_ns().max(STALE + 1);
+    if RESTARTING
+        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return now;
+    }
+    time.store(now, Ordering::Relaxed);
+    let started = std::thread::Builder::new()
+        .name("ratecell-coarse-clock".into())
+        .spawn(move || refresh(tsc, time));
+    if started.is_err() {
+        // No thread to be had: keep answering from the TSC, and try again
+        // on the next read.
+        time.store(STALE, Ordering::Relaxed);
+        RESTARTING.store(false, Ordering::Release);
+    }
+    now
 }
 
 /// The handle of a manual clock: every clone moves the same time.

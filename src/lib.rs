@@ -43,6 +43,8 @@ mod decision;
 pub mod ffi;
 mod keyed;
 mod limiter;
+#[cfg(not(loom))]
+mod memory;
 mod stats;
 mod sync;
 mod table;

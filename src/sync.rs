@@ -116,6 +116,9 @@ fn zeroed_slice<T>(
         return Ok(Box::new([]));
     }
     let layout = Layout::array::<T>(len).map_err(|_| bytes)?;
+    if residency == Residency::Now && !crate::memory::fits(bytes) {
+        return Err(bytes);
+    }
     // SAFETY: the layout has a non-zero size (len > 0 and T is not a ZST:
     // callers only use atomic integers).
     let ptr = unsafe { alloc_zeroed(layout) } as *mut T;
@@ -125,14 +128,13 @@ fn zeroed_slice<T>(
     if residency == Residency::Now {
         advise_huge_pages(ptr as *mut u8, bytes);
     }
-    // Touch one byte per page so the pages are resident now, not on first use.
-    let base = ptr as *mut u8;
-    let mut offset = 0;
-    while residency == Residency::Now && offset < bytes {
-        // SAFETY: offset < bytes, inside the allocation; volatile so the
-        // write is not elided (the value written is the zero already there).
-        unsafe { base.add(offset).write_volatile(0) };
-        offset += 4096;
+    // Fault the pages in now, not on first use, with a call that fails
+    // rather than wake the OOM killer (src/memory.rs).
+    // SAFETY: the range is the allocation, all zeros (alloc_zeroed).
+    if residency == Residency::Now && !unsafe { crate::memory::populate(ptr as *mut u8, bytes) } {
+        // SAFETY: allocated above with this layout, not yet handed out.
+        unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+        return Err(bytes);
     }
     // SAFETY: the allocation holds `len` values of T laid out as an array;
     // all-zero bits are a valid value for the atomic integers callers use;

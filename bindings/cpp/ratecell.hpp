@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -56,6 +57,10 @@ public:
     explicit Error(ratecell_status status)
         : std::runtime_error(std::string("ratecell: ") + ::ratecell_status_str(status)),
           status_(status) {}
+
+    /// A failure the wrapper finds itself, with a message saying which.
+    Error(ratecell_status status, const std::string &what)
+        : std::runtime_error("ratecell: " + what), status_(status) {}
 
     ratecell_status status() const noexcept { return status_; }
 
@@ -282,10 +287,20 @@ private:
                                 const std::vector<std::uint64_t> &costs,
                                 const std::uint64_t *now_ns) const {
         if (!costs.empty() && costs.size() != keys.size()) {
-            throw std::invalid_argument("ratecell: costs.size() != keys.size()");
+            throw Error(RATECELL_INVALID_LENGTH,
+                        "check_batch: costs.size() = " + std::to_string(costs.size()) +
+                            " != keys.size() = " + std::to_string(keys.size()));
         }
-        std::vector<Decision> decisions(keys.size());
-        std::vector<std::uint8_t> allowed(keys.size());
+        std::vector<Decision> decisions;
+        std::vector<std::uint8_t> allowed;
+        try {
+            decisions.resize(keys.size());
+            allowed.resize(keys.size());
+        } catch (const std::bad_alloc &) {
+            throw Error(RATECELL_OUT_OF_MEMORY);
+        } catch (const std::length_error &) {
+            throw Error(RATECELL_INVALID_LENGTH);
+        }
         const std::uint64_t *c = costs.empty() ? nullptr : costs.data();
         detail::check(now_ns != nullptr
                           ? ::ratecell_check_batch_at(handle_, keys.data(), c, keys.size(),

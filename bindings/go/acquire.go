@@ -51,7 +51,7 @@ func (l *Limiter) AcquireBytes(ctx context.Context, key []byte, cost uint64) (De
 }
 
 func (l *Limiter) acquire(ctx context.Context, op string, cost uint64, check func(uint64) (Decision, error)) (Decision, error) {
-	if l == nil {
+	if l == nil || l.core == nil {
 		return Decision{}, ErrClosed
 	}
 	var timer *time.Timer
@@ -80,7 +80,7 @@ func (l *Limiter) acquire(ctx context.Context, op string, cost uint64, check fun
 			return last, contextError(op, ctx)
 		}
 		deadline, bounded := ctx.Deadline()
-		if l.leaky && bounded && cost > 0 {
+		if l.core.leaky && bounded && cost > 0 {
 			// The queue drains exactly as fast as the deadline nears, so a
 			// place whose wait exceeds the time left will never fit it.
 			peek, err := check(0)

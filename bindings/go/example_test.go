@@ -49,7 +49,7 @@ func ExampleNew_invalid() {
 		fmt.Println(e.Status.Name())
 	}
 	// Output:
-	// ratecell: new: invalid limit: outside 1..=2^32-1, or above period_ns for gcra/leaky_bucket
+	// ratecell: new: invalid limit: outside 1..=2^32-1, above period_ns for gcra/leaky_bucket, or too large for a keyed sliding_window with this period (the key's fingerprint needs 32 bits)
 	// true
 	// INVALID_LIMIT
 }

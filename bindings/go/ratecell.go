@@ -291,7 +291,17 @@ const closedBit = int64(1) << 62
 
 // Limiter is a rate limiter: one shared state (Capacity 0) or one state per
 // key. Make it with New; release it with Close. Safe for concurrent use.
+//
+// A Limiter is a reference to the library's limiter: a copy (cp := *lim)
+// is the same limiter, and closing either closes both (later calls on
+// either return ErrClosed). The zero Limiter is a closed one.
 type Limiter struct {
+	core *core
+}
+
+// core owns the library's handle; every copy of a Limiter points to the
+// one core, so there is one owner whatever the caller copies.
+type core struct {
 	handle *C.ratecell_limiter
 	// state counts calls inside the library, plus closedBit once Close has
 	// begun. A call enters with one atomic add and leaves with another;
@@ -327,25 +337,27 @@ func New(cfg Config) (*Limiter, error) {
 	if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
 		return nil, err
 	}
-	l := &Limiter{handle: handle, leaky: cfg.Algorithm == LeakyBucket}
-	l.cleanup = runtime.AddCleanup(l, func(h *C.ratecell_limiter) { C.ratecell_limiter_free(h) }, handle)
-	return l, nil
+	owner := &core{handle: handle, leaky: cfg.Algorithm == LeakyBucket}
+	// The cleanup hangs on the core, which lives as long as any copy of
+	// the Limiter does.
+	owner.cleanup = runtime.AddCleanup(owner, func(h *C.ratecell_limiter) { C.ratecell_limiter_free(h) }, handle)
+	return &Limiter{core: owner}, nil
 }
 
-// enter admits a call into the library, or refuses it once Close has begun.
-// Every successful enter is paired with exit.
+// enter admits a call into the library, or refuses it once Close has begun
+// (or for a zero Limiter). Every successful enter is paired with exit.
 func (l *Limiter) enter() (*C.ratecell_limiter, error) {
-	if l == nil {
+	if l == nil || l.core == nil {
 		return nil, ErrClosed
 	}
-	if l.state.Add(1)&closedBit != 0 {
-		l.state.Add(-1)
+	if l.core.state.Add(1)&closedBit != 0 {
+		l.core.state.Add(-1)
 		return nil, ErrClosed
 	}
-	return l.handle, nil
+	return l.core.handle, nil
 }
 
-func (l *Limiter) exit() { l.state.Add(-1) }
+func (l *Limiter) exit() { l.core.state.Add(-1) }
 
 // Close releases the limiter. It is safe to call more than once and from
 // several goroutines, also while other goroutines use the limiter: it
@@ -353,24 +365,25 @@ func (l *Limiter) exit() { l.state.Add(-1) }
 // nanoseconds; Acquire never waits inside the library) and every call
 // that starts afterwards returns ErrClosed. It always returns nil.
 func (l *Limiter) Close() error {
-	if l == nil {
+	if l == nil || l.core == nil {
 		return nil
 	}
+	c := l.core
 	for {
-		s := l.state.Load()
+		s := c.state.Load()
 		if s&closedBit != 0 {
 			return nil // someone else is closing or has closed it
 		}
-		if l.state.CompareAndSwap(s, s|closedBit) {
+		if c.state.CompareAndSwap(s, s|closedBit) {
 			break
 		}
 	}
-	for l.state.Load() != closedBit {
+	for c.state.Load() != closedBit {
 		runtime.Gosched()
 	}
-	l.cleanup.Stop()
-	C.ratecell_limiter_free(l.handle)
-	l.handle = nil
+	c.cleanup.Stop()
+	C.ratecell_limiter_free(c.handle)
+	c.handle = nil
 	return nil
 }
 
@@ -458,7 +471,7 @@ func (l *Limiter) AllowAt(key, nowNs uint64) (bool, error) {
 // must keep l open.
 func (l *Limiter) checkAtUnguarded(key, cost, nowNs uint64) Decision {
 	var d Decision
-	C.ratecell_check_at(l.handle, C.uint64_t(key), C.uint64_t(cost), C.uint64_t(nowNs), d.cDecision())
+	C.ratecell_check_at(l.core.handle, C.uint64_t(key), C.uint64_t(cost), C.uint64_t(nowNs), d.cDecision())
 	d.saturate()
 	return d
 }

@@ -444,7 +444,9 @@ unsafe fn check_batch(
     } else {
         Some(try_status!(unsafe { input(costs, n) }))
     };
-    let allowed = try_status!(unsafe { output(allowed_out, n) });
+    // Written element by element, never borrowed as slices: the caller's
+    // buffers may be uninitialised.
+    let mut allowed = try_status!(unsafe { output(allowed_out, n) });
     let mut decisions = if decisions_out.is_null() {
         None
     } else {
@@ -452,9 +454,9 @@ unsafe fn check_batch(
     };
     let now_ns = now_ns.unwrap_or_else(|| l.now_ns());
     let mut each = |i: usize, d: Decision| {
-        allowed[i] = u8::from(d.allowed);
-        if let Some(decisions) = decisions.as_deref_mut() {
-            decisions[i] = d.into();
+        allowed.write(i, u8::from(d.allowed));
+        if let Some(decisions) = decisions.as_mut() {
+            decisions.write(i, d.into());
         }
     };
     match &l.inner {

@@ -108,17 +108,44 @@ pub(crate) unsafe fn input<'a, T>(ptr: *const T, len: usize) -> Result<&'a [T], 
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
+/// A writable buffer of `len` elements from C, which may hold anything
+/// (uninitialised memory, or bytes that are no valid `T`): it is only ever
+/// written, element by element, never read or borrowed as a `&mut [T]`.
+pub(crate) struct Output<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+impl<T> Output<T> {
+    /// Writes `value` at index `i` (without reading or dropping what was
+    /// there).
+    ///
+    /// # Panics
+    /// If `i` is out of bounds.
+    #[inline]
+    pub(crate) fn write(&mut self, i: usize, value: T) {
+        assert!(
+            i < self.len,
+            "output index {i} out of bounds ({})",
+            self.len
+        );
+        // SAFETY: i < len, and `output`'s caller promised `len` writable
+        // elements; `ptr::write` neither reads nor drops the old bytes.
+        unsafe { self.ptr.add(i).write(value) };
+    }
+}
+
 /// A writable buffer of `len` elements from C. An empty buffer may be NULL.
 ///
 /// # Safety
-/// A non-NULL `ptr` must point to `len` writable elements that nothing else
-/// reads or writes for `'a`.
-pub(crate) unsafe fn output<'a, T>(
-    ptr: *mut T,
-    len: usize,
-) -> Result<&'a mut [T], ratecell_status> {
+/// A non-NULL `ptr` must point to `len` writable, aligned elements that
+/// nothing else reads or writes while the [`Output`] is in use.
+pub(crate) unsafe fn output<T>(ptr: *mut T, len: usize) -> Result<Output<T>, ratecell_status> {
     if len == 0 {
-        return Ok(&mut []);
+        return Ok(Output {
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+        });
     }
     if ptr.is_null() {
         return Err(ratecell_status::RATECELL_NULL_ARGUMENT);
@@ -126,8 +153,7 @@ pub(crate) unsafe fn output<'a, T>(
     if len > max_len::<T>() {
         return Err(ratecell_status::RATECELL_INVALID_LENGTH);
     }
-    // SAFETY: as for `input`, and the caller gives us the only access.
-    Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    Ok(Output { ptr, len })
 }
 
 /// A non-NULL out-pointer, or `RATECELL_NULL_ARGUMENT`.

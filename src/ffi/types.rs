@@ -123,7 +123,7 @@ impl ratecell_status {
                 b"invalid algorithm: not one of the RATECELL_ALGORITHM_* values\0"
             }
             RATECELL_INVALID_LIMIT => {
-                b"invalid limit: outside 1..=2^32-1, or above period_ns for gcra/leaky_bucket\0"
+                b"invalid limit: outside 1..=2^32-1, above period_ns for gcra/leaky_bucket, or too large for a keyed sliding_window with this period (the key's fingerprint needs 32 bits)\0"
             }
             RATECELL_INVALID_PERIOD_NS => b"invalid period_ns: outside 1 us..=366 days\0",
             RATECELL_INVALID_BURST => b"invalid burst: out of range for this algorithm\0",

@@ -131,12 +131,19 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     /// The path of a key with no state; `None` if another thread placed the
     /// key meanwhile.
     fn insert(&self, home: Home, shard: &Shard, t: u64, n: u64) -> Option<Decision> {
-        let fresh = self.alg.decide(&mut Fresh, t, n);
-        if !(fresh.allowed && n > 0) {
+        let fresh = shard.unfound(self.alg.decide(&mut Fresh, t, n), t);
+        if !fresh.allowed {
             return Some(fresh);
         }
+        if n == 0 {
+            // A peek: it stores nothing, but says what the cost-1 request
+            // would be told, which on a full table failing closed is no.
+            return Some(self.peek_new(home, fresh, t));
+        }
         let _latch = latch(&shard.latch, 0).expect("a shard latch holds only 0 or LATCHED");
-        if self.find(home).is_some() {
+        if self.find(home).is_some() || shard.unfound(fresh, t) != fresh {
+            // Placed by another thread since we looked, or a state was
+            // evicted at a later time meanwhile: decide again.
             return None;
         }
         // A free place (empty, or a tombstone) anywhere in the window first;
@@ -150,20 +157,31 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                     let header = &self.headers[place];
                     let owner = header.load(Ordering::Relaxed);
                     let free = owner == 0 || owner == FREED;
-                    if owner & LATCHED != 0 || free == evict {
-                        // Being checked right now (in use), or not what this
-                        // pass looks for.
+                    if free == evict {
+                        // Not what this pass looks for.
                         continue;
                     }
                     // Latch the place as it is (empty or another key's), so
                     // no check of its owner runs while we judge and replace it.
-                    let Ok(held) = latch(header, owner) else {
+                    let held = match owner & LATCHED {
+                        0 => latch(header, owner).ok(),
+                        _ => None,
+                    };
+                    let Some(held) = held else {
+                        // Being checked right now: it may be evictable once
+                        // that check is done, so a retry soon may succeed
+                        // (never "never": that would tell `acquire` the cost
+                        // exceeds the limit).
+                        frees_in = frees_in.min(1);
                         continue;
                     };
                     let mut block = self.block(place);
                     if !free && !self.alg.is_fresh_at(&block, t) {
                         frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
                         continue;
+                    }
+                    if !free {
+                        shard.evicting_at(t);
                     }
                     self.alg.clear(&mut block);
                     let decision = self.alg.decide(&mut block, t, n);
@@ -179,6 +197,41 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             }
         }
         Some(shard.overflow(fresh, self.allow_overflow, frees_in))
+    }
+
+    /// The peek of a key not in the table, whose fresh decision admits:
+    /// that decision if the key would find a place (a free one, or a state
+    /// equivalent to fresh at `t`), else the denial an overflow would give.
+    /// Stores nothing; a state is judged under its latch, as `insert` does.
+    #[cold]
+    fn peek_new(&self, home: Home, fresh: Decision, t: u64) -> Decision {
+        if self.allow_overflow {
+            return fresh;
+        }
+        let mut frees_in = u64::MAX;
+        for bucket in self.geometry.window(home) {
+            for place in bucket * SLOTS..(bucket + 1) * SLOTS {
+                let header = &self.headers[place];
+                let owner = header.load(Ordering::Relaxed);
+                if owner == 0 || owner == FREED {
+                    return fresh;
+                }
+                let held = match owner & LATCHED {
+                    0 => latch(header, owner).ok(),
+                    _ => None,
+                };
+                let Some(_held) = held else {
+                    frees_in = frees_in.min(1);
+                    continue;
+                };
+                let mut block = self.block(place);
+                if self.alg.is_fresh_at(&block, t) {
+                    return fresh;
+                }
+                frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
+            }
+        }
+        super::no_room(fresh, frees_in)
     }
 
     /// Forgets the key's state, leaving a tombstone in its place. Returns
@@ -213,5 +266,46 @@ impl<A: BlockAlgorithm> KeyedTable for BlockTable<A> {
     #[inline]
     fn decide(&self, h: u64, at: impl At, n: u64, _max_wait: u64) -> (Decision, bool) {
         (self.check(h, at, n), true)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::algorithm::bucketed_window::BucketedWindow;
+    use crate::config::{Algorithm, Config};
+
+    const T0: u64 = 1_000_000_000_000;
+
+    /// An overflow whose every candidate place is latched (being checked
+    /// by other threads) must not answer "never" (`u64::MAX`), which
+    /// `acquire` reads as a cost above the limit: the places may be
+    /// evictable once those checks end.
+    #[test]
+    fn an_overflow_among_latched_places_can_be_retried() {
+        let p = Config::new(Algorithm::BucketedWindow, 3, 3_600_000_000_000)
+            .sub_windows(1)
+            .params()
+            .unwrap();
+        // Capacity 1: one shard of one bucket of eight places.
+        let table = BlockTable::new(BucketedWindow::new(&p), 1, false).unwrap();
+        assert_eq!(table.headers.len(), SLOTS);
+        let hashes: Vec<u64> = (1..=SLOTS as u64 + 1).map(|i| i << 32).collect();
+        for &h in &hashes[..SLOTS] {
+            assert!(table.check(h, T0, 1).allowed);
+        }
+        for header in &*table.headers {
+            header.fetch_or(LATCHED, Ordering::Relaxed);
+        }
+        let d = table.check(hashes[SLOTS], T0, 1);
+        for header in &*table.headers {
+            header.fetch_and(!LATCHED, Ordering::Relaxed);
+        }
+        assert!(!d.allowed, "no room");
+        assert!(
+            d.retry_after_ns >= 1 && d.retry_after_ns < u64::MAX,
+            "retry_after_ns = {}",
+            d.retry_after_ns
+        );
     }
 }

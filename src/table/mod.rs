@@ -58,6 +58,14 @@
 //! re-checks, no key is ever placed twice; because every update CASes a
 //! word that contains the fingerprint, no update lands on another key's
 //! state. Updates of existing keys never take the latch.
+//!
+//! A dropped state was fresh at the eviction's time, not necessarily
+//! before it. Each shard keeps the latest time at which it evicted, and a
+//! key not in the table at an earlier time is denied until then (SPEC §5:
+//! no fresher answer than the dropped state would have given). A peek at a
+//! key not in the table says what its cost-1 request would be told: on a
+//! table that fails closed with no free or evictable place in the key's
+//! window, a denial (SPEC §3).
 
 pub(crate) mod block;
 pub(crate) mod word;
@@ -65,7 +73,7 @@ pub(crate) mod word;
 use crate::clock::At;
 use crate::decision::Decision;
 use crate::stats::{Stats, TableCounters};
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
@@ -95,6 +103,9 @@ const SLOTS_PER_KEY_PERCENT: u64 = 145;
 pub(crate) struct Shard {
     /// Held while a new key is placed or a key is reset.
     pub latch: AtomicU64,
+    /// The latest time at which a state was evicted from this shard (0:
+    /// never). Written under the latch, before the eviction's CAS.
+    pub evicted_at: AtomicU64,
     pub counters: TableCounters,
 }
 
@@ -144,14 +155,54 @@ impl Shard {
         if allow {
             return fresh;
         }
+        no_room(fresh, frees_in)
+    }
+
+    /// Records that a state is about to be evicted at `t` (under the latch,
+    /// before the CAS that drops it, so whoever no longer finds the key
+    /// finds the time).
+    pub(crate) fn evicting_at(&self, t: u64) {
+        self.evicted_at.fetch_max(t, Ordering::Release);
+    }
+
+    /// The decision for a key not in the table at `t`, from `fresh`, its
+    /// decision on the fresh state (SPEC §5: "never admit more" holds
+    /// across evictions). A key missing at `t` may have been evicted at a
+    /// later time `e`, when its state was equivalent to fresh; at `t < e`
+    /// that state may have denied, and it is gone. So before the shard's
+    /// latest eviction a missing key is denied until that eviction's time
+    /// (from then on it is as fresh as its dropped state was). Only times
+    /// that go back reach this: explicit times out of order, or two threads
+    /// whose clock reads race by nanoseconds.
+    #[inline]
+    pub(crate) fn unfound(&self, fresh: Decision, t: u64) -> Decision {
+        let evicted_at = self.evicted_at.load(Ordering::Acquire);
+        if !fresh.allowed || t >= evicted_at {
+            return fresh;
+        }
+        let gap = evicted_at - t;
         Decision {
             allowed: false,
             remaining: 0,
-            retry_after_ns: frees_in.max(1),
-            reset_after_ns: 0,
+            retry_after_ns: gap,
+            reset_after_ns: fresh.reset_after_ns.max(gap),
             wait_ns: 0,
             ..fresh
         }
+    }
+}
+
+/// The denial of a new key that has no place in a table that fails closed
+/// (an overflow, or a peek at one): until the soonest of the window's
+/// states becomes evictable, `frees_in`.
+pub(crate) fn no_room(fresh: Decision, frees_in: u64) -> Decision {
+    Decision {
+        allowed: false,
+        remaining: 0,
+        retry_after_ns: frees_in.max(1),
+        reset_after_ns: 0,
+        wait_ns: 0,
+        ..fresh
     }
 }
 

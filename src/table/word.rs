@@ -223,17 +223,24 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// place the key only if there is a state to store.
     #[cold]
     fn insert(&self, home: Home, tag: u64, t: u64, n: u64, max_wait: u64) -> Outcome {
+        let shard = &self.shards[home.shard];
         let (fresh, next) = self.alg.decide(A::State::default(), t, n);
-        if fresh.allowed && fresh.wait_ns > max_wait {
+        let fresh = shard.unfound(fresh, t);
+        if !fresh.allowed {
+            return Outcome::Done(fresh, true);
+        }
+        if fresh.wait_ns > max_wait {
             return Outcome::Done(fresh, false);
         }
         let Some(next) = next else {
-            return Outcome::Done(fresh, true);
+            // A peek: it stores nothing, but says what the cost-1 request
+            // would be told, which on a full table failing closed is no.
+            return Outcome::Done(self.peek_new(home, fresh, t), true);
         };
-        let shard = &self.shards[home.shard];
         let _latch = latch(&shard.latch, 0).expect("a shard latch holds only 0 or LATCHED");
-        if self.find(home, tag).is_some() {
-            // Another thread placed this key since we looked.
+        if self.find(home, tag).is_some() || shard.unfound(fresh, t) != fresh {
+            // Another thread placed this key since we looked, or evicted a
+            // state at a later time: decide again.
             return Outcome::Moved;
         }
         let new = self.word(tag, next);
@@ -255,6 +262,9 @@ impl<A: WordAlgorithm> WordTable<A> {
                             }
                             break;
                         }
+                        if evicting {
+                            shard.evicting_at(t);
+                        }
                         match slot.cas_word(word, new) {
                             Ok(()) => {
                                 let counter = if evicting {
@@ -273,6 +283,30 @@ impl<A: WordAlgorithm> WordTable<A> {
             }
         }
         Outcome::Done(shard.overflow(fresh, self.allow_overflow, frees_in), true)
+    }
+
+    /// The peek of a key not in the table, whose fresh decision admits:
+    /// that decision if the key would find a place (a free one, or a state
+    /// equivalent to fresh at `t`), else the denial an overflow would give.
+    /// Reads only; the search stops at the first empty place, nearly always
+    /// in the home bucket.
+    #[cold]
+    fn peek_new(&self, home: Home, fresh: Decision, t: u64) -> Decision {
+        if self.allow_overflow {
+            return fresh;
+        }
+        let mut frees_in = u64::MAX;
+        for bucket in self.geometry.window(home) {
+            for slot in &self.slots[bucket * SLOTS..][..SLOTS] {
+                let word = slot.load_word();
+                if word == 0 || word == self.freed() || self.alg.is_fresh_at(self.state(word), t) {
+                    return fresh;
+                }
+                let (peek, _) = self.alg.decide(self.state(word), t, 0);
+                frees_in = frees_in.min(peek.reset_after_ns);
+            }
+        }
+        super::no_room(fresh, frees_in)
     }
 
     /// Forgets the key's state, leaving a tombstone in its place. Returns

@@ -188,11 +188,15 @@ void test_batch_equals_one_by_one() {
         CHECK(batch.check_batch(keys).size() == keys.size());
     }
     Limiter l(Config(Algorithm::Gcra, 4, 1s));
+    // Like every failure, mismatched lengths are a ratecell::Error
+    // (issue 20: this was a std::invalid_argument).
     bool threw = false;
     try {
         l.check_batch({1, 2, 3}, {1});
-    } catch (const std::invalid_argument &) {
-        threw = true;
+    } catch (const Error &e) {
+        threw = e.status() == RATECELL_INVALID_LENGTH &&
+                std::string(e.what()).find("costs.size() = 1 != keys.size() = 3") !=
+                    std::string::npos;
     }
     CHECK(threw);
 }

@@ -587,7 +587,11 @@ def test_fresh_entries_are_evicted_losslessly(make):
     assert all(lim.check_batch_at(later, None, T0 + SECOND))
     s = lim.stats()
     assert (s.evictions, s.overflows, s.keys_tracked) == (placed, 1, placed)
-    # Nothing was lost: the old keys are fresh again in their new window.
+    # Nothing was lost: the old keys are fresh again in their new window,
+    # where there is room (a peek is the cost-1 request, SPEC §3: on the full
+    # table it would overflow).
+    assert not lim.check_at(0, 0, T0 + SECOND).allowed
+    lim.reset_key(10_000)
     assert lim.check_at(0, 0, T0 + SECOND).remaining == 1
 
 

@@ -25,6 +25,7 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "LIBRARY_NAME",
@@ -221,6 +222,25 @@ class LimiterHandle(c_void_p):
         if self.value:
             _free(self)  # type: ignore[operator]
             self.value = None
+
+    # A copy would be a second owner of the same C object: two frees. Every
+    # way Python duplicates an object (copy, deepcopy, pickle) is refused.
+    def __copy__(self) -> LimiterHandle:
+        raise TypeError(NOT_COPYABLE)
+
+    def __deepcopy__(self, memo: object) -> LimiterHandle:
+        raise TypeError(NOT_COPYABLE)
+
+    def __reduce_ex__(self, protocol: object) -> Any:
+        raise TypeError(NOT_COPYABLE)
+
+
+NOT_COPYABLE = (
+    "a ratecell.Limiter cannot be copied or pickled: it owns a native limiter. "
+    "Share the one object between threads; in another process (multiprocessing), "
+    "make a new Limiter there from the same configuration (each process then "
+    "limits on its own; for one limit across processes, use the Redis module)"
+)
 
 
 def library_version() -> str:

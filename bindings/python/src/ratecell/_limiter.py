@@ -7,6 +7,7 @@ mapping of C statuses to exceptions; the C signatures themselves live in
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import math
 import operator
@@ -87,6 +88,10 @@ def _is_bytes_key(key: Any) -> bool:
 def _timeout_ns(timeout: Any) -> int:
     if timeout is None:
         return U64_MAX
+    if type(timeout) is int and timeout >= 0:
+        # Exact, and no float conversion to overflow (10**400 seconds is as
+        # unbounded as 1e300).
+        return min(timeout * 1_000_000_000, U64_MAX)
     if isinstance(timeout, datetime.timedelta):
         seconds = timeout.total_seconds()
     elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
@@ -103,10 +108,22 @@ def _timeout_ns(timeout: Any) -> int:
 def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
     """``(pointer argument, length, keep-alive)`` for a sequence of u64.
 
-    Contiguous native uint64 buffers (``array('Q')``, numpy ``uint64``
-    arrays, ctypes arrays, ...) are passed to C in place; anything else
-    (lists, other dtypes) is converted once into an ``array('Q')``.
+    Contiguous, 8-byte aligned native uint64 buffers (``array('Q')``, numpy
+    ``uint64`` arrays, ctypes arrays, ...) are passed to C in place; a
+    misaligned one is copied into an aligned buffer (C reads ``uint64_t``
+    there); anything else (lists, other dtypes or byte orders, object
+    arrays) is converted once into an ``array('Q')``. Bytes and strings are
+    refused: they are byte keys, not a batch of u64 keys.
     """
+    if isinstance(obj, (bytes, bytearray, str)) or (
+        isinstance(obj, memoryview)
+        and obj.format in ("B", "b", "c")
+        and isinstance(obj.obj, (bytes, bytearray))
+    ):
+        raise TypeError(
+            f"{name} must be a buffer or an iterable of int keys, not {type(obj).__name__} "
+            "(a batch takes u64 keys; check byte-string keys one by one with check())"
+        )
     interface = getattr(obj, "__array_interface__", None)
     if isinstance(interface, dict):
         # numpy-like: its data pointer is usable even when the array is
@@ -122,10 +139,18 @@ def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
             and isinstance(data, tuple)
         ):
             n = shape[0]
-            return (data[0] if n else None), n, obj
+            if n == 0:
+                return None, 0, obj
+            if data[0] % ctypes.alignment(c_uint64) == 0:
+                return data[0], n, obj
+            aligned = (c_uint64 * n)()
+            ctypes.memmove(aligned, data[0], n * 8)
+            return aligned, n, aligned
     try:
         view = memoryview(obj)
-    except TypeError:
+    except (TypeError, ValueError, NotImplementedError, BufferError):
+        # Not a buffer, or one the buffer protocol cannot describe (numpy
+        # object arrays): read it element by element.
         values = obj
     else:
         if (
@@ -138,9 +163,37 @@ def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
             if n == 0:
                 return None, 0, None
             kind = c_uint64 * n
-            buf = kind.from_buffer_copy(view) if view.readonly else kind.from_buffer(view)
+            if not view.readonly:
+                buf = kind.from_buffer(view)
+                if ctypes.addressof(buf) % ctypes.alignment(c_uint64) == 0:
+                    return buf, n, buf
+            # Read-only, or misaligned: an aligned copy.
+            buf = kind.from_buffer_copy(view)
             return buf, n, buf
-        values = view.tolist()
+        try:
+            values = view.tolist()
+        except NotImplementedError:
+            # A format memoryview cannot read (another byte order).
+            values = obj
+    if not isinstance(values, (list, tuple)):
+        try:
+            values = list(values)
+        except TypeError:
+            raise TypeError(
+                f"{name} must be a buffer or an iterable of ints, not {type(obj).__name__}"
+            ) from None
+    kinds = set(map(type, values))
+    if kinds - {int}:
+        # What array('Q') would take but check() refuses (bools), or what it
+        # would refuse with a message that does not name the element.
+        for i, value in enumerate(values):
+            kind = type(value)
+            if kind is not int and (
+                issubclass(kind, bool)
+                or kind.__name__ in ("bool", "bool_")
+                or not hasattr(kind, "__index__")
+            ):
+                raise TypeError(f"{name}[{i}] must be an int, not {kind.__name__}")
     try:
         converted = array("Q", values)
     except OverflowError:
@@ -149,6 +202,22 @@ def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
         raise TypeError(f"{name} must be a buffer or an iterable of ints ({e})") from None
     n = len(converted)
     return (converted.buffer_info()[0] if n else None), n, converted
+
+
+def _address(pointer: Any) -> int:
+    """The address a pointer argument of ``_u64_buffer`` or ``_out_flags``
+    stands for (0 for None)."""
+    if pointer is None:
+        return 0
+    if isinstance(pointer, int):
+        return pointer
+    return ctypes.addressof(pointer)
+
+
+def _refuse_overlap(out: int, out_len: int, buf: int, buf_len: int, name: str) -> None:
+    """The C ABI forbids an output overlapping an input."""
+    if out and buf and out < buf + buf_len and buf < out + out_len:
+        raise ValueError(f"out overlaps {name}: give a separate buffer for the flags")
 
 
 def _out_flags(out: Any, n: int) -> tuple[Any, Any]:
@@ -180,6 +249,17 @@ class Limiter:
     """
 
     __slots__ = ("_h", "__weakref__")
+
+    # A copy would share the native handle with the original (a use after
+    # free once either is closed): copy, deepcopy and pickle are refused.
+    def __copy__(self) -> Limiter:
+        raise TypeError(_ffi.NOT_COPYABLE)
+
+    def __deepcopy__(self, memo: object) -> Limiter:
+        raise TypeError(_ffi.NOT_COPYABLE)
+
+    def __reduce_ex__(self, protocol: object) -> Any:
+        raise TypeError(_ffi.NOT_COPYABLE)
 
     def __init__(
         self,
@@ -393,6 +473,8 @@ class Limiter:
             if m != n:
                 raise ValueError(f"{n} keys but {m} costs")
         flags, flag_ptr = _out_flags(out, n)
+        _refuse_overlap(_address(flag_ptr), n, _address(key_ptr), 8 * n, "keys")
+        _refuse_overlap(_address(flag_ptr), n, _address(cost_ptr), 8 * n, "costs")
         full = (_CDecision * n)() if decisions and n else None
         if now_ns is None:
             status = _check_batch(h, key_ptr, cost_ptr, n, flag_ptr, full)
@@ -501,7 +583,13 @@ def _period_ns(period: Any) -> int:
     if isinstance(period, (int, float)) and not isinstance(period, bool):
         if isinstance(period, float) and not math.isfinite(period):
             raise _errors.InvalidPeriod(f"period_ns: period = {period!r} seconds is not finite")
-        return round(period * 1_000_000_000)
+        ns = period * 1_000_000_000
+        if ns >= 2**64:
+            # Also before round(): a float this large may be infinite.
+            raise _errors.InvalidPeriod(
+                f"period_ns: period = {period!r} seconds is more than 2**64 - 1 ns"
+            )
+        return round(ns)
     raise TypeError(f"period must be seconds or a timedelta, not {type(period).__name__}")
 
 

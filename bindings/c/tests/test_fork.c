@@ -1,0 +1,142 @@
+/*
+ * A forked child's limiters keep working (issue 20, item 2): fork while
+ * other threads check, then, in the child, coarse-clock limiters made
+ * before and after the fork must see time pass, and acquire must return.
+ * (A child whose coarse clock stood still denied forever after its burst
+ * and never returned from acquire.)
+ *
+ * The threads check keys already in the table: a fork while a thread holds
+ * a shard's insert latch is the subject of another test.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "ratecell.h"
+
+#include "harness.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SECOND 1000000000ull
+
+static atomic_bool stop;
+static ratecell_limiter *before; /* one state, coarse clock */
+static ratecell_limiter *keyed;  /* a table, coarse clock */
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* 100 per second, one at a time: the next request is 10 ms away. */
+static ratecell_limiter *spaced(uint64_t capacity) {
+    ratecell_config cfg;
+    ratecell_config_init(&cfg, RATECELL_ALGORITHM_GCRA, 100, SECOND);
+    cfg.burst = 1;
+    cfg.capacity = capacity;
+    cfg.clock = RATECELL_CLOCK_COARSE;
+    ratecell_limiter *l = NULL;
+    if (ratecell_limiter_new(&cfg, &l) != RATECELL_OK) {
+        return NULL;
+    }
+    return l;
+}
+
+static void *checker(void *arg) {
+    uint64_t key = (uint64_t)(uintptr_t)arg;
+    ratecell_decision d;
+    while (!atomic_load(&stop)) {
+        ratecell_check(before, 0, 0, &d);
+        ratecell_check(keyed, key, 0, &d);
+    }
+    return NULL;
+}
+
+/* In the child: the number of failures. */
+static int child(void) {
+    int failures = 0;
+    ratecell_limiter *after = spaced(0);
+    if (after == NULL) {
+        fprintf(stderr, "child: cannot make a limiter\n");
+        return 1;
+    }
+    uint64_t t0 = ratecell_now_ns(before);
+    sleep_ms(30);
+    if (ratecell_now_ns(before) <= t0 + 10000000ull) {
+        fprintf(stderr, "child: the coarse time stood still at %llu\n", (unsigned long long)t0);
+        failures++;
+    }
+    ratecell_limiter *limiters[] = {before, after, keyed};
+    for (int i = 0; i < 3; i++) {
+        ratecell_decision d;
+        ratecell_check(limiters[i], 1, 1, &d);
+        ratecell_status s = ratecell_acquire(limiters[i], 1, 1, 2 * SECOND, &d);
+        if (s != RATECELL_OK) {
+            fprintf(stderr, "child: acquire on limiter %d: %s\n", i, ratecell_status_str(s));
+            failures++;
+        }
+    }
+    ratecell_limiter_free(after);
+    return failures;
+}
+
+static void test_coarse_limiters_keep_time_in_forked_children(void) {
+    before = spaced(0);
+    keyed = spaced(64);
+    CHECK(before != NULL && keyed != NULL);
+    if (before == NULL || keyed == NULL) {
+        return;
+    }
+    ratecell_decision d;
+    for (uint64_t key = 0; key < 8; key++) {
+        ratecell_check(keyed, key, 1, &d);
+    }
+    atomic_store(&stop, false);
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(pthread_create(&threads[i], NULL, checker, (void *)(uintptr_t)i) == 0);
+    }
+    sleep_ms(10);
+    for (int round = 0; round < 8; round++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            _exit(child() == 0 ? 0 : 1);
+        }
+        /* At most 20 s per child: a hung one is killed and counted. */
+        int status = 0;
+        bool done = false;
+        for (int waited = 0; waited < 2000 && !done; waited++) {
+            done = waitpid(pid, &status, WNOHANG) == pid;
+            if (!done) {
+                sleep_ms(10);
+            }
+        }
+        if (!done) {
+            fprintf(stderr, "child %d hung: killed\n", round);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
+        CHECK(done && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    ratecell_limiter_free(before);
+    ratecell_limiter_free(keyed);
+}
+
+int main(void) {
+    RUN(test_coarse_limiters_keep_time_in_forked_children);
+    return harness_finish();
+}

@@ -1,0 +1,129 @@
+//! A forked child keeps time (issue 20, item 2): the coarse clock's
+//! refresher thread is not inherited by a child, and coarse limiters made
+//! before or after the fork must still see time pass there.
+//!
+//! One test in this binary, so the process that forks has only the harness
+//! threads and the checkers this test starts.
+
+#![cfg(unix)]
+
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const SECOND: u64 = 1_000_000_000;
+
+/// 100 per second, one at a time: a second request is admitted 10 ms after
+/// the first, never at once.
+fn spaced() -> Config {
+    Config::new(Algorithm::Gcra, 100, SECOND).burst(1)
+}
+
+/// What the child checks; returns the failures.
+fn child_checks(before: &Limiter, keyed: &KeyedLimiter) -> Vec<String> {
+    let mut failures = Vec::new();
+    let after = Limiter::with_clock(spaced(), Clock::coarse()).unwrap();
+    let t0 = before.now_ns();
+    std::thread::sleep(Duration::from_millis(30));
+    if before.now_ns() <= t0 + 10_000_000 {
+        failures.push(format!(
+            "the coarse time stood still: {} then {}",
+            t0,
+            before.now_ns()
+        ));
+    }
+    for (name, limiter) in [
+        ("made before the fork", before),
+        ("made in the child", &after),
+    ] {
+        // Spend the burst, then wait for the next: at 100/s, 10 ms.
+        let _ = limiter.check(1);
+        let started = Instant::now();
+        match limiter.acquire(1, Duration::from_secs(2)) {
+            Ok(_) => {}
+            Err(e) => failures.push(format!("{name}: acquire: {e}")),
+        }
+        if started.elapsed() > Duration::from_secs(1) {
+            failures.push(format!("{name}: acquire took {:?}", started.elapsed()));
+        }
+    }
+    // A keyed limiter made before the fork keeps its states and its time.
+    let _ = keyed.check(7, 1);
+    if keyed.acquire(7, 1, Duration::from_secs(2)).is_err() {
+        failures.push("keyed: acquire of an existing key timed out".into());
+    }
+    failures
+}
+
+#[test]
+fn coarse_limiters_keep_time_in_a_forked_child() {
+    let before = Arc::new(Limiter::with_clock(spaced(), Clock::coarse()).unwrap());
+    let keyed = Arc::new(KeyedLimiter::with_clock(spaced().capacity(64), Clock::coarse()).unwrap());
+    for key in 0..8 {
+        keyed.check(key, 1);
+    }
+    // Threads checking while the fork happens (existing keys only: a key
+    // insertion takes a shard latch, whose recovery in a child is another
+    // test's subject).
+    let stop = Arc::new(AtomicBool::new(false));
+    let checkers: Vec<_> = (0..2)
+        .map(|i| {
+            let (before, keyed, stop) = (before.clone(), keyed.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    before.check(0);
+                    keyed.check(i, 0);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+
+    // SAFETY: the child calls only what the test needs (the library, the
+    // allocator, thread creation, stderr) and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let failures = child_checks(&before, &keyed);
+        for f in &failures {
+            eprintln!("child: {f}");
+        }
+        // SAFETY: ends the child without running the parent's destructors
+        // or the test harness.
+        unsafe { libc::_exit(i32::from(!failures.is_empty())) };
+    }
+
+    // Wait for the child, at most 20 s (it hung forever before the fix).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut status = 0;
+    let exited = loop {
+        // SAFETY: waits for our own child; status is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break true;
+        }
+        if Instant::now() > deadline {
+            // SAFETY: kills and reaps the child this test forked.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    stop.store(true, Ordering::Relaxed);
+    for c in checkers {
+        c.join().unwrap();
+    }
+    assert!(exited, "the child hung (killed after 20 s)");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child failed (status {status:#x}); see its stderr above"
+    );
+    // The parent's limiters still keep time too.
+    let t0 = before.now_ns();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(before.now_ns() > t0);
+}
