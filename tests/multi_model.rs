@@ -86,7 +86,11 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
     let mut t = case.start;
     let mut seen = Vec::new();
     for &(step, back, cost, key) in &case.requests {
-        t = if back { t.saturating_sub(step) } else { t + step };
+        t = if back {
+            t.saturating_sub(step)
+        } else {
+            t + step
+        };
         let got = match (&direct, &table) {
             (Some(l), _) => l.as_ref().unwrap().check_each_at(cost, t),
             (_, Some(k)) => k.as_ref().unwrap().check_each_at(key, cost, t),
@@ -153,8 +157,14 @@ fn bad_lists_of_limits_get_named_errors() {
     let e = KeyedLimiter::new_multi(&mixed).unwrap_err();
     assert!(e.to_string().contains("limit 1 has capacity 20"), "{e}");
     assert_eq!(field(e), Field::Capacity);
-    let mixed = [gcra.capacity(10), gcra.capacity(10).overflow(Overflow::Allow)];
-    assert_eq!(field(KeyedLimiter::new_multi(&mixed).unwrap_err()), Field::Overflow);
+    let mixed = [
+        gcra.capacity(10),
+        gcra.capacity(10).overflow(Overflow::Allow),
+    ];
+    assert_eq!(
+        field(KeyedLimiter::new_multi(&mixed).unwrap_err()),
+        Field::Overflow
+    );
     let bad = [gcra, Config::new(Algorithm::FixedWindow, 0, S)];
     let e = Limiter::new_multi(&bad).unwrap_err();
     assert!(e.to_string().contains("limit 1"), "{e}");
@@ -170,7 +180,10 @@ fn bad_lists_of_limits_get_named_errors() {
         "a keyed limiter has a capacity"
     );
     let two = Limiter::new_multi(&[gcra, gcra]).unwrap();
-    assert_eq!(field(two.with_names(&["only one"]).unwrap_err()), Field::Limits);
+    assert_eq!(
+        field(two.with_names(&["only one"]).unwrap_err()),
+        Field::Limits
+    );
 }
 
 #[test]
@@ -193,11 +206,21 @@ fn names_and_every_layout_work() {
     for (configs, tightest) in [(&word[..], 1), (&block[..], 1), (&eight[..], 7)] {
         let names: Vec<String> = (0..configs.len()).map(|i| format!("l{i}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let direct = Limiter::new_multi(configs).unwrap().with_names(&names).unwrap();
+        let direct = Limiter::new_multi(configs)
+            .unwrap()
+            .with_names(&names)
+            .unwrap();
         let keyed: Vec<Config> = configs.iter().map(|c| c.capacity(100)).collect();
-        let keyed = KeyedLimiter::new_multi(&keyed).unwrap().with_names(&names).unwrap();
+        let keyed = KeyedLimiter::new_multi(&keyed)
+            .unwrap()
+            .with_names(&names)
+            .unwrap();
         let bound = configs[tightest].limit.min(configs[tightest].burst.max(1));
-        let bound = if configs[tightest].burst == 0 { configs[tightest].limit } else { bound };
+        let bound = if configs[tightest].burst == 0 {
+            configs[tightest].limit
+        } else {
+            bound
+        };
         let direct_admitted = (0..20).filter(|_| direct.check_at(1, t).allowed).count();
         let keyed_admitted = (0..20).filter(|_| keyed.check_at(9, 1, t).allowed).count();
         assert_eq!(direct_admitted as u64, bound, "{configs:?}");
@@ -206,7 +229,10 @@ fn names_and_every_layout_work() {
         assert_eq!(d.denied_by, Some(tightest));
         assert_eq!(direct.limit_name(tightest), Some(names[tightest]));
         assert_eq!(keyed.check_each_at(9, 1, t).denied_by, Some(tightest));
-        assert!(keyed.check_each_at(10, 1, t).decision.allowed, "another key");
+        assert!(
+            keyed.check_each_at(10, 1, t).decision.allowed,
+            "another key"
+        );
         assert_eq!(direct.limits().len(), configs.len());
     }
 }
