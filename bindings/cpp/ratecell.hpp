@@ -323,8 +323,6 @@ public:
     }
 
 private:
-    std::vector<std::string> names_;
-
     static const std::uint8_t *bytes(std::string_view key) noexcept {
         return reinterpret_cast<const std::uint8_t *>(key.data());
     }
@@ -351,6 +349,8 @@ private:
     }
 
     ratecell_limiter *handle_ = nullptr;
+    // The names of several limits, as given (empty when none were).
+    std::vector<std::string> names_;
 };
 
 }  // namespace ratecell
