@@ -122,4 +122,3 @@ func goDecision(c *C.struct_ratecell_decision) Decision {
 	d.saturate()
 	return d
 }
-
