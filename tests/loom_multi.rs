@@ -32,8 +32,8 @@ fn block() -> [Config; 2] {
 
 /// Either form, behind one interface for the harness.
 enum Any {
-    Direct(Limiter),
-    Keyed(KeyedLimiter),
+    Direct(Box<Limiter>),
+    Keyed(Box<KeyedLimiter>),
 }
 
 impl Any {
@@ -41,9 +41,11 @@ impl Any {
         let clock = Clock::manual(0).0;
         if keyed {
             let configs: Vec<Config> = configs.iter().map(|c| c.capacity(2)).collect();
-            Any::Keyed(KeyedLimiter::with_clock_multi(&configs, clock).unwrap())
+            Any::Keyed(Box::new(
+                KeyedLimiter::with_clock_multi(&configs, clock).unwrap(),
+            ))
         } else {
-            Any::Direct(Limiter::with_clock_multi(configs, clock).unwrap())
+            Any::Direct(Box::new(Limiter::with_clock_multi(configs, clock).unwrap()))
         }
     }
 

@@ -29,19 +29,19 @@ struct Case {
 }
 
 type RawLimit = (u8, (u64, u64, u64, u64));
+/// (step selector, step value, cost selector, cost value, key)
+type RawRequest = (u8, u64, u8, u64, u8);
+type Raw = (Vec<RawLimit>, u64, Vec<RawRequest>);
 
-fn raw() -> impl Strategy<Value = (Vec<RawLimit>, u64, Vec<(u8, u64, u8, u64, u8)>)> {
+fn raw() -> impl Strategy<Value = Raw> {
     (
         prop::collection::vec(any::<RawLimit>(), 2..=4),
         any::<u64>(),
-        prop::collection::vec(any::<(u8, u64, u8, u64, u8)>(), 1..60),
+        prop::collection::vec(any::<RawRequest>(), 1..60),
     )
 }
 
-fn decode(
-    (limits, start, requests): &(Vec<RawLimit>, u64, Vec<(u8, u64, u8, u64, u8)>),
-    capacity: u64,
-) -> Case {
+fn decode((limits, start, requests): &Raw, capacity: u64) -> Case {
     let configs: Vec<Config> = limits
         .iter()
         .map(|&(a, raw)| {
