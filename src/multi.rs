@@ -34,7 +34,7 @@ pub use crate::algorithm::all_of::MAX_LIMITS;
 /// reports `allowed: true`, `retry_after_ns: 0`, `wait_ns: 0`, and the
 /// `remaining` and `reset_after_ns` of its unchanged state (nothing was
 /// spent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct MultiDecision {
     /// The combined decision (what `check` returns).
     pub decision: Decision,
@@ -78,6 +78,16 @@ impl MultiDecision {
             each,
             len: 1,
         }
+    }
+}
+
+impl std::fmt::Debug for MultiDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiDecision")
+            .field("decision", &self.decision)
+            .field("denied_by", &self.denied_by)
+            .field("limits", &self.limits())
+            .finish()
     }
 }
 
