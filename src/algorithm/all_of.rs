@@ -90,7 +90,7 @@ impl Rule {
     }
 
     /// A single-word rule on its packed state.
-    #[inline]
+    #[inline(always)]
     fn decide_word(&self, packed: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
         with_rule!(self, a => word: {
             let (d, next) = a.decide(a.unpack(packed), t, n);
@@ -173,6 +173,26 @@ impl AllOf {
         &self.parts[..self.len]
     }
 
+    /// A denied request in the word layout: every limit's decision, those
+    /// that admitted on their unchanged states, combined. Stores nothing.
+    #[cold]
+    fn denied_word(&self, state: u128, t: u64, n: u64, out: &mut [Decision]) -> Decision {
+        let mut each = [Decision::default(); MAX_LIMITS];
+        for (i, p) in self.parts().iter().enumerate() {
+            let own = (state >> p.at) & mask(p.bits);
+            let (d, _) = p.rule.decide_word(own, t, n);
+            each[i] = if d.allowed {
+                let never = p.rule.decide_word(own, t, d.limit.saturating_add(1));
+                AllOf::unspent(d, never.0)
+            } else {
+                d
+            };
+        }
+        let each = &each[..self.len];
+        report(each, out);
+        combine(each).0
+    }
+
     /// The decision of a limit that admitted a request the others denied:
     /// its unchanged state's `remaining` and `reset_after_ns`, read from its
     /// own rule's decision for a cost no state admits.
@@ -235,6 +255,11 @@ impl WordAlgorithm for AllOf {
         WordAlgorithm::decide_each(self, state, t, n, &mut [])
     }
 
+    /// The admitted case, the common one, folds the limits' decisions as
+    /// they come (no array of decisions); a denial goes to
+    /// [`AllOf::denied_word`], which decides again with the adjustments a
+    /// denial needs.
+    #[inline]
     fn decide_each(
         &self,
         state: u128,
@@ -242,28 +267,30 @@ impl WordAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> (Decision, Option<u128>) {
-        let mut each = [Decision::default(); MAX_LIMITS];
+        let mut combined = Decision {
+            allowed: true,
+            remaining: u64::MAX,
+            ..Decision::default()
+        };
         let mut next = 0u128;
-        let mut all = true;
         for (i, p) in self.parts().iter().enumerate() {
             let own = (state >> p.at) & mask(p.bits);
             let (d, stored) = p.rule.decide_word(own, t, n);
-            each[i] = d;
-            all &= d.allowed;
+            if !d.allowed {
+                return (self.denied_word(state, t, n, out), None);
+            }
+            if let Some(o) = out.get_mut(i) {
+                *o = d;
+            }
+            if d.remaining < combined.remaining {
+                combined.remaining = d.remaining;
+                combined.limit = d.limit;
+            }
+            combined.reset_after_ns = combined.reset_after_ns.max(d.reset_after_ns);
+            combined.wait_ns = combined.wait_ns.max(d.wait_ns);
             next |= stored.unwrap_or(own) << p.at;
         }
-        if !all {
-            for (i, p) in self.parts().iter().enumerate() {
-                if each[i].allowed {
-                    let own = (state >> p.at) & mask(p.bits);
-                    let never = p.rule.decide_word(own, t, each[i].limit.saturating_add(1));
-                    each[i] = AllOf::unspent(each[i], never.0);
-                }
-            }
-        }
-        let each = &each[..self.len];
-        report(each, out);
-        (combine(each).0, (all && n > 0).then_some(next))
+        (combined, (n > 0).then_some(next))
     }
 
     fn is_fresh_at(&self, state: u128, t: u64) -> bool {
