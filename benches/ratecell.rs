@@ -21,6 +21,9 @@
 //! spent one; after each ratecell case its counters are checked, and the run
 //! stops if a single decision went the other way.
 //!
+//! - `multi`: a check against two limits (issue 15) beside single-limit
+//!   checks of each of the two algorithms, direct and keyed.
+//!
 //! Run through `scripts/bench.sh`, which prints the table (docs/PERFORMANCE.md).
 
 mod support;
@@ -563,6 +566,71 @@ fn threads(c: &mut Criterion<WallTime>) {
     g.finish();
 }
 
+/// Several limits as one (issue 15): a check against two limits beside a
+/// single-limit check of each, same run, at explicit times. Direct and
+/// admitted: GCRA with a fixed window of 10^9 per 100 s (their states fit
+/// one 128-bit word: one CAS), and a token bucket with a sliding window
+/// (two 128-bit states: a latched block). Keyed over 1000 keys and spent
+/// (every check denied): GCRA with a fixed window, one per 366 days (74
+/// bits of state: one slot, one CAS).
+fn multi(c: &mut Criterion<ThreadCpuTime>) {
+    let mut g = c.benchmark_group("multi");
+    g.throughput(Throughput::Elements(1));
+    let gcra = Config::new(Algorithm::Gcra, HUGE_RATE, SECOND);
+    let window = Config::new(Algorithm::FixedWindow, HUGE_RATE, 100 * SECOND);
+    let token = Config::new(Algorithm::TokenBucket, HUGE_RATE, SECOND);
+    let sliding = Config::new(Algorithm::SlidingWindow, HUGE_RATE, 100 * SECOND);
+    let cases: [(&str, Vec<Config>); 6] = [
+        ("gcra", vec![gcra]),
+        ("fixed_window", vec![window]),
+        ("gcra+fixed_window", vec![gcra, window]),
+        ("token_bucket", vec![token]),
+        ("sliding_window", vec![sliding]),
+        ("token_bucket+sliding_window", vec![token, sliding]),
+    ];
+    for (name, configs) in &cases {
+        let id = format!("direct/{name}/at");
+        let lim = Limiter::new_multi(configs).unwrap();
+        let mut t = T0;
+        g.bench_function(&id, |b| {
+            b.iter(|| {
+                t += STEP_NS;
+                lim.check_at(1, t)
+            })
+        });
+        expect_decisions(&id, lim.stats(), true);
+    }
+    let keys = u64_keys(1_000, 15);
+    let spent = |alg| spent_config(alg).capacity(2_000);
+    let cases: [(&str, Vec<Config>); 3] = [
+        ("gcra", vec![spent(Algorithm::Gcra)]),
+        ("fixed_window", vec![spent(Algorithm::FixedWindow)]),
+        (
+            "gcra+fixed_window",
+            vec![spent(Algorithm::Gcra), spent(Algorithm::FixedWindow)],
+        ),
+    ];
+    for (name, configs) in &cases {
+        let id = format!("keyed_1k/{name}/at");
+        let lim = KeyedLimiter::new_multi(configs).unwrap();
+        for &k in &keys {
+            assert!(
+                lim.check_at(k, 1, T0).allowed,
+                "a fresh key is admitted once"
+            );
+        }
+        let mut cycle = Cycle::new(&keys);
+        g.bench_function(&id, |b| b.iter(|| lim.check_at(*cycle.next_item(), 1, T0)));
+        let stats = lim.stats();
+        assert_eq!(
+            stats.allowed,
+            keys.len() as u64,
+            "{id}: only the first checks admitted"
+        );
+    }
+    g.finish();
+}
+
 fn main() {
     // Short windows keep the whole suite under ten minutes on two cores;
     // scripts/bench.sh --quick shortens them further from the command line.
@@ -582,6 +650,7 @@ fn main() {
     keyed(&mut c, 1_000, "1k");
     keyed(&mut c, 1_000_000, "1M");
     batch(&mut c);
+    multi(&mut c);
     c.final_summary();
     let mut wall = config().configure_from_args();
     threads(&mut wall);

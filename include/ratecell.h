@@ -20,8 +20,16 @@
 typedef struct ratecell_limiter ratecell_limiter;
 typedef struct ratecell_config ratecell_config;
 typedef struct ratecell_decision ratecell_decision;
+typedef struct ratecell_multi_decision ratecell_multi_decision;
 /* No typedef for struct ratecell_stats: the function ratecell_stats() has
  * that name. Declare it as `struct ratecell_stats s;`. */
+
+// The most limits one limiter checks together (`n` of
+// `ratecell_limiter_new_multi`).
+#define RATECELL_MAX_LIMITS 8
+
+// `denied_by` of a `ratecell_multi_decision` when no limit denied.
+#define RATECELL_NO_LIMIT UINT32_MAX
 
 // The result of every fallible `ratecell_*` call. `RATECELL_OK` is 0;
 // every other value names one reason for failure. Values are stable:
@@ -73,7 +81,9 @@ enum ratecell_status
   // Its decision is written to `out`.
   RATECELL_COST_EXCEEDS_LIMIT = 13,
   // A length is larger than any buffer can be (a byte length above
-  // `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory).
+  // `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory),
+  // or the `n` of `ratecell_limiter_new_multi` is outside
+  // 1..=`RATECELL_MAX_LIMITS`.
   RATECELL_INVALID_LENGTH = 14,
   // A bug: the library panicked inside the call. The panic was caught
   // and did not cross into C; the limiter is still safe to use and free.
@@ -236,6 +246,37 @@ struct ratecell_stats {
   uint64_t capacity;
   // Bytes of state allocated at construction.
   uint64_t bytes_allocated;
+};
+
+// One request's answer from a limiter of several limits.
+//
+// `decision` is the combined decision (what `ratecell_check` returns):
+// admitted when every limit admits; `remaining` the least over the limits
+// and `limit` that limit's (the first on ties), each on its state after
+// the decision (unchanged when denied); `retry_after_ns` the largest of the
+// limits' own (`UINT64_MAX` if any says never); `reset_after_ns` the
+// largest; `wait_ns` the largest when admitted.
+//
+// `limits[0..count]` are the limits' own decisions, in the order of the
+// configs given to `ratecell_limiter_new_multi` (one for a limiter made by
+// `ratecell_limiter_new`); the rest is zeroed. A limit that alone would
+// admit a request another denies says `allowed` with the `remaining` and
+// `reset_after_ns` of its unchanged state.
+//
+// `denied_by` is the index of the limit that denied (the one whose wait is
+// the combined `retry_after_ns`, the lowest on ties), or
+// `RATECELL_NO_LIMIT` when admitted or when no limit denied but a keyed
+// table had no room for a new key (overflow deny). Names are the caller's:
+// index them by `denied_by`.
+struct ratecell_multi_decision {
+  // The combined decision.
+  struct ratecell_decision decision;
+  // The denying limit's index, or `RATECELL_NO_LIMIT`.
+  uint32_t denied_by;
+  // How many entries of `limits` are set.
+  uint32_t count;
+  // Each limit's own decision.
+  struct ratecell_decision limits[RATECELL_MAX_LIMITS];
 };
 
 #ifdef __cplusplus
@@ -522,6 +563,85 @@ ratecell_status ratecell_reset_bytes(const struct ratecell_limiter *limiter,
 // `limiter` is NULL or a live handle; `out` is NULL or points to a
 // writable `ratecell_stats`.
 ratecell_status ratecell_stats(const struct ratecell_limiter *limiter, struct ratecell_stats *out);
+
+// Makes a limiter enforcing every one of `configs[0..n]` as one: a
+// request is admitted only when every limit admits it, and only then is
+// anything stored (nothing is spent and refunded). Any algorithms may be
+// mixed. Every `ratecell_check*`, `ratecell_allow*`, `ratecell_acquire*`
+// and `ratecell_check_batch*` call on it returns the combined decision
+// (see `ratecell_multi_decision`); `ratecell_check_each*` also returns
+// each limit's. `ratecell_limiter_config` returns the first config.
+//
+// All configs share one capacity (0: one shared state; > 0: a table of
+// that many keys, each key holding all its limits in one place), one
+// overflow policy and one clock.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `out` is NULL or
+// `configs` is NULL with `n > 0`; `RATECELL_INVALID_LENGTH` when `n` is 0
+// or above `RATECELL_MAX_LIMITS`; the `RATECELL_INVALID_*` status naming
+// the first invalid field of the first invalid config; and
+// `RATECELL_INVALID_CAPACITY`, `RATECELL_INVALID_OVERFLOW` or
+// `RATECELL_INVALID_CLOCK` when that field differs from `configs[0]`'s;
+// or `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
+//
+// Ownership: as `ratecell_limiter_new`; `configs` is only read during the
+// call. Thread-safe.
+//
+// # Safety
+// `configs` is NULL or points to `n` readable configs; `out` is NULL or
+// points to a writable `ratecell_limiter *`.
+ratecell_status ratecell_limiter_new_multi(const struct ratecell_config *configs,
+                                           size_t n,
+                                           struct ratecell_limiter **out);
+
+// `ratecell_check` with each limit's own decision and the denying limit's
+// index, written to `*out` (the same combined decision in `out->decision`,
+// the same effect on the limiter). Works on any limiter: one made by
+// `ratecell_limiter_new` has one limit.
+//
+// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT` (`limiter` or `out`
+// NULL; nothing is checked). Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle; `out` is NULL or points to a
+// writable `ratecell_multi_decision`.
+ratecell_status ratecell_check_each(const struct ratecell_limiter *limiter,
+                                    uint64_t key,
+                                    uint64_t cost,
+                                    struct ratecell_multi_decision *out);
+
+// `ratecell_check_each` at the caller's time `now_ns` (UNIX nanoseconds).
+//
+// # Safety
+// As for `ratecell_check_each`.
+ratecell_status ratecell_check_each_at(const struct ratecell_limiter *limiter,
+                                       uint64_t key,
+                                       uint64_t cost,
+                                       uint64_t now_ns,
+                                       struct ratecell_multi_decision *out);
+
+// `ratecell_check_each` for a byte-string key (as `ratecell_check_bytes`:
+// `key` may be NULL only when `key_len` is 0).
+//
+// # Safety
+// As for `ratecell_check_each`; `key` is NULL or points to `key_len`
+// readable bytes.
+ratecell_status ratecell_check_bytes_each(const struct ratecell_limiter *limiter,
+                                          const uint8_t *key,
+                                          size_t key_len,
+                                          uint64_t cost,
+                                          struct ratecell_multi_decision *out);
+
+// `ratecell_check_bytes_each` at the caller's time `now_ns`.
+//
+// # Safety
+// As for `ratecell_check_bytes_each`.
+ratecell_status ratecell_check_bytes_each_at(const struct ratecell_limiter *limiter,
+                                             const uint8_t *key,
+                                             size_t key_len,
+                                             uint64_t cost,
+                                             uint64_t now_ns,
+                                             struct ratecell_multi_decision *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -129,8 +129,22 @@ impl<W: AtomicWord> WordCell<W> {
         n: u64,
         accept: impl Fn(&Decision) -> bool,
     ) -> (Decision, bool) {
+        self.decide_each(alg, t, n, accept, &mut [])
+    }
+
+    /// [`WordCell::decide`], writing each limit's own decision to `each`
+    /// (several limits as one, `algorithm::all_of`).
+    #[inline]
+    pub(crate) fn decide_each<A: WordAlgorithm>(
+        &self,
+        alg: &A,
+        t: u64,
+        n: u64,
+        accept: impl Fn(&Decision) -> bool,
+        each: &mut [Decision],
+    ) -> (Decision, bool) {
         cas_loop(&*self.word, |word| {
-            let (decision, next) = alg.decide(alg.unpack(word), t, n);
+            let (decision, next) = alg.decide_each(alg.unpack(word), t, n, each);
             if decision.allowed && !accept(&decision) {
                 return ((decision, false), None);
             }
@@ -244,8 +258,19 @@ impl BlockCell {
 
     /// Decides a request under the latch.
     pub(crate) fn decide<A: BlockAlgorithm>(&self, alg: &A, t: u64, n: u64) -> Decision {
+        self.decide_each(alg, t, n, &mut [])
+    }
+
+    /// [`BlockCell::decide`], writing each limit's own decision to `each`.
+    pub(crate) fn decide_each<A: BlockAlgorithm>(
+        &self,
+        alg: &A,
+        t: u64,
+        n: u64,
+        each: &mut [Decision],
+    ) -> Decision {
         let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
-        alg.decide(&mut LatchedWords(&self.words), t, n)
+        alg.decide_each(&mut LatchedWords(&self.words), t, n, each)
     }
 
     pub(crate) fn reset<A: BlockAlgorithm>(&self, alg: &A) {

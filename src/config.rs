@@ -298,6 +298,9 @@ pub enum Field {
     Capacity,
     /// `overflow`
     Overflow,
+    /// The number of limits given to a multi-limit constructor (1 to
+    /// [`crate::MAX_LIMITS`]), or of names given for them.
+    Limits,
 }
 
 impl Field {
@@ -311,6 +314,7 @@ impl Field {
             Field::SubWindows => "sub_windows",
             Field::Capacity => "capacity",
             Field::Overflow => "overflow",
+            Field::Limits => "limits",
         }
     }
 }

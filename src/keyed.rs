@@ -3,15 +3,20 @@
 //! evicted and kept apart.
 
 use crate::algorithm::{
-    bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
+    all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
     sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
 use crate::clock::{At, Clock};
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
 use crate::decision::Decision;
 use crate::limiter::{AcquireError, acquire};
+use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::stats::{CheckCounters, Stats};
-use crate::table::{Geometry, KeyHasher, KeyedTable, block::BlockTable, word::WordTable};
+use crate::table::{
+    Geometry, KeyHasher, KeyedTable,
+    block::BlockTable,
+    word::{MIN_FINGERPRINT_BITS, WordTable},
+};
 use std::fmt;
 use std::time::Duration;
 
@@ -74,6 +79,7 @@ pub struct KeyedLimiter {
     tables: Tables,
     checks: CheckCounters,
     config: Config,
+    limits: Limits,
     clock: Clock,
 }
 
@@ -84,6 +90,10 @@ enum Tables {
     SlidingWindow(WordTable<SlidingWindow>),
     BucketedWindow(BlockTable<BucketedWindow>),
     SlidingLog(BlockTable<SlidingLog>),
+    /// Several limits as one (`crate::multi`), a key's states in one slot...
+    AllOfWord(WordTable<AllOf>),
+    /// ...or in one block under its latch.
+    AllOfBlock(BlockTable<AllOf>),
 }
 
 /// Runs `$body` with `$t` bound to whichever table this is.
@@ -96,6 +106,8 @@ macro_rules! with_table {
             Tables::SlidingWindow($t) => $body,
             Tables::BucketedWindow($t) => $body,
             Tables::SlidingLog($t) => $body,
+            Tables::AllOfWord($t) => $body,
+            Tables::AllOfBlock($t) => $body,
         }
     };
 }
@@ -145,16 +157,118 @@ impl KeyedLimiter {
                 Tables::SlidingLog(BlockTable::new(SlidingLog::new(&p), capacity, allow)?)
             }
         };
-        Ok(KeyedLimiter {
+        Ok(KeyedLimiter::assemble(tables, Limits::one(config), clock))
+    }
+
+    fn assemble(tables: Tables, limits: Limits, clock: Clock) -> KeyedLimiter {
+        KeyedLimiter {
             hasher: KeyHasher::random(),
             tables,
             checks: CheckCounters::default(),
-            config,
+            config: limits.configs[0],
+            limits,
             clock,
-        })
+        }
     }
 
-    /// The configuration this limiter was built from.
+    /// A keyed limiter enforcing every one of `configs` (1 to
+    /// [`MAX_LIMITS`], any algorithms) as one for each key, on the TSC
+    /// clock: see [`crate::Limiter::new_multi`] for the combined decision.
+    /// Every config has the same capacity (≥ 1) and overflow policy.
+    ///
+    /// A key's limits share one place in the table: one 128-bit slot
+    /// updated by one CAS when their states fit 96 bits (leaving the slot
+    /// 32 bits of fingerprint; e.g. GCRA with a fixed window of up to 2^19
+    /// per second), else a block of words under the place's latch. The
+    /// collision table above applies with `f` = 128 − the states' bits
+    /// (at most 64) in the first case, 62 in the second.
+    pub fn new_multi(configs: &[Config]) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_clock_multi(configs, Clock::tsc())
+    }
+
+    /// [`KeyedLimiter::new_multi`] reading `clock`.
+    pub fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
+        let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
+        let config = configs[0];
+        if configs.len() == 1 || config.capacity == 0 {
+            // One limit needs no composite; capacity 0 is refused there.
+            return KeyedLimiter::with_clock(config, clock);
+        }
+        let allow = config.overflow == Overflow::Allow;
+        let tables = if all.is_word() {
+            Tables::AllOfWord(WordTable::new(all, config.capacity, allow)?)
+        } else {
+            Tables::AllOfBlock(BlockTable::new(all, config.capacity, allow)?)
+        };
+        let limits = Limits {
+            configs: configs.into(),
+            names: vec![None; configs.len()].into(),
+        };
+        Ok(KeyedLimiter::assemble(tables, limits, clock))
+    }
+
+    /// Names the limits, in order ([`crate::Limiter::with_names`]).
+    pub fn with_names(mut self, names: &[&str]) -> Result<KeyedLimiter, Error> {
+        self.limits.name(names)?;
+        Ok(self)
+    }
+
+    /// The limits this limiter enforces, in order (one for a limiter made
+    /// by [`KeyedLimiter::new`]).
+    pub fn limits(&self) -> &[Config] {
+        &self.limits.configs
+    }
+
+    /// The name given to limit `index`, if any.
+    pub fn limit_name(&self, index: usize) -> Option<&str> {
+        self.limits.names.get(index)?.as_deref()
+    }
+
+    /// Decides one request for the key hashed to `h`, with each limit's
+    /// own decision, and counts it.
+    fn decide_each(&self, h: u64, at: impl At, n: u64) -> MultiDecision {
+        let mut each = [Decision::default(); MAX_LIMITS];
+        let d = match &self.tables {
+            Tables::AllOfWord(t) => {
+                let d = t.check_each(h, at, n, u64::MAX, &mut each).0;
+                MultiDecision::of_many(d, each, self.limits.configs.len())
+            }
+            Tables::AllOfBlock(t) => {
+                let d = t.check_each(h, at, n, &mut each);
+                MultiDecision::of_many(d, each, self.limits.configs.len())
+            }
+            _ => MultiDecision::of_one(self.decide(h, at, n, u64::MAX).0),
+        };
+        if matches!(self.tables, Tables::AllOfWord(_) | Tables::AllOfBlock(_)) {
+            self.checks.record(d.decision.allowed);
+        }
+        d
+    }
+
+    /// Decides a request of `cost` for `key` at `now_ns`, with each limit's
+    /// own decision and which one denied (the same decision as
+    /// [`KeyedLimiter::check_at`]).
+    pub fn check_each_at(&self, key: u64, cost: u64, now_ns: u64) -> MultiDecision {
+        self.decide_each(self.hash_u64(key), now_ns, cost)
+    }
+
+    /// [`KeyedLimiter::check_each_at`] now.
+    pub fn check_each(&self, key: u64, cost: u64) -> MultiDecision {
+        self.decide_each(self.hash_u64(key), &self.clock, cost)
+    }
+
+    /// [`KeyedLimiter::check_each_at`] for a byte-string key.
+    pub fn check_bytes_each_at(&self, key: &[u8], cost: u64, now_ns: u64) -> MultiDecision {
+        self.decide_each(self.hash_bytes(key), now_ns, cost)
+    }
+
+    /// [`KeyedLimiter::check_bytes_each_at`] now.
+    pub fn check_bytes_each(&self, key: &[u8], cost: u64) -> MultiDecision {
+        self.decide_each(self.hash_bytes(key), &self.clock, cost)
+    }
+
+    /// The configuration this limiter was built from (the first limit's,
+    /// for several limits).
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -12,6 +12,10 @@
 //! - [`Config`]: what to enforce; refused with a [`ConfigError`] naming the
 //!   field when out of range.
 //! - [`Decision`]: admitted or not, remaining, and when to retry.
+//! - Several limits as one ("10 per second and 1000 per day"):
+//!   [`Limiter::new_multi`], [`KeyedLimiter::new_multi`]; a request is
+//!   admitted only if every limit admits it, and [`MultiDecision`] says
+//!   which limit denied and what each decided.
 //! - [`Clock`]: the TSC clock (default), a coarse cached clock, or a manual
 //!   clock. Every check also has an `_at` form taking UNIX nanoseconds.
 //!
@@ -45,6 +49,7 @@ mod keyed;
 mod limiter;
 #[cfg(not(loom))]
 mod memory;
+mod multi;
 mod stats;
 mod sync;
 mod table;
@@ -57,4 +62,5 @@ pub use config::{
 pub use decision::Decision;
 pub use keyed::KeyedLimiter;
 pub use limiter::{AcquireError, Limiter};
+pub use multi::{MAX_LIMITS, MultiDecision};
 pub use stats::Stats;

@@ -30,6 +30,10 @@ namespace ratecell {
 using Decision = ::ratecell_decision;
 /// A snapshot of the counters: the C struct itself.
 using Stats = struct ::ratecell_stats;
+/// One request's answer from several limits: the combined decision, the
+/// denying limit's index (RATECELL_NO_LIMIT if none) and each limit's own
+/// decision in limits[0..count]: the C struct itself.
+using MultiDecision = ::ratecell_multi_decision;
 
 enum class Algorithm : std::uint32_t {
     Gcra = RATECELL_ALGORITHM_GCRA,
@@ -142,19 +146,68 @@ public:
         detail::check(::ratecell_limiter_new(&config.raw(), &handle_));
     }
 
+    /// Several limits checked as one (ratecell_limiter_new_multi): a request
+    /// is admitted only when every limit admits it. `names` (optional, one
+    /// per limit) are kept here for callers that report which limit denied
+    /// (e.g. one HTTP header item per limit). Throws Error with the status
+    /// naming the field (RATECELL_INVALID_LENGTH for 0 or more than
+    /// RATECELL_MAX_LIMITS limits, or names.size() not matching).
+    explicit Limiter(const std::vector<Config> &limits,
+                     std::vector<std::string> names = {}) {
+        if (!names.empty() && names.size() != limits.size()) {
+            throw Error(RATECELL_INVALID_LENGTH);
+        }
+        std::vector<ratecell_config> raw;
+        raw.reserve(limits.size());
+        for (const Config &c : limits) {
+            raw.push_back(c.raw());
+        }
+        detail::check(::ratecell_limiter_new_multi(raw.data(), raw.size(), &handle_));
+        names_ = std::move(names);
+    }
+
     ~Limiter() { ::ratecell_limiter_free(handle_); }
 
     Limiter(const Limiter &) = delete;
     Limiter &operator=(const Limiter &) = delete;
 
-    Limiter(Limiter &&other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    Limiter(Limiter &&other) noexcept
+        : handle_(std::exchange(other.handle_, nullptr)), names_(std::move(other.names_)) {}
 
     Limiter &operator=(Limiter &&other) noexcept {
         if (this != &other) {
             ::ratecell_limiter_free(handle_);
             handle_ = std::exchange(other.handle_, nullptr);
+            names_ = std::move(other.names_);
         }
         return *this;
+    }
+
+    /// check with each limit's own decision and the denying index.
+    MultiDecision check_each(std::uint64_t key, std::uint64_t cost = 1) const {
+        MultiDecision d{};
+        detail::check(::ratecell_check_each(handle_, key, cost, &d));
+        return d;
+    }
+
+    /// check_each at the caller's time (UNIX ns).
+    MultiDecision check_each_at(std::uint64_t key, std::uint64_t cost,
+                                std::uint64_t now_ns) const {
+        MultiDecision d{};
+        detail::check(::ratecell_check_each_at(handle_, key, cost, now_ns, &d));
+        return d;
+    }
+
+    /// check_each for a byte-string key.
+    MultiDecision check_bytes_each(std::string_view key, std::uint64_t cost = 1) const {
+        MultiDecision d{};
+        detail::check(::ratecell_check_bytes_each(handle_, bytes(key), key.size(), cost, &d));
+        return d;
+    }
+
+    /// The name given to limit `index` ("" when none was given).
+    std::string_view limit_name(std::size_t index) const noexcept {
+        return index < names_.size() ? std::string_view(names_[index]) : std::string_view();
     }
 
     /// Whether this object holds a limiter (false once moved from).
@@ -311,6 +364,8 @@ private:
     }
 
     ratecell_limiter *handle_ = nullptr;
+    // The names of several limits, as given (empty when none were).
+    std::vector<std::string> names_;
 };
 
 }  // namespace ratecell

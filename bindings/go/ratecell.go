@@ -309,6 +309,7 @@ type core struct {
 	// call ever reaches freed memory and none needs a lock.
 	state   atomic.Int64
 	leaky   bool
+	names   []string // of several limits (NewMulti), else nil
 	cleanup runtime.Cleanup
 }
 
@@ -320,6 +321,24 @@ type core struct {
 // Close is freed by a runtime cleanup as a safety net, but only at the
 // garbage collector's pace: with large tables, Close explicitly.
 func New(cfg Config) (*Limiter, error) {
+	c := cConfig(cfg)
+	var handle *C.ratecell_limiter
+	if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
+		return nil, err
+	}
+	return wrap(handle, cfg.Algorithm == LeakyBucket), nil
+}
+
+// wrap owns a new handle. The cleanup hangs on the core, which lives as
+// long as any copy of the Limiter does.
+func wrap(handle *C.ratecell_limiter, leaky bool) *Limiter {
+	owner := &core{handle: handle, leaky: leaky}
+	owner.cleanup = runtime.AddCleanup(owner, func(h *C.ratecell_limiter) { C.ratecell_limiter_free(h) }, handle)
+	return &Limiter{core: owner}
+}
+
+// cConfig is cfg as the C ABI takes it, defaults filled by ratecell_config_init.
+func cConfig(cfg Config) C.struct_ratecell_config {
 	var c C.struct_ratecell_config
 	period := uint64(0)
 	if cfg.Period > 0 {
@@ -333,15 +352,7 @@ func New(cfg Config) (*Limiter, error) {
 	c.capacity = C.uint64_t(cfg.Capacity)
 	c.overflow = C.uint32_t(cfg.Overflow)
 	c.clock = C.uint32_t(cfg.Clock)
-	var handle *C.ratecell_limiter
-	if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
-		return nil, err
-	}
-	owner := &core{handle: handle, leaky: cfg.Algorithm == LeakyBucket}
-	// The cleanup hangs on the core, which lives as long as any copy of
-	// the Limiter does.
-	owner.cleanup = runtime.AddCleanup(owner, func(h *C.ratecell_limiter) { C.ratecell_limiter_free(h) }, handle)
-	return &Limiter{core: owner}, nil
+	return c
 }
 
 // enter admits a call into the library, or refuses it once Close has begun

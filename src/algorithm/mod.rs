@@ -19,6 +19,7 @@
 //! In every state the all-zero value is the fresh state, so a zeroed table is
 //! a table of fresh keys.
 
+pub(crate) mod all_of;
 pub(crate) mod bucketed_window;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
@@ -36,6 +37,21 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
     /// Decides a request of cost `n` at time `t`. Returns the new state only
     /// when it must be stored (admitted, `n > 0`).
     fn decide(&self, state: Self::State, t: u64, n: u64) -> (Decision, Option<Self::State>);
+
+    /// [`Self::decide`], also writing each limit's own decision to `each`
+    /// (a composite of several limits, `all_of`; one algorithm writes
+    /// nothing).
+    #[inline]
+    fn decide_each(
+        &self,
+        state: Self::State,
+        t: u64,
+        n: u64,
+        each: &mut [Decision],
+    ) -> (Decision, Option<Self::State>) {
+        let _ = each;
+        self.decide(state, t, n)
+    }
 
     /// Whether dropping `state` at time `t` would change no later decision
     /// (SPEC §4 "equivalent to fresh").
@@ -80,6 +96,20 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
     /// keyed table decides unknown keys on a read-only fresh view whose
     /// writes are dropped).
     fn decide<W: Words + ?Sized>(&self, words: &mut W, t: u64, n: u64) -> Decision;
+
+    /// [`Self::decide`], also writing each limit's own decision to `each`
+    /// (see [`WordAlgorithm::decide_each`]).
+    #[inline]
+    fn decide_each<W: Words + ?Sized>(
+        &self,
+        words: &mut W,
+        t: u64,
+        n: u64,
+        each: &mut [Decision],
+    ) -> Decision {
+        let _ = each;
+        self.decide(words, t, n)
+    }
 
     /// SPEC §4 "equivalent to fresh" at time `t`.
     fn is_fresh_at<W: Words + ?Sized>(&self, words: &W, t: u64) -> bool;

@@ -9,7 +9,7 @@ use super::types::{
     ratecell_clock, ratecell_config, ratecell_decision, ratecell_stats, ratecell_status,
 };
 use super::{input, max_len, out_ptr, output};
-use crate::{AcquireError, Clock, Decision, KeyedLimiter, Limiter};
+use crate::{AcquireError, Clock, Decision, KeyedLimiter, Limiter, MultiDecision};
 use std::time::Duration;
 
 use ratecell_status::*;
@@ -22,14 +22,14 @@ use ratecell_status::*;
 /// any function on the same limiter at once, except `ratecell_limiter_free`,
 /// which must be the last call on it.
 pub struct ratecell_limiter {
-    inner: Inner,
+    pub(super) inner: Inner,
     clock: ratecell_clock,
 }
 
 // The handle is allocated once, on the heap; boxing the larger variant
 // would only add a pointer chase to every check.
 #[allow(clippy::large_enum_variant)]
-enum Inner {
+pub(super) enum Inner {
     Direct(Limiter),
     Keyed(KeyedLimiter),
 }
@@ -65,6 +65,30 @@ impl ratecell_limiter {
             (Inner::Keyed(k), None) => k.check_bytes(key, cost),
             // A direct limiter ignores the key.
             (Inner::Direct(_), _) => self.check(0, cost, now_ns),
+        }
+    }
+
+    /// [`ratecell_limiter::check`] with each limit's own decision.
+    pub(super) fn check_each(&self, key: u64, cost: u64, now_ns: Option<u64>) -> MultiDecision {
+        match (&self.inner, now_ns) {
+            (Inner::Direct(l), Some(t)) => l.check_each_at(cost, t),
+            (Inner::Direct(l), None) => l.check_each(cost),
+            (Inner::Keyed(k), Some(t)) => k.check_each_at(key, cost, t),
+            (Inner::Keyed(k), None) => k.check_each(key, cost),
+        }
+    }
+
+    /// [`ratecell_limiter::check_bytes`] with each limit's own decision.
+    pub(super) fn check_bytes_each(
+        &self,
+        key: &[u8],
+        cost: u64,
+        now_ns: Option<u64>,
+    ) -> MultiDecision {
+        match (&self.inner, now_ns) {
+            (Inner::Keyed(k), Some(t)) => k.check_bytes_each_at(key, cost, t),
+            (Inner::Keyed(k), None) => k.check_bytes_each(key, cost),
+            (Inner::Direct(_), _) => self.check_each(0, cost, now_ns),
         }
     }
 
@@ -143,32 +167,53 @@ pub unsafe extern "C" fn ratecell_limiter_new(
         // field is an integer, so any bit pattern is a valid value.
         let cfg = unsafe { cfg.read() };
         let (config, clock_kind) = try_status!(cfg.to_rust());
-        let clock = match clock_kind {
-            ratecell_clock::RATECELL_CLOCK_TSC => Clock::tsc(),
-            ratecell_clock::RATECELL_CLOCK_COARSE => Clock::coarse(),
-        };
+        let clock = clock_of(clock_kind);
         let inner = if config.capacity == 0 {
             Limiter::with_clock(config, clock).map(Inner::Direct)
         } else {
             KeyedLimiter::with_clock(config, clock).map(Inner::Keyed)
         };
         let inner = try_status!(inner.map_err(|e| ratecell_status::from_error(&e)));
-        let layout = std::alloc::Layout::new::<ratecell_limiter>();
-        // SAFETY: the layout is not zero-sized (the handle holds a limiter).
-        let ptr = unsafe { std::alloc::alloc(layout) }.cast::<ratecell_limiter>();
-        if ptr.is_null() {
-            // Box::new would abort the C program; a status lets it recover.
-            return RATECELL_OUT_OF_MEMORY;
-        }
-        // SAFETY: freshly allocated for exactly this type; `ratecell_limiter_free`
-        // releases it with Box::from_raw, which uses the same allocator and
-        // layout. `out` is non-NULL and writable as promised.
-        unsafe {
-            ptr.write(ratecell_limiter { inner, clock: clock_kind });
-            put(out, ptr);
-        }
-        RATECELL_OK
+        // SAFETY: `out` is non-NULL and, as the caller promises, writable.
+        unsafe { publish(inner, clock_kind, out) }
     }
+}
+
+/// The clock a configuration's `clock` field names.
+pub(super) fn clock_of(kind: ratecell_clock) -> Clock {
+    match kind {
+        ratecell_clock::RATECELL_CLOCK_TSC => Clock::tsc(),
+        ratecell_clock::RATECELL_CLOCK_COARSE => Clock::coarse(),
+    }
+}
+
+/// Moves a new limiter to the heap and writes its handle to `*out`.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+pub(super) unsafe fn publish(
+    inner: Inner,
+    clock_kind: ratecell_clock,
+    out: *mut *mut ratecell_limiter,
+) -> ratecell_status {
+    let layout = std::alloc::Layout::new::<ratecell_limiter>();
+    // SAFETY: the layout is not zero-sized (the handle holds a limiter).
+    let ptr = unsafe { std::alloc::alloc(layout) }.cast::<ratecell_limiter>();
+    if ptr.is_null() {
+        // Box::new would abort the C program; a status lets it recover.
+        return RATECELL_OUT_OF_MEMORY;
+    }
+    // SAFETY: freshly allocated for exactly this type; `ratecell_limiter_free`
+    // releases it with Box::from_raw, which uses the same allocator and
+    // layout. `out` is non-NULL and writable as promised.
+    unsafe {
+        ptr.write(ratecell_limiter {
+            inner,
+            clock: clock_kind,
+        });
+        put(out, ptr);
+    }
+    RATECELL_OK
 }
 
 /// Releases a limiter made by `ratecell_limiter_new`. NULL is a no-op.

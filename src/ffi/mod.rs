@@ -46,10 +46,12 @@ macro_rules! try_status {
 
 mod info;
 mod limiter;
+mod multi;
 pub mod types;
 
 pub use info::*;
 pub use limiter::*;
+pub use multi::*;
 pub use types::*;
 
 use std::ffi::c_char;

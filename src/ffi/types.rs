@@ -57,7 +57,9 @@ pub enum ratecell_status {
     /// Its decision is written to `out`.
     RATECELL_COST_EXCEEDS_LIMIT = 13,
     /// A length is larger than any buffer can be (a byte length above
-    /// `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory).
+    /// `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory),
+    /// or the `n` of `ratecell_limiter_new_multi` is outside
+    /// 1..=`RATECELL_MAX_LIMITS`.
     RATECELL_INVALID_LENGTH = 14,
     /// A bug: the library panicked inside the call. The panic was caught
     /// and did not cross into C; the limiter is still safe to use and free.
@@ -103,6 +105,8 @@ impl ratecell_status {
             Field::SubWindows => RATECELL_INVALID_SUB_WINDOWS,
             Field::Capacity => RATECELL_INVALID_CAPACITY,
             Field::Overflow => RATECELL_INVALID_OVERFLOW,
+            // The count `n` of `ratecell_limiter_new_multi`: a length.
+            Field::Limits => RATECELL_INVALID_LENGTH,
         }
     }
 

@@ -109,6 +109,18 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     /// The key's home bucket of headers is requested before the time is
     /// read from a clock, as in `WordTable::check`.
     pub(crate) fn check(&self, h: u64, at: impl At, n: u64) -> Decision {
+        self.check_each(h, at, n, &mut [])
+    }
+
+    /// [`BlockTable::check`], writing each limit's own decision to `each`
+    /// (several limits as one, `algorithm::all_of`).
+    pub(crate) fn check_each(
+        &self,
+        h: u64,
+        at: impl At,
+        n: u64,
+        each: &mut [Decision],
+    ) -> Decision {
         let home = self.geometry.home(h);
         let shard = &self.shards[home.shard];
         prefetch(&self.headers[home.bucket * SLOTS]);
@@ -118,11 +130,11 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 // Latching with our fingerprint fails if the place changed
                 // owner since we found it: then look again.
                 if let Ok(_latch) = latch(&self.headers[place], home.fingerprint) {
-                    return self.alg.decide(&mut self.block(place), t, n);
+                    return self.alg.decide_each(&mut self.block(place), t, n, each);
                 }
                 continue;
             }
-            if let Some(d) = self.insert(home, shard, t, n) {
+            if let Some(d) = self.insert(home, shard, t, n, each) {
                 return d;
             }
         }
@@ -130,8 +142,15 @@ impl<A: BlockAlgorithm> BlockTable<A> {
 
     /// The path of a key with no state; `None` if another thread placed the
     /// key meanwhile.
-    fn insert(&self, home: Home, shard: &Shard, t: u64, n: u64) -> Option<Decision> {
-        let fresh = shard.unfound(self.alg.decide(&mut Fresh, t, n), t);
+    fn insert(
+        &self,
+        home: Home,
+        shard: &Shard,
+        t: u64,
+        n: u64,
+        each: &mut [Decision],
+    ) -> Option<Decision> {
+        let fresh = shard.unfound(self.alg.decide_each(&mut Fresh, t, n, each), t);
         if !fresh.allowed {
             return Some(fresh);
         }
@@ -184,7 +203,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                         shard.evicting_at(t);
                     }
                     self.alg.clear(&mut block);
-                    let decision = self.alg.decide(&mut block, t, n);
+                    let decision = self.alg.decide_each(&mut block, t, n, each);
                     held.release_as(home.fingerprint);
                     let counter = if !free {
                         &shard.counters.evictions

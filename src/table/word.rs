@@ -158,6 +158,20 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// runs before and after; docs/PERFORMANCE.md, fifth round).
     #[inline]
     pub(crate) fn check(&self, h: u64, at: impl At, n: u64, max_wait: u64) -> (Decision, bool) {
+        self.check_each(h, at, n, max_wait, &mut [])
+    }
+
+    /// [`WordTable::check`], writing each limit's own decision to `each`
+    /// (several limits as one, `algorithm::all_of`).
+    #[inline]
+    pub(crate) fn check_each(
+        &self,
+        h: u64,
+        at: impl At,
+        n: u64,
+        max_wait: u64,
+        each: &mut [Decision],
+    ) -> (Decision, bool) {
         let home = self.geometry.home(h);
         let tag = self.tag(home.fingerprint);
         let bucket = &self.slots[home.bucket * SLOTS..][..SLOTS];
@@ -168,7 +182,8 @@ impl<A: WordAlgorithm> WordTable<A> {
             if self.owned_by(word, tag) {
                 // A lost CAS (another thread changed the slot) takes the
                 // long way, which starts from a fresh load.
-                if let (Outcome::Done(d, taken), next) = self.step(word, tag, t, n, max_wait) {
+                if let (Outcome::Done(d, taken), next) = self.step(word, tag, t, n, max_wait, each)
+                {
                     if next.is_none_or(|next| slot.cas_word(word, next).is_ok()) {
                         return (d, taken);
                     }
@@ -176,7 +191,7 @@ impl<A: WordAlgorithm> WordTable<A> {
                 break;
             }
         }
-        self.check_elsewhere(home, tag, t, n, max_wait)
+        self.check_elsewhere(home, tag, t, n, max_wait, each)
     }
 
     /// The full check: the whole probe window, the update retried until its
@@ -190,15 +205,18 @@ impl<A: WordAlgorithm> WordTable<A> {
         t: u64,
         n: u64,
         max_wait: u64,
+        each: &mut [Decision],
     ) -> (Decision, bool) {
         loop {
             if let Some((slot, word)) = self.find(home, tag) {
-                match cas_loop_from(slot, word, |word| self.step(word, tag, t, n, max_wait)) {
+                match cas_loop_from(slot, word, |word| {
+                    self.step(word, tag, t, n, max_wait, each)
+                }) {
                     Outcome::Done(d, taken) => return (d, taken),
                     Outcome::Moved => continue,
                 }
             }
-            match self.insert(home, tag, t, n, max_wait) {
+            match self.insert(home, tag, t, n, max_wait, each) {
                 Outcome::Done(d, taken) => return (d, taken),
                 Outcome::Moved => continue,
             }
@@ -208,11 +226,19 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// One step of the update of the key's slot holding `word`: the
     /// decision, and the word to install (`None`: nothing to write).
     #[inline]
-    fn step(&self, word: u128, tag: u64, t: u64, n: u64, max_wait: u64) -> (Outcome, Option<u128>) {
+    fn step(
+        &self,
+        word: u128,
+        tag: u64,
+        t: u64,
+        n: u64,
+        max_wait: u64,
+        each: &mut [Decision],
+    ) -> (Outcome, Option<u128>) {
         if !self.owned_by(word, tag) {
             return (Outcome::Moved, None);
         }
-        let (d, next) = self.alg.decide(self.state(word), t, n);
+        let (d, next) = self.alg.decide_each(self.state(word), t, n, each);
         if d.allowed && d.wait_ns > max_wait {
             return (Outcome::Done(d, false), None);
         }
@@ -222,9 +248,17 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// The path of a key with no state: decide on the fresh state, and
     /// place the key only if there is a state to store.
     #[cold]
-    fn insert(&self, home: Home, tag: u64, t: u64, n: u64, max_wait: u64) -> Outcome {
+    fn insert(
+        &self,
+        home: Home,
+        tag: u64,
+        t: u64,
+        n: u64,
+        max_wait: u64,
+        each: &mut [Decision],
+    ) -> Outcome {
         let shard = &self.shards[home.shard];
-        let (fresh, next) = self.alg.decide(A::State::default(), t, n);
+        let (fresh, next) = self.alg.decide_each(A::State::default(), t, n, each);
         let fresh = shard.unfound(fresh, t);
         if !fresh.allowed {
             return Outcome::Done(fresh, true);

@@ -447,3 +447,82 @@ impl Model {
         }
     }
 }
+
+/// Several limits checked as one (issue 15), the slow and obvious way: each
+/// limit's model decides the request on a copy; only if every one admits
+/// are the copies kept.
+#[derive(Clone, Debug)]
+pub struct AllOfModel {
+    limits: Vec<Model>,
+}
+
+/// What the conjunction decided: the combined decision, the index of the
+/// limit that denied, and every limit's own decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllOfDecision {
+    pub decision: Decision,
+    pub denied_by: Option<usize>,
+    pub each: Vec<Decision>,
+}
+
+impl AllOfModel {
+    pub fn new(configs: &[Config]) -> AllOfModel {
+        AllOfModel {
+            limits: configs.iter().map(Model::new).collect(),
+        }
+    }
+
+    pub fn check(&mut self, t: u64, n: u64) -> AllOfDecision {
+        let mut tried = self.limits.clone();
+        let mut each: Vec<Decision> = tried.iter_mut().map(|m| m.check(t, n)).collect();
+        let allowed = each.iter().all(|d| d.allowed);
+        if allowed {
+            self.limits = tried;
+        } else {
+            // Nothing is stored: a limit that alone would admit reports its
+            // unchanged state, which is what a request it denies reports
+            // (a cost above any limit is always denied).
+            for (d, m) in each.iter_mut().zip(&self.limits) {
+                if d.allowed {
+                    let unchanged = m.clone().check(t, u64::MAX);
+                    *d = Decision {
+                        allowed: true,
+                        retry_after_ns: 0,
+                        wait_ns: 0,
+                        remaining: unchanged.remaining,
+                        reset_after_ns: unchanged.reset_after_ns,
+                        limit: d.limit,
+                    };
+                }
+            }
+        }
+        // The least remaining, the first on ties.
+        let least = (0..each.len())
+            .min_by_key(|&i| (each[i].remaining, i))
+            .unwrap();
+        // The denier: the longest wait, the first on ties.
+        let denied_by = (!allowed).then(|| {
+            (0..each.len())
+                .filter(|&i| !each[i].allowed)
+                .max_by_key(|&i| (each[i].retry_after_ns, std::cmp::Reverse(i)))
+                .unwrap()
+        });
+        let decision = Decision {
+            allowed,
+            limit: each[least].limit,
+            remaining: each[least].remaining,
+            retry_after_ns: denied_by.map_or(0, |i| each[i].retry_after_ns),
+            reset_after_ns: each.iter().map(|d| d.reset_after_ns).max().unwrap(),
+            wait_ns: if allowed {
+                each.iter().map(|d| d.wait_ns).max().unwrap()
+            } else {
+                0
+            },
+        };
+        AllOfDecision {
+            decision,
+            denied_by,
+            each,
+        }
+    }
+}

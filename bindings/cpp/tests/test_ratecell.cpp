@@ -259,6 +259,39 @@ void test_four_threads_admit_exactly_the_limit() {
     }
 }
 
+// Several limits as one: the tighter decides, names stay with the wrapper,
+// a move keeps them, and a bad list throws with its status.
+void test_several_limits_as_one() {
+    std::vector<Config> limits{Config(Algorithm::Gcra, 10, 1s),
+                               Config(Algorithm::FixedWindow, 3, 60s)};
+    Limiter l(limits, {"per-second", "per-minute"});
+    for (std::uint64_t left = 3; left-- > 0;) {
+        ratecell::MultiDecision d = l.check_each_at(0, 1, T0);
+        CHECK(d.decision.allowed);
+        CHECK_EQ_U64(d.decision.remaining, left);
+        CHECK_EQ_U64(d.count, 2);
+    }
+    Limiter moved(std::move(l));
+    ratecell::MultiDecision d = moved.check_each_at(0, 1, T0);
+    CHECK(!d.decision.allowed);
+    CHECK_EQ_U64(d.denied_by, 1);
+    CHECK(moved.limit_name(d.denied_by) == "per-minute");
+    CHECK(moved.limit_name(99).empty());
+    CHECK(!moved.check_at(0, 1, T0).allowed);
+    auto status = [](std::vector<Config> cs, std::vector<std::string> names) {
+        try {
+            Limiter bad(cs, std::move(names));
+            return RATECELL_OK;
+        } catch (const Error &e) {
+            return e.status();
+        }
+    };
+    CHECK(status({}, {}) == RATECELL_INVALID_LENGTH);
+    CHECK(status(limits, {"one"}) == RATECELL_INVALID_LENGTH);
+    limits[1].capacity(5);
+    CHECK(status(limits, {}) == RATECELL_INVALID_CAPACITY);
+}
+
 }  // namespace
 
 int main() {
@@ -271,5 +304,6 @@ int main() {
     RUN(test_acquire_returns_a_denied_decision_when_it_gives_up);
     RUN(test_stats_and_config);
     RUN(test_four_threads_admit_exactly_the_limit);
+    RUN(test_several_limits_as_one);
     return harness_finish();
 }

@@ -355,6 +355,8 @@ fn option_for(field: Field) -> &'static str {
         Field::SubWindows => "--sub-windows",
         Field::Capacity => "--capacity",
         Field::Overflow => "--overflow",
+        // The command builds one limit at a time.
+        Field::Limits => "--limit",
     }
 }
 

@@ -38,12 +38,17 @@ from ._errors import (
 from ._ffi import LIBRARY_PATH as _LIBRARY_PATH
 from ._ffi import library_version
 from ._limiter import Limiter
+from ._multi import MAX_LIMITS, Limit, MultiDecision, MultiLimiter
 from ._types import NEVER, Algorithm, Clock, Config, Decision, Overflow, Stats
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Limiter",
+    "MultiLimiter",
+    "Limit",
+    "MultiDecision",
+    "MAX_LIMITS",
     "Decision",
     "Stats",
     "Config",

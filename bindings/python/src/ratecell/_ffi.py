@@ -34,6 +34,9 @@ __all__ = [
     "U64_MAX",
     "CConfig",
     "CDecision",
+    "CMultiDecision",
+    "MAX_LIMITS",
+    "NO_LIMIT",
     "CStats",
     "LimiterHandle",
     "lib",
@@ -143,6 +146,23 @@ class CDecision(Structure):
     ]
 
 
+MAX_LIMITS = 8
+"""``RATECELL_MAX_LIMITS``."""
+NO_LIMIT = U32_MAX
+"""``RATECELL_NO_LIMIT``."""
+
+
+class CMultiDecision(Structure):
+    """``struct ratecell_multi_decision``."""
+
+    _fields_ = [
+        ("decision", CDecision),
+        ("denied_by", c_uint32),
+        ("count", c_uint32),
+        ("limits", CDecision * MAX_LIMITS),
+    ]
+
+
 class CStats(Structure):
     """``struct ratecell_stats``."""
 
@@ -195,6 +215,20 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_reset_key": (_STATUS, [c_void_p, c_uint64]),
     "ratecell_reset_bytes": (_STATUS, [c_void_p, c_void_p, c_size_t]),
     "ratecell_stats": (_STATUS, [c_void_p, POINTER(CStats)]),
+    "ratecell_limiter_new_multi": (_STATUS, [POINTER(CConfig), c_size_t, POINTER(c_void_p)]),
+    "ratecell_check_each": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(CMultiDecision)]),
+    "ratecell_check_each_at": (
+        _STATUS,
+        [c_void_p, c_uint64, c_uint64, c_uint64, POINTER(CMultiDecision)],
+    ),
+    "ratecell_check_bytes_each": (
+        _STATUS,
+        [c_void_p, c_void_p, c_size_t, c_uint64, POINTER(CMultiDecision)],
+    ),
+    "ratecell_check_bytes_each_at": (
+        _STATUS,
+        [c_void_p, c_void_p, c_size_t, c_uint64, c_uint64, POINTER(CMultiDecision)],
+    ),
 }
 
 for _name, (_restype, _argtypes) in _SIGNATURES.items():

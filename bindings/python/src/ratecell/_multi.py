@@ -1,0 +1,177 @@
+"""Several limits checked as one: ``Limit``, ``MultiLimiter`` and the
+per-limit answer ``MultiDecision`` (``ratecell_limiter_new_multi`` and
+``ratecell_check_each*`` of the C ABI).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import _errors, _ffi
+from ._limiter import (
+    U32_MAX,
+    U64_MAX,
+    Key,
+    Limiter,
+    _bytes_key,
+    _config_error,
+    _config_int,
+    _enum_value,
+    _is_bytes_key,
+    _period_ns,
+    _u64,
+)
+from ._types import Algorithm, Clock, Decision, Overflow, decision_from_c
+
+__all__ = ["Limit", "MultiDecision", "MultiLimiter", "MAX_LIMITS"]
+
+MAX_LIMITS = _ffi.MAX_LIMITS
+"""The most limits one limiter checks together."""
+
+_lib = _ffi.lib
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One of several limits: ``limit`` units per period (``period_ns`` in
+    nanoseconds or ``period`` in seconds or a ``timedelta``; give exactly
+    one), with an optional ``name`` (kept for callers that report which
+    limit denied, such as one HTTP header item per limit)."""
+
+    algorithm: Algorithm | str | int
+    limit: int
+    period_ns: int | None = None
+    period: float | datetime.timedelta | None = None
+    burst: int = 0
+    sub_windows: int | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MultiDecision:
+    """One request's answer from several limits.
+
+    ``decision`` is the combined decision (what ``check`` returns): admitted
+    only when every limit admits; ``remaining`` the least over the limits,
+    each on its state after the decision (unchanged when denied);
+    ``retry_after`` the largest of the limits' own; ``reset_after`` the
+    largest; ``wait`` the largest when admitted. ``limits`` holds each
+    limit's own decision, in order; a limit that alone would admit a
+    request another denies reports ``allowed`` with the ``remaining`` of its
+    unchanged state. ``denied_by`` is the index of the limit that denied
+    (``None`` when none did) and ``denied_name`` its name ("" if unnamed).
+    """
+
+    decision: Decision
+    denied_by: int | None
+    denied_name: str | None
+    limits: tuple[Decision, ...]
+
+    def __bool__(self) -> bool:
+        return self.decision.allowed
+
+
+class MultiLimiter(Limiter):
+    """A ``Limiter`` enforcing several limits (1 to ``MAX_LIMITS``, any
+    algorithms mixed) as one: a request is admitted only when every limit
+    admits it, and only then is anything stored. Every ``Limiter`` method
+    works and returns the combined decision; ``check_each`` also returns
+    each limit's. ``capacity``, ``overflow`` and ``clock`` are shared by all
+    limits (0: one shared state; more: a table of that many keys, each
+    holding all its limits in one place).
+
+    Bad lists raise the ``InvalidConfig`` subclass naming the field:
+    ``InvalidLength`` for no limits or more than ``MAX_LIMITS``.
+    """
+
+    __slots__ = ("_names",)
+
+    def __init__(
+        self,
+        limits: Sequence[Limit],
+        *,
+        capacity: int = 0,
+        overflow: Overflow | str | int = Overflow.DENY,
+        clock: Clock | str | int = Clock.TSC,
+    ) -> None:
+        self._h = None
+        self._names: tuple[str, ...] = tuple(lim.name for lim in limits)
+        n = len(limits)
+        if not 1 <= n <= MAX_LIMITS:
+            raise _errors.InvalidLength(
+                f"{n} limits: a limiter checks 1 to {MAX_LIMITS} limits together"
+            )
+        overflow_value = _enum_value(overflow, Overflow, "overflow", _errors.InvalidOverflow)
+        clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
+        capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
+        configs = (_ffi.CConfig * n)()
+        for cfg, lim in zip(configs, limits, strict=True):
+            period_ns = lim.period_ns
+            if (period_ns is None) == (lim.period is None):
+                raise TypeError("give each Limit exactly one of period_ns (ns) and period (s)")
+            if lim.period is not None:
+                period_ns = _period_ns(lim.period)
+            algorithm = _enum_value(lim.algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
+            limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
+            period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
+            _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
+            cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
+            if lim.sub_windows is not None:
+                cfg.sub_windows = _config_int(
+                    lim.sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
+                )
+            cfg.capacity = capacity
+            cfg.overflow = overflow_value
+            cfg.clock = clock_value
+        handle = _ffi.LimiterHandle()
+        status = _lib.ratecell_limiter_new_multi(configs, n, handle)
+        if status:
+            raise _first_config_error(status, configs)
+        self._h = handle
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The limits' names, in order ("" where none was given)."""
+        return self._names
+
+    def check_each(self, key: Key = 0, cost: int = 1) -> MultiDecision:
+        """``check`` with each limit's own decision and the denying limit."""
+        return self._each(key, cost, None)
+
+    def check_each_at(self, key: Key, cost: int, now_ns: int) -> MultiDecision:
+        """``check_each`` at the caller's time ``now_ns`` (UNIX ns)."""
+        return self._each(key, cost, _u64(now_ns, "now_ns"))
+
+    def _each(self, key: Any, cost: Any, now_ns: int | None) -> MultiDecision:
+        h = self._handle()
+        cost = _u64(cost, "cost")
+        out = _ffi.CMultiDecision()
+        if _is_bytes_key(key):
+            data = _bytes_key(key)
+            if now_ns is None:
+                status = _lib.ratecell_check_bytes_each(h, data, len(data), cost, out)
+            else:
+                status = _lib.ratecell_check_bytes_each_at(h, data, len(data), cost, now_ns, out)
+        elif now_ns is None:
+            status = _lib.ratecell_check_each(h, _u64(key, "key"), cost, out)
+        else:
+            status = _lib.ratecell_check_each_at(h, _u64(key, "key"), cost, now_ns, out)
+        if status:
+            raise _errors.error_for_status(status)
+        denied = None if out.denied_by == _ffi.NO_LIMIT else int(out.denied_by)
+        return MultiDecision(
+            decision=decision_from_c(out.decision),
+            denied_by=denied,
+            denied_name=None if denied is None else self._names[denied],
+            limits=tuple(decision_from_c(out.limits[i]) for i in range(out.count)),
+        )
+
+
+def _first_config_error(status: int, configs: Any) -> _errors.RatecellError:
+    """The error of a refused list: the field's exception, showing the
+    first config's value of that field (all limits share capacity, overflow
+    and clock; for the others the message names the field, not the limit)."""
+    return _config_error(status, configs[0])

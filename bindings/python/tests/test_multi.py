@@ -1,0 +1,56 @@
+"""Several limits checked as one (``MultiLimiter``)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import MINUTE, SECOND, T0
+
+import ratecell
+
+
+@pytest.mark.parametrize("capacity", [0, 100])
+def test_the_tighter_limit_decides_and_each_reports(capacity: int) -> None:
+    limits = [
+        ratecell.Limit("gcra", 10, period_ns=SECOND, name="per-second"),
+        ratecell.Limit("fixed_window", 3, period=60.0, name="per-minute"),
+    ]
+    with ratecell.MultiLimiter(limits, capacity=capacity) as lim:
+        for left in (2, 1, 0):
+            m = lim.check_each_at(7, 1, T0)
+            assert m.decision.allowed and m.decision.remaining == left
+            assert m.denied_by is None and len(m.limits) == 2
+            assert m.limits[0].remaining == 7 + left
+        m = lim.check_each_at(7, 1, T0)
+        assert not m
+        assert (m.denied_by, m.denied_name) == (1, "per-minute")
+        assert m.limits[0].allowed and m.limits[0].remaining == 7, "nothing spent"
+        assert m.decision.retry_after_ns == m.limits[1].retry_after_ns
+        assert m.decision.retry_after_ns == MINUTE - T0 % MINUTE
+        assert not lim.check_at(7, 1, T0).allowed, "check gives the combined decision"
+        assert lim.check_each_at(b"other", 1, T0).decision.allowed == (capacity > 0)
+        assert lim.names == ("per-second", "per-minute")
+
+
+def test_bad_lists_raise_named_errors() -> None:
+    gcra = ratecell.Limit("gcra", 10, period=1.0)
+    with pytest.raises(ratecell.InvalidLength):
+        ratecell.MultiLimiter([])
+    with pytest.raises(ratecell.InvalidLength):
+        ratecell.MultiLimiter([gcra] * (ratecell.MAX_LIMITS + 1))
+    with pytest.raises(ratecell.InvalidLimit):
+        ratecell.MultiLimiter([gcra, ratecell.Limit("fixed_window", 0, period=1.0)])
+    with pytest.raises(TypeError):
+        ratecell.MultiLimiter([ratecell.Limit("gcra", 1)])
+
+
+def test_every_limiter_method_works_on_several_limits() -> None:
+    limits = [
+        ratecell.Limit("sliding_log", 5, period=1.0),
+        ratecell.Limit("token_bucket", 1, period=1.0, burst=3),
+    ]
+    with ratecell.MultiLimiter(limits, capacity=10) as lim:
+        allowed = lim.check_batch_at([1, 1, 1, 1, 2], None, T0)
+        assert list(allowed) == [True, True, True, False, True]
+        lim.reset_key(1)
+        assert lim.check_at(1, 1, T0).allowed
+        assert lim.stats().checks == 6

@@ -1,0 +1,499 @@
+//! Several limits checked as one (all-or-nothing): a composite algorithm
+//! whose state is the concatenation of its limits' states, so the cell or
+//! the table updates all of a key's limits at once (one CAS when they fit
+//! one word, one latch otherwise) and nothing is ever spent then refunded.
+//!
+//! Each limit is decided by its own algorithm's `decide`, unchanged; this
+//! module only places the states side by side and combines the decisions
+//! (issue 15):
+//! - `allowed`: every limit admits; only then is anything stored;
+//! - `remaining`: the least over the limits, each on its state after the
+//!   decision (unchanged when the request is not admitted), and `limit`
+//!   that limit's `limit` (the first on ties);
+//! - `retry_after_ns`: 0 when admitted, else the largest of the limits' own
+//!   (`u64::MAX`, never, if any says never);
+//! - `reset_after_ns`: the largest; `wait_ns`: the largest when admitted.
+//!
+//! A limit that alone would admit a request the others deny reports its
+//! state as it stays: `remaining` and `reset_after_ns` are those of its
+//! unchanged state, obtained from its own rule as the decision of a cost
+//! no state admits (`limit + 1`), so no rule is written twice here.
+//!
+//! Two layouts, chosen at construction:
+//! - word: every limit is a single-word algorithm and their states fit the
+//!   bits the cell or table allows (128 direct, 96 keyed, which leaves the
+//!   table its 32 fingerprint bits); each state sits at a bit offset;
+//! - block: any mix; a single-word state takes two 64-bit words (its packed
+//!   128-bit form), a multi-word state its block. Block limits are decided
+//!   first on a view that drops writes; only when all admit are they decided
+//!   again on the real words (the same inputs give the same decision), so
+//!   a denial writes nothing.
+
+use super::{
+    BlockAlgorithm, WordAlgorithm, Words, bucketed_window::BucketedWindow,
+    fixed_window::FixedWindow, gcra::Gcra, mask, sliding_log::SlidingLog,
+    sliding_window::SlidingWindow, token_bucket::TokenBucket,
+};
+use crate::config::{Algorithm, Params};
+use crate::decision::Decision;
+
+/// The most limits one limiter checks together.
+pub const MAX_LIMITS: usize = 8;
+
+/// One limit's rule.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Rule {
+    Gcra(Gcra),
+    TokenBucket(TokenBucket),
+    FixedWindow(FixedWindow),
+    SlidingWindow(SlidingWindow),
+    BucketedWindow(BucketedWindow),
+    SlidingLog(SlidingLog),
+}
+
+/// Runs `$word` with `$a` bound to a single-word rule, or `$block` with
+/// `$a` bound to a multi-word one.
+macro_rules! with_rule {
+    ($rule:expr, $a:ident => word: $word:expr, block: $block:expr) => {
+        match $rule {
+            Rule::Gcra($a) => $word,
+            Rule::TokenBucket($a) => $word,
+            Rule::FixedWindow($a) => $word,
+            Rule::SlidingWindow($a) => $word,
+            Rule::BucketedWindow($a) => $block,
+            Rule::SlidingLog($a) => $block,
+        }
+    };
+}
+
+impl Rule {
+    pub(crate) fn new(p: &Params) -> Rule {
+        match p.algorithm {
+            Algorithm::Gcra => Rule::Gcra(Gcra::new(p, false)),
+            Algorithm::LeakyBucket => Rule::Gcra(Gcra::new(p, true)),
+            Algorithm::TokenBucket => Rule::TokenBucket(TokenBucket::new(p)),
+            Algorithm::FixedWindow => Rule::FixedWindow(FixedWindow::new(p)),
+            Algorithm::SlidingWindow => Rule::SlidingWindow(SlidingWindow::new(p)),
+            Algorithm::BucketedWindow => Rule::BucketedWindow(BucketedWindow::new(p)),
+            Algorithm::SlidingLog => Rule::SlidingLog(SlidingLog::new(p)),
+        }
+    }
+
+    /// Bits of a single-word state; `None` for a multi-word one.
+    fn state_bits(&self) -> Option<u32> {
+        with_rule!(self, a => word: Some(a.state_bits()), block: { let _ = a; None })
+    }
+
+    /// 64-bit words the state takes in the block layout.
+    fn words(&self) -> usize {
+        with_rule!(self, a => word: { let _ = a; 2 }, block: a.words())
+    }
+
+    /// A single-word rule on its packed state.
+    #[inline(always)]
+    fn decide_word(&self, packed: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
+        with_rule!(self, a => word: {
+            let (d, next) = a.decide(a.unpack(packed), t, n);
+            (d, next.map(|s| a.pack(s)))
+        }, block: unreachable!("a multi-word rule {a:?} in a word layout"))
+    }
+
+    #[inline]
+    fn word_is_fresh(&self, packed: u128, t: u64) -> bool {
+        with_rule!(self, a => word: a.is_fresh_at(a.unpack(packed), t),
+            block: unreachable!("a multi-word rule {a:?} in a word layout"))
+    }
+}
+
+/// One limit and where its state sits: a bit offset (word layout) or a
+/// word offset (block layout).
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    rule: Rule,
+    at: u32,
+    bits: u32,
+}
+
+/// The composite of 1 to [`MAX_LIMITS`] limits.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AllOf {
+    // Only `parts[..len]` are limits; the rest repeat the first (an array,
+    // not a Vec, so the algorithm stays `Copy` like every other).
+    parts: [Part; MAX_LIMITS],
+    len: usize,
+    /// Total state bits in the word layout, or total words in the block one.
+    size: u32,
+    word: bool,
+}
+
+impl AllOf {
+    /// The word layout when every limit has a single-word state and they
+    /// fit `max_bits` together, else the block layout. `rules` holds 1 to
+    /// [`MAX_LIMITS`] rules (checked by the caller).
+    pub(crate) fn new(rules: &[Rule], max_bits: u32) -> AllOf {
+        assert!((1..=MAX_LIMITS).contains(&rules.len()));
+        let bits: Option<u32> = rules.iter().map(Rule::state_bits).sum();
+        let word = bits.is_some_and(|b| b <= max_bits);
+        let first = Part {
+            rule: rules[0],
+            at: 0,
+            bits: 0,
+        };
+        let mut parts = [first; MAX_LIMITS];
+        let mut at = 0u32;
+        for (part, rule) in parts.iter_mut().zip(rules) {
+            let bits = rule.state_bits().unwrap_or(0);
+            *part = Part {
+                rule: *rule,
+                at,
+                bits,
+            };
+            at += if word { bits } else { rule.words() as u32 };
+        }
+        AllOf {
+            parts,
+            len: rules.len(),
+            size: at,
+            word,
+        }
+    }
+
+    /// Whether the states fit one word (then `WordAlgorithm` applies, else
+    /// `BlockAlgorithm`).
+    pub(crate) fn is_word(&self) -> bool {
+        self.word
+    }
+
+    /// How many limits.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn parts(&self) -> &[Part] {
+        &self.parts[..self.len]
+    }
+
+    /// A denied request in the word layout: every limit's decision, those
+    /// that admitted on their unchanged states, combined. Stores nothing.
+    #[cold]
+    fn denied_word(&self, state: u128, t: u64, n: u64, out: &mut [Decision]) -> Decision {
+        let mut each = [Decision::default(); MAX_LIMITS];
+        for (i, p) in self.parts().iter().enumerate() {
+            let own = (state >> p.at) & mask(p.bits);
+            let (d, _) = p.rule.decide_word(own, t, n);
+            each[i] = if d.allowed {
+                let never = p.rule.decide_word(own, t, d.limit.saturating_add(1));
+                AllOf::unspent(d, never.0)
+            } else {
+                d
+            };
+        }
+        let each = &each[..self.len];
+        report(each, out);
+        combine(each).0
+    }
+
+    /// The decision of a limit that admitted a request the others denied:
+    /// its unchanged state's `remaining` and `reset_after_ns`, read from its
+    /// own rule's decision for a cost no state admits.
+    fn unspent(own: Decision, never: Decision) -> Decision {
+        Decision {
+            allowed: true,
+            limit: own.limit,
+            remaining: never.remaining,
+            retry_after_ns: 0,
+            reset_after_ns: never.reset_after_ns,
+            wait_ns: 0,
+        }
+    }
+}
+
+/// The combined decision of the limits' own decisions (already adjusted to
+/// their states after the decision), and which limit denied: the one whose
+/// wait is the combined `retry_after_ns` (the lowest index on ties); `None`
+/// when all admit.
+pub(crate) fn combine(each: &[Decision]) -> (Decision, Option<usize>) {
+    let allowed = each.iter().all(|d| d.allowed);
+    let mut least = 0;
+    let mut denied_by = None::<usize>;
+    let mut combined = Decision {
+        allowed,
+        ..Decision::default()
+    };
+    for (i, d) in each.iter().enumerate() {
+        if d.remaining < each[least].remaining {
+            least = i;
+        }
+        combined.reset_after_ns = combined.reset_after_ns.max(d.reset_after_ns);
+        if allowed {
+            combined.wait_ns = combined.wait_ns.max(d.wait_ns);
+        } else if !d.allowed && denied_by.is_none_or(|j| d.retry_after_ns > each[j].retry_after_ns)
+        {
+            denied_by = Some(i);
+        }
+    }
+    combined.limit = each[least].limit;
+    combined.remaining = each[least].remaining;
+    if let Some(j) = denied_by {
+        combined.retry_after_ns = each[j].retry_after_ns;
+    }
+    (combined, denied_by)
+}
+
+/// Copies the limits' decisions to `out` (as many as fit).
+fn report(each: &[Decision], out: &mut [Decision]) {
+    let n = each.len().min(out.len());
+    out[..n].copy_from_slice(&each[..n]);
+}
+
+impl WordAlgorithm for AllOf {
+    /// The limits' packed states side by side.
+    type State = u128;
+
+    #[inline]
+    fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
+        WordAlgorithm::decide_each(self, state, t, n, &mut [])
+    }
+
+    /// The admitted case, the common one, folds the limits' decisions as
+    /// they come (no array of decisions); a denial goes to
+    /// [`AllOf::denied_word`], which decides again with the adjustments a
+    /// denial needs.
+    #[inline]
+    fn decide_each(
+        &self,
+        state: u128,
+        t: u64,
+        n: u64,
+        out: &mut [Decision],
+    ) -> (Decision, Option<u128>) {
+        let mut combined = Decision {
+            allowed: true,
+            remaining: u64::MAX,
+            ..Decision::default()
+        };
+        let mut next = 0u128;
+        for (i, p) in self.parts().iter().enumerate() {
+            let own = (state >> p.at) & mask(p.bits);
+            let (d, stored) = p.rule.decide_word(own, t, n);
+            if !d.allowed {
+                return (self.denied_word(state, t, n, out), None);
+            }
+            if let Some(o) = out.get_mut(i) {
+                *o = d;
+            }
+            if d.remaining < combined.remaining {
+                combined.remaining = d.remaining;
+                combined.limit = d.limit;
+            }
+            combined.reset_after_ns = combined.reset_after_ns.max(d.reset_after_ns);
+            combined.wait_ns = combined.wait_ns.max(d.wait_ns);
+            next |= stored.unwrap_or(own) << p.at;
+        }
+        (combined, (n > 0).then_some(next))
+    }
+
+    fn is_fresh_at(&self, state: u128, t: u64) -> bool {
+        self.parts()
+            .iter()
+            .all(|p| p.rule.word_is_fresh((state >> p.at) & mask(p.bits), t))
+    }
+
+    #[inline]
+    fn pack(&self, state: u128) -> u128 {
+        state
+    }
+
+    #[inline]
+    fn unpack(&self, word: u128) -> u128 {
+        word & mask(self.size)
+    }
+
+    fn state_bits(&self) -> u32 {
+        self.size
+    }
+}
+
+/// One limit's words inside the block: reads through; writes through only
+/// when `write` (the tentative pass drops them).
+struct View<'a, W: Words + ?Sized> {
+    words: &'a mut W,
+    at: usize,
+    write: bool,
+}
+
+impl<W: Words + ?Sized> Words for View<'_, W> {
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        self.words.get(self.at + i)
+    }
+    #[inline]
+    fn set(&mut self, i: usize, value: u64) {
+        if self.write {
+            self.words.set(self.at + i, value);
+        }
+    }
+}
+
+/// A single-word state's two words in the block layout.
+fn read_pair<W: Words + ?Sized>(w: &W, at: usize) -> u128 {
+    u128::from(w.get(at)) | (u128::from(w.get(at + 1)) << 64)
+}
+
+fn write_pair<W: Words + ?Sized>(w: &mut W, at: usize, value: u128) {
+    w.set(at, value as u64);
+    w.set(at + 1, (value >> 64) as u64);
+}
+
+impl AllOf {
+    /// One limit's decision in the block layout; writes only when `write`.
+    fn decide_in<W: Words + ?Sized>(
+        p: &Part,
+        w: &mut W,
+        t: u64,
+        n: u64,
+        write: bool,
+    ) -> (Decision, Option<u128>) {
+        let at = p.at as usize;
+        with_rule!(&p.rule, a => word: {
+            let _ = (a, write);
+            p.rule.decide_word(read_pair(w, at), t, n)
+        }, block: {
+            let d = a.decide(&mut View { words: w, at, write }, t, n);
+            (d, None)
+        })
+    }
+}
+
+impl BlockAlgorithm for AllOf {
+    fn words(&self) -> usize {
+        self.size as usize
+    }
+
+    fn decide<W: Words + ?Sized>(&self, w: &mut W, t: u64, n: u64) -> Decision {
+        BlockAlgorithm::decide_each(self, w, t, n, &mut [])
+    }
+
+    fn decide_each<W: Words + ?Sized>(
+        &self,
+        w: &mut W,
+        t: u64,
+        n: u64,
+        out: &mut [Decision],
+    ) -> Decision {
+        let mut each = [Decision::default(); MAX_LIMITS];
+        let mut stored = [None; MAX_LIMITS];
+        for (i, p) in self.parts().iter().enumerate() {
+            (each[i], stored[i]) = AllOf::decide_in(p, w, t, n, false);
+        }
+        let all = each[..self.len].iter().all(|d| d.allowed);
+        if all && n > 0 {
+            for (i, p) in self.parts().iter().enumerate() {
+                if let Some(next) = stored[i] {
+                    write_pair(w, p.at as usize, next);
+                } else if p.rule.state_bits().is_none() {
+                    let again = AllOf::decide_in(p, w, t, n, true).0;
+                    debug_assert_eq!(again, each[i], "a block rule decided twice alike");
+                }
+            }
+        } else if !all {
+            for (i, p) in self.parts().iter().enumerate() {
+                if each[i].allowed {
+                    let never = each[i].limit.saturating_add(1);
+                    let never = AllOf::decide_in(p, w, t, never, false).0;
+                    each[i] = AllOf::unspent(each[i], never);
+                }
+            }
+        }
+        let each = &each[..self.len];
+        report(each, out);
+        combine(each).0
+    }
+
+    fn is_fresh_at<W: Words + ?Sized>(&self, w: &W, t: u64) -> bool {
+        self.parts().iter().all(|p| {
+            let at = p.at as usize;
+            with_rule!(&p.rule, a => word: a.is_fresh_at(a.unpack(read_pair(w, at)), t),
+                block: a.is_fresh_at(&Shifted { words: w, at }, t))
+        })
+    }
+
+    fn clear<W: Words + ?Sized>(&self, w: &mut W) {
+        for p in self.parts() {
+            let at = p.at as usize;
+            with_rule!(&p.rule, a => word: { let _ = a; write_pair(w, at, 0) },
+                block: a.clear(&mut View { words: w, at, write: true }))
+        }
+    }
+}
+
+/// A read-only view of one limit's words (for `is_fresh_at`, which has
+/// only a shared borrow).
+struct Shifted<'a, W: Words + ?Sized> {
+    words: &'a W,
+    at: usize,
+}
+
+impl<W: Words + ?Sized> Words for Shifted<'_, W> {
+    fn get(&self, i: usize) -> u64 {
+        self.words.get(self.at + i)
+    }
+    fn set(&mut self, _: usize, _: u64) {
+        unreachable!("is_fresh_at only reads")
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    const T0: u64 = 1_700_000_000_000_000_000;
+    const S: u64 = 1_000_000_000;
+
+    fn rule(c: Config) -> Rule {
+        Rule::new(&c.params().unwrap())
+    }
+
+    fn rules() -> Vec<Rule> {
+        vec![
+            rule(Config::new(Algorithm::Gcra, 10, S)),
+            rule(Config::new(Algorithm::FixedWindow, 3, 60 * S)),
+        ]
+    }
+
+    #[test]
+    fn the_tightest_limit_decides_and_a_denial_spends_nothing() {
+        for max_bits in [128, 0] {
+            let all = AllOf::new(&rules(), max_bits);
+            assert_eq!(all.is_word(), max_bits == 128);
+            let mut word = 0u128;
+            let mut block = vec![0u64; BlockAlgorithm::words(&all)];
+            let mut check = |n: u64| {
+                let mut each = [Decision::default(); 2];
+                let d = if all.is_word() {
+                    let (d, next) = WordAlgorithm::decide_each(&all, word, T0, n, &mut each);
+                    if let Some(next) = next {
+                        word = next;
+                    }
+                    d
+                } else {
+                    BlockAlgorithm::decide_each(&all, block.as_mut_slice(), T0, n, &mut each)
+                };
+                (d, each)
+            };
+            for left in [2, 1, 0] {
+                let (d, each) = check(1);
+                assert!(d.allowed);
+                assert_eq!((d.remaining, d.limit), (left, 3), "the window is tighter");
+                assert_eq!(each[0].remaining, 7 + left);
+            }
+            let (d, each) = check(1);
+            assert!(!d.allowed);
+            assert!(each[0].allowed && !each[1].allowed);
+            assert_eq!(each[0].remaining, 7, "GCRA's state is unchanged");
+            assert_eq!(d.retry_after_ns, each[1].retry_after_ns);
+            assert_eq!(d.reset_after_ns, 60 * S - T0 % (60 * S));
+        }
+    }
+}

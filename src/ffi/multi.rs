@@ -1,0 +1,246 @@
+//! Several limits as one through the C ABI: `ratecell_limiter_new_multi`
+//! makes an ordinary `ratecell_limiter` (every check, acquire and batch
+//! function returns the combined decision on it), and the `_each` checks
+//! also return each limit's own decision and which limit denied, in one
+//! `ratecell_multi_decision`.
+
+use super::limiter::{Inner, clock_of, publish, ratecell_limiter};
+use super::types::{ratecell_config, ratecell_decision, ratecell_status};
+use super::{input, out_ptr};
+use crate::{Config, KeyedLimiter, Limiter, MultiDecision};
+
+use ratecell_status::*;
+
+/// The most limits one limiter checks together (`n` of
+/// `ratecell_limiter_new_multi`).
+pub const RATECELL_MAX_LIMITS: usize = 8;
+// A literal for cbindgen, which does not evaluate paths; kept equal here.
+const _: () = assert!(RATECELL_MAX_LIMITS == crate::MAX_LIMITS);
+
+/// `denied_by` of a `ratecell_multi_decision` when no limit denied.
+pub const RATECELL_NO_LIMIT: u32 = u32::MAX;
+
+/// One request's answer from a limiter of several limits.
+///
+/// `decision` is the combined decision (what `ratecell_check` returns):
+/// admitted when every limit admits; `remaining` the least over the limits
+/// and `limit` that limit's (the first on ties), each on its state after
+/// the decision (unchanged when denied); `retry_after_ns` the largest of the
+/// limits' own (`UINT64_MAX` if any says never); `reset_after_ns` the
+/// largest; `wait_ns` the largest when admitted.
+///
+/// `limits[0..count]` are the limits' own decisions, in the order of the
+/// configs given to `ratecell_limiter_new_multi` (one for a limiter made by
+/// `ratecell_limiter_new`); the rest is zeroed. A limit that alone would
+/// admit a request another denies says `allowed` with the `remaining` and
+/// `reset_after_ns` of its unchanged state.
+///
+/// `denied_by` is the index of the limit that denied (the one whose wait is
+/// the combined `retry_after_ns`, the lowest on ties), or
+/// `RATECELL_NO_LIMIT` when admitted or when no limit denied but a keyed
+/// table had no room for a new key (overflow deny). Names are the caller's:
+/// index them by `denied_by`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ratecell_multi_decision {
+    /// The combined decision.
+    pub decision: ratecell_decision,
+    /// The denying limit's index, or `RATECELL_NO_LIMIT`.
+    pub denied_by: u32,
+    /// How many entries of `limits` are set.
+    pub count: u32,
+    /// Each limit's own decision.
+    pub limits: [ratecell_decision; RATECELL_MAX_LIMITS],
+}
+
+impl From<MultiDecision> for ratecell_multi_decision {
+    fn from(d: MultiDecision) -> Self {
+        let mut out = ratecell_multi_decision {
+            decision: d.decision.into(),
+            denied_by: d.denied_by.map_or(RATECELL_NO_LIMIT, |i| i as u32),
+            count: d.limits().len() as u32,
+            ..Default::default()
+        };
+        for (o, each) in out.limits.iter_mut().zip(d.limits()) {
+            *o = (*each).into();
+        }
+        out
+    }
+}
+
+/// Makes a limiter enforcing every one of `configs[0..n]` as one: a
+/// request is admitted only when every limit admits it, and only then is
+/// anything stored (nothing is spent and refunded). Any algorithms may be
+/// mixed. Every `ratecell_check*`, `ratecell_allow*`, `ratecell_acquire*`
+/// and `ratecell_check_batch*` call on it returns the combined decision
+/// (see `ratecell_multi_decision`); `ratecell_check_each*` also returns
+/// each limit's. `ratecell_limiter_config` returns the first config.
+///
+/// All configs share one capacity (0: one shared state; > 0: a table of
+/// that many keys, each key holding all its limits in one place), one
+/// overflow policy and one clock.
+///
+/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `out` is NULL or
+/// `configs` is NULL with `n > 0`; `RATECELL_INVALID_LENGTH` when `n` is 0
+/// or above `RATECELL_MAX_LIMITS`; the `RATECELL_INVALID_*` status naming
+/// the first invalid field of the first invalid config; and
+/// `RATECELL_INVALID_CAPACITY`, `RATECELL_INVALID_OVERFLOW` or
+/// `RATECELL_INVALID_CLOCK` when that field differs from `configs[0]`'s;
+/// or `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
+///
+/// Ownership: as `ratecell_limiter_new`; `configs` is only read during the
+/// call. Thread-safe.
+///
+/// # Safety
+/// `configs` is NULL or points to `n` readable configs; `out` is NULL or
+/// points to a writable `ratecell_limiter *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_new_multi(
+    configs: *const ratecell_config,
+    n: usize,
+    out: *mut *mut ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        if n == 0 || n > RATECELL_MAX_LIMITS {
+            return RATECELL_INVALID_LENGTH;
+        }
+        // SAFETY: the caller promises `n` readable configs (or NULL,
+        // refused); every field is an integer, so any bit pattern is valid.
+        let raw = try_status!(unsafe { input(configs, n) });
+        let mut rust: Vec<Config> = Vec::with_capacity(n);
+        let mut clock_kind = None;
+        for cfg in raw {
+            let (config, kind) = try_status!(cfg.to_rust());
+            if *clock_kind.get_or_insert(kind) != kind {
+                return RATECELL_INVALID_CLOCK;
+            }
+            rust.push(config);
+        }
+        let clock_kind = clock_kind.expect("n > 0");
+        let clock = clock_of(clock_kind);
+        let inner = if rust[0].capacity == 0 {
+            Limiter::with_clock_multi(&rust, clock).map(Inner::Direct)
+        } else {
+            KeyedLimiter::with_clock_multi(&rust, clock).map(Inner::Keyed)
+        };
+        let inner = try_status!(inner.map_err(|e| ratecell_status::from_error(&e)));
+        // SAFETY: `out` is non-NULL and, as the caller promises, writable.
+        unsafe { publish(inner, clock_kind, out) }
+    }
+}
+
+/// Writes an answer to a checked out-pointer.
+///
+/// # Safety
+/// `out` is NULL or points to a writable `T`.
+unsafe fn answer<T>(out: *mut T, value: impl FnOnce() -> T) -> ratecell_status {
+    let out = try_status!(out_ptr(out));
+    // SAFETY: non-NULL, and writable as the caller promises.
+    unsafe { out.write(value()) };
+    RATECELL_OK
+}
+
+/// The limiter behind a handle, or `RATECELL_NULL_ARGUMENT`.
+///
+/// # Safety
+/// A non-NULL `limiter` is a live handle.
+unsafe fn handle<'a>(
+    limiter: *const ratecell_limiter,
+) -> Result<&'a ratecell_limiter, ratecell_status> {
+    // SAFETY: the caller promises a live handle (or NULL, refused here).
+    unsafe { limiter.as_ref() }.ok_or(RATECELL_NULL_ARGUMENT)
+}
+
+/// `ratecell_check` with each limit's own decision and the denying limit's
+/// index, written to `*out` (the same combined decision in `out->decision`,
+/// the same effect on the limiter). Works on any limiter: one made by
+/// `ratecell_limiter_new` has one limit.
+///
+/// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT` (`limiter` or `out`
+/// NULL; nothing is checked). Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `out` is NULL or points to a
+/// writable `ratecell_multi_decision`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_each(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    cost: u64,
+    out: *mut ratecell_multi_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || l.check_each(key, cost, None).into()) }
+    }
+}
+
+/// `ratecell_check_each` at the caller's time `now_ns` (UNIX nanoseconds).
+///
+/// # Safety
+/// As for `ratecell_check_each`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_each_at(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    cost: u64,
+    now_ns: u64,
+    out: *mut ratecell_multi_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || l.check_each(key, cost, Some(now_ns)).into()) }
+    }
+}
+
+/// `ratecell_check_each` for a byte-string key (as `ratecell_check_bytes`:
+/// `key` may be NULL only when `key_len` is 0).
+///
+/// # Safety
+/// As for `ratecell_check_each`; `key` is NULL or points to `key_len`
+/// readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_bytes_each(
+    limiter: *const ratecell_limiter,
+    key: *const u8,
+    key_len: usize,
+    cost: u64,
+    out: *mut ratecell_multi_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `key_len` readable bytes.
+        let key = try_status!(unsafe { input(key, key_len) });
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || l.check_bytes_each(key, cost, None).into()) }
+    }
+}
+
+/// `ratecell_check_bytes_each` at the caller's time `now_ns`.
+///
+/// # Safety
+/// As for `ratecell_check_bytes_each`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_check_bytes_each_at(
+    limiter: *const ratecell_limiter,
+    key: *const u8,
+    key_len: usize,
+    cost: u64,
+    now_ns: u64,
+    out: *mut ratecell_multi_decision,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: the caller promises `key_len` readable bytes.
+        let key = try_status!(unsafe { input(key, key_len) });
+        // SAFETY: the caller promises `out` NULL or writable.
+        unsafe { answer(out, || l.check_bytes_each(key, cost, Some(now_ns)).into()) }
+    }
+}
