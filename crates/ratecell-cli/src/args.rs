@@ -1,12 +1,14 @@
-//! Command-line options: the parser every command shares, the typed readers
-//! that turn option text into numbers, durations and configurations, and the
-//! error type whose message names the option and its valid range.
+//! Command-line options: the value parsers every command shares (numbers,
+//! durations, algorithm names), the policy options of `simulate` and
+//! `replay`, the error type whose message names the option and its valid
+//! range, and the translation of clap's errors into those messages.
 //!
 //! Range checks on configuration fields are not repeated here: the values go
 //! into a [`Config`] and the library's own [`ConfigError`] message is shown,
 //! prefixed with the option that carried the field.
 
-use ratecell::{Algorithm, Clock, Config, ConfigError, Error, Field, Limiter};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use ratecell::{Algorithm, Clock, Config, ConfigError, Error, Field, Limiter, Overflow};
 use std::fmt::Write as _;
 
 /// A failure that ends the command, with the process exit code.
@@ -18,7 +20,7 @@ pub struct CliError {
     /// One line, without the `ratecell:` prefix.
     pub message: String,
     /// The command whose `--help` would explain the mistake.
-    pub help_for: Option<&'static str>,
+    pub help_for: Option<String>,
 }
 
 impl CliError {
@@ -28,6 +30,15 @@ impl CliError {
             code: 2,
             message: message.into(),
             help_for: None,
+        }
+    }
+
+    /// A bad option of `command`: exit code 2, pointing at its help.
+    pub fn option(command: &str, message: impl Into<String>) -> CliError {
+        CliError {
+            code: 2,
+            message: message.into(),
+            help_for: Some(command.to_string()),
         }
     }
 
@@ -56,293 +67,218 @@ impl From<std::io::Error> for CliError {
     }
 }
 
-/// Help text is wrapped to this many columns.
-const HELP_WIDTH: usize = 96;
+/// The commands, in the order `--help` lists them.
+pub const COMMANDS: [&str; 5] = ["demo", "compare", "simulate", "replay", "completions"];
 
-/// Breaks `text` into lines of at most `width` columns at spaces; lines
-/// after the first are indented by `hang` (the first is assumed to start
-/// there already).
-fn wrap(text: &str, width: usize, hang: usize) -> String {
-    let mut out = String::new();
-    let mut col = hang;
-    for word in text.split_whitespace() {
-        let len = word.chars().count();
-        if col > hang && col + 1 + len > width {
-            out.push('\n');
-            out.push_str(&" ".repeat(hang));
-            col = hang;
-        } else if col > hang {
-            out.push(' ');
-            col += 1;
+/// clap's refusal as one line that names the option and what was wrong,
+/// in the words the rest of the command uses. `command` is the subcommand
+/// being parsed, if any (its `--help` is pointed at).
+pub fn from_clap(e: &clap::Error, command: Option<&str>) -> CliError {
+    let text = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => v.first().cloned(),
+        _ => None,
+    };
+    let strings = |kind| match e.get(kind) {
+        Some(ContextValue::Strings(v)) => v.clone(),
+        Some(ContextValue::String(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    };
+    // "--limit <N>" names the option "--limit" and its value "N".
+    let arg = text(ContextKind::InvalidArg).unwrap_or_default();
+    let (name, placeholder) = arg.split_once(' ').unwrap_or((arg.as_str(), ""));
+    let placeholder = placeholder.trim_matches(['<', '>']);
+    let value = text(ContextKind::InvalidValue).unwrap_or_default();
+    let message = match e.kind() {
+        ErrorKind::ValueValidation => {
+            let why = std::error::Error::source(e)
+                .map(ToString::to_string)
+                .unwrap_or_else(|| format!("{value:?} is not valid"));
+            format!("{name}: {why}")
         }
-        out.push_str(word);
-        col += len;
-    }
-    out
-}
-
-/// One option a command accepts.
-pub struct Opt {
-    /// With the dashes, e.g. `--limit`.
-    pub name: &'static str,
-    /// The value's placeholder in the help (`N`, `DURATION`), or `None` for
-    /// a flag that takes no value.
-    pub value: Option<&'static str>,
-    /// One line for `--help`.
-    pub help: &'static str,
-}
-
-/// A command's name, what it does, and what it accepts.
-pub struct Command {
-    /// The word after `ratecell`.
-    pub name: &'static str,
-    /// The synopsis line after `usage: ratecell`.
-    pub usage: &'static str,
-    /// A paragraph for the top of `--help`.
-    pub about: &'static str,
-    /// Every option, in help order.
-    pub opts: Vec<Opt>,
-    /// Text after the option list (examples, formats).
-    pub after: &'static str,
-}
-
-impl Command {
-    /// The `--help` text.
-    pub fn help(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(s, "usage: ratecell {}\n", self.usage);
-        let _ = writeln!(s, "{}\n", wrap(self.about, HELP_WIDTH, 0));
-        let _ = writeln!(s, "options:");
-        let cols: Vec<String> = self
-            .opts
-            .iter()
-            .map(|o| match o.value {
-                Some(v) => format!("{} {v}", o.name),
-                None => o.name.to_string(),
-            })
-            .collect();
-        let width = cols.iter().map(|c| c.len()).max().unwrap_or(0).max(10);
-        for (col, o) in cols.iter().zip(&self.opts) {
-            let _ = writeln!(
-                s,
-                "  {col:<width$}  {}",
-                wrap(o.help, HELP_WIDTH, width + 4)
-            );
+        ErrorKind::InvalidValue if value.is_empty() => {
+            format!("option {name} needs a value ({placeholder})")
         }
-        let _ = writeln!(s, "  {:<width$}  show this help", "-h, --help");
-        if !self.after.is_empty() {
-            let _ = write!(s, "\n{}", self.after);
-            if !self.after.ends_with('\n') {
-                s.push('\n');
+        ErrorKind::InvalidValue => format!(
+            "{name}: {value:?} is not one of {}",
+            strings(ContextKind::ValidValue).join(", ")
+        ),
+        ErrorKind::UnknownArgument if arg.starts_with('-') => {
+            let mut m = format!("unknown option '{arg}'");
+            if let Some(similar) = text(ContextKind::SuggestedArg) {
+                let _ = write!(m, " (did you mean '{similar}'?)");
             }
+            m
         }
-        s
-    }
-
-    /// [`Command::parse`], answering `--help` on the command's behalf: writes
-    /// the help to `out` and returns `None`, so the command has nothing to do.
-    pub fn parse_or_help(
-        &'static self,
-        argv: &[String],
-        out: &mut dyn std::io::Write,
-    ) -> Result<Option<Parsed>, CliError> {
-        let parsed = self.parse(argv)?;
-        if parsed.help {
-            write!(out, "{}", self.help())?;
-            return Ok(None);
+        ErrorKind::UnknownArgument => format!("unexpected argument {arg:?}"),
+        ErrorKind::InvalidSubcommand => {
+            let sub = text(ContextKind::InvalidSubcommand).unwrap_or_default();
+            return CliError::usage(format!(
+                "unknown command {sub:?}; the commands are {} (see `ratecell --help`)",
+                COMMANDS.join(", ")
+            ));
         }
-        Ok(Some(parsed))
-    }
-
-    /// Splits `argv` (the words after the command name) into options and
-    /// positional arguments. `--name value` and `--name=value` both work; a
-    /// repeated option keeps its last value; `--` ends the options.
-    pub fn parse(&'static self, argv: &[String]) -> Result<Parsed, CliError> {
-        let mut parsed = Parsed {
-            command: self,
-            values: Vec::new(),
-            positionals: Vec::new(),
-            help: false,
-        };
-        let mut words = argv.iter();
-        let mut only_positionals = false;
-        while let Some(word) = words.next() {
-            if only_positionals || !word.starts_with('-') || word == "-" {
-                parsed.positionals.push(word.clone());
-                continue;
-            }
-            if word == "--" {
-                only_positionals = true;
-                continue;
-            }
-            if word == "-h" || word == "--help" {
-                parsed.help = true;
-                continue;
-            }
-            let (name, inline) = match word.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (word.as_str(), None),
-            };
-            let Some(opt) = self.opts.iter().find(|o| o.name == name) else {
-                return Err(self.error(format!("unknown option '{name}'")));
-            };
-            let value = match (opt.value, inline) {
-                (None, None) => String::new(),
-                (None, Some(_)) => {
-                    return Err(self.error(format!("option {name} takes no value")));
-                }
-                (Some(_), Some(v)) => v,
-                (Some(placeholder), None) => match words.next() {
-                    Some(v) => v.clone(),
-                    None => {
-                        return Err(
-                            self.error(format!("option {name} needs a value ({placeholder})"))
-                        );
-                    }
-                },
-            };
-            parsed.values.retain(|(n, _)| *n != opt.name);
-            parsed.values.push((opt.name, value));
+        ErrorKind::MissingRequiredArgument => match name {
+            "<FILE>" => "missing the trace FILE to replay".to_string(),
+            "<SHELL>" => format!(
+                "missing the SHELL to complete for (one of {})",
+                shells().join(", ")
+            ),
+            _ => format!("missing {arg}"),
+        },
+        ErrorKind::ArgumentConflict => format!(
+            "{name} cannot be used with {}",
+            text(ContextKind::PriorArg).unwrap_or_default()
+        ),
+        // Anything else: clap's own first line, without its "error: ".
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("bad arguments");
+            first.trim_start_matches("error: ").to_string()
         }
-        Ok(parsed)
-    }
-
-    /// A usage error that points at this command's help.
-    pub fn error(&'static self, message: String) -> CliError {
-        CliError {
-            code: 2,
-            message,
-            help_for: Some(self.name),
-        }
+    };
+    CliError {
+        code: 2,
+        message,
+        help_for: command.map(str::to_string),
     }
 }
 
-/// The options and arguments given to one command.
-pub struct Parsed {
-    command: &'static Command,
-    values: Vec<(&'static str, String)>,
-    /// Arguments that are not options, in order.
-    pub positionals: Vec<String>,
-    /// `-h` or `--help` was given.
-    pub help: bool,
+/// The shells `completions` writes for.
+pub fn shells() -> Vec<String> {
+    use clap::ValueEnum;
+    clap_complete::Shell::value_variants()
+        .iter()
+        .filter_map(|s| s.to_possible_value())
+        .map(|v| v.get_name().to_string())
+        .collect()
 }
 
-impl Parsed {
-    /// The raw value of an option, if it was given.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.values
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+/// A decimal unsigned integer; `_` separators are allowed (`1_000`).
+pub fn parse_u64(s: &str) -> Option<u64> {
+    let digits: String = s.chars().filter(|&c| c != '_').collect();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
+    digits.parse().ok()
+}
 
-    /// Whether a flag was given.
-    pub fn flag(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
+/// clap's value parser for an unsigned integer.
+pub fn u64_arg(s: &str) -> Result<u64, String> {
+    parse_u64(s).ok_or_else(|| format!("{s:?} is not an unsigned integer"))
+}
 
-    /// A usage error naming this command.
-    pub fn error(&self, message: String) -> CliError {
-        self.command.error(message)
-    }
-
-    /// An unsigned integer option.
-    pub fn u64_or(&self, name: &str, default: u64) -> Result<u64, CliError> {
-        match self.get(name) {
-            None => Ok(default),
-            Some(v) => parse_u64(v)
-                .ok_or_else(|| self.error(format!("{name}: {v:?} is not an unsigned integer"))),
-        }
-    }
-
-    /// An unsigned integer option that must lie in `lo..=hi`.
-    pub fn u64_in(&self, name: &str, default: u64, lo: u64, hi: u64) -> Result<u64, CliError> {
-        let v = self.u64_or(name, default)?;
+/// clap's value parser for an unsigned integer in `lo..=hi`.
+pub fn u64_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone {
+    move |s| {
+        let v = u64_arg(s)?;
         if (lo..=hi).contains(&v) {
             Ok(v)
         } else {
-            Err(self.error(format!("{name}: {v} is outside {lo}..={hi}")))
+            Err(format!("{v} is outside {lo}..={hi}"))
         }
     }
+}
 
-    /// A positive, finite decimal number (a rate).
-    pub fn positive_f64(&self, name: &str, default: f64, max: f64) -> Result<f64, CliError> {
-        let Some(v) = self.get(name) else {
-            return Ok(default);
-        };
-        match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 && x <= max => Ok(x),
-            Ok(_) => Err(self.error(format!(
-                "{name}: {v} is outside the valid range (more than 0, at most {max})"
-            ))),
-            Err(_) => Err(self.error(format!("{name}: {v:?} is not a number"))),
-        }
+/// clap's value parser for a duration (see [`parse_duration`]).
+pub fn duration_arg(s: &str) -> Result<u64, String> {
+    parse_duration(s).map_err(|why| format!("{s:?} {why}"))
+}
+
+/// clap's value parser for a positive, finite rate of at most 10^9.
+pub fn rate_arg(s: &str) -> Result<f64, String> {
+    const MAX: f64 = 1e9;
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= MAX => Ok(x),
+        Ok(_) => Err(format!(
+            "{s} is outside the valid range (more than 0, at most {MAX})"
+        )),
+        Err(_) => Err(format!("{s:?} is not a number")),
     }
+}
 
-    /// A duration option (`1s`, `100ms`, `1m`, `250us`, a plain number is ns).
-    pub fn duration_or(&self, name: &str, default_ns: u64) -> Result<u64, CliError> {
-        match self.get(name) {
-            None => Ok(default_ns),
-            Some(v) => parse_duration(v).map_err(|why| self.error(format!("{name}: {v:?} {why}"))),
-        }
-    }
+/// An algorithm's name as a person types it: any case, `-` or `_`
+/// between the words (`Leaky-Bucket` is `leaky_bucket`).
+pub fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    Algorithm::from_name(&s.to_ascii_lowercase().replace('-', "_")).ok_or_else(|| {
+        let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+        format!("{s:?} is not one of {}", names.join(", "))
+    })
+}
 
-    /// One of a fixed set of words.
-    pub fn choice<'a>(
+/// clap's parser for `--algorithm`: [`parse_algorithm`], with the names
+/// listed for help and shell completion.
+#[derive(Clone, Copy)]
+pub struct AlgorithmParser;
+
+impl clap::builder::TypedValueParser for AlgorithmParser {
+    type Value = Algorithm;
+
+    fn parse_ref(
         &self,
-        name: &str,
-        choices: &[&'a str],
-        default: &'a str,
-    ) -> Result<&'a str, CliError> {
-        let Some(v) = self.get(name) else {
-            return Ok(default);
-        };
-        choices.iter().copied().find(|c| *c == v).ok_or_else(|| {
-            self.error(format!(
-                "{name}: {v:?} is not one of {}",
-                choices.join(", ")
-            ))
-        })
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Algorithm, clap::Error> {
+        // A plain function parser attaches the option and the value to the
+        // error, which `from_clap` reads.
+        let parse: fn(&str) -> Result<Algorithm, String> = parse_algorithm;
+        parse.parse_ref(cmd, arg, value)
     }
 
-    /// No positional arguments are allowed.
-    pub fn no_positionals(&self) -> Result<(), CliError> {
-        match self.positionals.first() {
-            None => Ok(()),
-            Some(p) => Err(self.error(format!("unexpected argument {p:?}"))),
-        }
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            Algorithm::ALL
+                .iter()
+                .map(|a| clap::builder::PossibleValue::new(a.name())),
+        ))
     }
 }
 
 /// The options that describe a policy, shared by `simulate` and `replay`.
-pub fn policy_opts() -> Vec<Opt> {
-    vec![
-        Opt {
-            name: "--algorithm",
-            value: Some("NAME"),
-            help: "gcra, leaky_bucket, token_bucket, fixed_window, sliding_window, bucketed_window or sliding_log [gcra]",
-        },
-        Opt {
-            name: "--limit",
-            value: Some("N"),
-            help: "units admitted per period, 1..=4294967295 [10]",
-        },
-        Opt {
-            name: "--period",
-            value: Some("DURATION"),
-            help: "the period: 1s, 100ms, 1m, 250us, or plain ns; 1µs..=366 days [1s]",
-        },
-        Opt {
-            name: "--burst",
-            value: Some("N"),
-            help: "units admitted at once from a fresh state (gcra, leaky_bucket, token_bucket); 0 = limit [0]",
-        },
-        Opt {
-            name: "--sub-windows",
-            value: Some("N"),
-            help: "bucketed_window only: sub-windows per period, 1..=64, dividing the period [10 if it divides]",
-        },
-    ]
+#[derive(clap::Args, Clone, Debug)]
+pub struct PolicyArgs {
+    /// The algorithm (any case; - and _ alike)
+    #[arg(long, value_name = "NAME", default_value = "gcra", value_parser = AlgorithmParser, hide_possible_values = false)]
+    pub algorithm: Algorithm,
+    /// Units admitted per period, 1..=4294967295
+    #[arg(long, value_name = "N", default_value = "10", value_parser = u64_arg)]
+    pub limit: u64,
+    /// The period: 1s, 100ms, 1m, 250us, or plain ns; 1µs..=366 days
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration_arg)]
+    pub period: u64,
+    /// Units admitted at once from a fresh state (gcra, leaky_bucket, token_bucket); 0 = limit
+    #[arg(long, value_name = "N", default_value = "0", value_parser = u64_arg)]
+    pub burst: u64,
+    /// bucketed_window only: sub-windows per period, 1..=64, dividing the period [default: 10 if it divides]
+    #[arg(long = "sub-windows", value_name = "N", value_parser = sub_windows_arg)]
+    pub sub_windows: Option<u32>,
+}
+
+fn sub_windows_arg(s: &str) -> Result<u32, String> {
+    parse_u64(s)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| format!("{s:?} is not an integer in 1..=64"))
+}
+
+/// `--overflow`: what a new key gets when the keyed table is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OverflowArg {
+    /// Denied (the library's default)
+    Deny,
+    /// Admitted, untracked
+    Allow,
+}
+
+impl From<OverflowArg> for Overflow {
+    fn from(o: OverflowArg) -> Overflow {
+        match o {
+            OverflowArg::Deny => Overflow::Deny,
+            OverflowArg::Allow => Overflow::Allow,
+        }
+    }
 }
 
 /// The option that carries each configuration field, for error messages.
@@ -359,56 +295,36 @@ fn option_for(field: Field) -> &'static str {
 }
 
 /// The library's refusal, shown against the option that carried the field.
-pub fn config_error(parsed: &Parsed, e: Error) -> CliError {
+pub fn config_error(command: &str, e: Error) -> CliError {
     match e {
         Error::Config(ConfigError { field, message }) => {
-            parsed.error(format!("{}: {message}", option_for(field)))
+            CliError::option(command, format!("{}: {message}", option_for(field)))
         }
         other => CliError::io(other.to_string()),
     }
 }
 
-/// Reads the policy options into a configuration the library accepts.
-/// Validation is the library's: a direct limiter is built and dropped.
-pub fn policy_config(parsed: &Parsed) -> Result<Config, CliError> {
-    let algorithm = match parsed.get("--algorithm") {
-        None => Algorithm::Gcra,
-        Some(v) => Algorithm::from_name(v).ok_or_else(|| {
-            let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-            parsed.error(format!(
-                "--algorithm: {v:?} is not one of {}",
-                names.join(", ")
-            ))
-        })?,
-    };
-    let limit = parsed.u64_or("--limit", 10)?;
-    let period = parsed.duration_or("--period", 1_000_000_000)?;
-    let mut config = Config::new(algorithm, limit, period).burst(parsed.u64_or("--burst", 0)?);
-    if let Some(v) = parsed.get("--sub-windows") {
-        if algorithm != Algorithm::BucketedWindow {
-            return Err(parsed.error(format!(
-                "--sub-windows: applies only to bucketed_window, not {algorithm}"
-            )));
+impl PolicyArgs {
+    /// The policy as a configuration the library accepts. Validation is
+    /// the library's: a direct limiter is built and dropped.
+    pub fn config(&self, command: &str) -> Result<Config, CliError> {
+        let mut config = Config::new(self.algorithm, self.limit, self.period).burst(self.burst);
+        if let Some(n) = self.sub_windows {
+            if self.algorithm != Algorithm::BucketedWindow {
+                return Err(CliError::option(
+                    command,
+                    format!(
+                        "--sub-windows: applies only to bucketed_window, not {}",
+                        self.algorithm
+                    ),
+                ));
+            }
+            config = config.sub_windows(n);
         }
-        let n = parse_u64(v)
-            .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| {
-                parsed.error(format!("--sub-windows: {v:?} is not an integer in 1..=64"))
-            })?;
-        config = config.sub_windows(n);
+        let (clock, _) = Clock::manual(0);
+        Limiter::with_clock(config, clock).map_err(|e| config_error(command, e))?;
+        Ok(config)
     }
-    let (clock, _) = Clock::manual(0);
-    Limiter::with_clock(config, clock).map_err(|e| config_error(parsed, e))?;
-    Ok(config)
-}
-
-/// A decimal unsigned integer; `_` separators are allowed (`1_000`).
-pub fn parse_u64(s: &str) -> Option<u64> {
-    let digits: String = s.chars().filter(|&c| c != '_').collect();
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 /// Parses `1s`, `1.5s`, `100ms`, `250us` (or `µs`), `10ns`, `1m`/`1min`,
@@ -476,6 +392,15 @@ pub fn format_duration(ns: u64) -> String {
     format!("{ns}ns")
 }
 
+/// `1 key`, `2 keys`: a count and its noun, singular for one.
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// The configuration in words, for titles and headers.
 pub fn describe(config: &Config) -> String {
     let mut s = format!(
@@ -520,13 +445,6 @@ mod tests {
     }
 
     #[test]
-    fn help_wraps_at_spaces_with_a_hanging_indent() {
-        assert_eq!(wrap("aa bb cc", 5, 0), "aa bb\ncc");
-        assert_eq!(wrap("aa bb cc", 7, 2), "aa bb\n  cc");
-        assert_eq!(wrap("unbreakable", 4, 0), "unbreakable");
-    }
-
-    #[test]
     fn durations_format_back() {
         for s in ["1s", "1.5s", "100ms", "1m", "250µs", "1500ns", "2h", "366d"] {
             let ns = parse_duration(s).unwrap();
@@ -534,5 +452,27 @@ mod tests {
         }
         assert_eq!(format_duration(1_000_000_000), "1s");
         assert_eq!(format_duration(1_500_000), "1.5ms");
+    }
+
+    #[test]
+    fn algorithm_names_ignore_case_and_separator() {
+        for s in [
+            "leaky_bucket",
+            "Leaky-Bucket",
+            "LEAKY_BUCKET",
+            "leaky-bucket",
+        ] {
+            assert_eq!(parse_algorithm(s), Ok(Algorithm::LeakyBucket), "{s}");
+        }
+        assert_eq!(parse_algorithm("GCRA"), Ok(Algorithm::Gcra));
+        let err = parse_algorithm("leakybucket").unwrap_err();
+        assert!(err.contains("is not one of gcra, leaky_bucket"), "{err}");
+    }
+
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(count(1, "key"), "1 key");
+        assert_eq!(count(0, "key"), "0 keys");
+        assert_eq!(count(2, "key"), "2 keys");
     }
 }

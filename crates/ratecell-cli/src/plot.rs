@@ -1,9 +1,13 @@
-//! The SVG plot `simulate --plot` writes: offered and admitted traffic over
-//! time as rates per time bin, with the configured limit as a dashed line.
-//! Hand-written SVG 1.1 (axes, ticks, grid, legend, title): no dependency,
-//! and it opens in any browser.
+//! The plot `simulate --plot` writes (plotters): offered and admitted
+//! traffic over time as rates per time bin, with the configured limit as a
+//! dashed line. SVG or PNG, chosen by the file's extension. Text is drawn
+//! with the embedded DejaVu Sans, so no system font is needed.
 
-use std::fmt::Write as _;
+use crate::args::format_duration;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
 
 /// What to draw.
 pub struct Plot<'a> {
@@ -25,45 +29,58 @@ pub struct Plot<'a> {
     pub keys: u64,
 }
 
-const WIDTH: f64 = 960.0;
-const HEIGHT: f64 = 520.0;
-const LEFT: f64 = 78.0;
-const RIGHT: f64 = 24.0;
-const TOP: f64 = 92.0;
-const BOTTOM: f64 = 58.0;
-
-const OFFERED_FILL: &str = "#9ecae1";
-const OFFERED_LINE: &str = "#3182bd";
-const ADMITTED: &str = "#d95f02";
-const LIMIT: &str = "#222222";
-
-/// A step of 1, 2 or 5 times a power of ten, near `raw`.
-fn nice_step(raw: f64) -> f64 {
-    if raw <= 0.0 || !raw.is_finite() {
-        return 1.0;
-    }
-    let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
-    let m = if f <= 1.0 {
-        1.0
-    } else if f <= 2.0 {
-        2.0
-    } else if f <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    m * mag
+/// The file formats, by extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A vector drawing: `.svg`.
+    Svg,
+    /// A picture: `.png`.
+    Png,
 }
 
-/// A tick label with as many decimals as the step needs.
-fn label(v: f64, step: f64) -> String {
-    let decimals = if step >= 1.0 {
-        0
-    } else {
-        (-step.log10().floor()) as usize
+const SIZE: (u32, u32) = (1100, 620);
+const FONT: &str = "sans-serif";
+
+const OFFERED_FILL: RGBColor = RGBColor(0x9e, 0xca, 0xe1);
+const OFFERED_LINE: RGBColor = RGBColor(0x31, 0x82, 0xbd);
+const ADMITTED: RGBColor = RGBColor(0xd9, 0x5f, 0x02);
+const LIMIT: RGBColor = RGBColor(0x22, 0x22, 0x22);
+const SUBTITLE: RGBColor = RGBColor(0x44, 0x44, 0x44);
+const GRID: RGBColor = RGBColor(0xe5, 0xe5, 0xe5);
+
+/// The format `path`'s extension asks for, or why it cannot be written.
+/// Checked before any work, so a long run never ends on a bad path: the
+/// extension, the directory, and that a file can be created there.
+pub fn check_path(path: &Path) -> Result<Format, String> {
+    let shown = path.display();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let format = match ext.as_deref() {
+        Some("svg") => Format::Svg,
+        Some("png") => Format::Png,
+        _ => {
+            return Err(format!(
+                "{shown:?} must end in .svg or .png (the extension chooses the format)"
+            ));
+        }
     };
-    format!("{v:.decimals$}")
+    let existed = path.exists();
+    if path.is_dir() {
+        return Err(format!("{shown:?} is a directory"));
+    }
+    // Open without truncating: an existing plot is only replaced once the
+    // new one is drawn.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| format!("cannot write {shown:?}: {e}"))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(format)
 }
 
 /// The unit the time axis is labelled in, and ns per unit.
@@ -77,17 +94,50 @@ fn time_unit(duration_ns: u64) -> (&'static str, f64) {
     }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+/// A number as a short axis label with an SI suffix: `10M`, `2.5k`, `0.5`.
+pub fn si(v: f64) -> String {
+    let (scaled, suffix) = match v.abs() {
+        a if a >= 1e12 => (v / 1e12, "T"),
+        a if a >= 1e9 => (v / 1e9, "G"),
+        a if a >= 1e6 => (v / 1e6, "M"),
+        a if a >= 1e3 => (v / 1e3, "k"),
+        _ => (v, ""),
+    };
+    let s = format!("{scaled:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    let s = if s == "-0" { "0" } else { s };
+    format!("{s}{suffix}")
 }
 
-/// The plot as an SVG document.
-pub fn svg(p: &Plot) -> String {
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
+/// Registers the embedded font with plotters, once per process.
+fn register_fonts() {
+    static FONTS: Once = Once::new();
+    FONTS.call_once(|| {
+        // The font is compiled in and valid; a failure would only lose
+        // the text, which the tests would see.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
+    });
+}
+
+/// Draws `p` into `path` in `format`.
+pub fn write(path: &Path, format: Format, p: &Plot) -> Result<(), String> {
+    register_fonts();
+    let result = match format {
+        Format::Svg => {
+            draw(SVGBackend::new(path, SIZE).into_drawing_area(), p).map_err(|e| e.to_string())
+        }
+        Format::Png => {
+            draw(BitMapBackend::new(path, SIZE).into_drawing_area(), p).map_err(|e| e.to_string())
+        }
+    };
+    result.map_err(|e| format!("cannot write {:?}: {e}", path.display()))
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    p: &Plot,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     // The rate in each bin, over the part of the bin inside the run.
     let rates = |counts: &[u64]| -> Vec<f64> {
         counts
@@ -106,197 +156,105 @@ pub fn svg(p: &Plot) -> String {
         .iter()
         .chain(&admitted)
         .copied()
-        .fold(p.limit_per_s, f64::max)
-        * 1.08;
-    let y_step = nice_step(top / 6.0);
-    let y_max = (top / y_step).ceil() * y_step;
-
+        .fold(p.limit_per_s, f64::max);
+    // Headroom above the highest bin for the legend in the upper right.
+    let y_max = top * 1.3;
     let (unit, per_unit) = time_unit(p.duration_ns);
     let span = p.duration_ns as f64 / per_unit;
-    let x_step = nice_step(span / 10.0);
-    let x = |ns: f64| LEFT + ns / p.duration_ns as f64 * plot_w;
-    let y = |rate: f64| TOP + plot_h - rate / y_max * plot_h;
 
     // A step line through the bins: flat across each bin.
     let steps = |r: &[f64]| -> Vec<(f64, f64)> {
         let mut pts = Vec::with_capacity(2 * r.len());
         for (i, &v) in r.iter().enumerate() {
-            let a = (i as u64 * p.bin_ns).min(p.duration_ns) as f64;
-            let b = ((i as u64 + 1) * p.bin_ns).min(p.duration_ns) as f64;
-            pts.push((x(a), y(v)));
-            pts.push((x(b), y(v)));
+            let a = (i as u64 * p.bin_ns).min(p.duration_ns) as f64 / per_unit;
+            let b = ((i as u64 + 1) * p.bin_ns).min(p.duration_ns) as f64 / per_unit;
+            pts.push((a, v));
+            pts.push((b, v));
         }
         pts
     };
-    let path = |pts: &[(f64, f64)]| -> String {
-        let mut s = String::new();
-        for (i, (px, py)) in pts.iter().enumerate() {
-            let _ = write!(s, "{}{px:.1},{py:.1}", if i == 0 { "M" } else { " L" });
-        }
-        s
-    };
 
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="Helvetica, Arial, sans-serif">"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{LEFT}" y="28" font-size="18" font-weight="bold">{}</text>"#,
-        escape(&p.title)
-    );
-    let _ = writeln!(
-        s,
-        r##"<text x="{LEFT}" y="50" font-size="13" fill="#444">{}</text>"##,
-        escape(&p.subtitle)
-    );
+    root.fill(&WHITE)?;
+    let (head, body) = root.split_vertically(72);
+    head.draw_text(
+        &p.title,
+        &(FONT, 22).into_font().style(FontStyle::Bold).color(&BLACK),
+        (24, 14),
+    )?;
+    head.draw_text(
+        &p.subtitle,
+        &(FONT, 16).into_font().color(&SUBTITLE),
+        (24, 44),
+    )?;
 
-    // Grid and y ticks.
-    let _ = writeln!(s, r##"<g font-size="12" fill="#333">"##);
-    let mut v = 0.0;
-    while v <= y_max + y_step / 2.0 {
-        let py = y(v);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#e5e5e5"/>"##,
-            LEFT + plot_w
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-            LEFT - 8.0,
-            py + 4.0,
-            label(v, y_step)
-        );
-        v += y_step;
-    }
-    let mut v = 0.0;
-    while v <= span + x_step / 1e6 {
-        let px = x(v * per_unit);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="#333"/>"##,
-            TOP + plot_h,
-            TOP + plot_h + 5.0
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            TOP + plot_h + 20.0,
-            label(v, x_step)
-        );
-        v += x_step;
-    }
-    let _ = writeln!(s, "</g>");
+    let mut chart = ChartBuilder::on(&body)
+        .margin_left(12)
+        .margin_right(36)
+        .margin_top(8)
+        .margin_bottom(12)
+        .x_label_area_size(52)
+        .y_label_area_size(84)
+        .build_cartesian_2d(0f64..span, 0f64..y_max)?;
+    chart
+        .configure_mesh()
+        .bold_line_style(GRID)
+        .light_line_style(WHITE)
+        .x_labels(12)
+        .y_labels(8)
+        .x_label_formatter(&|v| si(*v))
+        .y_label_formatter(&|v| si(*v))
+        .x_desc(format!(
+            "time ({unit}); bins of {}",
+            format_duration(p.bin_ns)
+        ))
+        .y_desc("requests per second")
+        .label_style((FONT, 15))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
 
     // Offered: a filled area under its step line; admitted: a bold line on
     // top, so the gap between them is what was denied.
-    let off = steps(&offered);
-    if let (Some(first), Some(last)) = (off.first(), off.last()) {
-        let base = y(0.0);
-        let _ = writeln!(
-            s,
-            r#"<path d="M{:.1},{base:.1} {} L{:.1},{base:.1} Z" fill="{OFFERED_FILL}" fill-opacity="0.6" stroke="none"/>"#,
-            first.0,
-            path(&off).replacen('M', "L", 1),
-            last.0
-        );
-        let _ = writeln!(
-            s,
-            r#"<path d="{}" fill="none" stroke="{OFFERED_LINE}" stroke-width="1.2"/>"#,
-            path(&off)
-        );
-    }
-    let adm = steps(&admitted);
-    if !adm.is_empty() {
-        let _ = writeln!(
-            s,
-            r#"<path d="{}" fill="none" stroke="{ADMITTED}" stroke-width="2.4" stroke-linejoin="round"/>"#,
-            path(&adm)
-        );
-    }
-    let ly = y(p.limit_per_s);
-    let _ = writeln!(
-        s,
-        r#"<line x1="{LEFT}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{LIMIT}" stroke-width="1.4" stroke-dasharray="7,5"/>"#,
-        LEFT + plot_w
-    );
-
-    // Axes and their titles.
-    let _ = writeln!(
-        s,
-        r##"<path d="M{LEFT},{TOP} L{LEFT},{:.1} L{:.1},{:.1}" fill="none" stroke="#333"/>"##,
-        TOP + plot_h,
-        LEFT + plot_w,
-        TOP + plot_h
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" font-size="13" text-anchor="middle">time ({unit}); bins of {}</text>"#,
-        LEFT + plot_w / 2.0,
-        HEIGHT - 14.0,
-        crate::args::format_duration(p.bin_ns)
-    );
-    let _ = writeln!(
-        s,
-        r#"<text transform="translate(20,{:.1}) rotate(-90)" font-size="13" text-anchor="middle">requests per second</text>"#,
-        TOP + plot_h / 2.0
-    );
-
-    // Legend, above the plot on the right.
-    let lx = LEFT + plot_w - 430.0;
-    let ly = 74.0;
-    let _ = writeln!(s, r#"<g font-size="13">"#);
-    let _ = writeln!(
-        s,
-        r#"<rect x="{lx:.1}" y="{:.1}" width="22" height="12" fill="{OFFERED_FILL}" stroke="{OFFERED_LINE}"/>"#,
-        ly - 10.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{ly:.1}">offered</text>"#,
-        lx + 28.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{ADMITTED}" stroke-width="2.4"/>"#,
-        lx + 100.0,
-        ly - 4.0,
-        lx + 122.0,
-        ly - 4.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{ly:.1}">admitted</text>"#,
-        lx + 128.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{LIMIT}" stroke-width="1.4" stroke-dasharray="7,5"/>"#,
-        lx + 210.0,
-        ly - 4.0,
-        lx + 240.0,
-        ly - 4.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{ly:.1}">limit ({}/s{})</text>"#,
-        lx + 246.0,
-        label(p.limit_per_s, nice_step(p.limit_per_s / 100.0).min(1.0)),
-        if p.keys > 1 {
-            format!(", {} keys", p.keys)
-        } else {
-            String::new()
-        }
-    );
-    let _ = writeln!(s, "</g>");
-    s.push_str("</svg>\n");
-    s
+    chart
+        .draw_series(
+            AreaSeries::new(steps(&offered), 0.0, OFFERED_FILL.mix(0.6))
+                .border_style(OFFERED_LINE.stroke_width(1)),
+        )?
+        .label("offered")
+        .legend(|(x, y)| {
+            Rectangle::new(
+                [(x, y - 6), (x + 22, y + 6)],
+                OFFERED_FILL.filled().stroke_width(1),
+            )
+        });
+    chart
+        .draw_series(LineSeries::new(steps(&admitted), ADMITTED.stroke_width(3)))?
+        .label("admitted")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], ADMITTED.stroke_width(3)));
+    let keys = if p.keys > 1 {
+        format!(", {} keys", p.keys)
+    } else {
+        String::new()
+    };
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(0.0, p.limit_per_s), (span, p.limit_per_s)],
+            9,
+            6,
+            LIMIT.stroke_width(2),
+        ))?
+        .label(format!("limit ({}/s{keys})", si(p.limit_per_s)))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], LIMIT.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .margin(12)
+        .legend_area_size(30)
+        .background_style(WHITE.mix(0.9))
+        .border_style(GRID.stroke_width(1))
+        .label_font((FONT, 15))
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -304,32 +262,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn steps_are_one_two_or_five() {
-        assert_eq!(nice_step(0.7), 1.0);
-        assert_eq!(nice_step(1.5), 2.0);
-        assert_eq!(nice_step(3.0), 5.0);
-        assert_eq!(nice_step(7.0), 10.0);
-        assert_eq!(nice_step(0.03), 0.05);
-        assert_eq!(label(2.5, 0.5), "2.5");
-        assert_eq!(label(20.0, 5.0), "20");
+    fn axis_labels_use_si_suffixes() {
+        assert_eq!(si(0.0), "0");
+        assert_eq!(si(0.5), "0.5");
+        assert_eq!(si(20.0), "20");
+        assert_eq!(si(2_500.0), "2.5k");
+        assert_eq!(si(10_000_000.0), "10M");
+        assert_eq!(si(1.25e9), "1.25G");
+        assert_eq!(si(999.999), "1000");
     }
 
     #[test]
-    fn the_document_has_both_series_and_the_limit() {
-        let s = svg(&Plot {
-            title: "t <1>".into(),
-            subtitle: "s".into(),
-            bin_ns: 500_000_000,
-            duration_ns: 2_000_000_000,
-            offered: &[10, 20, 10, 5],
-            admitted: &[5, 5, 5, 5],
-            limit_per_s: 10.0,
-            keys: 1,
-        });
-        assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
-        assert!(s.contains("t &lt;1&gt;"));
-        assert_eq!(s.matches(ADMITTED).count(), 2, "admitted line and legend");
-        assert!(s.contains("stroke-dasharray"));
-        assert!(s.contains(">offered<") && s.contains(">admitted<"));
+    fn the_extension_chooses_the_format() {
+        let dir = std::env::temp_dir();
+        let svg = dir.join(format!("ratecell-plot-check-{}.SVG", std::process::id()));
+        assert_eq!(check_path(&svg), Ok(Format::Svg));
+        assert!(!svg.exists(), "the check leaves no file behind");
+        let png = dir.join(format!("ratecell-plot-check-{}.png", std::process::id()));
+        assert_eq!(check_path(&png), Ok(Format::Png));
+        assert!(
+            check_path(&dir.join("plot.jpg"))
+                .unwrap_err()
+                .contains(".svg or .png")
+        );
+        assert!(check_path(Path::new("/no/such/dir/plot.svg")).is_err());
     }
 }

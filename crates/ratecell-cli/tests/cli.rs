@@ -1,6 +1,7 @@
 //! The `ratecell` command, run as a process: golden outputs for every
-//! deterministic run, the shape of the real-time demo, the SVG plot, and
-//! the errors (message naming the option or the line and field, exit code).
+//! deterministic run, the shape of the real-time demo, the SVG and PNG
+//! plots, shell completions, progress bars on a terminal only, and the
+//! errors (message naming the option or the line and field, exit code).
 //!
 //! Goldens live in `tests/golden/`. After an intended change of output,
 //! refresh them with
@@ -36,7 +37,8 @@ fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
 }
 
-/// Runs a command that must succeed and returns its output.
+/// Runs a command that must succeed and returns its output. Standard
+/// error is not a terminal here, so nothing (no progress bar) goes there.
 fn ok(args: &[&str]) -> String {
     let o = ratecell(args);
     assert!(
@@ -45,6 +47,7 @@ fn ok(args: &[&str]) -> String {
         o.status.code(),
         stderr(&o)
     );
+    assert_eq!(stderr(&o), "", "ratecell {args:?} wrote to stderr");
     stdout(&o)
 }
 
@@ -135,6 +138,16 @@ fn demo_simulation_holds_every_algorithm_near_the_limit() {
     }
 }
 
+const ALGORITHMS: [&str; 7] = [
+    "gcra",
+    "leaky_bucket",
+    "token_bucket",
+    "fixed_window",
+    "sliding_window",
+    "bucketed_window",
+    "sliding_log",
+];
+
 #[test]
 fn default_demo_runs_the_real_time_part_too() {
     let o = ratecell(&[]);
@@ -149,21 +162,30 @@ fn default_demo_runs_the_real_time_part_too() {
     assert!(real.contains("Real clock, real threads"));
     // One row per algorithm, each with a simulated / real pair per phase
     // and for the denials (the values depend on the machine's timing).
-    for name in [
-        "gcra",
-        "leaky_bucket",
-        "token_bucket",
-        "fixed_window",
-        "sliding_window",
-        "bucketed_window",
-        "sliding_log",
-    ] {
+    for name in ALGORITHMS {
         let row = real
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("{name} ")))
             .unwrap_or_else(|| panic!("no real-time row for {name}:\n{real}"));
         assert_eq!(row.matches(" / ").count(), 5, "{row}");
     }
+    // A short phase can show a burst above the limit; when a row does,
+    // the note explains it, and only then.
+    let over_limit = real
+        .lines()
+        .filter(|l| {
+            ALGORITHMS
+                .iter()
+                .any(|a| l.trim_start().starts_with(&format!("{a} ")))
+        })
+        .flat_map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>())
+        .filter(|c| c.contains('.'))
+        .any(|c| c.parse::<f64>().unwrap() > 10.0);
+    assert_eq!(
+        real.contains("are bursts, not a broken limit"),
+        over_limit,
+        "{real}"
+    );
 }
 
 #[test]
@@ -238,9 +260,13 @@ fn simulate_with_keys_is_golden() {
     golden("simulate_keys.txt", &out);
 }
 
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ratecell-cli-test-{}-{name}", std::process::id()))
+}
+
 #[test]
-fn simulate_writes_a_plot() {
-    let path = std::env::temp_dir().join(format!("ratecell-cli-test-{}.svg", std::process::id()));
+fn simulate_writes_an_svg_plot() {
+    let path = temp_path("plot.svg");
     let out = ok(&[
         "simulate",
         "--algorithm",
@@ -263,15 +289,227 @@ fn simulate_writes_a_plot() {
         "title names the policy"
     );
     assert!(svg.contains("load bursts, 15/s"), "subtitle names the load");
+    let texts = svg_texts(&svg);
+    for legend in ["offered", "admitted", "limit (10/s)"] {
+        assert!(texts.iter().any(|t| t == legend), "{legend}: {texts:?}");
+    }
     assert!(
-        svg.contains(">offered<") && svg.contains(">admitted<"),
-        "legend"
-    );
-    assert!(
-        svg.contains("requests per second") && svg.contains("time (s)"),
+        svg.contains("requests per second") && svg.contains("time (s); bins of"),
         "axes"
     );
-    assert!(svg.matches("<path").count() >= 4, "area, two lines, axes");
+    assert!(svg.contains("<polyline") || svg.contains("<path"), "series");
+}
+
+/// The numbers a plot's text elements show: axis labels among them.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>'))
+        .map(|(_, rest)| rest.split('<').next().unwrap_or("").trim().to_string())
+        .collect()
+}
+
+#[test]
+fn plot_axis_labels_use_si_suffixes_and_fit_the_figure() {
+    let path = temp_path("si.svg");
+    ok(&[
+        "simulate",
+        "--algorithm",
+        "token_bucket",
+        "--limit",
+        "4000",
+        "--period",
+        "1ms",
+        "--load",
+        "constant",
+        "--rate",
+        "8000000",
+        "--duration",
+        "20ms",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let texts = svg_texts(&svg);
+    assert!(
+        texts.iter().any(|t| t.ends_with('M')),
+        "no label in millions: {texts:?}"
+    );
+    // Axis labels are the texts without spaces.
+    assert!(
+        !texts.iter().any(|t| !t.contains(' ') && t.contains("000")),
+        "a label without its suffix: {texts:?}"
+    );
+    assert!(texts.iter().any(|t| t == "limit (4M/s)"), "{texts:?}");
+    // Every text starts inside the figure (plotters writes x="..").
+    let width: f64 = svg
+        .split("width=\"")
+        .nth(1)
+        .and_then(|w| w.split('"').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    for x in svg.split("<text x=\"").skip(1) {
+        let x: f64 = x.split('"').next().unwrap().parse().unwrap();
+        assert!((0.0..width).contains(&x), "text at x = {x} of {width}");
+    }
+}
+
+#[test]
+fn simulate_writes_a_png_plot() {
+    let path = temp_path("plot.png");
+    let out = ok(&[
+        "simulate",
+        "--algorithm",
+        "sliding-window",
+        "--load",
+        "ramp",
+        "--duration",
+        "20s",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("plot written to"), "{out}");
+    let png = std::fs::read(&path).unwrap();
+    if std::env::var_os("KEEP_PLOT").is_none() {
+        std::fs::remove_file(&path).unwrap();
+    } else {
+        eprintln!("kept {}", path.display());
+    }
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG file");
+    // The IHDR chunk: width and height, big-endian.
+    let w = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    assert_eq!((w, h), (1100, 620));
+}
+
+#[test]
+fn the_plot_path_is_checked_before_the_work() {
+    for (path, message) in [
+        (
+            "/no/such/dir/plot.svg",
+            "--plot: cannot write \"/no/such/dir/plot.svg\"",
+        ),
+        ("plot.jpg", "--plot: \"plot.jpg\" must end in .svg or .png"),
+        ("plot", "must end in .svg or .png"),
+    ] {
+        let o = ratecell(&["simulate", "--plot", path]);
+        assert_eq!(o.status.code(), Some(2), "{path}");
+        assert_eq!(stdout(&o), "", "{path}: no report before the error");
+        assert!(stderr(&o).contains(message), "{path}: {}", stderr(&o));
+    }
+    assert!(!golden_dir().join("plot.jpg").exists());
+}
+
+#[test]
+fn algorithm_names_ignore_case_and_separators() {
+    let args = |name: &'static str| {
+        [
+            "simulate",
+            "--algorithm",
+            name,
+            "--limit",
+            "20",
+            "--load",
+            "poisson",
+            "--rate",
+            "50",
+            "--duration",
+            "5s",
+            "--seed",
+            "42",
+        ]
+    };
+    let golden_out = std::fs::read_to_string(golden_dir().join("simulate_poisson.txt")).unwrap();
+    for name in ["Sliding-Window", "SLIDING_WINDOW", "sliding-window"] {
+        assert_eq!(ok(&args(name)), golden_out, "{name}");
+    }
+    assert_eq!(
+        ok(&["simulate", "--load", "BURSTS", "--duration", "1s"]),
+        ok(&["simulate", "--load", "bursts", "--duration", "1s"])
+    );
+}
+
+#[test]
+fn completions_for_each_shell() {
+    let bash = ok(&["completions", "bash"]);
+    assert!(bash.contains("_ratecell()"), "a bash function");
+    for word in ["simulate", "replay", "--algorithm", "--plot", "sliding_log"] {
+        assert!(bash.contains(word), "bash completion lacks {word}");
+    }
+    // The script is valid bash.
+    let check = Command::new("bash")
+        .args(["-n", "-c", &bash])
+        .output()
+        .expect("bash runs");
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert!(ok(&["completions", "zsh"]).starts_with("#compdef ratecell"));
+    let fish = ok(&["completions", "fish"]);
+    assert!(fish.contains("complete -c ratecell"), "{fish}");
+    assert!(
+        fish.contains("bucketed_window"),
+        "fish completes algorithm names"
+    );
+    ok(&["completions", "powershell"]);
+    ok(&["completions", "elvish"]);
+    let err = fails(&["completions", "tcsh"], 2);
+    assert!(
+        err.contains("\"tcsh\" is not one of bash, elvish, fish, powershell, zsh"),
+        "{err}"
+    );
+}
+
+/// Runs `ratecell args` with standard error on a pseudo-terminal (through
+/// util-linux `script`), standard output to a file; returns what the
+/// terminal showed, or `None` when `script` is missing.
+fn on_a_terminal(args: &[&str]) -> Option<(String, String)> {
+    if Command::new("script").arg("--version").output().is_err() {
+        return None;
+    }
+    let out = temp_path("tty-stdout.txt");
+    let quoted: Vec<String> = std::iter::once(BIN)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect();
+    let command = format!("{} > '{}'", quoted.join(" "), out.display());
+    let o = Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .current_dir(golden_dir())
+        .output()
+        .expect("script runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout_text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    Some((String::from_utf8_lossy(&o.stdout).into_owned(), stdout_text))
+}
+
+#[test]
+fn progress_shows_on_a_terminal_for_long_runs_only() {
+    // A short run shows nothing, even on a terminal.
+    let Some((terminal, _)) = on_a_terminal(&["simulate", "--duration", "1s"]) else {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    };
+    assert!(!terminal.contains("simulating"), "{terminal:?}");
+    // A run of several seconds (millions of requests in a debug build)
+    // shows the bar on the terminal, then erases it; the report is not
+    // mixed with it.
+    let (terminal, report) = on_a_terminal(&[
+        "simulate",
+        "--limit",
+        "1000000",
+        "--load",
+        "constant",
+        "--rate",
+        "2000000",
+        "--duration",
+        "4s",
+    ])
+    .unwrap();
+    assert!(terminal.contains("simulating ["), "{terminal:?}");
+    assert!(report.starts_with("ratecell simulate:"), "{report}");
+    assert!(!report.contains("simulating"), "{report}");
 }
 
 #[test]
@@ -357,6 +595,93 @@ fn replay_reads_standard_input() {
 }
 
 #[test]
+fn replay_reads_quoted_keys() {
+    let out = ok(&["replay", "quoted.csv", "--limit", "1", "--decisions"]);
+    golden("replay_quoted.txt", &out);
+    assert!(out.contains("\"user, one\" cost 1"), "{out}");
+}
+
+#[test]
+fn replay_reports_time_going_back() {
+    let out = ok(&["replay", "backwards.csv"]);
+    golden("replay_backwards.txt", &out);
+    assert!(
+        out.contains(
+            "2 requests went back in time (the first at line 4, 300ms back; the furthest at line 6"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn replay_of_one_key_says_one_key() {
+    let out = ok(&["replay", "one_key.csv"]);
+    assert!(out.contains("3 requests from 1 key over"), "{out}");
+    assert!(
+        out.contains("1 key tracked at the end, 0 overflows"),
+        "{out}"
+    );
+    // Few keys: one per-key table, not the same rows twice.
+    assert_eq!(out.matches("\n  solo ").count(), 1, "{out}");
+}
+
+#[test]
+fn an_unreadable_format_names_the_guess_and_the_formats() {
+    let err = fails(&["replay", "events.jsonl"], 2);
+    assert!(
+        err.contains("events.jsonl:1: field 'timestamp_ns'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("read as csv, guessed from the first line"),
+        "{err}"
+    );
+    assert!(
+        err.contains("clf: a Common or Combined Log Format"),
+        "{err}"
+    );
+    assert!(err.contains("--format"), "{err}");
+    // Told the format, the error does not second-guess it.
+    let err = fails(&["replay", "events.jsonl", "--format", "csv"], 2);
+    assert!(!err.contains("guessed"), "{err}");
+    let err = fails(&["replay", "trace.csv", "--format", "clf"], 2);
+    assert!(err.contains("trace.csv:1: field 'time'"), "{err}");
+}
+
+#[test]
+fn replay_refuses_an_overlong_line_without_reading_it_whole() {
+    let path = temp_path("long.csv");
+    let mut text = b"1700006400000000000,a,1\n1700006400000000000,b,1\n".to_vec();
+    // 8 MiB without a newline: refused at 1 MiB, with the line named.
+    text.extend(std::iter::repeat_n(b'9', 8 << 20));
+    std::fs::write(&path, &text).unwrap();
+    let err = fails(&["replay", path.to_str().unwrap()], 2);
+    std::fs::remove_file(&path).unwrap();
+    assert!(err.contains(":3: the line is longer than 1 MiB"), "{err}");
+    // The same on standard input, and on the first line.
+    let mut child = Command::new(BIN)
+        .args(["replay", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        // The replay stops reading at the limit: a write after that may
+        // find the pipe closed.
+        let _ = stdin.write_all(&vec![b'x'; 3 << 20]);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("<stdin>:1: the line is longer than 1 MiB"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn a_bad_line_names_its_number_and_field() {
     let err = fails(&["replay", "bad_cost.csv"], 2);
     assert_eq!(
@@ -366,6 +691,11 @@ fn a_bad_line_names_its_number_and_field() {
     let err = fails(&["replay", "bad_time.log"], 2);
     assert!(err.contains("bad_time.log:3: field 'time':"), "{err}");
     assert!(err.contains("31/Nov/2023"), "{err}");
+    let err = fails(&["replay", "bad_zone.log"], 2);
+    assert!(
+        err.contains("bad_zone.log:2: field 'time': \"[10/Oct/2000:13:55:37 -9999]\" has the time zone \"-9999\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -453,6 +783,18 @@ fn bad_options_name_the_option_and_its_range() {
             &["replay", "trace.csv", "--top", "0"],
             "--top: 0 is outside 1..=1000",
         ),
+        (
+            &["replay", "trace.csv", "--format", "json"],
+            "--format: \"json\" is not one of auto, csv, clf",
+        ),
+        (
+            &["replay", "trace.csv", "--overflow", "maybe"],
+            "--overflow: \"maybe\" is not one of deny, allow",
+        ),
+        (
+            &["replay", "a.csv", "b.csv"],
+            "unexpected argument \"b.csv\"",
+        ),
         (&["demo", "--fast"], "unknown option '--fast'"),
         (&["launch"], "unknown command \"launch\""),
     ];
@@ -475,7 +817,7 @@ fn a_missing_file_is_not_a_usage_error() {
 #[test]
 fn every_command_has_help() {
     let top = ok(&["--help"]);
-    for command in ["demo", "compare", "simulate", "replay"] {
+    for command in ["demo", "compare", "simulate", "replay", "completions"] {
         assert!(top.contains(command), "{top}");
         let help = ok(&[command, "--help"]);
         assert!(
@@ -484,6 +826,10 @@ fn every_command_has_help() {
         );
         assert_eq!(ok(&["help", command]), help);
     }
+    assert_eq!(
+        ok(&["--version"]).trim_end(),
+        format!("ratecell {}", env!("CARGO_PKG_VERSION"))
+    );
     let simulate = ok(&["simulate", "-h"]);
     for option in [
         "--algorithm",
