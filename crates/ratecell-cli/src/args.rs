@@ -126,10 +126,17 @@ pub fn from_clap(e: &clap::Error, command: Option<&str>) -> CliError {
             ),
             _ => format!("missing {arg}"),
         },
-        ErrorKind::ArgumentConflict => format!(
-            "{name} cannot be used with {}",
-            text(ContextKind::PriorArg).unwrap_or_default()
-        ),
+        ErrorKind::ArgumentConflict => {
+            let prior = text(ContextKind::PriorArg).unwrap_or_default();
+            match text(ContextKind::InvalidSubcommand) {
+                // The demo's options come after the command, not before it.
+                Some(sub) => format!(
+                    "{prior} is the demo's option; it cannot come before the command {sub:?}"
+                ),
+                None => format!("{name} cannot be used with {prior}"),
+            }
+        }
+        ErrorKind::TooManyValues => format!("option {name} takes no value (got {value:?})"),
         // Anything else: clap's own first line, without its "error: ".
         _ => {
             let rendered = e.render().to_string();

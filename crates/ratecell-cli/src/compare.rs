@@ -20,7 +20,7 @@ for rate limiting\" against the measurements.";
 
 // `compare` takes no options.
 #[derive(clap::Args, Clone, Debug)]
-#[command(help_template = crate::HELP_TEMPLATE)]
+#[command(help_template = crate::HELP_TEMPLATE, args_override_self = true)]
 pub struct CompareArgs {}
 
 /// The measured configuration: fine enough that a tenth of a period holds

@@ -18,7 +18,7 @@ what `ratecell` runs with no arguments.";
 
 // The options of `demo` (also taken with no command).
 #[derive(clap::Args, Clone, Debug, Default)]
-#[command(help_template = crate::HELP_TEMPLATE)]
+#[command(help_template = crate::HELP_TEMPLATE, args_override_self = true)]
 pub struct DemoArgs {
     /// Skip the real-time part (the output is then fully deterministic)
     #[arg(long = "no-realtime")]

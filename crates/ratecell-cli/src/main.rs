@@ -33,6 +33,7 @@ pub const HELP_TEMPLATE: &str = "usage: {usage}\n\n{about-with-newline}\n{all-ar
     help_template = HELP_TEMPLATE,
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
+    args_override_self = true,
     after_help = "With no command, or only the demo's options, runs the demo.\n\
                   Run `ratecell COMMAND --help` for a command's options."
 )]
@@ -72,7 +73,7 @@ const COMPLETIONS_AFTER: &str = "examples:
 
 // The options of `completions`.
 #[derive(clap::Args, Debug)]
-#[command(help_template = HELP_TEMPLATE)]
+#[command(help_template = HELP_TEMPLATE, args_override_self = true)]
 struct CompletionsArgs {
     /// The shell to complete for
     #[arg(value_name = "SHELL", ignore_case = true)]

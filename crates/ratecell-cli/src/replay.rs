@@ -35,7 +35,7 @@ and field (exit 2).";
 
 // The options of `replay`.
 #[derive(clap::Args, Clone, Debug)]
-#[command(help_template = crate::HELP_TEMPLATE)]
+#[command(help_template = crate::HELP_TEMPLATE, args_override_self = true)]
 pub struct ReplayArgs {
     /// The trace to replay; - reads standard input
     #[arg(value_name = "FILE")]

@@ -24,7 +24,7 @@ pub const AFTER: &str = "examples:
 
 // The options of `simulate`.
 #[derive(clap::Args, Clone, Debug)]
-#[command(help_template = crate::HELP_TEMPLATE)]
+#[command(help_template = crate::HELP_TEMPLATE, args_override_self = true)]
 pub struct SimulateArgs {
     #[command(flatten)]
     policy: PolicyArgs,

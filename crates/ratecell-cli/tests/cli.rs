@@ -795,6 +795,14 @@ fn bad_options_name_the_option_and_its_range() {
             &["replay", "a.csv", "b.csv"],
             "unexpected argument \"b.csv\"",
         ),
+        (
+            &["replay", "trace.csv", "--decisions=yes"],
+            "option --decisions takes no value",
+        ),
+        (
+            &["--no-realtime", "simulate"],
+            "--no-realtime is the demo's option; it cannot come before the command \"simulate\"",
+        ),
         (&["demo", "--fast"], "unknown option '--fast'"),
         (&["launch"], "unknown command \"launch\""),
     ];
@@ -806,6 +814,14 @@ fn bad_options_name_the_option_and_its_range() {
         );
         assert!(err.starts_with("ratecell: "), "{err}");
     }
+}
+
+#[test]
+fn a_repeated_option_keeps_its_last_value() {
+    assert_eq!(
+        ok(&["simulate", "--limit=5", "--limit", "20", "--duration", "1s"]),
+        ok(&["simulate", "--limit", "20", "--duration", "1s"])
+    );
 }
 
 #[test]
