@@ -464,15 +464,25 @@ fn completions_for_each_shell() {
 /// util-linux `script`), standard output to a file; returns what the
 /// terminal showed, or `None` when `script` is missing.
 fn on_a_terminal(args: &[&str]) -> Option<(String, String)> {
-    if Command::new("script").arg("--version").output().is_err() {
-        return None;
-    }
-    let out = temp_path("tty-stdout.txt");
     let quoted: Vec<String> = std::iter::once(BIN)
         .chain(args.iter().copied())
         .map(|a| format!("'{a}'"))
         .collect();
-    let command = format!("{} > '{}'", quoted.join(" "), out.display());
+    shell_on_a_terminal("", &quoted.join(" "))
+}
+
+/// Runs the shell pipeline `input | ratecell-command > file` with a
+/// pseudo-terminal for standard error; returns what the terminal showed and
+/// what went to the file, or `None` when `script` is missing.
+fn shell_on_a_terminal(input: &str, ratecell_command: &str) -> Option<(String, String)> {
+    if Command::new("script").arg("--version").output().is_err() {
+        return None;
+    }
+    // One file per call: tests run in parallel.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = temp_path(&format!("tty-stdout-{call}.txt"));
+    let command = format!("{input}{ratecell_command} > '{}'", out.display());
     let o = Command::new("script")
         .args(["-q", "-e", "-c", &command, "/dev/null"])
         .current_dir(golden_dir())
@@ -510,6 +520,28 @@ fn progress_shows_on_a_terminal_for_long_runs_only() {
     assert!(terminal.contains("simulating ["), "{terminal:?}");
     assert!(report.starts_with("ratecell simulate:"), "{report}");
     assert!(!report.contains("simulating"), "{report}");
+}
+
+#[test]
+fn replay_shows_progress_on_a_terminal_once_it_takes_a_while() {
+    // Standard input that pauses for 1.5 s in the middle: the replay has
+    // lasted over a second when the second half arrives.
+    let half: String = (0..10_000)
+        .map(|i| format!("{},k{},1\n", 1_700_006_400_000_000_000u64 + i * 1000, i % 7))
+        .collect();
+    let trace = temp_path("slow-trace.csv");
+    std::fs::write(&trace, &half).unwrap();
+    let t = trace.display();
+    let input = format!("(cat '{t}'; sleep 1.5; cat '{t}') | ");
+    let shown = shell_on_a_terminal(&input, &format!("'{BIN}' replay -"));
+    std::fs::remove_file(&trace).unwrap();
+    let Some((terminal, report)) = shown else {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    };
+    assert!(terminal.contains("replaying"), "{terminal:?}");
+    assert!(report.contains("20000 requests from 7 keys"), "{report}");
+    assert!(!report.contains("replaying"), "{report}");
 }
 
 #[test]
