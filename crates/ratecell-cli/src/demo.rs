@@ -197,11 +197,11 @@ fn realtime(out: &mut dyn Write) -> Result<(), CliError> {
     if let Some((rate, algorithm, offered)) = over {
         writeln!(
             out,
-            "  Rates above {LIMIT}/s (up to {rate:.2}, {algorithm} at {offered}/s) are bursts, not a \
-             broken limit: a phase\n  lasts 0.5 s, half the period, and a state left unspent by \
-             the phase before admits a burst (up to\n  {LIMIT} at once for gcra and token_bucket; \
-             a new window for the window algorithms), so a short phase\n  can pass more than \
-             {LIMIT} requests per second. The 10 s phases above show the long-run rates;\n  \
+            "  Rates above {LIMIT}/s (up to {rate:.2}: {algorithm} at {offered}/s) come from a short \
+             phase, not a broken\n  limit: a phase lasts 0.5 s, half the period, so it can \
+             spend what the phase before it left\n  unused (a full burst of {LIMIT} with burst = \
+             limit, or the room left in a window) and pass more than\n  {LIMIT} requests per \
+             second over its 0.5 s. The 10 s phases above show the long-run rates;\n  \
              `ratecell compare` measures each algorithm's bursts."
         )?;
     }

@@ -182,7 +182,7 @@ fn default_demo_runs_the_real_time_part_too() {
         .filter(|c| c.contains('.'))
         .any(|c| c.parse::<f64>().unwrap() > 10.0);
     assert_eq!(
-        real.contains("are bursts, not a broken limit"),
+        real.contains("come from a short phase, not a broken"),
         over_limit,
         "{real}"
     );
