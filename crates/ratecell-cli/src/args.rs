@@ -399,6 +399,23 @@ pub fn format_duration(ns: u64) -> String {
     format!("{ns}ns")
 }
 
+/// A number without trailing zeros: `decimals` places at 1 and above, and
+/// three significant digits below 1, so a small rate never shows as 0.
+pub fn short_number(x: f64, decimals: usize) -> String {
+    let a = x.abs();
+    let places = if a > 0.0 && a < 1.0 {
+        (2 - a.log10().floor() as i64).clamp(0, 12) as usize
+    } else {
+        decimals
+    };
+    let s = format!("{x:.places$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 /// `1 key`, `2 keys`: a count and its noun, singular for one.
 pub fn count(n: u64, noun: &str) -> String {
     if n == 1 {
@@ -474,6 +491,16 @@ mod tests {
         assert_eq!(parse_algorithm("GCRA"), Ok(Algorithm::Gcra));
         let err = parse_algorithm("leakybucket").unwrap_err();
         assert!(err.contains("is not one of gcra, leaky_bucket"), "{err}");
+    }
+
+    #[test]
+    fn short_numbers_keep_small_values() {
+        assert_eq!(short_number(2.5, 3), "2.5");
+        assert_eq!(short_number(20.0, 3), "20");
+        assert_eq!(short_number(0.0001, 3), "0.0001");
+        assert_eq!(short_number(0.000_123_4, 3), "0.000123");
+        assert_eq!(short_number(0.0, 3), "0");
+        assert_eq!(short_number(1234.5678, 2), "1234.57");
     }
 
     #[test]

@@ -103,9 +103,8 @@ pub fn si(v: f64) -> String {
         a if a >= 1e3 => (v / 1e3, "k"),
         _ => (v, ""),
     };
-    let s = format!("{scaled:.2}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    let s = if s == "-0" { "0" } else { s };
+    let s = crate::args::short_number(scaled, 2);
+    let s = if s == "-0" { "0".to_string() } else { s };
     format!("{s}{suffix}")
 }
 
@@ -270,6 +269,7 @@ mod tests {
         assert_eq!(si(10_000_000.0), "10M");
         assert_eq!(si(1.25e9), "1.25G");
         assert_eq!(si(999.999), "1000");
+        assert_eq!(si(0.0002), "0.0002");
     }
 
     #[test]

@@ -325,8 +325,7 @@ fn describe_load(load: &Load, keys: u64) -> String {
 
 /// A number with up to three decimals and no trailing zeros.
 fn trim_float(x: f64) -> String {
-    let s = format!("{x:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    args::short_number(x, 3)
 }
 
 fn report(out: &mut dyn Write, r: &Report) -> Result<(), CliError> {
