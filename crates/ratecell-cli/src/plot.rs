@@ -177,7 +177,9 @@ fn draw<DB: DrawingBackend>(
     let (head, body) = root.split_vertically(72);
     head.draw_text(
         &p.title,
-        &(FONT, 22).into_font().style(FontStyle::Bold).color(&BLACK),
+        // FontDesc::style keeps the regular face's glyphs: make the bold
+        // face's own description.
+        &FontDesc::new(FontFamily::Name(FONT), 22.0, FontStyle::Bold).color(&BLACK),
         (24, 14),
     )?;
     head.draw_text(
