@@ -30,10 +30,8 @@ need cargo "install Rust (https://rustup.rs) first" || exit 1
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
 step fmt cargo fmt --all -- --check
-step clippy cargo clippy --all-targets --quiet -- -D warnings
-step rust cargo test --quiet
-step tower-clippy cargo clippy -p ratecell-tower --all-targets --quiet -- -D warnings
-step tower cargo test --quiet -p ratecell-tower
+step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+step rust cargo test --workspace --quiet
 step loom scripts/loom.sh
 step c-cpp scripts/c-tests.sh
 [ -x scripts/go-tests.sh ] && step go scripts/go-tests.sh

@@ -1,76 +1,68 @@
 //! `ratecell simulate`: one policy under an offered load of a chosen shape,
 //! in simulated time; a summary, a table of offered and admitted rates over
-//! time, and optionally an SVG plot of the same.
+//! time, and optionally an SVG or PNG plot of the same.
 
-use crate::args::{self, CliError, Command, Opt, describe, format_duration};
+use crate::args::{self, CliError, OverflowArg, PolicyArgs, describe, format_duration};
 use crate::engine::{self, EPOCH_NS, Policy};
 use crate::load::{Load, Shape};
 use crate::plot::{self, Plot};
+use crate::progress::{Progress, Unit};
 use crate::table::Table;
 use ratecell::{Config, Overflow};
 use std::io::Write;
-use std::sync::LazyLock;
+use std::path::PathBuf;
 
-pub static COMMAND: LazyLock<Command> = LazyLock::new(|| {
-    let mut opts = args::policy_opts();
-    opts.extend([
-        Opt {
-            name: "--load",
-            value: Some("SHAPE"),
-            help: "constant, bursts (5x the rate for the first fifth of each cycle), poisson, or ramp (0 to 2x the rate) [poisson]",
-        },
-        Opt {
-            name: "--rate",
-            value: Some("R"),
-            help: "average offered requests per second, all keys together [twice the limit's rate, times --keys]",
-        },
-        Opt {
-            name: "--duration",
-            value: Some("DURATION"),
-            help: "how long requests arrive [10 periods]",
-        },
-        Opt {
-            name: "--cycle",
-            value: Some("DURATION"),
-            help: "bursts: the length of one on/off cycle [the period]",
-        },
-        Opt {
-            name: "--keys",
-            value: Some("N"),
-            help: "keys the requests take turns on, each limited on its own, 1..=1000000 [1]",
-        },
-        Opt {
-            name: "--capacity",
-            value: Some("N"),
-            help: "with --keys above 1: keys the keyed table holds [--keys]",
-        },
-        Opt {
-            name: "--overflow",
-            value: Some("POLICY"),
-            help: "with --keys above 1: deny or allow a new key when the table is full [deny]",
-        },
-        Opt {
-            name: "--seed",
-            value: Some("N"),
-            help: "seeds the poisson load [1]",
-        },
-        Opt {
-            name: "--plot",
-            value: Some("FILE.svg"),
-            help: "also write an SVG plot of offered and admitted requests per second over time",
-        },
-    ]);
-    Command {
-        name: "simulate",
-        usage: "simulate [options]",
-        about: "Offers a load of a chosen shape to one policy in simulated time (exact, and as fast \
-                as the arithmetic) and reports what it admits: totals, the most admitted in any \
-                period, and offered against admitted rates over time.",
-        opts,
-        after: "examples:\n  ratecell simulate --algorithm fixed_window --limit 100 --period 1m --load bursts --rate 5\n  \
-                ratecell simulate --algorithm sliding_log --load ramp --duration 30s --plot ramp.svg\n",
-    }
-});
+/// `simulate --help`'s paragraph.
+pub const ABOUT: &str = "Offers a load of a chosen shape to one policy in simulated time (exact, \
+and as fast as the arithmetic) and reports what it admits: totals, the most admitted in any period, \
+and offered against admitted rates over time; optionally plots them.";
+
+/// `simulate --help`'s closing examples.
+pub const AFTER: &str = "examples:
+  ratecell simulate --algorithm fixed_window --limit 100 --period 1m --load bursts --rate 5
+  ratecell simulate --algorithm sliding-log --load ramp --duration 30s --plot ramp.png";
+
+// The options of `simulate`.
+#[derive(clap::Args, Clone, Debug)]
+#[command(help_template = crate::HELP_TEMPLATE, args_override_self = true)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The shape of the offered load
+    #[arg(
+        long,
+        value_enum,
+        value_name = "SHAPE",
+        default_value = "poisson",
+        ignore_case = true
+    )]
+    load: Shape,
+    /// Average offered requests per second, all keys together [default: twice the limit's rate,
+    /// times --keys]
+    #[arg(long, value_name = "R", value_parser = args::rate_arg, allow_hyphen_values = true)]
+    rate: Option<f64>,
+    /// How long requests arrive [default: 10 periods]
+    #[arg(long, value_name = "DURATION", value_parser = args::duration_arg)]
+    duration: Option<u64>,
+    /// bursts: the length of one on/off cycle [default: the period]
+    #[arg(long, value_name = "DURATION", value_parser = args::duration_arg)]
+    cycle: Option<u64>,
+    /// Keys the requests take turns on, each limited on its own, 1..=1000000
+    #[arg(long, value_name = "N", default_value = "1", value_parser = args::u64_in(1, 1_000_000))]
+    keys: u64,
+    /// With --keys above 1: keys the keyed table holds [default: --keys]
+    #[arg(long, value_name = "N", value_parser = args::u64_arg)]
+    capacity: Option<u64>,
+    /// With --keys above 1: what a new key gets when the table is full [default: deny]
+    #[arg(long, value_enum, value_name = "POLICY", ignore_case = true)]
+    overflow: Option<OverflowArg>,
+    /// Seeds the poisson load
+    #[arg(long, value_name = "N", default_value = "1", value_parser = args::u64_arg)]
+    seed: u64,
+    /// Also plot offered and admitted requests per second over time; FILE ends in .svg or .png
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
 
 /// More offered requests than this is refused rather than left to fill
 /// memory.
@@ -150,62 +142,69 @@ fn bin(times: impl Iterator<Item = u64>, width: u64, horizon: u64) -> Vec<u64> {
     counts
 }
 
-pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
-    let Some(parsed) = COMMAND.parse_or_help(argv, out)? else {
-        return Ok(());
-    };
-    parsed.no_positionals()?;
-
-    let mut config = args::policy_config(&parsed)?;
+pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let fail = |message: String| CliError::option("simulate", message);
+    let mut config = a.policy.config("simulate")?;
     let period = config.period_ns;
-    let shape = Shape::from_name(parsed.choice("--load", &Shape::NAMES, "poisson")?)
-        .expect("choice returns one of the names");
-    let keys = parsed.u64_in("--keys", 1, 1, 1_000_000)?;
+    let keys = a.keys;
     let limit_per_s = config.limit as f64 * 1e9 / period as f64 * keys as f64;
-    let rate = parsed.positive_f64("--rate", 2.0 * limit_per_s, 1e9)?;
-    let duration = parsed.duration_or("--duration", period.saturating_mul(10))?;
+    let rate = a.rate.unwrap_or(2.0 * limit_per_s);
+    let duration = a.duration.unwrap_or(period.saturating_mul(10));
     if duration == 0 {
-        return Err(parsed.error("--duration: must be more than 0".into()));
+        return Err(fail("--duration: must be more than 0".into()));
     }
-    let cycle = parsed.duration_or("--cycle", period)?;
+    let cycle = a.cycle.unwrap_or(period);
     if cycle == 0 {
-        return Err(parsed.error("--cycle: must be more than 0".into()));
+        return Err(fail("--cycle: must be more than 0".into()));
     }
-    let seed = parsed.u64_or("--seed", 1)?;
     let load = Load {
-        shape,
+        shape: a.load,
         rate,
         duration_ns: duration,
         cycle_ns: cycle,
-        seed,
+        seed: a.seed,
     };
     if load.expected_requests() > MAX_REQUESTS {
-        return Err(parsed.error(format!(
+        return Err(fail(format!(
             "--rate x --duration: {:.0} requests is more than the {MAX_REQUESTS:.0} a simulation offers; \
              lower --rate or --duration",
             load.expected_requests()
         )));
     }
-    for keyed_only in ["--capacity", "--overflow"] {
-        if keys == 1 && parsed.get(keyed_only).is_some() {
-            return Err(parsed.error(format!("{keyed_only}: applies only with --keys above 1")));
+    if keys == 1 {
+        for (given, option) in [
+            (a.capacity.is_some(), "--capacity"),
+            (a.overflow.is_some(), "--overflow"),
+        ] {
+            if given {
+                return Err(fail(format!("{option}: applies only with --keys above 1")));
+            }
         }
-    }
-    if keys > 1 {
-        let overflow = match parsed.choice("--overflow", &["deny", "allow"], "deny")? {
-            "allow" => Overflow::Allow,
-            _ => Overflow::Deny,
-        };
+    } else {
         config = config
-            .capacity(parsed.u64_or("--capacity", keys)?)
-            .overflow(overflow);
+            .capacity(a.capacity.unwrap_or(keys))
+            .overflow(a.overflow.unwrap_or(OverflowArg::Deny).into());
     }
-    let policy = Policy::new(config).map_err(|e| args::config_error(&parsed, e))?;
+    // The plot's path is checked before the work, not after the report.
+    let plot = match &a.plot {
+        None => None,
+        Some(path) => Some((
+            path,
+            plot::check_path(path).map_err(|e| fail(format!("--plot: {e}")))?,
+        )),
+    };
+    let policy = Policy::new(config).map_err(|e| args::config_error("simulate", e))?;
 
     let arrivals = load.arrivals();
     let mut admitted_by_key: Vec<Vec<u64>> = vec![Vec::new(); keys as usize];
     let mut admitted = Vec::new();
+    let mut progress = Progress::new(
+        "simulating",
+        Some(arrivals.len() as u64),
+        Unit::Items("requests"),
+    );
     for (i, &offset) in arrivals.iter().enumerate() {
+        progress.set(i as u64);
         let key = i as u64 % keys;
         let d = policy.check_at(key, 1, EPOCH_NS + offset);
         if d.allowed {
@@ -216,6 +215,7 @@ pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
             admitted_by_key[key as usize].push(acts);
         }
     }
+    progress.finish();
     admitted.sort_unstable();
     let horizon = duration.max(admitted.last().map_or(0, |t| t + 1));
     let (max_period, max_tenth) = admitted_by_key.iter_mut().fold((0, 0), |acc, times| {
@@ -244,8 +244,8 @@ pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
     if stats.overflows > 0 {
         writeln!(
             out,
-            "\n  {} new keys found the table full (overflow {}); raise --capacity to track them all",
-            stats.overflows,
+            "\n  {} found the table full (overflow {}); raise --capacity to track them all",
+            args::count(stats.overflows, "new key"),
             if config.overflow == Overflow::Allow {
                 "allow: admitted untracked"
             } else {
@@ -254,29 +254,32 @@ pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
         )?;
     }
 
-    if let Some(path) = parsed.get("--plot") {
+    if let Some((path, format)) = plot {
         let bin_ns = plot_bin(&load, horizon);
         let offered = bin(arrivals.iter().copied(), bin_ns, horizon);
         let admitted_bins = bin(admitted.iter().copied(), bin_ns, horizon);
-        let svg = plot::svg(&Plot {
-            title: format!("ratecell simulate: {}", describe(&config)),
-            subtitle: format!(
-                "{}; admitted {} of {} ({:.1}%)",
-                describe_load(&load, keys),
-                admitted.len(),
-                arrivals.len(),
-                percent(admitted.len(), arrivals.len())
-            ),
-            bin_ns,
-            duration_ns: horizon,
-            offered: &offered,
-            admitted: &admitted_bins,
-            limit_per_s,
-            keys,
-        });
-        std::fs::write(path, svg)
-            .map_err(|e| CliError::io(format!("--plot: cannot write {path:?}: {e}")))?;
-        writeln!(out, "\nplot written to {path}")?;
+        plot::write(
+            path,
+            format,
+            &Plot {
+                title: format!("ratecell simulate: {}", describe(&config)),
+                subtitle: format!(
+                    "{}; admitted {} of {} ({:.1}%)",
+                    describe_load(&load, keys),
+                    admitted.len(),
+                    arrivals.len(),
+                    percent(admitted.len(), arrivals.len())
+                ),
+                bin_ns,
+                duration_ns: horizon,
+                offered: &offered,
+                admitted: &admitted_bins,
+                limit_per_s,
+                keys,
+            },
+        )
+        .map_err(|e| CliError::io(format!("--plot: {e}")))?;
+        writeln!(out, "\nplot written to {}", path.display())?;
     }
     Ok(())
 }
@@ -313,17 +316,16 @@ fn describe_load(load: &Load, keys: u64) -> String {
     if load.shape == Shape::Poisson {
         s.push_str(&format!(", seed {}", load.seed));
     }
-    s.push_str(&format!(
-        ", {keys} key{}",
-        if keys == 1 { "" } else { "s (round robin)" }
-    ));
+    s.push_str(&format!(", {}", args::count(keys, "key")));
+    if keys > 1 {
+        s.push_str(" (round robin)");
+    }
     s
 }
 
 /// A number with up to three decimals and no trailing zeros.
 fn trim_float(x: f64) -> String {
-    let s = format!("{x:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    args::short_number(x, 3)
 }
 
 fn report(out: &mut dyn Write, r: &Report) -> Result<(), CliError> {

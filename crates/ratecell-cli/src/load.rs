@@ -2,36 +2,21 @@
 //! and the traffic `compare` measures with. Arrival times are offsets in ns
 //! from the start of a run, sorted; everything is reproducible from a seed.
 
-/// The shape of the offered load over time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The shape of the offered load over time (the `--load` values; each
+/// variant's first doc line is its help).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Shape {
-    /// Evenly spaced at the rate.
+    /// Evenly spaced at the rate
     Constant,
-    /// On for the first fifth of every cycle at five times the rate, then
-    /// silent: the same average, in bursts.
+    /// 5x the rate for the first fifth of each cycle, then silent
     Bursts,
-    /// Independent exponential gaps (a Poisson process) at the rate.
+    /// Independent exponential gaps (a Poisson process) at the rate
     Poisson,
-    /// Rising linearly from 0 to twice the rate over the run (the rate is
-    /// the average).
+    /// Rising linearly from 0 to twice the rate over the run
     Ramp,
 }
 
 impl Shape {
-    /// The names `--load` accepts.
-    pub const NAMES: [&'static str; 4] = ["constant", "bursts", "poisson", "ramp"];
-
-    /// Parses one of [`Shape::NAMES`].
-    pub fn from_name(name: &str) -> Option<Shape> {
-        match name {
-            "constant" => Some(Shape::Constant),
-            "bursts" => Some(Shape::Bursts),
-            "poisson" => Some(Shape::Poisson),
-            "ramp" => Some(Shape::Ramp),
-            _ => None,
-        }
-    }
-
     /// The `--load` name.
     pub fn name(self) -> &'static str {
         match self {

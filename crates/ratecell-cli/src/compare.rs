@@ -4,25 +4,24 @@
 //! against those measurements. Nothing in the measured columns is typed in:
 //! every number comes from running the limiters.
 
-use crate::args::{CliError, Command, format_duration};
+use crate::args::{CliError, format_duration};
 use crate::engine::{self, EPOCH_NS, Policy, SECOND};
 use crate::load::SplitMix64;
 use crate::table::Table;
 use ratecell::{Algorithm, Config, Error};
 use std::io::Write;
-use std::sync::LazyLock;
 
-pub static COMMAND: LazyLock<Command> = LazyLock::new(|| Command {
-    name: "compare",
-    usage: "compare",
-    about: "Measures every algorithm at 100 requests per second: bytes of state per key, the most \
-            requests a greedy client gets admitted in any interval of one period and of a tenth \
-            of it, how evenly admissions are spread under bursty traffic, and how far decisions \
-            differ from the exact sliding log on that same traffic. Then checks the comparison \
-            table of the seed \"Algorithms for rate limiting\" against the measurements.",
-    opts: vec![],
-    after: "",
-});
+/// `compare --help`'s paragraph.
+pub const ABOUT: &str = "Measures every algorithm at 100 requests per second: bytes of state per \
+key, the most requests a greedy client gets admitted in any interval of one period and of a tenth \
+of it, how evenly admissions are spread under bursty traffic, and how far decisions differ from the \
+exact sliding log on that same traffic. Then checks the comparison table of the seed \"Algorithms \
+for rate limiting\" against the measurements.";
+
+// `compare` takes no options.
+#[derive(clap::Args, Clone, Debug)]
+#[command(help_template = crate::HELP_TEMPLATE, args_override_self = true)]
+pub struct CompareArgs {}
 
 /// The measured configuration: fine enough that a tenth of a period holds
 /// ten requests.
@@ -137,12 +136,7 @@ fn measure(algorithm: Algorithm, traffic: &[u64], log: &[bool]) -> Result<Measur
     })
 }
 
-pub fn run(argv: &[String], out: &mut dyn Write) -> Result<(), CliError> {
-    let Some(parsed) = COMMAND.parse_or_help(argv, out)? else {
-        return Ok(());
-    };
-    parsed.no_positionals()?;
-
+pub fn run(_: &CompareArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let traffic = bursty_traffic();
     let fail = |e: Error| CliError::io(e.to_string());
     let (log, _) = decide_all(config(Algorithm::SlidingLog, LIMIT), &traffic).map_err(fail)?;

@@ -1,0 +1,885 @@
+//! `ratecell replay FILE`: a recorded trace (CSV `timestamp_ns,key,cost`, or
+//! a web server's Common/Combined Log Format access log) through one keyed
+//! policy, at the trace's own times; totals, per-key counts, the most
+//! limited keys, and optionally every line's decision.
+//!
+//! Input is read a line at a time through [`LineLimit`], so no line (and
+//! no file without newlines) can take more than [`MAX_LINE_BYTES`] of
+//! memory, and every error names its line.
+
+use crate::args::{self, CliError, OverflowArg, PolicyArgs, count, describe, format_duration};
+use crate::engine::Policy;
+use crate::progress::{Progress, Unit};
+use crate::table::Table;
+use ratecell::{Algorithm, Decision, Overflow};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::rc::Rc;
+
+/// `replay --help`'s paragraph.
+pub const ABOUT: &str = "Replays a recorded trace through one policy with a state per key, at the \
+times the trace gives, and reports what was admitted and denied in total and per key.";
+
+/// `replay --help`'s closing notes: the formats.
+pub const AFTER: &str = "formats:
+  csv  timestamp_ns,key[,cost] per line: UNIX time in ns, any key text (used as bytes; quote it
+       as \"user, one\" when it holds a comma), cost 1 when left out. An optional header line
+       starts with \"timestamp\"; blank lines and lines starting with # are skipped.
+  clf  Common or Combined Log Format, e.g.
+       127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] \"GET / HTTP/1.0\" 200 2326
+       key = the client address, time from the brackets (1 s resolution), cost 1.
+
+A line that cannot be read, or one longer than 1 MiB, stops the replay with its line number
+and field (exit 2).";
+
+// The options of `replay`.
+#[derive(clap::Args, Clone, Debug)]
+#[command(help_template = crate::HELP_TEMPLATE, args_override_self = true)]
+pub struct ReplayArgs {
+    /// The trace to replay; - reads standard input
+    #[arg(value_name = "FILE")]
+    file: String,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Keys the keyed table holds, 1 or more [default: 65536, fewer if that would take over 64 MiB]
+    #[arg(long, value_name = "N", value_parser = args::u64_arg)]
+    capacity: Option<u64>,
+    /// What a new key gets when the table is full
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        default_value = "deny",
+        ignore_case = true
+    )]
+    overflow: OverflowArg,
+    /// The trace's format; auto guesses from the first line
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "auto",
+        ignore_case = true
+    )]
+    format: FormatArg,
+    /// Print every line's decision
+    #[arg(long)]
+    decisions: bool,
+    /// How many of the most limited keys to list, 1..=1000
+    #[arg(long, value_name = "N", default_value = "10", value_parser = args::u64_in(1, 1000))]
+    top: u64,
+    /// List every key, however many (else only up to 20)
+    #[arg(long = "all-keys")]
+    all_keys: bool,
+}
+
+/// `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum FormatArg {
+    /// Guess from the first line that is not blank or a comment
+    Auto,
+    /// timestamp_ns,key[,cost]
+    Csv,
+    /// A Common or Combined Log Format access log
+    Clf,
+}
+
+/// The table a replay makes when --capacity is not given: this many keys,
+/// unless the state would take more than `DEFAULT_TABLE_BYTES` (a sliding
+/// log's state grows with the limit, and tables are allocated up front).
+const DEFAULT_CAPACITY: u64 = 65_536;
+const DEFAULT_TABLE_BYTES: u64 = 64 << 20;
+
+/// [`DEFAULT_CAPACITY`], or as many keys as fit `DEFAULT_TABLE_BYTES`,
+/// measured on a small table of the same configuration.
+fn default_capacity(config: ratecell::Config) -> u64 {
+    const PROBE_KEYS: u64 = 64;
+    let per_key = crate::engine::sim_keyed(config.capacity(PROBE_KEYS))
+        .map(|t| t.stats().bytes_allocated.div_ceil(PROBE_KEYS))
+        .unwrap_or(1)
+        .max(1);
+    (DEFAULT_TABLE_BYTES / per_key).clamp(1, DEFAULT_CAPACITY)
+}
+
+/// Per-key tables longer than this are listed only with --all-keys.
+const KEY_LIST_MAX: usize = 20;
+
+/// The longest line read: far above any trace or access-log line, and a
+/// bound on the memory a file without newlines can take.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Format {
+    Csv,
+    Clf,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Clf => "clf",
+        }
+    }
+
+    /// CLF lines have the time in brackets after the client and user
+    /// fields; anything else is read as CSV.
+    fn detect(line: &[u8]) -> Format {
+        let line = String::from_utf8_lossy(line);
+        match (line.find(" ["), line.find(']')) {
+            (Some(open), Some(close)) if open < close => Format::Clf,
+            _ => Format::Csv,
+        }
+    }
+}
+
+/// The error [`LineLimit`] reads as: line `line` is too long.
+#[derive(Debug)]
+struct LineTooLong {
+    line: u64,
+}
+
+impl std::fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {} is longer than {MAX_LINE_BYTES} bytes",
+            self.line
+        )
+    }
+}
+
+impl std::error::Error for LineTooLong {}
+
+/// Counts bytes as they are read (for the progress bar), and fails the
+/// read that would take a line past [`MAX_LINE_BYTES`]: the reader above
+/// it grows its buffer to a whole line.
+struct LineLimit<R> {
+    inner: R,
+    /// Newlines seen: the line a too-long line is reported as.
+    newlines: u64,
+    /// Bytes since the last newline.
+    in_line: usize,
+    /// Bytes read, shared with the progress bar.
+    bytes: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for LineLimit<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                self.newlines += 1;
+                self.in_line = 0;
+            } else {
+                self.in_line += 1;
+                if self.in_line > MAX_LINE_BYTES {
+                    return Err(std::io::Error::other(LineTooLong {
+                        line: self.newlines + 1,
+                    }));
+                }
+            }
+        }
+        self.bytes.set(self.bytes.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// Splits one line into CSV fields with the csv crate's parser (quotes,
+/// doubled quotes inside them), trimmed of spaces around them. A line at
+/// a time, so every error names its line exactly.
+struct CsvLine {
+    parser: csv_core::Reader,
+    line: Vec<u8>,
+    fields: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl CsvLine {
+    fn new() -> CsvLine {
+        CsvLine {
+            parser: csv_core::Reader::new(),
+            line: Vec::new(),
+            fields: Vec::new(),
+            ends: Vec::new(),
+        }
+    }
+
+    /// The fields of `text` (one line, without its newline).
+    fn split(&mut self, text: &[u8]) -> Result<Vec<&[u8]>, BadField> {
+        self.line.clear();
+        self.line.extend_from_slice(text);
+        self.line.push(b'\n');
+        // Fields are never longer than the line, nor more than its bytes.
+        self.fields.resize(self.line.len(), 0);
+        self.ends.resize(self.line.len() + 1, 0);
+        self.parser.reset();
+        let (result, _, _, n) =
+            self.parser
+                .read_record(&self.line, &mut self.fields, &mut self.ends);
+        if !matches!(result, csv_core::ReadRecordResult::Record) {
+            return Err(bad(
+                "line",
+                "has a quote that is not closed (a quoted key ends with a quote)".to_string(),
+            ));
+        }
+        let mut start = 0;
+        Ok(self.ends[..n]
+            .iter()
+            .map(|&end| {
+                let field = self.fields[start..end].trim_ascii();
+                start = end;
+                field
+            })
+            .collect())
+    }
+}
+
+/// The replay's failure for an error while reading `name`: a line too
+/// long is bad input (exit 2), anything else the environment's (exit 1).
+fn read_error(name: &str, e: &std::io::Error) -> CliError {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<LineTooLong>())
+    {
+        Some(LineTooLong { line }) => CliError::usage(format!(
+            "{name}:{line}: the line is longer than {} MiB; a trace has one request per line \
+             (is this a trace?)",
+            MAX_LINE_BYTES >> 20
+        )),
+        None => CliError::io(format!("cannot read {name}: {e}")),
+    }
+}
+
+/// One request read from a line.
+struct Request<'a> {
+    t: u64,
+    key: &'a [u8],
+    cost: u64,
+}
+
+/// Why a line could not be read: the field and what was wrong with it.
+#[derive(Debug)]
+struct BadField {
+    field: &'static str,
+    problem: String,
+}
+
+fn bad(field: &'static str, problem: String) -> BadField {
+    BadField { field, problem }
+}
+
+fn unsigned(field: &'static str, bytes: &[u8]) -> Result<u64, BadField> {
+    let text = String::from_utf8_lossy(bytes);
+    args::parse_u64(&text).ok_or_else(|| bad(field, format!("{text:?} is not an unsigned integer")))
+}
+
+/// One CSV line's fields (`timestamp_ns,key[,cost]`, unquoted and
+/// trimmed). Returns `None` for a header.
+fn parse_csv<'a>(record: &[&'a [u8]], first: bool) -> Result<Option<Request<'a>>, BadField> {
+    const SHAPE: &str = "a line is timestamp_ns,key[,cost]";
+    let ts = record.first().copied().unwrap_or(b"");
+    if first && ts.to_ascii_lowercase().starts_with(b"timestamp") {
+        return Ok(None);
+    }
+    let t = unsigned("timestamp_ns", ts)?;
+    let key = match record.get(1) {
+        None => return Err(bad("key", format!("missing ({SHAPE})"))),
+        Some(k) => *k,
+    };
+    if key.is_empty() {
+        return Err(bad("key", "is empty".to_string()));
+    }
+    let cost = match record.get(2) {
+        None => 1,
+        Some(c) => unsigned("cost", c)?,
+    };
+    if let Some(extra) = record.get(3) {
+        return Err(bad(
+            "cost",
+            format!(
+                "followed by {:?}: too many fields ({SHAPE}; quote a key that holds a comma)",
+                String::from_utf8_lossy(extra)
+            ),
+        ));
+    }
+    Ok(Some(Request { t, key, cost }))
+}
+
+/// `host ident user [dd/Mon/yyyy:hh:mm:ss +hhmm] "request" status bytes ...`
+fn parse_clf(line: &str) -> Result<Request<'_>, BadField> {
+    let key = line.split_whitespace().next().unwrap_or("");
+    if key.is_empty() {
+        return Err(bad("client", "missing".to_string()));
+    }
+    let (Some(open), Some(close)) = (line.find('['), line.find(']')) else {
+        return Err(bad(
+            "time",
+            "missing (expected [dd/Mon/yyyy:hh:mm:ss +hhmm])".to_string(),
+        ));
+    };
+    if close < open {
+        return Err(bad("time", "missing its opening [".to_string()));
+    }
+    let text = &line[open + 1..close];
+    let t = parse_clf_time(text).map_err(|why| bad("time", format!("\"[{text}]\" {why}")))?;
+    Ok(Request {
+        t,
+        key: key.as_bytes(),
+        cost: 1,
+    })
+}
+
+/// `10/Oct/2000:13:55:36 -0700` as UNIX ns.
+fn parse_clf_time(s: &str) -> Result<u64, String> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    const SHAPE: &str = "is not a [dd/Mon/yyyy:hh:mm:ss +hhmm] time from 1970 on";
+    let shape = || SHAPE.to_string();
+    let (stamp, zone) = s.split_once(' ').ok_or_else(shape)?;
+    let mut parts = stamp.splitn(3, '/');
+    let day: i64 = parts
+        .next()
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(shape)?;
+    let month_name = parts.next().ok_or_else(shape)?;
+    let month = MONTHS
+        .iter()
+        .position(|m| *m == month_name)
+        .ok_or_else(shape)? as i64
+        + 1;
+    let mut rest = parts.next().ok_or_else(shape)?.split(':');
+    let year: i64 = rest.next().and_then(|y| y.parse().ok()).ok_or_else(shape)?;
+    let hms: Vec<i64> = rest
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()
+        .ok_or_else(shape)?;
+    let [h, mi, sec] = hms[..] else {
+        return Err(shape());
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=month_days).contains(&day)
+        || !(0..24).contains(&h)
+        || !(0..60).contains(&mi)
+        || !(0..=60).contains(&sec)
+    {
+        return Err(shape());
+    }
+    let offset = parse_zone(zone).ok_or_else(|| {
+        format!(
+            "has the time zone {zone:?}: expected +hhmm or -hhmm, at most 14 hours and 59 minutes"
+        )
+    })?;
+    let secs = days_from_civil(year, month, day) * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    u64::try_from(secs)
+        .ok()
+        .and_then(|s| s.checked_mul(1_000_000_000))
+        .ok_or_else(shape)
+}
+
+/// `+hhmm` or `-hhmm` as seconds east of UTC. Real offsets run from -1200
+/// to +1400; anything past 14 hours, or 60 minutes and more, is refused.
+fn parse_zone(zone: &str) -> Option<i64> {
+    let (sign, digits) = match zone.as_bytes().first()? {
+        b'+' => (1, &zone[1..]),
+        b'-' => (-1, &zone[1..]),
+        _ => return None,
+    };
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let hours: i64 = digits[..2].parse().ok()?;
+    let minutes: i64 = digits[2..].parse().ok()?;
+    if hours > 14 || minutes > 59 {
+        return None;
+    }
+    Some(sign * (hours * 3600 + minutes * 60))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    requests: u64,
+    admitted: u64,
+    denied: u64,
+}
+
+impl Counts {
+    fn add(&mut self, allowed: bool) {
+        self.requests += 1;
+        if allowed {
+            self.admitted += 1;
+        } else {
+            self.denied += 1;
+        }
+    }
+
+    fn cells(&self) -> [String; 4] {
+        [
+            self.requests.to_string(),
+            self.admitted.to_string(),
+            self.denied.to_string(),
+            format!(
+                "{:.1}%",
+                self.denied as f64 * 100.0 / self.requests.max(1) as f64
+            ),
+        ]
+    }
+}
+
+/// A key as printed: as is, or quoted when it has spaces or odd characters.
+fn show_key(key: &[u8]) -> String {
+    let key = String::from_utf8_lossy(key);
+    if key
+        .chars()
+        .all(|c| c.is_ascii_graphic() || (c.is_alphanumeric() && !c.is_ascii()))
+    {
+        key.into_owned()
+    } else {
+        format!("{key:?}")
+    }
+}
+
+fn show_decision(d: &Decision, algorithm: Algorithm) -> String {
+    if d.allowed {
+        let mut s = format!("admitted, remaining {}", d.remaining);
+        if algorithm == Algorithm::LeakyBucket {
+            s.push_str(&format!(", wait {}", format_duration(d.wait_ns)));
+        }
+        s
+    } else if d.retry_after_ns == u64::MAX {
+        "denied, never admitted (cost above the limit)".to_string()
+    } else {
+        format!("denied, retry after {}", format_duration(d.retry_after_ns))
+    }
+}
+
+/// Everything the replay adds up, line by line.
+struct Replay<'a> {
+    name: &'a str,
+    policy: Policy,
+    algorithm: Algorithm,
+    decisions: bool,
+    per_key: HashMap<Vec<u8>, Counts>,
+    total: Counts,
+    span: Option<(u64, u64)>,
+    /// Requests earlier than the latest time before them.
+    backwards: u64,
+    /// The first of them and the one furthest back: line, how far back.
+    first_backwards: Option<(u64, u64)>,
+    largest_backwards: Option<(u64, u64)>,
+}
+
+impl Replay<'_> {
+    fn request(&mut self, line: u64, r: &Request, out: &mut dyn Write) -> Result<(), CliError> {
+        let d = self.policy.check_bytes_at(r.key, r.cost, r.t);
+        self.total.add(d.allowed);
+        match self.per_key.get_mut(r.key) {
+            Some(c) => c.add(d.allowed),
+            None => {
+                let mut c = Counts::default();
+                c.add(d.allowed);
+                self.per_key.insert(r.key.to_vec(), c);
+            }
+        }
+        if let Some((_, latest)) = self.span {
+            if r.t < latest {
+                let back = latest - r.t;
+                self.backwards += 1;
+                self.first_backwards.get_or_insert((line, back));
+                if self.largest_backwards.is_none_or(|(_, b)| back > b) {
+                    self.largest_backwards = Some((line, back));
+                }
+            }
+        }
+        self.span = Some(match self.span {
+            None => (r.t, r.t),
+            Some((a, b)) => (a.min(r.t), b.max(r.t)),
+        });
+        if self.decisions {
+            writeln!(
+                out,
+                "{}:{line}: {} cost {} at {}: {}",
+                self.name,
+                show_key(r.key),
+                r.cost,
+                r.t,
+                show_decision(&d, self.algorithm)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let config = a.policy.config("replay")?.overflow(a.overflow.into());
+    let capacity = a.capacity.unwrap_or_else(|| default_capacity(config));
+    let config = config.capacity(capacity);
+    let policy = Policy::keyed(config).map_err(|e| args::config_error("replay", e))?;
+
+    let path = a.file.as_str();
+    let (input, size): (Box<dyn Read>, Option<u64>) = if path == "-" {
+        (Box::new(std::io::stdin().lock()), None)
+    } else {
+        let f = std::fs::File::open(path)
+            .map_err(|e| CliError::io(format!("cannot open {path:?}: {e}")))?;
+        let size = f.metadata().ok().map(|m| m.len());
+        (Box::new(f), size)
+    };
+    let name = if path == "-" { "<stdin>" } else { path };
+    let bytes = Rc::new(Cell::new(0u64));
+    let mut reader = BufReader::with_capacity(
+        1 << 16,
+        LineLimit {
+            inner: input,
+            newlines: 0,
+            in_line: 0,
+            bytes: bytes.clone(),
+        },
+    );
+    let mut progress = match size {
+        Some(total) => Progress::new("replaying", Some(total), Unit::Bytes),
+        None => Progress::new("replaying", None, Unit::Items("lines")),
+    };
+    let (mut format, guessed) = match a.format {
+        FormatArg::Csv => (Some(Format::Csv), false),
+        FormatArg::Clf => (Some(Format::Clf), false),
+        FormatArg::Auto => (None, true),
+    };
+    let mut replay = Replay {
+        name,
+        policy,
+        algorithm: config.algorithm,
+        decisions: a.decisions,
+        per_key: HashMap::new(),
+        total: Counts::default(),
+        span: None,
+        backwards: 0,
+        first_backwards: None,
+        largest_backwards: None,
+    };
+    let mut csv = CsvLine::new();
+    let mut raw = Vec::new();
+    let mut line = 0u64;
+    let mut seen_data = false;
+    loop {
+        raw.clear();
+        let n = reader
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| read_error(name, &e))?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        progress.set(bytes.get());
+        let text = raw.trim_ascii();
+        if text.is_empty() || text.starts_with(b"#") {
+            continue;
+        }
+        let fmt = *format.get_or_insert_with(|| Format::detect(text));
+        let first = !seen_data;
+        seen_data = true;
+        let clf_text;
+        let parsed = match fmt {
+            Format::Csv => csv.split(text).and_then(|fields| parse_csv(&fields, first)),
+            Format::Clf => {
+                clf_text = String::from_utf8_lossy(text);
+                parse_clf(&clf_text).map(Some)
+            }
+        };
+        match parsed {
+            Ok(Some(r)) => replay.request(line, &r, out)?,
+            Ok(None) => {}
+            Err(BadField { field, problem }) => {
+                out.flush()?;
+                // A first line that cannot be read may be a wrong guess.
+                let note = if first && guessed {
+                    format!(
+                        " (read as {}, guessed from the first line; the formats are csv: \
+                         timestamp_ns,key[,cost], and clf: a Common or Combined Log Format \
+                         access log; choose one with --format)",
+                        fmt.name()
+                    )
+                } else {
+                    String::new()
+                };
+                return Err(CliError::usage(format!(
+                    "{name}:{line}: field '{field}': {problem}{note}"
+                )));
+            }
+        }
+    }
+    progress.finish();
+    report(
+        a,
+        &config,
+        &replay,
+        format.unwrap_or(Format::Csv),
+        line,
+        out,
+    )
+}
+
+fn report(
+    a: &ReplayArgs,
+    config: &ratecell::Config,
+    replay: &Replay,
+    format: Format,
+    lines: u64,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let name = replay.name;
+    let total = replay.total;
+    if a.decisions {
+        writeln!(out)?;
+    }
+    writeln!(out, "ratecell replay {name}: {}", describe(config))?;
+    writeln!(
+        out,
+        "  {} ({}): {} from {} over {}, {} skipped (blank, comment or header)",
+        count(lines, "line"),
+        format.name(),
+        count(total.requests, "request"),
+        count(replay.per_key.len() as u64, "key"),
+        format_duration(replay.span.map_or(0, |(a, b)| b - a)),
+        lines - total.requests
+    )?;
+    if let (Some((first, first_back)), Some((far, far_back))) =
+        (replay.first_backwards, replay.largest_backwards)
+    {
+        let mut where_ = format!(
+            "the first at line {first}, {} back",
+            format_duration(first_back)
+        );
+        if far != first {
+            where_.push_str(&format!(
+                "; the furthest at line {far}, {} back",
+                format_duration(far_back)
+            ));
+        }
+        writeln!(
+            out,
+            "  {} went back in time ({where_}):\n  the trace is not in time order, so the span \
+             above runs from its earliest time to its latest;\n  sort it by time to replay it \
+             as recorded",
+            count(replay.backwards, "request"),
+        )?;
+    }
+    let stats = replay.policy.stats();
+    writeln!(
+        out,
+        "  keyed table: capacity {}, overflow {}; {} tracked at the end, {}\n",
+        config.capacity,
+        if config.overflow == Overflow::Allow {
+            "allow"
+        } else {
+            "deny"
+        },
+        count(stats.keys_tracked, "key"),
+        count(stats.overflows, "overflow")
+    )?;
+    let header = ["key", "requests", "admitted", "denied", "denied %"];
+    let mut t = Table::new(header);
+    let [c1, c2, c3, c4] = total.cells();
+    t.row(["all keys".to_string(), c1, c2, c3, c4]);
+    write!(out, "{}", t.render())?;
+
+    // Most limited first: the most denied, then the fewest requests, then
+    // by key.
+    let mut keys: Vec<(&Vec<u8>, &Counts)> = replay.per_key.iter().collect();
+    keys.sort_by(|x, y| {
+        y.1.denied
+            .cmp(&x.1.denied)
+            .then(x.1.requests.cmp(&y.1.requests))
+            .then(x.0.cmp(y.0))
+    });
+    let limited = keys.iter().filter(|(_, c)| c.denied > 0).count();
+    let rows = |keys: &[(&Vec<u8>, &Counts)]| {
+        let mut t = Table::new(header);
+        for (k, c) in keys {
+            let [c1, c2, c3, c4] = c.cells();
+            t.row([show_key(k), c1, c2, c3, c4]);
+        }
+        t.render()
+    };
+    if keys.len() <= KEY_LIST_MAX || a.all_keys {
+        // One table: every key, the most limited first.
+        writeln!(
+            out,
+            "\nper key, the most limited first ({} of {} limited):",
+            limited,
+            count(keys.len() as u64, "key")
+        )?;
+        write!(out, "{}", rows(&keys))?;
+    } else {
+        writeln!(
+            out,
+            "\nper key: {} (--all-keys lists them all)",
+            count(keys.len() as u64, "key")
+        )?;
+        if limited == 0 {
+            writeln!(out, "\nno key was limited.")?;
+        } else {
+            let top = (a.top as usize).min(limited);
+            writeln!(
+                out,
+                "\nmost limited keys (by denied requests; top {top} of {limited}):"
+            )?;
+            write!(out, "{}", rows(&keys[..top]))?;
+        }
+    }
+    if stats.overflows > 0 {
+        writeln!(
+            out,
+            "\n{} a new key found the table full; raise --capacity to track every key.",
+            if stats.overflows == 1 {
+                "Once".to_string()
+            } else {
+                format!("{} times", stats.overflows)
+            }
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clf_times_are_utc_nanoseconds() {
+        // 2000-10-10 20:55:36 UTC.
+        assert_eq!(
+            parse_clf_time("10/Oct/2000:13:55:36 -0700"),
+            Ok(971_211_336_000_000_000)
+        );
+        assert_eq!(parse_clf_time("01/Jan/1970:00:00:00 +0000"), Ok(0));
+        assert_eq!(
+            parse_clf_time("15/Nov/2023:01:00:00 +0100"),
+            Ok(1_700_006_400_000_000_000)
+        );
+        assert_eq!(
+            parse_clf_time("29/Feb/2024:12:00:00 +0000"),
+            Ok(1_709_208_000_000_000_000)
+        );
+        assert_eq!(
+            parse_clf_time("01/Jan/2024:12:00:00 +1400"),
+            Ok(1_704_060_000_000_000_000)
+        );
+        for bad in [
+            "01/Jan/1970:00:00:00 +0100",
+            "10/Foo/2000:13:55:36 -0700",
+            "31/Nov/2023:00:00:00 +0000",
+            "29/Feb/2023:00:00:00 +0000",
+            "10/Oct/2000:13:55:36",
+            "10/Oct/2000:13:55:36 -9999",
+            "10/Oct/2000:13:55:36 +0060",
+            "10/Oct/2000:13:55:36 +1500",
+            "10/Oct/2000:13:55:36 0700",
+        ] {
+            assert!(parse_clf_time(bad).is_err(), "{bad} was accepted");
+        }
+        let err = parse_clf_time("10/Oct/2000:13:55:36 -9999").unwrap_err();
+        assert!(err.contains("time zone \"-9999\""), "{err}");
+    }
+
+    fn record<'a>(fields: &[&'a str]) -> Vec<&'a [u8]> {
+        fields.iter().map(|f| f.as_bytes()).collect()
+    }
+
+    #[test]
+    fn csv_lines_split_on_unquoted_commas() {
+        let mut csv = CsvLine::new();
+        let split = |csv: &mut CsvLine, line: &str| -> Vec<String> {
+            csv.split(line.as_bytes())
+                .unwrap()
+                .iter()
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect()
+        };
+        assert_eq!(split(&mut csv, "5, alice ,3"), ["5", "alice", "3"]);
+        assert_eq!(
+            split(&mut csv, r#"5,"user, one",2"#),
+            ["5", "user, one", "2"]
+        );
+        assert_eq!(split(&mut csv, r#"5,"say ""hi""""#), ["5", r#"say "hi""#]);
+        assert_eq!(split(&mut csv, "5"), ["5"]);
+        assert!(csv.split(br#"5,"open"#).is_err());
+        assert_eq!(split(&mut csv, "6,after,1"), ["6", "after", "1"]);
+    }
+
+    #[test]
+    fn csv_records_name_the_bad_field() {
+        assert!(matches!(
+            parse_csv(&record(&["timestamp_ns", "key", "cost"]), true),
+            Ok(None)
+        ));
+        let r = record(&["5", "alice", "3"]);
+        let r = parse_csv(&r, false).unwrap().unwrap();
+        assert_eq!((r.t, r.key, r.cost), (5, &b"alice"[..], 3));
+        let r = record(&["5", "user, one"]);
+        let r = parse_csv(&r, false).unwrap().unwrap();
+        assert_eq!((r.key, r.cost), (&b"user, one"[..], 1));
+        for (fields, field) in [
+            (&["x", "alice", "1"][..], "timestamp_ns"),
+            (&["5"][..], "key"),
+            (&["5", "", "1"][..], "key"),
+            (&["5", "alice", "abc"][..], "cost"),
+            (&["5", "alice", "1", "9"][..], "cost"),
+        ] {
+            match parse_csv(&record(fields), false) {
+                Err(e) => assert_eq!(e.field, field, "{fields:?}"),
+                Ok(_) => panic!("{fields:?} was accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn formats_are_told_apart() {
+        assert_eq!(
+            Format::detect(br#"1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 1"#),
+            Format::Clf
+        );
+        assert_eq!(Format::detect(b"1700000000000000000,alice,1"), Format::Csv);
+    }
+
+    #[test]
+    fn a_long_line_fails_the_read_that_makes_it_too_long() {
+        let mut text = b"1,a\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES + 1));
+        let mut r = LineLimit {
+            inner: &text[..],
+            newlines: 0,
+            in_line: 0,
+            bytes: Rc::default(),
+        };
+        let mut sink = Vec::new();
+        let e = r.read_to_end(&mut sink).unwrap_err();
+        let inner = e.get_ref().unwrap().downcast_ref::<LineTooLong>().unwrap();
+        assert_eq!(inner.line, 2);
+        assert!(
+            sink.len() <= MAX_LINE_BYTES + 4 + 8192,
+            "read {}",
+            sink.len()
+        );
+    }
+}

@@ -1,0 +1,906 @@
+//! The `ratecell` command, run as a process: golden outputs for every
+//! deterministic run, the shape of the real-time demo, the SVG and PNG
+//! plots, shell completions, progress bars on a terminal only, and the
+//! errors (message naming the option or the line and field, exit code).
+//!
+//! Goldens live in `tests/golden/`. After an intended change of output,
+//! refresh them with
+//!
+//!     UPDATE_GOLDEN=1 cargo test --test cli
+//!
+//! and review the diff (`git diff tests/golden`) before committing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ratecell");
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// Runs the command in `tests/golden`, so trace paths (and the messages
+/// that name them) are short and stable.
+fn ratecell(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(golden_dir())
+        .output()
+        .expect("the ratecell binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// Runs a command that must succeed and returns its output. Standard
+/// error is not a terminal here, so nothing (no progress bar) goes there.
+fn ok(args: &[&str]) -> String {
+    let o = ratecell(args);
+    assert!(
+        o.status.success(),
+        "ratecell {args:?} failed ({:?}): {}",
+        o.status.code(),
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o), "", "ratecell {args:?} wrote to stderr");
+    stdout(&o)
+}
+
+/// Compares with `tests/golden/<name>`, or rewrites it when UPDATE_GOLDEN
+/// is set.
+fn golden(name: &str, actual: &str) {
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).expect("write golden");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (create it with UPDATE_GOLDEN=1 cargo test --test cli)",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(e, a)| e != a)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "output differs from {} from line {}:\n--- expected\n{}\n--- actual\n{}\n\
+             (if the change is intended: UPDATE_GOLDEN=1 cargo test --test cli)",
+            path.display(),
+            first + 1,
+            expected
+                .lines()
+                .skip(first)
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            actual
+                .lines()
+                .skip(first)
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+}
+
+/// Runs a command that must fail with `code` and returns its stderr.
+fn fails(args: &[&str], code: i32) -> String {
+    let o = ratecell(args);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "ratecell {args:?}: stdout {}\nstderr {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stderr(&o)
+}
+
+#[test]
+fn demo_simulated_part_is_golden() {
+    let out = ok(&["demo", "--no-realtime"]);
+    golden("demo.txt", &out);
+    // Options without a command are the demo's.
+    assert_eq!(ok(&["--no-realtime"]), out);
+}
+
+#[test]
+fn demo_simulation_holds_every_algorithm_near_the_limit() {
+    let out = ok(&["demo", "--no-realtime"]);
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Processed"))
+        .skip(2)
+        .take(7)
+        .collect();
+    assert_eq!(rows.len(), 7);
+    for row in rows {
+        let cells: Vec<f64> = row
+            .split_whitespace()
+            .skip(1)
+            .map(|c| c.parse().unwrap())
+            .collect();
+        assert_eq!(cells.len(), 8, "{row}");
+        // Under the limit every request is served as offered; at 50 and
+        // 100 per second no algorithm may serve more than the limit.
+        assert_eq!(&cells[..3], &[1.0, 2.0, 5.0], "{row}");
+        assert!(cells[6] <= 10.0 && cells[7] <= 10.0, "{row}");
+        assert!(cells[6] >= 8.0 && cells[7] >= 8.0, "{row}");
+    }
+}
+
+const ALGORITHMS: [&str; 7] = [
+    "gcra",
+    "leaky_bucket",
+    "token_bucket",
+    "fixed_window",
+    "sliding_window",
+    "bucketed_window",
+    "sliding_log",
+];
+
+#[test]
+fn default_demo_runs_the_real_time_part_too() {
+    let o = ratecell(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let simulated = std::fs::read_to_string(golden_dir().join("demo.txt")).unwrap();
+    assert!(
+        out.starts_with(&simulated),
+        "the default begins with the simulated part"
+    );
+    let real = &out[simulated.len()..];
+    assert!(real.contains("Real clock, real threads"));
+    // One row per algorithm, each with a simulated / real pair per phase
+    // and for the denials (the values depend on the machine's timing).
+    for name in ALGORITHMS {
+        let row = real
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no real-time row for {name}:\n{real}"));
+        assert_eq!(row.matches(" / ").count(), 5, "{row}");
+    }
+    // A short phase can show a burst above the limit; when a row does,
+    // the note explains it, and only then.
+    let over_limit = real
+        .lines()
+        .filter(|l| {
+            ALGORITHMS
+                .iter()
+                .any(|a| l.trim_start().starts_with(&format!("{a} ")))
+        })
+        .flat_map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>())
+        .filter(|c| c.contains('.'))
+        .any(|c| c.parse::<f64>().unwrap() > 10.0);
+    assert_eq!(
+        real.contains("come from a short phase, not a broken"),
+        over_limit,
+        "{real}"
+    );
+}
+
+#[test]
+fn compare_is_golden() {
+    let out = ok(&["compare"]);
+    golden("compare.txt", &out);
+    // Spot checks that hold whatever the table layout: the exact log never
+    // admits more than the limit in a period, the fixed window doubles it
+    // at the edge.
+    let row = |name: &str| -> Vec<String> {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap()
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(row("sliding_log")[4], "100");
+    assert_eq!(row("fixed_window")[4], "200");
+    assert_eq!(row("leaky_bucket")[2], "1");
+}
+
+#[test]
+fn simulate_with_a_seed_is_golden() {
+    let out = ok(&[
+        "simulate",
+        "--algorithm",
+        "sliding_window",
+        "--limit",
+        "20",
+        "--load",
+        "poisson",
+        "--rate",
+        "50",
+        "--duration",
+        "5s",
+        "--seed",
+        "42",
+    ]);
+    golden("simulate_poisson.txt", &out);
+    let other_seed = ok(&[
+        "simulate",
+        "--algorithm",
+        "sliding_window",
+        "--limit",
+        "20",
+        "--load",
+        "poisson",
+        "--rate",
+        "50",
+        "--duration",
+        "5s",
+        "--seed",
+        "43",
+    ]);
+    assert_ne!(out, other_seed, "the seed drives the Poisson load");
+}
+
+#[test]
+fn simulate_with_keys_is_golden() {
+    let out = ok(&[
+        "simulate",
+        "--algorithm=token_bucket",
+        "--limit=5",
+        "--period=500ms",
+        "--burst=8",
+        "--keys=4",
+        "--load=bursts",
+        "--rate=60",
+        "--duration=3s",
+    ]);
+    golden("simulate_keys.txt", &out);
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ratecell-cli-test-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn simulate_writes_an_svg_plot() {
+    let path = temp_path("plot.svg");
+    let out = ok(&[
+        "simulate",
+        "--algorithm",
+        "fixed_window",
+        "--load",
+        "bursts",
+        "--rate",
+        "15",
+        "--duration",
+        "5s",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("plot written to"));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(
+        svg.contains("fixed_window, limit 10 per 1s"),
+        "title names the policy"
+    );
+    assert!(svg.contains("load bursts, 15/s"), "subtitle names the load");
+    let texts = svg_texts(&svg);
+    for legend in ["offered", "admitted", "limit (10/s)"] {
+        assert!(texts.iter().any(|t| t == legend), "{legend}: {texts:?}");
+    }
+    assert!(
+        svg.contains("requests per second") && svg.contains("time (s); bins of"),
+        "axes"
+    );
+    assert!(svg.contains("<polyline") || svg.contains("<path"), "series");
+}
+
+/// The numbers a plot's text elements show: axis labels among them.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>'))
+        .map(|(_, rest)| rest.split('<').next().unwrap_or("").trim().to_string())
+        .collect()
+}
+
+#[test]
+fn plot_axis_labels_use_si_suffixes_and_fit_the_figure() {
+    let path = temp_path("si.svg");
+    ok(&[
+        "simulate",
+        "--algorithm",
+        "token_bucket",
+        "--limit",
+        "4000",
+        "--period",
+        "1ms",
+        "--load",
+        "constant",
+        "--rate",
+        "8000000",
+        "--duration",
+        "20ms",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let texts = svg_texts(&svg);
+    assert!(
+        texts.iter().any(|t| t.ends_with('M')),
+        "no label in millions: {texts:?}"
+    );
+    // Axis labels are the texts without spaces.
+    assert!(
+        !texts.iter().any(|t| !t.contains(' ') && t.contains("000")),
+        "a label without its suffix: {texts:?}"
+    );
+    assert!(texts.iter().any(|t| t == "limit (4M/s)"), "{texts:?}");
+    // Every text starts inside the figure (plotters writes x="..").
+    let width: f64 = svg
+        .split("width=\"")
+        .nth(1)
+        .and_then(|w| w.split('"').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    for x in svg.split("<text x=\"").skip(1) {
+        let x: f64 = x.split('"').next().unwrap().parse().unwrap();
+        assert!((0.0..width).contains(&x), "text at x = {x} of {width}");
+    }
+}
+
+#[test]
+fn simulate_writes_a_png_plot() {
+    let path = temp_path("plot.png");
+    let out = ok(&[
+        "simulate",
+        "--algorithm",
+        "sliding-window",
+        "--load",
+        "ramp",
+        "--duration",
+        "20s",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("plot written to"), "{out}");
+    let png = std::fs::read(&path).unwrap();
+    if std::env::var_os("KEEP_PLOT").is_none() {
+        std::fs::remove_file(&path).unwrap();
+    } else {
+        eprintln!("kept {}", path.display());
+    }
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG file");
+    // The IHDR chunk: width and height, big-endian.
+    let w = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    assert_eq!((w, h), (1100, 620));
+}
+
+#[test]
+fn the_plot_path_is_checked_before_the_work() {
+    for (path, message) in [
+        (
+            "/no/such/dir/plot.svg",
+            "--plot: cannot write \"/no/such/dir/plot.svg\"",
+        ),
+        ("plot.jpg", "--plot: \"plot.jpg\" must end in .svg or .png"),
+        ("plot", "must end in .svg or .png"),
+    ] {
+        let o = ratecell(&["simulate", "--plot", path]);
+        assert_eq!(o.status.code(), Some(2), "{path}");
+        assert_eq!(stdout(&o), "", "{path}: no report before the error");
+        assert!(stderr(&o).contains(message), "{path}: {}", stderr(&o));
+    }
+    assert!(!golden_dir().join("plot.jpg").exists());
+}
+
+#[test]
+fn algorithm_names_ignore_case_and_separators() {
+    let args = |name: &'static str| {
+        [
+            "simulate",
+            "--algorithm",
+            name,
+            "--limit",
+            "20",
+            "--load",
+            "poisson",
+            "--rate",
+            "50",
+            "--duration",
+            "5s",
+            "--seed",
+            "42",
+        ]
+    };
+    let golden_out = std::fs::read_to_string(golden_dir().join("simulate_poisson.txt")).unwrap();
+    for name in ["Sliding-Window", "SLIDING_WINDOW", "sliding-window"] {
+        assert_eq!(ok(&args(name)), golden_out, "{name}");
+    }
+    assert_eq!(
+        ok(&["simulate", "--load", "BURSTS", "--duration", "1s"]),
+        ok(&["simulate", "--load", "bursts", "--duration", "1s"])
+    );
+}
+
+#[test]
+fn completions_for_each_shell() {
+    let bash = ok(&["completions", "bash"]);
+    assert!(bash.contains("_ratecell()"), "a bash function");
+    for word in ["simulate", "replay", "--algorithm", "--plot", "sliding_log"] {
+        assert!(bash.contains(word), "bash completion lacks {word}");
+    }
+    // The script is valid bash.
+    let check = Command::new("bash")
+        .args(["-n", "-c", &bash])
+        .output()
+        .expect("bash runs");
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert!(ok(&["completions", "zsh"]).starts_with("#compdef ratecell"));
+    let fish = ok(&["completions", "fish"]);
+    assert!(fish.contains("complete -c ratecell"), "{fish}");
+    assert!(
+        fish.contains("bucketed_window"),
+        "fish completes algorithm names"
+    );
+    ok(&["completions", "powershell"]);
+    ok(&["completions", "elvish"]);
+    let err = fails(&["completions", "tcsh"], 2);
+    assert!(
+        err.contains("\"tcsh\" is not one of bash, elvish, fish, powershell, zsh"),
+        "{err}"
+    );
+}
+
+/// Runs `ratecell args` with standard error on a pseudo-terminal (through
+/// util-linux `script`), standard output to a file; returns what the
+/// terminal showed, or `None` when `script` is missing.
+fn on_a_terminal(args: &[&str]) -> Option<(String, String)> {
+    let quoted: Vec<String> = std::iter::once(BIN)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect();
+    shell_on_a_terminal("", &quoted.join(" "))
+}
+
+/// Runs the shell pipeline `input | ratecell-command > file` with a
+/// pseudo-terminal for standard error; returns what the terminal showed and
+/// what went to the file, or `None` when `script` is missing.
+fn shell_on_a_terminal(input: &str, ratecell_command: &str) -> Option<(String, String)> {
+    if Command::new("script").arg("--version").output().is_err() {
+        return None;
+    }
+    // One file per call: tests run in parallel.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = temp_path(&format!("tty-stdout-{call}.txt"));
+    let command = format!("{input}{ratecell_command} > '{}'", out.display());
+    let o = Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .current_dir(golden_dir())
+        .output()
+        .expect("script runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout_text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    Some((String::from_utf8_lossy(&o.stdout).into_owned(), stdout_text))
+}
+
+#[test]
+fn progress_shows_on_a_terminal_for_long_runs_only() {
+    // A short run shows nothing, even on a terminal.
+    let Some((terminal, _)) = on_a_terminal(&["simulate", "--duration", "1s"]) else {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    };
+    assert!(!terminal.contains("simulating"), "{terminal:?}");
+    // A run of several seconds (millions of requests in a debug build)
+    // shows the bar on the terminal, then erases it; the report is not
+    // mixed with it.
+    let (terminal, report) = on_a_terminal(&[
+        "simulate",
+        "--limit",
+        "1000000",
+        "--load",
+        "constant",
+        "--rate",
+        "2000000",
+        "--duration",
+        "4s",
+    ])
+    .unwrap();
+    assert!(terminal.contains("simulating ["), "{terminal:?}");
+    assert!(report.starts_with("ratecell simulate:"), "{report}");
+    assert!(!report.contains("simulating"), "{report}");
+}
+
+#[test]
+fn replay_shows_progress_on_a_terminal_once_it_takes_a_while() {
+    // Standard input that pauses for 1.5 s in the middle: the replay has
+    // lasted over a second when the second half arrives.
+    let half: String = (0..10_000)
+        .map(|i| format!("{},k{},1\n", 1_700_006_400_000_000_000u64 + i * 1000, i % 7))
+        .collect();
+    let trace = temp_path("slow-trace.csv");
+    std::fs::write(&trace, &half).unwrap();
+    let t = trace.display();
+    let input = format!("(cat '{t}'; sleep 1.5; cat '{t}') | ");
+    let shown = shell_on_a_terminal(&input, &format!("'{BIN}' replay -"));
+    std::fs::remove_file(&trace).unwrap();
+    let Some((terminal, report)) = shown else {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    };
+    assert!(terminal.contains("replaying"), "{terminal:?}");
+    assert!(report.contains("20000 requests from 7 keys"), "{report}");
+    assert!(!report.contains("replaying"), "{report}");
+}
+
+#[test]
+fn replay_csv_is_golden() {
+    let out = ok(&["replay", "trace.csv", "--limit", "5", "--decisions"]);
+    golden("replay_trace.txt", &out);
+}
+
+#[test]
+fn replay_access_log_is_golden() {
+    let out = ok(&[
+        "replay",
+        "access.log",
+        "--algorithm",
+        "fixed_window",
+        "--limit",
+        "3",
+    ]);
+    golden("replay_access.txt", &out);
+}
+
+/// The capacity the replay summary reports.
+fn reported_capacity(out: &str) -> u64 {
+    let line = out
+        .lines()
+        .find(|l| l.contains("keyed table: capacity"))
+        .unwrap();
+    let after = line.split("capacity ").nth(1).unwrap();
+    after.split(',').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn replay_default_table_shrinks_for_large_states() {
+    // Tables are allocated up front: a sliding log of limit 1000 costs
+    // kilobytes per key, so the default must not be the full 65536 keys.
+    let small = ok(&["replay", "trace.csv"]);
+    assert_eq!(reported_capacity(&small), 65_536);
+    let large = ok(&[
+        "replay",
+        "trace.csv",
+        "--algorithm",
+        "sliding_log",
+        "--limit",
+        "1000",
+    ]);
+    let capacity = reported_capacity(&large);
+    assert!((1_000..65_536).contains(&capacity), "capacity {capacity}");
+    let chosen = ok(&[
+        "replay",
+        "trace.csv",
+        "--algorithm",
+        "sliding_log",
+        "--capacity",
+        "7",
+    ]);
+    assert_eq!(reported_capacity(&chosen), 7);
+}
+
+#[test]
+fn replay_reads_standard_input() {
+    let mut child = Command::new(BIN)
+        .args(["replay", "-", "--limit", "1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"1700006400000000000,k,1\n1700006400000000000,k,1\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["all", "keys", "2", "1", "1", "50.0%"]),
+        "{out}"
+    );
+}
+
+#[test]
+fn replay_reads_quoted_keys() {
+    let out = ok(&["replay", "quoted.csv", "--limit", "1", "--decisions"]);
+    golden("replay_quoted.txt", &out);
+    assert!(out.contains("\"user, one\" cost 1"), "{out}");
+}
+
+#[test]
+fn replay_reports_time_going_back() {
+    let out = ok(&["replay", "backwards.csv"]);
+    golden("replay_backwards.txt", &out);
+    assert!(
+        out.contains(
+            "2 requests went back in time (the first at line 4, 300ms back; the furthest at line 6"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn replay_of_one_key_says_one_key() {
+    let out = ok(&["replay", "one_key.csv"]);
+    assert!(out.contains("3 requests from 1 key over"), "{out}");
+    assert!(
+        out.contains("1 key tracked at the end, 0 overflows"),
+        "{out}"
+    );
+    // Few keys: one per-key table, not the same rows twice.
+    assert_eq!(out.matches("\n  solo ").count(), 1, "{out}");
+}
+
+#[test]
+fn an_unreadable_format_names_the_guess_and_the_formats() {
+    let err = fails(&["replay", "events.jsonl"], 2);
+    assert!(
+        err.contains("events.jsonl:1: field 'timestamp_ns'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("read as csv, guessed from the first line"),
+        "{err}"
+    );
+    assert!(
+        err.contains("clf: a Common or Combined Log Format"),
+        "{err}"
+    );
+    assert!(err.contains("--format"), "{err}");
+    // Told the format, the error does not second-guess it.
+    let err = fails(&["replay", "events.jsonl", "--format", "csv"], 2);
+    assert!(!err.contains("guessed"), "{err}");
+    let err = fails(&["replay", "trace.csv", "--format", "clf"], 2);
+    assert!(err.contains("trace.csv:1: field 'time'"), "{err}");
+}
+
+#[test]
+fn replay_refuses_an_overlong_line_without_reading_it_whole() {
+    let path = temp_path("long.csv");
+    let mut text = b"1700006400000000000,a,1\n1700006400000000000,b,1\n".to_vec();
+    // 8 MiB without a newline: refused at 1 MiB, with the line named.
+    text.extend(std::iter::repeat_n(b'9', 8 << 20));
+    std::fs::write(&path, &text).unwrap();
+    let err = fails(&["replay", path.to_str().unwrap()], 2);
+    std::fs::remove_file(&path).unwrap();
+    assert!(err.contains(":3: the line is longer than 1 MiB"), "{err}");
+    // The same on standard input, and on the first line.
+    let mut child = Command::new(BIN)
+        .args(["replay", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        // The replay stops reading at the limit: a write after that may
+        // find the pipe closed.
+        let _ = stdin.write_all(&vec![b'x'; 3 << 20]);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("<stdin>:1: the line is longer than 1 MiB"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_bad_line_names_its_number_and_field() {
+    let err = fails(&["replay", "bad_cost.csv"], 2);
+    assert_eq!(
+        err.trim_end(),
+        "ratecell: bad_cost.csv:4: field 'cost': \"abc\" is not an unsigned integer"
+    );
+    let err = fails(&["replay", "bad_time.log"], 2);
+    assert!(err.contains("bad_time.log:3: field 'time':"), "{err}");
+    assert!(err.contains("31/Nov/2023"), "{err}");
+    let err = fails(&["replay", "bad_zone.log"], 2);
+    assert!(
+        err.contains("bad_zone.log:2: field 'time': \"[10/Oct/2000:13:55:37 -9999]\" has the time zone \"-9999\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_options_name_the_option_and_its_range() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["simulate", "--limit", "0"],
+            "--limit: limit = 0 is outside 1..=4294967295",
+        ),
+        (
+            &["simulate", "--limit", "ten"],
+            "--limit: \"ten\" is not an unsigned integer",
+        ),
+        (
+            &["simulate", "--period", "10ns"],
+            "--period: period_ns = 10 is outside 1000..=",
+        ),
+        (
+            &["simulate", "--period", "soon"],
+            "--period: \"soon\" is not a duration",
+        ),
+        (
+            &["simulate", "--algorithm", "magic"],
+            "--algorithm: \"magic\" is not one of gcra, leaky_bucket",
+        ),
+        (
+            &["simulate", "--algorithm", "fixed_window", "--burst", "5"],
+            "--burst: burst = 5: fixed_window has no burst",
+        ),
+        (
+            &[
+                "simulate",
+                "--algorithm",
+                "bucketed_window",
+                "--sub-windows",
+                "7",
+            ],
+            "--sub-windows: sub_windows = 7 does not divide",
+        ),
+        (
+            &[
+                "simulate",
+                "--algorithm",
+                "bucketed_window",
+                "--sub-windows",
+                "65",
+            ],
+            "--sub-windows: sub_windows = 65 is outside 1..=64",
+        ),
+        (
+            &["simulate", "--sub-windows", "5"],
+            "--sub-windows: applies only to bucketed_window",
+        ),
+        (
+            &["simulate", "--load", "tsunami"],
+            "--load: \"tsunami\" is not one of constant, bursts, poisson, ramp",
+        ),
+        (
+            &["simulate", "--rate", "-3"],
+            "--rate: -3 is outside the valid range",
+        ),
+        (
+            &["simulate", "--keys", "0"],
+            "--keys: 0 is outside 1..=1000000",
+        ),
+        (
+            &["simulate", "--capacity", "9"],
+            "--capacity: applies only with --keys above 1",
+        ),
+        (
+            &["simulate", "--rate", "1000000", "--duration", "1h"],
+            "--rate x --duration",
+        ),
+        (
+            &["simulate", "--frobnicate"],
+            "unknown option '--frobnicate'",
+        ),
+        (&["simulate", "--limit"], "option --limit needs a value"),
+        (&["replay"], "missing the trace FILE"),
+        (
+            &["replay", "trace.csv", "--capacity", "0"],
+            "--capacity: capacity = 0",
+        ),
+        (
+            &["replay", "trace.csv", "--top", "0"],
+            "--top: 0 is outside 1..=1000",
+        ),
+        (
+            &["replay", "trace.csv", "--format", "json"],
+            "--format: \"json\" is not one of auto, csv, clf",
+        ),
+        (
+            &["replay", "trace.csv", "--overflow", "maybe"],
+            "--overflow: \"maybe\" is not one of deny, allow",
+        ),
+        (
+            &["replay", "a.csv", "b.csv"],
+            "unexpected argument \"b.csv\"",
+        ),
+        (
+            &["replay", "trace.csv", "--decisions=yes"],
+            "option --decisions takes no value",
+        ),
+        (
+            &["--no-realtime", "simulate"],
+            "--no-realtime is the demo's option; it cannot come before the command \"simulate\"",
+        ),
+        (&["demo", "--fast"], "unknown option '--fast'"),
+        (&["launch"], "unknown command \"launch\""),
+    ];
+    for (args, message) in cases {
+        let err = fails(args, 2);
+        assert!(
+            err.contains(message),
+            "ratecell {args:?}: {err:?} lacks {message:?}"
+        );
+        assert!(err.starts_with("ratecell: "), "{err}");
+    }
+}
+
+#[test]
+fn a_repeated_option_keeps_its_last_value() {
+    assert_eq!(
+        ok(&["simulate", "--limit=5", "--limit", "20", "--duration", "1s"]),
+        ok(&["simulate", "--limit", "20", "--duration", "1s"])
+    );
+}
+
+#[test]
+fn a_missing_file_is_not_a_usage_error() {
+    let err = fails(&["replay", "no-such-trace.csv"], 1);
+    assert!(err.contains("cannot open \"no-such-trace.csv\""), "{err}");
+}
+
+#[test]
+fn every_command_has_help() {
+    let top = ok(&["--help"]);
+    for command in ["demo", "compare", "simulate", "replay", "completions"] {
+        assert!(top.contains(command), "{top}");
+        let help = ok(&[command, "--help"]);
+        assert!(
+            help.starts_with(&format!("usage: ratecell {command}")),
+            "{help}"
+        );
+        assert_eq!(ok(&["help", command]), help);
+    }
+    assert_eq!(
+        ok(&["--version"]).trim_end(),
+        format!("ratecell {}", env!("CARGO_PKG_VERSION"))
+    );
+    let simulate = ok(&["simulate", "-h"]);
+    for option in [
+        "--algorithm",
+        "--limit",
+        "--period",
+        "--burst",
+        "--sub-windows",
+        "--load",
+        "--rate",
+        "--duration",
+        "--keys",
+        "--seed",
+        "--plot",
+    ] {
+        assert!(simulate.contains(option), "simulate --help lacks {option}");
+    }
+    let replay = ok(&["replay", "--help"]);
+    for option in [
+        "--decisions",
+        "--format",
+        "--capacity",
+        "timestamp_ns,key[,cost]",
+    ] {
+        assert!(replay.contains(option), "replay --help lacks {option}");
+    }
+}
