@@ -48,6 +48,7 @@ mod decision;
 pub mod ffi;
 mod keyed;
 mod limiter;
+pub mod state;
 mod stats;
 mod sync;
 mod table;
