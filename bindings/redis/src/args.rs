@@ -33,8 +33,13 @@ pub struct Request<'a> {
     pub at: Option<u64>,
 }
 
-fn text(arg: &[u8]) -> String {
-    String::from_utf8_lossy(arg).into_owned()
+/// An argument quoted in an error: control bytes (a NUL would cut the C
+/// string Redis replies with) become `?`, and long ones are cut.
+pub fn text(arg: &[u8]) -> String {
+    String::from_utf8_lossy(&arg[..arg.len().min(64)])
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 /// Parses a decimal `u64` for the argument called `name`.

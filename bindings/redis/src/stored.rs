@@ -33,7 +33,7 @@ impl Stored {
     /// whose ring holds `limit` entries, the limit).
     pub fn check_compatible(&self, rule: &Rule, key: &[u8]) -> Result<(), String> {
         let (old, new) = (&self.config, rule.config());
-        let key = String::from_utf8_lossy(key);
+        let key = crate::args::text(key);
         if old.algorithm != new.algorithm {
             return Err(format!(
                 "ERR key '{key}' holds a live {} state; it cannot be checked as {} (DEL it, or wait until it expires)",
