@@ -6,7 +6,8 @@
 #      panics instead of wrapping;
 #   3. the loom models of every concurrent protocol;
 #   4. the C and C++ bindings, normally and under ASan/UBSan;
-#   5. the Go and Python bindings (when present).
+#   5. the Go and Python bindings (when present);
+#   6. the Redis module and its Python and Go clients, on real servers.
 # Each step installs or finds what it needs. Prints one line per step and a
 # last line "N passed, M failed" counting steps; exits non-zero if any failed.
 set -uo pipefail
@@ -34,5 +35,6 @@ step loom scripts/loom.sh
 step c-cpp scripts/c-tests.sh
 [ -x scripts/go-tests.sh ] && step go scripts/go-tests.sh
 [ -x scripts/python-tests.sh ] && step python scripts/python-tests.sh
+[ -x scripts/redis-tests.sh ] && step redis scripts/redis-tests.sh
 
 steps_summary
