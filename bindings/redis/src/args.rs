@@ -143,7 +143,7 @@ fn limit<'a>(
     let limit = number(
         args.next().ok_or_else(|| missing("limit"))?,
         "limit",
-        &format!("1..={MAX_LIMIT}"),
+        "1..=4294967295",
     )?;
     let period = period(args.next().ok_or_else(|| missing("period"))?)?;
     let mut config = Config::new(alg, limit, period);
@@ -170,7 +170,7 @@ fn limit<'a>(
         match upper.as_str() {
             "BURST" => {
                 dup(&mut seen_burst, "BURST")?;
-                let b = number(value("BURST")?, "BURST", &format!("1..={MAX_LIMIT}"))?;
+                let b = number(value("BURST")?, "BURST", "1..=4294967295")?;
                 if b == 0 {
                     return Err(format!("ERR BURST must be in 1..={MAX_LIMIT}, got 0"));
                 }

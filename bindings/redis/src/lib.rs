@@ -229,26 +229,145 @@ fn commit(ctx: &Context, w: Work, t: u64) -> RedisResult<()> {
     if !changed && !stale_expiry {
         return Ok(());
     }
-    let encoded = next.to_bytes();
     let at = next.at;
     // A peek at the state to store gives its reset_after: when it becomes
     // equivalent to fresh.
     let reset_after = rule.decide(&mut next.words.clone(), t, 0).reset_after_ns;
     key.set_value(&RATECELL_TYPE, next)?;
-    let state = bytes(&encoded);
+    let stored = key
+        .get_value::<Stored>(&RATECELL_TYPE)?
+        .expect("the value just set");
+    publish(ctx, &key, &name, stored, t, at, reset_after)
+}
+
+/// Gives a stored state its expiry (none for an `AT` state; else when it
+/// becomes equivalent to fresh: `reset_after` from `t`, rounded up to
+/// Redis's milliseconds) and replicates it as `RATECELL.RESTORE`.
+fn publish(
+    ctx: &Context,
+    key: &RedisKeyWritable,
+    name: &RedisString,
+    stored: &Stored,
+    t: u64,
+    at: bool,
+    reset_after: u64,
+) -> RedisResult<()> {
+    thread_local! {
+        // Commands run on Redis's main thread: one buffer, reused.
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let cmd = c"RATECELL.RESTORE";
+    // SAFETY: the API table is filled once when the module loads and only
+    // read afterwards.
+    let replicate = unsafe { raw::RedisModule_Replicate }.expect("Replicate");
     if at {
         key.remove_expire()?;
-        ctx.replicate("RATECELL.RESTORE", &[&name, &state]);
     } else {
-        // Expire when the state becomes equivalent to fresh: reset_after
-        // from t, rounded up to Redis's milliseconds.
         let ms = reset_after.div_ceil(1_000_000).max(1);
         key.set_expire(Duration::from_millis(ms))?;
-        let pxat = ctx.create_string(((t / 1_000_000) + ms).to_string());
-        let px = ctx.create_string("PXAT");
-        ctx.replicate("RATECELL.RESTORE", &[&name, &state, &px, &pxat]);
     }
+    BUFFER.with_borrow_mut(|buf| {
+        buf.clear();
+        stored.encode_into(buf);
+        // SAFETY: the format matches the arguments ("s": a RedisModuleString,
+        // "b": a pointer and its length, "c": a C string, "l": a long long);
+        // Redis copies them before returning.
+        unsafe {
+            if at {
+                replicate(
+                    ctx.get_raw(),
+                    cmd.as_ptr(),
+                    c"sb".as_ptr(),
+                    name.inner,
+                    buf.as_ptr(),
+                    buf.len(),
+                );
+            } else {
+                let ms = reset_after.div_ceil(1_000_000).max(1);
+                let pxat = (t / 1_000_000 + ms) as std::ffi::c_longlong;
+                replicate(
+                    ctx.get_raw(),
+                    cmd.as_ptr(),
+                    c"sbcl".as_ptr(),
+                    name.inner,
+                    buf.as_ptr(),
+                    buf.len(),
+                    c"PXAT".as_ptr(),
+                    pxat,
+                );
+            }
+        }
+    });
     Ok(())
+}
+
+/// `RATECELL.CHECK` and `CL.THROTTLE`: one limit on one key, decided in
+/// place on the stored value (no copy), written back only if it changed.
+fn check_one(
+    ctx: &Context,
+    name: &RedisString,
+    rule: &ratecell::state::Rule,
+    cost: u64,
+    at: Option<u64>,
+) -> Result<Decision, RedisError> {
+    let t = at.unwrap_or_else(now_ns);
+    let key = ctx.open_key_writable(name);
+    let stored = key
+        .get_value::<Stored>(&RATECELL_TYPE)
+        .map_err(|_| RedisError::WrongType)?;
+    let config = *rule.config();
+    let d = match stored {
+        Some(s) => {
+            s.check_compatible(rule, name.as_slice()).map_err(err)?;
+            let d = rule.decide(&mut s.words, t, cost);
+            let wrote = d.allowed && cost > 0;
+            if wrote || s.config != config || s.at != at.is_some() {
+                s.config = config;
+                s.at = at.is_some();
+                if !s.at && rule.is_fresh_at(&s.words, t) {
+                    key.delete()?;
+                    // SAFETY: "s" takes one RedisModuleString.
+                    unsafe {
+                        raw::RedisModule_Replicate.expect("Replicate")(
+                            ctx.get_raw(),
+                            c"DEL".as_ptr(),
+                            c"s".as_ptr(),
+                            name.inner,
+                        );
+                    }
+                } else {
+                    publish(ctx, &key, name, s, t, s.at, d.reset_after_ns)?;
+                }
+            }
+            d
+        }
+        None => {
+            let mut words = vec![0; rule.words()];
+            let d = rule.decide(&mut words, t, cost);
+            if d.allowed && cost > 0 {
+                key.set_value(
+                    &RATECELL_TYPE,
+                    Stored {
+                        config,
+                        at: at.is_some(),
+                        words,
+                    },
+                )?;
+                let s = key
+                    .get_value::<Stored>(&RATECELL_TYPE)?
+                    .expect("the value just set");
+                publish(ctx, &key, name, s, t, at.is_some(), d.reset_after_ns)?;
+            }
+            d
+        }
+    };
+    CHECKS.fetch_add(1, Relaxed);
+    if d.allowed {
+        ADMITTED.fetch_add(1, Relaxed);
+    } else {
+        DENIED.fetch_add(1, Relaxed);
+    }
+    Ok(d)
 }
 
 /// Decides every limit of a request on its key, and stores the results only
@@ -328,8 +447,14 @@ fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let req = args::check(&words).map_err(err)?;
-    let (_, decisions) = run(ctx, req)?;
-    Ok(reply(&decisions[0]))
+    let limit = &req.limits[0];
+    Ok(reply(&check_one(
+        ctx,
+        &args[1],
+        &limit.rule,
+        limit.cost,
+        req.at,
+    )?))
 }
 
 fn check_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
@@ -359,9 +484,8 @@ fn throttle(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let max = ratecell::MAX_LIMIT;
-    let max_burst =
-        args::number(words[1], "max_burst", &format!("0..={}", max - 1)).map_err(err)?;
-    let count = args::number(words[2], "count", &format!("1..={max}")).map_err(err)?;
+    let max_burst = args::number(words[1], "max_burst", "0..=4294967294").map_err(err)?;
+    let count = args::number(words[2], "count", "1..=4294967295").map_err(err)?;
     let period_s = args::number(words[3], "period", "1..=31622400 (seconds)").map_err(err)?;
     let quantity = match words.get(4) {
         Some(q) => args::number(q, "quantity", "0..=2^64-1").map_err(err)?,
@@ -385,19 +509,8 @@ fn throttle(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             ))
         })?;
     let config = Config::new(Algorithm::Gcra, count, period_ns).burst(max_burst + 1);
-    let limit = Limit {
-        key: words[0],
-        rule: args::rule(config).map_err(err)?,
-        cost: quantity,
-    };
-    let (_, decisions) = run(
-        ctx,
-        args::Request {
-            limits: vec![limit],
-            at: None,
-        },
-    )?;
-    let d = decisions[0];
+    let rule = args::rule(config).map_err(err)?;
+    let d = check_one(ctx, &args[1], &rule, quantity, None)?;
     let secs = |ns: u64| i64::try_from(ns.div_ceil(1_000_000_000)).unwrap_or(i64::MAX);
     Ok(RedisValue::Array(vec![
         RedisValue::Integer(i64::from(!d.allowed)),

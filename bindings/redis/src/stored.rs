@@ -81,10 +81,28 @@ impl Stored {
 
     /// The encoding as bytes (for `RATECELL.RESTORE`).
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.integers()
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect()
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Appends the encoding to `out` (the hot path reuses one buffer).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let c = &self.config;
+        let header = [
+            ENCODING,
+            c.algorithm as u64,
+            c.limit,
+            c.burst,
+            c.period_ns,
+            u64::from(c.sub_windows),
+            u64::from(self.at),
+            self.words.len() as u64,
+        ];
+        out.reserve(8 * (HEADER + self.words.len()));
+        for v in header.iter().chain(&self.words) {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
     }
 
     /// Rebuilds a value from its integers, checking everything: a value
