@@ -89,11 +89,19 @@ pub fn period(arg: &[u8]) -> Result<u64, String> {
     Ok(ns)
 }
 
-/// Parses an algorithm name, case-insensitively.
+/// Parses an algorithm name, case-insensitively (`-` may stand for `_`, as
+/// the library accepts); compares in place, as it runs on every check.
 pub fn algorithm(arg: &[u8]) -> Result<Algorithm, String> {
-    std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| Algorithm::from_name(&s.to_ascii_lowercase()))
+    let same = |name: &str| {
+        name.len() == arg.len()
+            && name
+                .bytes()
+                .zip(arg)
+                .all(|(n, &a)| n == a.to_ascii_lowercase() || (n == b'_' && a == b'-'))
+    };
+    Algorithm::ALL
+        .into_iter()
+        .find(|a| same(a.name()))
         .ok_or_else(|| {
             format!(
                 "ERR algorithm must be one of gcra, leaky_bucket, token_bucket, fixed_window, sliding_window, bucketed_window, sliding_log, got '{}'",
@@ -310,6 +318,8 @@ mod tests {
         assert_eq!(r.at, Some(5));
         assert_eq!(r.limits[0].cost, 2);
         assert_eq!(r.limits[0].rule.config().burst, 3);
+        assert_eq!(algorithm(b"Sliding-Window"), Ok(Algorithm::SlidingWindow));
+        assert!(algorithm(b"gcra2").is_err());
         let r = check(&words("k bucketed_window 10 1s SUBWINDOWS 4")).unwrap();
         assert_eq!(r.limits[0].rule.config().sub_windows, 4);
     }

@@ -33,28 +33,36 @@ impl Stored {
     /// whose ring holds `limit` entries, the limit).
     pub fn check_compatible(&self, rule: &Rule, key: &[u8]) -> Result<(), String> {
         let (old, new) = (&self.config, rule.config());
-        let key = crate::args::text(key);
+        // Quoted only when refused: this runs on every check.
+        let key = || crate::args::text(key);
         if old.algorithm != new.algorithm {
             return Err(format!(
-                "ERR key '{key}' holds a live {} state; it cannot be checked as {} (DEL it, or wait until it expires)",
-                old.algorithm, new.algorithm
+                "ERR key '{}' holds a live {} state; it cannot be checked as {} (DEL it, or wait until it expires)",
+                key(),
+                old.algorithm,
+                new.algorithm
             ));
         }
         if old.period_ns != new.period_ns {
             return Err(format!(
-                "ERR key '{key}' holds a live state with period {}ns; it cannot be checked with period {}ns (DEL it, or wait until it expires)",
-                old.period_ns, new.period_ns
+                "ERR key '{}' holds a live state with period {}ns; it cannot be checked with period {}ns (DEL it, or wait until it expires)",
+                key(),
+                old.period_ns,
+                new.period_ns
             ));
         }
         if old.algorithm == Algorithm::BucketedWindow && old.sub_windows != new.sub_windows {
             return Err(format!(
-                "ERR key '{key}' holds a live state with SUBWINDOWS {}; it cannot be checked with SUBWINDOWS {} (DEL it, or wait until it expires)",
-                old.sub_windows, new.sub_windows
+                "ERR key '{}' holds a live state with SUBWINDOWS {}; it cannot be checked with SUBWINDOWS {} (DEL it, or wait until it expires)",
+                key(),
+                old.sub_windows,
+                new.sub_windows
             ));
         }
         if old.algorithm == Algorithm::SlidingLog && old.limit != new.limit {
             return Err(format!(
-                "ERR key '{key}' holds a live sliding_log state with limit {}; a sliding_log's limit cannot change on a live key (DEL it, or wait until it expires)",
+                "ERR key '{}' holds a live sliding_log state with limit {}; a sliding_log's limit cannot change on a live key (DEL it, or wait until it expires)",
+                key(),
                 old.limit
             ));
         }
