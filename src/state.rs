@@ -245,6 +245,22 @@ mod tests {
     }
 
     #[test]
+    fn a_lowered_limit_decides_the_kept_state_without_wrapping() {
+        let t = 1_700_000_000_000_000_000;
+        for alg in Algorithm::ALL {
+            if alg == Algorithm::SlidingLog {
+                continue; // its layout depends on the limit
+            }
+            let wide = Rule::new(&Config::new(alg, 5, 1_000_000_000)).unwrap();
+            let narrow = Rule::new(&Config::new(alg, 2, 1_000_000_000)).unwrap();
+            let mut state = vec![0; wide.words()];
+            assert!(wide.decide(&mut state, t, 4).allowed, "{alg}");
+            let d = narrow.decide(&mut state, t, 1);
+            assert!(!d.allowed && d.remaining == 0, "{alg}: {d:?}");
+        }
+    }
+
+    #[test]
     fn rule_refuses_what_a_limiter_refuses() {
         let e = Rule::new(&Config::new(Algorithm::Gcra, 0, 1_000_000)).unwrap_err();
         assert_eq!(e.field, crate::Field::Limit);
