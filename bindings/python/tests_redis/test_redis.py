@@ -45,7 +45,8 @@ def test_check_on_the_server_clock(client: redis.Redis) -> None:
     assert limiter.allow("user")
     assert limiter.check("user").remaining == 0
     denied = limiter.check("user")
-    assert not denied and 0 < denied.retry_after <= 10.0
+    # A sliding window's wait may reach into the window after next (SPEC §4).
+    assert not denied and 0 < denied.retry_after <= 20.0
     assert isinstance(denied, ratecell.Decision)
     assert 0 < client.pttl("user") <= 20_000
     never = limiter.check("other", cost=3)
