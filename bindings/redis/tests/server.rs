@@ -270,9 +270,10 @@ fn pttl_matches_reset_after_on_the_server_clock() {
         assert!(d.allowed);
         let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
         let want = d.reset_after_ns.div_ceil(1_000_000) as i64;
-        // PTTL is read a little later than the decision was made.
+        // PTTL is read a little later than the decision was made (up to a
+        // couple of seconds on a loaded machine); it may never be longer.
         assert!(
-            pttl <= want && pttl >= want - 200,
+            pttl <= want && pttl >= want - 2_000,
             "{c:?}: PTTL {pttl} ms, reset_after {want} ms"
         );
     }
