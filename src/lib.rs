@@ -50,6 +50,7 @@ mod limiter;
 #[cfg(not(loom))]
 mod memory;
 mod multi;
+pub mod state;
 mod stats;
 mod sync;
 mod table;

@@ -115,7 +115,8 @@ impl BlockAlgorithm for BucketedWindow {
         Decision {
             allowed,
             limit: self.limit,
-            remaining: self.limit - sum,
+            // Saturating: see the fixed window (a lowered limit).
+            remaining: self.limit.saturating_sub(sum),
             retry_after_ns,
             reset_after_ns,
             wait_ns: 0,

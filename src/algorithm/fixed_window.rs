@@ -56,7 +56,9 @@ impl WordAlgorithm for FixedWindow {
         let decision = Decision {
             allowed,
             limit: self.limit,
-            remaining: self.limit - count,
+            // Saturating: a state kept while the limit was lowered (the
+            // Redis module allows that) may count more than the new limit.
+            remaining: self.limit.saturating_sub(count),
             retry_after_ns: if allowed {
                 0
             } else if q > self.limit {

@@ -1,0 +1,202 @@
+// Package ratecellredis is a client of the ratecell Redis module
+// (bindings/redis): the same decisions as the in-process ratecell.Limiter,
+// made inside Redis, so one limit holds across every process and machine
+// that shares the server or cluster.
+//
+// It lives in its own Go module so that the core binding
+// (github.com/ratecell/ratecell-go) depends on nothing; this one adds
+// go-redis and returns the core binding's Decision.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	limiter := ratecellredis.New(rdb, ratecell.Config{Algorithm: ratecell.GCRA, Limit: 100, Period: time.Second})
+//	d, err := limiter.CheckString(ctx, "user:42", 1)
+//	if err == nil && !d.Allowed {
+//		// retry after d.RetryAfter
+//	}
+package ratecellredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	ratecell "github.com/ratecell/ratecell-go"
+	"github.com/redis/go-redis/v9"
+)
+
+// Client is what the limiter needs of a go-redis client: *redis.Client,
+// *redis.ClusterClient, *redis.Ring and redis.UniversalClient all have it.
+type Client interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// Limiter is one limit kept per key in Redis. It holds no state of its own
+// and is safe for concurrent use, as the go-redis client is.
+type Limiter struct {
+	client Client
+	args   []any
+	prefix string
+}
+
+// New makes a limiter from the fields of cfg that shape a limit
+// (Algorithm, Limit, Period, Burst, SubWindows; 0 means the default, as
+// for ratecell.New). Capacity, Overflow and Clock do not apply: Redis holds
+// one state per key and decides on the server's clock. The server checks
+// the configuration: a bad field is an error on the first call.
+func New(client Client, cfg ratecell.Config) *Limiter {
+	args := []any{cfg.Algorithm.String(), cfg.Limit, fmt.Sprintf("%dns", cfg.Period.Nanoseconds())}
+	if cfg.Burst != 0 {
+		args = append(args, "BURST", cfg.Burst)
+	}
+	if cfg.SubWindows != 0 {
+		args = append(args, "SUBWINDOWS", cfg.SubWindows)
+	}
+	return &Limiter{client: client, args: args}
+}
+
+// WithPrefix returns a limiter that prepends prefix to every key.
+func (l *Limiter) WithPrefix(prefix string) *Limiter {
+	c := *l
+	c.prefix = prefix
+	return &c
+}
+
+func (l *Limiter) command(key string, cost uint64, at bool, nowNs uint64) []any {
+	cmd := make([]any, 0, 10+len(l.args))
+	cmd = append(cmd, l.prefix+key)
+	cmd = append(cmd, l.args...)
+	cmd = append(cmd, "COST", cost)
+	if at {
+		cmd = append(cmd, "AT", nowNs)
+	}
+	return cmd
+}
+
+func (l *Limiter) run(ctx context.Context, key string, cost uint64, at bool, nowNs uint64) (ratecell.Decision, error) {
+	args := append([]any{"RATECELL.CHECK"}, l.command(key, cost, at, nowNs)...)
+	reply, err := l.client.Do(ctx, args...).Int64Slice()
+	if err != nil {
+		return ratecell.Decision{}, fmt.Errorf("ratecell: RATECELL.CHECK %q: %w", key, err)
+	}
+	return decision(reply)
+}
+
+// ErrReply is wrapped by errors for a reply of an unexpected shape.
+var ErrReply = errors.New("unexpected reply")
+
+func decision(r []int64) (ratecell.Decision, error) {
+	if len(r) != 6 {
+		return ratecell.Decision{}, fmt.Errorf("ratecell: %w: %v", ErrReply, r)
+	}
+	d := ratecell.Decision{
+		Allowed:    r[0] == 1,
+		Limit:      uint64(r[1]),
+		Remaining:  uint64(r[2]),
+		RetryAfter: time.Duration(r[3]),
+		ResetAfter: time.Duration(r[4]),
+		Wait:       time.Duration(r[5]),
+	}
+	if r[3] == -1 {
+		d.RetryAfter = ratecell.Never
+	}
+	return d, nil
+}
+
+// CheckString decides a request of cost units for key on the server's
+// clock (cost 0 is a peek) and stores the result in Redis.
+func (l *Limiter) CheckString(ctx context.Context, key string, cost uint64) (ratecell.Decision, error) {
+	return l.run(ctx, key, cost, false, 0)
+}
+
+// CheckStringAt is CheckString at nowNs (UNIX ns) instead of the server's
+// clock; the state is then kept without expiry (replays, tests).
+func (l *Limiter) CheckStringAt(ctx context.Context, key string, cost, nowNs uint64) (ratecell.Decision, error) {
+	return l.run(ctx, key, cost, true, nowNs)
+}
+
+// CheckBytes is CheckString with a byte-string key.
+func (l *Limiter) CheckBytes(ctx context.Context, key []byte, cost uint64) (ratecell.Decision, error) {
+	return l.run(ctx, string(key), cost, false, 0)
+}
+
+// CheckBytesAt is CheckStringAt with a byte-string key.
+func (l *Limiter) CheckBytesAt(ctx context.Context, key []byte, cost, nowNs uint64) (ratecell.Decision, error) {
+	return l.run(ctx, string(key), cost, true, nowNs)
+}
+
+// AllowString tells whether a cost-1 request for key is admitted.
+func (l *Limiter) AllowString(ctx context.Context, key string) (bool, error) {
+	d, err := l.run(ctx, key, 1, false, 0)
+	return d.Allowed, err
+}
+
+// Item is one limit of a CheckAll: a limiter, a key and a cost.
+type Item struct {
+	Limiter *Limiter
+	Key     string
+	Cost    uint64
+}
+
+// CheckAll checks several limits as one request (RATECELL.CHECKALL):
+// admitted, and stored, only if every limit admits. It returns the overall
+// answer and one decision per item (when not admitted, the items that
+// would have admitted report a peek at their unchanged state). In a
+// cluster the keys must share a slot: use a hash tag ("{user:42}:minute").
+// at false means the server's clock.
+func CheckAll(ctx context.Context, client Client, items []Item, at bool, nowNs uint64) (bool, []ratecell.Decision, error) {
+	args := []any{"RATECELL.CHECKALL"}
+	if at {
+		args = append(args, "AT", nowNs)
+	}
+	for _, it := range items {
+		args = append(args, "LIMIT")
+		args = append(args, it.Limiter.command(it.Key, it.Cost, false, 0)...)
+	}
+	reply, err := client.Do(ctx, args...).Slice()
+	if err != nil {
+		return false, nil, fmt.Errorf("ratecell: RATECELL.CHECKALL: %w", err)
+	}
+	if len(reply) != len(items)+1 {
+		return false, nil, fmt.Errorf("ratecell: %w: %v", ErrReply, reply)
+	}
+	ok, _ := reply[0].(int64)
+	out := make([]ratecell.Decision, 0, len(items))
+	for _, r := range reply[1:] {
+		raw, isSlice := r.([]any)
+		ints := make([]int64, 0, 6)
+		for _, v := range raw {
+			n, isInt := v.(int64)
+			if !isInt {
+				isSlice = false
+			}
+			ints = append(ints, n)
+		}
+		if !isSlice {
+			return false, nil, fmt.Errorf("ratecell: %w: %v", ErrReply, r)
+		}
+		d, err := decision(ints)
+		if err != nil {
+			return false, nil, err
+		}
+		out = append(out, d)
+	}
+	return ok == 1, out, nil
+}
+
+// IsConfigError tells whether err is the module refusing a configuration
+// field; field is the argument it names ("limit", "period", "BURST",
+// "SUBWINDOWS", "algorithm").
+func IsConfigError(err error) (field string, ok bool) {
+	if err == nil {
+		return "", false
+	}
+	msg := err.Error()
+	for _, f := range []string{"limit", "period", "BURST", "SUBWINDOWS", "algorithm"} {
+		if strings.Contains(msg, "ERR "+f+" ") {
+			return f, true
+		}
+	}
+	return "", false
+}

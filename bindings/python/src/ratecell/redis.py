@@ -1,0 +1,189 @@
+"""ratecell across machines: the same decisions, made inside Redis.
+
+A client of the ratecell Redis module (``bindings/redis``), on redis-py
+(install ``ratecell[redis]``). ``RedisLimiter`` mirrors ``Limiter``'s
+per-key methods (``check``, ``check_at``, ``allow``, ``allow_at``) and
+returns the same ``ratecell.Decision``; the state lives in the Redis key, so
+every process that uses the same server (or cluster) shares the limit::
+
+    import redis
+    from ratecell.redis import RedisLimiter
+
+    limiter = RedisLimiter(redis.Redis(), "gcra", limit=100, period=1.0)
+    d = limiter.check("user:42")
+    if not d:
+        print(f"retry in {d.retry_after:.3f} s")
+
+``check_all`` checks several limits as one all-or-nothing request
+(``RATECELL.CHECKALL``). Errors from the module that name a configuration
+field raise the matching ``InvalidConfig`` subclass; anything else is
+redis-py's own exception.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis as _redis
+
+from . import _errors
+from ._types import NEVER, Algorithm, Decision
+
+__all__ = ["RedisLimiter", "check_all"]
+
+Key = str | bytes
+
+
+def _period_ns(period_ns: int | None, period: float | datetime.timedelta | None) -> int:
+    if (period_ns is None) == (period is None):
+        raise TypeError("give exactly one of period_ns (ns) and period (seconds)")
+    if period is None:
+        assert period_ns is not None
+        return period_ns
+    if isinstance(period, datetime.timedelta):
+        return (
+            period.days * 86_400_000_000_000
+            + period.seconds * 1_000_000_000
+            + period.microseconds * 1_000
+        )
+    return round(period * 1_000_000_000)
+
+
+def _decision(reply: Sequence[int]) -> Decision:
+    if len(reply) != 6:
+        raise _errors.RatecellError(f"unexpected reply from RATECELL.CHECK: {reply!r}")
+    allowed, limit, remaining, retry, reset, wait = (int(v) for v in reply)
+    return Decision(
+        allowed=allowed == 1,
+        limit=limit,
+        remaining=remaining,
+        retry_after_ns=NEVER if retry == -1 else retry,
+        reset_after_ns=reset,
+        wait_ns=wait,
+    )
+
+
+# The argument a module error names, and the exception it becomes.
+_FIELD_ERRORS: list[tuple[str, type[_errors.InvalidConfig]]] = [
+    ("limit", _errors.InvalidLimit),
+    ("period", _errors.InvalidPeriod),
+    ("BURST", _errors.InvalidBurst),
+    ("SUBWINDOWS", _errors.InvalidSubWindows),
+    ("algorithm", _errors.InvalidAlgorithm),
+]
+
+
+def _raise(e: _redis.ResponseError) -> None:
+    message = str(e)
+    for name, error in _FIELD_ERRORS:
+        if message.startswith(name + " "):
+            raise error(message) from e
+    raise e
+
+
+class RedisLimiter:
+    """One limit (algorithm, limit, period, burst, sub-windows) kept per key
+    in Redis by the ratecell module.
+
+    ``client`` is a ``redis.Redis`` or ``redis.RedisCluster``; the limiter
+    holds no state of its own and is as thread-safe as the client.
+    ``prefix`` is prepended to every key. Arguments are those of
+    ``ratecell.Limiter`` (the period as ``period_ns`` or ``period`` seconds);
+    the server checks them and a bad one raises the ``InvalidConfig``
+    subclass that names it, on the first call.
+    """
+
+    __slots__ = ("_client", "_args", "_prefix", "algorithm", "limit", "period_ns", "burst")
+
+    def __init__(
+        self,
+        client: Any,
+        algorithm: Algorithm | str | int,
+        limit: int,
+        period_ns: int | None = None,
+        *,
+        period: float | datetime.timedelta | None = None,
+        burst: int = 0,
+        sub_windows: int | None = None,
+        prefix: str | bytes = "",
+    ) -> None:
+        if isinstance(algorithm, str):
+            name = algorithm.lower().replace("-", "_")
+        else:
+            name = Algorithm(algorithm).spec_name
+        self._client = client
+        self.algorithm = name
+        self.limit = limit
+        self.period_ns = _period_ns(period_ns, period)
+        self.burst = burst
+        args: list[Any] = [name, limit, f"{self.period_ns}ns"]
+        if burst:
+            args += ["BURST", burst]
+        if sub_windows is not None:
+            args += ["SUBWINDOWS", sub_windows]
+        self._args = args
+        self._prefix = prefix.encode() if isinstance(prefix, str) else prefix
+
+    def _key(self, key: Key) -> bytes:
+        return self._prefix + (key.encode() if isinstance(key, str) else key)
+
+    def _command(self, key: Key, cost: int, now_ns: int | None) -> list[Any]:
+        args: list[Any] = [self._key(key), *self._args, "COST", cost]
+        if now_ns is not None:
+            args += ["AT", now_ns]
+        return args
+
+    def _run(self, key: Key, cost: int, now_ns: int | None) -> Decision:
+        try:
+            reply = self._client.execute_command(
+                "RATECELL.CHECK", *self._command(key, cost, now_ns)
+            )
+        except _redis.ResponseError as e:
+            _raise(e)
+            raise
+        return _decision(reply)
+
+    def check(self, key: Key, cost: int = 1) -> Decision:
+        """Decides a request of ``cost`` units for ``key`` on the server's
+        clock (cost 0 is a peek) and stores the result in Redis."""
+        return self._run(key, cost, None)
+
+    def check_at(self, key: Key, cost: int, now_ns: int) -> Decision:
+        """As ``check``, at ``now_ns`` (UNIX ns) instead of the server's
+        clock; the state is then kept without expiry (replays, tests)."""
+        return self._run(key, cost, now_ns)
+
+    def allow(self, key: Key, cost: int = 1) -> bool:
+        """Whether ``check`` admits the request."""
+        return self._run(key, cost, None).allowed
+
+    def allow_at(self, key: Key, cost: int, now_ns: int) -> bool:
+        """Whether ``check_at`` admits the request."""
+        return self._run(key, cost, now_ns).allowed
+
+
+def check_all(
+    client: Any,
+    limits: Iterable[tuple[RedisLimiter, Key] | tuple[RedisLimiter, Key, int]],
+    now_ns: int | None = None,
+) -> tuple[bool, list[Decision]]:
+    """Checks several ``(limiter, key[, cost])`` as one request: admitted,
+    and stored, only if every limit admits. Returns the overall answer and
+    one decision per limit (when not admitted, the limits that would have
+    admitted report a peek at their unchanged state). In a cluster the keys
+    must share a slot: use a hash tag (``{user:42}:minute``)."""
+    args: list[Any] = []
+    if now_ns is not None:
+        args += ["AT", now_ns]
+    for item in limits:
+        limiter, key = item[0], item[1]
+        cost = item[2] if len(item) > 2 else 1  # type: ignore[misc]
+        args += ["LIMIT", limiter._key(key), *limiter._args, "COST", cost]
+    try:
+        reply = client.execute_command("RATECELL.CHECKALL", *args)
+    except _redis.ResponseError as e:
+        _raise(e)
+        raise
+    return int(reply[0]) == 1, [_decision(r) for r in reply[1:]]

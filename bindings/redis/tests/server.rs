@@ -1,0 +1,898 @@
+//! The module on real servers: redis-server processes started on free
+//! loopback ports, each stopped when its handle drops (also on a failed
+//! assertion). Every test is `#[ignore]`d in a plain `cargo test`, which has
+//! neither a server nor the built module; `scripts/redis-tests.sh` builds
+//! the module, sets `RATECELL_REDIS_MODULE` and runs them with `--ignored`.
+
+use ratecell::{Algorithm, Clock, Config, Decision, Limiter};
+use redis::{Connection, Value};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+fn module() -> PathBuf {
+    let path = std::env::var_os("RATECELL_REDIS_MODULE")
+        .expect("set RATECELL_REDIS_MODULE to the built module (scripts/redis-tests.sh does)");
+    let path = PathBuf::from(path);
+    assert!(path.exists(), "{} does not exist", path.display());
+    path
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A redis-server with the module loaded, in its own directory; killed on
+/// drop.
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    /// Stopped to be restarted: its directory (RDB, AOF) stays.
+    keep_dir: bool,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let dir = std::env::temp_dir().join(format!(
+            "ratecell-redis-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Server::start_in(dir, free_port(), extra)
+    }
+
+    fn start_in(dir: PathBuf, port: u16, extra: &[&str]) -> Server {
+        let module = module();
+        let mut args: Vec<String> = vec![
+            "--port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--dir".into(),
+            dir.display().to_string(),
+            "--save".into(),
+            "".into(),
+            "--loadmodule".into(),
+            module.display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new("redis-server")
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH");
+        let server = Server {
+            child,
+            port,
+            dir,
+            keep_dir: false,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut c) = server.try_conn() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on {port} did not start"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn try_conn(&self) -> redis::RedisResult<Connection> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?;
+        client.get_connection_with_timeout(Duration::from_secs(5))
+    }
+
+    fn conn(&self) -> Connection {
+        let c = self.try_conn().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        c
+    }
+
+    fn stop(mut self) -> (PathBuf, u16) {
+        self.keep_dir = true;
+        (self.dir.clone(), self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !self.keep_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The six-integer reply as a Decision (`-1` is `u64::MAX`).
+fn decision(v: &[i64]) -> Decision {
+    assert_eq!(v.len(), 6, "six integers: {v:?}");
+    let u = |x: i64| if x == -1 { u64::MAX } else { x as u64 };
+    Decision {
+        allowed: v[0] == 1,
+        limit: u(v[1]),
+        remaining: u(v[2]),
+        retry_after_ns: u(v[3]),
+        reset_after_ns: u(v[4]),
+        wait_ns: u(v[5]),
+    }
+}
+
+fn check_cmd(key: &str, c: &Config, cost: u64, at: Option<u64>) -> redis::Cmd {
+    let mut cmd = redis::cmd("RATECELL.CHECK");
+    cmd.arg(key)
+        .arg(c.algorithm.name())
+        .arg(c.limit)
+        .arg(format!("{}ns", c.period_ns));
+    if c.burst != 0 {
+        cmd.arg("BURST").arg(c.burst);
+    }
+    if c.algorithm == Algorithm::BucketedWindow {
+        cmd.arg("SUBWINDOWS").arg(c.sub_windows);
+    }
+    cmd.arg("COST").arg(cost);
+    if let Some(t) = at {
+        cmd.arg("AT").arg(t);
+    }
+    cmd
+}
+
+fn check(con: &mut Connection, key: &str, c: &Config, cost: u64, at: Option<u64>) -> Decision {
+    decision(&check_cmd(key, c, cost, at).query::<Vec<i64>>(con).unwrap())
+}
+
+fn error_of(con: &mut Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<Value>(con) {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("{args:?} answered {v:?}, not an error"),
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Configurations that exercise every algorithm, small and odd ones too.
+fn configs() -> Vec<Config> {
+    let mut out = Vec::new();
+    for alg in Algorithm::ALL {
+        out.push(Config::new(alg, 5, 1_000_000_000));
+        out.push(Config::new(alg, 3, 7_000_000).sub_windows(7));
+        if alg.has_burst() {
+            out.push(Config::new(alg, 10, 60_000_000_000).burst(4));
+        }
+    }
+    out
+}
+
+/// A random trace: mostly forward, sometimes back; costs 0, in range and
+/// above the limit.
+fn trace(rng: &mut Rng, c: &Config, len: usize) -> Vec<(u64, u64)> {
+    let mut t = T0;
+    (0..len)
+        .map(|_| {
+            let step = rng.below(c.period_ns / 2 + 1);
+            t = if rng.below(8) == 0 {
+                t - step.min(t - T0 + c.period_ns)
+            } else {
+                t + step
+            };
+            let cost = match rng.below(10) {
+                0 => 0,
+                1 => c.limit + 1 + rng.below(3),
+                _ => 1 + rng.below(c.limit.min(4)),
+            };
+            (t, cost)
+        })
+        .collect()
+}
+
+fn limiter(c: &Config) -> Limiter {
+    Limiter::with_clock(*c, Clock::manual(T0).0).unwrap()
+}
+
+/// Runs a trace through the server (pipelined, with AT) and the in-process
+/// limiter and asserts identical decisions.
+fn assert_same(con: &mut Connection, key: &str, c: &Config, trace: &[(u64, u64)], l: &Limiter) {
+    let mut pipe = redis::pipe();
+    for &(t, cost) in trace {
+        pipe.add_command(check_cmd(key, c, cost, Some(t)));
+    }
+    let replies: Vec<Vec<i64>> = pipe.query(con).unwrap();
+    for (i, (&(t, cost), r)) in trace.iter().zip(&replies).enumerate() {
+        let want = l.check_at(cost, t);
+        assert_eq!(decision(r), want, "{c:?}, step {i}: cost {cost} at {t}");
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn at_traces_decide_as_the_in_process_limiter() {
+    let server = Server::start(&[]);
+    let mut con = server.conn();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for (i, c) in configs().iter().enumerate() {
+        for round in 0..3 {
+            let key = format!("parity:{i}:{round}");
+            let t = trace(&mut rng, c, 400);
+            assert_same(&mut con, &key, c, &t, &limiter(c));
+            // AT states have no expiry.
+            let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+            assert!(pttl == -1 || pttl == -2, "{key}: PTTL {pttl}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn pttl_matches_reset_after_on_the_server_clock() {
+    let server = Server::start(&[]);
+    let mut con = server.conn();
+    for (i, c) in configs().iter().enumerate() {
+        let c = Config {
+            period_ns: c.period_ns.max(1_000_000_000),
+            ..*c
+        };
+        let c = if c.algorithm == Algorithm::BucketedWindow {
+            c.sub_windows(5)
+        } else {
+            c
+        };
+        let key = format!("pttl:{i}");
+        let d = check(&mut con, &key, &c, 2, None);
+        assert!(d.allowed);
+        let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+        let want = d.reset_after_ns.div_ceil(1_000_000) as i64;
+        // PTTL is read a little later than the decision was made (up to a
+        // couple of seconds on a loaded machine); it may never be longer.
+        assert!(
+            pttl <= want && pttl >= want - 2_000,
+            "{c:?}: PTTL {pttl} ms, reset_after {want} ms"
+        );
+    }
+    // A state written with AT has none, until a request without AT.
+    let c = Config::new(Algorithm::Gcra, 5, 10_000_000_000);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    check(&mut con, "at", &c, 1, Some(now));
+    let pttl: i64 = redis::cmd("PTTL").arg("at").query(&mut con).unwrap();
+    assert_eq!(pttl, -1);
+    check(&mut con, "at", &c, 1, None);
+    let pttl: i64 = redis::cmd("PTTL").arg("at").query(&mut con).unwrap();
+    assert!(pttl > 0, "PTTL {pttl}");
+    // A fresh peek or a denied first request stores nothing.
+    check(&mut con, "peek", &c, 0, None);
+    check(&mut con, "huge", &c, 99, None);
+    let n: i64 = redis::cmd("EXISTS")
+        .arg("peek")
+        .arg("huge")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(n, 0);
+}
+
+fn used_memory(con: &mut Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn memory_returns_to_baseline_after_a_million_keys_expire() {
+    let server = Server::start(&[
+        "--hz",
+        "100",
+        "--active-expire-effort",
+        "10",
+        "--enable-debug-command",
+        "local",
+    ]);
+    let mut con = server.conn();
+    let c = Config::new(Algorithm::SlidingWindow, 10, 500_000_000);
+    // Warm up the allocator's size classes, then measure.
+    for k in 0..1000 {
+        check(&mut con, &format!("warm:{k}"), &c, 1, None);
+    }
+    wait_empty(&mut con);
+    let baseline = used_memory(&mut con);
+    const KEYS: usize = 1_000_000;
+    // Hold expiry back while the keys go in, so all million are live at once.
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            pipe.add_command(check_cmd(&format!("k:{k}"), &c, 1, None))
+                .ignore();
+        }
+        pipe.query::<()>(&mut con).unwrap();
+    }
+    let peak = used_memory(&mut con);
+    let live: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(live, KEYS as i64);
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    assert!(
+        peak > baseline + 50 * KEYS as i64,
+        "a million states should show: {baseline} -> {peak}"
+    );
+    wait_empty(&mut con);
+    let after = used_memory(&mut con);
+    assert!(
+        (after - baseline).abs() < 256 * 1024,
+        "used_memory {baseline} before, {peak} at peak, {after} after the keys expired"
+    );
+}
+
+fn wait_empty(con: &mut Connection) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let n: i64 = redis::cmd("DBSIZE").query(con).unwrap();
+        if n == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{n} keys have not expired");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Requests as `(t, cost)`.
+type Trace = Vec<(u64, u64)>;
+
+/// One trace per configuration, run in two halves around something that
+/// moves the states (a restart, a failover); the limiters carry on in
+/// process, so the second half checks that nothing was lost or changed.
+struct Halves {
+    cases: Vec<(String, Config, Trace)>,
+    limiters: Vec<Limiter>,
+}
+
+impl Halves {
+    fn new(seed: u64) -> Halves {
+        let mut rng = Rng(seed);
+        let cases: Vec<_> = configs()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (format!("h:{i}"), c, trace(&mut rng, &c, 300)))
+            .collect();
+        let limiters = cases.iter().map(|(_, c, _)| limiter(c)).collect();
+        Halves { cases, limiters }
+    }
+    fn first(&self, con: &mut Connection) {
+        for ((key, c, t), l) in self.cases.iter().zip(&self.limiters) {
+            assert_same(con, key, c, &t[..150], l);
+        }
+    }
+    fn second(&self, con: &mut Connection) {
+        for ((key, c, t), l) in self.cases.iter().zip(&self.limiters) {
+            assert_same(con, key, c, &t[150..], l);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn states_survive_save_and_restart() {
+    let server = Server::start(&[]);
+    let halves = Halves::new(0x1234_5678_9abc_def1);
+    halves.first(&mut server.conn());
+    let _: () = redis::cmd("SAVE").query(&mut server.conn()).unwrap();
+    let (dir, port) = server.stop();
+    let server = Server::start_in(dir, port, &[]);
+    halves.second(&mut server.conn());
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn states_survive_an_aof_restart_and_a_rewrite() {
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    for rewrite in [false, true] {
+        let server = Server::start(&aof);
+        let halves = Halves::new(0x0bad_cafe_0000_0001 + rewrite as u64);
+        let mut con = server.conn();
+        halves.first(&mut con);
+        if rewrite {
+            // The rewritten AOF holds RATECELL.RESTORE per key (aof_rewrite).
+            let _: Value = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let info: String = redis::cmd("INFO")
+                    .arg("persistence")
+                    .query(&mut con)
+                    .unwrap();
+                if info.contains("aof_rewrite_in_progress:0")
+                    && info.contains("aof_rewrite_scheduled:0")
+                {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "AOF rewrite did not finish");
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let (dir, port) = server.stop();
+        let server = Server::start_in(dir, port, &aof);
+        halves.second(&mut server.conn());
+    }
+}
+
+/// Replication: DUMP (the RDB form of a value) equal on both sides.
+fn dumps(con: &mut Connection, keys: &[String]) -> Vec<Option<Vec<u8>>> {
+    keys.iter()
+        .map(|k| redis::cmd("DUMP").arg(k).query(con).unwrap())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn a_replica_holds_the_same_states_and_continues_them_when_promoted() {
+    let master = Server::start(&[]);
+    let port = master.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replica did not connect");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let halves = Halves::new(0x5eed_0000_0000_0003);
+    halves.first(&mut m);
+    // Expiring states too (no AT): the replica gets their PXAT.
+    let c = Config::new(Algorithm::TokenBucket, 5, 3_600_000_000_000);
+    check(&mut m, "live", &c, 2, None);
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut m).unwrap();
+    assert_eq!(acked, 1);
+    let mut keys: Vec<String> = halves.cases.iter().map(|(k, _, _)| k.clone()).collect();
+    keys.push("live".into());
+    let on_master = dumps(&mut m, &keys);
+    assert!(on_master.iter().all(Option::is_some));
+    assert_eq!(dumps(&mut r, &keys), on_master);
+    let ttl: i64 = redis::cmd("PTTL").arg("live").query(&mut r).unwrap();
+    assert!(ttl > 0, "replica PTTL {ttl}");
+    // A replica refuses the command; promoted, it continues every state.
+    let e = error_of(&mut r, &["RATECELL.CHECK", "x", "gcra", "1", "1s"]);
+    assert!(e.contains("read only replica"), "{e}");
+    drop(m);
+    drop(master);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    halves.second(&mut r);
+    let d = check(&mut r, "live", &c, 4, None);
+    assert!(!d.allowed && d.remaining == 3, "{d:?}");
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn many_clients_at_one_instant_admit_exactly_the_limit() {
+    let server = Server::start(&[]);
+    for alg in Algorithm::ALL {
+        let c = Config::new(alg, 50, 1_000_000_000);
+        let key = format!("race:{alg}");
+        let admitted: u64 = thread::scope(|s| {
+            let handles: Vec<_> = (0..16)
+                .map(|_| {
+                    let mut con = server.conn();
+                    let key = key.clone();
+                    s.spawn(move || {
+                        (0..20)
+                            .filter(|_| check(&mut con, &key, &c, 1, Some(T0)).allowed)
+                            .count() as u64
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(admitted, 50, "{alg}");
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn bad_arguments_are_named_errors_and_random_ones_never_crash() {
+    let server = Server::start(&[]);
+    let mut con = server.conn();
+    let cases: &[(&[&str], &str)] = &[
+        (&["RATECELL.CHECK", "k", "gcra", "1"], "wrong number"),
+        (&["RATECELL.CHECK", "k", "nope", "1", "1s"], "algorithm"),
+        (&["RATECELL.CHECK", "k", "gcra", "0", "1s"], "limit"),
+        (
+            &["RATECELL.CHECK", "k", "gcra", "4294967296", "1s"],
+            "limit",
+        ),
+        (&["RATECELL.CHECK", "k", "gcra", "1", "1"], "period"),
+        (&["RATECELL.CHECK", "k", "gcra", "1", "0s"], "period"),
+        (
+            &["RATECELL.CHECK", "k", "gcra", "1", "1s", "BURST", "0"],
+            "BURST",
+        ),
+        (
+            &["RATECELL.CHECK", "k", "gcra", "1", "1s", "BURST", "x"],
+            "BURST",
+        ),
+        (
+            &[
+                "RATECELL.CHECK",
+                "k",
+                "bucketed_window",
+                "1",
+                "1s",
+                "SUBWINDOWS",
+                "3",
+            ],
+            "SUBWINDOWS",
+        ),
+        (
+            &["RATECELL.CHECK", "k", "gcra", "1", "1s", "COST", "-2"],
+            "COST",
+        ),
+        (
+            &["RATECELL.CHECK", "k", "gcra", "1", "1s", "AT", "soon"],
+            "AT",
+        ),
+        (&["RATECELL.CHECK", "k", "gcra", "1", "1s", "COST"], "COST"),
+        (
+            &["RATECELL.CHECK", "k", "gcra", "1", "1s", "WHAT", "1"],
+            "WHAT",
+        ),
+        (&["RATECELL.CHECKALL", "LIMIT", "a", "gcra", "1"], "period"),
+        (&["RATECELL.CHECKALL", "a", "gcra", "1", "1s"], "LIMIT"),
+        (&["CL.THROTTLE", "k", "-1", "1", "1"], "max_burst"),
+        (&["CL.THROTTLE", "k", "1", "0", "1"], "count"),
+        (&["CL.THROTTLE", "k", "1", "1", "0"], "period"),
+        (&["CL.THROTTLE", "k", "1", "1", "1", "x"], "quantity"),
+        (&["RATECELL.RESTORE", "k", "garbage"], "state"),
+    ];
+    for (args, name) in cases {
+        let e = error_of(&mut con, args);
+        assert!(e.contains(name), "{args:?}: {e}");
+    }
+    // WRONGTYPE, and a live state's shape may not change.
+    let _: () = redis::cmd("SET")
+        .arg("str")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    let e = error_of(&mut con, &["RATECELL.CHECK", "str", "gcra", "1", "1s"]);
+    assert!(e.contains("WRONGTYPE"), "{e}");
+    let base = Config::new(Algorithm::BucketedWindow, 5, 1_000_000_000).sub_windows(5);
+    check(&mut con, "shape", &base, 1, Some(T0));
+    for (args, name) in [
+        (
+            ["RATECELL.CHECK", "shape", "fixed_window", "5", "1s"],
+            "algorithm",
+        ),
+        (
+            ["RATECELL.CHECK", "shape", "bucketed_window", "5", "2s"],
+            "period",
+        ),
+    ] {
+        let e = error_of(&mut con, &args);
+        assert!(
+            e.contains("live") && e.contains(name) || e.contains("fixed_window"),
+            "{e}"
+        );
+    }
+    let e = error_of(
+        &mut con,
+        &[
+            "RATECELL.CHECK",
+            "shape",
+            "bucketed_window",
+            "5",
+            "1s",
+            "SUBWINDOWS",
+            "10",
+            "AT",
+            "1700000000000000000",
+        ],
+    );
+    assert!(e.contains("SUBWINDOWS"), "{e}");
+    // Limit and burst may change: the state is decided under the new ones.
+    let d = check(&mut con, "shape", &Config { limit: 1, ..base }, 1, Some(T0));
+    assert!(!d.allowed && d.remaining == 0, "{d:?}");
+
+    // Random argument vectors: errors or answers, never a crash.
+    let words = [
+        "RATECELL.CHECK",
+        "RATECELL.CHECKALL",
+        "CL.THROTTLE",
+        "RATECELL.RESTORE",
+        "LIMIT",
+        "AT",
+        "BURST",
+        "SUBWINDOWS",
+        "COST",
+        "gcra",
+        "sliding_log",
+        "bucketed_window",
+        "token_bucket",
+        "0",
+        "1",
+        "-1",
+        "18446744073709551615",
+        "18446744073709551616",
+        "4294967295",
+        "1s",
+        "1us",
+        "366d",
+        "999ns",
+        "",
+        "\u{0}",
+        "k",
+        "{t}k",
+        "PXAT",
+    ];
+    let mut rng = Rng(0xdead_beef_1234_5678);
+    for _ in 0..5000 {
+        let cmd_name = words[rng.below(4) as usize];
+        let mut cmd = redis::cmd(cmd_name);
+        for _ in 0..rng.below(12) {
+            if rng.below(10) == 0 {
+                let n = rng.below(24) as usize;
+                cmd.arg((0..n).map(|_| rng.next() as u8).collect::<Vec<u8>>());
+            } else {
+                cmd.arg(words[rng.below(words.len() as u64) as usize]);
+            }
+        }
+        if let Err(e) = cmd.query::<Value>(&mut con) {
+            if !e.is_io_error() && e.kind() != redis::ErrorKind::ParseError {
+                continue;
+            }
+            // The client may give up on a reply; the server must not.
+            con = server.conn();
+        }
+    }
+    let pong: String = redis::cmd("PING").query(&mut server.conn()).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn check_all_is_all_or_nothing_and_counts_in_info() {
+    let server = Server::start(&[]);
+    let mut con = server.conn();
+    let v: Value = redis::cmd("RATECELL.CHECKALL")
+        .arg(&[
+            "AT",
+            "1700000000000000000",
+            "LIMIT",
+            "a",
+            "gcra",
+            "2",
+            "1s",
+            "LIMIT",
+            "b",
+            "fixed_window",
+            "1",
+            "1s",
+        ])
+        .query(&mut con)
+        .unwrap();
+    let Value::Array(v) = v else { panic!("{v:?}") };
+    assert_eq!(v[0], Value::Int(1));
+    // b is full: a is not charged either.
+    let again = |con: &mut Connection| -> Vec<Value> {
+        match redis::cmd("RATECELL.CHECKALL")
+            .arg(&[
+                "AT",
+                "1700000000000000000",
+                "LIMIT",
+                "a",
+                "gcra",
+                "2",
+                "1s",
+                "LIMIT",
+                "b",
+                "fixed_window",
+                "1",
+                "1s",
+            ])
+            .query(con)
+            .unwrap()
+        {
+            Value::Array(v) => v,
+            v => panic!("{v:?}"),
+        }
+    };
+    for _ in 0..3 {
+        let v = again(&mut con);
+        assert_eq!(v[0], Value::Int(0));
+    }
+    let a = check(
+        &mut con,
+        "a",
+        &Config::new(Algorithm::Gcra, 2, 1_000_000_000),
+        0,
+        Some(T0),
+    );
+    assert_eq!(
+        a.remaining, 1,
+        "a was charged once, by the admitted request only"
+    );
+    let info: String = redis::cmd("INFO").arg("ratecell").query(&mut con).unwrap();
+    // The peek at `a` counts as an admitted check.
+    for field in ["checks:5", "admitted:2", "denied:3"] {
+        assert!(info.contains(field), "{field} in {info}");
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn cl_throttle_answers_in_redis_cells_shape() {
+    let server = Server::start(&[]);
+    let mut con = server.conn();
+    // max_burst 4: five at once, then one every 10 s.
+    let mut replies = Vec::new();
+    for _ in 0..6 {
+        let r: Vec<i64> = redis::cmd("CL.THROTTLE")
+            .arg(&["t", "4", "1", "10"])
+            .query(&mut con)
+            .unwrap();
+        replies.push(r);
+    }
+    assert_eq!(replies[0][..4], [0, 5, 4, -1]);
+    assert_eq!(replies[4][..4], [0, 5, 0, -1]);
+    assert_eq!(replies[5][..3], [1, 5, 0]);
+    assert!((9..=10).contains(&replies[5][3]), "{:?}", replies[5]);
+    assert!((49..=50).contains(&replies[5][4]), "{:?}", replies[5]);
+}
+
+/// Sends a command to the node that owns its slot, following MOVED.
+fn routed(ports: &[u16], args: &[&str]) -> redis::RedisResult<Value> {
+    let mut port = ports[0];
+    for _ in 0..3 {
+        let mut con =
+            redis::Client::open(format!("redis://127.0.0.1:{port}/"))?.get_connection()?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        match cmd.query::<Value>(&mut con) {
+            Err(e) if e.code() == Some("MOVED") => {
+                let to = e.redirect_node().expect("MOVED names a node").0.to_string();
+                port = to.rsplit(':').next().unwrap().parse().unwrap();
+            }
+            r => return r,
+        }
+    }
+    panic!("{args:?} moved too often")
+}
+
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn a_three_master_cluster_routes_by_slot() {
+    let nodes: Vec<Server> = (0..3)
+        .map(|_| Server::start(&["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]))
+        .collect();
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let mut create = Command::new("redis-cli");
+    create.arg("--cluster").arg("create");
+    for p in &ports {
+        create.arg(format!("127.0.0.1:{p}"));
+    }
+    let out = create
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("redis-cli on PATH");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for n in &nodes {
+        loop {
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut n.conn())
+                .unwrap();
+            if info.contains("cluster_state:ok") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cluster did not become ok");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+    for i in 0..300 {
+        let key = format!("user:{i}");
+        let v = routed(&ports, &["RATECELL.CHECK", &key, "gcra", "5", "1h"]).unwrap();
+        assert!(
+            matches!(v, Value::Array(ref a) if a[0] == Value::Int(1)),
+            "{key}: {v:?}"
+        );
+    }
+    for n in &nodes {
+        let size: i64 = redis::cmd("DBSIZE").query(&mut n.conn()).unwrap();
+        assert!(size > 50, "node {} holds {size} of 300 keys", n.port);
+    }
+    // Keys in different slots: CROSSSLOT; one hash tag: one slot, admitted.
+    let cross = routed(
+        &ports,
+        &[
+            "RATECELL.CHECKALL",
+            "LIMIT",
+            "user:1",
+            "gcra",
+            "5",
+            "1h",
+            "LIMIT",
+            "user:2",
+            "gcra",
+            "5",
+            "1h",
+        ],
+    );
+    let e = cross.unwrap_err();
+    assert!(
+        e.to_string().contains("CROSSSLOT") || e.code() == Some("CROSSSLOT"),
+        "{e}"
+    );
+    let tagged = routed(
+        &ports,
+        &[
+            "RATECELL.CHECKALL",
+            "LIMIT",
+            "{user:1}:a",
+            "gcra",
+            "5",
+            "1h",
+            "LIMIT",
+            "{user:1}:b",
+            "sliding_window",
+            "5",
+            "1h",
+        ],
+    )
+    .unwrap();
+    assert!(
+        matches!(tagged, Value::Array(ref a) if a[0] == Value::Int(1)),
+        "{tagged:?}"
+    );
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Tests the Redis module (bindings/redis) and its clients on real servers:
+#
+#   1. installs what is missing, as root with apt-get: redis-server and
+#      redis-tools (redis-server, redis-cli), libclang-dev (redis-module's
+#      bindgen step);
+#   2. cargo fmt --check, clippy -D warnings and the unit tests of
+#      ratecell-redis; cargo build --release of the module;
+#   3. the server tests (bindings/redis/tests/server.rs, run with --ignored):
+#      each starts its own redis-server(s) on free 127.0.0.1 ports and stops
+#      them when it ends, passing or not (AT traces equal to the in-process
+#      Limiter, PTTL, a million keys' memory, RDB/AOF restarts, a replica
+#      promoted, a three-master cluster, one-instant races, named errors and
+#      an argument fuzz);
+#   4. the Python client (ratecell.redis, installed with the `redis` extra
+#      into a venv under the target dir) and the Go client
+#      (bindings/go/redis: gofmt, go vet, go test) against one server this
+#      script starts, with the module, and always stops.
+#
+# Honours CARGO_TARGET_DIR, PYTHON and GO. Every step is bounded by
+# `timeout`. Prints each step and "redis: N passed, M failed"; exits non-zero
+# on any failure.
+set -uo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+target="${CARGO_TARGET_DIR:-$root/target}"
+case "$target" in /*) ;; *) target="$root/$target" ;; esac
+export CARGO_TARGET_DIR="$target"
+python="${PYTHON:-python3}"
+go="${GO:-go}"
+module="$target/release/libratecell_redis.so"
+
+STEP_PREFIX="== redis"
+SUMMARY_PREFIX="redis: "
+. "$root/scripts/lib/steps.sh"
+
+# install PACKAGE...: apt-get install, as root (directly or through sudo).
+install() {
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+}
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+# bindgen loads libclang at run time; any installed version will do.
+ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 ||
+    missing+=(libclang-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+    step install install "${missing[@]}"
+fi
+
+step fmt cargo fmt -p ratecell-redis -- --check
+step clippy timeout 1800 cargo clippy -p ratecell-redis --all-targets --release --quiet -- -D warnings
+step build timeout 1800 cargo build -p ratecell-redis --release --quiet
+step unit timeout 600 cargo test -p ratecell-redis --release --quiet --lib
+step servers env RATECELL_REDIS_MODULE="$module" \
+    timeout 900 cargo test -p ratecell-redis --release --quiet --test server -- --ignored --test-threads 2
+
+# One server for the clients, stopped on exit whatever happens.
+port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+dir="$(mktemp -d)"
+redis_pid=""
+stop_server() {
+    [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+    rm -rf "$dir"
+}
+trap stop_server EXIT
+start_server() {
+    timeout 1800 redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save '' \
+        --loadmodule "$module" >"$dir/log" 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 100); do
+        redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && return 0
+        sleep 0.1
+    done
+    cat "$dir/log" >&2
+    return 1
+}
+step server start_server
+
+python_client() {
+    local venv="$target/redis-tests/venv"
+    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv" || return 1
+    timeout 900 "$venv/bin/pip" install -q "./bindings/python[redis,test]" || return 1
+    (cd "$dir" && RATECELL_REDIS_URL="redis://127.0.0.1:$port/0" \
+        timeout 300 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+        "$root/bindings/python/tests_redis")
+}
+step python python_client
+
+go_client() {
+    command -v "$go" >/dev/null 2>&1 || { echo "missing go" >&2; return 1; }
+    timeout 1800 cargo build --release --lib --quiet || return 1
+    # As scripts/go-tests.sh: this build first on the core binding's link
+    # path, its header's hash in the flags, and modules fetched as needed.
+    local header_hash
+    header_hash="$(sha256sum include/ratecell.h | cut -c1-16)"
+    (cd bindings/go/redis &&
+        export CGO_ENABLED=1 CGO_LDFLAGS="-L$target/release ${CGO_LDFLAGS:-}" \
+            CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DRATECELL_HEADER_HASH=0x$header_hash" \
+            GOFLAGS="${GOFLAGS:-} -mod=mod" &&
+        [ -z "$(gofmt -l .)" ] &&
+        "$go" vet ./... &&
+        RATECELL_REDIS_ADDR="127.0.0.1:$port" timeout 300 "$go" test -count=1 ./...)
+}
+step go go_client
+
+steps_summary
