@@ -142,6 +142,16 @@ impl<W: AtomicWord> WordCell<W> {
     pub(crate) fn reset(&self) {
         cas_loop(&*self.word, |_| ((), Some(0)));
     }
+
+    /// The packed state, in one atomic load (a snapshot).
+    pub(crate) fn load(&self) -> u128 {
+        self.word.load_word()
+    }
+
+    /// Replaces the packed state (a restored snapshot).
+    pub(crate) fn store(&self, packed: u128) {
+        cas_loop(&*self.word, |_| ((), Some(packed)));
+    }
 }
 
 /// The latch bit of a header word; the other bits belong to the owner (a
@@ -246,6 +256,13 @@ impl BlockCell {
     pub(crate) fn decide<A: BlockAlgorithm>(&self, alg: &A, t: u64, n: u64) -> Decision {
         let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
         alg.decide(&mut LatchedWords(&self.words), t, n)
+    }
+
+    /// Runs `read` on the block under the latch (a snapshot: checks wait
+    /// meanwhile, so what it reads is one state the limiter had).
+    pub(crate) fn latched<R>(&self, read: impl FnOnce(&LatchedWords) -> R) -> R {
+        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        read(&LatchedWords(&self.words))
     }
 
     pub(crate) fn reset<A: BlockAlgorithm>(&self, alg: &A) {

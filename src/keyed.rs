@@ -77,7 +77,7 @@ pub struct KeyedLimiter {
     clock: Clock,
 }
 
-enum Tables {
+pub(crate) enum Tables {
     Gcra(WordTable<Gcra>),
     TokenBucket(WordTable<TokenBucket>),
     FixedWindow(WordTable<FixedWindow>),
@@ -114,6 +114,15 @@ impl KeyedLimiter {
 
     /// A keyed limiter reading `clock`.
     pub fn with_clock(config: Config, clock: Clock) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_hasher(config, clock, KeyHasher::random())
+    }
+
+    /// A keyed limiter hashing keys with `hasher` (a restored snapshot's).
+    pub(crate) fn with_hasher(
+        config: Config,
+        clock: Clock,
+        hasher: KeyHasher,
+    ) -> Result<KeyedLimiter, Error> {
         let p = config.params()?;
         if config.capacity == 0 {
             return Err(ConfigError {
@@ -146,7 +155,7 @@ impl KeyedLimiter {
             }
         };
         Ok(KeyedLimiter {
-            hasher: KeyHasher::random(),
+            hasher,
             tables,
             checks: CheckCounters::default(),
             config,
@@ -163,6 +172,11 @@ impl KeyedLimiter {
     #[inline]
     pub fn now_ns(&self) -> u64 {
         self.clock.now_ns()
+    }
+
+    /// The table and the key hasher (a snapshot reads and restores them).
+    pub(crate) fn parts(&self) -> (&Tables, &KeyHasher) {
+        (&self.tables, &self.hasher)
     }
 
     /// How many bits of each key's hash the table keeps to tell keys apart

@@ -48,6 +48,10 @@ mod decision;
 pub mod ffi;
 mod keyed;
 mod limiter;
+/// Snapshots: save a limiter's states and restore them after a restart
+/// (docs/SNAPSHOT.md).
+#[cfg(not(loom))]
+pub mod snapshot;
 mod stats;
 mod sync;
 mod table;
@@ -61,3 +65,5 @@ pub use decision::Decision;
 pub use keyed::KeyedLimiter;
 pub use limiter::{AcquireError, Limiter};
 pub use stats::Stats;
+#[cfg(not(loom))]
+pub use snapshot::{Persisted, SnapshotError};

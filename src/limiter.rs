@@ -46,7 +46,7 @@ pub struct Limiter {
 }
 
 /// The cell that fits each algorithm's state.
-enum Engine {
+pub(crate) enum Engine {
     Gcra(Gcra, WordCell<AtomicU64>),
     TokenBucket(TokenBucket, WordCell<AtomicU128>),
     FixedWindow(FixedWindow, WordCell<AtomicU128>),
@@ -172,6 +172,11 @@ impl Limiter {
     /// The configuration this limiter was built from.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The cell and algorithm (a snapshot reads and restores them).
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     /// The limiter's current time, UNIX ns.
