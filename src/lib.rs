@@ -64,6 +64,6 @@ pub use config::{
 pub use decision::Decision;
 pub use keyed::KeyedLimiter;
 pub use limiter::{AcquireError, Limiter};
-pub use stats::Stats;
 #[cfg(not(loom))]
 pub use snapshot::{Persisted, SnapshotError};
+pub use stats::Stats;

@@ -22,14 +22,14 @@ use ratecell_status::*;
 /// any function on the same limiter at once, except `ratecell_limiter_free`,
 /// which must be the last call on it.
 pub struct ratecell_limiter {
-    inner: Inner,
-    clock: ratecell_clock,
+    pub(super) inner: Inner,
+    pub(super) clock: ratecell_clock,
 }
 
 // The handle is allocated once, on the heap; boxing the larger variant
 // would only add a pointer chase to every check.
 #[allow(clippy::large_enum_variant)]
-enum Inner {
+pub(super) enum Inner {
     Direct(Limiter),
     Keyed(KeyedLimiter),
 }
@@ -80,7 +80,7 @@ impl ratecell_limiter {
 ///
 /// # Safety
 /// A non-NULL `limiter` came from `ratecell_limiter_new` and was not freed.
-unsafe fn handle<'a>(
+pub(super) unsafe fn handle<'a>(
     limiter: *const ratecell_limiter,
 ) -> Result<&'a ratecell_limiter, ratecell_status> {
     // SAFETY: the caller promises a live handle (or NULL, refused here).
@@ -91,7 +91,7 @@ unsafe fn handle<'a>(
 ///
 /// # Safety
 /// `out` is non-NULL and points to a writable `T`.
-unsafe fn put<T>(out: *mut T, value: T) {
+pub(super) unsafe fn put<T>(out: *mut T, value: T) {
     // SAFETY: as promised by the caller.
     unsafe { out.write(value) }
 }

@@ -46,10 +46,12 @@ macro_rules! try_status {
 
 mod info;
 mod limiter;
+mod snapshot;
 pub mod types;
 
 pub use info::*;
 pub use limiter::*;
+pub use snapshot::*;
 pub use types::*;
 
 use std::ffi::c_char;

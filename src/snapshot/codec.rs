@@ -181,7 +181,13 @@ impl Header {
     fn write<W: Write>(&self, out: &mut Out<W>) -> Result<(), SnapshotError> {
         let mut b = [0u8; HEADER_LEN];
         b[..8].copy_from_slice(&MAGIC);
-        let fields32 = [VERSION, self.kind, self.algorithm, self.sub_windows, self.overflow];
+        let fields32 = [
+            VERSION,
+            self.kind,
+            self.algorithm,
+            self.sub_windows,
+            self.overflow,
+        ];
         for (i, v) in fields32.iter().enumerate() {
             b[8 + 4 * i..][..4].copy_from_slice(&v.to_le_bytes());
         }
@@ -286,12 +292,20 @@ impl Header {
     fn check(&self, wanted: &Config) -> Result<(), SnapshotError> {
         let p = wanted.params().map_err(crate::config::Error::from)?;
         let pairs = [
-            (Field::Algorithm, u64::from(self.algorithm), p.algorithm as u64),
+            (
+                Field::Algorithm,
+                u64::from(self.algorithm),
+                p.algorithm as u64,
+            ),
             (Field::Capacity, self.capacity, wanted.capacity),
             (Field::Limit, self.limit, p.limit),
             (Field::PeriodNs, self.period_ns, p.period),
             (Field::Burst, self.burst, p.burst),
-            (Field::SubWindows, u64::from(self.sub_windows), u64::from(p.sub_windows)),
+            (
+                Field::SubWindows,
+                u64::from(self.sub_windows),
+                u64::from(p.sub_windows),
+            ),
         ];
         for (field, saved, wanted) in pairs {
             if saved != wanted {
@@ -304,7 +318,10 @@ impl Header {
         }
         let kind = if wanted.capacity == 0 { DIRECT } else { KEYED };
         if self.kind != kind {
-            return Err(damaged(format!("kind {} does not fit its capacity", self.kind)));
+            return Err(damaged(format!(
+                "kind {} does not fit its capacity",
+                self.kind
+            )));
         }
         Ok(())
     }
@@ -312,7 +329,12 @@ impl Header {
     /// Refuses a snapshot whose table layout differs from the one this
     /// build makes for the same configuration (the places states are
     /// saved at would mean other keys).
-    fn check_layout(&self, places: u64, fingerprint_bits: u64, state_words: u64) -> Result<(), SnapshotError> {
+    fn check_layout(
+        &self,
+        places: u64,
+        fingerprint_bits: u64,
+        state_words: u64,
+    ) -> Result<(), SnapshotError> {
         if (self.places, self.fingerprint_bits, self.state_words)
             != (places, fingerprint_bits, state_words)
         {
@@ -417,7 +439,11 @@ impl Limiter {
     /// `input`. A snapshot of another configuration is refused with
     /// [`SnapshotError::ConfigMismatch`] before anything is allocated;
     /// damaged input with the error that says how.
-    pub fn restore(input: impl Read, config: Config, clock: Clock) -> Result<Limiter, SnapshotError> {
+    pub fn restore(
+        input: impl Read,
+        config: Config,
+        clock: Clock,
+    ) -> Result<Limiter, SnapshotError> {
         let mut input = In::new(input);
         let header = Header::read(&mut input)?;
         header.check(&config)?;
@@ -432,7 +458,9 @@ impl Limiter {
             Engine::TokenBucket(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::FixedWindow(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::SlidingWindow(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
-            Engine::BucketedWindow(alg, cell) => restore_block_cell(&header, &mut input, alg, cell)?,
+            Engine::BucketedWindow(alg, cell) => {
+                restore_block_cell(&header, &mut input, alg, cell)?
+            }
             Engine::SlidingLog(alg, cell) => restore_block_cell(&header, &mut input, alg, cell)?,
         }
         input.finish(1)?;

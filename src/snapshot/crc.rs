@@ -13,7 +13,11 @@ const TABLES: [[u32; 256]; 8] = {
         let mut crc = b as u32;
         let mut bit = 0;
         while bit < 8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
             bit += 1;
         }
         t[0][b] = crc;

@@ -27,7 +27,10 @@ pub(crate) fn write_atomically(
 ) -> Result<(), SnapshotError> {
     static UNIQUE: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "the snapshot path names no file")
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the snapshot path names no file",
+        )
     })?;
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -65,7 +68,11 @@ impl Limiter {
     }
 
     /// [`Limiter::restore`] from the file at `path`.
-    pub fn load(path: impl AsRef<Path>, config: Config, clock: Clock) -> Result<Limiter, SnapshotError> {
+    pub fn load(
+        path: impl AsRef<Path>,
+        config: Config,
+        clock: Clock,
+    ) -> Result<Limiter, SnapshotError> {
         Limiter::restore(BufReader::new(File::open(path)?), config, clock)
     }
 }
@@ -87,35 +94,45 @@ impl KeyedLimiter {
     }
 }
 
-/// A limiter that can be saved to and loaded from a file: [`Limiter`] and
-/// [`KeyedLimiter`].
-pub trait Persist: Sized + Send + Sync + 'static {
-    /// A fresh limiter.
-    fn build(config: Config, clock: Clock) -> Result<Self, Error>;
+/// A limiter that can be saved to a file (what [`Persisted`] needs to run).
+pub trait Save: Send + Sync + 'static {
     /// Saves a snapshot to `path` atomically.
     fn save_to(&self, path: &Path) -> Result<(), SnapshotError>;
+}
+
+/// A limiter that can also be built fresh or loaded from a file:
+/// [`Limiter`] and [`KeyedLimiter`] (what [`Persisted::open`] needs).
+pub trait Persist: Save + Sized {
+    /// A fresh limiter.
+    fn build(config: Config, clock: Clock) -> Result<Self, Error>;
     /// Restores from the snapshot at `path`.
     fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError>;
+}
+
+impl Save for Limiter {
+    fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
+        self.save(path)
+    }
 }
 
 impl Persist for Limiter {
     fn build(config: Config, clock: Clock) -> Result<Self, Error> {
         Limiter::with_clock(config, clock)
     }
-    fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
-        self.save(path)
-    }
     fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError> {
         Limiter::load(path, config, clock)
+    }
+}
+
+impl Save for KeyedLimiter {
+    fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
+        self.save(path)
     }
 }
 
 impl Persist for KeyedLimiter {
     fn build(config: Config, clock: Clock) -> Result<Self, Error> {
         KeyedLimiter::with_clock(config, clock)
-    }
-    fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
-        self.save(path)
     }
     fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError> {
         KeyedLimiter::load(path, config, clock)
@@ -143,7 +160,7 @@ impl Persist for KeyedLimiter {
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), ratecell::SnapshotError>(())
 /// ```
-pub struct Persisted<L: Persist> {
+pub struct Persisted<L: Save> {
     limiter: Arc<L>,
     path: PathBuf,
     saver: Option<JoinHandle<()>>,
@@ -163,7 +180,11 @@ impl<L: Persist> Persisted<L> {
     /// `every` (at least 1 ms). A file that exists but cannot be restored
     /// (damaged, or of another configuration) is an error: remove it, or
     /// use another path, to start afresh.
-    pub fn open(config: Config, path: impl AsRef<Path>, every: Duration) -> Result<Self, SnapshotError> {
+    pub fn open(
+        config: Config,
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
         Persisted::open_with_clock(config, Clock::tsc(), path, every)
     }
 
@@ -174,14 +195,27 @@ impl<L: Persist> Persisted<L> {
         path: impl AsRef<Path>,
         every: Duration,
     ) -> Result<Self, SnapshotError> {
-        let path = path.as_ref().to_path_buf();
-        let limiter = match L::load_from(&path, config, clock.clone()) {
+        let path = path.as_ref();
+        let limiter = match L::load_from(path, config, clock.clone()) {
             Ok(limiter) => limiter,
             Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
                 L::build(config, clock)?
             }
             Err(e) => return Err(e),
         };
+        Persisted::start(limiter, path, every)
+    }
+}
+
+impl<L: Save> Persisted<L> {
+    /// Saves `limiter` to `path` every `every` (at least 1 ms) from now on,
+    /// on a background thread (for a limiter restored or built by hand).
+    pub fn start(
+        limiter: L,
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
+        let path = path.as_ref().to_path_buf();
         let limiter = Arc::new(limiter);
         let shared = Arc::new(Shared {
             stop: Mutex::new(false),
@@ -196,6 +230,11 @@ impl<L: Persist> Persisted<L> {
                 .spawn(move || {
                     let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
                     loop {
+                        // Checked before each wait: a stop signalled before
+                        // the thread first waited must not be slept through.
+                        if *stop {
+                            return;
+                        }
                         stop = shared
                             .wake
                             .wait_timeout(stop, every)
@@ -260,20 +299,20 @@ impl<L: Persist> Persisted<L> {
     }
 }
 
-impl<L: Persist> Deref for Persisted<L> {
+impl<L: Save> Deref for Persisted<L> {
     type Target = L;
     fn deref(&self) -> &L {
         &self.limiter
     }
 }
 
-impl<L: Persist> Drop for Persisted<L> {
+impl<L: Save> Drop for Persisted<L> {
     fn drop(&mut self) {
         let _ = self.stop();
     }
 }
 
-impl<L: Persist + std::fmt::Debug> std::fmt::Debug for Persisted<L> {
+impl<L: Save + std::fmt::Debug> std::fmt::Debug for Persisted<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Persisted")
             .field("limiter", &self.limiter)

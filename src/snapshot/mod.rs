@@ -13,8 +13,9 @@ mod codec;
 mod crc;
 mod file;
 
-pub use codec::saved_config;
-pub use file::{Persist, Persisted};
+pub use codec::{VERSION, saved_config};
+pub(crate) use file::write_atomically;
+pub use file::{Persist, Persisted, Save};
 
 use crate::config::{Error, Field};
 use std::fmt;

@@ -216,7 +216,11 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     /// Runs `read(fingerprint, block)` on the key in place `i` while
     /// holding its latch (a check of that key waits meanwhile); nothing
     /// for an empty place or a tombstone.
-    pub(crate) fn saved<R>(&self, i: usize, read: impl FnOnce(u64, &LatchedWords) -> R) -> Option<R> {
+    pub(crate) fn saved<R>(
+        &self,
+        i: usize,
+        read: impl FnOnce(u64, &LatchedWords) -> R,
+    ) -> Option<R> {
         let header = &self.headers[i];
         loop {
             let owner = header.load(Ordering::Relaxed) & !LATCHED;
@@ -262,7 +266,9 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         };
         self.headers[bucket * SLOTS..i].iter().for_each(fill_empty);
         for before in self.geometry.reaching(bucket) {
-            self.headers[before * SLOTS..][..SLOTS].iter().for_each(fill_empty);
+            self.headers[before * SLOTS..][..SLOTS]
+                .iter()
+                .for_each(fill_empty);
         }
         self.headers[i].store(fingerprint, Ordering::Release);
         let shard = &self.shards[self.geometry.shard_of(bucket)];

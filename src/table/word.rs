@@ -355,7 +355,9 @@ impl<A: WordAlgorithm> WordTable<A> {
             self.slots[before * SLOTS..][..SLOTS].iter().for_each(fill);
         }
         let word = self.word(self.tag(fingerprint), state);
-        cas_loop_from(&self.slots[i], self.slots[i].load_word(), |_| ((), Some(word)));
+        cas_loop_from(&self.slots[i], self.slots[i].load_word(), |_| {
+            ((), Some(word))
+        });
         let shard = &self.shards[self.geometry.shard_of(bucket)];
         shard.counters.tracked.fetch_add(1, Relaxed);
         Ok(())
