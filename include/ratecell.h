@@ -78,6 +78,21 @@ enum ratecell_status
   // A bug: the library panicked inside the call. The panic was caught
   // and did not cross into C; the limiter is still safe to use and free.
   RATECELL_PANIC = 15,
+  // A snapshot file could not be read or written (permissions, a full
+  // disk, a directory that does not exist...).
+  RATECELL_SNAPSHOT_IO = 16,
+  // `ratecell_limiter_restore*`: no file at the path. (A periodic saver
+  // opened on a missing file starts fresh instead.)
+  RATECELL_SNAPSHOT_NOT_FOUND = 17,
+  // The file is not a snapshot, is truncated, or is damaged (a checksum
+  // or a field that does not hold).
+  RATECELL_SNAPSHOT_DAMAGED = 18,
+  // The snapshot is of a format version this library does not read.
+  RATECELL_SNAPSHOT_VERSION = 19,
+  // The snapshot was taken of a limiter configured differently from the
+  // configuration given (algorithm, limit, period_ns, burst,
+  // sub_windows or capacity; see docs/SNAPSHOT.md).
+  RATECELL_SNAPSHOT_CONFIG_MISMATCH = 20,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -169,6 +184,13 @@ typedef uint32_t ratecell_clock;
 // any function on the same limiter at once, except `ratecell_limiter_free`,
 // which must be the last call on it.
 struct ratecell_limiter;
+
+// A limiter saved to a file periodically by a background thread.
+//
+// Opaque; made by `ratecell_persisted_open`, stopped and released by
+// `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
+// is used like any other from any number of threads, until the close.
+struct ratecell_persisted;
 
 // A limiter's configuration. Fill it with `ratecell_config_init` first,
 // then change the fields you need: fields added in later versions get
@@ -522,6 +544,128 @@ ratecell_status ratecell_reset_bytes(const struct ratecell_limiter *limiter,
 // `limiter` is NULL or a live handle; `out` is NULL or points to a
 // writable `ratecell_stats`.
 ratecell_status ratecell_stats(const struct ratecell_limiter *limiter, struct ratecell_stats *out);
+
+// Saves a snapshot of the limiter (its configuration and every live
+// state, at the limiter's clock) to the file at `path`, atomically: the
+// snapshot goes to a temporary file in the same directory, which is
+// flushed to disk and renamed over `path`, so a crash during the call
+// leaves the previous file whole. Other threads may keep checking
+// meanwhile; each state saved is one its key had during the call.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
+// `RATECELL_SNAPSHOT_IO`. Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle; `path` is NULL or a NUL-terminated
+// string.
+ratecell_status ratecell_snapshot_save(const struct ratecell_limiter *limiter, const char *path);
+
+// `ratecell_snapshot_save` judging which states are live (not equivalent
+// to fresh) at the caller's time `now_ns` (UNIX ns) instead of the
+// limiter's clock: for limiters checked with the `_at` calls.
+//
+// # Safety
+// As for `ratecell_snapshot_save`.
+ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter,
+                                          const char *path,
+                                          uint64_t now_ns);
+
+// Builds a limiter from the snapshot file at `path`, with the
+// configuration saved in it (on the TSC clock), and writes its handle to
+// `*out`. The saved configuration sizes the table, as one passed to
+// `ratecell_limiter_new` would: restore this way only files you would
+// take a configuration from; `ratecell_limiter_restore_config` refuses
+// any snapshot that does not fit the caller's configuration before
+// allocating anything.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
+// `RATECELL_SNAPSHOT_NOT_FOUND`, `RATECELL_SNAPSHOT_IO`,
+// `RATECELL_SNAPSHOT_DAMAGED`, `RATECELL_SNAPSHOT_VERSION`, an
+// `RATECELL_INVALID_*` status for an invalid saved configuration, or
+// `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
+//
+// Ownership: the caller owns the new limiter and releases it with
+// `ratecell_limiter_free`. Thread-safe.
+//
+// # Safety
+// `path` is NULL or a NUL-terminated string; `out` is NULL or points to a
+// writable `ratecell_limiter *`.
+ratecell_status ratecell_limiter_restore(const char *path, struct ratecell_limiter **out);
+
+// Builds a limiter of configuration `*cfg` (its clock included) from the
+// snapshot file at `path` and writes its handle to `*out`. A snapshot of
+// another configuration is refused with
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (the
+// overflow policy and the clock are the caller's to choose; a burst of 0
+// equals a burst of `limit`).
+//
+// Returns the statuses of `ratecell_limiter_restore`, the
+// `RATECELL_INVALID_*` status naming an invalid field of `*cfg`, or
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`. On failure `*out` is left
+// unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
+//
+// # Safety
+// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
+// or a NUL-terminated string; `out` is NULL or points to a writable
+// `ratecell_limiter *`.
+ratecell_status ratecell_limiter_restore_config(const struct ratecell_config *cfg,
+                                                const char *path,
+                                                struct ratecell_limiter **out);
+
+// Restores a limiter of configuration `*cfg` from the snapshot file at
+// `path` if the file exists (else makes it fresh), and starts a thread
+// that saves it there atomically every `every_ns` nanoseconds (at least
+// 1 ms). Writes the handle to `*out`. Crash-safe limits in one call: a
+// process killed at any moment leaves the last whole snapshot.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, the statuses of
+// `ratecell_limiter_restore_config` for a file that exists but cannot be
+// restored (remove it, or use another path, to start afresh), or
+// `RATECELL_SNAPSHOT_IO` when the thread cannot start. On failure `*out`
+// is left unchanged. Ownership: release with `ratecell_persisted_close`.
+// Thread-safe.
+//
+// # Safety
+// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
+// or a NUL-terminated string; `out` is NULL or points to a writable
+// `ratecell_persisted *`.
+ratecell_status ratecell_persisted_open(const struct ratecell_config *cfg,
+                                        const char *path,
+                                        uint64_t every_ns,
+                                        struct ratecell_persisted **out);
+
+// The limiter of a persisted handle, written to `*out`: use it with every
+// `ratecell_check*` call. It stays valid until `ratecell_persisted_close`
+// and must not be passed to `ratecell_limiter_free`.
+//
+// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
+//
+// # Safety
+// `persisted` is NULL or a live handle; `out` is NULL or points to a
+// writable `const ratecell_limiter *`.
+ratecell_status ratecell_persisted_limiter(const struct ratecell_persisted *persisted,
+                                           const struct ratecell_limiter **out);
+
+// Saves now, in the calling thread (the periodic thread goes on).
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT` or
+// `RATECELL_SNAPSHOT_IO`. Thread-safe.
+//
+// # Safety
+// `persisted` is NULL or a live handle.
+ratecell_status ratecell_persisted_save(const struct ratecell_persisted *persisted);
+
+// Stops the periodic thread (joining it), saves a last time, and releases
+// the handle and its limiter. Returns the last save's status
+// (`RATECELL_OK` or `RATECELL_SNAPSHOT_IO`); the handle is released
+// either way. NULL is a no-op returning `RATECELL_OK`.
+//
+// Must be the last call on `persisted` and on its limiter: no other
+// thread may be using either.
+//
+// # Safety
+// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
+ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 
 #ifdef __cplusplus
 }  // extern "C"
