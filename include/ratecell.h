@@ -18,6 +18,7 @@
 #define RATECELL_VERSION_PATCH 0
 
 typedef struct ratecell_limiter ratecell_limiter;
+typedef struct ratecell_persisted ratecell_persisted;
 typedef struct ratecell_config ratecell_config;
 typedef struct ratecell_decision ratecell_decision;
 /* No typedef for struct ratecell_stats: the function ratecell_stats() has

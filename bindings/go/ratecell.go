@@ -296,6 +296,17 @@ type Limiter struct {
 // Close is freed by a runtime cleanup as a safety net, but only at the
 // garbage collector's pace: with large tables, Close explicitly.
 func New(cfg Config) (*Limiter, error) {
+	c := cfg.cConfig()
+	var handle *C.ratecell_limiter
+	if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
+		return nil, err
+	}
+	return wrap(handle, cfg.Algorithm), nil
+}
+
+// cConfig is cfg as the C ABI's ratecell_config, defaults filled in by
+// ratecell_config_init.
+func (cfg Config) cConfig() C.struct_ratecell_config {
 	var c C.struct_ratecell_config
 	period := uint64(0)
 	if cfg.Period > 0 {
@@ -309,13 +320,14 @@ func New(cfg Config) (*Limiter, error) {
 	c.capacity = C.uint64_t(cfg.Capacity)
 	c.overflow = C.uint32_t(cfg.Overflow)
 	c.clock = C.uint32_t(cfg.Clock)
-	var handle *C.ratecell_limiter
-	if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
-		return nil, err
-	}
-	l := &Limiter{handle: handle, leaky: cfg.Algorithm == LeakyBucket}
+	return c
+}
+
+// wrap owns a handle made by the C ABI.
+func wrap(handle *C.ratecell_limiter, algorithm Algorithm) *Limiter {
+	l := &Limiter{handle: handle, leaky: algorithm == LeakyBucket}
 	l.cleanup = runtime.AddCleanup(l, func(h *C.ratecell_limiter) { C.ratecell_limiter_free(h) }, handle)
-	return l, nil
+	return l
 }
 
 // enter admits a call into the library, or refuses it once Close has begun.
