@@ -63,11 +63,17 @@ fn main() {
                 if now == DONE {
                     return (idle, saving);
                 }
-                key = key.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                key = key
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let start = Instant::now();
                 std::hint::black_box(limiter.check((key >> 20) % keys, 1));
                 let ns = start.elapsed().as_nanos().min(u32::MAX as u128) as u32;
-                let into = if now == SAVING { &mut saving } else { &mut idle };
+                let into = if now == SAVING {
+                    &mut saving
+                } else {
+                    &mut idle
+                };
                 if into.len() < into.capacity() {
                     into.push(ns);
                 }
@@ -111,11 +117,17 @@ fn main() {
     let load = load_start.elapsed();
     std::fs::remove_file(&path).unwrap();
 
-    println!("snapshot file: {bytes} bytes ({:.1} per key)", bytes as f64 / keys as f64);
+    println!(
+        "snapshot file: {bytes} bytes ({:.1} per key)",
+        bytes as f64 / keys as f64
+    );
     println!("save to file (atomic, fsync): {saves:?}");
     println!("snapshot to io::sink():       {sinks:?}");
     println!("floor: write+fsync {bytes} bytes: {floor:?}");
-    println!("restore from file: {load:?} ({} keys)", back.stats().keys_tracked);
+    println!(
+        "restore from file: {load:?} ({} keys)",
+        back.stats().keys_tracked
+    );
     percentiles("checks, no save", idle);
     percentiles("checks during saves", saving);
 }

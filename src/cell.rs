@@ -143,11 +143,13 @@ impl<W: AtomicWord> WordCell<W> {
         cas_loop(&*self.word, |_| ((), Some(0)));
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     /// The packed state, in one atomic load (a snapshot).
     pub(crate) fn load(&self) -> u128 {
         self.word.load_word()
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     /// Replaces the packed state (a restored snapshot).
     pub(crate) fn store(&self, packed: u128) {
         cas_loop(&*self.word, |_| ((), Some(packed)));
@@ -258,6 +260,7 @@ impl BlockCell {
         alg.decide(&mut LatchedWords(&self.words), t, n)
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     /// Runs `read` on the block under the latch (a snapshot: checks wait
     /// meanwhile, so what it reads is one state the limiter had).
     pub(crate) fn latched<R>(&self, read: impl FnOnce(&LatchedWords) -> R) -> R {

@@ -174,6 +174,7 @@ impl KeyedLimiter {
         self.clock.now_ns()
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     /// The table and the key hasher (a snapshot reads and restores them).
     pub(crate) fn parts(&self) -> (&Tables, &KeyHasher) {
         (&self.tables, &self.hasher)

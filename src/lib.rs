@@ -14,6 +14,9 @@
 //! - [`Decision`]: admitted or not, remaining, and when to retry.
 //! - [`Clock`]: the TSC clock (default), a coarse cached clock, or a manual
 //!   clock. Every check also has an `_at` form taking UNIX nanoseconds.
+//! - [`snapshot`]: every limiter saves its states while checks go on and is
+//!   restored from them after a restart; [`Persisted`] does both from one
+//!   line (restore at start, save periodically).
 //!
 //! ```
 //! use ratecell::{Algorithm, Clock, Config, Limiter};

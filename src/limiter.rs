@@ -174,6 +174,7 @@ impl Limiter {
         &self.config
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     /// The cell and algorithm (a snapshot reads and restores them).
     pub(crate) fn engine(&self) -> &Engine {
         &self.engine

@@ -46,11 +46,13 @@ macro_rules! try_status {
 
 mod info;
 mod limiter;
+#[cfg(not(loom))]
 mod snapshot;
 pub mod types;
 
 pub use info::*;
 pub use limiter::*;
+#[cfg(not(loom))]
 pub use snapshot::*;
 pub use types::*;
 

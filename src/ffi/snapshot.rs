@@ -14,6 +14,15 @@ use std::time::Duration;
 
 use ratecell_status::*;
 
+/// The status a failed save becomes: a missing directory is an I/O error
+/// of the save, not a missing snapshot.
+fn save_status(e: &SnapshotError) -> ratecell_status {
+    match status(e) {
+        RATECELL_SNAPSHOT_NOT_FOUND => RATECELL_SNAPSHOT_IO,
+        s => s,
+    }
+}
+
 /// The status a snapshot error becomes.
 fn status(e: &SnapshotError) -> ratecell_status {
     match e {
@@ -117,7 +126,7 @@ pub unsafe extern "C" fn ratecell_snapshot_save(
         let path = try_status!(unsafe { path_arg(path) });
         match l.save_to(&path) {
             Ok(()) => RATECELL_OK,
-            Err(e) => status(&e),
+            Err(e) => save_status(&e),
         }
     }
 }
@@ -145,7 +154,7 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
         });
         match saved {
             Ok(()) => RATECELL_OK,
-            Err(e) => status(&e),
+            Err(e) => save_status(&e),
         }
     }
 }
@@ -350,7 +359,7 @@ pub unsafe extern "C" fn ratecell_persisted_save(
         };
         match p.inner.save_now() {
             Ok(()) => RATECELL_OK,
-            Err(e) => status(&e),
+            Err(e) => save_status(&e),
         }
     }
 }
@@ -378,7 +387,7 @@ pub unsafe extern "C" fn ratecell_persisted_close(
         let p = unsafe { Box::from_raw(persisted) };
         match p.inner.close() {
             Ok(()) => RATECELL_OK,
-            Err(e) => status(&e),
+            Err(e) => save_status(&e),
         }
     }
 }

@@ -203,6 +203,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
 /// What a snapshot (`crate::snapshot`) needs of the table: each key's
 /// block read under its latch, so a saved state is one the key really had,
 /// and places written on a table no other thread uses yet.
+#[cfg_attr(loom, allow(dead_code))]
 impl<A: BlockAlgorithm> BlockTable<A> {
     pub(crate) fn alg(&self) -> &A {
         &self.alg

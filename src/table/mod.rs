@@ -115,12 +115,14 @@ impl KeyHasher {
         KeyHasher { k0, k1 }
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     /// The 128-bit key, for a snapshot: a restored table must hash every
     /// key to the same place and fingerprint.
     pub(crate) fn keys(&self) -> (u64, u64) {
         (self.k0, self.k1)
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     /// The hasher of a snapshot's key.
     pub(crate) fn from_keys(k0: u64, k1: u64) -> KeyHasher {
         KeyHasher { k0, k1 }
@@ -260,6 +262,7 @@ impl Geometry {
     }
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 impl Geometry {
     /// The buckets, other than `bucket` itself, whose probe window passes
     /// through `bucket` (those a lookup ending in `bucket` may have

@@ -304,6 +304,7 @@ impl<A: WordAlgorithm> WordTable<A> {
 /// What a snapshot (`crate::snapshot`) needs of the table: each place read
 /// with one atomic load, so a saved state is one its key really had, and
 /// places written on a table no other thread uses yet.
+#[cfg_attr(loom, allow(dead_code))]
 impl<A: WordAlgorithm> WordTable<A> {
     pub(crate) fn alg(&self) -> &A {
         &self.alg
