@@ -262,8 +262,11 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             return Ok(Err("a state the algorithm cannot have stored"));
         }
         let bucket = i / SLOTS;
+        // A load first: most of these places are taken (see WordTable::restore).
         let fill_empty = |header: &AtomicU64| {
-            let _ = header.compare_exchange(0, FREED, Ordering::Relaxed, Ordering::Relaxed);
+            if header.load(Ordering::Relaxed) == 0 {
+                let _ = header.compare_exchange(0, FREED, Ordering::Relaxed, Ordering::Relaxed);
+            }
         };
         self.headers[bucket * SLOTS..i].iter().for_each(fill_empty);
         for before in self.geometry.reaching(bucket) {
