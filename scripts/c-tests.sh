@@ -105,10 +105,12 @@ for mode in normal sanitized; do
     "$cc" "${cflags[@]}" "${extra[@]}" bindings/c/tests/test_fork.c "${link[@]}" -o "$out/test_fork-$mode"
     "$cc" "${cflags[@]}" "${extra[@]}" bindings/c/tests/test_multi.c "${link[@]}" -o "$out/test_multi_c-$mode"
     "$cxx" "${cxxflags[@]}" "${extra[@]}" bindings/cpp/tests/test_ratecell.cpp "${link[@]}" -o "$out/test_cpp-$mode"
+    "$cc" "${cflags[@]}" "${extra[@]}" bindings/c/tests/test_snapshot.c "${link[@]}" -o "$out/test_snapshot_c-$mode"
     run "example-$mode" "$out/example-$mode"
     run "test_c-$mode" "$out/test_c-$mode"
     run "test_multi_c-$mode" "$out/test_multi_c-$mode"
     run "test_cpp-$mode" "$out/test_cpp-$mode"
+    run "test_snapshot_c-$mode" "$out/test_snapshot_c-$mode" "$out"
     run "fuzz_c-$mode" "$out/fuzz_c-$mode" "$fuzz_iterations"
     run "test_fork-$mode" "$out/test_fork-$mode"
 done

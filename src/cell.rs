@@ -156,6 +156,18 @@ impl<W: AtomicWord> WordCell<W> {
     pub(crate) fn reset(&self) {
         cas_loop(&*self.word, |_| ((), Some(0)));
     }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// The packed state, in one atomic load (a snapshot).
+    pub(crate) fn load(&self) -> u128 {
+        self.word.load_word()
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// Replaces the packed state (a restored snapshot).
+    pub(crate) fn store(&self, packed: u128) {
+        cas_loop(&*self.word, |_| ((), Some(packed)));
+    }
 }
 
 /// The latch bit of a header word; the other bits belong to the owner (a
@@ -271,6 +283,14 @@ impl BlockCell {
     ) -> Decision {
         let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
         alg.decide_each(&mut LatchedWords(&self.words), t, n, each)
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// Runs `read` on the block under the latch (a snapshot: checks wait
+    /// meanwhile, so what it reads is one state the limiter had).
+    pub(crate) fn latched<R>(&self, read: impl FnOnce(&LatchedWords) -> R) -> R {
+        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        read(&LatchedWords(&self.words))
     }
 
     pub(crate) fn reset<A: BlockAlgorithm>(&self, alg: &A) {

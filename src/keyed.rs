@@ -83,7 +83,7 @@ pub struct KeyedLimiter {
     clock: Clock,
 }
 
-enum Tables {
+pub(crate) enum Tables {
     Gcra(WordTable<Gcra>),
     TokenBucket(WordTable<TokenBucket>),
     FixedWindow(WordTable<FixedWindow>),
@@ -126,6 +126,15 @@ impl KeyedLimiter {
 
     /// A keyed limiter reading `clock`.
     pub fn with_clock(config: Config, clock: Clock) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_hasher(config, clock, KeyHasher::random())
+    }
+
+    /// A keyed limiter hashing keys with `hasher` (a restored snapshot's).
+    pub(crate) fn with_hasher(
+        config: Config,
+        clock: Clock,
+        hasher: KeyHasher,
+    ) -> Result<KeyedLimiter, Error> {
         let p = config.params()?;
         if config.capacity == 0 {
             return Err(ConfigError {
@@ -157,12 +166,12 @@ impl KeyedLimiter {
                 Tables::SlidingLog(BlockTable::new(SlidingLog::new(&p), capacity, allow)?)
             }
         };
-        Ok(KeyedLimiter::assemble(tables, Limits::one(config), clock))
+        Ok(KeyedLimiter::assemble(tables, Limits::one(config), clock, hasher))
     }
 
-    fn assemble(tables: Tables, limits: Limits, clock: Clock) -> KeyedLimiter {
+    fn assemble(tables: Tables, limits: Limits, clock: Clock, hasher: KeyHasher) -> KeyedLimiter {
         KeyedLimiter {
-            hasher: KeyHasher::random(),
+            hasher,
             tables,
             checks: CheckCounters::default(),
             config: limits.configs[0],
@@ -204,7 +213,7 @@ impl KeyedLimiter {
             configs: configs.into(),
             names: vec![None; configs.len()].into(),
         };
-        Ok(KeyedLimiter::assemble(tables, limits, clock))
+        Ok(KeyedLimiter::assemble(tables, limits, clock, KeyHasher::random()))
     }
 
     /// Names the limits, in order ([`crate::Limiter::with_names`]).
@@ -277,6 +286,12 @@ impl KeyedLimiter {
     #[inline]
     pub fn now_ns(&self) -> u64 {
         self.clock.now_ns()
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// The table and the key hasher (a snapshot reads and restores them).
+    pub(crate) fn parts(&self) -> (&Tables, &KeyHasher) {
+        (&self.tables, &self.hasher)
     }
 
     /// How many bits of each key's hash the table keeps to tell keys apart

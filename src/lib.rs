@@ -18,6 +18,9 @@
 //!   which limit denied and what each decided.
 //! - [`Clock`]: the TSC clock (default), a coarse cached clock, or a manual
 //!   clock. Every check also has an `_at` form taking UNIX nanoseconds.
+//! - [`snapshot`]: every limiter saves its states while checks go on and is
+//!   restored from them after a restart; [`Persisted`] does both from one
+//!   line (restore at start, save periodically).
 //!
 //! ```
 //! use ratecell::{Algorithm, Clock, Config, Limiter};
@@ -51,6 +54,10 @@ mod limiter;
 mod memory;
 mod multi;
 pub mod state;
+/// Snapshots: save a limiter's states and restore them after a restart
+/// (docs/SNAPSHOT.md).
+#[cfg(not(loom))]
+pub mod snapshot;
 mod stats;
 mod sync;
 mod table;
@@ -64,4 +71,6 @@ pub use decision::Decision;
 pub use keyed::KeyedLimiter;
 pub use limiter::{AcquireError, Limiter};
 pub use multi::{MAX_LIMITS, MultiDecision};
+#[cfg(not(loom))]
+pub use snapshot::{Persisted, SnapshotError};
 pub use stats::Stats;

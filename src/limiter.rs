@@ -48,7 +48,7 @@ pub struct Limiter {
 }
 
 /// The cell that fits each algorithm's state.
-enum Engine {
+pub(crate) enum Engine {
     Gcra(Gcra, WordCell<AtomicU64>),
     TokenBucket(TokenBucket, WordCell<AtomicU128>),
     FixedWindow(FixedWindow, WordCell<AtomicU128>),
@@ -297,6 +297,12 @@ impl Limiter {
     /// for several limits).
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// The cell and algorithm (a snapshot reads and restores them).
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     /// The limiter's current time, UNIX ns.

@@ -219,6 +219,35 @@ public:
     /// Gives up ownership: the caller must ratecell_limiter_free the result.
     ratecell_limiter *release() noexcept { return std::exchange(handle_, nullptr); }
 
+    /// A limiter restored from the snapshot file at `path`, with the
+    /// configuration saved in it (trust the file as you would a Config).
+    /// Throws Error(RATECELL_SNAPSHOT_*) for a missing, damaged or
+    /// unsupported file.
+    static Limiter restore(const std::string &path) {
+        ratecell_limiter *l = nullptr;
+        detail::check(::ratecell_limiter_restore(path.c_str(), &l));
+        return Limiter(l);
+    }
+
+    /// A limiter of `config` restored from the snapshot file at `path`;
+    /// throws Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH) if the file was saved
+    /// from another configuration (docs/SNAPSHOT.md).
+    static Limiter restore(const Config &config, const std::string &path) {
+        ratecell_limiter *l = nullptr;
+        detail::check(::ratecell_limiter_restore_config(&config.raw(), path.c_str(), &l));
+        return Limiter(l);
+    }
+
+    /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
+    void save(const std::string &path) const {
+        detail::check(::ratecell_snapshot_save(handle_, path.c_str()));
+    }
+
+    /// save, judging which states are live at the caller's time (UNIX ns).
+    void save_at(const std::string &path, std::uint64_t now_ns) const {
+        detail::check(::ratecell_snapshot_save_at(handle_, path.c_str(), now_ns));
+    }
+
     /// Decides a request of `cost` for `key` now (cost 0: a peek).
     Decision check(std::uint64_t key, std::uint64_t cost = 1) const {
         Decision d{};
@@ -363,9 +392,69 @@ private:
         return decisions;
     }
 
+    explicit Limiter(ratecell_limiter *adopted) noexcept : handle_(adopted) {}
+
     ratecell_limiter *handle_ = nullptr;
     // The names of several limits, as given (empty when none were).
     std::vector<std::string> names_;
+};
+
+/// A limiter saved to a file every period by a background thread, and
+/// restored from it (if it exists) when made: crash-safe limits in one
+/// line. Move-only. Closing (or destroying) stops the thread and saves a
+/// last time; close() reports that save's failure by throwing.
+class Persisted {
+public:
+    /// Throws Error (RATECELL_SNAPSHOT_* for a file that exists but cannot
+    /// be restored, RATECELL_INVALID_* for the configuration).
+    Persisted(const Config &config, const std::string &path, std::chrono::nanoseconds every) {
+        std::uint64_t ns = every.count() < 0 ? 0 : static_cast<std::uint64_t>(every.count());
+        detail::check(::ratecell_persisted_open(&config.raw(), path.c_str(), ns, &handle_));
+    }
+
+    ~Persisted() { ::ratecell_persisted_close(handle_); }
+
+    Persisted(const Persisted &) = delete;
+    Persisted &operator=(const Persisted &) = delete;
+    Persisted(Persisted &&other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    Persisted &operator=(Persisted &&other) noexcept {
+        if (this != &other) {
+            ::ratecell_persisted_close(handle_);
+            handle_ = std::exchange(other.handle_, nullptr);
+        }
+        return *this;
+    }
+
+    /// The limiter's C handle, owned by this object (valid until close).
+    const ratecell_limiter *get() const {
+        const ratecell_limiter *l = nullptr;
+        detail::check(::ratecell_persisted_limiter(handle_, &l));
+        return l;
+    }
+
+    /// Decides a request of `cost` for `key` now.
+    Decision check(std::uint64_t key, std::uint64_t cost = 1) const {
+        Decision d{};
+        detail::check(::ratecell_check(get(), key, cost, &d));
+        return d;
+    }
+
+    /// Decides at the caller's time (UNIX ns).
+    Decision check_at(std::uint64_t key, std::uint64_t cost, std::uint64_t now_ns) const {
+        Decision d{};
+        detail::check(::ratecell_check_at(get(), key, cost, now_ns, &d));
+        return d;
+    }
+
+    /// Saves now, in the calling thread.
+    void save() const { detail::check(::ratecell_persisted_save(handle_)); }
+
+    /// Stops the saving thread and saves a last time; throws if that save
+    /// failed. The object is empty afterwards.
+    void close() { detail::check(::ratecell_persisted_close(std::exchange(handle_, nullptr))); }
+
+private:
+    ratecell_persisted *handle_ = nullptr;
 };
 
 }  // namespace ratecell

@@ -37,7 +37,13 @@ const (
 	StatusCostExceedsLimit  Status = C.RATECELL_COST_EXCEEDS_LIMIT
 	StatusInvalidLength     Status = C.RATECELL_INVALID_LENGTH
 	StatusPanic             Status = C.RATECELL_PANIC
-	lastStatus                     = StatusPanic
+	// Snapshot statuses (docs/SNAPSHOT.md).
+	StatusSnapshotIO             Status = C.RATECELL_SNAPSHOT_IO
+	StatusSnapshotNotFound       Status = C.RATECELL_SNAPSHOT_NOT_FOUND
+	StatusSnapshotDamaged        Status = C.RATECELL_SNAPSHOT_DAMAGED
+	StatusSnapshotVersion        Status = C.RATECELL_SNAPSHOT_VERSION
+	StatusSnapshotConfigMismatch Status = C.RATECELL_SNAPSHOT_CONFIG_MISMATCH
+	lastStatus                          = StatusSnapshotConfigMismatch
 )
 
 var statusNames = [...]string{
@@ -45,6 +51,8 @@ var statusNames = [...]string{
 	"INVALID_BURST", "INVALID_SUB_WINDOWS", "INVALID_CAPACITY", "INVALID_OVERFLOW",
 	"INVALID_CLOCK", "UNKNOWN_ALGORITHM", "OUT_OF_MEMORY", "TIMED_OUT",
 	"COST_EXCEEDS_LIMIT", "INVALID_LENGTH", "PANIC",
+	"SNAPSHOT_IO", "SNAPSHOT_NOT_FOUND", "SNAPSHOT_DAMAGED", "SNAPSHOT_VERSION",
+	"SNAPSHOT_CONFIG_MISMATCH",
 }
 
 // Name is the status's C name without the RATECELL_ prefix, e.g.
@@ -139,6 +147,18 @@ var (
 	// ErrPanic: a bug inside the library, caught before it crossed into Go.
 	// The limiter is still safe to use and to close.
 	ErrPanic = sentinel(StatusPanic)
+	// ErrSnapshotIO: a snapshot file could not be read or written.
+	ErrSnapshotIO = sentinel(StatusSnapshotIO)
+	// ErrSnapshotNotFound: Restore found no file at the path.
+	ErrSnapshotNotFound = sentinel(StatusSnapshotNotFound)
+	// ErrSnapshotDamaged: the file is not a snapshot, is truncated, or is
+	// damaged.
+	ErrSnapshotDamaged = sentinel(StatusSnapshotDamaged)
+	// ErrSnapshotVersion: the snapshot's format version is not supported.
+	ErrSnapshotVersion = sentinel(StatusSnapshotVersion)
+	// ErrSnapshotConfigMismatch: RestoreConfig was given another
+	// configuration than the snapshot's.
+	ErrSnapshotConfigMismatch = sentinel(StatusSnapshotConfigMismatch)
 )
 
 // ErrClosed is returned by every call on a Limiter after Close (and on a

@@ -418,6 +418,14 @@ impl BlockAlgorithm for AllOf {
         })
     }
 
+    fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
+        self.parts().iter().all(|p| {
+            let at = p.at as usize;
+            with_rule!(&p.rule, a => word: a.is_valid(a.unpack(read_pair(w, at))),
+                block: a.is_valid(&Shifted { words: w, at }))
+        })
+    }
+
     fn clear<W: Words + ?Sized>(&self, w: &mut W) {
         for p in self.parts() {
             let at = p.at as usize;
@@ -439,7 +447,7 @@ impl<W: Words + ?Sized> Words for Shifted<'_, W> {
         self.words.get(self.at + i)
     }
     fn set(&mut self, _: usize, _: u64) {
-        unreachable!("is_fresh_at only reads")
+        unreachable!("is_fresh_at and is_valid only read")
     }
 }
 

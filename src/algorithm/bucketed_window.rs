@@ -133,6 +133,17 @@ impl BlockAlgorithm for BucketedWindow {
             w.set(i, 0);
         }
     }
+
+    /// Every counter holds one of the last N sub-windows as of `s_max`
+    /// (moving `s_max` clears the positions it passes), and their sum was
+    /// at most the limit when it was stored; an odd N leaves the last
+    /// word's high half 0; `s_max` is a sub-window some time has (so
+    /// `s_max + 1` cannot overflow).
+    fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
+        let sum: u64 = (0..self.n).map(|j| self.counter(w, j)).sum();
+        let spare_half_clear = self.n % 2 == 0 || w.get(self.words() - 1) >> 32 == 0;
+        sum <= self.limit && spare_half_clear && w.get(0) <= u64::MAX / self.sub_period
+    }
 }
 
 #[cfg(test)]

@@ -96,6 +96,10 @@ impl WordAlgorithm for FixedWindow {
     fn state_bits(&self) -> u32 {
         self.window_bits + self.count_bits
     }
+
+    fn is_valid(&self, s: State) -> bool {
+        s.count <= self.limit
+    }
 }
 
 #[cfg(test)]

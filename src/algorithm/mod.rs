@@ -65,6 +65,15 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
 
     /// How many low bits of the word the packed state uses.
     fn state_bits(&self) -> u32;
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// Whether this algorithm could have stored `state` (a restored
+    /// snapshot is checked with it, so a damaged or hostile file cannot
+    /// hand `decide` a count above the limit).
+    fn is_valid(&self, state: Self::State) -> bool {
+        let _ = state;
+        true
+    }
 }
 
 /// Word storage that a [`BlockAlgorithm`] reads and writes while it holds
@@ -117,6 +126,21 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
     /// Makes `words` the fresh state again (a table reusing a place, or
     /// `reset_key`). Only the words that say what is live need clearing.
     fn clear<W: Words + ?Sized>(&self, words: &mut W);
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// Lists the indices of the words a snapshot saves, in order. An index
+    /// may depend only on words listed before it (a restore writes each
+    /// word as it reads it, then asks for the next index), and the listing
+    /// stays in bounds whatever those words hold. By default every word.
+    fn saved_words<W: Words + ?Sized>(&self, words: &W, each: &mut dyn FnMut(usize)) {
+        let _ = words;
+        (0..self.words()).for_each(each);
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// Whether this algorithm could have stored `words` (see
+    /// [`WordAlgorithm::is_valid`]); only the saved words are read.
+    fn is_valid<W: Words + ?Sized>(&self, words: &W) -> bool;
 }
 
 /// How many bits an unsigned value up to `max` needs.

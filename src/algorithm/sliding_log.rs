@@ -206,6 +206,40 @@ impl BlockAlgorithm for SlidingLog {
         w.set(LEN, 0);
         w.set(BASE, 0);
     }
+
+    /// The three header words, then only the `len` stored entries (a ring
+    /// sized for `L` entries is mostly unused); nothing past the header
+    /// when it is out of range.
+    fn saved_words<W: Words + ?Sized>(&self, w: &W, each: &mut dyn FnMut(usize)) {
+        (HEAD..ENTRIES).for_each(&mut *each);
+        let r = self.ring(w);
+        if r.head < r.cap && r.len <= r.cap {
+            for i in 0..r.len {
+                each(r.slot(i));
+                each(r.slot(i) + 1);
+            }
+        }
+    }
+
+    /// Timestamps never decrease along the ring, each entry adds 1 to L
+    /// units to the running total, and the entries sum to at most L (an
+    /// append drops the expired entries first).
+    fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
+        let r = self.ring(w);
+        if r.head >= r.cap || r.len > r.cap {
+            return false;
+        }
+        let (mut last_ts, mut sum) = (0, 0u64);
+        for i in 0..r.len {
+            let added = r.total(i).wrapping_sub(r.before(i));
+            sum = sum.saturating_add(added);
+            if r.ts(i) < last_ts || added == 0 || sum > self.limit {
+                return false;
+            }
+            last_ts = r.ts(i);
+        }
+        true
+    }
 }
 
 #[cfg(test)]

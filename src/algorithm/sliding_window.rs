@@ -160,6 +160,10 @@ impl WordAlgorithm for SlidingWindow {
     fn state_bits(&self) -> u32 {
         self.window_bits + 2 * self.count_bits
     }
+
+    fn is_valid(&self, s: State) -> bool {
+        s.prev <= self.limit && s.cur <= self.limit
+    }
 }
 
 #[cfg(test)]

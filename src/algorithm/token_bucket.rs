@@ -122,6 +122,10 @@ impl WordAlgorithm for TokenBucket {
     fn state_bits(&self) -> u32 {
         64 + self.used_bits
     }
+
+    fn is_valid(&self, s: State) -> bool {
+        s.used <= self.burst
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use ratecell_status::*;
 /// which must be the last call on it.
 pub struct ratecell_limiter {
     pub(super) inner: Inner,
-    clock: ratecell_clock,
+    pub(super) clock: ratecell_clock,
 }
 
 // The handle is allocated once, on the heap; boxing the larger variant
@@ -104,7 +104,7 @@ impl ratecell_limiter {
 ///
 /// # Safety
 /// A non-NULL `limiter` came from `ratecell_limiter_new` and was not freed.
-unsafe fn handle<'a>(
+pub(super) unsafe fn handle<'a>(
     limiter: *const ratecell_limiter,
 ) -> Result<&'a ratecell_limiter, ratecell_status> {
     // SAFETY: the caller promises a live handle (or NULL, refused here).
@@ -115,7 +115,7 @@ unsafe fn handle<'a>(
 ///
 /// # Safety
 /// `out` is non-NULL and points to a writable `T`.
-unsafe fn put<T>(out: *mut T, value: T) {
+pub(super) unsafe fn put<T>(out: *mut T, value: T) {
     // SAFETY: as promised by the caller.
     unsafe { out.write(value) }
 }

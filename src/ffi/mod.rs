@@ -47,11 +47,15 @@ macro_rules! try_status {
 mod info;
 mod limiter;
 mod multi;
+#[cfg(not(loom))]
+mod snapshot;
 pub mod types;
 
 pub use info::*;
 pub use limiter::*;
 pub use multi::*;
+#[cfg(not(loom))]
+pub use snapshot::*;
 pub use types::*;
 
 use std::ffi::c_char;

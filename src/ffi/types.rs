@@ -64,13 +64,28 @@ pub enum ratecell_status {
     /// A bug: the library panicked inside the call. The panic was caught
     /// and did not cross into C; the limiter is still safe to use and free.
     RATECELL_PANIC = 15,
+    /// A snapshot file could not be read or written (permissions, a full
+    /// disk, a directory that does not exist...).
+    RATECELL_SNAPSHOT_IO = 16,
+    /// `ratecell_limiter_restore*`: no file at the path. (A periodic saver
+    /// opened on a missing file starts fresh instead.)
+    RATECELL_SNAPSHOT_NOT_FOUND = 17,
+    /// The file is not a snapshot, is truncated, or is damaged (a checksum
+    /// or a field that does not hold).
+    RATECELL_SNAPSHOT_DAMAGED = 18,
+    /// The snapshot is of a format version this library does not read.
+    RATECELL_SNAPSHOT_VERSION = 19,
+    /// The snapshot was taken of a limiter configured differently from the
+    /// configuration given (algorithm, limit, period_ns, burst,
+    /// sub_windows or capacity; see docs/SNAPSHOT.md).
+    RATECELL_SNAPSHOT_CONFIG_MISMATCH = 20,
 }
 
 use ratecell_status::*;
 
 /// Every status, in numeric order (kept out of the header: cbindgen would
 /// print a public associated constant as a macro).
-const STATUSES: [ratecell_status; 16] = [
+const STATUSES: [ratecell_status; 21] = [
     RATECELL_OK,
     RATECELL_NULL_ARGUMENT,
     RATECELL_INVALID_ALGORITHM,
@@ -87,6 +102,11 @@ const STATUSES: [ratecell_status; 16] = [
     RATECELL_COST_EXCEEDS_LIMIT,
     RATECELL_INVALID_LENGTH,
     RATECELL_PANIC,
+    RATECELL_SNAPSHOT_IO,
+    RATECELL_SNAPSHOT_NOT_FOUND,
+    RATECELL_SNAPSHOT_DAMAGED,
+    RATECELL_SNAPSHOT_VERSION,
+    RATECELL_SNAPSHOT_CONFIG_MISMATCH,
 ];
 
 impl ratecell_status {
@@ -147,6 +167,13 @@ impl ratecell_status {
             }
             RATECELL_INVALID_LENGTH => b"a length is larger than any buffer can be\0",
             RATECELL_PANIC => b"internal error: a panic was caught at the C boundary\0",
+            RATECELL_SNAPSHOT_IO => b"the snapshot file could not be read or written\0",
+            RATECELL_SNAPSHOT_NOT_FOUND => b"no snapshot file at this path\0",
+            RATECELL_SNAPSHOT_DAMAGED => b"the snapshot is damaged, truncated, or not a snapshot\0",
+            RATECELL_SNAPSHOT_VERSION => b"the snapshot's format version is not supported\0",
+            RATECELL_SNAPSHOT_CONFIG_MISMATCH => {
+                b"the snapshot's configuration differs from the one given\0"
+            }
         }
     }
 }

@@ -272,6 +272,87 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     }
 }
 
+/// What a snapshot (`crate::snapshot`) needs of the table: each key's
+/// block read under its latch, so a saved state is one the key really had,
+/// and places written on a table no other thread uses yet.
+#[cfg_attr(loom, allow(dead_code))]
+impl<A: BlockAlgorithm> BlockTable<A> {
+    pub(crate) fn alg(&self) -> &A {
+        &self.alg
+    }
+
+    /// Headers in the table (the positions a snapshot names).
+    pub(crate) fn places(&self) -> usize {
+        self.headers.len()
+    }
+
+    /// Runs `read(fingerprint, block)` on the key in place `i` while
+    /// holding its latch (a check of that key waits meanwhile); nothing
+    /// for an empty place or a tombstone.
+    pub(crate) fn saved<R>(
+        &self,
+        i: usize,
+        read: impl FnOnce(u64, &LatchedWords) -> R,
+    ) -> Option<R> {
+        let header = &self.headers[i];
+        loop {
+            let owner = header.load(Ordering::Relaxed) & !LATCHED;
+            if owner <= FREED {
+                return None;
+            }
+            // Fails only if the place changed owner meanwhile: look again.
+            if let Ok(_latch) = latch(header, owner) {
+                return Some(read(owner, &self.block(i)));
+            }
+        }
+    }
+
+    /// Restores a key into place `i`: `fill(index, block)` writes each
+    /// saved word (see `BlockAlgorithm::saved_words`), then the block is
+    /// checked. The empty places a lookup for the key may pass first become
+    /// tombstones, as in `WordTable::restore`. Only for a table that no
+    /// other thread uses yet, with places restored in increasing order.
+    pub(crate) fn restore<E>(
+        &self,
+        i: usize,
+        fingerprint: u64,
+        mut fill: impl FnMut(usize, &[AtomicU64]) -> Result<(), E>,
+    ) -> Result<Result<(), &'static str>, E> {
+        if fingerprint <= FREED || fingerprint >> FINGERPRINT_BITS != 0 {
+            return Ok(Err("a fingerprint no key has"));
+        }
+        let block = self.block(i);
+        self.alg.clear(&mut self.block(i));
+        let mut result = Ok(());
+        self.alg.saved_words(&block, &mut |index| {
+            if result.is_ok() {
+                result = fill(index, block.0);
+            }
+        });
+        result?;
+        if !self.alg.is_valid(&block) {
+            return Ok(Err("a state the algorithm cannot have stored"));
+        }
+        let bucket = i / SLOTS;
+        // A load first: most of these places are taken (see WordTable::restore).
+        let fill_empty = |header: &AtomicU64| {
+            if header.load(Ordering::Relaxed) == 0 {
+                let _ = header.compare_exchange(0, FREED, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        };
+        self.headers[bucket * SLOTS..i].iter().for_each(fill_empty);
+        for before in self.geometry.reaching(bucket) {
+            self.headers[before * SLOTS..][..SLOTS]
+                .iter()
+                .for_each(fill_empty);
+        }
+        self.headers[i].store(fingerprint, Ordering::Release);
+        let shard = &self.shards[self.geometry.shard_of(bucket)];
+        shard.counters.tracked.fetch_add(1, Relaxed);
+        Ok(Ok(()))
+    }
+}
+
 impl<A: BlockAlgorithm> KeyedTable for BlockTable<A> {
     /// The home bucket of headers (the block is found through it).
     #[inline]

@@ -126,6 +126,19 @@ impl KeyHasher {
         KeyHasher { k0, k1 }
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
+    /// The 128-bit key, for a snapshot: a restored table must hash every
+    /// key to the same place and fingerprint.
+    pub(crate) fn keys(&self) -> (u64, u64) {
+        (self.k0, self.k1)
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// The hasher of a snapshot's key.
+    pub(crate) fn from_keys(k0: u64, k1: u64) -> KeyHasher {
+        KeyHasher { k0, k1 }
+    }
+
     /// SipHash-1-3 of the key's bytes.
     #[inline]
     pub(crate) fn hash(&self, key: &[u8]) -> u64 {
@@ -297,6 +310,25 @@ impl Geometry {
             let b = local + i;
             first + if b >= n { b - n } else { b }
         })
+    }
+}
+
+#[cfg_attr(loom, allow(dead_code))]
+impl Geometry {
+    /// The buckets, other than `bucket` itself, whose probe window passes
+    /// through `bucket` (those a lookup ending in `bucket` may have
+    /// started from): up to `PROBE − 1` buckets before it, wrapping inside
+    /// its shard. A snapshot's restore keeps them non-empty.
+    pub(crate) fn reaching(&self, bucket: usize) -> impl Iterator<Item = usize> {
+        let n = self.buckets_per_shard as usize;
+        let first = bucket - bucket % n;
+        let local = bucket - first;
+        (1..PROBE.min(self.buckets_per_shard) as usize).map(move |i| first + (local + n - i) % n)
+    }
+
+    /// The shard that owns `bucket`.
+    pub(crate) fn shard_of(&self, bucket: usize) -> usize {
+        bucket / self.buckets_per_shard as usize
     }
 }
 

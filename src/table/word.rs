@@ -369,6 +369,77 @@ impl<A: WordAlgorithm> WordTable<A> {
     }
 }
 
+/// What a snapshot (`crate::snapshot`) needs of the table: each place read
+/// with one atomic load, so a saved state is one its key really had, and
+/// places written on a table no other thread uses yet.
+#[cfg_attr(loom, allow(dead_code))]
+impl<A: WordAlgorithm> WordTable<A> {
+    pub(crate) fn alg(&self) -> &A {
+        &self.alg
+    }
+
+    /// Slots in the table (the positions a snapshot names).
+    pub(crate) fn places(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The fingerprint and packed state of the key in slot `i`, from one
+    /// 128-bit load; `None` for an empty slot or a tombstone.
+    pub(crate) fn saved(&self, i: usize) -> Option<(u64, u128)> {
+        let word = self.slots[i].load_word();
+        let fingerprint = ((word >> 64) as u64 & self.owner_mask) >> self.fingerprint_shift;
+        (fingerprint > FREED).then_some((fingerprint, word & self.state_mask))
+    }
+
+    /// Puts a restored key's packed state in slot `i`. Every empty slot a
+    /// lookup for the key may pass first (its bucket's slots before `i`,
+    /// and the buckets whose window reaches it) becomes a tombstone, so the
+    /// lookup cannot stop short of it: a snapshot leaves out empty and
+    /// fresh places, and the ones it left out before a key were not empty.
+    /// Only for a table that no other thread uses yet, with slots restored
+    /// in increasing order. Refuses (naming the fault) a fingerprint no key
+    /// has or a state this algorithm could not have stored.
+    pub(crate) fn restore(
+        &self,
+        i: usize,
+        fingerprint: u64,
+        packed: u128,
+    ) -> Result<(), &'static str> {
+        let bits = self.geometry.fingerprint_bits();
+        if fingerprint <= FREED || (bits < 64 && fingerprint >> bits != 0) {
+            return Err("a fingerprint no key has");
+        }
+        let state = self.alg.unpack(packed);
+        if packed & !self.state_mask != 0
+            || self.alg.pack(state) != packed
+            || !self.alg.is_valid(state)
+        {
+            return Err("a state the algorithm cannot have stored");
+        }
+        let bucket = i / SLOTS;
+        let freed = self.freed();
+        // A load first: most of these places are taken, and a CAS on each
+        // (a locked 16-byte instruction) made restoring a million keys take
+        // 15 s instead of well under one.
+        let fill = |slot: &AtomicU128| {
+            if slot.load_word() == 0 {
+                cas_loop_from(slot, 0, |w| ((), (w == 0).then_some(freed)));
+            }
+        };
+        self.slots[bucket * SLOTS..i].iter().for_each(fill);
+        for before in self.geometry.reaching(bucket) {
+            self.slots[before * SLOTS..][..SLOTS].iter().for_each(fill);
+        }
+        let word = self.word(self.tag(fingerprint), state);
+        cas_loop_from(&self.slots[i], self.slots[i].load_word(), |_| {
+            ((), Some(word))
+        });
+        let shard = &self.shards[self.geometry.shard_of(bucket)];
+        shard.counters.tracked.fetch_add(1, Relaxed);
+        Ok(())
+    }
+}
+
 impl<A: WordAlgorithm> KeyedTable for WordTable<A> {
     /// The home bucket, and the next: one key in fifteen lives there
     /// (about 7 % at 69 % load, the fullest the sizing allows).

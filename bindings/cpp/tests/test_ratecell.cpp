@@ -6,7 +6,9 @@
 #include "harness.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <type_traits>
 
@@ -292,6 +294,51 @@ void test_several_limits_as_one() {
     CHECK(status(limits, {}) == RATECELL_INVALID_CAPACITY);
 }
 
+// Snapshots: save and restore every algorithm, a mismatch throws its
+// status, and a Persisted limiter comes back with its states.
+void test_snapshots_save_restore_and_persist() {
+    std::string path = "/tmp/ratecell-cpp-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (Algorithm a : ALL) {
+        Config config = Config(a, 4, 1s).capacity(50);
+        Limiter l(config);
+        for (std::uint64_t key = 0; key < 10; key++) {
+            l.check_at(key, key % 4, T0);
+        }
+        l.save_at(path, T0);
+        Limiter back = Limiter::restore(config, path);
+        Limiter any = Limiter::restore(path);
+        for (std::uint64_t key = 0; key < 10; key++) {
+            ratecell::Decision want = l.check_at(key, 1, T0 + 1);
+            CHECK(back.check_at(key, 1, T0 + 1).remaining == want.remaining);
+            CHECK(any.check_at(key, 1, T0 + 1).allowed == want.allowed);
+        }
+        ratecell_status status = RATECELL_OK;
+        try {
+            Limiter::restore(Config(a, 5, 1s).capacity(50), path);
+        } catch (const Error &e) {
+            status = e.status();
+        }
+        CHECK(status == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    }
+    std::remove(path.c_str());
+    Config config = Config(Algorithm::Gcra, 3, 3600s).capacity(100);
+    std::uint64_t now = 0;
+    {
+        ratecell::Persisted p(config, path, 1ms);
+        now = ::ratecell_now_ns(p.get());
+        for (int i = 0; i < 3; i++) {
+            CHECK(p.check_at(7, 1, now).allowed);
+        }
+        p.close();
+    }
+    {
+        ratecell::Persisted again(config, path, 1ms);
+        CHECK(!again.check_at(7, 1, now).allowed);
+        again.save();
+    }
+    std::remove(path.c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -305,5 +352,6 @@ int main() {
     RUN(test_stats_and_config);
     RUN(test_four_threads_admit_exactly_the_limit);
     RUN(test_several_limits_as_one);
+    RUN(test_snapshots_save_restore_and_persist);
     return harness_finish();
 }

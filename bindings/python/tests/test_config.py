@@ -134,6 +134,11 @@ def test_status_codes_match_the_header(repo):
         ratecell.CostExceedsLimit: "RATECELL_COST_EXCEEDS_LIMIT",
         ratecell.InvalidLength: "RATECELL_INVALID_LENGTH",
         ratecell.Panic: "RATECELL_PANIC",
+        ratecell.SnapshotIO: "RATECELL_SNAPSHOT_IO",
+        ratecell.SnapshotNotFound: "RATECELL_SNAPSHOT_NOT_FOUND",
+        ratecell.SnapshotDamaged: "RATECELL_SNAPSHOT_DAMAGED",
+        ratecell.SnapshotVersion: "RATECELL_SNAPSHOT_VERSION",
+        ratecell.SnapshotConfigMismatch: "RATECELL_SNAPSHOT_CONFIG_MISMATCH",
     }
     block = header[header.index("enum ratecell_status\n") :]
     block = block[: block.index("};")]

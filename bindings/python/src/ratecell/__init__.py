@@ -32,6 +32,12 @@ from ._errors import (
     OutOfMemory,
     Panic,
     RatecellError,
+    SnapshotConfigMismatch,
+    SnapshotDamaged,
+    SnapshotError,
+    SnapshotIO,
+    SnapshotNotFound,
+    SnapshotVersion,
     TimedOut,
     UnknownAlgorithm,
 )
@@ -76,6 +82,12 @@ __all__ = [
     "InvalidLength",
     "Panic",
     "LimiterClosed",
+    "SnapshotError",
+    "SnapshotIO",
+    "SnapshotNotFound",
+    "SnapshotDamaged",
+    "SnapshotVersion",
+    "SnapshotConfigMismatch",
 ]
 
 

@@ -168,6 +168,41 @@ class Panic(RatecellError):
     status = 15
 
 
+class SnapshotError(RatecellError):
+    """A snapshot could not be saved or restored (docs/SNAPSHOT.md)."""
+
+
+class SnapshotIO(SnapshotError, OSError):
+    """RATECELL_SNAPSHOT_IO: the snapshot file could not be read or written."""
+
+    status = 16
+
+
+class SnapshotNotFound(SnapshotError, FileNotFoundError):
+    """RATECELL_SNAPSHOT_NOT_FOUND: no snapshot file at the path."""
+
+    status = 17
+
+
+class SnapshotDamaged(SnapshotError, ValueError):
+    """RATECELL_SNAPSHOT_DAMAGED: not a snapshot, truncated, or damaged."""
+
+    status = 18
+
+
+class SnapshotVersion(SnapshotError, ValueError):
+    """RATECELL_SNAPSHOT_VERSION: a snapshot format this library does not read."""
+
+    status = 19
+
+
+class SnapshotConfigMismatch(SnapshotError, ValueError):
+    """RATECELL_SNAPSHOT_CONFIG_MISMATCH: the snapshot was saved from a
+    limiter of another configuration."""
+
+    status = 20
+
+
 class LimiterClosed(RatecellError, ValueError):
     """A call on a ``Limiter`` after ``close()`` (or after its ``with``
     block)."""
@@ -194,6 +229,11 @@ _BY_STATUS: dict[int, type[RatecellError]] = {
         CostExceedsLimit,
         InvalidLength,
         Panic,
+        SnapshotIO,
+        SnapshotNotFound,
+        SnapshotDamaged,
+        SnapshotVersion,
+        SnapshotConfigMismatch,
     )
     if cls.status is not None
 }

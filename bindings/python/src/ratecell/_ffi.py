@@ -229,6 +229,10 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
         _STATUS,
         [c_void_p, c_void_p, c_size_t, c_uint64, c_uint64, POINTER(CMultiDecision)],
     ),
+    "ratecell_snapshot_save": (_STATUS, [c_void_p, c_char_p]),
+    "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),
+    "ratecell_limiter_restore": (_STATUS, [c_char_p, POINTER(c_void_p)]),
+    "ratecell_limiter_restore_config": (_STATUS, [POINTER(CConfig), c_char_p, POINTER(c_void_p)]),
 }
 
 for _name, (_restype, _argtypes) in _SIGNATURES.items():

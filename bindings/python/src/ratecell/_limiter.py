@@ -11,6 +11,7 @@ import ctypes
 import datetime
 import math
 import operator
+import os
 from array import array
 from ctypes import c_bool, c_char, c_uint64
 from typing import Any
@@ -343,6 +344,52 @@ class Limiter:
             f"<ratecell.Limiter {c.algorithm.spec_name} {c.limit}/{c.period_ns}ns"
             f" burst={c.burst} capacity={c.capacity}>"
         )
+
+    # -- snapshots (docs/SNAPSHOT.md) ---------------------------------------
+
+    def save(self, path: str | os.PathLike[str], now_ns: int | None = None) -> None:
+        """Saves a snapshot to ``path`` atomically (temporary file, fsync,
+        rename). States equivalent to fresh at ``now_ns`` (default: the
+        limiter's clock) are left out. Other threads may keep checking.
+        Raises ``SnapshotIO`` when the file cannot be written."""
+        h = self._handle()
+        p = os.fsencode(path)
+        if now_ns is None:
+            status = _lib.ratecell_snapshot_save(h, p)
+        else:
+            status = _lib.ratecell_snapshot_save_at(h, p, _u64(now_ns, "now_ns"))
+        if status:
+            raise _errors.error_for_status(status)
+
+    @classmethod
+    def restore(cls, path: str | os.PathLike[str], config: Config | None = None) -> Limiter:
+        """A limiter restored from the snapshot file at ``path``.
+
+        With ``config`` (a ``Config``, as ``Limiter.config`` returns), a
+        snapshot of another configuration raises ``SnapshotConfigMismatch``
+        before anything is allocated; without it the file's own
+        configuration is used (it sizes the table: trust the file as you
+        would a configuration). Raises ``SnapshotNotFound``,
+        ``SnapshotDamaged`` or ``SnapshotVersion`` for a missing, damaged or
+        unsupported file."""
+        p = os.fsencode(path)
+        handle = _ffi.LimiterHandle()
+        if config is None:
+            status = _lib.ratecell_limiter_restore(p, handle)
+        else:
+            cfg = _ffi.CConfig()
+            _lib.ratecell_config_init(cfg, int(config.algorithm), config.limit, config.period_ns)
+            cfg.burst = config.burst
+            cfg.sub_windows = config.sub_windows
+            cfg.capacity = config.capacity
+            cfg.overflow = int(config.overflow)
+            cfg.clock = int(config.clock)
+            status = _lib.ratecell_limiter_restore_config(cfg, p, handle)
+        if status:
+            raise _errors.error_for_status(status)
+        limiter = cls.__new__(cls)
+        limiter._h = handle
+        return limiter
 
     def _handle(self) -> _ffi.LimiterHandle:
         h = self._h

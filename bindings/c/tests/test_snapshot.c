@@ -1,0 +1,288 @@
+/*
+ * C11 tests of ratecell's snapshots through the C ABI: save and restore of
+ * every algorithm, direct and keyed; a configuration that differs;
+ * missing, damaged and truncated files; the periodic saver; and a child
+ * process killed with SIGKILL while it saves, whose file still restores.
+ *
+ * Built and run by scripts/c-tests.sh. Takes a scratch directory as its
+ * argument (default: /tmp). Prints "N passed, M failed" last.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "ratecell.h"
+
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SECOND UINT64_C(1000000000)
+#define T0 (UINT64_C(1700000000) * SECOND)
+
+static const uint32_t ALGORITHMS[] = {
+    RATECELL_ALGORITHM_GCRA,           RATECELL_ALGORITHM_LEAKY_BUCKET,
+    RATECELL_ALGORITHM_TOKEN_BUCKET,   RATECELL_ALGORITHM_FIXED_WINDOW,
+    RATECELL_ALGORITHM_SLIDING_WINDOW, RATECELL_ALGORITHM_BUCKETED_WINDOW,
+    RATECELL_ALGORITHM_SLIDING_LOG,
+};
+#define N_ALGORITHMS (sizeof ALGORITHMS / sizeof ALGORITHMS[0])
+
+static char dir[512] = "/tmp";
+
+static void path_of(char *out, size_t n, const char *name) {
+    snprintf(out, n, "%s/ratecell-c-%ld-%s", dir, (long)getpid(), name);
+}
+
+static ratecell_config config(uint32_t algorithm, uint64_t capacity) {
+    ratecell_config cfg;
+    ratecell_config_init(&cfg, algorithm, 5, SECOND);
+    cfg.capacity = capacity;
+    return cfg;
+}
+
+static ratecell_decision at(const ratecell_limiter *l, uint64_t key, uint64_t cost,
+                            uint64_t now) {
+    ratecell_decision d;
+    memset(&d, 0, sizeof d);
+    CHECK(ratecell_check_at(l, key, cost, now, &d) == RATECELL_OK);
+    return d;
+}
+
+static int same(ratecell_decision a, ratecell_decision b) {
+    return a.allowed == b.allowed && a.limit == b.limit && a.remaining == b.remaining &&
+           a.retry_after_ns == b.retry_after_ns && a.reset_after_ns == b.reset_after_ns &&
+           a.wait_ns == b.wait_ns;
+}
+
+/* A trace up to T0 + 1 s is saved, then the rest from there decides alike in
+ * the original and in both restored forms. */
+static void test_round_trip_every_algorithm(void) {
+    char path[600];
+    path_of(path, sizeof path, "round.snap");
+    for (size_t a = 0; a < N_ALGORITHMS; a++) {
+        for (uint64_t capacity = 0; capacity <= 100; capacity += 100) {
+            ratecell_config cfg = config(ALGORITHMS[a], capacity);
+            ratecell_limiter *l = NULL;
+            CHECK(ratecell_limiter_new(&cfg, &l) == RATECELL_OK);
+            uint64_t t = T0;
+            for (uint64_t i = 0; i < 200; i++) {
+                t += (i * 7919) % (SECOND / 10);
+                at(l, i % 13, i % 3, t);
+            }
+            CHECK(ratecell_snapshot_save_at(l, path, t) == RATECELL_OK);
+            ratecell_limiter *r1 = NULL, *r2 = NULL;
+            CHECK(ratecell_limiter_restore(path, &r1) == RATECELL_OK);
+            CHECK(ratecell_limiter_restore_config(&cfg, path, &r2) == RATECELL_OK);
+            int agree = r1 != NULL && r2 != NULL;
+            for (uint64_t i = 0; agree && i < 300; i++) {
+                t += (i * 104729) % (SECOND / 10);
+                ratecell_decision d = at(l, i % 13, i % 3, t);
+                agree = same(d, at(r1, i % 13, i % 3, t)) && same(d, at(r2, i % 13, i % 3, t));
+            }
+            if (!agree) {
+                fprintf(stderr, "algorithm %u capacity %" PRIu64 " disagrees\n",
+                        ALGORITHMS[a], capacity);
+            }
+            CHECK(agree);
+            ratecell_limiter_free(r1);
+            ratecell_limiter_free(r2);
+            ratecell_limiter_free(l);
+        }
+    }
+    remove(path);
+}
+
+static void test_a_different_configuration_is_refused(void) {
+    char path[600];
+    path_of(path, sizeof path, "mismatch.snap");
+    ratecell_config cfg = config(RATECELL_ALGORITHM_GCRA, 100);
+    ratecell_limiter *l = NULL;
+    CHECK(ratecell_limiter_new(&cfg, &l) == RATECELL_OK);
+    CHECK(ratecell_snapshot_save(l, path) == RATECELL_OK);
+    ratecell_limiter *r = NULL;
+    ratecell_config other = cfg;
+    other.limit = 6;
+    CHECK(ratecell_limiter_restore_config(&other, path, &r) == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    other = cfg;
+    other.capacity = 0;
+    CHECK(ratecell_limiter_restore_config(&other, path, &r) == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    other = cfg;
+    other.limit = 0;
+    CHECK(ratecell_limiter_restore_config(&other, path, &r) == RATECELL_INVALID_LIMIT);
+    CHECK(r == NULL);
+    /* The overflow policy may differ: the caller's applies. */
+    other = cfg;
+    other.overflow = RATECELL_OVERFLOW_ALLOW;
+    CHECK(ratecell_limiter_restore_config(&other, path, &r) == RATECELL_OK);
+    ratecell_limiter_free(r);
+    ratecell_limiter_free(l);
+    remove(path);
+}
+
+static void test_missing_damaged_and_truncated_files_are_refused(void) {
+    char path[600], bad[600];
+    path_of(path, sizeof path, "good.snap");
+    path_of(bad, sizeof bad, "bad.snap");
+    ratecell_limiter *r = NULL;
+    CHECK(ratecell_limiter_restore(bad, &r) == RATECELL_SNAPSHOT_NOT_FOUND);
+    CHECK(ratecell_limiter_restore(NULL, &r) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_snapshot_save(NULL, bad) == RATECELL_NULL_ARGUMENT);
+
+    ratecell_config cfg = config(RATECELL_ALGORITHM_SLIDING_LOG, 16);
+    ratecell_limiter *l = NULL;
+    CHECK(ratecell_limiter_new(&cfg, &l) == RATECELL_OK);
+    CHECK(ratecell_snapshot_save(NULL, path) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_snapshot_save(l, NULL) == RATECELL_NULL_ARGUMENT);
+    at(l, 1, 2, T0);
+    at(l, 2, 1, T0);
+    CHECK(ratecell_snapshot_save_at(l, path, T0) == RATECELL_OK);
+    CHECK(ratecell_snapshot_save(l, "/nonexistent-dir/x.snap") == RATECELL_SNAPSHOT_IO);
+
+    unsigned char buf[4096];
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    size_t n = f != NULL ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    CHECK(n > 120 && n < sizeof buf);
+    /* Every truncation, and a flipped bit at every offset. */
+    int all_refused = 1;
+    for (size_t len = 0; len <= n; len++) {
+        for (int flip = 0; flip < 2; flip++) {
+            if (flip && len == n) {
+                continue;
+            }
+            unsigned char copy[4096];
+            memcpy(copy, buf, n);
+            size_t write_len = len;
+            if (flip) {
+                copy[len] ^= 0x10;
+                write_len = n;
+            }
+            FILE *g = fopen(bad, "wb");
+            CHECK(g != NULL);
+            if (g == NULL) {
+                return;
+            }
+            CHECK(fwrite(copy, 1, write_len, g) == write_len);
+            fclose(g);
+            ratecell_status s = ratecell_limiter_restore(bad, &r);
+            int expected = (!flip && len == n) ? s == RATECELL_OK
+                                               : (s == RATECELL_SNAPSHOT_DAMAGED ||
+                                                  s == RATECELL_SNAPSHOT_VERSION);
+            if (!expected) {
+                fprintf(stderr, "len %zu flip %d: %s\n", len, flip, ratecell_status_str(s));
+                all_refused = 0;
+            }
+            if (s == RATECELL_OK) {
+                ratecell_limiter_free(r);
+                r = NULL;
+            }
+        }
+    }
+    CHECK(all_refused);
+    ratecell_limiter_free(l);
+    remove(path);
+    remove(bad);
+}
+
+static void test_persisted_limiter_survives_close_and_open(void) {
+    char path[600];
+    path_of(path, sizeof path, "persisted.snap");
+    remove(path);
+    ratecell_config cfg = config(RATECELL_ALGORITHM_TOKEN_BUCKET, 1000);
+    cfg.period_ns = 3600 * SECOND;
+    ratecell_persisted *p = NULL;
+    CHECK(ratecell_persisted_open(&cfg, path, 1000000, &p) == RATECELL_OK);
+    const ratecell_limiter *l = NULL;
+    CHECK(ratecell_persisted_limiter(p, &l) == RATECELL_OK);
+    uint64_t now = ratecell_now_ns(l);
+    for (int i = 0; i < 5; i++) {
+        CHECK(at(l, 42, 1, now).allowed);
+    }
+    CHECK(!at(l, 42, 1, now).allowed);
+    CHECK(ratecell_persisted_save(p) == RATECELL_OK);
+    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
+    CHECK(ratecell_persisted_close(NULL) == RATECELL_OK);
+
+    CHECK(ratecell_persisted_open(&cfg, path, 1000000, &p) == RATECELL_OK);
+    CHECK(ratecell_persisted_limiter(p, &l) == RATECELL_OK);
+    CHECK(!at(l, 42, 1, now).allowed);
+    CHECK(at(l, 43, 1, now).allowed);
+    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
+    ratecell_config other = cfg;
+    other.limit = 7;
+    CHECK(ratecell_persisted_open(&other, path, 1000000, &p) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(ratecell_persisted_open(NULL, path, 1000000, &p) == RATECELL_NULL_ARGUMENT);
+    remove(path);
+}
+
+/* A child saves every millisecond while it checks; it is killed with
+ * SIGKILL at varying moments, and the file it leaves restores. */
+static void test_sigkill_during_periodic_saves_leaves_a_restorable_file(void) {
+    char path[600];
+    path_of(path, sizeof path, "killed.snap");
+    remove(path);
+    ratecell_config cfg = config(RATECELL_ALGORITHM_GCRA, 20000);
+    cfg.limit = 1000;
+    cfg.period_ns = 3600 * SECOND;
+    for (int round = 0; round < 4; round++) {
+        fflush(stdout);
+        fflush(stderr);
+        pid_t child = fork();
+        CHECK(child >= 0);
+        if (child == 0) {
+            ratecell_persisted *p = NULL;
+            if (ratecell_persisted_open(&cfg, path, 1000000, &p) != RATECELL_OK) {
+                _exit(3);
+            }
+            const ratecell_limiter *l = NULL;
+            ratecell_persisted_limiter(p, &l);
+            for (uint64_t i = 0;; i++) {
+                ratecell_decision d;
+                ratecell_check(l, i % 15000, 1, &d);
+            }
+        }
+        /* Wait (bounded) for a first file, then a little more. */
+        for (int i = 0; i < 3000 && access(path, F_OK) != 0; i++) {
+            struct timespec ms = {0, 10000000};
+            nanosleep(&ms, NULL);
+        }
+        struct timespec wait = {0, 50000000L + 30000000L * round};
+        nanosleep(&wait, NULL);
+        CHECK(kill(child, SIGKILL) == 0);
+        int status = 0;
+        CHECK(waitpid(child, &status, 0) == child);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        ratecell_limiter *r = NULL;
+        ratecell_status s = ratecell_limiter_restore_config(&cfg, path, &r);
+        if (s != RATECELL_OK) {
+            fprintf(stderr, "round %d: %s\n", round, ratecell_status_str(s));
+        }
+        CHECK(s == RATECELL_OK);
+        struct ratecell_stats st;
+        CHECK(r != NULL && ratecell_stats(r, &st) == RATECELL_OK && st.keys_tracked > 0);
+        ratecell_limiter_free(r);
+    }
+    remove(path);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        snprintf(dir, sizeof dir, "%s", argv[1]);
+    }
+    RUN(test_round_trip_every_algorithm);
+    RUN(test_a_different_configuration_is_refused);
+    RUN(test_missing_damaged_and_truncated_files_are_refused);
+    RUN(test_persisted_limiter_survives_close_and_open);
+    RUN(test_sigkill_during_periodic_saves_leaves_a_restorable_file);
+    return harness_finish();
+}

@@ -1,0 +1,393 @@
+//! Snapshots in the C ABI: saving a limiter to a file, restoring one from
+//! a file, and `ratecell_persisted`, a limiter saved periodically by a
+//! background thread (docs/SNAPSHOT.md).
+
+use super::limiter::{Inner, handle, put};
+use super::out_ptr;
+use super::types::{ratecell_clock, ratecell_config, ratecell_status};
+use crate::snapshot::{Save, saved_config};
+use crate::{Clock, Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
+use std::ffi::{CStr, c_char};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ratecell_status::*;
+
+/// The status a failed save becomes: a missing directory is an I/O error
+/// of the save, not a missing snapshot.
+fn save_status(e: &SnapshotError) -> ratecell_status {
+    match status(e) {
+        RATECELL_SNAPSHOT_NOT_FOUND => RATECELL_SNAPSHOT_IO,
+        s => s,
+    }
+}
+
+/// The status a snapshot error becomes.
+fn status(e: &SnapshotError) -> ratecell_status {
+    match e {
+        SnapshotError::Io(e) if e.kind() == io::ErrorKind::NotFound => RATECELL_SNAPSHOT_NOT_FOUND,
+        SnapshotError::Io(_) => RATECELL_SNAPSHOT_IO,
+        SnapshotError::UnsupportedVersion { .. } => RATECELL_SNAPSHOT_VERSION,
+        SnapshotError::ConfigMismatch { .. } => RATECELL_SNAPSHOT_CONFIG_MISMATCH,
+        SnapshotError::Limiter(e) => ratecell_status::from_error(e),
+        // NotASnapshot, Truncated, Damaged, and any added later.
+        _ => RATECELL_SNAPSHOT_DAMAGED,
+    }
+}
+
+/// A path from C: NUL-terminated bytes (any encoding on Unix).
+///
+/// # Safety
+/// `path` is NULL or points to a NUL-terminated string.
+unsafe fn path_arg(path: *const c_char) -> Result<PathBuf, ratecell_status> {
+    if path.is_null() {
+        return Err(RATECELL_NULL_ARGUMENT);
+    }
+    // SAFETY: non-NULL and NUL-terminated, as the caller promises.
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    #[cfg(unix)]
+    let path = {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+    };
+    #[cfg(not(unix))]
+    let path = PathBuf::from(String::from_utf8_lossy(bytes).into_owned());
+    Ok(path)
+}
+
+/// Moves `value` to the heap for C, reporting an allocation failure as a
+/// status instead of aborting the C program.
+fn into_raw<T>(value: T) -> Result<*mut T, ratecell_status> {
+    let layout = std::alloc::Layout::new::<T>();
+    // SAFETY: callers only box the handle types, which are not zero-sized.
+    let ptr = unsafe { std::alloc::alloc(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return Err(RATECELL_OUT_OF_MEMORY);
+    }
+    // SAFETY: freshly allocated for exactly one T; freed with Box::from_raw
+    // (same allocator and layout).
+    unsafe { ptr.write(value) };
+    Ok(ptr)
+}
+
+impl Save for super::limiter::ratecell_limiter {
+    fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
+        match &self.inner {
+            Inner::Direct(l) => l.save(path),
+            Inner::Keyed(k) => k.save(path),
+        }
+    }
+}
+
+fn clock_of(kind: ratecell_clock) -> Clock {
+    match kind {
+        ratecell_clock::RATECELL_CLOCK_TSC => Clock::tsc(),
+        ratecell_clock::RATECELL_CLOCK_COARSE => Clock::coarse(),
+    }
+}
+
+/// Restores a handle of `config` from the file at `path`.
+fn restore(
+    path: &Path,
+    config: Config,
+    clock: ratecell_clock,
+) -> Result<super::limiter::ratecell_limiter, SnapshotError> {
+    let inner = if config.capacity == 0 {
+        Inner::Direct(Limiter::load(path, config, clock_of(clock))?)
+    } else {
+        Inner::Keyed(KeyedLimiter::load(path, config, clock_of(clock))?)
+    };
+    Ok(super::limiter::ratecell_limiter { inner, clock })
+}
+
+/// Saves a snapshot of the limiter (its configuration and every live
+/// state, at the limiter's clock) to the file at `path`, atomically: the
+/// snapshot goes to a temporary file in the same directory, which is
+/// flushed to disk and renamed over `path`, so a crash during the call
+/// leaves the previous file whole. Other threads may keep checking
+/// meanwhile; each state saved is one its key had during the call.
+///
+/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
+/// `RATECELL_SNAPSHOT_IO`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `path` is NULL or a NUL-terminated
+/// string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_snapshot_save(
+    limiter: *const super::limiter::ratecell_limiter,
+    path: *const c_char,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: as promised by the caller.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        match l.save_to(&path) {
+            Ok(()) => RATECELL_OK,
+            Err(e) => save_status(&e),
+        }
+    }
+}
+
+/// `ratecell_snapshot_save` judging which states are live (not equivalent
+/// to fresh) at the caller's time `now_ns` (UNIX ns) instead of the
+/// limiter's clock: for limiters checked with the `_at` calls.
+///
+/// # Safety
+/// As for `ratecell_snapshot_save`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_snapshot_save_at(
+    limiter: *const super::limiter::ratecell_limiter,
+    path: *const c_char,
+    now_ns: u64,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: as promised by the caller.
+        let l = try_status!(unsafe { handle(limiter) });
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        let saved = crate::snapshot::write_atomically(&path, |file| match &l.inner {
+            Inner::Direct(d) => d.snapshot_at(file, now_ns),
+            Inner::Keyed(k) => k.snapshot_at(file, now_ns),
+        });
+        match saved {
+            Ok(()) => RATECELL_OK,
+            Err(e) => save_status(&e),
+        }
+    }
+}
+
+/// Builds a limiter from the snapshot file at `path`, with the
+/// configuration saved in it (on the TSC clock), and writes its handle to
+/// `*out`. The saved configuration sizes the table, as one passed to
+/// `ratecell_limiter_new` would: restore this way only files you would
+/// take a configuration from; `ratecell_limiter_restore_config` refuses
+/// any snapshot that does not fit the caller's configuration before
+/// allocating anything.
+///
+/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
+/// `RATECELL_SNAPSHOT_NOT_FOUND`, `RATECELL_SNAPSHOT_IO`,
+/// `RATECELL_SNAPSHOT_DAMAGED`, `RATECELL_SNAPSHOT_VERSION`, an
+/// `RATECELL_INVALID_*` status for an invalid saved configuration, or
+/// `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
+///
+/// Ownership: the caller owns the new limiter and releases it with
+/// `ratecell_limiter_free`. Thread-safe.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `out` is NULL or points to a
+/// writable `ratecell_limiter *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_restore(
+    path: *const c_char,
+    out: *mut *mut super::limiter::ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        let config = match std::fs::File::open(&path)
+            .map_err(SnapshotError::from)
+            .and_then(|f| saved_config(io::BufReader::new(f)))
+        {
+            Ok(config) => config,
+            Err(e) => return status(&e),
+        };
+        let l = match restore(&path, config, ratecell_clock::RATECELL_CLOCK_TSC) {
+            Ok(l) => l,
+            Err(e) => return status(&e),
+        };
+        let ptr = try_status!(into_raw(l));
+        // SAFETY: non-NULL and writable, as promised.
+        unsafe { put(out, ptr) };
+        RATECELL_OK
+    }
+}
+
+/// Builds a limiter of configuration `*cfg` (its clock included) from the
+/// snapshot file at `path` and writes its handle to `*out`. A snapshot of
+/// another configuration is refused with
+/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (the
+/// overflow policy and the clock are the caller's to choose; a burst of 0
+/// equals a burst of `limit`).
+///
+/// Returns the statuses of `ratecell_limiter_restore`, the
+/// `RATECELL_INVALID_*` status naming an invalid field of `*cfg`, or
+/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`. On failure `*out` is left
+/// unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
+///
+/// # Safety
+/// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
+/// or a NUL-terminated string; `out` is NULL or points to a writable
+/// `ratecell_limiter *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_restore_config(
+    cfg: *const ratecell_config,
+    path: *const c_char,
+    out: *mut *mut super::limiter::ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        if cfg.is_null() {
+            return RATECELL_NULL_ARGUMENT;
+        }
+        // SAFETY: non-NULL and readable, as promised; every field is an
+        // integer, so any bit pattern is a valid value.
+        let (config, clock) = try_status!(unsafe { cfg.read() }.to_rust());
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        let l = match restore(&path, config, clock) {
+            Ok(l) => l,
+            Err(e) => return status(&e),
+        };
+        let ptr = try_status!(into_raw(l));
+        // SAFETY: non-NULL and writable, as promised.
+        unsafe { put(out, ptr) };
+        RATECELL_OK
+    }
+}
+
+/// A limiter saved to a file periodically by a background thread.
+///
+/// Opaque; made by `ratecell_persisted_open`, stopped and released by
+/// `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
+/// is used like any other from any number of threads, until the close.
+pub struct ratecell_persisted {
+    inner: Persisted<super::limiter::ratecell_limiter>,
+}
+
+/// Restores a limiter of configuration `*cfg` from the snapshot file at
+/// `path` if the file exists (else makes it fresh), and starts a thread
+/// that saves it there atomically every `every_ns` nanoseconds (at least
+/// 1 ms). Writes the handle to `*out`. Crash-safe limits in one call: a
+/// process killed at any moment leaves the last whole snapshot.
+///
+/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, the statuses of
+/// `ratecell_limiter_restore_config` for a file that exists but cannot be
+/// restored (remove it, or use another path, to start afresh), or
+/// `RATECELL_SNAPSHOT_IO` when the thread cannot start. On failure `*out`
+/// is left unchanged. Ownership: release with `ratecell_persisted_close`.
+/// Thread-safe.
+///
+/// # Safety
+/// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
+/// or a NUL-terminated string; `out` is NULL or points to a writable
+/// `ratecell_persisted *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_persisted_open(
+    cfg: *const ratecell_config,
+    path: *const c_char,
+    every_ns: u64,
+    out: *mut *mut ratecell_persisted,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        if cfg.is_null() {
+            return RATECELL_NULL_ARGUMENT;
+        }
+        // SAFETY: non-NULL and readable, as promised.
+        let (config, clock) = try_status!(unsafe { cfg.read() }.to_rust());
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        let limiter = match restore(&path, config, clock) {
+            Ok(l) => l,
+            Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                let fresh = if config.capacity == 0 {
+                    Limiter::with_clock(config, clock_of(clock)).map(Inner::Direct)
+                } else {
+                    KeyedLimiter::with_clock(config, clock_of(clock)).map(Inner::Keyed)
+                };
+                let fresh = try_status!(fresh.map_err(|e| ratecell_status::from_error(&e)));
+                super::limiter::ratecell_limiter { inner: fresh, clock }
+            }
+            Err(e) => return status(&e),
+        };
+        let persisted = match Persisted::start(limiter, path, Duration::from_nanos(every_ns)) {
+            Ok(p) => p,
+            Err(e) => return status(&e),
+        };
+        let ptr = try_status!(into_raw(ratecell_persisted { inner: persisted }));
+        // SAFETY: non-NULL and writable, as promised.
+        unsafe { put(out, ptr) };
+        RATECELL_OK
+    }
+}
+
+/// The limiter of a persisted handle, written to `*out`: use it with every
+/// `ratecell_check*` call. It stays valid until `ratecell_persisted_close`
+/// and must not be passed to `ratecell_limiter_free`.
+///
+/// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
+///
+/// # Safety
+/// `persisted` is NULL or a live handle; `out` is NULL or points to a
+/// writable `const ratecell_limiter *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_persisted_limiter(
+    persisted: *const ratecell_persisted,
+    out: *mut *const super::limiter::ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        // SAFETY: the caller promises a live handle or NULL.
+        let Some(p) = (unsafe { persisted.as_ref() }) else {
+            return RATECELL_NULL_ARGUMENT;
+        };
+        // SAFETY: non-NULL and writable, as promised.
+        unsafe { put(out, std::sync::Arc::as_ptr(p.inner.limiter())) };
+        RATECELL_OK
+    }
+}
+
+/// Saves now, in the calling thread (the periodic thread goes on).
+///
+/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT` or
+/// `RATECELL_SNAPSHOT_IO`. Thread-safe.
+///
+/// # Safety
+/// `persisted` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_persisted_save(
+    persisted: *const ratecell_persisted,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let Some(p) = (unsafe { persisted.as_ref() }) else {
+            return RATECELL_NULL_ARGUMENT;
+        };
+        match p.inner.save_now() {
+            Ok(()) => RATECELL_OK,
+            Err(e) => save_status(&e),
+        }
+    }
+}
+
+/// Stops the periodic thread (joining it), saves a last time, and releases
+/// the handle and its limiter. Returns the last save's status
+/// (`RATECELL_OK` or `RATECELL_SNAPSHOT_IO`); the handle is released
+/// either way. NULL is a no-op returning `RATECELL_OK`.
+///
+/// Must be the last call on `persisted` and on its limiter: no other
+/// thread may be using either.
+///
+/// # Safety
+/// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_persisted_close(
+    persisted: *mut ratecell_persisted,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        if persisted.is_null() {
+            return RATECELL_OK;
+        }
+        // SAFETY: allocated by `into_raw` with this type's layout and, as
+        // promised, not yet released.
+        let p = unsafe { Box::from_raw(persisted) };
+        match p.inner.close() {
+            Ok(()) => RATECELL_OK,
+            Err(e) => save_status(&e),
+        }
+    }
+}

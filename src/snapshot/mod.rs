@@ -1,0 +1,115 @@
+//! Snapshots: a limiter's configuration and live states written to a byte
+//! stream or a file while other threads keep checking, and a limiter
+//! rebuilt from them, in this process or another (docs/SNAPSHOT.md has the
+//! format and the guarantees).
+//!
+//! This module owns the format (`codec`), its checksum (`crc`), the
+//! atomic file write and the periodic saver (`file`). It reads states only
+//! through the hooks of the cells and tables (one atomic load per word
+//! state, the latch for a block), and writes them only into a limiter it
+//! has just built and no other thread can see yet.
+
+mod codec;
+mod crc;
+mod file;
+
+pub use codec::{VERSION, saved_config};
+pub(crate) use file::write_atomically;
+pub use file::{Persist, Persisted, Save};
+
+use crate::config::{Error, Field};
+use std::fmt;
+use std::io;
+
+/// Why a snapshot could not be written or restored.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// Reading or writing failed (the file is missing, the disk is full...).
+    Io(io::Error),
+    /// The input does not start with a snapshot's magic bytes.
+    NotASnapshot,
+    /// A snapshot of a format version this build does not read.
+    UnsupportedVersion {
+        /// The version in the input.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+    /// The input ends before the snapshot does.
+    Truncated,
+    /// The snapshot is damaged: a checksum does not match, or a field or a
+    /// state is not one a limiter writes. The reason names which.
+    Damaged(String),
+    /// The snapshot was taken of a limiter configured differently from the
+    /// one asked for (see docs/SNAPSHOT.md for what may differ).
+    ConfigMismatch {
+        /// The first field that differs.
+        field: Field,
+        /// Its value in the snapshot (burst and sub-windows resolved:
+        /// a burst of 0 is the limit).
+        saved: u64,
+        /// Its value in the configuration asked for.
+        wanted: u64,
+    },
+    /// The limiter could not be built (an invalid saved configuration, or
+    /// out of memory).
+    Limiter(Error),
+    /// The limiter enforces several limits as one; snapshots of those are
+    /// not supported yet (the format records one configuration).
+    SeveralLimits,
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::Io(e) => write!(f, "snapshot I/O failed: {e}"),
+            SnapshotError::NotASnapshot => f.write_str("not a ratecell snapshot (bad magic bytes)"),
+            SnapshotError::UnsupportedVersion { found, supported } => write!(
+                f,
+                "snapshot format version {found} is not supported (this build reads version {supported})"
+            ),
+            SnapshotError::Truncated => f.write_str("the snapshot is truncated"),
+            SnapshotError::Damaged(reason) => write!(f, "the snapshot is damaged: {reason}"),
+            SnapshotError::SeveralLimits => f.write_str(
+                "snapshots of a limiter with several limits are not supported yet (the format records one configuration)",
+            ),
+            SnapshotError::ConfigMismatch {
+                field,
+                saved,
+                wanted,
+            } => write!(
+                f,
+                "the snapshot's {} is {saved}, the configuration asks for {wanted}",
+                field.name()
+            ),
+            SnapshotError::Limiter(e) => write!(f, "cannot build the restored limiter: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SnapshotError::Io(e) => Some(e),
+            SnapshotError::Limiter(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for SnapshotError {
+    fn from(e: io::Error) -> SnapshotError {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            SnapshotError::Truncated
+        } else {
+            SnapshotError::Io(e)
+        }
+    }
+}
+
+impl From<Error> for SnapshotError {
+    fn from(e: Error) -> SnapshotError {
+        SnapshotError::Limiter(e)
+    }
+}
