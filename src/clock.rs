@@ -31,6 +31,9 @@ enum Source {
     Tsc(TscClock),
     Coarse(&'static AtomicU64),
     Manual(ManualClock),
+    /// A shared region's clock (`crate::shared::clock`).
+    #[cfg(not(loom))]
+    Shared(crate::shared::clock::SharedClock),
 }
 
 impl Clock {
@@ -51,6 +54,12 @@ impl Clock {
         (Clock(Source::Manual(handle.clone())), handle)
     }
 
+    /// The clock stored in a shared region.
+    #[cfg(not(loom))]
+    pub(crate) fn shared(clock: crate::shared::clock::SharedClock) -> Clock {
+        Clock(Source::Shared(clock))
+    }
+
     /// The current time in UNIX nanoseconds.
     #[inline]
     pub fn now_ns(&self) -> u64 {
@@ -58,6 +67,8 @@ impl Clock {
             Source::Tsc(tsc) => tsc.now_ns(),
             Source::Coarse(time) => time.load(Ordering::Relaxed),
             Source::Manual(manual) => manual.now_ns(),
+            #[cfg(not(loom))]
+            Source::Shared(shared) => shared.now_ns(),
         }
     }
 

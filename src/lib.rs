@@ -48,6 +48,7 @@ mod decision;
 pub mod ffi;
 mod keyed;
 mod limiter;
+mod shared;
 mod stats;
 mod sync;
 mod table;
@@ -60,4 +61,5 @@ pub use config::{
 pub use decision::Decision;
 pub use keyed::KeyedLimiter;
 pub use limiter::{AcquireError, Limiter};
+pub use shared::{SharedError, SharedErrorKind, SharedOptions};
 pub use stats::Stats;
