@@ -255,11 +255,15 @@ impl BlockCell {
 }
 
 /// How many turns a waiter on a holder-recording latch spends between two
-/// checks that the holder still exists: a check is a system call or two
-/// (`crate::shared::holder`), so a waiter makes it about once a
-/// millisecond of waiting (64 spins, then yields); loom checks every turn,
-/// so its models stay small.
-const CHECK_HOLDER_EVERY: u32 = if cfg!(loom) { 1 } else { 1024 };
+/// checks that the holder still exists: at most a comparison in a private
+/// table, a system call or two in a shared region (`crate::shared::holder`),
+/// so once the waiter has spun its 64 turns and is yielding (a system call
+/// per turn, and on a loaded machine a whole time slice), one check per 64
+/// yields costs little. Counting turns, not time: a yield on a busy machine
+/// can take milliseconds, and a latch copied by fork must be recovered
+/// after a few of them, not after a thousand. loom checks every turn, so
+/// its models stay small.
+const CHECK_HOLDER_EVERY: u32 = if cfg!(loom) { 1 } else { 64 };
 
 /// Takes a latch word that is 0 when free and `LATCHED | holder` when held,
 /// recording `me` (non-zero, below `LATCHED`) as the holder.
