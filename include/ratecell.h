@@ -78,6 +78,30 @@ enum ratecell_status
   // A bug: the library panicked inside the call. The panic was caught
   // and did not cross into C; the limiter is still safe to use and free.
   RATECELL_PANIC = 15,
+  // `ratecell_limiter_open_shared`: the region's file could not be
+  // opened, created, sized or mapped (permissions, a missing directory,
+  // a file system without hard links).
+  RATECELL_SHARED_IO = 16,
+  // `ratecell_limiter_open_shared`: the file is not a ratecell region
+  // (garbage, or a damaged header).
+  RATECELL_SHARED_NOT_A_REGION = 17,
+  // `ratecell_limiter_open_shared`: the file is shorter than the region
+  // its header describes.
+  RATECELL_SHARED_TRUNCATED = 18,
+  // `ratecell_limiter_open_shared`: the region has another layout
+  // version (made by another release of ratecell).
+  RATECELL_SHARED_VERSION = 19,
+  // `ratecell_limiter_open_shared`: the region was made with another
+  // configuration.
+  RATECELL_SHARED_CONFIG_MISMATCH = 20,
+  // `ratecell_limiter_open_shared`: the region was made before the
+  // machine last booted; remove the file.
+  RATECELL_SHARED_STALE = 21,
+  // `ratecell_limiter_open_shared`: this configuration cannot be shared
+  // (the bucketed window and sliding log algorithms, capacity 0), or this
+  // platform cannot share (not Linux, no lock-free 128-bit CAS, another
+  // pid namespace).
+  RATECELL_SHARED_UNSUPPORTED = 22,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -311,6 +335,47 @@ ratecell_status ratecell_algorithm_from_name(const uint8_t *name,
 // or points to a writable `ratecell_limiter *`.
 ratecell_status ratecell_limiter_new(const struct ratecell_config *cfg,
                                      struct ratecell_limiter **out);
+
+// Creates or attaches the limiter whose table lies in the file `path`,
+// shared by every process that opens it (one limit across the processes
+// of a machine), writing its handle to `*out`. A `path` without a `/` is a
+// name under `/dev/shm`. A new region gets mode 0600 (see
+// `ratecell_limiter_open_shared_mode`).
+//
+// Only keyed limiters (capacity >= 1) of the word algorithms (gcra,
+// leaky_bucket, token_bucket, fixed_window, sliding_window) can be shared.
+// `cfg->clock` picks this process's clock: `RATECELL_CLOCK_TSC` reads the
+// calibration stored in the region, so every process reads the same time.
+// Every other function works on the result; `ratecell_limiter_free`
+// unmaps it and never removes the file (docs/SHARED.md: lifecycle).
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, a
+// `RATECELL_INVALID_*` status for the configuration, one of the
+// `RATECELL_SHARED_*` statuses (the file, the region's version or
+// configuration, the platform), or `RATECELL_OUT_OF_MEMORY` (no room for a
+// new region). On failure `*out` is left unchanged.
+//
+// Ownership as for `ratecell_limiter_new`; `path` and `*cfg` are only read
+// during the call. Thread-safe, and safe for several processes at once.
+//
+// # Safety
+// `path` is NULL or a NUL-terminated string; `cfg` is NULL or points to a
+// readable `ratecell_config`; `out` is NULL or points to a writable
+// `ratecell_limiter *`.
+ratecell_status ratecell_limiter_open_shared(const char *path,
+                                             const struct ratecell_config *cfg,
+                                             struct ratecell_limiter **out);
+
+// `ratecell_limiter_open_shared` with the permission bits of a region this
+// call creates (exactly `mode & 07777`; the umask is not applied), e.g.
+// 0660 to share with the file's group. An existing region keeps its mode.
+//
+// # Safety
+// As `ratecell_limiter_open_shared`.
+ratecell_status ratecell_limiter_open_shared_mode(const char *path,
+                                                  const struct ratecell_config *cfg,
+                                                  uint32_t mode,
+                                                  struct ratecell_limiter **out);
 
 // Releases a limiter made by `ratecell_limiter_new`. NULL is a no-op.
 //

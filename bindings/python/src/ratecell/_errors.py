@@ -168,6 +168,57 @@ class Panic(RatecellError):
     status = 15
 
 
+class SharedRegionError(RatecellError, OSError):
+    """Base of the errors of ``Limiter(..., shared=path)``: the region file
+    could not be used (statuses 16 to 22)."""
+
+
+class SharedIO(SharedRegionError):
+    """RATECELL_SHARED_IO: the file could not be opened, created, sized or
+    mapped."""
+
+    status = 16
+
+
+class SharedNotARegion(SharedRegionError):
+    """RATECELL_SHARED_NOT_A_REGION: the file is not a ratecell region."""
+
+    status = 17
+
+
+class SharedTruncated(SharedRegionError):
+    """RATECELL_SHARED_TRUNCATED: the file is shorter than its region."""
+
+    status = 18
+
+
+class SharedVersion(SharedRegionError):
+    """RATECELL_SHARED_VERSION: the region has another layout version."""
+
+    status = 19
+
+
+class SharedConfigMismatch(SharedRegionError, ValueError):
+    """RATECELL_SHARED_CONFIG_MISMATCH: the region was made with another
+    configuration."""
+
+    status = 20
+
+
+class SharedStale(SharedRegionError):
+    """RATECELL_SHARED_STALE: the region was made before the last boot;
+    remove the file."""
+
+    status = 21
+
+
+class SharedUnsupported(SharedRegionError, ValueError):
+    """RATECELL_SHARED_UNSUPPORTED: this algorithm, capacity 0, or this
+    platform cannot be shared."""
+
+    status = 22
+
+
 class LimiterClosed(RatecellError, ValueError):
     """A call on a ``Limiter`` after ``close()`` (or after its ``with``
     block)."""
@@ -194,6 +245,13 @@ _BY_STATUS: dict[int, type[RatecellError]] = {
         CostExceedsLimit,
         InvalidLength,
         Panic,
+        SharedIO,
+        SharedNotARegion,
+        SharedTruncated,
+        SharedVersion,
+        SharedConfigMismatch,
+        SharedStale,
+        SharedUnsupported,
     )
     if cls.status is not None
 }
