@@ -21,30 +21,39 @@ type Status uint32
 
 // The statuses of include/ratecell.h, with the same numbers.
 const (
-	StatusOK                Status = C.RATECELL_OK
-	StatusNullArgument      Status = C.RATECELL_NULL_ARGUMENT
-	StatusInvalidAlgorithm  Status = C.RATECELL_INVALID_ALGORITHM
-	StatusInvalidLimit      Status = C.RATECELL_INVALID_LIMIT
-	StatusInvalidPeriodNs   Status = C.RATECELL_INVALID_PERIOD_NS
-	StatusInvalidBurst      Status = C.RATECELL_INVALID_BURST
-	StatusInvalidSubWindows Status = C.RATECELL_INVALID_SUB_WINDOWS
-	StatusInvalidCapacity   Status = C.RATECELL_INVALID_CAPACITY
-	StatusInvalidOverflow   Status = C.RATECELL_INVALID_OVERFLOW
-	StatusInvalidClock      Status = C.RATECELL_INVALID_CLOCK
-	StatusUnknownAlgorithm  Status = C.RATECELL_UNKNOWN_ALGORITHM
-	StatusOutOfMemory       Status = C.RATECELL_OUT_OF_MEMORY
-	StatusTimedOut          Status = C.RATECELL_TIMED_OUT
-	StatusCostExceedsLimit  Status = C.RATECELL_COST_EXCEEDS_LIMIT
-	StatusInvalidLength     Status = C.RATECELL_INVALID_LENGTH
-	StatusPanic             Status = C.RATECELL_PANIC
-	lastStatus                     = StatusPanic
+	StatusOK                   Status = C.RATECELL_OK
+	StatusNullArgument         Status = C.RATECELL_NULL_ARGUMENT
+	StatusInvalidAlgorithm     Status = C.RATECELL_INVALID_ALGORITHM
+	StatusInvalidLimit         Status = C.RATECELL_INVALID_LIMIT
+	StatusInvalidPeriodNs      Status = C.RATECELL_INVALID_PERIOD_NS
+	StatusInvalidBurst         Status = C.RATECELL_INVALID_BURST
+	StatusInvalidSubWindows    Status = C.RATECELL_INVALID_SUB_WINDOWS
+	StatusInvalidCapacity      Status = C.RATECELL_INVALID_CAPACITY
+	StatusInvalidOverflow      Status = C.RATECELL_INVALID_OVERFLOW
+	StatusInvalidClock         Status = C.RATECELL_INVALID_CLOCK
+	StatusUnknownAlgorithm     Status = C.RATECELL_UNKNOWN_ALGORITHM
+	StatusOutOfMemory          Status = C.RATECELL_OUT_OF_MEMORY
+	StatusTimedOut             Status = C.RATECELL_TIMED_OUT
+	StatusCostExceedsLimit     Status = C.RATECELL_COST_EXCEEDS_LIMIT
+	StatusInvalidLength        Status = C.RATECELL_INVALID_LENGTH
+	StatusPanic                Status = C.RATECELL_PANIC
+	StatusSharedIO             Status = C.RATECELL_SHARED_IO
+	StatusSharedNotARegion     Status = C.RATECELL_SHARED_NOT_A_REGION
+	StatusSharedTruncated      Status = C.RATECELL_SHARED_TRUNCATED
+	StatusSharedVersion        Status = C.RATECELL_SHARED_VERSION
+	StatusSharedConfigMismatch Status = C.RATECELL_SHARED_CONFIG_MISMATCH
+	StatusSharedStale          Status = C.RATECELL_SHARED_STALE
+	StatusSharedUnsupported    Status = C.RATECELL_SHARED_UNSUPPORTED
+	lastStatus                        = StatusSharedUnsupported
 )
 
 var statusNames = [...]string{
 	"OK", "NULL_ARGUMENT", "INVALID_ALGORITHM", "INVALID_LIMIT", "INVALID_PERIOD_NS",
 	"INVALID_BURST", "INVALID_SUB_WINDOWS", "INVALID_CAPACITY", "INVALID_OVERFLOW",
 	"INVALID_CLOCK", "UNKNOWN_ALGORITHM", "OUT_OF_MEMORY", "TIMED_OUT",
-	"COST_EXCEEDS_LIMIT", "INVALID_LENGTH", "PANIC",
+	"COST_EXCEEDS_LIMIT", "INVALID_LENGTH", "PANIC", "SHARED_IO", "SHARED_NOT_A_REGION",
+	"SHARED_TRUNCATED", "SHARED_VERSION", "SHARED_CONFIG_MISMATCH", "SHARED_STALE",
+	"SHARED_UNSUPPORTED",
 }
 
 // Name is the status's C name without the RATECELL_ prefix, e.g.
@@ -139,6 +148,23 @@ var (
 	// ErrPanic: a bug inside the library, caught before it crossed into Go.
 	// The limiter is still safe to use and to close.
 	ErrPanic = sentinel(StatusPanic)
+	// ErrSharedIO: Config.Shared could not be opened, created, sized or
+	// mapped.
+	ErrSharedIO = sentinel(StatusSharedIO)
+	// ErrSharedNotARegion: Config.Shared is not a ratecell region.
+	ErrSharedNotARegion = sentinel(StatusSharedNotARegion)
+	// ErrSharedTruncated: Config.Shared is shorter than its region.
+	ErrSharedTruncated = sentinel(StatusSharedTruncated)
+	// ErrSharedVersion: Config.Shared has another layout version.
+	ErrSharedVersion = sentinel(StatusSharedVersion)
+	// ErrSharedConfigMismatch: Config.Shared was made with another
+	// configuration.
+	ErrSharedConfigMismatch = sentinel(StatusSharedConfigMismatch)
+	// ErrSharedStale: Config.Shared was made before the last boot.
+	ErrSharedStale = sentinel(StatusSharedStale)
+	// ErrSharedUnsupported: this algorithm, capacity 0 or platform cannot
+	// be shared.
+	ErrSharedUnsupported = sentinel(StatusSharedUnsupported)
 )
 
 // ErrClosed is returned by every call on a Limiter after Close (and on a

@@ -265,15 +265,15 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 
 func TestStatuses(t *testing.T) {
 	seen := map[string]bool{}
-	for s := ratecell.StatusOK; s <= ratecell.StatusPanic; s++ {
+	for s := ratecell.StatusOK; s <= ratecell.StatusSharedUnsupported; s++ {
 		text := s.String()
 		if text == "" || text == "unknown status" || seen[text] {
 			t.Errorf("status %d (%s): description %q", s, s.Name(), text)
 		}
 		seen[text] = true
 	}
-	if got := ratecell.Status(16).String(); got != "unknown status" {
-		t.Errorf("status 16: %q", got)
+	if got := ratecell.Status(23).String(); got != "unknown status" {
+		t.Errorf("status 23: %q", got)
 	}
 	if ratecell.StatusInvalidLimit.Name() != "INVALID_LIMIT" || ratecell.Status(99).Name() != "STATUS_99" {
 		t.Error("Name")
