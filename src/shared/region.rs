@@ -50,7 +50,7 @@ const _: () = assert!(size_of::<Header>() <= PAGE);
 impl Header {
     fn bytes(&self) -> &[u8] {
         // SAFETY: Header is repr(C) of integers and byte arrays with no
-        // padding (asserted in `checksum_of`'s test), so every byte is
+        // padding (asserted by the test `the_header_has_no_padding`), so every byte is
         // initialised.
         unsafe { std::slice::from_raw_parts((self as *const Header).cast(), size_of::<Header>()) }
     }
