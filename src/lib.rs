@@ -68,7 +68,9 @@ pub use stats::Stats;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_hooks {
-    pub use crate::sync::AtomicU64;
+    /// What `crate::sync::AtomicU64` is under loom (a private type cannot
+    /// be re-exported, so it is named here).
+    pub use loom::sync::atomic::AtomicU64;
 
     /// Runs `body(taken_over)` holding the holder-recording latch `word`
     /// as `me`, judging other holders with `alive`.

@@ -17,10 +17,15 @@
 //! fork (a `pthread_atfork` handler), so taking a latch never makes a
 //! system call.
 
+#![cfg_attr(loom, allow(dead_code))]
+
+#[cfg(not(loom))]
 use std::sync::Once;
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// This process's token (0: not computed yet in this process).
+#[cfg(not(loom))]
 static TOKEN: AtomicU64 = AtomicU64::new(0);
 
 /// This process's token: non-zero, below bit 63.

@@ -146,6 +146,7 @@ pub(crate) fn check_supported(path: &Path, config: &Config) -> Result<(), Error>
     if !cfg!(all(target_os = "linux", not(loom))) {
         return refuse("shared regions are built for Linux only".into());
     }
+    #[cfg(not(loom))]
     if !crate::sync::AtomicU128::is_lock_free() {
         return refuse("this processor has no lock-free 128-bit compare-and-swap (cmpxchg16b), and a lock-based one cannot be shared between processes".into());
     }
