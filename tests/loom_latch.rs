@@ -10,15 +10,59 @@ use loom::sync::atomic::{AtomicBool, AtomicU64 as Count, Ordering::SeqCst};
 use loom::thread;
 use ratecell::loom_hooks::{AtomicU64, take_and_die, with_latch_recording};
 
-/// Two waiters and a holder that dies: both waiters get through (no
-/// interleaving leaves one spinning), never both inside at once, and a
-/// takeover happens only from the dead holder.
+/// A model with room for the waiters' turns: each spin on a live holder is
+/// a few branches, as in `loom_table.rs`.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 20_000;
+    builder.check(f);
+}
+
+/// The latch bit (`cell::LATCHED`).
+const LATCHED: u64 = 1 << 63;
+
+/// A latch left by a holder that is already dead: two waiters race to take
+/// it over. Both get through, never both inside at once, and exactly one
+/// takes it over (the other then waits for that one, which is alive).
 #[test]
-fn waiters_take_over_a_dead_holders_latch_one_at_a_time() {
-    loom::model(|| {
+fn two_waiters_take_over_a_dead_holders_latch_one_at_a_time() {
+    model(|| {
+        let word = Arc::new(AtomicU64::new(LATCHED | 1));
+        let inside = Arc::new(Count::new(0));
+        let takeovers = Arc::new(Count::new(0));
+        let waiters: Vec<_> = [2u64, 3]
+            .into_iter()
+            .map(|me| {
+                let (word, inside, takeovers) = (word.clone(), inside.clone(), takeovers.clone());
+                thread::spawn(move || {
+                    with_latch_recording(
+                        &word,
+                        me,
+                        |h| h != 1,
+                        |taken_over| {
+                            assert_eq!(inside.fetch_add(1, SeqCst), 0, "two holders at once");
+                            takeovers.fetch_add(u64::from(taken_over), SeqCst);
+                            inside.fetch_sub(1, SeqCst);
+                        },
+                    );
+                })
+            })
+            .collect();
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(takeovers.load(SeqCst), 1);
+        assert_eq!(word.load(SeqCst), 0, "released");
+    });
+}
+
+/// A holder that dies while a waiter may already be waiting: the waiter
+/// gets through, and takes over only once the holder is dead.
+#[test]
+fn a_waiter_takes_over_only_from_a_dead_holder() {
+    model(|| {
         let word = Arc::new(AtomicU64::new(0));
         let dead = Arc::new(AtomicBool::new(false));
-        let inside = Arc::new(Count::new(0));
         let dier = {
             let (word, dead) = (word.clone(), dead.clone());
             thread::spawn(move || {
@@ -26,26 +70,13 @@ fn waiters_take_over_a_dead_holders_latch_one_at_a_time() {
                 dead.store(true, SeqCst);
             })
         };
-        let waiters: Vec<_> = [2u64, 3]
-            .into_iter()
-            .map(|me| {
-                let (word, dead, inside) = (word.clone(), dead.clone(), inside.clone());
-                thread::spawn(move || {
-                    let alive = |h: u64| h != 1 || !dead.load(SeqCst);
-                    with_latch_recording(&word, me, alive, |taken_over| {
-                        assert_eq!(inside.fetch_add(1, SeqCst), 0, "two holders at once");
-                        if taken_over {
-                            assert!(dead.load(SeqCst), "took the latch from a live holder");
-                        }
-                        inside.fetch_sub(1, SeqCst);
-                    });
-                })
-            })
-            .collect();
+        let alive = |h: u64| h != 1 || !dead.load(SeqCst);
+        with_latch_recording(&word, 2, alive, |taken_over| {
+            if taken_over {
+                assert!(dead.load(SeqCst), "took the latch from a live holder");
+            }
+        });
         dier.join().unwrap();
-        for w in waiters {
-            w.join().unwrap();
-        }
     });
 }
 
@@ -53,7 +84,7 @@ fn waiters_take_over_a_dead_holders_latch_one_at_a_time() {
 /// ever taken over.
 #[test]
 fn a_live_holder_is_never_taken_over() {
-    loom::model(|| {
+    model(|| {
         let word = Arc::new(AtomicU64::new(0));
         let inside = Arc::new(Count::new(0));
         let threads: Vec<_> = [1u64, 2]
