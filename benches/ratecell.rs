@@ -631,6 +631,34 @@ fn multi(c: &mut Criterion<ThreadCpuTime>) {
     g.finish();
 }
 
+/// A check on a table in a shared region (issue 24) against the same check
+/// on an in-process table, in one run: one key set, one configuration, the
+/// region under /dev/shm (removed afterwards).
+fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
+    let mut g = c.benchmark_group(format!("shared_{label}"));
+    g.throughput(Throughput::Elements(1));
+    let keys = u64_keys(n, 1);
+    let config = lasting_config(Algorithm::Gcra, n)
+        .capacity(n as u64)
+        .overflow(Overflow::Allow);
+    let path = format!("/dev/shm/ratecell-bench-{}-{label}", std::process::id());
+    let _ = std::fs::remove_file(&path);
+    let in_process = KeyedLimiter::new(config).unwrap();
+    let shared = KeyedLimiter::open_shared(&path, config).unwrap();
+    for (name, lim) in [("in_process", &in_process), ("shared", &shared)] {
+        keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
+        let mut cycle = Cycle::new(&keys);
+        let id = format!("{name}/gcra/u64");
+        g.bench_function(&id, |b| b.iter(|| lim.check(*cycle.next_item(), 1)));
+        let t = lim.now_ns();
+        let id = format!("{name}/gcra_at/u64");
+        g.bench_function(&id, |b| b.iter(|| lim.check_at(*cycle.next_item(), 1, t)));
+        expect_decisions(&id, lim.stats(), true);
+    }
+    drop(shared);
+    let _ = std::fs::remove_file(&path);
+}
+
 fn main() {
     // Short windows keep the whole suite under ten minutes on two cores;
     // scripts/bench.sh --quick shortens them further from the command line.
@@ -651,6 +679,8 @@ fn main() {
     keyed(&mut c, 1_000_000, "1M");
     batch(&mut c);
     multi(&mut c);
+    shared(&mut c, 1_000, "1k");
+    shared(&mut c, 1_000_000, "1M");
     c.final_summary();
     let mut wall = config().configure_from_args();
     threads(&mut wall);

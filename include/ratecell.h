@@ -18,6 +18,7 @@
 #define RATECELL_VERSION_PATCH 0
 
 typedef struct ratecell_limiter ratecell_limiter;
+typedef struct ratecell_persisted ratecell_persisted;
 typedef struct ratecell_config ratecell_config;
 typedef struct ratecell_decision ratecell_decision;
 typedef struct ratecell_multi_decision ratecell_multi_decision;
@@ -88,6 +89,48 @@ enum ratecell_status
   // A bug: the library panicked inside the call. The panic was caught
   // and did not cross into C; the limiter is still safe to use and free.
   RATECELL_PANIC = 15,
+  // A snapshot file could not be read or written (permissions, a full
+  // disk, a directory that does not exist...).
+  RATECELL_SNAPSHOT_IO = 16,
+  // `ratecell_limiter_restore*`: no file at the path. (A periodic saver
+  // opened on a missing file starts fresh instead.)
+  RATECELL_SNAPSHOT_NOT_FOUND = 17,
+  // The file is not a snapshot, is truncated, or is damaged (a checksum
+  // or a field that does not hold).
+  RATECELL_SNAPSHOT_DAMAGED = 18,
+  // The snapshot is of a format version this library does not read.
+  RATECELL_SNAPSHOT_VERSION = 19,
+  // The snapshot was taken of a limiter configured differently from the
+  // configuration given (algorithm, limit, period_ns, burst,
+  // sub_windows or capacity; see docs/SNAPSHOT.md).
+  RATECELL_SNAPSHOT_CONFIG_MISMATCH = 20,
+  // The limiter enforces several limits as one; saving those is not
+  // supported yet (the format records one configuration).
+  RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
+  // `ratecell_limiter_open_shared`: the region's file could not be
+  // opened, created, sized or mapped (permissions, a missing directory,
+  // a file system without hard links).
+  RATECELL_SHARED_IO = 22,
+  // `ratecell_limiter_open_shared`: the file is not a ratecell region
+  // (garbage, or a damaged header).
+  RATECELL_SHARED_NOT_A_REGION = 23,
+  // `ratecell_limiter_open_shared`: the file is shorter than the region
+  // its header describes.
+  RATECELL_SHARED_TRUNCATED = 24,
+  // `ratecell_limiter_open_shared`: the region has another layout
+  // version (made by another release of ratecell).
+  RATECELL_SHARED_VERSION = 25,
+  // `ratecell_limiter_open_shared`: the region was made with another
+  // configuration.
+  RATECELL_SHARED_CONFIG_MISMATCH = 26,
+  // `ratecell_limiter_open_shared`: the region was made before the
+  // machine last booted; remove the file.
+  RATECELL_SHARED_STALE = 27,
+  // `ratecell_limiter_open_shared`: this configuration cannot be shared
+  // (the bucketed window and sliding log algorithms, capacity 0), or this
+  // platform cannot share (not Linux, no lock-free 128-bit CAS, another
+  // pid namespace).
+  RATECELL_SHARED_UNSUPPORTED = 28,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -179,6 +222,13 @@ typedef uint32_t ratecell_clock;
 // any function on the same limiter at once, except `ratecell_limiter_free`,
 // which must be the last call on it.
 struct ratecell_limiter;
+
+// A limiter saved to a file periodically by a background thread.
+//
+// Opaque; made by `ratecell_persisted_open`, stopped and released by
+// `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
+// is used like any other from any number of threads, until the close.
+struct ratecell_persisted;
 
 // A limiter's configuration. Fill it with `ratecell_config_init` first,
 // then change the fields you need: fields added in later versions get
@@ -352,6 +402,47 @@ ratecell_status ratecell_algorithm_from_name(const uint8_t *name,
 // or points to a writable `ratecell_limiter *`.
 ratecell_status ratecell_limiter_new(const struct ratecell_config *cfg,
                                      struct ratecell_limiter **out);
+
+// Creates or attaches the limiter whose table lies in the file `path`,
+// shared by every process that opens it (one limit across the processes
+// of a machine), writing its handle to `*out`. A `path` without a `/` is a
+// name under `/dev/shm`. A new region gets mode 0600 (see
+// `ratecell_limiter_open_shared_mode`).
+//
+// Only keyed limiters (capacity >= 1) of the word algorithms (gcra,
+// leaky_bucket, token_bucket, fixed_window, sliding_window) can be shared.
+// `cfg->clock` picks this process's clock: `RATECELL_CLOCK_TSC` reads the
+// calibration stored in the region, so every process reads the same time.
+// Every other function works on the result; `ratecell_limiter_free`
+// unmaps it and never removes the file (docs/SHARED.md: lifecycle).
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, a
+// `RATECELL_INVALID_*` status for the configuration, one of the
+// `RATECELL_SHARED_*` statuses (the file, the region's version or
+// configuration, the platform), or `RATECELL_OUT_OF_MEMORY` (no room for a
+// new region). On failure `*out` is left unchanged.
+//
+// Ownership as for `ratecell_limiter_new`; `path` and `*cfg` are only read
+// during the call. Thread-safe, and safe for several processes at once.
+//
+// # Safety
+// `path` is NULL or a NUL-terminated string; `cfg` is NULL or points to a
+// readable `ratecell_config`; `out` is NULL or points to a writable
+// `ratecell_limiter *`.
+ratecell_status ratecell_limiter_open_shared(const char *path,
+                                             const struct ratecell_config *cfg,
+                                             struct ratecell_limiter **out);
+
+// `ratecell_limiter_open_shared` with the permission bits of a region this
+// call creates (exactly `mode & 07777`; the umask is not applied), e.g.
+// 0660 to share with the file's group. An existing region keeps its mode.
+//
+// # Safety
+// As `ratecell_limiter_open_shared`.
+ratecell_status ratecell_limiter_open_shared_mode(const char *path,
+                                                  const struct ratecell_config *cfg,
+                                                  uint32_t mode,
+                                                  struct ratecell_limiter **out);
 
 // Releases a limiter made by `ratecell_limiter_new`. NULL is a no-op.
 //
@@ -642,6 +733,128 @@ ratecell_status ratecell_check_bytes_each_at(const struct ratecell_limiter *limi
                                              uint64_t cost,
                                              uint64_t now_ns,
                                              struct ratecell_multi_decision *out);
+
+// Saves a snapshot of the limiter (its configuration and every live
+// state, at the limiter's clock) to the file at `path`, atomically: the
+// snapshot goes to a temporary file in the same directory, which is
+// flushed to disk and renamed over `path`, so a crash during the call
+// leaves the previous file whole. Other threads may keep checking
+// meanwhile; each state saved is one its key had during the call.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
+// `RATECELL_SNAPSHOT_IO`. Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle; `path` is NULL or a NUL-terminated
+// string.
+ratecell_status ratecell_snapshot_save(const struct ratecell_limiter *limiter, const char *path);
+
+// `ratecell_snapshot_save` judging which states are live (not equivalent
+// to fresh) at the caller's time `now_ns` (UNIX ns) instead of the
+// limiter's clock: for limiters checked with the `_at` calls.
+//
+// # Safety
+// As for `ratecell_snapshot_save`.
+ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter,
+                                          const char *path,
+                                          uint64_t now_ns);
+
+// Builds a limiter from the snapshot file at `path`, with the
+// configuration saved in it (on the TSC clock), and writes its handle to
+// `*out`. The saved configuration sizes the table, as one passed to
+// `ratecell_limiter_new` would: restore this way only files you would
+// take a configuration from; `ratecell_limiter_restore_config` refuses
+// any snapshot that does not fit the caller's configuration before
+// allocating anything.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
+// `RATECELL_SNAPSHOT_NOT_FOUND`, `RATECELL_SNAPSHOT_IO`,
+// `RATECELL_SNAPSHOT_DAMAGED`, `RATECELL_SNAPSHOT_VERSION`, an
+// `RATECELL_INVALID_*` status for an invalid saved configuration, or
+// `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
+//
+// Ownership: the caller owns the new limiter and releases it with
+// `ratecell_limiter_free`. Thread-safe.
+//
+// # Safety
+// `path` is NULL or a NUL-terminated string; `out` is NULL or points to a
+// writable `ratecell_limiter *`.
+ratecell_status ratecell_limiter_restore(const char *path, struct ratecell_limiter **out);
+
+// Builds a limiter of configuration `*cfg` (its clock included) from the
+// snapshot file at `path` and writes its handle to `*out`. A snapshot of
+// another configuration is refused with
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (the
+// overflow policy and the clock are the caller's to choose; a burst of 0
+// equals a burst of `limit`).
+//
+// Returns the statuses of `ratecell_limiter_restore`, the
+// `RATECELL_INVALID_*` status naming an invalid field of `*cfg`, or
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`. On failure `*out` is left
+// unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
+//
+// # Safety
+// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
+// or a NUL-terminated string; `out` is NULL or points to a writable
+// `ratecell_limiter *`.
+ratecell_status ratecell_limiter_restore_config(const struct ratecell_config *cfg,
+                                                const char *path,
+                                                struct ratecell_limiter **out);
+
+// Restores a limiter of configuration `*cfg` from the snapshot file at
+// `path` if the file exists (else makes it fresh), and starts a thread
+// that saves it there atomically every `every_ns` nanoseconds (at least
+// 1 ms). Writes the handle to `*out`. Crash-safe limits in one call: a
+// process killed at any moment leaves the last whole snapshot.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, the statuses of
+// `ratecell_limiter_restore_config` for a file that exists but cannot be
+// restored (remove it, or use another path, to start afresh), or
+// `RATECELL_SNAPSHOT_IO` when the thread cannot start. On failure `*out`
+// is left unchanged. Ownership: release with `ratecell_persisted_close`.
+// Thread-safe.
+//
+// # Safety
+// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
+// or a NUL-terminated string; `out` is NULL or points to a writable
+// `ratecell_persisted *`.
+ratecell_status ratecell_persisted_open(const struct ratecell_config *cfg,
+                                        const char *path,
+                                        uint64_t every_ns,
+                                        struct ratecell_persisted **out);
+
+// The limiter of a persisted handle, written to `*out`: use it with every
+// `ratecell_check*` call. It stays valid until `ratecell_persisted_close`
+// and must not be passed to `ratecell_limiter_free`.
+//
+// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
+//
+// # Safety
+// `persisted` is NULL or a live handle; `out` is NULL or points to a
+// writable `const ratecell_limiter *`.
+ratecell_status ratecell_persisted_limiter(const struct ratecell_persisted *persisted,
+                                           const struct ratecell_limiter **out);
+
+// Saves now, in the calling thread (the periodic thread goes on).
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT` or
+// `RATECELL_SNAPSHOT_IO`. Thread-safe.
+//
+// # Safety
+// `persisted` is NULL or a live handle.
+ratecell_status ratecell_persisted_save(const struct ratecell_persisted *persisted);
+
+// Stops the periodic thread (joining it), saves a last time, and releases
+// the handle and its limiter. Returns the last save's status
+// (`RATECELL_OK` or `RATECELL_SNAPSHOT_IO`); the handle is released
+// either way. NULL is a no-op returning `RATECELL_OK`.
+//
+// Must be the last call on `persisted` and on its limiter: no other
+// thread may be using either.
+//
+// # Safety
+// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
+ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 
 #ifdef __cplusplus
 }  // extern "C"

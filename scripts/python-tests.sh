@@ -212,6 +212,13 @@ if ! cargo build --release --lib; then
     exit 1
 fi
 mkdir -p "$out"
+# The C worker of bindings/python/tests/test_shared.py (C and Python
+# processes sharing one region).
+if "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -I include -pthread \
+    bindings/c/tests/shared_worker.c "$target/release/libratecell.a" \
+    -lgcc_s -lutil -lrt -lpthread -lm -ldl -o "$out/shared_worker"; then
+    export RATECELL_SHARED_C_WORKER="$out/shared_worker"
+fi
 
 step "pytest (pip install ./bindings/python)" installed
 step "pytest (pip install -e ./bindings/python)" editable

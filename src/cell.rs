@@ -298,3 +298,73 @@ impl BlockCell {
         alg.clear(&mut LatchedWords(&self.words));
     }
 }
+
+/// How many turns a waiter on a holder-recording latch spends between two
+/// checks that the holder still exists: at most a comparison in a private
+/// table, a system call or two in a shared region (`crate::shared::holder`),
+/// so once the waiter has spun its 64 turns and is yielding (a system call
+/// per turn, and on a loaded machine a whole time slice), one check per 64
+/// yields costs little. Counting turns, not time: a yield on a busy machine
+/// can take milliseconds, and a latch copied by fork must be recovered
+/// after a few of them, not after a thousand. loom checks every turn, so
+/// its models stay small.
+const CHECK_HOLDER_EVERY: u32 = if cfg!(loom) { 1 } else { 64 };
+
+/// Takes a latch word that is 0 when free and `LATCHED | holder` when held,
+/// recording `me` (non-zero, below `LATCHED`) as the holder.
+///
+/// Unlike [`latch`], a waiter does not wait forever for a holder that no
+/// longer exists: every [`CHECK_HOLDER_EVERY`] turns it asks `alive` about
+/// the holder it sees, and when the answer is no it takes the latch over
+/// with one CAS from exactly the word it judged (so of several waiters that
+/// judge one dead holder, one wins, and a holder that released meanwhile is
+/// never overtaken). The second element of the result says whether the
+/// latch was taken over; the caller must then make whatever the dead holder
+/// was changing safe before using it (the word table needs nothing: every
+/// change it makes under this latch is a single CAS, complete or not made).
+///
+/// A holder is judged dead only by `alive`: a live holder that is slow or
+/// descheduled is always waited for.
+#[inline]
+pub(crate) fn latch_recording(
+    word: &AtomicU64,
+    me: u64,
+    alive: impl Fn(u64) -> bool,
+) -> (LatchGuard<'_>, bool) {
+    debug_assert!(me != 0 && me & LATCHED == 0);
+    let held = LATCHED | me;
+    let mut turns = 0u32;
+    loop {
+        match word.compare_exchange_weak(0, held, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => {
+                let guard = LatchGuard {
+                    header: word,
+                    release_to: 0,
+                };
+                return (guard, false);
+            }
+            Err(found) => {
+                turns = turns.wrapping_add(1);
+                if found != 0 && turns % CHECK_HOLDER_EVERY == 0 && !alive(found & !LATCHED) {
+                    // The holder is gone: take its latch from exactly the
+                    // word judged (Acquire, as a normal take).
+                    if word
+                        .compare_exchange(found, held, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        let guard = LatchGuard {
+                            header: word,
+                            release_to: 0,
+                        };
+                        return (guard, true);
+                    }
+                }
+                if turns < 64 {
+                    spin_loop();
+                } else {
+                    yield_now();
+                }
+            }
+        }
+    }
+}

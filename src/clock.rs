@@ -33,6 +33,9 @@ enum Source {
     Tsc(TscClock),
     Coarse(&'static AtomicU64),
     Manual(ManualClock),
+    /// A shared region's clock (`crate::shared::clock`).
+    #[cfg(not(loom))]
+    Shared(crate::shared::clock::SharedClock),
 }
 
 impl Clock {
@@ -53,6 +56,12 @@ impl Clock {
         (Clock(Source::Manual(handle.clone())), handle)
     }
 
+    /// The clock stored in a shared region.
+    #[cfg(not(loom))]
+    pub(crate) fn shared(clock: crate::shared::clock::SharedClock) -> Clock {
+        Clock(Source::Shared(clock))
+    }
+
     /// The current time in UNIX nanoseconds.
     #[inline]
     pub fn now_ns(&self) -> u64 {
@@ -63,6 +72,8 @@ impl Clock {
                 now => now,
             },
             Source::Manual(manual) => manual.now_ns(),
+            #[cfg(not(loom))]
+            Source::Shared(shared) => shared.now_ns(),
         }
     }
 

@@ -346,6 +346,9 @@ pub enum Error {
         /// The size of the allocation that failed.
         bytes: usize,
     },
+    /// A shared region could not be created or attached
+    /// (`KeyedLimiter::open_shared`).
+    Shared(crate::shared::SharedError),
 }
 
 impl From<ConfigError> for Error {
@@ -359,6 +362,7 @@ impl fmt::Display for Error {
         match self {
             Error::Config(e) => e.fmt(f),
             Error::OutOfMemory { bytes } => write!(f, "could not allocate {bytes} bytes of state"),
+            Error::Shared(e) => e.fmt(f),
         }
     }
 }
@@ -368,6 +372,7 @@ impl std::error::Error for Error {
         match self {
             Error::Config(e) => Some(e),
             Error::OutOfMemory { .. } => None,
+            Error::Shared(e) => Some(e),
         }
     }
 }

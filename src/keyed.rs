@@ -2,6 +2,7 @@
 //! fixed-capacity table; `src/table/mod.rs` says how keys are placed,
 //! evicted and kept apart.
 
+use crate::algorithm::WordAlgorithm;
 use crate::algorithm::{
     all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
     sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
@@ -11,12 +12,16 @@ use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
 use crate::decision::Decision;
 use crate::limiter::{AcquireError, acquire};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
+use crate::shared::SharedOptions;
 use crate::stats::{CheckCounters, Stats};
+use crate::sync::AtomicU128;
+use crate::table::storage::Storage;
 use crate::table::{
-    Geometry, KeyHasher, KeyedTable,
+    Geometry, KeyHasher, KeyedTable, Shard,
     block::BlockTable,
     word::{MIN_FINGERPRINT_BITS, WordTable},
 };
+use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::time::Duration;
 
@@ -112,7 +117,78 @@ macro_rules! with_table {
     };
 }
 
+/// A shared region being opened: what `Tables::new` needs to attach it,
+/// and what attaching gave besides the table.
+struct Opening {
+    path: std::path::PathBuf,
+    config: Config,
+    options: SharedOptions,
+    attached: Option<((u64, u64), crate::shared::clock::Calibration)>,
+}
+
+type TableParts = (Storage<CachePadded<Shard>>, Storage<AtomicU128>, bool);
+
+impl Opening {
+    fn attach(&mut self, shards: usize, slots: usize) -> Result<TableParts, Error> {
+        let a = crate::shared::attach(&self.path, &self.config, &self.options, shards, slots)?;
+        self.attached = Some((a.hash_keys, a.calibration));
+        Ok((a.shards, a.slots, true))
+    }
+}
+
+/// A word table on the heap, or in the region `opening` opens.
+fn word_table<A: WordAlgorithm>(
+    alg: A,
+    config: &Config,
+    opening: &mut Option<Opening>,
+) -> Result<WordTable<A>, Error> {
+    let allow = config.overflow == Overflow::Allow;
+    match opening {
+        None => WordTable::new(alg, config.capacity, allow),
+        Some(o) => WordTable::new_in(alg, config.capacity, allow, |shards, slots| {
+            o.attach(shards, slots)
+        }),
+    }
+}
+
 impl Tables {
+    /// The table for `config`: on the heap, or with `opening` in a shared
+    /// region (word algorithms only: `shared::check_supported` refused the
+    /// others before).
+    fn new(config: &Config, opening: &mut Option<Opening>) -> Result<Tables, Error> {
+        let p = config.params()?;
+        if config.capacity == 0 {
+            return Err(ConfigError {
+                field: Field::Capacity,
+                message: "capacity = 0: a keyed limiter needs room for at least 1 key (a Limiter is the one-state form)".into(),
+            }
+            .into());
+        }
+        let capacity = config.capacity;
+        let allow = config.overflow == Overflow::Allow;
+        Ok(match p.algorithm {
+            Algorithm::Gcra => Tables::Gcra(word_table(Gcra::new(&p, false), config, opening)?),
+            Algorithm::LeakyBucket => {
+                Tables::Gcra(word_table(Gcra::new(&p, true), config, opening)?)
+            }
+            Algorithm::TokenBucket => {
+                Tables::TokenBucket(word_table(TokenBucket::new(&p), config, opening)?)
+            }
+            Algorithm::FixedWindow => {
+                Tables::FixedWindow(word_table(FixedWindow::new(&p), config, opening)?)
+            }
+            Algorithm::SlidingWindow => {
+                Tables::SlidingWindow(word_table(SlidingWindow::new(&p), config, opening)?)
+            }
+            Algorithm::BucketedWindow => {
+                Tables::BucketedWindow(BlockTable::new(BucketedWindow::new(&p), capacity, allow)?)
+            }
+            Algorithm::SlidingLog => {
+                Tables::SlidingLog(BlockTable::new(SlidingLog::new(&p), capacity, allow)?)
+            }
+        })
+    }
+
     fn geometry(&self) -> &Geometry {
         with_table!(self, t => t.geometry())
     }
@@ -135,37 +211,7 @@ impl KeyedLimiter {
         clock: Clock,
         hasher: KeyHasher,
     ) -> Result<KeyedLimiter, Error> {
-        let p = config.params()?;
-        if config.capacity == 0 {
-            return Err(ConfigError {
-                field: Field::Capacity,
-                message: "capacity = 0: a keyed limiter needs room for at least 1 key (a Limiter is the one-state form)".into(),
-            }
-            .into());
-        }
-        let capacity = config.capacity;
-        let allow = config.overflow == Overflow::Allow;
-        let tables = match p.algorithm {
-            Algorithm::Gcra => Tables::Gcra(WordTable::new(Gcra::new(&p, false), capacity, allow)?),
-            Algorithm::LeakyBucket => {
-                Tables::Gcra(WordTable::new(Gcra::new(&p, true), capacity, allow)?)
-            }
-            Algorithm::TokenBucket => {
-                Tables::TokenBucket(WordTable::new(TokenBucket::new(&p), capacity, allow)?)
-            }
-            Algorithm::FixedWindow => {
-                Tables::FixedWindow(WordTable::new(FixedWindow::new(&p), capacity, allow)?)
-            }
-            Algorithm::SlidingWindow => {
-                Tables::SlidingWindow(WordTable::new(SlidingWindow::new(&p), capacity, allow)?)
-            }
-            Algorithm::BucketedWindow => {
-                Tables::BucketedWindow(BlockTable::new(BucketedWindow::new(&p), capacity, allow)?)
-            }
-            Algorithm::SlidingLog => {
-                Tables::SlidingLog(BlockTable::new(SlidingLog::new(&p), capacity, allow)?)
-            }
-        };
+        let tables = Tables::new(&config, &mut None)?;
         Ok(KeyedLimiter::assemble(tables, Limits::one(config), clock, hasher))
     }
 
@@ -274,6 +320,70 @@ impl KeyedLimiter {
     /// [`KeyedLimiter::check_bytes_each_at`] now.
     pub fn check_bytes_each(&self, key: &[u8], cost: u64) -> MultiDecision {
         self.decide_each(self.hash_bytes(key), &self.clock, cost)
+    }
+
+    /// A keyed limiter whose table lies in the file `path`, shared by every
+    /// process that opens it: one limit across the processes of a machine.
+    /// A bare name (no `/`) is placed under `/dev/shm`. The first process
+    /// creates the region (mode 0600); the others attach to it, and are
+    /// refused if they ask for another configuration. Only the word
+    /// algorithms (GCRA, leaky bucket, token bucket, fixed window, sliding
+    /// window) and capacity ≥ 1 are allowed. See `docs/SHARED.md` for the
+    /// region's lifecycle, its clock, and what happens when a process dies.
+    ///
+    /// Statistics other than the table's (keys tracked, evictions,
+    /// overflows) count this process's checks only.
+    pub fn open_shared(
+        path: impl AsRef<std::path::Path>,
+        config: Config,
+    ) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::open_shared_with(path, config, &SharedOptions::default())
+    }
+
+    /// [`KeyedLimiter::open_shared`] with a mode for a new region and a
+    /// choice of clock.
+    pub fn open_shared_with(
+        path: impl AsRef<std::path::Path>,
+        config: Config,
+        options: &SharedOptions,
+    ) -> Result<KeyedLimiter, Error> {
+        let path = crate::shared::resolve(path.as_ref());
+        crate::shared::check_supported(&path, &config)?;
+        let mut opening = Some(Opening {
+            path,
+            config,
+            options: *options,
+            attached: None,
+        });
+        let tables = Tables::new(&config, &mut opening)?;
+        let (hash_keys, calibration) = opening
+            .and_then(|o| o.attached)
+            .expect("a shared table was attached");
+        let clock = if options.coarse_clock {
+            Clock::coarse()
+        } else {
+            Self::shared_clock(calibration)
+        };
+        let (k0, k1) = hash_keys;
+        Ok(KeyedLimiter::assemble(
+            tables,
+            Limits::one(config),
+            clock,
+            KeyHasher::from_keys(k0, k1),
+        ))
+    }
+
+    #[cfg(not(loom))]
+    fn shared_clock(calibration: crate::shared::clock::Calibration) -> Clock {
+        Clock::shared(crate::shared::clock::SharedClock::new(
+            quanta::Clock::new(),
+            calibration,
+        ))
+    }
+
+    #[cfg(loom)]
+    fn shared_clock(_: crate::shared::clock::Calibration) -> Clock {
+        unreachable!("check_supported refuses shared mode under loom")
     }
 
     /// The configuration this limiter was built from (the first limit's,

@@ -58,6 +58,7 @@ pub mod state;
 /// (docs/SNAPSHOT.md).
 #[cfg(not(loom))]
 pub mod snapshot;
+mod shared;
 mod stats;
 mod sync;
 mod table;
@@ -73,4 +74,32 @@ pub use limiter::{AcquireError, Limiter};
 pub use multi::{MAX_LIMITS, MultiDecision};
 #[cfg(not(loom))]
 pub use snapshot::{Persisted, SnapshotError};
+pub use shared::{SharedError, SharedErrorKind, SharedOptions};
 pub use stats::Stats;
+
+/// Entry points for the loom models in `tests/loom_latch.rs` (not API).
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_hooks {
+    /// What `crate::sync::AtomicU64` is under loom (a private type cannot
+    /// be re-exported, so it is named here).
+    pub use loom::sync::atomic::AtomicU64;
+
+    /// Runs `body(taken_over)` holding the holder-recording latch `word`
+    /// as `me`, judging other holders with `alive`.
+    pub fn with_latch_recording(
+        word: &AtomicU64,
+        me: u64,
+        alive: impl Fn(u64) -> bool,
+        body: impl FnOnce(bool),
+    ) {
+        let (_guard, taken_over) = crate::cell::latch_recording(word, me, alive);
+        body(taken_over);
+    }
+
+    /// Takes the latch as `me` and never releases it: a holder that dies.
+    pub fn take_and_die(word: &AtomicU64, me: u64) {
+        let (guard, _) = crate::cell::latch_recording(word, me, |_| true);
+        std::mem::forget(guard);
+    }
+}

@@ -48,8 +48,10 @@ pub struct Stats {
     pub bytes_allocated: u64,
 }
 
-/// A shard's counters of table events (the shard pads them).
+/// A shard's counters of table events (the shard pads them; `repr(C)`, as
+/// the shard, for shared regions).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct TableCounters {
     pub tracked: CounterU64,
     pub evictions: CounterU64,

@@ -166,6 +166,16 @@ public:
         names_ = std::move(names);
     }
 
+    /// The limiter whose table lies in the file `shared` (a bare name is
+    /// placed under /dev/shm), created with `mode` by the first process and
+    /// attached by the others: one limit across the processes of a machine
+    /// (ratecell_limiter_open_shared). Throws Error with a
+    /// RATECELL_SHARED_* status when the region does not fit.
+    Limiter(const Config &config, const std::string &shared, std::uint32_t mode = 0600) {
+        detail::check(::ratecell_limiter_open_shared_mode(shared.c_str(), &config.raw(), mode,
+                                                          &handle_));
+    }
+
     ~Limiter() { ::ratecell_limiter_free(handle_); }
 
     Limiter(const Limiter &) = delete;

@@ -43,7 +43,16 @@ const (
 	StatusSnapshotDamaged        Status = C.RATECELL_SNAPSHOT_DAMAGED
 	StatusSnapshotVersion        Status = C.RATECELL_SNAPSHOT_VERSION
 	StatusSnapshotConfigMismatch Status = C.RATECELL_SNAPSHOT_CONFIG_MISMATCH
-	lastStatus                          = StatusSnapshotConfigMismatch
+	StatusSnapshotSeveralLimits  Status = C.RATECELL_SNAPSHOT_SEVERAL_LIMITS
+	// Shared-region statuses (docs/SHARED.md).
+	StatusSharedIO             Status = C.RATECELL_SHARED_IO
+	StatusSharedNotARegion     Status = C.RATECELL_SHARED_NOT_A_REGION
+	StatusSharedTruncated      Status = C.RATECELL_SHARED_TRUNCATED
+	StatusSharedVersion        Status = C.RATECELL_SHARED_VERSION
+	StatusSharedConfigMismatch Status = C.RATECELL_SHARED_CONFIG_MISMATCH
+	StatusSharedStale          Status = C.RATECELL_SHARED_STALE
+	StatusSharedUnsupported    Status = C.RATECELL_SHARED_UNSUPPORTED
+	lastStatus                        = StatusSharedUnsupported
 )
 
 var statusNames = [...]string{
@@ -52,7 +61,9 @@ var statusNames = [...]string{
 	"INVALID_CLOCK", "UNKNOWN_ALGORITHM", "OUT_OF_MEMORY", "TIMED_OUT",
 	"COST_EXCEEDS_LIMIT", "INVALID_LENGTH", "PANIC",
 	"SNAPSHOT_IO", "SNAPSHOT_NOT_FOUND", "SNAPSHOT_DAMAGED", "SNAPSHOT_VERSION",
-	"SNAPSHOT_CONFIG_MISMATCH",
+	"SNAPSHOT_CONFIG_MISMATCH", "SNAPSHOT_SEVERAL_LIMITS",
+	"SHARED_IO", "SHARED_NOT_A_REGION", "SHARED_TRUNCATED", "SHARED_VERSION",
+	"SHARED_CONFIG_MISMATCH", "SHARED_STALE", "SHARED_UNSUPPORTED",
 }
 
 // Name is the status's C name without the RATECELL_ prefix, e.g.
@@ -159,6 +170,26 @@ var (
 	// ErrSnapshotConfigMismatch: RestoreConfig was given another
 	// configuration than the snapshot's.
 	ErrSnapshotConfigMismatch = sentinel(StatusSnapshotConfigMismatch)
+	// ErrSnapshotSeveralLimits: a limiter with several limits cannot be
+	// saved yet.
+	ErrSnapshotSeveralLimits = sentinel(StatusSnapshotSeveralLimits)
+	// ErrSharedIO: Config.Shared could not be opened, created, sized or
+	// mapped.
+	ErrSharedIO = sentinel(StatusSharedIO)
+	// ErrSharedNotARegion: Config.Shared is not a ratecell region.
+	ErrSharedNotARegion = sentinel(StatusSharedNotARegion)
+	// ErrSharedTruncated: Config.Shared is shorter than its region.
+	ErrSharedTruncated = sentinel(StatusSharedTruncated)
+	// ErrSharedVersion: Config.Shared has another layout version.
+	ErrSharedVersion = sentinel(StatusSharedVersion)
+	// ErrSharedConfigMismatch: Config.Shared was made with another
+	// configuration.
+	ErrSharedConfigMismatch = sentinel(StatusSharedConfigMismatch)
+	// ErrSharedStale: Config.Shared was made before the last boot.
+	ErrSharedStale = sentinel(StatusSharedStale)
+	// ErrSharedUnsupported: this algorithm, capacity 0 or platform cannot
+	// be shared.
+	ErrSharedUnsupported = sentinel(StatusSharedUnsupported)
 )
 
 // ErrClosed is returned by every call on a Limiter after Close (and on a

@@ -196,6 +196,14 @@ type Config struct {
 	Overflow Overflow
 	// Clock is what Check, Allow, CheckBytes, CheckBatch and Acquire read.
 	Clock Clock
+	// Shared, when not empty, puts the table in this file (a bare name is
+	// placed under /dev/shm), shared by every process on the machine that
+	// opens it, in any language: one limit across processes. Needs
+	// Capacity >= 1 and a word algorithm (ErrSharedUnsupported otherwise).
+	Shared string
+	// SharedMode is the permission bits of a region New creates (0 means
+	// 0600).
+	SharedMode uint32
 }
 
 // Never is the RetryAfter of a request that no wait can admit (its cost is
@@ -323,7 +331,18 @@ type core struct {
 func New(cfg Config) (*Limiter, error) {
 	c := cConfig(cfg)
 	var handle *C.ratecell_limiter
-	if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
+	if cfg.Shared != "" {
+		mode := cfg.SharedMode
+		if mode == 0 {
+			mode = 0o600
+		}
+		path := C.CString(cfg.Shared)
+		status := C.ratecell_limiter_open_shared_mode(path, &c, C.uint32_t(mode), &handle)
+		C.free(unsafe.Pointer(path))
+		if err := statusError("open shared", status); err != nil {
+			return nil, err
+		}
+	} else if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
 		return nil, err
 	}
 	return wrap(handle, cfg.Algorithm == LeakyBucket), nil

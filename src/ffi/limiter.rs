@@ -216,6 +216,80 @@ pub(super) unsafe fn publish(
     RATECELL_OK
 }
 
+/// Creates or attaches the limiter whose table lies in the file `path`,
+/// shared by every process that opens it (one limit across the processes
+/// of a machine), writing its handle to `*out`. A `path` without a `/` is a
+/// name under `/dev/shm`. A new region gets mode 0600 (see
+/// `ratecell_limiter_open_shared_mode`).
+///
+/// Only keyed limiters (capacity >= 1) of the word algorithms (gcra,
+/// leaky_bucket, token_bucket, fixed_window, sliding_window) can be shared.
+/// `cfg->clock` picks this process's clock: `RATECELL_CLOCK_TSC` reads the
+/// calibration stored in the region, so every process reads the same time.
+/// Every other function works on the result; `ratecell_limiter_free`
+/// unmaps it and never removes the file (docs/SHARED.md: lifecycle).
+///
+/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, a
+/// `RATECELL_INVALID_*` status for the configuration, one of the
+/// `RATECELL_SHARED_*` statuses (the file, the region's version or
+/// configuration, the platform), or `RATECELL_OUT_OF_MEMORY` (no room for a
+/// new region). On failure `*out` is left unchanged.
+///
+/// Ownership as for `ratecell_limiter_new`; `path` and `*cfg` are only read
+/// during the call. Thread-safe, and safe for several processes at once.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `cfg` is NULL or points to a
+/// readable `ratecell_config`; `out` is NULL or points to a writable
+/// `ratecell_limiter *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_open_shared(
+    path: *const std::ffi::c_char,
+    cfg: *const ratecell_config,
+    out: *mut *mut ratecell_limiter,
+) -> ratecell_status {
+    // SAFETY: as promised by our caller.
+    unsafe { ratecell_limiter_open_shared_mode(path, cfg, 0o600, out) }
+}
+
+/// `ratecell_limiter_open_shared` with the permission bits of a region this
+/// call creates (exactly `mode & 07777`; the umask is not applied), e.g.
+/// 0660 to share with the file's group. An existing region keeps its mode.
+///
+/// # Safety
+/// As `ratecell_limiter_open_shared`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_open_shared_mode(
+    path: *const std::ffi::c_char,
+    cfg: *const ratecell_config,
+    mode: u32,
+    out: *mut *mut ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        if cfg.is_null() || path.is_null() {
+            return RATECELL_NULL_ARGUMENT;
+        }
+        // SAFETY: non-NULL and NUL-terminated, as the caller promises.
+        let path = unsafe { std::ffi::CStr::from_ptr(path) };
+        #[cfg(unix)]
+        let path = std::path::Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes()));
+        #[cfg(not(unix))]
+        let path = &std::path::PathBuf::from(path.to_string_lossy().into_owned());
+        // SAFETY: non-NULL and readable; every field is an integer.
+        let cfg = unsafe { cfg.read() };
+        let (config, clock_kind) = try_status!(cfg.to_rust());
+        let options = crate::SharedOptions {
+            mode,
+            coarse_clock: clock_kind == ratecell_clock::RATECELL_CLOCK_COARSE,
+        };
+        let keyed = try_status!(KeyedLimiter::open_shared_with(path, config, &options)
+            .map_err(|e| ratecell_status::from_error(&e)));
+        // SAFETY: `out` is non-NULL and writable, as promised.
+        unsafe { publish(Inner::Keyed(keyed), clock_kind, out) }
+    }
+}
+
 /// Releases a limiter made by `ratecell_limiter_new`. NULL is a no-op.
 ///
 /// Must be the last call on `limiter`: no other thread may be using it, and

@@ -31,6 +31,7 @@ fn status(e: &SnapshotError) -> ratecell_status {
         SnapshotError::UnsupportedVersion { .. } => RATECELL_SNAPSHOT_VERSION,
         SnapshotError::ConfigMismatch { .. } => RATECELL_SNAPSHOT_CONFIG_MISMATCH,
         SnapshotError::Limiter(e) => ratecell_status::from_error(e),
+        SnapshotError::SeveralLimits => RATECELL_SNAPSHOT_SEVERAL_LIMITS,
         // NotASnapshot, Truncated, Damaged, and any added later.
         _ => RATECELL_SNAPSHOT_DAMAGED,
     }

@@ -7,7 +7,7 @@
 //! field, and an out-of-range discriminant in a Rust enum is undefined
 //! behaviour. Enums only flow from Rust to C as Rust enums (the status).
 
-use crate::{Algorithm, Config, Decision, Error, Field, Overflow, Stats};
+use crate::{Algorithm, Config, Decision, Error, Field, Overflow, SharedErrorKind, Stats};
 
 /// The result of every fallible `ratecell_*` call. `RATECELL_OK` is 0;
 /// every other value names one reason for failure. Values are stable:
@@ -79,13 +79,40 @@ pub enum ratecell_status {
     /// configuration given (algorithm, limit, period_ns, burst,
     /// sub_windows or capacity; see docs/SNAPSHOT.md).
     RATECELL_SNAPSHOT_CONFIG_MISMATCH = 20,
+    /// The limiter enforces several limits as one; saving those is not
+    /// supported yet (the format records one configuration).
+    RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
+    /// `ratecell_limiter_open_shared`: the region's file could not be
+    /// opened, created, sized or mapped (permissions, a missing directory,
+    /// a file system without hard links).
+    RATECELL_SHARED_IO = 22,
+    /// `ratecell_limiter_open_shared`: the file is not a ratecell region
+    /// (garbage, or a damaged header).
+    RATECELL_SHARED_NOT_A_REGION = 23,
+    /// `ratecell_limiter_open_shared`: the file is shorter than the region
+    /// its header describes.
+    RATECELL_SHARED_TRUNCATED = 24,
+    /// `ratecell_limiter_open_shared`: the region has another layout
+    /// version (made by another release of ratecell).
+    RATECELL_SHARED_VERSION = 25,
+    /// `ratecell_limiter_open_shared`: the region was made with another
+    /// configuration.
+    RATECELL_SHARED_CONFIG_MISMATCH = 26,
+    /// `ratecell_limiter_open_shared`: the region was made before the
+    /// machine last booted; remove the file.
+    RATECELL_SHARED_STALE = 27,
+    /// `ratecell_limiter_open_shared`: this configuration cannot be shared
+    /// (the bucketed window and sliding log algorithms, capacity 0), or this
+    /// platform cannot share (not Linux, no lock-free 128-bit CAS, another
+    /// pid namespace).
+    RATECELL_SHARED_UNSUPPORTED = 28,
 }
 
 use ratecell_status::*;
 
 /// Every status, in numeric order (kept out of the header: cbindgen would
 /// print a public associated constant as a macro).
-const STATUSES: [ratecell_status; 21] = [
+const STATUSES: [ratecell_status; 29] = [
     RATECELL_OK,
     RATECELL_NULL_ARGUMENT,
     RATECELL_INVALID_ALGORITHM,
@@ -107,6 +134,14 @@ const STATUSES: [ratecell_status; 21] = [
     RATECELL_SNAPSHOT_DAMAGED,
     RATECELL_SNAPSHOT_VERSION,
     RATECELL_SNAPSHOT_CONFIG_MISMATCH,
+    RATECELL_SNAPSHOT_SEVERAL_LIMITS,
+    RATECELL_SHARED_IO,
+    RATECELL_SHARED_NOT_A_REGION,
+    RATECELL_SHARED_TRUNCATED,
+    RATECELL_SHARED_VERSION,
+    RATECELL_SHARED_CONFIG_MISMATCH,
+    RATECELL_SHARED_STALE,
+    RATECELL_SHARED_UNSUPPORTED,
 ];
 
 impl ratecell_status {
@@ -135,6 +170,15 @@ impl ratecell_status {
         match error {
             Error::Config(e) => ratecell_status::from_field(e.field),
             Error::OutOfMemory { .. } => RATECELL_OUT_OF_MEMORY,
+            Error::Shared(e) => match e.kind {
+                SharedErrorKind::Io => RATECELL_SHARED_IO,
+                SharedErrorKind::NotARegion => RATECELL_SHARED_NOT_A_REGION,
+                SharedErrorKind::Truncated => RATECELL_SHARED_TRUNCATED,
+                SharedErrorKind::Version => RATECELL_SHARED_VERSION,
+                SharedErrorKind::ConfigMismatch => RATECELL_SHARED_CONFIG_MISMATCH,
+                SharedErrorKind::Stale => RATECELL_SHARED_STALE,
+                SharedErrorKind::Unsupported => RATECELL_SHARED_UNSUPPORTED,
+            },
         }
     }
 
@@ -173,6 +217,28 @@ impl ratecell_status {
             RATECELL_SNAPSHOT_VERSION => b"the snapshot's format version is not supported\0",
             RATECELL_SNAPSHOT_CONFIG_MISMATCH => {
                 b"the snapshot's configuration differs from the one given\0"
+            }
+            RATECELL_SNAPSHOT_SEVERAL_LIMITS => {
+                b"a limiter with several limits cannot be saved yet\0"
+            }
+            RATECELL_SHARED_IO => {
+                b"shared region: the file could not be opened, created, sized or mapped\0"
+            }
+            RATECELL_SHARED_NOT_A_REGION => {
+                b"shared region: the file is not a ratecell region (garbage or a damaged header)\0"
+            }
+            RATECELL_SHARED_TRUNCATED => {
+                b"shared region: the file is shorter than the region its header describes\0"
+            }
+            RATECELL_SHARED_VERSION => {
+                b"shared region: made by a ratecell with another layout version\0"
+            }
+            RATECELL_SHARED_CONFIG_MISMATCH => b"shared region: made with another configuration\0",
+            RATECELL_SHARED_STALE => {
+                b"shared region: made before the machine last booted; remove the file\0"
+            }
+            RATECELL_SHARED_UNSUPPORTED => {
+                b"shared region: not available for this algorithm, capacity 0, or this platform\0"
             }
         }
     }

@@ -9,6 +9,7 @@
 //! window: `8·(1 + ceil(N/2))` bytes; sliding log: `8·(3 + 2L)` bytes), times
 //! 1.45 places per key of capacity, all allocated at construction.
 
+use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
 use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchedWords, latch};
@@ -29,7 +30,7 @@ const FINGERPRINT_BITS: u32 = 62;
 pub(crate) struct BlockTable<A: BlockAlgorithm> {
     alg: A,
     geometry: Geometry,
-    shards: Box<[CachePadded<Shard>]>,
+    shards: Storage<CachePadded<Shard>>,
     headers: Box<[AtomicU64]>,
     blocks: Box<[AtomicU64]>,
     words: usize,
@@ -159,7 +160,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             // would be told, which on a full table failing closed is no.
             return Some(self.peek_new(home, fresh, t));
         }
-        let _latch = latch(&shard.latch, 0).expect("a shard latch holds only 0 or LATCHED");
+        let _latch = shard.lock(false);
         if self.find(home).is_some() || shard.unfound(fresh, t) != fresh {
             // Placed by another thread since we looked, or a state was
             // evicted at a later time meanwhile: decide again.
@@ -258,7 +259,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
     pub(crate) fn reset(&self, h: u64) -> bool {
         let home = self.geometry.home(h);
         let shard = &self.shards[home.shard];
-        let _latch = latch(&shard.latch, 0).expect("a shard latch holds only 0 or LATCHED");
+        let _latch = shard.lock(false);
         let Some(place) = self.find(home) else {
             return false;
         };

@@ -68,10 +68,13 @@
 //! window, a denial (SPEC §3).
 
 pub(crate) mod block;
+pub(crate) mod storage;
 pub(crate) mod word;
 
+use crate::cell::{LatchGuard, latch_recording};
 use crate::clock::At;
 use crate::decision::Decision;
+use crate::shared::holder;
 use crate::stats::{Stats, TableCounters};
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
@@ -98,8 +101,10 @@ const SLOTS_PER_KEY_PERCENT: u64 = 145;
 
 /// A shard: its insert latch and its counters of table events, on their
 /// own cache lines (the per-check counters are the keyed limiter's,
-/// striped by thread).
+/// striped by thread). `repr(C)`: a shared region (`crate::shared`) holds
+/// shards, and every process must lay them out alike.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct Shard {
     /// Held while a new key is placed or a key is reset.
     pub latch: AtomicU64,
@@ -126,17 +131,19 @@ impl KeyHasher {
         KeyHasher { k0, k1 }
     }
 
+    /// The hasher with this key: a restored snapshot's, or a shared
+    /// region's (which every attached process uses, so a key lands in one
+    /// place for all of them).
     #[cfg_attr(loom, allow(dead_code))]
-    /// The 128-bit key, for a snapshot: a restored table must hash every
-    /// key to the same place and fingerprint.
-    pub(crate) fn keys(&self) -> (u64, u64) {
-        (self.k0, self.k1)
-    }
-
-    #[cfg_attr(loom, allow(dead_code))]
-    /// The hasher of a snapshot's key.
     pub(crate) fn from_keys(k0: u64, k1: u64) -> KeyHasher {
         KeyHasher { k0, k1 }
+    }
+
+    /// The 128-bit key: a snapshot or a shared region records it, so every
+    /// key hashes to the same place and fingerprint elsewhere.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn keys(&self) -> (u64, u64) {
+        (self.k0, self.k1)
     }
 
     /// SipHash-1-3 of the key's bytes.
@@ -158,6 +165,17 @@ impl KeyHasher {
 }
 
 impl Shard {
+    /// Takes the shard's insert latch, recording this process as its
+    /// holder; a holder that no longer exists (a thread of the process we
+    /// were forked from, or in a shared region a dead process) is taken
+    /// over instead of waited for (`cell::latch_recording`). Every change
+    /// made under this latch is one CAS of a slot or header, done or not, so
+    /// the new holder finds a consistent window; only a dead holder's
+    /// counter bump may be missing from the statistics.
+    pub(crate) fn lock(&self, shared: bool) -> LatchGuard<'_> {
+        latch_recording(&self.latch, holder::me(), |h| holder::alive(h, shared)).0
+    }
+
     /// The decision for a new key that found neither a free nor an
     /// evictable place, counted as an overflow: the fresh decision when
     /// overflows are allowed (the key is admitted untracked), otherwise a
@@ -235,7 +253,7 @@ pub(crate) trait KeyedTable {
 /// Where keys go: the shard and bucket counts and the fingerprint width.
 #[derive(Debug)]
 pub(crate) struct Geometry {
-    shards: u64,
+    pub(crate) shards: u64,
     buckets_per_shard: u64,
     fingerprint_bits: u32,
 }
@@ -358,8 +376,11 @@ fn seed() -> (u64, u64) {
 
 /// The shards of a table, padded so that one shard's counter bumps do not
 /// invalidate another's line.
-pub(crate) fn new_shards(n: usize) -> Box<[CachePadded<Shard>]> {
-    (0..n).map(|_| CachePadded::new(Shard::default())).collect()
+pub(crate) fn new_shards(n: usize) -> storage::Storage<CachePadded<Shard>> {
+    (0..n)
+        .map(|_| CachePadded::new(Shard::default()))
+        .collect::<Box<[_]>>()
+        .into()
 }
 
 /// Sums the table's counters into a snapshot (the per-check counters are

@@ -8,9 +8,10 @@
 //! word (a fingerprint is never 0); a tombstone is the fingerprint
 //! [`FREED`] over a zero state.
 
+use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
 use crate::algorithm::{WordAlgorithm, mask};
-use crate::cell::{AtomicWord, cas_loop_from, latch};
+use crate::cell::{AtomicWord, cas_loop_from};
 use crate::clock::At;
 use crate::config::{ConfigError, Error, Field};
 use crate::decision::Decision;
@@ -29,8 +30,11 @@ pub(crate) const MIN_FINGERPRINT_BITS: u32 = 32;
 pub(crate) struct WordTable<A: WordAlgorithm> {
     alg: A,
     geometry: Geometry,
-    shards: Box<[CachePadded<Shard>]>,
-    slots: Box<[AtomicU128]>,
+    shards: Storage<CachePadded<Shard>>,
+    slots: Storage<AtomicU128>,
+    /// Whether the table lies in a region shared between processes (how a
+    /// shard latch's holder is judged: `Shard::lock`).
+    shared: bool,
     /// The bits of a slot that hold the state.
     state_mask: u128,
     /// The bits of a slot's high half that hold the owner's fingerprint.
@@ -50,6 +54,26 @@ enum Outcome {
 
 impl<A: WordAlgorithm> WordTable<A> {
     pub(crate) fn new(alg: A, capacity: u64, allow_overflow: bool) -> Result<Self, Error> {
+        WordTable::new_in(alg, capacity, allow_overflow, |shards, slots| {
+            let slots = zeroed_wide_words(slots, Residency::Now)
+                .map_err(|bytes| Error::OutOfMemory { bytes })?;
+            Ok((new_shards(shards), slots.into(), false))
+        })
+    }
+
+    /// A table whose shards and slots come from `storage(shards, slots)`,
+    /// which returns them (all zero for a new table) and whether they lie
+    /// in a region shared between processes (`crate::shared`).
+    pub(crate) fn new_in(
+        alg: A,
+        capacity: u64,
+        allow_overflow: bool,
+        storage: impl FnOnce(
+            usize,
+            usize,
+        )
+            -> Result<(Storage<CachePadded<Shard>>, Storage<AtomicU128>, bool), Error>,
+    ) -> Result<Self, Error> {
         let state_bits = alg.state_bits();
         let fingerprint_bits = (128 - state_bits).min(64);
         if fingerprint_bits < MIN_FINGERPRINT_BITS {
@@ -63,13 +87,14 @@ impl<A: WordAlgorithm> WordTable<A> {
         }
         let (geometry, shards) = Geometry::new(capacity, SLOTS as u64, fingerprint_bits);
         let len = geometry.buckets(shards) * SLOTS;
-        let slots =
-            zeroed_wide_words(len, Residency::Now).map_err(|bytes| Error::OutOfMemory { bytes })?;
+        let (shards, slots, shared) = storage(shards, len)?;
+        assert!(slots.len() == len && shards.len() == geometry.shards as usize);
         Ok(WordTable {
             alg,
             geometry,
-            shards: new_shards(shards),
+            shards,
             slots,
+            shared,
             state_mask: mask(state_bits),
             owner_mask: u64::MAX << (64 - fingerprint_bits),
             fingerprint_shift: 64 - fingerprint_bits,
@@ -271,7 +296,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             // would be told, which on a full table failing closed is no.
             return Outcome::Done(self.peek_new(home, fresh, t), true);
         };
-        let _latch = latch(&shard.latch, 0).expect("a shard latch holds only 0 or LATCHED");
+        let _latch = shard.lock(self.shared);
         if self.find(home, tag).is_some() || shard.unfound(fresh, t) != fresh {
             // Another thread placed this key since we looked, or evicted a
             // state at a later time: decide again.
@@ -349,7 +374,7 @@ impl<A: WordAlgorithm> WordTable<A> {
         let home = self.geometry.home(h);
         let tag = self.tag(home.fingerprint);
         let shard = &self.shards[home.shard];
-        let _latch = latch(&shard.latch, 0).expect("a shard latch holds only 0 or LATCHED");
+        let _latch = shard.lock(self.shared);
         let Some((slot, word)) = self.find(home, tag) else {
             return false;
         };

@@ -3,6 +3,8 @@
 // "N passed, M failed" last.
 #include "ratecell.hpp"
 
+#include <unistd.h>
+
 #include "harness.h"
 
 #include <atomic>
@@ -339,6 +341,27 @@ void test_snapshots_save_restore_and_persist() {
     std::remove(path.c_str());
 }
 
+void test_shared_region_is_one_limit_for_every_handle() {
+    const std::string path = "/dev/shm/ratecell-cpp-test-" + std::to_string(::getpid());
+    const Config cfg = Config(Algorithm::Gcra, 5, 1h).capacity(100);
+    {
+        Limiter a(cfg, path);
+        Limiter b(cfg, path);
+        int admitted = 0;
+        for (int i = 0; i < 10; i++) {
+            admitted += ((i % 2 != 0) ? a : b).check_at(7, 1, T0).allowed ? 1 : 0;
+        }
+        CHECK(admitted == 5);
+        try {
+            Limiter c(Config(Algorithm::Gcra, 6, 1h).capacity(100), path);
+            CHECK(false);
+        } catch (const ratecell::Error &e) {
+            CHECK(e.status() == RATECELL_SHARED_CONFIG_MISMATCH);
+        }
+    }
+    CHECK(::unlink(path.c_str()) == 0);
+}
+
 }  // namespace
 
 int main() {
@@ -353,5 +376,6 @@ int main() {
     RUN(test_four_threads_admit_exactly_the_limit);
     RUN(test_several_limits_as_one);
     RUN(test_snapshots_save_restore_and_persist);
+    RUN(test_shared_region_is_one_limit_for_every_handle);
     return harness_finish();
 }

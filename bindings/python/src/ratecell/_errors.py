@@ -203,6 +203,64 @@ class SnapshotConfigMismatch(SnapshotError, ValueError):
     status = 20
 
 
+class SnapshotSeveralLimits(SnapshotError, ValueError):
+    """RATECELL_SNAPSHOT_SEVERAL_LIMITS: a limiter with several limits
+    cannot be saved yet."""
+
+    status = 21
+
+
+class SharedRegionError(RatecellError, OSError):
+    """Base of the errors of ``Limiter(..., shared=path)``: the region file
+    could not be used (statuses 22 to 28)."""
+
+
+class SharedIO(SharedRegionError):
+    """RATECELL_SHARED_IO: the file could not be opened, created, sized or
+    mapped."""
+
+    status = 22
+
+
+class SharedNotARegion(SharedRegionError):
+    """RATECELL_SHARED_NOT_A_REGION: the file is not a ratecell region."""
+
+    status = 23
+
+
+class SharedTruncated(SharedRegionError):
+    """RATECELL_SHARED_TRUNCATED: the file is shorter than its region."""
+
+    status = 24
+
+
+class SharedVersion(SharedRegionError):
+    """RATECELL_SHARED_VERSION: the region has another layout version."""
+
+    status = 25
+
+
+class SharedConfigMismatch(SharedRegionError, ValueError):
+    """RATECELL_SHARED_CONFIG_MISMATCH: the region was made with another
+    configuration."""
+
+    status = 26
+
+
+class SharedStale(SharedRegionError):
+    """RATECELL_SHARED_STALE: the region was made before the last boot;
+    remove the file."""
+
+    status = 27
+
+
+class SharedUnsupported(SharedRegionError, ValueError):
+    """RATECELL_SHARED_UNSUPPORTED: this algorithm, capacity 0, or this
+    platform cannot be shared."""
+
+    status = 28
+
+
 class LimiterClosed(RatecellError, ValueError):
     """A call on a ``Limiter`` after ``close()`` (or after its ``with``
     block)."""
@@ -234,6 +292,14 @@ _BY_STATUS: dict[int, type[RatecellError]] = {
         SnapshotDamaged,
         SnapshotVersion,
         SnapshotConfigMismatch,
+        SnapshotSeveralLimits,
+        SharedIO,
+        SharedNotARegion,
+        SharedTruncated,
+        SharedVersion,
+        SharedConfigMismatch,
+        SharedStale,
+        SharedUnsupported,
     )
     if cls.status is not None
 }

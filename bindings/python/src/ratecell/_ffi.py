@@ -190,6 +190,10 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_algorithm_name": (c_char_p, [c_uint32]),
     "ratecell_algorithm_from_name": (_STATUS, [c_char_p, c_size_t, POINTER(c_uint32)]),
     "ratecell_limiter_new": (_STATUS, [POINTER(CConfig), POINTER(c_void_p)]),
+    "ratecell_limiter_open_shared_mode": (
+        _STATUS,
+        [c_char_p, POINTER(CConfig), c_uint32, POINTER(c_void_p)],
+    ),
     "ratecell_limiter_free": (None, [c_void_p]),
     "ratecell_limiter_config": (_STATUS, [c_void_p, POINTER(CConfig)]),
     "ratecell_check": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(CDecision)]),

@@ -274,6 +274,8 @@ class Limiter:
         capacity: int = 0,
         overflow: Overflow | str | int = Overflow.DENY,
         clock: Clock | str | int = Clock.TSC,
+        shared: str | os.PathLike[str] | None = None,
+        shared_mode: int = 0o600,
     ) -> None:
         """Makes a limiter of ``limit`` units per period.
 
@@ -284,6 +286,15 @@ class Limiter:
         arguments take the enum, its value, or its name (``"gcra"``,
         ``"allow"``, ``"coarse"``). An out-of-range field raises the
         ``InvalidConfig`` subclass naming it.
+
+        ``shared=path`` puts the table in the file ``path`` (a bare name is
+        placed under ``/dev/shm``), created with ``shared_mode`` by the
+        first process and attached by the others: every process on the
+        machine that opens it, in any language, shares one limit. Needs
+        ``capacity >= 1`` and a word algorithm; a region that does not fit
+        raises a ``SharedRegionError`` subclass. Open it in each process
+        (after a fork, or in each ``multiprocessing`` worker): a limiter
+        cannot be pickled, but a path can.
         """
         self._h: _ffi.LimiterHandle | None = None
         if (period_ns is None) == (period is None):
@@ -310,7 +321,17 @@ class Limiter:
         cfg.clock = clock_value
 
         handle = _ffi.LimiterHandle()
-        status = _lib.ratecell_limiter_new(cfg, handle)
+        if shared is None:
+            status = _lib.ratecell_limiter_new(cfg, handle)
+        else:
+            if isinstance(shared_mode, bool) or not isinstance(shared_mode, int):
+                raise TypeError("shared_mode must be an int (permission bits, e.g. 0o600)")
+            if not 0 <= shared_mode <= 0o7777:
+                raise ValueError(f"shared_mode = {shared_mode:#o}: outside 0..=0o7777")
+            path = os.fsencode(shared)
+            if b"\0" in path:
+                raise ValueError("shared: the path contains a NUL byte")
+            status = _lib.ratecell_limiter_open_shared_mode(path, cfg, shared_mode, handle)
         if status:
             raise _config_error(status, cfg)
         self._h = handle
