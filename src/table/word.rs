@@ -30,7 +30,7 @@ pub(crate) struct WordTable<A: WordAlgorithm> {
     alg: A,
     geometry: Geometry,
     shards: Box<[CachePadded<Shard>]>,
-    slots: Box<[AtomicU128]>,
+    slots: crate::sync::AlignedWords<AtomicU128>,
     /// The bits of a slot that hold the state.
     state_mask: u128,
     /// The bits of a slot's high half that hold the owner's fingerprint.
@@ -386,6 +386,24 @@ mod tests {
 
     fn remaining(table: &WordTable<Gcra>, h: u64) -> u64 {
         table.check(h, T0, 0, u64::MAX).0.remaining
+    }
+
+    #[test]
+    fn every_bucket_is_one_whole_cache_line() {
+        for capacity in [1, 16, 1000, 100_000] {
+            let p = Config::new(Algorithm::Gcra, 3, 3_600_000_000_000)
+                .params()
+                .unwrap();
+            let table = WordTable::new(Gcra::new(&p, false), capacity, false).unwrap();
+            assert_eq!(SLOTS * size_of::<AtomicU128>(), crate::sync::LINE);
+            for bucket in table.slots.chunks(SLOTS) {
+                assert_eq!(
+                    bucket.as_ptr() as usize % crate::sync::LINE,
+                    0,
+                    "capacity {capacity}"
+                );
+            }
+        }
     }
 
     #[test]
