@@ -405,7 +405,7 @@ class Limiter:
         if type(key) is int and type(cost) is int and cost == 1 and 0 <= key <= U64_MAX:
             # ratecell_allow_key: two arguments, the answer as the return
             # value (1 or 0, a negated status below 0): no out-parameter.
-            answer = _allow_key(h, key)
+            answer: int = _allow_key(h, key)
             if answer >= 0:
                 return answer == 1
             raise _errors.error_for_status(-answer)
