@@ -504,6 +504,18 @@ ratecell_status ratecell_check_at(const struct ratecell_limiter *limiter,
 // writable `bool`.
 ratecell_status ratecell_allow(const struct ratecell_limiter *limiter, uint64_t key, bool *allowed);
 
+// `ratecell_allow` with the answer as the return value: 1 when one request
+// (cost 1) for `key` is admitted now, 0 when it is denied, and a negated
+// `ratecell_status` (below 0) when the call fails: `-RATECELL_NULL_ARGUMENT`
+// for a NULL `limiter`. The same decision as `ratecell_allow`; it exists
+// because every argument and out-parameter costs a binding whose calls are
+// dear (tens of ns each through Python's ctypes, an escaping pointer in Go).
+// Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle.
+int32_t ratecell_allow_key(const struct ratecell_limiter *limiter, uint64_t key);
+
 // `ratecell_allow` at the caller's time `now_ns` (UNIX nanoseconds) instead
 // of the limiter's clock: deterministic, and one clock read saved.
 //

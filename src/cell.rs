@@ -252,7 +252,7 @@ impl Words for LatchedWords<'_> {
 pub(crate) struct BlockCell {
     // Padded: the latch word is written by every check.
     header: CachePadded<AtomicU64>,
-    words: Box<[AtomicU64]>,
+    words: crate::sync::AlignedWords<AtomicU64>,
 }
 
 impl BlockCell {

@@ -88,11 +88,87 @@ pub(crate) enum Residency {
     OnUse,
 }
 
+/// Alignment of every array [`zeroed_words`] hands out: one cache line, so
+/// a table's 64-byte buckets each sit on exactly one line (the global
+/// allocator's `Layout::array` would give 8 or 16, leaving a bucket astride
+/// two lines, of which only the first is prefetched).
+#[cfg_attr(loom, allow(dead_code))] // loom allocates its own way
+pub(crate) const LINE: usize = 64;
+
+/// A zeroed array of atomic words that starts on a cache line, and is freed
+/// with the layout it was allocated with (a `Box<[T]>` would free it with
+/// `T`'s own alignment, which is undefined behaviour).
+pub(crate) struct AlignedWords<T> {
+    #[cfg(not(loom))]
+    ptr: std::ptr::NonNull<T>,
+    #[cfg(not(loom))]
+    len: usize,
+    #[cfg(loom)]
+    items: Box<[T]>,
+}
+
+// SAFETY: `AlignedWords` owns its array as a `Box<[T]>` would, and the atomics in
+// it are Send and Sync.
+unsafe impl<T: Send> Send for AlignedWords<T> {}
+// SAFETY: as above: shared access is access to `&[T]`.
+unsafe impl<T: Sync> Sync for AlignedWords<T> {}
+
+impl<T> std::ops::Deref for AlignedWords<T> {
+    type Target = [T];
+
+    #[cfg(not(loom))]
+    #[inline]
+    fn deref(&self) -> &[T] {
+        // SAFETY: ptr holds len initialised values (zeroed_slice) for as
+        // long as self lives; a dangling aligned pointer when len is 0.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    #[cfg(loom)]
+    fn deref(&self) -> &[T] {
+        &self.items
+    }
+}
+
+impl<T> std::fmt::Debug for AlignedWords<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedWords({} x {} bytes)", self.len(), size_of::<T>())
+    }
+}
+
+#[cfg(not(loom))]
+impl<T> AlignedWords<T> {
+    /// The layout of `len` values of T at cache-line alignment; the same
+    /// for allocating and freeing.
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        std::alloc::Layout::array::<T>(len)
+            .ok()?
+            .align_to(LINE)
+            .ok()
+    }
+}
+
+#[cfg(not(loom))]
+impl<T> Drop for AlignedWords<T> {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        // The atomic integers callers use need no drop of their own.
+        let layout = Self::layout(self.len).expect("the layout was valid when allocated");
+        // SAFETY: allocated in zeroed_slice with this very layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, layout) };
+    }
+}
+
 /// Allocates `len` zeroed atomic words, or reports how many bytes failed.
 ///
 /// Outside loom this is one `alloc_zeroed` (calloc: the kernel hands back
-/// zero pages, so a large table costs no time to clear).
-pub(crate) fn zeroed_words(len: usize, residency: Residency) -> Result<Box<[AtomicU64]>, usize> {
+/// zero pages, so a large table costs no time to clear), aligned to [`LINE`].
+pub(crate) fn zeroed_words(
+    len: usize,
+    residency: Residency,
+) -> Result<AlignedWords<AtomicU64>, usize> {
     zeroed_slice(len, residency, || AtomicU64::new(0))
 }
 
@@ -100,7 +176,7 @@ pub(crate) fn zeroed_words(len: usize, residency: Residency) -> Result<Box<[Atom
 pub(crate) fn zeroed_wide_words(
     len: usize,
     residency: Residency,
-) -> Result<Box<[AtomicU128]>, usize> {
+) -> Result<AlignedWords<AtomicU128>, usize> {
     zeroed_slice(len, residency, || AtomicU128::new(0))
 }
 
@@ -109,37 +185,42 @@ fn zeroed_slice<T>(
     len: usize,
     residency: Residency,
     _zero: impl Fn() -> T,
-) -> Result<Box<[T]>, usize> {
-    use std::alloc::{Layout, alloc_zeroed};
+) -> Result<AlignedWords<T>, usize> {
+    use std::alloc::alloc_zeroed;
     let bytes = len.saturating_mul(size_of::<T>());
     if len == 0 {
-        return Ok(Box::new([]));
+        return Ok(AlignedWords {
+            ptr: std::ptr::NonNull::dangling(),
+            len: 0,
+        });
     }
-    let layout = Layout::array::<T>(len).map_err(|_| bytes)?;
+    let layout = AlignedWords::<T>::layout(len).ok_or(bytes)?;
     if residency == Residency::Now && !crate::memory::fits(bytes) {
         return Err(bytes);
     }
     // SAFETY: the layout has a non-zero size (len > 0 and T is not a ZST:
     // callers only use atomic integers).
     let ptr = unsafe { alloc_zeroed(layout) } as *mut T;
-    if ptr.is_null() {
+    let Some(ptr) = std::ptr::NonNull::new(ptr) else {
         return Err(bytes);
-    }
+    };
     if residency == Residency::Now {
-        advise_huge_pages(ptr as *mut u8, bytes);
+        advise_huge_pages(ptr.as_ptr() as *mut u8, bytes);
     }
     // Fault the pages in now, not on first use, with a call that fails
     // rather than wake the OOM killer (src/memory.rs).
     // SAFETY: the range is the allocation, all zeros (alloc_zeroed).
-    if residency == Residency::Now && !unsafe { crate::memory::populate(ptr as *mut u8, bytes) } {
+    if residency == Residency::Now
+        && !unsafe { crate::memory::populate(ptr.as_ptr() as *mut u8, bytes) }
+    {
         // SAFETY: allocated above with this layout, not yet handed out.
-        unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+        unsafe { std::alloc::dealloc(ptr.as_ptr() as *mut u8, layout) };
         return Err(bytes);
     }
-    // SAFETY: the allocation holds `len` values of T laid out as an array;
-    // all-zero bits are a valid value for the atomic integers callers use;
-    // ownership passes to the Box, which frees it with the same layout.
-    Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) })
+    // The allocation holds `len` values of T laid out as an array; all-zero
+    // bits are a valid value for the atomic integers callers use; `AlignedWords`
+    // frees it with the same layout.
+    Ok(AlignedWords { ptr, len })
 }
 
 /// Asks the kernel to back the 2 MiB-aligned interior of a large, resident
@@ -173,11 +254,35 @@ fn zeroed_slice<T>(
     len: usize,
     _residency: Residency,
     zero: impl Fn() -> T,
-) -> Result<Box<[T]>, usize> {
-    Ok((0..len).map(|_| zero()).collect())
+) -> Result<AlignedWords<T>, usize> {
+    Ok(AlignedWords {
+        items: (0..len).map(|_| zero()).collect(),
+    })
 }
 
 /// Statistics counters: always the processor's atomics, even under loom.
 /// They count events and order nothing, so the model checker need not
 /// explore them (it would only multiply the interleavings).
 pub(crate) use std::sync::atomic::AtomicU64 as CounterU64;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_start_on_a_cache_line_whatever_their_length_and_residency() {
+        for len in [1, 3, 4, 7, 8, 100, 4096, 100_003] {
+            for residency in [Residency::Now, Residency::OnUse] {
+                let words = zeroed_words(len, residency).unwrap();
+                assert_eq!(words.len(), len);
+                assert_eq!(words.as_ptr() as usize % LINE, 0, "{len} words");
+                assert!(words.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+                let wide = zeroed_wide_words(len, residency).unwrap();
+                assert_eq!(wide.len(), len);
+                assert_eq!(wide.as_ptr() as usize % LINE, 0, "{len} wide words");
+                assert!(wide.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+            }
+        }
+        assert!(zeroed_words(0, Residency::Now).unwrap().is_empty());
+    }
+}

@@ -415,7 +415,16 @@ impl Fuzz {
                     } else {
                         (&mut yes as *mut u8).cast::<bool>()
                     };
-                    let s = if self.rng.chance(2) {
+                    let s = if self.rng.chance(3) {
+                        // The lean entry point: the answer is the return value.
+                        let r = ratecell_allow_key(l, self.rng.next());
+                        if l.is_null() {
+                            assert_eq!(r, -(RATECELL_NULL_ARGUMENT as i32), "seed {}", self.seed);
+                        } else {
+                            assert!(r == 0 || r == 1, "seed {}: allow_key gave {r}", self.seed);
+                        }
+                        return;
+                    } else if self.rng.chance(2) {
                         ratecell_allow_at(l, self.rng.below(16), a_time(&mut self.rng), out)
                     } else {
                         ratecell_allow(l, self.rng.next(), out)

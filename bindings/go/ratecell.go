@@ -51,10 +51,9 @@ package ratecell
 #cgo nocallback ratecell_check
 #cgo noescape ratecell_check_at
 #cgo nocallback ratecell_check_at
-#cgo noescape ratecell_allow
-#cgo nocallback ratecell_allow
 #cgo noescape ratecell_allow_at
 #cgo nocallback ratecell_allow_at
+#cgo nocallback ratecell_allow_key
 #cgo noescape ratecell_check_bytes
 #cgo nocallback ratecell_check_bytes
 #cgo noescape ratecell_check_bytes_at
@@ -473,14 +472,18 @@ func (l *Limiter) CheckAt(key, cost, nowNs uint64) (Decision, error) {
 // Check(key, 1).Allowed without the rest of the Decision (a limiter of
 // capacity 0 computes none of it). A limiter of capacity 0 ignores key.
 func (l *Limiter) Allow(key uint64) (bool, error) {
-	var allowed C.bool
 	h, err := l.enter()
 	if err != nil {
 		return false, err
 	}
-	status := C.ratecell_allow(h, C.uint64_t(key), &allowed)
+	// ratecell_allow_key returns the answer (1, 0, or a negated status):
+	// one argument fewer than ratecell_allow and no out-parameter.
+	answer := C.ratecell_allow_key(h, C.uint64_t(key))
 	l.exit()
-	return bool(allowed), statusError("allow", status)
+	if answer >= 0 {
+		return answer == 1, nil
+	}
+	return false, statusError("allow", C.ratecell_status(-answer))
 }
 
 // AllowAt is Allow at the caller's time nowNs (UNIX nanoseconds) instead of

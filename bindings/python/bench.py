@@ -3,6 +3,8 @@
 
 Measures the cost of one rate-limit decision, in µs per call, for:
 
+- pyrate-limiter's Limiter.try_acquire (in-memory, non-blocking);
+- the floor: the bare ctypes calls ratecell's methods make, arguments ready;
 - limits (MemoryStorage) FixedWindowRateLimiter.hit and
   MovingWindowRateLimiter.hit, the in-memory limiters Python applications
   use today (Flask-Limiter, SlowAPI);
@@ -46,6 +48,11 @@ try:
     from limits import RateLimitItemPerSecond, storage, strategies
 except ImportError:
     limits = None
+
+try:
+    import pyrate_limiter
+except ImportError:
+    pyrate_limiter = None
 
 LIMIT = 100
 PERIOD_NS = 1_000_000_000
@@ -107,6 +114,17 @@ def rows(args: argparse.Namespace) -> list[tuple[str, float, float]]:
 
             measure(f"limits {label}.hit (memory)", make_limits)
 
+    if pyrate_limiter is not None:
+
+        def make_pyrate(ints, strs):
+            # Its default bucket factory keeps one in-memory bucket for every
+            # name: the call, not per-key limiting, is what is compared.
+            rate = pyrate_limiter.Rate(LIMIT, pyrate_limiter.Duration.SECOND)
+            limiter = pyrate_limiter.Limiter(rate)
+            return loop(lambda k: limiter.try_acquire(k, blocking=False), strs)
+
+        measure("pyrate-limiter Limiter.try_acquire (in-memory)", make_pyrate)
+
     def ratecell_limiter(algorithm: str, n_keys: int) -> ratecell.Limiter:
         return ratecell.Limiter(algorithm, LIMIT, PERIOD_NS, capacity=max(n_keys, 1))
 
@@ -155,6 +173,25 @@ def rows(args: argparse.Namespace) -> list[tuple[str, float, float]]:
 
     measure("ratecell fixed_window check_batch(decisions=True), per key", make_batch_full)
 
+    # The floor: the bare ctypes calls the methods below make, with their
+    # arguments ready (key already encoded, out-struct already allocated).
+    from ratecell import _ffi
+
+    def make_floor_allow_key(ints, strs):
+        lim = ratecell_limiter("fixed_window", keys_of(ints))
+        fn, h = _ffi.lib.ratecell_allow_key, lim._h
+        return loop(lambda k: fn(h, k), ints)  # h keeps the limiter alive
+
+    measure("floor: bare ctypes ratecell_allow_key(h, int)", make_floor_allow_key)
+
+    def make_floor_check_bytes(ints, strs):
+        lim = ratecell_limiter("fixed_window", keys_of(ints))
+        fn, h, out = _ffi.lib.ratecell_check_bytes, lim._h, _ffi.CDecision()
+        raws = [s.encode() for s in strs]
+        return loop(lambda k: fn(h, k, len(k), 1, out), raws)
+
+    measure("floor: bare ctypes ratecell_check_bytes(h, bytes, n, 1, out)", make_floor_check_bytes)
+
     # Rounds interleave the implementations, so that a burst of load from
     # elsewhere on the machine hits all of them alike; each keeps its best.
     best = {name: [float("inf"), float("inf")] for name, _, _ in runs}
@@ -180,6 +217,10 @@ def environment() -> str:
     if hasattr(os, "getloadavg"):
         load = f", load average {os.getloadavg()[0]:.1f}"
     peers = f"limits {limits.__version__}" if limits is not None else "limits not installed"
+    if pyrate_limiter is not None:
+        from importlib.metadata import version
+
+        peers += f", pyrate-limiter {version('pyrate-limiter')}"
     return (
         f"Python {platform.python_version()}, ratecell {ratecell.library_version()}, {peers}, "
         f"numpy {np.__version__ if np is not None else 'not installed'}; "

@@ -405,6 +405,27 @@ pub unsafe extern "C" fn ratecell_allow(
     }
 }
 
+/// `ratecell_allow` with the answer as the return value: 1 when one request
+/// (cost 1) for `key` is admitted now, 0 when it is denied, and a negated
+/// `ratecell_status` (below 0) when the call fails: `-RATECELL_NULL_ARGUMENT`
+/// for a NULL `limiter`. The same decision as `ratecell_allow`; it exists
+/// because every argument and out-parameter costs a binding whose calls are
+/// dear (tens of ns each through Python's ctypes, an escaping pointer in Go).
+/// Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_allow_key(limiter: *const ratecell_limiter, key: u64) -> i32 {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        match unsafe { handle(limiter) } {
+            Ok(l) => i32::from(l.allow(key, None)),
+            Err(status) => -(status as i32),
+        }
+    }
+}
+
 /// `ratecell_allow` at the caller's time `now_ns` (UNIX nanoseconds) instead
 /// of the limiter's clock: deterministic, and one clock read saved.
 ///
@@ -759,5 +780,33 @@ pub unsafe extern "C" fn ratecell_stats(
         };
         // SAFETY: the caller promises `out` NULL or writable.
         unsafe { answer(out, stats) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::ratecell_config_init;
+
+    #[test]
+    fn allow_key_returns_the_answer_or_a_negated_status() {
+        let mut cfg = std::mem::MaybeUninit::<ratecell_config>::uninit();
+        let mut l: *mut ratecell_limiter = std::ptr::null_mut();
+        // SAFETY: valid pointers to local values; the limiter is freed once.
+        unsafe {
+            ratecell_config_init(cfg.as_mut_ptr(), 1, 3, 3_600_000_000_000);
+            let cfg = cfg.assume_init();
+            assert_eq!(
+                ratecell_limiter_new(&cfg, &mut l),
+                ratecell_status::RATECELL_OK
+            );
+            let answers: Vec<i32> = (0..5).map(|_| ratecell_allow_key(l, 7)).collect();
+            assert_eq!(answers, [1, 1, 1, 0, 0], "3 per hour, then denied");
+            ratecell_limiter_free(l);
+            assert_eq!(
+                ratecell_allow_key(std::ptr::null(), 7),
+                -(ratecell_status::RATECELL_NULL_ARGUMENT as i32)
+            );
+        }
     }
 }

@@ -76,6 +76,13 @@ impl PanicDefault for () {
     fn on_panic() -> Self {}
 }
 
+/// `ratecell_allow_key`: a negated status.
+impl PanicDefault for i32 {
+    fn on_panic() -> Self {
+        -(ratecell_status::RATECELL_PANIC as i32)
+    }
+}
+
 impl PanicDefault for u64 {
     fn on_panic() -> Self {
         0

@@ -31,8 +31,8 @@ pub(crate) struct BlockTable<A: BlockAlgorithm> {
     alg: A,
     geometry: Geometry,
     shards: Storage<CachePadded<Shard>>,
-    headers: Box<[AtomicU64]>,
-    blocks: Box<[AtomicU64]>,
+    headers: crate::sync::AlignedWords<AtomicU64>,
+    blocks: crate::sync::AlignedWords<AtomicU64>,
     words: usize,
     capacity: u64,
     allow_overflow: bool,
@@ -377,6 +377,26 @@ mod tests {
     use crate::config::{Algorithm, Config};
 
     const T0: u64 = 1_000_000_000_000;
+
+    #[test]
+    fn every_bucket_of_headers_is_one_whole_cache_line() {
+        let p = Config::new(Algorithm::BucketedWindow, 3, 3_600_000_000_000)
+            .sub_windows(4)
+            .params()
+            .unwrap();
+        for capacity in [1, 16, 1000, 100_000] {
+            let table = BlockTable::new(BucketedWindow::new(&p), capacity, false).unwrap();
+            assert_eq!(SLOTS * size_of::<AtomicU64>(), crate::sync::LINE);
+            for bucket in table.headers.chunks(SLOTS) {
+                assert_eq!(
+                    bucket.as_ptr() as usize % crate::sync::LINE,
+                    0,
+                    "capacity {capacity}"
+                );
+            }
+            assert_eq!(table.blocks.as_ptr() as usize % crate::sync::LINE, 0);
+        }
+    }
 
     /// An overflow whose every candidate place is latched (being checked
     /// by other threads) must not answer "never" (`u64::MAX`), which

@@ -27,7 +27,8 @@
 //!
 //! # Places
 //! A key lives in the first `PROBE` buckets from its home bucket (wrapping
-//! inside its shard). Buckets are 64 bytes, aligned to a cache line: four
+//! inside its shard). Buckets are 64 bytes, each on one cache line (the
+//! arrays start on a 64-byte boundary: `sync::zeroed_words`): four
 //! 16-byte slots for single-word states, or eight 8-byte headers for
 //! multi-word states (whose blocks of words live in a second array). An
 //! existing key is found in its home bucket in the common case: one cache

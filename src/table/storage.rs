@@ -18,6 +18,8 @@ pub(crate) struct Storage<T> {
 enum Owner {
     /// Came from a `Box<[T]>`: freed with it on drop.
     Heap,
+    /// Came from `AlignedWords`, which this keeps and drops.
+    Aligned(#[allow(dead_code)] Box<dyn Send + Sync>),
     /// Lies inside a mapping that this keeps alive.
     Mapped(#[allow(dead_code)] Arc<dyn Send + Sync>),
 }
@@ -37,6 +39,19 @@ impl<T> From<Box<[T]>> for Storage<T> {
             ptr: unsafe { NonNull::new_unchecked(raw.cast::<T>()) },
             len,
             owner: Owner::Heap,
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> From<crate::sync::AlignedWords<T>> for Storage<T> {
+    /// Cache-line-aligned words on the heap, kept (and freed with the
+    /// layout they were allocated with) by the storage.
+    fn from(words: crate::sync::AlignedWords<T>) -> Storage<T> {
+        let (ptr, len) = (words.as_ptr().cast_mut(), words.len());
+        Storage {
+            ptr: NonNull::new(ptr).expect("a slice's pointer is never null"),
+            len,
+            owner: Owner::Aligned(Box::new(words)),
         }
     }
 }
@@ -88,6 +103,7 @@ impl<T> std::fmt::Debug for Storage<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.owner {
             Owner::Heap => "heap",
+            Owner::Aligned(_) => "heap, cache-line aligned",
             Owner::Mapped(_) => "mapped",
         };
         write!(f, "Storage({kind}, {} values)", self.len)

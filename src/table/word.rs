@@ -519,6 +519,24 @@ mod tests {
     }
 
     #[test]
+    fn every_bucket_is_one_whole_cache_line() {
+        for capacity in [1, 16, 1000, 100_000] {
+            let p = Config::new(Algorithm::Gcra, 3, 3_600_000_000_000)
+                .params()
+                .unwrap();
+            let table = WordTable::new(Gcra::new(&p, false), capacity, false).unwrap();
+            assert_eq!(SLOTS * size_of::<AtomicU128>(), crate::sync::LINE);
+            for bucket in table.slots.chunks(SLOTS) {
+                assert_eq!(
+                    bucket.as_ptr() as usize % crate::sync::LINE,
+                    0,
+                    "capacity {capacity}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_key_past_a_tombstone_is_still_found() {
         let table = table();
         // Six keys with one home bucket of four slots: two spill into the

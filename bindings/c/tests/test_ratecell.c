@@ -493,6 +493,16 @@ static void test_allow_reads_the_limiter_clock(void) {
     ratecell_limiter_free(l);
 }
 
+static void test_allow_key_returns_the_answer(void) {
+    ratecell_limiter *l = make(RATECELL_ALGORITHM_GCRA, 3, HOUR, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK(ratecell_allow_key(l, 9) == 1);
+    }
+    CHECK(ratecell_allow_key(l, 9) == 0);
+    CHECK(ratecell_allow_key(NULL, 9) == -(int32_t)RATECELL_NULL_ARGUMENT);
+    ratecell_limiter_free(l);
+}
+
 /* ---- time, acquire, statistics ------------------------------------ */
 
 static void test_now_is_unix_time(void) {
@@ -857,6 +867,7 @@ int main(void) {
     RUN(test_allow_three_then_denied);
     RUN(test_allow_agrees_with_check);
     RUN(test_allow_reads_the_limiter_clock);
+    RUN(test_allow_key_returns_the_answer);
     RUN(test_now_is_unix_time);
     RUN(test_acquire_with_a_time_out);
     RUN(test_acquire_leaky_bucket_waits_its_turn);

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ratecell/ratecell-go"
+	"github.com/ratecell/ratecell-go/bench"
 	"go.uber.org/ratelimit"
 	"golang.org/x/time/rate"
 )
@@ -176,6 +177,45 @@ func BenchmarkOneKey(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			l.Take()
+		}
+	})
+}
+
+// BenchmarkCgoFloor is an empty cgo call: the least any ratecell call
+// through the binding can cost, in the same run as the others.
+func BenchmarkCgoFloor(b *testing.B) {
+	var n int
+	for i := 0; i < b.N; i++ {
+		n += bench.EmptyCall(nil, uint64(i))
+	}
+	sink = n >= 0
+}
+
+// keys1K are 1024 keys of the key set: a table and a map that stay in cache.
+const keys1K = 1 << 10
+
+func BenchmarkKeys1K(b *testing.B) {
+	keys := benchKeySet()[:keys1K]
+	b.Run("ratecell", func(b *testing.B) {
+		l := mustRatecell(b, benchConfig(keys1K))
+		for _, k := range keys {
+			l.Check(k, 1)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			l.Check(keys[i&(keys1K-1)], 1)
+		}
+	})
+	b.Run("x-time-rate-map-mutex", func(b *testing.B) {
+		p := &mutexMap[*rate.Limiter]{m: make(map[uint64]*rate.Limiter, keys1K), newOne: newXRate}
+		for _, k := range keys {
+			p.get(k).Allow()
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			p.get(keys[i&(keys1K-1)]).Allow()
 		}
 	})
 }

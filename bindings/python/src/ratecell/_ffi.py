@@ -19,6 +19,7 @@ from ctypes import (
     Structure,
     c_bool,
     c_char_p,
+    c_int32,
     c_size_t,
     c_uint32,
     c_uint64,
@@ -200,6 +201,7 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_check_at": (_STATUS, [c_void_p, c_uint64, c_uint64, c_uint64, POINTER(CDecision)]),
     "ratecell_allow": (_STATUS, [c_void_p, c_uint64, POINTER(c_bool)]),
     "ratecell_allow_at": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(c_bool)]),
+    "ratecell_allow_key": (c_int32, [c_void_p, c_uint64]),
     "ratecell_check_bytes": (_STATUS, [c_void_p, c_void_p, c_size_t, c_uint64, POINTER(CDecision)]),
     "ratecell_check_bytes_at": (
         _STATUS,

@@ -33,6 +33,7 @@ _CDecision = _ffi.CDecision
 _check = _lib.ratecell_check
 _check_at = _lib.ratecell_check_at
 _allow = _lib.ratecell_allow
+_allow_key = _lib.ratecell_allow_key
 _allow_at = _lib.ratecell_allow_at
 _check_bytes = _lib.ratecell_check_bytes
 _check_bytes_at = _lib.ratecell_check_bytes_at
@@ -424,17 +425,24 @@ class Limiter:
         """Decides a request of ``cost`` for ``key`` now. Cost 0 is a peek:
         nothing is stored. A denied request is a decision with ``allowed``
         False, not an exception."""
+        # The hot path, inlined: every Python call it avoids is tens of ns.
         h = self._h
         if h is None:
             raise LimiterClosed()
-        if type(key) is not int or not 0 <= key <= U64_MAX:
+        raw: bytes | None = None
+        if type(key) is str:
+            raw = key.encode()
+        elif type(key) is not int or not 0 <= key <= U64_MAX:
             if _is_bytes_key(key):
                 return self._check_bytes(h, key, cost, None)
             key = _u64(key, "key")
         if type(cost) is not int or not 0 <= cost <= U64_MAX:
             cost = _u64(cost, "cost")
         out = _CDecision()
-        status = _check(h, key, cost, out)
+        if raw is None:
+            status = _check(h, key, cost, out)
+        else:
+            status = _check_bytes(h, raw, len(raw), cost, out)
         if status:
             raise _errors.error_for_status(status)
         return decision_from_c(out)
@@ -459,7 +467,17 @@ class Limiter:
         """``check(key, cost).allowed``, without building a ``Decision``. One
         request (cost 1) for an int key is the library's yes/no call, which
         on a limiter of capacity 0 computes nothing but the answer."""
-        return self._allow(self._handle(), key, cost, None)
+        h = self._h
+        if h is None:
+            raise LimiterClosed()
+        if type(key) is int and type(cost) is int and cost == 1 and 0 <= key <= U64_MAX:
+            # ratecell_allow_key: two arguments, the answer as the return
+            # value (1 or 0, a negated status below 0): no out-parameter.
+            answer: int = _allow_key(h, key)
+            if answer >= 0:
+                return answer == 1
+            raise _errors.error_for_status(-answer)
+        return self._allow(h, key, cost, None)
 
     def allow_at(self, key: Key, cost: int, now_ns: int) -> bool:
         """``allow`` at the caller's time ``now_ns``: ``check_at(key, cost,
