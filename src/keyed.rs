@@ -212,7 +212,12 @@ impl KeyedLimiter {
         hasher: KeyHasher,
     ) -> Result<KeyedLimiter, Error> {
         let tables = Tables::new(&config, &mut None)?;
-        Ok(KeyedLimiter::assemble(tables, Limits::one(config), clock, hasher))
+        Ok(KeyedLimiter::assemble(
+            tables,
+            Limits::one(config),
+            clock,
+            hasher,
+        ))
     }
 
     fn assemble(tables: Tables, limits: Limits, clock: Clock, hasher: KeyHasher) -> KeyedLimiter {
@@ -259,7 +264,12 @@ impl KeyedLimiter {
             configs: configs.into(),
             names: vec![None; configs.len()].into(),
         };
-        Ok(KeyedLimiter::assemble(tables, limits, clock, KeyHasher::random()))
+        Ok(KeyedLimiter::assemble(
+            tables,
+            limits,
+            clock,
+            KeyHasher::random(),
+        ))
     }
 
     /// Names the limits, in order ([`crate::Limiter::with_names`]).

@@ -53,12 +53,12 @@ mod limiter;
 #[cfg(not(loom))]
 mod memory;
 mod multi;
-pub mod state;
+mod shared;
 /// Snapshots: save a limiter's states and restore them after a restart
 /// (docs/SNAPSHOT.md).
 #[cfg(not(loom))]
 pub mod snapshot;
-mod shared;
+pub mod state;
 mod stats;
 mod sync;
 mod table;
@@ -72,9 +72,9 @@ pub use decision::Decision;
 pub use keyed::KeyedLimiter;
 pub use limiter::{AcquireError, Limiter};
 pub use multi::{MAX_LIMITS, MultiDecision};
+pub use shared::{SharedError, SharedErrorKind, SharedOptions};
 #[cfg(not(loom))]
 pub use snapshot::{Persisted, SnapshotError};
-pub use shared::{SharedError, SharedErrorKind, SharedOptions};
 pub use stats::Stats;
 
 /// Entry points for the loom models in `tests/loom_latch.rs` (not API).
