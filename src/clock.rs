@@ -1,4 +1,4 @@
-//! Where a limiter's time comes from: UNIX nanoseconds (SPEC §1).
+//! Where a limiter's time comes from: UNIX nanoseconds ([SPEC §1](crate::spec#1-time)).
 //!
 //! - [`Clock::tsc`], the default: the CPU's time-stamp counter read through
 //!   `quanta` (one `rdtsc` and a multiply-shift), placed on the UNIX timeline

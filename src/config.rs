@@ -1,12 +1,12 @@
 //! What a limiter is asked to enforce, and the checks that refuse anything
-//! outside SPEC.md §2 with an error naming the field.
+//! outside [SPEC §2](crate::spec#2-configuration) with an error naming the field.
 //!
 //! Validation happens once, at construction; the result is [`Params`], the
 //! plain integers the algorithms read on every check.
 
 use std::fmt;
 
-/// One of the seven algorithms of SPEC.md §4.
+/// One of the seven algorithms of [SPEC §4](crate::spec#4-the-algorithms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Algorithm {
@@ -80,7 +80,7 @@ impl fmt::Display for Algorithm {
 }
 
 /// What a keyed limiter does with a new key when its table has no free or
-/// evictable place for it (SPEC.md §5). The event is counted either way.
+/// evictable place for it ([SPEC §5](crate::spec#5-keyed-limiters)). The event is counted either way.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Overflow {
@@ -108,7 +108,7 @@ pub const MAX_SUB_WINDOWS: u32 = 64;
 /// the year 2262.
 pub const MAX_GCRA_TOLERANCE_NS: u128 = 1 << 62;
 
-/// A limiter's configuration (SPEC.md §2). Build it with [`Config::new`] and
+/// A limiter's configuration ([SPEC §2](crate::spec#2-configuration)). Build it with [`Config::new`] and
 /// the setters; it is checked when a limiter is made from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {

@@ -1,4 +1,4 @@
-//! The answer to one request (SPEC.md §3).
+//! The answer to one request ([SPEC §3](crate::spec#3-requests-and-decisions)).
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //!
 //! Seven algorithms from the rate-limiting literature (GCRA, leaky bucket,
 //! token bucket, fixed window, sliding window counter, bucketed sliding
-//! window, sliding log), each decided exactly as `SPEC.md` defines, on
+//! window, sliding log), each decided exactly as [the specification](crate::spec) defines, on
 //! atomic cells updated by compare-and-swap: a check is one clock read, a
 //! little integer arithmetic and one CAS.
 //!
@@ -46,7 +46,13 @@ mod cell;
 mod clock;
 mod config;
 mod decision;
-/// The C ABI behind `include/ratecell.h` (SPEC.md §6).
+/// The specification every limiter follows: what a request decides, for
+/// each algorithm, and the C ABI's contract. The API docs cite it as
+/// "SPEC §N".
+#[doc = include_str!("../docs/SPEC.md")]
+pub mod spec {}
+
+/// The C ABI behind `include/ratecell.h` ([SPEC §6](crate::spec#6-the-c-abi-includeratecellh)).
 pub mod ffi;
 mod keyed;
 mod limiter;

@@ -1,5 +1,5 @@
 //! Whether the process may make a large allocation resident, and making it
-//! so with a call that can fail (SPEC §5: allocation failure is an error,
+//! so with a call that can fail ([SPEC §5](crate::spec#5-keyed-limiters): allocation failure is an error,
 //! not an abort).
 //!
 //! Under overcommit, `calloc` of a table larger than the process may use

@@ -1,4 +1,4 @@
-//! One decision on a state the caller stores: the algorithms of SPEC.md §4
+//! One decision on a state the caller stores: the algorithms of [SPEC §4](crate::spec#4-the-algorithms)
 //! for code that keeps states outside this crate's cells and tables (the
 //! Redis module keeps one per Redis key).
 //!
@@ -57,7 +57,7 @@ enum Kind {
 }
 
 impl Rule {
-    /// Checks `config` as a limiter would (SPEC.md §2; `capacity` and
+    /// Checks `config` as a limiter would ([SPEC §2](crate::spec#2-configuration); `capacity` and
     /// `overflow` are not used) and returns the rule, or the error naming
     /// the field.
     pub fn new(config: &Config) -> Result<Rule, ConfigError> {
@@ -96,7 +96,7 @@ impl Rule {
 
     /// Decides a request of cost `cost` at `t` (UNIX ns) on `state`, and
     /// updates `state` when the request is admitted with a cost above 0
-    /// (SPEC.md §3: a denied request or a peek changes nothing).
+    /// ([SPEC §3](crate::spec#3-requests-and-decisions): a denied request or a peek changes nothing).
     ///
     /// # Panics
     /// If `state.len() != self.words()`.
@@ -112,7 +112,7 @@ impl Rule {
         }
     }
 
-    /// Whether `state` is equivalent to fresh at `t` (SPEC.md §4): dropping
+    /// Whether `state` is equivalent to fresh at `t` ([SPEC §4](crate::spec#4-the-algorithms)): dropping
     /// it would change no decision at `t` or later.
     ///
     /// # Panics

@@ -1,4 +1,4 @@
-//! Bucketed sliding window (SPEC §4): the period split into N sub-windows of
+//! Bucketed sliding window ([SPEC §4](crate::spec#4-the-algorithms)): the period split into N sub-windows of
 //! `S = P / N`, one counter each; the limit applies to the sum of the last N.
 //!
 //! Layout, `1 + ceil(N / 2)` words: word 0 is the newest sub-window index

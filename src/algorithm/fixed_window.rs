@@ -1,4 +1,4 @@
-//! Fixed window (SPEC §4): `limit` per window `[w·P, (w+1)·P)`.
+//! Fixed window ([SPEC §4](crate::spec#4-the-algorithms)): `limit` per window `[w·P, (w+1)·P)`.
 //!
 //! Packing: the window index `w = t / P` in the low `bits_for(u64::MAX / P)`
 //! bits (at most 55, for P = 1 µs), then the count in `bits_for(limit)` bits

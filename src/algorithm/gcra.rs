@@ -1,4 +1,4 @@
-//! GCRA and the leaky bucket as a queue (SPEC §4): one theoretical arrival
+//! GCRA and the leaky bucket as a queue ([SPEC §4](crate::spec#4-the-algorithms)): one theoretical arrival
 //! time per state.
 //!
 //! Packing: the state is `tat`, a UNIX time in ns, the whole low 64 bits of
@@ -99,7 +99,7 @@ mod tests {
         Gcra::new(&p, false)
     }
 
-    /// SPEC §2: the seed's "100 req/s with a burst of 5" is burst = 6 here:
+    /// [SPEC §2](crate::spec#2-configuration): the seed's "100 req/s with a burst of 5" is burst = 6 here:
     /// six at once, then one every 10 ms.
     #[test]
     fn seed_burst_of_five_admits_six_then_spaces_by_interval() {

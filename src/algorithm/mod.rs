@@ -1,4 +1,4 @@
-//! The seven algorithms of SPEC.md §4 as pure state transitions on plain
+//! The seven algorithms of [SPEC §4](crate::spec#4-the-algorithms) as pure state transitions on plain
 //! integers.
 //!
 //! Nothing here touches an atomic, a clock or a thread: each algorithm maps
@@ -54,7 +54,7 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
     }
 
     /// Whether dropping `state` at time `t` would change no later decision
-    /// (SPEC §4 "equivalent to fresh").
+    /// ([SPEC §4](crate::spec#4-the-algorithms) "equivalent to fresh").
     fn is_fresh_at(&self, state: Self::State, t: u64) -> bool;
 
     /// Packs the state into the low [`Self::state_bits`] bits of a word.
@@ -120,7 +120,7 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
         self.decide(words, t, n)
     }
 
-    /// SPEC §4 "equivalent to fresh" at time `t`.
+    /// [SPEC §4](crate::spec#4-the-algorithms) "equivalent to fresh" at time `t`.
     fn is_fresh_at<W: Words + ?Sized>(&self, words: &W, t: u64) -> bool;
 
     /// Makes `words` the fresh state again (a table reusing a place, or

@@ -1,4 +1,4 @@
-//! Sliding log (SPEC §4): the exact algorithm. The state keeps every admitted
+//! Sliding log ([SPEC §4](crate::spec#4-the-algorithms)): the exact algorithm. The state keeps every admitted
 //! request's `(timestamp, cost)` for one period; the window is
 //! `(t_e − P, t_e]`.
 //!

@@ -1,4 +1,4 @@
-//! Sliding window counter (SPEC §4): the current window's count plus the
+//! Sliding window counter ([SPEC §4](crate::spec#4-the-algorithms)): the current window's count plus the
 //! previous window's, weighted by how much of it the sliding window still
 //! covers. Decided in exact 128-bit integers, never floats.
 //!

@@ -1,4 +1,4 @@
-//! Token bucket with interval refill (SPEC §4): `limit` tokens are added
+//! Token bucket with interval refill ([SPEC §4](crate::spec#4-the-algorithms)): `limit` tokens are added
 //! every whole `period` since the last refill, up to `burst`.
 //!
 //! Packing: `last` (UNIX ns) in the low 64 bits, then `used = burst − tokens`

@@ -1,4 +1,4 @@
-//! The C ABI (SPEC.md section 6), and nothing else: `include/ratecell.h`
+//! The C ABI (docs/SPEC.md §6), and nothing else: `include/ratecell.h`
 //! is generated from this module by cbindgen (`tests/header.rs`, `cbindgen.toml`).
 //!
 //! Rules every function here keeps (rustls-ffi and hyper's C API are the

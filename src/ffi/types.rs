@@ -244,7 +244,7 @@ impl ratecell_status {
     }
 }
 
-/// The seven algorithms of SPEC.md section 4, numbered for C.
+/// The seven algorithms of docs/SPEC.md §4, numbered for C.
 ///
 /// In C this is a `uint32_t`; a configuration holding any other value is
 /// refused with `RATECELL_INVALID_ALGORITHM`.
@@ -386,7 +386,7 @@ impl ratecell_config {
     }
 }
 
-/// The answer to one request (SPEC.md section 3). Durations are
+/// The answer to one request (docs/SPEC.md §3). Durations are
 /// nanoseconds from the request's time and saturate at `UINT64_MAX`, which
 /// `retry_after_ns` also uses for "never".
 #[repr(C)]

@@ -1,5 +1,5 @@
 //! The keyed table: a fixed-capacity, sharded array of cache-line buckets of
-//! atomic slots, allocated once, holding one state per key (SPEC §5).
+//! atomic slots, allocated once, holding one state per key ([SPEC §5](crate::spec#5-keyed-limiters)).
 //!
 //! # Keys
 //! Keys are hashed (by the keyed limiter, see `KeyHasher`) with SipHash-1-3
@@ -49,7 +49,7 @@
 //! shard's insert latch: the inserter first looks for the key again
 //! (another thread may just have placed it), then takes the first free
 //! place (empty, or a tombstone) in the probe window or, only when none is
-//! free, the first place holding a state equivalent to fresh (SPEC §4) at
+//! free, the first place holding a state equivalent to fresh ([SPEC §4](crate::spec#4-the-algorithms)) at
 //! this moment. Dropping such a state changes no decision at later times,
 //! but a request from the past (time going backwards) would find the key
 //! fresh, so states are dropped only when the table is full around the key.
@@ -62,11 +62,11 @@
 //!
 //! A dropped state was fresh at the eviction's time, not necessarily
 //! before it. Each shard keeps the latest time at which it evicted, and a
-//! key not in the table at an earlier time is denied until then (SPEC §5:
+//! key not in the table at an earlier time is denied until then ([SPEC §5](crate::spec#5-keyed-limiters):
 //! no fresher answer than the dropped state would have given). A peek at a
 //! key not in the table says what its cost-1 request would be told: on a
 //! table that fails closed with no free or evictable place in the key's
-//! window, a denial (SPEC §3).
+//! window, a denial ([SPEC §3](crate::spec#3-requests-and-decisions)).
 
 pub(crate) mod block;
 pub(crate) mod storage;
@@ -198,7 +198,7 @@ impl Shard {
     }
 
     /// The decision for a key not in the table at `t`, from `fresh`, its
-    /// decision on the fresh state (SPEC §5: "never admit more" holds
+    /// decision on the fresh state ([SPEC §5](crate::spec#5-keyed-limiters): "never admit more" holds
     /// across evictions). A key missing at `t` may have been evicted at a
     /// later time `e`, when its state was equivalent to fresh; at `t < e`
     /// that state may have denied, and it is gone. So before the shard's
