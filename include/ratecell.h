@@ -140,7 +140,7 @@ typedef uint32_t ratecell_status;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-// The seven algorithms of SPEC.md section 4, numbered for C.
+// The seven algorithms of docs/SPEC.md §4, numbered for C.
 //
 // In C this is a `uint32_t`; a configuration holding any other value is
 // refused with `RATECELL_INVALID_ALGORITHM`.
@@ -256,7 +256,7 @@ struct ratecell_config {
   uint32_t clock;
 };
 
-// The answer to one request (SPEC.md section 3). Durations are
+// The answer to one request (docs/SPEC.md §3). Durations are
 // nanoseconds from the request's time and saturate at `UINT64_MAX`, which
 // `retry_after_ns` also uses for "never".
 struct ratecell_decision {
