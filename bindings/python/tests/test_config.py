@@ -139,6 +139,14 @@ def test_status_codes_match_the_header(repo):
         ratecell.SnapshotDamaged: "RATECELL_SNAPSHOT_DAMAGED",
         ratecell.SnapshotVersion: "RATECELL_SNAPSHOT_VERSION",
         ratecell.SnapshotConfigMismatch: "RATECELL_SNAPSHOT_CONFIG_MISMATCH",
+        ratecell.SnapshotSeveralLimits: "RATECELL_SNAPSHOT_SEVERAL_LIMITS",
+        ratecell.SharedIO: "RATECELL_SHARED_IO",
+        ratecell.SharedNotARegion: "RATECELL_SHARED_NOT_A_REGION",
+        ratecell.SharedTruncated: "RATECELL_SHARED_TRUNCATED",
+        ratecell.SharedVersion: "RATECELL_SHARED_VERSION",
+        ratecell.SharedConfigMismatch: "RATECELL_SHARED_CONFIG_MISMATCH",
+        ratecell.SharedStale: "RATECELL_SHARED_STALE",
+        ratecell.SharedUnsupported: "RATECELL_SHARED_UNSUPPORTED",
     }
     block = header[header.index("enum ratecell_status\n") :]
     block = block[: block.index("};")]

@@ -118,7 +118,7 @@ pub fn config_error(e: &ConfigError) -> String {
         Field::Burst => "BURST",
         Field::SubWindows => "SUBWINDOWS",
         Field::Algorithm => "algorithm",
-        Field::Capacity | Field::Overflow => "configuration",
+        Field::Capacity | Field::Overflow | Field::Limits => "configuration",
     };
     format!("ERR {arg} is invalid: {}", e.message)
 }
