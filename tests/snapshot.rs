@@ -532,9 +532,15 @@ fn a_process_killed_while_saving_leaves_a_snapshot_that_restores() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // Wait (bounded) for a first save, then kill at a varying moment.
+        // Wait (bounded) for a save that holds keys (a debug build on a busy
+        // machine may take a while to check any), then kill at a varying
+        // moment while the saves go on.
         let mut waited = 0;
-        while !path.exists() && waited < 30_000 {
+        while waited < 30_000 {
+            let saved = KeyedLimiter::load(&path, cfg, Clock::tsc());
+            if saved.is_ok_and(|l| l.stats().keys_tracked > 0) {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(10));
             waited += 10;
         }
