@@ -155,20 +155,23 @@ fn coarse_time() -> &'static AtomicU64 {
         let tsc = TscClock::new();
         let time: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(tsc.now_ns())));
         refresh_after_fork();
-        std::thread::Builder::new()
-            .name("ratecell-coarse-clock".into())
-            .spawn(move || refresh(tsc, time))
-            .expect("ratecell: cannot start the coarse clock thread");
+        spawn_refresher(tsc, time).expect("ratecell: cannot start the coarse clock thread");
         time
     })
 }
 
-/// The refresher thread's loop.
-fn refresh(tsc: TscClock, time: &'static AtomicU64) -> ! {
-    loop {
-        std::thread::sleep(COARSE_INTERVAL);
-        time.store(tsc.now_ns(), Ordering::Relaxed);
-    }
+/// Starts the thread that stores the TSC time into `time` every
+/// [`COARSE_INTERVAL`].
+fn spawn_refresher(tsc: TscClock, time: &'static AtomicU64) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("ratecell-coarse-clock".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(COARSE_INTERVAL);
+                time.store(tsc.now_ns(), Ordering::Relaxed);
+            }
+        })
+        .map(drop)
 }
 
 // Fork. A child process has only the thread that called fork(): the
@@ -218,10 +221,7 @@ fn coarse_restart(time: &'static AtomicU64) -> u64 {
         return now;
     }
     time.store(now, Ordering::Relaxed);
-    let started = std::thread::Builder::new()
-        .name("ratecell-coarse-clock".into())
-        .spawn(move || refresh(tsc, time));
-    if started.is_err() {
+    if spawn_refresher(tsc, time).is_err() {
         // No thread to be had: keep answering from the TSC, and try again
         // on the next read.
         time.store(STALE, Ordering::Relaxed);

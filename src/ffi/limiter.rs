@@ -8,8 +8,8 @@
 use super::types::{
     ratecell_clock, ratecell_config, ratecell_decision, ratecell_stats, ratecell_status,
 };
-use super::{input, max_len, out_ptr, output};
-use crate::{AcquireError, Clock, Decision, KeyedLimiter, Limiter, MultiDecision};
+use super::{input, into_raw, max_len, out_ptr, output, path_arg};
+use crate::{AcquireError, Clock, Config, Decision, KeyedLimiter, Limiter, MultiDecision};
 use std::time::Duration;
 
 use ratecell_status::*;
@@ -167,13 +167,7 @@ pub unsafe extern "C" fn ratecell_limiter_new(
         // field is an integer, so any bit pattern is a valid value.
         let cfg = unsafe { cfg.read() };
         let (config, clock_kind) = try_status!(cfg.to_rust());
-        let clock = clock_of(clock_kind);
-        let inner = if config.capacity == 0 {
-            Limiter::with_clock(config, clock).map(Inner::Direct)
-        } else {
-            KeyedLimiter::with_clock(config, clock).map(Inner::Keyed)
-        };
-        let inner = try_status!(inner.map_err(|e| ratecell_status::from_error(&e)));
+        let inner = try_status!(build(config, clock_kind));
         // SAFETY: `out` is non-NULL and, as the caller promises, writable.
         unsafe { publish(inner, clock_kind, out) }
     }
@@ -187,6 +181,17 @@ pub(super) fn clock_of(kind: ratecell_clock) -> Clock {
     }
 }
 
+/// A direct limiter for `config` when its capacity is 0, else a keyed one.
+pub(super) fn build(config: Config, clock_kind: ratecell_clock) -> Result<Inner, ratecell_status> {
+    let clock = clock_of(clock_kind);
+    let inner = if config.capacity == 0 {
+        Limiter::with_clock(config, clock).map(Inner::Direct)
+    } else {
+        KeyedLimiter::with_clock(config, clock).map(Inner::Keyed)
+    };
+    inner.map_err(|e| ratecell_status::from_error(&e))
+}
+
 /// Moves a new limiter to the heap and writes its handle to `*out`.
 ///
 /// # Safety
@@ -196,23 +201,12 @@ pub(super) unsafe fn publish(
     clock_kind: ratecell_clock,
     out: *mut *mut ratecell_limiter,
 ) -> ratecell_status {
-    let layout = std::alloc::Layout::new::<ratecell_limiter>();
-    // SAFETY: the layout is not zero-sized (the handle holds a limiter).
-    let ptr = unsafe { std::alloc::alloc(layout) }.cast::<ratecell_limiter>();
-    if ptr.is_null() {
-        // Box::new would abort the C program; a status lets it recover.
-        return RATECELL_OUT_OF_MEMORY;
-    }
-    // SAFETY: freshly allocated for exactly this type; `ratecell_limiter_free`
-    // releases it with Box::from_raw, which uses the same allocator and
-    // layout. `out` is non-NULL and writable as promised.
-    unsafe {
-        ptr.write(ratecell_limiter {
-            inner,
-            clock: clock_kind,
-        });
-        put(out, ptr);
-    }
+    let ptr = try_status!(into_raw(ratecell_limiter {
+        inner,
+        clock: clock_kind,
+    }));
+    // SAFETY: `out` is non-NULL and writable, as promised.
+    unsafe { put(out, ptr) };
     RATECELL_OK
 }
 
@@ -271,11 +265,7 @@ pub unsafe extern "C" fn ratecell_limiter_open_shared_mode(
             return RATECELL_NULL_ARGUMENT;
         }
         // SAFETY: non-NULL and NUL-terminated, as the caller promises.
-        let path = unsafe { std::ffi::CStr::from_ptr(path) };
-        #[cfg(unix)]
-        let path = std::path::Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes()));
-        #[cfg(not(unix))]
-        let path = &std::path::PathBuf::from(path.to_string_lossy().into_owned());
+        let path = try_status!(unsafe { path_arg(path) });
         // SAFETY: non-NULL and readable; every field is an integer.
         let cfg = unsafe { cfg.read() };
         let (config, clock_kind) = try_status!(cfg.to_rust());

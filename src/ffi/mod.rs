@@ -178,6 +178,42 @@ pub(crate) fn out_ptr<T>(ptr: *mut T) -> Result<*mut T, ratecell_status> {
     }
 }
 
+/// A path from C: NUL-terminated bytes (any encoding on Unix).
+///
+/// # Safety
+/// `path` is NULL or points to a NUL-terminated string.
+unsafe fn path_arg(path: *const c_char) -> Result<std::path::PathBuf, ratecell_status> {
+    if path.is_null() {
+        return Err(ratecell_status::RATECELL_NULL_ARGUMENT);
+    }
+    // SAFETY: non-NULL and NUL-terminated, as the caller promises.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+    #[cfg(unix)]
+    let path = {
+        use std::os::unix::ffi::OsStrExt;
+        std::path::PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+    };
+    #[cfg(not(unix))]
+    let path = std::path::PathBuf::from(String::from_utf8_lossy(bytes).into_owned());
+    Ok(path)
+}
+
+/// Moves `value` to the heap for C, reporting an allocation failure as a
+/// status instead of aborting the C program.
+fn into_raw<T>(value: T) -> Result<*mut T, ratecell_status> {
+    let layout = std::alloc::Layout::new::<T>();
+    // SAFETY: callers only box the handle types, which are not zero-sized.
+    let ptr = unsafe { std::alloc::alloc(layout) }.cast::<T>();
+    if ptr.is_null() {
+        // Box::new would abort the C program; a status lets it recover.
+        return Err(ratecell_status::RATECELL_OUT_OF_MEMORY);
+    }
+    // SAFETY: freshly allocated for exactly one T; freed with Box::from_raw
+    // (same allocator and layout).
+    unsafe { ptr.write(value) };
+    Ok(ptr)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,14 +2,14 @@
 //! a file, and `ratecell_persisted`, a limiter saved periodically by a
 //! background thread (docs/SNAPSHOT.md).
 
-use super::limiter::{Inner, handle, put};
-use super::out_ptr;
+use super::limiter::{Inner, build, clock_of, handle, put};
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
+use super::{into_raw, out_ptr, path_arg};
 use crate::snapshot::{Save, saved_config};
-use crate::{Clock, Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
-use std::ffi::{CStr, c_char};
+use crate::{Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
+use std::ffi::c_char;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use ratecell_status::*;
@@ -37,54 +37,12 @@ fn status(e: &SnapshotError) -> ratecell_status {
     }
 }
 
-/// A path from C: NUL-terminated bytes (any encoding on Unix).
-///
-/// # Safety
-/// `path` is NULL or points to a NUL-terminated string.
-unsafe fn path_arg(path: *const c_char) -> Result<PathBuf, ratecell_status> {
-    if path.is_null() {
-        return Err(RATECELL_NULL_ARGUMENT);
-    }
-    // SAFETY: non-NULL and NUL-terminated, as the caller promises.
-    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
-    #[cfg(unix)]
-    let path = {
-        use std::os::unix::ffi::OsStrExt;
-        PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
-    };
-    #[cfg(not(unix))]
-    let path = PathBuf::from(String::from_utf8_lossy(bytes).into_owned());
-    Ok(path)
-}
-
-/// Moves `value` to the heap for C, reporting an allocation failure as a
-/// status instead of aborting the C program.
-fn into_raw<T>(value: T) -> Result<*mut T, ratecell_status> {
-    let layout = std::alloc::Layout::new::<T>();
-    // SAFETY: callers only box the handle types, which are not zero-sized.
-    let ptr = unsafe { std::alloc::alloc(layout) }.cast::<T>();
-    if ptr.is_null() {
-        return Err(RATECELL_OUT_OF_MEMORY);
-    }
-    // SAFETY: freshly allocated for exactly one T; freed with Box::from_raw
-    // (same allocator and layout).
-    unsafe { ptr.write(value) };
-    Ok(ptr)
-}
-
 impl Save for super::limiter::ratecell_limiter {
     fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
         match &self.inner {
             Inner::Direct(l) => l.save(path),
             Inner::Keyed(k) => k.save(path),
         }
-    }
-}
-
-fn clock_of(kind: ratecell_clock) -> Clock {
-    match kind {
-        ratecell_clock::RATECELL_CLOCK_TSC => Clock::tsc(),
-        ratecell_clock::RATECELL_CLOCK_COARSE => Clock::coarse(),
     }
 }
 
@@ -295,12 +253,7 @@ pub unsafe extern "C" fn ratecell_persisted_open(
         let limiter = match restore(&path, config, clock) {
             Ok(l) => l,
             Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-                let fresh = if config.capacity == 0 {
-                    Limiter::with_clock(config, clock_of(clock)).map(Inner::Direct)
-                } else {
-                    KeyedLimiter::with_clock(config, clock_of(clock)).map(Inner::Keyed)
-                };
-                let fresh = try_status!(fresh.map_err(|e| ratecell_status::from_error(&e)));
+                let fresh = try_status!(build(config, clock));
                 super::limiter::ratecell_limiter { inner: fresh, clock }
             }
             Err(e) => return status(&e),
