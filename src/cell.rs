@@ -16,7 +16,8 @@
 
 use crate::algorithm::{BlockAlgorithm, WordAlgorithm, Words};
 use crate::decision::Decision;
-use crate::sync::{AtomicU64, AtomicU128, Ordering, Residency, spin_loop, yield_now};
+use crate::memory::Residency;
+use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, yield_now};
 use crossbeam_utils::CachePadded;
 
 /// An atomic word of 64 or 128 bits, seen as a `u128`.
@@ -252,7 +253,7 @@ impl Words for LatchedWords<'_> {
 pub(crate) struct BlockCell {
     // Padded: the latch word is written by every check.
     header: CachePadded<AtomicU64>,
-    words: crate::sync::AlignedWords<AtomicU64>,
+    words: crate::memory::AlignedWords<AtomicU64>,
 }
 
 impl BlockCell {
@@ -260,7 +261,7 @@ impl BlockCell {
     pub(crate) fn new(words: usize) -> Result<BlockCell, usize> {
         Ok(BlockCell {
             header: CachePadded::new(AtomicU64::new(0)),
-            words: crate::sync::zeroed_words(words, Residency::OnUse)?,
+            words: crate::memory::zeroed_words(words, Residency::OnUse)?,
         })
     }
 

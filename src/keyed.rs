@@ -2,6 +2,7 @@
 //! fixed-capacity table; `src/table/mod.rs` says how keys are placed,
 //! evicted and kept apart.
 
+use crate::acquire::{AcquireError, acquire};
 use crate::algorithm::WordAlgorithm;
 use crate::algorithm::{
     all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
@@ -10,7 +11,6 @@ use crate::algorithm::{
 use crate::clock::{At, Clock};
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
 use crate::decision::Decision;
-use crate::limiter::{AcquireError, acquire};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::shared::SharedOptions;
 use crate::stats::{CheckCounters, Stats};

@@ -41,6 +41,7 @@
 
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+mod acquire;
 mod algorithm;
 mod cell;
 mod clock;
@@ -56,7 +57,6 @@ pub mod spec {}
 pub mod ffi;
 mod keyed;
 mod limiter;
-#[cfg(not(loom))]
 mod memory;
 mod multi;
 mod shared;
@@ -69,6 +69,7 @@ mod stats;
 mod sync;
 mod table;
 
+pub use acquire::AcquireError;
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
     Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_LIMIT, MAX_PERIOD_NS,
@@ -76,7 +77,7 @@ pub use config::{
 };
 pub use decision::Decision;
 pub use keyed::KeyedLimiter;
-pub use limiter::{AcquireError, Limiter};
+pub use limiter::Limiter;
 pub use multi::{MAX_LIMITS, MultiDecision};
 pub use shared::{SharedError, SharedErrorKind, SharedOptions};
 #[cfg(not(loom))]

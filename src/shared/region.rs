@@ -202,7 +202,7 @@ fn map(path: &Path, fd: &Fd, len: usize) -> Result<Arc<Mapping>, Error> {
         return Err(io_error(path, "cannot map"));
     }
     // A large table misses the TLB on nearly every check with 4 KiB pages
-    // (see `sync::advise_huge_pages`). Shared memory gets huge pages only
+    // (see `memory::advise_huge_pages`). Shared memory gets huge pages only
     // where the kernel allows it for tmpfs (`shmem_enabled` = advise or
     // always, or a tmpfs mounted with `huge=`); advice only, ignored
     // elsewhere.

@@ -10,14 +10,16 @@
 //! 1.45 places per key of capacity, all allocated at construction.
 
 use super::storage::Storage;
-use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
+use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchedWords, latch};
 use crate::clock::At;
 use crate::config::Error;
 use crate::decision::Decision;
+use crate::memory::prefetch;
+use crate::memory::{Residency, zeroed_words};
 use crate::stats::Stats;
-use crate::sync::{AtomicU64, Ordering, Residency, zeroed_words};
+use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -31,8 +33,8 @@ pub(crate) struct BlockTable<A: BlockAlgorithm> {
     alg: A,
     geometry: Geometry,
     shards: Storage<CachePadded<Shard>>,
-    headers: crate::sync::AlignedWords<AtomicU64>,
-    blocks: crate::sync::AlignedWords<AtomicU64>,
+    headers: crate::memory::AlignedWords<AtomicU64>,
+    blocks: crate::memory::AlignedWords<AtomicU64>,
     words: usize,
     capacity: u64,
     allow_overflow: bool,
@@ -386,15 +388,15 @@ mod tests {
             .unwrap();
         for capacity in [1, 16, 1000, 100_000] {
             let table = BlockTable::new(BucketedWindow::new(&p), capacity, false).unwrap();
-            assert_eq!(SLOTS * size_of::<AtomicU64>(), crate::sync::LINE);
+            assert_eq!(SLOTS * size_of::<AtomicU64>(), crate::memory::LINE);
             for bucket in table.headers.chunks(SLOTS) {
                 assert_eq!(
-                    bucket.as_ptr() as usize % crate::sync::LINE,
+                    bucket.as_ptr() as usize % crate::memory::LINE,
                     0,
                     "capacity {capacity}"
                 );
             }
-            assert_eq!(table.blocks.as_ptr() as usize % crate::sync::LINE, 0);
+            assert_eq!(table.blocks.as_ptr() as usize % crate::memory::LINE, 0);
         }
     }
 

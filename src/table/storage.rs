@@ -43,10 +43,10 @@ impl<T> From<Box<[T]>> for Storage<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> From<crate::sync::AlignedWords<T>> for Storage<T> {
+impl<T: Send + Sync + 'static> From<crate::memory::AlignedWords<T>> for Storage<T> {
     /// Cache-line-aligned words on the heap, kept (and freed with the
     /// layout they were allocated with) by the storage.
-    fn from(words: crate::sync::AlignedWords<T>) -> Storage<T> {
+    fn from(words: crate::memory::AlignedWords<T>) -> Storage<T> {
         let (ptr, len) = (words.as_ptr().cast_mut(), words.len());
         Storage {
             ptr: NonNull::new(ptr).expect("a slice's pointer is never null"),

@@ -9,14 +9,16 @@
 //! [`FREED`] over a zero state.
 
 use super::storage::Storage;
-use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards, prefetch};
+use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{WordAlgorithm, mask};
 use crate::cell::{AtomicWord, cas_loop_from};
 use crate::clock::At;
 use crate::config::{ConfigError, Error, Field};
 use crate::decision::Decision;
+use crate::memory::prefetch;
+use crate::memory::{Residency, zeroed_wide_words};
 use crate::stats::Stats;
-use crate::sync::{AtomicU128, Residency, zeroed_wide_words};
+use crate::sync::AtomicU128;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -525,10 +527,10 @@ mod tests {
                 .params()
                 .unwrap();
             let table = WordTable::new(Gcra::new(&p, false), capacity, false).unwrap();
-            assert_eq!(SLOTS * size_of::<AtomicU128>(), crate::sync::LINE);
+            assert_eq!(SLOTS * size_of::<AtomicU128>(), crate::memory::LINE);
             for bucket in table.slots.chunks(SLOTS) {
                 assert_eq!(
-                    bucket.as_ptr() as usize % crate::sync::LINE,
+                    bucket.as_ptr() as usize % crate::memory::LINE,
                     0,
                     "capacity {capacity}"
                 );

@@ -13,17 +13,12 @@
 //! with atomic adds. The rare events (keys placed, evicted,
 //! overflowing) are counted per shard, under the shard's insert latch.
 
+mod stripe;
+
 use crate::sync::CounterU64;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::AtomicU32;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-
-/// Stripes of per-check counters with one writer each: more than the cores
-/// of most machines that run one process, few enough to sum quickly.
-const STRIPES: usize = 16;
-
-/// The stripe every thread without one of its own bumps, atomically.
-const SHARED: usize = STRIPES;
+use std::sync::atomic::Ordering::Relaxed;
+use stripe::{SHARED, STRIPES, stripe};
 
 /// A snapshot of a limiter's counters. Counters are read one by one while
 /// checks go on, so a snapshot taken under load is approximate (each counter
@@ -82,50 +77,6 @@ const DENIED: usize = 1;
 #[derive(Debug, Default)]
 pub(crate) struct CheckCounters {
     stripes: [CachePadded<Outcomes>; STRIPES + 1],
-}
-
-/// Which stripes threads hold now, one bit each, across every limiter (a
-/// thread's stripe has the same index in all of them).
-static HELD: AtomicU32 = AtomicU32::new(0);
-
-/// A thread's stripe, given back when the thread exits.
-struct Stripe(usize);
-
-impl Stripe {
-    /// The lowest free stripe, or the shared one when all are held.
-    fn take() -> Stripe {
-        let mut held = HELD.load(Relaxed);
-        loop {
-            let free = (!held).trailing_zeros() as usize;
-            if free >= STRIPES {
-                return Stripe(SHARED);
-            }
-            // Acquire: the counts the stripe's last holder stored.
-            match HELD.compare_exchange_weak(held, held | 1 << free, Acquire, Relaxed) {
-                Ok(_) => return Stripe(free),
-                Err(now) => held = now,
-            }
-        }
-    }
-}
-
-impl Drop for Stripe {
-    fn drop(&mut self) {
-        if self.0 != SHARED {
-            // Release: hands this thread's last counts to the next holder.
-            HELD.fetch_and(!(1 << self.0), Release);
-        }
-    }
-}
-
-/// This thread's stripe: taken on first use, the shared one while the
-/// thread is exiting.
-#[inline]
-fn stripe() -> usize {
-    thread_local! {
-        static STRIPE: Stripe = Stripe::take();
-    }
-    STRIPE.try_with(|s| s.0).unwrap_or(SHARED)
 }
 
 impl CheckCounters {

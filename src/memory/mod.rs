@@ -1,0 +1,229 @@
+//! Memory for tables and cells: zeroed arrays of atomic words that start on
+//! a cache line and are made resident up front with a call that can fail
+//! ([`resident`]), and the prefetch hint that loads a line ahead of use.
+
+#[cfg(not(loom))]
+pub(crate) mod resident;
+
+use crate::sync::{AtomicU64, AtomicU128};
+
+/// Whether an allocation is made resident now or as it is first used.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Residency {
+    /// Write every page once at construction: a keyed table's memory is then
+    /// all resident from the start, and a flood of new keys cannot grow the
+    /// process.
+    Now,
+    /// Leave untouched pages to the kernel: a direct sliding log's ring,
+    /// sized for the worst case of `limit` entries, costs memory only as
+    /// it fills.
+    OnUse,
+}
+
+/// Alignment of every array [`zeroed_words`] hands out: one cache line, so
+/// a table's 64-byte buckets each sit on exactly one line (the global
+/// allocator's `Layout::array` would give 8 or 16, leaving a bucket astride
+/// two lines, of which only the first is prefetched).
+#[cfg_attr(loom, allow(dead_code))] // loom allocates its own way
+pub(crate) const LINE: usize = 64;
+
+/// A zeroed array of atomic words that starts on a cache line, and is freed
+/// with the layout it was allocated with (a `Box<[T]>` would free it with
+/// `T`'s own alignment, which is undefined behaviour).
+pub(crate) struct AlignedWords<T> {
+    #[cfg(not(loom))]
+    ptr: std::ptr::NonNull<T>,
+    #[cfg(not(loom))]
+    len: usize,
+    #[cfg(loom)]
+    items: Box<[T]>,
+}
+
+// SAFETY: `AlignedWords` owns its array as a `Box<[T]>` would, and the atomics in
+// it are Send and Sync.
+unsafe impl<T: Send> Send for AlignedWords<T> {}
+// SAFETY: as above: shared access is access to `&[T]`.
+unsafe impl<T: Sync> Sync for AlignedWords<T> {}
+
+impl<T> std::ops::Deref for AlignedWords<T> {
+    type Target = [T];
+
+    #[cfg(not(loom))]
+    #[inline]
+    fn deref(&self) -> &[T] {
+        // SAFETY: ptr holds len initialised values (zeroed_slice) for as
+        // long as self lives; a dangling aligned pointer when len is 0.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    #[cfg(loom)]
+    fn deref(&self) -> &[T] {
+        &self.items
+    }
+}
+
+impl<T> std::fmt::Debug for AlignedWords<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedWords({} x {} bytes)", self.len(), size_of::<T>())
+    }
+}
+
+#[cfg(not(loom))]
+impl<T> AlignedWords<T> {
+    /// The layout of `len` values of T at cache-line alignment; the same
+    /// for allocating and freeing.
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        std::alloc::Layout::array::<T>(len)
+            .ok()?
+            .align_to(LINE)
+            .ok()
+    }
+}
+
+#[cfg(not(loom))]
+impl<T> Drop for AlignedWords<T> {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        // The atomic integers callers use need no drop of their own.
+        let layout = Self::layout(self.len).expect("the layout was valid when allocated");
+        // SAFETY: allocated in zeroed_slice with this very layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, layout) };
+    }
+}
+
+/// Allocates `len` zeroed atomic words, or reports how many bytes failed.
+///
+/// Outside loom this is one `alloc_zeroed` (calloc: the kernel hands back
+/// zero pages, so a large table costs no time to clear), aligned to [`LINE`].
+pub(crate) fn zeroed_words(
+    len: usize,
+    residency: Residency,
+) -> Result<AlignedWords<AtomicU64>, usize> {
+    zeroed_slice(len, residency, || AtomicU64::new(0))
+}
+
+/// Like [`zeroed_words`], for 128-bit words.
+pub(crate) fn zeroed_wide_words(
+    len: usize,
+    residency: Residency,
+) -> Result<AlignedWords<AtomicU128>, usize> {
+    zeroed_slice(len, residency, || AtomicU128::new(0))
+}
+
+#[cfg(not(loom))]
+fn zeroed_slice<T>(
+    len: usize,
+    residency: Residency,
+    _zero: impl Fn() -> T,
+) -> Result<AlignedWords<T>, usize> {
+    use std::alloc::alloc_zeroed;
+    let bytes = len.saturating_mul(size_of::<T>());
+    if len == 0 {
+        return Ok(AlignedWords {
+            ptr: std::ptr::NonNull::dangling(),
+            len: 0,
+        });
+    }
+    let layout = AlignedWords::<T>::layout(len).ok_or(bytes)?;
+    if residency == Residency::Now && !resident::fits(bytes) {
+        return Err(bytes);
+    }
+    // SAFETY: the layout has a non-zero size (len > 0 and T is not a ZST:
+    // callers only use atomic integers).
+    let ptr = unsafe { alloc_zeroed(layout) } as *mut T;
+    let Some(ptr) = std::ptr::NonNull::new(ptr) else {
+        return Err(bytes);
+    };
+    if residency == Residency::Now {
+        advise_huge_pages(ptr.as_ptr() as *mut u8, bytes);
+    }
+    // Fault the pages in now, not on first use, with a call that fails
+    // rather than wake the OOM killer ([`resident`]).
+    // SAFETY: the range is the allocation, all zeros (alloc_zeroed).
+    if residency == Residency::Now && !unsafe { resident::populate(ptr.as_ptr() as *mut u8, bytes) }
+    {
+        // SAFETY: allocated above with this layout, not yet handed out.
+        unsafe { std::alloc::dealloc(ptr.as_ptr() as *mut u8, layout) };
+        return Err(bytes);
+    }
+    // The allocation holds `len` values of T laid out as an array; all-zero
+    // bits are a valid value for the atomic integers callers use; `AlignedWords`
+    // frees it with the same layout.
+    Ok(AlignedWords { ptr, len })
+}
+
+/// Asks the kernel to back the 2 MiB-aligned interior of a large, resident
+/// allocation with huge pages (transparent huge pages in `madvise` mode, the common
+/// default, give them only to ranges that ask). A keyed check lands on a
+/// random bucket, so with 4 KiB pages a table of a million keys misses the
+/// TLB on nearly every check; with 2 MiB pages its 23 MiB take 12 TLB
+/// entries. Only whole huge pages inside the allocation are advised, so the
+/// resident size is unchanged (and memory that fills on use, `OnUse`, is
+/// never advised: it would grow in 2 MiB steps). Advice only: failure
+/// changes nothing.
+#[cfg(not(loom))]
+fn advise_huge_pages(base: *mut u8, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = (base as usize).next_multiple_of(HUGE);
+        let end = (base as usize + bytes) & !(HUGE - 1);
+        if end > start {
+            // SAFETY: [start, end) lies inside the allocation, page-aligned;
+            // MADV_HUGEPAGE changes how pages are backed, never contents.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (base, bytes);
+}
+
+#[cfg(loom)]
+fn zeroed_slice<T>(
+    len: usize,
+    _residency: Residency,
+    zero: impl Fn() -> T,
+) -> Result<AlignedWords<T>, usize> {
+    Ok(AlignedWords {
+        items: (0..len).map(|_| zero()).collect(),
+    })
+}
+
+/// Fetches the cache line at `ptr` ahead of use. A prefetch never faults,
+/// whatever the address.
+#[inline]
+pub(crate) fn prefetch<T>(ptr: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: prefetch is a hint; it reads nothing architecturally and
+    // cannot fault, for any address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = ptr;
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::Ordering;
+
+    #[test]
+    fn arrays_start_on_a_cache_line_whatever_their_length_and_residency() {
+        for len in [1, 3, 4, 7, 8, 100, 4096, 100_003] {
+            for residency in [Residency::Now, Residency::OnUse] {
+                let words = zeroed_words(len, residency).unwrap();
+                assert_eq!(words.len(), len);
+                assert_eq!(words.as_ptr() as usize % LINE, 0, "{len} words");
+                assert!(words.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+                let wide = zeroed_wide_words(len, residency).unwrap();
+                assert_eq!(wide.len(), len);
+                assert_eq!(wide.as_ptr() as usize % LINE, 0, "{len} wide words");
+                assert!(wide.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+            }
+        }
+        assert!(zeroed_words(0, Residency::Now).unwrap().is_empty());
+    }
+}
