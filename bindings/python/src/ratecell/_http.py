@@ -6,6 +6,7 @@ integers and lists), the limiter protocol, and the per-request settings
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -132,10 +133,68 @@ def _period_ns(period: float) -> int:
     return math.ceil(period * NS_PER_S)
 
 
+def check_names(names: Sequence[str], count: int) -> tuple[str, ...]:
+    """One policy name per limit: each an RFC 9651 String, no two equal; a
+    lone unnamed limit is ``default``. Raises ``ValueError`` naming the
+    limit otherwise."""
+    names = tuple(names)
+    if len(names) != count:
+        raise ValueError(f"{len(names)} names for {count} limits: give one per limit, in order")
+    if count == 1 and not names[0]:
+        return (DEFAULT_NAME,)
+    for i, name in enumerate(names):
+        if not name:
+            raise ValueError(f"limit {i} has no name: name every limit of several")
+        try:
+            check_name(name)
+        except ValueError as e:
+            raise ValueError(f"limit {i}: {e}") from None
+        if name in names[:i]:
+            raise ValueError(f"limit {i}: {name!r} is already another limit's name: names must differ")
+    return names
+
+
+class Multi:
+    """A multi-limit limiter (``ratecell.MultiLimiter``) as ``RateLimits``:
+    one ``check_each`` decides every limit at once, all-or-nothing, and each
+    limit reports its own decision in its own item.
+
+    ``names`` default to the limiter's (``Limit(name=...)``). A limit that
+    would admit a request another refuses reports ``allowed`` (it spent
+    nothing), so ``violated-policies`` lists exactly the limits that
+    refused; when none refused but the request was (a keyed table with no
+    room for a new key), every limit is reported refusing, with the
+    limiter's wait."""
+
+    __slots__ = ("limiter", "_policies")
+
+    def __init__(self, limiter: Any, names: Sequence[str] | None = None) -> None:
+        limits = limiter.limits
+        self.limiter = limiter
+        names = check_names(limiter.names if names is None else names, len(limits))
+        self._policies = tuple(
+            (name, lim.limit, lim.period_ns) for name, lim in zip(names, limits, strict=True)
+        )
+
+    def check_limits(self, key: bytes, cost: int) -> list[LimitDecision]:
+        m = self.limiter.check_each(key, cost)
+        each = m.limits
+        if not m.decision.allowed and m.denied_by is None:
+            retry = m.decision.retry_after_ns
+            each = tuple(dataclasses.replace(d, allowed=False, retry_after_ns=retry) for d in each)
+        return [
+            LimitDecision(name, limit, period_ns, d)
+            for (name, limit, period_ns), d in zip(self._policies, each)
+        ]
+
+
 def as_limits(limiter: Any) -> RateLimits:
-    """``limiter`` itself when it is ``RateLimits``, else ``Named(limiter)``."""
+    """``limiter`` itself when it is ``RateLimits``, ``Multi(limiter)`` for
+    a multi-limit limiter, else ``Named(limiter)``."""
     if isinstance(limiter, RateLimits):
         return limiter
+    if callable(getattr(limiter, "check_each", None)) and hasattr(limiter, "limits"):
+        return Multi(limiter)
     if callable(getattr(limiter, "check", None)):
         return Named(limiter)
     raise TypeError(

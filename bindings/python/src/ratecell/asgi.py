@@ -34,7 +34,7 @@ from ._http import (
     queue_wait_ns,
     refusal_headers,
 )
-from ._http import LimitDecision, Named, RateLimits
+from ._http import LimitDecision, Multi, Named, RateLimits
 from ._types import Decision
 
 Scope = MutableMapping[str, Any]
@@ -43,7 +43,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-__all__ = ["RateLimitMiddleware", "acquire", "Named", "LimitDecision", "RateLimits"]
+__all__ = ["RateLimitMiddleware", "acquire", "Named", "Multi", "LimitDecision", "RateLimits"]
 
 
 def _header(scope: Scope, name: str) -> bytes | None:
@@ -64,7 +64,9 @@ class RateLimitMiddleware:
 
     - ``limiter``: a ``ratecell.Limiter`` (named ``default``, its limit and
       period from its config), ``Named(limiter, "name", limit=, period=)``
-      for another name or a limiter without ``config``, or anything with
+      for another name or a limiter without ``config``, a
+      ``ratecell.MultiLimiter`` (one item per limit, under the limits'
+      names, or ``Multi(limiter, names)``), or anything with
       ``check_limits(key, cost)`` returning one ``LimitDecision`` per limit
       (a multi-limit limiter), possibly as a coroutine (an async Redis
       client).

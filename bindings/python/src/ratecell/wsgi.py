@@ -21,6 +21,7 @@ from ._http import (
     UNAVAILABLE_BODY,
     LimitDecision,
     MissingKey,
+    Multi,
     MissingKeyError,
     Named,
     RateLimits,
@@ -37,7 +38,7 @@ Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-__all__ = ["RateLimitMiddleware", "Named", "LimitDecision", "RateLimits"]
+__all__ = ["RateLimitMiddleware", "Named", "Multi", "LimitDecision", "RateLimits"]
 
 _STATUS = {400: "400 Bad Request", 429: "429 Too Many Requests", 503: "503 Service Unavailable"}
 
