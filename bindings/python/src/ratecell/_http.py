@@ -83,7 +83,7 @@ class Named(Generic[L]):
     property, or a method); give them for a limiter without one (a Redis
     client)."""
 
-    __slots__ = ("limiter", "name", "limit", "period_ns")
+    __slots__ = ("limiter", "name", "limit", "period_ns", "policy_field")
 
     def __init__(
         self,
@@ -109,6 +109,7 @@ class Named(Generic[L]):
             raise ValueError(f"Named: limit must be a non-negative int, not {limit!r}")
         self.limit = limit
         self.period_ns = period_ns
+        self.policy_field = policy_field([LimitDecision(self.name, limit, period_ns, _ANY)])
 
     def _item(self, d: Decision) -> list[LimitDecision]:
         return [LimitDecision(self.name, self.limit, self.period_ns, d)]
@@ -125,6 +126,10 @@ class Named(Generic[L]):
 
     async def _later(self, d: Awaitable[Decision]) -> Sequence[LimitDecision]:
         return self._item(await d)
+
+
+# A placeholder decision for items that only serve the policy field.
+_ANY = Decision(True, 0, 0, 0, 0, 0)
 
 
 def _period_ns(period: float) -> int:
@@ -166,7 +171,7 @@ class Multi:
     room for a new key), every limit is reported refusing, with the
     limiter's wait."""
 
-    __slots__ = ("limiter", "_policies")
+    __slots__ = ("limiter", "_policies", "policy_field")
 
     def __init__(self, limiter: Any, names: Sequence[str] | None = None) -> None:
         limits = limiter.limits
@@ -175,6 +180,7 @@ class Multi:
         self._policies = tuple(
             (name, lim.limit, lim.period_ns) for name, lim in zip(names, limits, strict=True)
         )
+        self.policy_field = policy_field([LimitDecision(*p, _ANY) for p in self._policies])
 
     def check_limits(self, key: bytes, cost: int) -> list[LimitDecision]:
         m = self.limiter.check_each(key, cost)
@@ -228,6 +234,12 @@ def policy_field(items: Sequence[LimitDecision]) -> str:
 def ratelimit_field(items: Sequence[LimitDecision]) -> str:
     """``RateLimit``: one ``"<name>";r=<remaining>;t=<reset_after>`` item per
     limit, ``t`` in whole seconds rounded up."""
+    if len(items) == 1:  # the common case, without a list and a join
+        name, _, _, d = items[0]
+        return (
+            f"{_sf_string(name)};r={min(d.remaining, SF_INTEGER_MAX)}"
+            f";t={min(-(-d.reset_after_ns // NS_PER_S), SF_INTEGER_MAX)}"
+        )
     return ", ".join(
         [
             f"{_sf_string(i.name)};r={min(i.decision.remaining, SF_INTEGER_MAX)}"
@@ -283,7 +295,7 @@ class Settings(Generic[R]):
     read the framework's request."""
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
-                 "fail_open", "name")
+                 "fail_open", "name", "policy", "plain")
 
     def __init__(
         self,
@@ -298,6 +310,9 @@ class Settings(Generic[R]):
         client_of: Callable[[R], str | None],
     ) -> None:
         self.limits = as_limits(limiter)
+        # Named, Multi and RedisLimits know their policy field in advance.
+        policy = getattr(self.limits, "policy_field", None)
+        self.policy: str | None = policy if isinstance(policy, str) else None
         if missing_key not in ("shared", "skip", "reject"):
             raise ValueError(
                 f"missing_key must be 'shared', 'skip' or 'reject', not {missing_key!r}"
@@ -328,6 +343,14 @@ class Settings(Generic[R]):
             raise TypeError("exempt: give a list of paths, not one string")
         else:
             self.exempt_paths, self.exempt = frozenset(exempt), None
+        # Nothing to decide per request but the check itself: the
+        # middlewares take a shorter path.
+        self.plain = not self.exempt_paths and self.exempt is None and cost is None
+
+    def fields(self, items: Sequence[LimitDecision]) -> tuple[str, str]:
+        """The values of ``RateLimit-Policy`` and ``RateLimit``."""
+        policy = self.policy
+        return (policy_field(items) if policy is None else policy), ratelimit_field(items)
 
     def request_key(self, request: R) -> bytes | None:
         """The key, or None (skip) / b"" (shared) / raises MissingKeyError."""
@@ -353,15 +376,17 @@ class MissingKeyError(Exception):
     """A request without a key under ``missing_key="reject"``."""
 
 
-def field_headers(items: Sequence[LimitDecision]) -> list[tuple[bytes, bytes]]:
+def field_headers(fields: tuple[str, str]) -> list[tuple[bytes, bytes]]:
     return [
-        (b"ratelimit-policy", policy_field(items).encode("ascii")),
-        (b"ratelimit", ratelimit_field(items).encode("ascii")),
+        (b"ratelimit-policy", fields[0].encode("ascii")),
+        (b"ratelimit", fields[1].encode("ascii")),
     ]
 
 
-def refusal_headers(items: Sequence[LimitDecision], body: bytes) -> list[tuple[bytes, bytes]]:
-    headers = [*problem_headers(body), *field_headers(items)]
+def refusal_headers(
+    items: Sequence[LimitDecision], fields: tuple[str, str], body: bytes
+) -> list[tuple[bytes, bytes]]:
+    headers = [*problem_headers(body), *field_headers(fields)]
     secs = retry_after_seconds(items)
     if secs is not None:
         headers.append((b"retry-after", str(secs).encode("ascii")))

@@ -102,7 +102,9 @@ class RateLimitMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         s = self.settings
-        if scope["type"] != "http" or s.is_exempt(scope.get("path", ""), scope):
+        if scope["type"] != "http" or (
+            not s.plain and s.is_exempt(scope.get("path", ""), scope)
+        ):
             await self.app(scope, receive, send)
             return
         try:
@@ -114,7 +116,7 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            items = s.limits.check_limits(key, s.request_cost(scope))
+            items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(scope))
             if not isinstance(items, (list, tuple)):
                 items = await items  # type: ignore[misc]
         except Exception:
@@ -123,20 +125,21 @@ class RateLimitMiddleware:
                 return
             await self.app(scope, receive, send)
             return
+        fields = s.fields(items)
         if not s.dry_run and not admitted(items):
             body = problem_body(items)
-            await _respond(send, 429, refusal_headers(items, body), body)
+            await _respond(send, 429, refusal_headers(items, fields, body), body)
             return
         wait = queue_wait_ns(items)
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue: run when its turn comes.
             await asyncio.sleep(wait / 1e9)
-        fields = field_headers(items)
+        extra = field_headers(fields)
 
         async def send_with_fields(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
-                message["headers"] = [*message.get("headers", ()), *fields]
+                message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
         await self.app(scope, receive, send_with_fields)

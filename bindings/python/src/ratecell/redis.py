@@ -32,7 +32,7 @@ from typing import Any
 import redis as _redis
 
 from . import _errors
-from ._http import LimitDecision, check_names
+from ._http import LimitDecision, check_names, policy_field
 from ._types import NEVER, Algorithm, Decision
 
 __all__ = ["RedisLimiter", "RedisLimits", "check_all"]
@@ -223,7 +223,7 @@ class RedisLimits:
     expire).
     """
 
-    __slots__ = ("_client", "_limiters", "_policies", "_now_ns")
+    __slots__ = ("_client", "_limiters", "_policies", "_now_ns", "policy_field")
 
     def __init__(
         self,
@@ -246,6 +246,9 @@ class RedisLimits:
             for name, limiter in zip(names, self._limiters, strict=True)
         )
         self._now_ns = now_ns
+        self.policy_field = policy_field(
+            [LimitDecision(*p, Decision(True, 0, 0, 0, 0, 0)) for p in self._policies]
+        )
 
     def _items(self, decisions: Sequence[Decision]) -> list[LimitDecision]:
         return [

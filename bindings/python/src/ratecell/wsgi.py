@@ -27,7 +27,6 @@ from ._http import (
     RateLimits,
     Settings,
     admitted,
-    field_headers,
     problem_body,
     problem_headers,
     queue_wait_ns,
@@ -82,7 +81,7 @@ class RateLimitMiddleware:
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         s = self.settings
-        if s.is_exempt(environ.get("PATH_INFO", ""), environ):
+        if not s.plain and s.is_exempt(environ.get("PATH_INFO", ""), environ):
             return self.app(environ, start_response)
         try:
             key = s.request_key(environ)
@@ -92,7 +91,7 @@ class RateLimitMiddleware:
         if key is None:
             return self.app(environ, start_response)
         try:
-            items = s.limits.check_limits(key, s.request_cost(environ))
+            items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(environ))
             if not isinstance(items, (list, tuple)):
                 raise TypeError("the WSGI middleware needs a synchronous limiter")
         except Exception:
@@ -100,18 +99,20 @@ class RateLimitMiddleware:
                 start_response(_STATUS[503], _str_headers(problem_headers(UNAVAILABLE_BODY)))
                 return [UNAVAILABLE_BODY]
             return self.app(environ, start_response)
+        policy, ratelimit = fields = s.fields(items)
         if not s.dry_run and not admitted(items):
             body = problem_body(items)
-            start_response(_STATUS[429], _str_headers(refusal_headers(items, body)))
+            start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
             return [body]
         wait = queue_wait_ns(items)
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue; WSGI serves each request
             # on its own thread, so sleeping holds only this request.
             time.sleep(wait / 1e9)
-        fields = _str_headers(field_headers(items))
 
         def start_with_fields(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            return start_response(status, [*headers, *fields], exc_info)
+            return start_response(
+                status, [*headers, ("RateLimit-Policy", policy), ("RateLimit", ratelimit)], exc_info
+            )
 
         return self.app(environ, start_with_fields)
