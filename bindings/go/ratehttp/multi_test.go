@@ -152,3 +152,15 @@ func TestMultiPoliciesAreChecked(t *testing.T) {
 		t.Fatalf("a lone unnamed limit: %v %v", one, err)
 	}
 }
+
+// plainLimits hides a Limits' PolicyField: the middleware then builds the
+// field from each request's items.
+type plainLimits struct{ ratehttp.Limits }
+
+func TestALimitsWithoutAFixedPolicyGetsItsFieldPerRequest(t *testing.T) {
+	limits, _, _ := newLimits(t, "api", ratecell.FixedWindow, 3, 10*time.Second)
+	srv := serve(t, plainLimits{limits}, ratehttp.Options{})
+	r := get(t, srv, "/")
+	expect(t, "policy", r.header.Get("RateLimit-Policy"), `"api";q=3;w=10`)
+	expect(t, "ratelimit", r.header.Get("RateLimit"), `"api";r=2;t=8`)
+}

@@ -50,6 +50,11 @@ type single struct {
 	c      BytesChecker
 }
 
+// PolicyField is the RateLimit-Policy value, the same on every response.
+func (s *single) PolicyField() string {
+	return PolicyField([]LimitDecision{{Name: s.name, Limit: s.limit, Period: s.period}})
+}
+
 func (s *single) Check(_ context.Context, key []byte, cost uint64) ([]LimitDecision, error) {
 	d, err := s.c.CheckBytes(key, cost)
 	if err != nil {
@@ -99,6 +104,15 @@ type EachChecker interface {
 type multi struct {
 	policies []Policy
 	c        EachChecker
+}
+
+// PolicyField is the RateLimit-Policy value, the same on every response.
+func (m *multi) PolicyField() string {
+	items := make([]LimitDecision, len(m.policies))
+	for i, p := range m.policies {
+		items[i] = LimitDecision{Name: p.Name, Limit: p.Limit, Period: p.Period}
+	}
+	return PolicyField(items)
 }
 
 func (m *multi) Check(_ context.Context, key []byte, cost uint64) ([]LimitDecision, error) {
@@ -254,6 +268,11 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 	if key == nil {
 		key = ClientAddr
 	}
+	// A Limits whose policies are fixed says its RateLimit-Policy once.
+	policy := ""
+	if p, ok := limits.(interface{ PolicyField() string }); ok {
+		policy = p.PolicyField()
+	}
 	exempt := make(map[string]struct{}, len(opts.ExemptPaths))
 	for _, p := range opts.ExemptPaths {
 		exempt[p] = struct{}{}
@@ -291,8 +310,13 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 				return
 			}
 			h := w.Header()
-			h.Set("RateLimit-Policy", PolicyField(items))
-			h.Set("RateLimit", RateLimitField(items))
+			// Canonical keys, set directly: no canonicalization per request.
+			if policy != "" {
+				h["Ratelimit-Policy"] = []string{policy}
+			} else {
+				h["Ratelimit-Policy"] = []string{PolicyField(items)}
+			}
+			h["Ratelimit"] = []string{RateLimitField(items)}
 			if opts.DryRun {
 				next.ServeHTTP(w, r)
 				return

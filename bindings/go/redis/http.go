@@ -71,6 +71,15 @@ func (h *HTTPLimits) WithClock(now func() uint64) *HTTPLimits {
 	return &c
 }
 
+// PolicyField is the RateLimit-Policy value, the same on every response.
+func (h *HTTPLimits) PolicyField() string {
+	items := make([]ratehttp.LimitDecision, len(h.policies))
+	for i, p := range h.policies {
+		items[i] = ratehttp.LimitDecision{Name: p.Name, Limit: p.Limit, Period: p.Period}
+	}
+	return ratehttp.PolicyField(items)
+}
+
 // Check decides one request for key (ratehttp.Limits).
 func (h *HTTPLimits) Check(ctx context.Context, key []byte, cost uint64) ([]ratehttp.LimitDecision, error) {
 	var nowNs uint64

@@ -461,3 +461,16 @@ def test_multi_names_are_checked() -> None:
         assert [p[0] for p in Multi(two, ["a", "b"])._policies] == ["a", "b"]
     with ratecell.MultiLimiter([ratecell.Limit("gcra", 3, period=1)]) as one:
         assert Multi(one)._policies == (("default", 3, S),)
+
+
+@BOTH
+def test_a_limits_without_a_fixed_policy_gets_its_field_per_request(kind: Any, clocked: Any) -> None:
+    named = Named(clocked("fixed_window", 3, 10), "api")
+
+    class Plain:
+        def check_limits(self, key: bytes, cost: int) -> Any:
+            return named.check_limits(key, cost)
+
+    with serve(kind, Plain()) as port:
+        status, h, _ = get(port)
+    assert (status, h["ratelimit-policy"], h["ratelimit"]) == (200, '"api";q=3;w=10', '"api";r=2;t=8')
