@@ -21,12 +21,38 @@ pub trait RateLimits: Send + Sync + 'static {
     /// Decides a request of `cost` units for `key` (the key may be ignored
     /// by a global limit). Never returns an empty list.
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision>;
+
+    /// The `RateLimit-Policy` value when it is the same for every request
+    /// (the limits' names, quotas and periods are fixed), so the layer
+    /// formats it once; `None` (the default) formats it per request from
+    /// the decisions.
+    fn policy_field(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<T: RateLimits + ?Sized> RateLimits for Arc<T> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
         (**self).check(key, cost)
     }
+
+    fn policy_field(&self) -> Option<String> {
+        (**self).policy_field()
+    }
+}
+
+/// The policy field of fixed policies.
+fn fixed_policy_field(policies: &[Policy]) -> String {
+    let items: Vec<LimitDecision> = policies
+        .iter()
+        .map(|(name, limit, period_ns)| LimitDecision {
+            name: name.clone(),
+            limit: *limit,
+            period_ns: *period_ns,
+            decision: Decision::default(),
+        })
+        .collect();
+    crate::fields::policy_field(&items)
 }
 
 /// A single limit with a policy name (`default` unless given).
@@ -110,6 +136,14 @@ impl<L> Named<L> {
         &self.limiter
     }
 
+    fn policy(&self) -> Option<String> {
+        Some(fixed_policy_field(&[(
+            self.name.clone(),
+            self.limit,
+            self.period_ns,
+        )]))
+    }
+
     fn item(&self, decision: Decision) -> Vec<LimitDecision> {
         vec![LimitDecision {
             name: self.name.clone(),
@@ -124,11 +158,19 @@ impl RateLimits for Named<KeyedLimiter> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
         self.item(self.limiter.check_bytes(key, cost))
     }
+
+    fn policy_field(&self) -> Option<String> {
+        self.policy()
+    }
 }
 
 impl RateLimits for Named<Limiter> {
     fn check(&self, _key: &[u8], cost: u64) -> Vec<LimitDecision> {
         self.item(self.limiter.check(cost))
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        self.policy()
     }
 }
 
@@ -138,6 +180,10 @@ where
 {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
         self.item((self.limiter.0)(key, cost))
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        self.policy()
     }
 }
 
@@ -301,10 +347,18 @@ impl RateLimits for Multi<KeyedLimiter> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
         self.items(&self.limiter.check_bytes_each(key, cost))
     }
+
+    fn policy_field(&self) -> Option<String> {
+        Some(fixed_policy_field(&self.items))
+    }
 }
 
 impl RateLimits for Multi<Limiter> {
     fn check(&self, _key: &[u8], cost: u64) -> Vec<LimitDecision> {
         self.items(&self.limiter.check_each(cost))
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        Some(fixed_policy_field(&self.items))
     }
 }

@@ -542,3 +542,24 @@ async fn leaky_bucket_requests_run_after_their_queue_wait() {
         StatusCode::TOO_MANY_REQUESTS
     );
 }
+
+/// A `RateLimits` that does not give a fixed policy field: the layer
+/// formats it from each request's decisions.
+struct PerRequest(Named<KeyedLimiter>);
+
+impl ratecell_tower::RateLimits for PerRequest {
+    fn check(&self, key: &[u8], cost: u64) -> Vec<ratecell_tower::LimitDecision> {
+        ratecell_tower::RateLimits::check(&self.0, key, cost)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_without_a_fixed_policy_get_the_field_per_request() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 3, 10 * S));
+    let limits = PerRequest(Named::keyed(limiter).name("api").unwrap());
+    assert_eq!(ratecell_tower::RateLimits::policy_field(&limits), None);
+    let addr = serve(app(RateLimitLayer::new(limits))).await;
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=3;w=10"));
+    assert_eq!(r.field("ratelimit"), Some("\"api\";r=2;t=8"));
+}
