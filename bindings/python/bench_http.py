@@ -5,6 +5,11 @@ connection per server sends requests in alternating short rounds (so load
 from other processes on a shared machine hits both alike); the median of
 the paired rounds' ratios is reported with each side's median time.
 
+Two request times per server: the client's wall-clock time per request,
+and the server process's own CPU time per request (on-CPU nanoseconds from
+/proc/<pid>/task/*/schedstat, Linux), which waiting for a core on a busy
+machine does not inflate.
+
     python bench_http.py [--rounds 41] [--requests 200]
 
 Needs uvicorn and starlette (scripts/python-tests.sh installs them).
@@ -13,6 +18,7 @@ Needs uvicorn and starlette (scripts/python-tests.sh installs them).
 from __future__ import annotations
 
 import argparse
+import glob
 import http.client
 import multiprocessing as mp
 import statistics
@@ -92,6 +98,18 @@ def _round(port: int, conn: list[http.client.HTTPConnection], n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
+def _cpu_ns(pid: int) -> int:
+    """The process's on-CPU time so far, all threads, in nanoseconds."""
+    total = 0
+    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+        try:
+            with open(path) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return total
+
+
 def measure(kind: str, target: Any, rounds: int, n: int) -> None:
     ports: Any = mp.Queue()
     procs = [mp.Process(target=target, args=(limited, ports), daemon=True) for limited in (False, True)]
@@ -105,16 +123,20 @@ def measure(kind: str, target: Any, rounds: int, n: int) -> None:
         for i in range(2):
             _round(port_of[i], conns[i], n // 4)
         times: list[list[float]] = [[], []]
+        cpu: list[list[float]] = [[], []]
         for _ in range(rounds):
             for i in range(2):
+                before = _cpu_ns(procs[i].pid)  # type: ignore[arg-type]
                 times[i].append(_round(port_of[i], conns[i], n))
-        without, with_ = statistics.median(times[0]), statistics.median(times[1])
-        ratio = statistics.median(b / a for a, b in zip(times[0], times[1]))
-        print(
-            f"{kind}: {rounds} paired rounds x {n} requests; median without middleware "
-            f"{without * 1e6:.1f} us/request, with {with_ * 1e6:.1f} us/request; "
-            f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
-        )
+                cpu[i].append((_cpu_ns(procs[i].pid) - before) / n / 1e9)  # type: ignore[arg-type]
+        for what, t in (("client wall time", times), ("server CPU time", cpu)):
+            without, with_ = statistics.median(t[0]), statistics.median(t[1])
+            ratio = statistics.median(b / a for a, b in zip(t[0], t[1]))
+            print(
+                f"{kind}, {what}: {rounds} paired rounds x {n} requests; median without "
+                f"middleware {without * 1e6:.1f} us/request, with {with_ * 1e6:.1f} us/request; "
+                f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
+            )
     finally:
         for p in procs:
             p.terminate()
