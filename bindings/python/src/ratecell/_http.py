@@ -119,7 +119,9 @@ class Named(Generic[L]):
     ) -> Sequence[LimitDecision] | Awaitable[Sequence[LimitDecision]]:
         d = self.limiter.check(key, cost)
         if type(d) is Decision:  # the common case, before the slower test
-            return [LimitDecision(self.name, self.limit, self.period_ns, d)]
+            # tuple.__new__ directly: the NamedTuple constructor is a Python
+            # function, a frame per request.
+            return [_new_tuple(LimitDecision, (self.name, self.limit, self.period_ns, d))]
         if inspect.isawaitable(d):
             return self._later(d)
         return self._item(d)
@@ -127,6 +129,8 @@ class Named(Generic[L]):
     async def _later(self, d: Awaitable[Decision]) -> Sequence[LimitDecision]:
         return self._item(await d)
 
+
+_new_tuple = tuple.__new__
 
 # A placeholder decision for items that only serve the policy field.
 _ANY = Decision(True, 0, 0, 0, 0, 0)
@@ -236,10 +240,13 @@ def ratelimit_field(items: Sequence[LimitDecision]) -> str:
     limit, ``t`` in whole seconds rounded up."""
     if len(items) == 1:  # the common case, without a list and a join
         name, _, _, d = items[0]
-        return (
-            f"{_sf_string(name)};r={min(d.remaining, SF_INTEGER_MAX)}"
-            f";t={min(-(-d.reset_after_ns // NS_PER_S), SF_INTEGER_MAX)}"
-        )
+        r = d.remaining
+        t = -(-d.reset_after_ns // NS_PER_S)
+        if r > SF_INTEGER_MAX:
+            r = SF_INTEGER_MAX
+        if t > SF_INTEGER_MAX:
+            t = SF_INTEGER_MAX
+        return f"{_sf_string(name)};r={r};t={t}"
     return ", ".join(
         [
             f"{_sf_string(i.name)};r={min(i.decision.remaining, SF_INTEGER_MAX)}"
@@ -355,7 +362,13 @@ class Settings(Generic[R]):
     def request_key(self, request: R) -> bytes | None:
         """The key, or None (skip) / b"" (shared) / raises MissingKeyError."""
         k = self.key(request)
-        if isinstance(k, str):
+        if type(k) is str:
+            if k:
+                return k.encode()
+        elif type(k) is bytes:
+            if k:
+                return k
+        elif isinstance(k, str):
             k = k.encode()
         if k:
             return bytes(k)
@@ -398,6 +411,20 @@ def problem_headers(body: bytes) -> list[tuple[bytes, bytes]]:
         (b"content-type", b"application/problem+json"),
         (b"content-length", str(len(body)).encode("ascii")),
     ]
+
+
+def outcome(items: Sequence[LimitDecision]) -> tuple[bool, int]:
+    """Whether every limit admitted the request, and the longest queue wait
+    (leaky bucket) among them, in one pass."""
+    ok = True
+    wait = 0
+    for i in items:
+        d = i[3]
+        if not d.allowed:
+            ok = False
+        if d.wait_ns > wait:
+            wait = d.wait_ns
+    return ok, wait
 
 
 def queue_wait_ns(items: Sequence[LimitDecision]) -> int:

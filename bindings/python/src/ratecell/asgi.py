@@ -27,11 +27,10 @@ from ._http import (
     MissingKey,
     MissingKeyError,
     Settings,
-    admitted,
+    outcome,
     field_headers,
     problem_body,
     problem_headers,
-    queue_wait_ns,
     refusal_headers,
 )
 from ._http import LimitDecision, Multi, Named, RateLimits
@@ -126,11 +125,11 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
         fields = s.fields(items)
-        if not s.dry_run and not admitted(items):
+        ok, wait = outcome(items)
+        if not ok and not s.dry_run:
             body = problem_body(items)
             await _respond(send, 429, refusal_headers(items, fields, body), body)
             return
-        wait = queue_wait_ns(items)
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue: run when its turn comes.
             await asyncio.sleep(wait / 1e9)

@@ -26,10 +26,9 @@ from ._http import (
     Named,
     RateLimits,
     Settings,
-    admitted,
+    outcome,
     problem_body,
     problem_headers,
-    queue_wait_ns,
     refusal_headers,
 )
 
@@ -100,11 +99,11 @@ class RateLimitMiddleware:
                 return [UNAVAILABLE_BODY]
             return self.app(environ, start_response)
         policy, ratelimit = fields = s.fields(items)
-        if not s.dry_run and not admitted(items):
+        ok, wait = outcome(items)
+        if not ok and not s.dry_run:
             body = problem_body(items)
             start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
             return [body]
-        wait = queue_wait_ns(items)
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue; WSGI serves each request
             # on its own thread, so sleeping holds only this request.
