@@ -13,7 +13,8 @@
 #      promoted, a three-master cluster, one-instant races, named errors and
 #      an argument fuzz);
 #   4. the Python client (ratecell.redis, installed with the `redis` extra
-#      into a venv under the target dir) and the Go client
+#      into a venv under the target dir, plus uvicorn and starlette for the
+#      HTTP middlewares' tests) and the Go client
 #      (bindings/go/redis: gofmt, go vet, go test) against one server this
 #      script starts, with the module, and always stops.
 #
@@ -85,6 +86,8 @@ python_client() {
     local venv="$target/redis-tests/venv"
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv" || return 1
     timeout 900 "$venv/bin/pip" install -q "./bindings/python[redis,test]" || return 1
+    # The HTTP middlewares' tests with Redis as the store run real servers.
+    timeout 900 "$venv/bin/pip" install -q uvicorn starlette || return 1
     (cd "$dir" && RATECELL_REDIS_URL="redis://127.0.0.1:$port/0" \
         timeout 300 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
         "$root/bindings/python/tests_redis")

@@ -52,11 +52,9 @@ func NewMulti(limits []Limit) (*Limiter, error) {
 		return nil, statusError("new_multi", C.RATECELL_INVALID_LENGTH)
 	}
 	configs := make([]C.struct_ratecell_config, len(limits))
-	names := make([]string, len(limits))
 	leaky := false
 	for i, lim := range limits {
 		configs[i] = cConfig(lim.Config)
-		names[i] = lim.Name
 		leaky = leaky || lim.Algorithm == LeakyBucket
 	}
 	var handle *C.ratecell_limiter
@@ -65,16 +63,29 @@ func NewMulti(limits []Limit) (*Limiter, error) {
 		return nil, err
 	}
 	l := wrap(handle, leaky)
-	l.core.names = names
+	l.core.limits = append([]Limit(nil), limits...)
 	return l, nil
 }
 
 // LimitName is the Name given to limit i by NewMulti ("" when none).
 func (l *Limiter) LimitName(i int) string {
-	if l == nil || l.core == nil || i < 0 || i >= len(l.core.names) {
+	if l == nil || l.core == nil || i < 0 || i >= len(l.core.limits) {
 		return ""
 	}
-	return l.core.names[i]
+	return l.core.limits[i].Name
+}
+
+// Limits returns the limits the limiter enforces, in order: a copy of
+// those given to NewMulti, or the one limit of New (its Config, no Name).
+func (l *Limiter) Limits() ([]Limit, error) {
+	if l != nil && l.core != nil && l.core.limits != nil {
+		return append([]Limit(nil), l.core.limits...), nil
+	}
+	cfg, err := l.Config()
+	if err != nil {
+		return nil, err
+	}
+	return []Limit{{Config: cfg}}, nil
 }
 
 // CheckEach is Check with each limit's own decision and the denying index
@@ -86,6 +97,33 @@ func (l *Limiter) CheckEach(key, cost uint64) (MultiDecision, error) {
 // CheckEachAt is CheckEach at the caller's time nowNs (UNIX nanoseconds).
 func (l *Limiter) CheckEachAt(key, cost, nowNs uint64) (MultiDecision, error) {
 	return l.checkEach(key, cost, nowNs, true)
+}
+
+// CheckBytesEach is CheckEach for a byte-string key (as CheckBytes).
+func (l *Limiter) CheckBytesEach(key []byte, cost uint64) (MultiDecision, error) {
+	return l.checkBytesEach(key, cost, 0, false)
+}
+
+// CheckBytesEachAt is CheckBytesEach at the caller's time nowNs (UNIX
+// nanoseconds).
+func (l *Limiter) CheckBytesEachAt(key []byte, cost, nowNs uint64) (MultiDecision, error) {
+	return l.checkBytesEach(key, cost, nowNs, true)
+}
+
+func (l *Limiter) checkBytesEach(key []byte, cost, nowNs uint64, at bool) (MultiDecision, error) {
+	h, err := l.enter()
+	if err != nil {
+		return MultiDecision{}, err
+	}
+	var m C.struct_ratecell_multi_decision
+	var status C.ratecell_status
+	if at {
+		status = C.ratecell_check_bytes_each_at(h, bytesPtr(key), C.size_t(len(key)), C.uint64_t(cost), C.uint64_t(nowNs), &m)
+	} else {
+		status = C.ratecell_check_bytes_each(h, bytesPtr(key), C.size_t(len(key)), C.uint64_t(cost), &m)
+	}
+	l.exit()
+	return multiDecision(&m, status)
 }
 
 func (l *Limiter) checkEach(key, cost, nowNs uint64, at bool) (MultiDecision, error) {
@@ -101,6 +139,10 @@ func (l *Limiter) checkEach(key, cost, nowNs uint64, at bool) (MultiDecision, er
 		status = C.ratecell_check_each(h, C.uint64_t(key), C.uint64_t(cost), &m)
 	}
 	l.exit()
+	return multiDecision(&m, status)
+}
+
+func multiDecision(m *C.struct_ratecell_multi_decision, status C.ratecell_status) (MultiDecision, error) {
 	if err := statusError("check_each", status); err != nil {
 		return MultiDecision{}, err
 	}

@@ -316,7 +316,7 @@ type core struct {
 	// call ever reaches freed memory and none needs a lock.
 	state   atomic.Int64
 	leaky   bool
-	names   []string // of several limits (NewMulti), else nil
+	limits  []Limit // of several limits (NewMulti), else nil
 	cleanup runtime.Cleanup
 }
 

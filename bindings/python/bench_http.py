@@ -5,6 +5,11 @@ connection per server sends requests in alternating short rounds (so load
 from other processes on a shared machine hits both alike); the median of
 the paired rounds' ratios is reported with each side's median time.
 
+Two request times per server: the client's wall-clock time per request,
+and the server process's own CPU time per request (on-CPU nanoseconds from
+/proc/<pid>/task/*/schedstat, Linux), which waiting for a core on a busy
+machine does not inflate.
+
     python bench_http.py [--rounds 41] [--requests 200]
 
 Needs uvicorn and starlette (scripts/python-tests.sh installs them).
@@ -13,6 +18,7 @@ Needs uvicorn and starlette (scripts/python-tests.sh installs them).
 from __future__ import annotations
 
 import argparse
+import glob
 import http.client
 import multiprocessing as mp
 import statistics
@@ -92,6 +98,18 @@ def _round(port: int, conn: list[http.client.HTTPConnection], n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
+def _cpu_ns(pid: int) -> int:
+    """The process's on-CPU time so far, all threads, in nanoseconds."""
+    total = 0
+    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+        try:
+            with open(path) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return total
+
+
 def measure(kind: str, target: Any, rounds: int, n: int) -> None:
     ports: Any = mp.Queue()
     procs = [mp.Process(target=target, args=(limited, ports), daemon=True) for limited in (False, True)]
@@ -105,16 +123,20 @@ def measure(kind: str, target: Any, rounds: int, n: int) -> None:
         for i in range(2):
             _round(port_of[i], conns[i], n // 4)
         times: list[list[float]] = [[], []]
+        cpu: list[list[float]] = [[], []]
         for _ in range(rounds):
             for i in range(2):
+                before = _cpu_ns(procs[i].pid)  # type: ignore[arg-type]
                 times[i].append(_round(port_of[i], conns[i], n))
-        without, with_ = statistics.median(times[0]), statistics.median(times[1])
-        ratio = statistics.median(b / a for a, b in zip(times[0], times[1]))
-        print(
-            f"{kind}: {rounds} paired rounds x {n} requests; median without middleware "
-            f"{without * 1e6:.1f} us/request, with {with_ * 1e6:.1f} us/request; "
-            f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
-        )
+                cpu[i].append((_cpu_ns(procs[i].pid) - before) / n / 1e9)  # type: ignore[arg-type]
+        for what, t in (("client wall time", times), ("server CPU time", cpu)):
+            without, with_ = statistics.median(t[0]), statistics.median(t[1])
+            ratio = statistics.median(b / a for a, b in zip(t[0], t[1]))
+            print(
+                f"{kind}, {what}: {rounds} paired rounds x {n} requests; median without "
+                f"middleware {without * 1e6:.1f} us/request, with {with_ * 1e6:.1f} us/request; "
+                f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
+            )
     finally:
         for p in procs:
             p.terminate()
@@ -122,7 +144,10 @@ def measure(kind: str, target: Any, rounds: int, n: int) -> None:
 
 
 def in_process(rounds: int, n: int) -> None:
-    """The middlewares' own cost: the apps called directly, no server."""
+    """The middlewares' own cost: the apps called directly, no server; then
+    the frameworks' own request handling in process, with and without. Timed
+    in the thread's CPU time, which other processes on the machine do not
+    inflate."""
     import asyncio
 
     from ratecell.asgi import RateLimitMiddleware as Asgi
@@ -149,21 +174,64 @@ def in_process(rounds: int, n: int) -> None:
         pass
 
     async def asgi_round(app: Any) -> float:
-        start = time.perf_counter()
+        start = time.thread_time()
         for _ in range(n):
             await app(scope, receive, send)
-        return (time.perf_counter() - start) / n
+        return (time.thread_time() - start) / n
 
     def wsgi_round(app: Any) -> float:
-        start = time.perf_counter()
+        start = time.thread_time()
         for _ in range(n):
             app(environ, start_response)
-        return (time.perf_counter() - start) / n
+        return (time.thread_time() - start) / n
+
+    # The frameworks' own request handling, in process: Starlette's routing
+    # and response for a full scope, and wsgiref's handler (parsing nothing,
+    # writing status, headers and body to a buffer).
+    import io
+    import sys
+    from wsgiref.handlers import SimpleHandler
+
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    async def hello(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("hello")
+
+    starlette = Starlette(routes=[Route("/", hello)])
+    full_scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "scheme": "http", "path": "/", "raw_path": b"/", "query_string": b"", "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 5555),
+        "server": ("127.0.0.1", 8000),
+    }
+
+    async def starlette_round(app: Any) -> float:
+        start = time.thread_time()
+        for _ in range(n):
+            await app(dict(full_scope), receive, send)
+        return (time.thread_time() - start) / n
+
+    handler_environ = {
+        "REQUEST_METHOD": "GET", "PATH_INFO": "/", "REMOTE_ADDR": "127.0.0.1",
+        "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000", "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+    }
+
+    def handler_round(app: Any) -> float:
+        start = time.thread_time()
+        for _ in range(n):
+            SimpleHandler(io.BytesIO(), io.BytesIO(), sys.stderr, dict(handler_environ)).run(app)
+        return (time.thread_time() - start) / n
 
     limiter = _limiter()
     for kind, pair, run in (
         ("asgi in process", (asgi_hello, Asgi(asgi_hello, limiter)), lambda a: asyncio.run(asgi_round(a))),
         ("wsgi in process", (wsgi_hello, Wsgi(wsgi_hello, limiter)), wsgi_round),
+        ("Starlette app in process", (starlette, Asgi(starlette, limiter)),
+         lambda a: asyncio.run(starlette_round(a))),
+        ("wsgiref handler in process", (wsgi_hello, Wsgi(wsgi_hello, limiter)), handler_round),
     ):
         times: list[list[float]] = [[], []]
         for _ in range(rounds):
@@ -171,10 +239,11 @@ def in_process(rounds: int, n: int) -> None:
                 times[i].append(run(pair[i]))
         ratio = statistics.median(b / a for a, b in zip(times[0], times[1]))
         print(
-            f"{kind}: {rounds} paired rounds x {n} calls; median without middleware "
+            f"{kind} (thread CPU time): {rounds} paired rounds x {n} calls; median without middleware "
             f"{statistics.median(times[0]) * 1e6:.2f} us/call, with "
             f"{statistics.median(times[1]) * 1e6:.2f} us/call; added "
-            f"{(statistics.median(times[1]) - statistics.median(times[0])) * 1e6:.2f} us"
+            f"{(statistics.median(times[1]) - statistics.median(times[0])) * 1e6:.2f} us; "
+            f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
         )
 
 

@@ -10,12 +10,15 @@
 //
 // The middleware asks a Limits once per request for every limit's decision.
 // FromLimiter and Single adapt one limiter (anything with CheckBytes: the
-// in-process Limiter, a Redis-backed one); a multi-limit limiter that
-// decides all-or-nothing implements Limits itself.
+// in-process Limiter, a Redis-backed one); FromMulti and Multi adapt a
+// multi-limit limiter (ratecell.NewMulti), one named item per limit. The
+// Redis module's adapter is in github.com/ratecell/ratecell-go/redis.
 package ratehttp
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -28,9 +31,10 @@ import (
 // LimitDecision per limit (never none). The request is admitted when every
 // item is Allowed. An implementation must decide all limits as one step:
 // checking independent limiters one after another would leave the first
-// charged when the second refuses.
+// charged when the second refuses. ctx is the request's context (a remote
+// store should give up when the client has gone).
 type Limits interface {
-	Check(key []byte, cost uint64) ([]LimitDecision, error)
+	Check(ctx context.Context, key []byte, cost uint64) ([]LimitDecision, error)
 }
 
 // BytesChecker is the shape of a single limiter: *ratecell.Limiter has it,
@@ -46,7 +50,12 @@ type single struct {
 	c      BytesChecker
 }
 
-func (s *single) Check(key []byte, cost uint64) ([]LimitDecision, error) {
+// PolicyField is the RateLimit-Policy value, the same on every response.
+func (s *single) PolicyField() string {
+	return PolicyField([]LimitDecision{{Name: s.name, Limit: s.limit, Period: s.period}})
+}
+
+func (s *single) Check(_ context.Context, key []byte, cost uint64) ([]LimitDecision, error) {
 	d, err := s.c.CheckBytes(key, cost)
 	if err != nil {
 		return nil, err
@@ -77,6 +86,117 @@ func FromLimiter(l *ratecell.Limiter) (Limits, error) {
 		return nil, err
 	}
 	return Single(DefaultName, cfg.Limit, cfg.Period, l)
+}
+
+// Policy is one limit's name, quota and window, as the fields show it.
+type Policy struct {
+	Name   string
+	Limit  uint64
+	Period time.Duration
+}
+
+// EachChecker is the shape of a multi-limit limiter: *ratecell.Limiter has
+// it (made by ratecell.NewMulti).
+type EachChecker interface {
+	CheckBytesEach(key []byte, cost uint64) (ratecell.MultiDecision, error)
+}
+
+type multi struct {
+	policies []Policy
+	c        EachChecker
+}
+
+// PolicyField is the RateLimit-Policy value, the same on every response.
+func (m *multi) PolicyField() string {
+	items := make([]LimitDecision, len(m.policies))
+	for i, p := range m.policies {
+		items[i] = LimitDecision{Name: p.Name, Limit: p.Limit, Period: p.Period}
+	}
+	return PolicyField(items)
+}
+
+func (m *multi) Check(_ context.Context, key []byte, cost uint64) ([]LimitDecision, error) {
+	d, err := m.c.CheckBytesEach(key, cost)
+	if err != nil {
+		return nil, err
+	}
+	return Items(m.policies, d)
+}
+
+// Items pairs each limit's decision in d with its policy. A limit that
+// would admit a request another refuses reports Allowed (it spent
+// nothing), so the refusing items are exactly the limits that refused;
+// when no limit refused but d is a refusal (a keyed table with no room for
+// a new key), every item is marked refused with d's RetryAfter.
+func Items(policies []Policy, d ratecell.MultiDecision) ([]LimitDecision, error) {
+	if len(d.Limits) != len(policies) {
+		return nil, fmt.Errorf("ratehttp: %d decisions for %d policies", len(d.Limits), len(policies))
+	}
+	noRoom := !d.Allowed && d.DeniedBy < 0
+	items := make([]LimitDecision, len(policies))
+	for i, p := range policies {
+		dec := d.Limits[i]
+		if noRoom {
+			dec.Allowed = false
+			dec.RetryAfter = d.RetryAfter
+		}
+		items[i] = LimitDecision{Name: p.Name, Limit: p.Limit, Period: p.Period, Decision: dec}
+	}
+	return items, nil
+}
+
+// CheckPolicies returns an error naming the first bad policy: a name that
+// is not an RFC 9651 String, or one given twice. With one policy an empty
+// name becomes DefaultName.
+func CheckPolicies(policies []Policy) ([]Policy, error) {
+	if len(policies) == 0 {
+		return nil, errors.New("ratehttp: no policies")
+	}
+	out := append([]Policy(nil), policies...)
+	seen := make(map[string]bool, len(out))
+	for i := range out {
+		if out[i].Name == "" && len(out) == 1 {
+			out[i].Name = DefaultName
+		}
+		if out[i].Name == "" {
+			return nil, fmt.Errorf("ratehttp: limit %d has no name: name every limit of several", i)
+		}
+		if err := CheckName(out[i].Name); err != nil {
+			return nil, fmt.Errorf("limit %d: %w", i, err)
+		}
+		if seen[out[i].Name] {
+			return nil, fmt.Errorf("ratehttp: limit %d: name %q is already another limit's: names must differ", i, out[i].Name)
+		}
+		seen[out[i].Name] = true
+	}
+	return out, nil
+}
+
+// Multi is the limits of c, decided together by one CheckBytesEach
+// (all-or-nothing), one item per policy, in the order of c's limits.
+func Multi(policies []Policy, c EachChecker) (Limits, error) {
+	policies, err := CheckPolicies(policies)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, errors.New("ratehttp: Multi: checker is nil")
+	}
+	return &multi{policies: policies, c: c}, nil
+}
+
+// FromMulti is Multi over a limiter made by ratecell.NewMulti, each limit
+// under the Name it was given there (a lone unnamed limit is DefaultName).
+func FromMulti(l *ratecell.Limiter) (Limits, error) {
+	limits, err := l.Limits()
+	if err != nil {
+		return nil, err
+	}
+	policies := make([]Policy, len(limits))
+	for i, lim := range limits {
+		policies[i] = Policy{Name: lim.Name, Limit: lim.Limit, Period: lim.Period}
+	}
+	return Multi(policies, l)
 }
 
 // MissingKey says what happens to a request without a key.
@@ -148,6 +268,11 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 	if key == nil {
 		key = ClientAddr
 	}
+	// A Limits whose policies are fixed says its RateLimit-Policy once.
+	policy := ""
+	if p, ok := limits.(interface{ PolicyField() string }); ok {
+		policy = p.PolicyField()
+	}
 	exempt := make(map[string]struct{}, len(opts.ExemptPaths))
 	for _, p := range opts.ExemptPaths {
 		exempt[p] = struct{}{}
@@ -175,7 +300,7 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			if opts.Cost != nil {
 				cost = opts.Cost(r)
 			}
-			items, err := limits.Check(k, cost)
+			items, err := limits.Check(r.Context(), k, cost)
 			if err != nil || len(items) == 0 {
 				if opts.FailOpen {
 					next.ServeHTTP(w, r)
@@ -185,8 +310,13 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 				return
 			}
 			h := w.Header()
-			h.Set("RateLimit-Policy", PolicyField(items))
-			h.Set("RateLimit", RateLimitField(items))
+			// Canonical keys, set directly: no canonicalization per request.
+			if policy != "" {
+				h["Ratelimit-Policy"] = []string{policy}
+			} else {
+				h["Ratelimit-Policy"] = []string{PolicyField(items)}
+			}
+			h["Ratelimit"] = []string{RateLimitField(items)}
 			if opts.DryRun {
 				next.ServeHTTP(w, r)
 				return

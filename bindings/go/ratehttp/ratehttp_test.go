@@ -1,6 +1,7 @@
 package ratehttp_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -297,7 +298,7 @@ func TestCostAndClientAddressKey(t *testing.T) {
 
 type broken struct{}
 
-func (broken) Check([]byte, uint64) ([]ratehttp.LimitDecision, error) {
+func (broken) Check(context.Context, []byte, uint64) ([]ratehttp.LimitDecision, error) {
 	return nil, errors.New("store down")
 }
 

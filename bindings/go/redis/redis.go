@@ -38,6 +38,8 @@ type Limiter struct {
 	client Client
 	args   []any
 	prefix string
+	limit  uint64
+	period time.Duration
 }
 
 // New makes a limiter from the fields of cfg that shape a limit
@@ -53,7 +55,7 @@ func New(client Client, cfg ratecell.Config) *Limiter {
 	if cfg.SubWindows != 0 {
 		args = append(args, "SUBWINDOWS", cfg.SubWindows)
 	}
-	return &Limiter{client: client, args: args}
+	return &Limiter{client: client, args: args, limit: cfg.Limit, period: cfg.Period}
 }
 
 // WithPrefix returns a limiter that prepends prefix to every key.
@@ -75,8 +77,12 @@ func (l *Limiter) command(key string, cost uint64, at bool, nowNs uint64) []any 
 }
 
 func (l *Limiter) run(ctx context.Context, key string, cost uint64, at bool, nowNs uint64) (ratecell.Decision, error) {
+	return l.runWith(ctx, l.client, key, cost, at, nowNs)
+}
+
+func (l *Limiter) runWith(ctx context.Context, client Client, key string, cost uint64, at bool, nowNs uint64) (ratecell.Decision, error) {
 	args := append([]any{"RATECELL.CHECK"}, l.command(key, cost, at, nowNs)...)
-	reply, err := l.client.Do(ctx, args...).Int64Slice()
+	reply, err := client.Do(ctx, args...).Int64Slice()
 	if err != nil {
 		return ratecell.Decision{}, fmt.Errorf("ratecell: RATECELL.CHECK %q: %w", key, err)
 	}

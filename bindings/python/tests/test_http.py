@@ -24,6 +24,7 @@ from ratecell import asgi, wsgi
 from ratecell._http import (
     QUOTA_EXCEEDED_TYPE,
     LimitDecision,
+    Multi,
     Named,
     policy_field,
     problem_body,
@@ -354,3 +355,122 @@ def test_acquire_awaits_without_blocking_the_loop() -> None:
     during, second = asyncio.run(main())
     assert second.allowed
     assert during > 0, "the event loop ran while acquire waited"
+
+
+# -- several named limits -------------------------------------------------------
+
+
+class ClockedMulti:
+    """A ``MultiLimiter`` on an explicit clock, with the shape ``Multi``
+    takes (``check_each``, ``names``, ``limits``)."""
+
+    def __init__(self, limiter: ratecell.MultiLimiter) -> None:
+        self.limiter = limiter
+        self.now = T0
+        self.names = limiter.names
+        self.limits = limiter.limits
+
+    def check_each(self, key: Any, cost: int) -> ratecell.MultiDecision:
+        return self.limiter.check_each_at(key, cost, self.now)
+
+
+def _problem(*violated: str) -> dict[str, Any]:
+    return {
+        "type": QUOTA_EXCEEDED_TYPE,
+        "title": "Quota exceeded",
+        "status": 429,
+        "violated-policies": list(violated),
+    }
+
+
+@BOTH
+def test_two_named_limits_one_item_each_and_all_or_nothing(kind: Any) -> None:
+    # "burst" 3 per second and "daily" 5 per hour, fixed windows: at T0 the
+    # second has 0.5 s left and the hour 2797.5 s (1_700_000_000 s is 800 s
+    # into its hour).
+    with ratecell.MultiLimiter(
+        [
+            ratecell.Limit("fixed_window", 3, period=1, name="burst"),
+            ratecell.Limit("fixed_window", 5, period=3600, name="daily"),
+        ],
+        capacity=1024,
+    ) as limiter:
+        c = ClockedMulti(limiter)
+        policy = '"burst";q=3;w=1, "daily";q=5;w=3600'
+        with serve(kind, c) as port:
+            for burst, daily in [(2, 4), (1, 3), (0, 2)]:
+                status, h, _ = get(port)
+                assert status == 200
+                assert h["ratelimit-policy"] == policy
+                assert h["ratelimit"] == f'"burst";r={burst};t=1, "daily";r={daily};t=2798'
+            # "burst" refuses; "daily" would admit and is not charged.
+            status, h, body = get(port)
+            assert status == 429
+            assert h["retry-after"] == "1"  # 0.5 s rounded up
+            assert h["ratelimit-policy"] == policy
+            assert h["ratelimit"] == '"burst";r=0;t=1, "daily";r=2;t=2798'
+            assert json.loads(body) == _problem("burst")
+            # The next second: "burst" is fresh, "daily" has its 2 and 2797 s.
+            c.now += 500_000_000
+            for burst, daily in [(2, 1), (1, 0)]:
+                status, h, _ = get(port)
+                assert status == 200
+                assert h["ratelimit"] == f'"burst";r={burst};t=1, "daily";r={daily};t=2797'
+            # "daily" refuses; "burst" is not charged (r stays 1), twice.
+            for _ in range(2):
+                status, h, body = get(port)
+                assert status == 429
+                assert h["retry-after"] == "2797"
+                assert h["ratelimit"] == '"burst";r=1;t=1, "daily";r=0;t=2797'
+                assert json.loads(body) == _problem("daily")
+        stats = limiter.stats()
+        assert (stats.allowed, stats.denied) == (5, 3)
+
+
+@BOTH
+def test_a_multi_limiter_directly_lists_every_refusing_limit(kind: Any) -> None:
+    with ratecell.MultiLimiter(
+        [
+            ratecell.Limit("sliding_log", 2, period=60, name="minute"),
+            ratecell.Limit("sliding_log", 2, period=3600, name="hour"),
+        ],
+        capacity=64,
+    ) as limiter:
+        with serve(kind, limiter) as port:
+            assert [get(port)[0] for _ in range(2)] == [200, 200]
+            status, h, body = get(port)
+        assert status == 429
+        assert h["ratelimit-policy"] == '"minute";q=2;w=60, "hour";q=2;w=3600'
+        # The hour's wait (just under 3600 s) is the longer, rounded up.
+        assert h["retry-after"] == "3600"
+        assert json.loads(body) == _problem("minute", "hour")
+
+
+def test_multi_names_are_checked() -> None:
+    with ratecell.MultiLimiter(
+        [ratecell.Limit("gcra", 3, period=1), ratecell.Limit("gcra", 5, period=3600)]
+    ) as two:
+        with pytest.raises(ValueError, match="limit 0 has no name"):
+            wsgi.RateLimitMiddleware(_wsgi_app, two)
+        with pytest.raises(ValueError, match="1 names for 2 limits"):
+            Multi(two, ["a"])
+        with pytest.raises(ValueError, match="limit 1.*must differ"):
+            Multi(two, ["a", "a"])
+        with pytest.raises(ValueError, match="limit 1.*policy name"):
+            Multi(two, ["a", "caf\u00e9"])
+        assert [p[0] for p in Multi(two, ["a", "b"])._policies] == ["a", "b"]
+    with ratecell.MultiLimiter([ratecell.Limit("gcra", 3, period=1)]) as one:
+        assert Multi(one)._policies == (("default", 3, S),)
+
+
+@BOTH
+def test_a_limits_without_a_fixed_policy_gets_its_field_per_request(kind: Any, clocked: Any) -> None:
+    named = Named(clocked("fixed_window", 3, 10), "api")
+
+    class Plain:
+        def check_limits(self, key: bytes, cost: int) -> Any:
+            return named.check_limits(key, cost)
+
+    with serve(kind, Plain()) as port:
+        status, h, _ = get(port)
+    assert (status, h["ratelimit-policy"], h["ratelimit"]) == (200, '"api";q=3;w=10', '"api";r=2;t=8')

@@ -59,6 +59,8 @@ pub enum MissingKey {
 #[derive(Clone)]
 struct Settings {
     limits: Arc<dyn RateLimits>,
+    // The limits' RateLimit-Policy when it never changes, formatted once.
+    policy: Option<HeaderValue>,
     key: Key,
     missing: MissingKey,
     cost: Option<PartsFn<u64>>,
@@ -99,6 +101,7 @@ impl RateLimitLayer {
     pub fn new(limits: impl RateLimits) -> RateLimitLayer {
         RateLimitLayer {
             settings: Arc::new(Settings {
+                policy: limits.policy_field().map(header_value),
                 limits: Arc::new(limits),
                 key: Key::ClientAddr,
                 missing: MissingKey::Shared,
@@ -238,14 +241,23 @@ impl Settings {
     }
 }
 
-/// The two RateLimit fields for `items`. Names are printable ASCII and the
-/// rest digits, so the values are always valid header values.
-fn field_values(items: &[LimitDecision]) -> [(HeaderName, HeaderValue); 2] {
-    let value =
-        |s: String| HeaderValue::try_from(s).expect("RFC 9651 output is a valid header value");
+/// A field value. Names are printable ASCII and the rest digits, so the
+/// values are always valid header values.
+fn header_value(s: String) -> HeaderValue {
+    HeaderValue::try_from(s).expect("RFC 9651 output is a valid header value")
+}
+
+/// The two RateLimit fields for `items`; `policy` when the limits gave it.
+fn field_values(
+    policy: Option<&HeaderValue>,
+    items: &[LimitDecision],
+) -> [(HeaderName, HeaderValue); 2] {
+    let policy = policy
+        .cloned()
+        .unwrap_or_else(|| header_value(fields::policy_field(items)));
     [
-        (RATELIMIT_POLICY, value(fields::policy_field(items))),
-        (RATELIMIT, value(fields::ratelimit_field(items))),
+        (RATELIMIT_POLICY, policy),
+        (RATELIMIT, header_value(fields::ratelimit_field(items))),
     ]
 }
 
@@ -259,10 +271,10 @@ fn problem<B: From<Bytes>>(status: StatusCode, body: String) -> Response<B> {
     res
 }
 
-fn refusal<B: From<Bytes>>(items: &[LimitDecision]) -> Response<B> {
+fn refusal<B: From<Bytes>>(policy: Option<&HeaderValue>, items: &[LimitDecision]) -> Response<B> {
     let mut res = problem(StatusCode::TOO_MANY_REQUESTS, fields::problem_body(items));
     let headers = res.headers_mut();
-    headers.extend(field_values(items));
+    headers.extend(field_values(policy, items));
     if let Some(secs) = fields::retry_after_seconds(items) {
         headers.insert(RETRY_AFTER, HeaderValue::from(secs));
     }
@@ -364,10 +376,10 @@ where
             Verdict::Limited(items) => {
                 if !fields::admitted(&items) && !self.settings.dry_run {
                     return wrap(State::Ready {
-                        response: Some(refusal(&items)),
+                        response: Some(refusal(self.settings.policy.as_ref(), &items)),
                     });
                 }
-                let fields = field_values(&items);
+                let fields = field_values(self.settings.policy.as_ref(), &items);
                 let wait = queue_wait(&items);
                 if wait == 0 || self.settings.dry_run {
                     return wrap(State::Inner {

@@ -16,8 +16,9 @@
 //!   set on it.
 //! - [`RateLimits`]: what the layer asks of a limiter, one decision per
 //!   limit for one request. [`Named`] adapts a single ratecell limiter (or a
-//!   function such as a Redis call) and names it; a multi-limit limiter
-//!   implements the trait itself.
+//!   function such as a Redis call) and names it; [`Multi`] adapts a
+//!   multi-limit limiter (`new_multi`), one name and one field item per
+//!   limit.
 //! - [`fields`]: the field values and the problem document, as pure
 //!   functions of those decisions.
 //! - [`acquire`]: a future that resolves when a request is admitted.
@@ -36,4 +37,4 @@ pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TY
 pub use layer::{
     Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer, ResponseFuture,
 };
-pub use limits::{CheckFn, Named, RateLimits};
+pub use limits::{CheckFn, InvalidLimitNames, Multi, Named, RateLimits};

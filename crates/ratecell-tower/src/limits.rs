@@ -2,11 +2,11 @@
 //! against every limit at once and answers with one [`LimitDecision`] per
 //! limit. Owns that trait and the adapters that give a single ratecell
 //! limiter (or anything with its `check` shape, such as a Redis client) a
-//! name.
+//! name, and a multi-limit limiter one name per limit.
 
 use std::sync::Arc;
 
-use ratecell::{Decision, KeyedLimiter, Limiter};
+use ratecell::{Decision, KeyedLimiter, Limiter, MultiDecision};
 
 use crate::fields::{InvalidPolicyName, LimitDecision, PolicyName};
 
@@ -21,12 +21,38 @@ pub trait RateLimits: Send + Sync + 'static {
     /// Decides a request of `cost` units for `key` (the key may be ignored
     /// by a global limit). Never returns an empty list.
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision>;
+
+    /// The `RateLimit-Policy` value when it is the same for every request
+    /// (the limits' names, quotas and periods are fixed), so the layer
+    /// formats it once; `None` (the default) formats it per request from
+    /// the decisions.
+    fn policy_field(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<T: RateLimits + ?Sized> RateLimits for Arc<T> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
         (**self).check(key, cost)
     }
+
+    fn policy_field(&self) -> Option<String> {
+        (**self).policy_field()
+    }
+}
+
+/// The policy field of fixed policies.
+fn fixed_policy_field(policies: &[Policy]) -> String {
+    let items: Vec<LimitDecision> = policies
+        .iter()
+        .map(|(name, limit, period_ns)| LimitDecision {
+            name: name.clone(),
+            limit: *limit,
+            period_ns: *period_ns,
+            decision: Decision::default(),
+        })
+        .collect();
+    crate::fields::policy_field(&items)
 }
 
 /// A single limit with a policy name (`default` unless given).
@@ -34,7 +60,8 @@ impl<T: RateLimits + ?Sized> RateLimits for Arc<T> {
 /// Wraps a [`KeyedLimiter`] (per-key limits), a [`Limiter`] (one global
 /// limit, the key ignored) or, through [`Named::from_fn`], anything that
 /// answers a `(key, cost)` with a [`Decision`] (a Redis-backed limiter, a
-/// limiter on an explicit clock in tests).
+/// limiter on an explicit clock in tests). A limiter made with `new_multi`
+/// goes in [`Multi`] instead, which sends one item per limit.
 pub struct Named<L> {
     name: PolicyName,
     limit: u64,
@@ -109,6 +136,14 @@ impl<L> Named<L> {
         &self.limiter
     }
 
+    fn policy(&self) -> Option<String> {
+        Some(fixed_policy_field(&[(
+            self.name.clone(),
+            self.limit,
+            self.period_ns,
+        )]))
+    }
+
     fn item(&self, decision: Decision) -> Vec<LimitDecision> {
         vec![LimitDecision {
             name: self.name.clone(),
@@ -123,11 +158,19 @@ impl RateLimits for Named<KeyedLimiter> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
         self.item(self.limiter.check_bytes(key, cost))
     }
+
+    fn policy_field(&self) -> Option<String> {
+        self.policy()
+    }
 }
 
 impl RateLimits for Named<Limiter> {
     fn check(&self, _key: &[u8], cost: u64) -> Vec<LimitDecision> {
         self.item(self.limiter.check(cost))
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        self.policy()
     }
 }
 
@@ -137,5 +180,185 @@ where
 {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
         self.item((self.limiter.0)(key, cost))
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        self.policy()
+    }
+}
+
+/// A multi-limit limiter (`KeyedLimiter::new_multi`, `Limiter::new_multi`)
+/// with one policy name per limit: each request is decided by one
+/// `check_each`, all limits at once and all-or-nothing, and each limit
+/// reports its own decision in its own item.
+///
+/// Names come from the limiter's `with_names`, or are given to
+/// [`Multi::keyed_named`] / [`Multi::global_named`]; a lone unnamed limit
+/// is `default`. A limit that would admit a request another limit refuses
+/// is reported as admitting (it spent nothing), so `violated-policies`
+/// lists exactly the limits that refused. When no limit refused but the
+/// keyed table had no room for a new key (overflow policy `deny`), every
+/// limit is reported as refusing, with the table's wait.
+pub struct Multi<L> {
+    items: Box<[Policy]>,
+    limiter: L,
+}
+
+/// A limit's name, quota and period (ns).
+type Policy = (PolicyName, u64, u64);
+
+impl<L> std::fmt::Debug for Multi<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Multi")
+            .field("items", &self.items)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Names that cannot label a multi-limit limiter's limits: one is not an
+/// RFC 9651 String, two are equal, one of several limits has none, or
+/// their count is not the limits'.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidLimitNames {
+    /// What is wrong, naming the limit.
+    pub message: String,
+}
+
+impl std::fmt::Display for InvalidLimitNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid limit names: {}", self.message)
+    }
+}
+
+impl std::error::Error for InvalidLimitNames {}
+
+fn bad(message: String) -> InvalidLimitNames {
+    InvalidLimitNames { message }
+}
+
+/// The policies of `configs`, named by `names` (the limiter's own names
+/// where `names` is `None`).
+fn policies(
+    configs: &[ratecell::Config],
+    names: Option<&[&str]>,
+    own: impl Fn(usize) -> Option<String>,
+) -> Result<Box<[Policy]>, InvalidLimitNames> {
+    if let Some(names) = names {
+        if names.len() != configs.len() {
+            return Err(bad(format!(
+                "{} names for {} limits: give one per limit, in order",
+                names.len(),
+                configs.len()
+            )));
+        }
+    }
+    let mut out: Vec<Policy> = Vec::with_capacity(configs.len());
+    for (i, c) in configs.iter().enumerate() {
+        let name = match names.map(|n| n[i].to_owned()).or_else(|| own(i)) {
+            Some(n) => PolicyName::new(&n).map_err(|e| bad(format!("limit {i}: {e}")))?,
+            None if configs.len() == 1 => PolicyName::default(),
+            None => {
+                return Err(bad(format!(
+                    "limit {i} has no name: name every limit of several"
+                )));
+            }
+        };
+        if out.iter().any(|(n, _, _)| *n == name) {
+            return Err(bad(format!(
+                "limit {i}: {:?} is already another limit's name: names must differ",
+                name.as_str()
+            )));
+        }
+        out.push((name, c.limit, c.period_ns));
+    }
+    Ok(out.into_boxed_slice())
+}
+
+impl Multi<KeyedLimiter> {
+    /// The limiter's limits under the names it was given (`with_names`).
+    /// Errors when a name is not an RFC 9651 String, when two limits share
+    /// a name, or when one of several limits has none.
+    pub fn keyed(limiter: KeyedLimiter) -> Result<Multi<KeyedLimiter>, InvalidLimitNames> {
+        let items = policies(limiter.limits(), None, |i| {
+            limiter.limit_name(i).map(str::to_owned)
+        })?;
+        Ok(Multi { items, limiter })
+    }
+
+    /// The limiter's limits named `names`, in order.
+    pub fn keyed_named(
+        limiter: KeyedLimiter,
+        names: &[&str],
+    ) -> Result<Multi<KeyedLimiter>, InvalidLimitNames> {
+        let items = policies(limiter.limits(), Some(names), |_| None)?;
+        Ok(Multi { items, limiter })
+    }
+}
+
+impl Multi<Limiter> {
+    /// Global limits (every key shares them) under the limiter's names.
+    pub fn global(limiter: Limiter) -> Result<Multi<Limiter>, InvalidLimitNames> {
+        let items = policies(limiter.limits(), None, |i| {
+            limiter.limit_name(i).map(str::to_owned)
+        })?;
+        Ok(Multi { items, limiter })
+    }
+
+    /// Global limits named `names`, in order.
+    pub fn global_named(
+        limiter: Limiter,
+        names: &[&str],
+    ) -> Result<Multi<Limiter>, InvalidLimitNames> {
+        let items = policies(limiter.limits(), Some(names), |_| None)?;
+        Ok(Multi { items, limiter })
+    }
+}
+
+impl<L> Multi<L> {
+    /// The wrapped limiter.
+    pub fn limiter(&self) -> &L {
+        &self.limiter
+    }
+
+    fn items(&self, m: &MultiDecision) -> Vec<LimitDecision> {
+        // Refused with no limit refusing: the table had no room for the key.
+        let no_room = !m.decision.allowed && m.denied_by.is_none();
+        self.items
+            .iter()
+            .zip(m.limits())
+            .map(|((name, limit, period_ns), d)| {
+                let mut decision = *d;
+                if no_room {
+                    decision.allowed = false;
+                    decision.retry_after_ns = m.decision.retry_after_ns;
+                }
+                LimitDecision {
+                    name: name.clone(),
+                    limit: *limit,
+                    period_ns: *period_ns,
+                    decision,
+                }
+            })
+            .collect()
+    }
+}
+
+impl RateLimits for Multi<KeyedLimiter> {
+    fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
+        self.items(&self.limiter.check_bytes_each(key, cost))
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        Some(fixed_policy_field(&self.items))
+    }
+}
+
+impl RateLimits for Multi<Limiter> {
+    fn check(&self, _key: &[u8], cost: u64) -> Vec<LimitDecision> {
+        self.items(&self.limiter.check_each(cost))
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        Some(fixed_policy_field(&self.items))
     }
 }

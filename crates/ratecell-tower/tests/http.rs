@@ -12,8 +12,8 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter, ManualClock};
-use ratecell_tower::{MissingKey, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire};
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, ManualClock};
+use ratecell_tower::{MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire};
 use tokio::net::{TcpListener, TcpStream};
 
 const S: u64 = 1_000_000_000;
@@ -134,6 +134,148 @@ async fn fields_exact_and_429_exactly_when_the_window_is_full() {
     assert_eq!(r.field("ratelimit"), Some("\"api\";r=2;t=10"));
     let stats = limits.limiter().stats();
     assert_eq!((stats.allowed, stats.denied), (4, 2));
+}
+
+fn problem(violated: &str) -> String {
+    format!(
+        "{{\"type\":\"{QUOTA_EXCEEDED_TYPE}\",\"title\":\"Quota exceeded\",\"status\":429,\"violated-policies\":[{violated}]}}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_named_limits_one_item_each_and_all_or_nothing() {
+    // "burst" 3 per 1 s and "daily" 5 per hour, both fixed windows, on one
+    // key table. At T0 the second has 0.5 s left and the hour 2797.5 s
+    // (1_700_000_000 s is 800 s into its hour).
+    let (clock, hand) = Clock::manual(T0);
+    let limiter = KeyedLimiter::with_clock_multi(
+        &[
+            Config::new(Algorithm::FixedWindow, 3, S).capacity(1024),
+            Config::new(Algorithm::FixedWindow, 5, 3600 * S).capacity(1024),
+        ],
+        clock,
+    )
+    .unwrap()
+    .with_names(&["burst", "daily"])
+    .unwrap();
+    let limits = std::sync::Arc::new(Multi::keyed(limiter).unwrap());
+    let addr = serve(app(RateLimitLayer::new(limits.clone()))).await;
+    let policy = "\"burst\";q=3;w=1, \"daily\";q=5;w=3600";
+
+    for (burst, daily) in [(2, 4), (1, 3), (0, 2)] {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.field("ratelimit-policy"), Some(policy));
+        assert_eq!(
+            r.field("ratelimit").unwrap(),
+            format!("\"burst\";r={burst};t=1, \"daily\";r={daily};t=2798")
+        );
+    }
+    // "burst" refuses; "daily" would admit, and is not charged: r stays 2.
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("1"), "0.5 s rounded up");
+    assert_eq!(r.field("ratelimit-policy"), Some(policy));
+    assert_eq!(
+        r.field("ratelimit"),
+        Some("\"burst\";r=0;t=1, \"daily\";r=2;t=2798")
+    );
+    assert_eq!(r.body, problem("\"burst\""));
+
+    // The next second: "burst" is fresh, "daily" has the 2 left it had
+    // and 2797 s to go.
+    hand.advance(500_000_000);
+    for (burst, daily) in [(2, 1), (1, 0)] {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(
+            r.field("ratelimit").unwrap(),
+            format!("\"burst\";r={burst};t=1, \"daily\";r={daily};t=2797")
+        );
+    }
+    // "daily" refuses; "burst" is not charged: r stays 1.
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("2797"));
+    assert_eq!(
+        r.field("ratelimit"),
+        Some("\"burst\";r=1;t=1, \"daily\";r=0;t=2797")
+    );
+    assert_eq!(r.body, problem("\"daily\""));
+    // Still refused by "daily" alone, and still nothing spent on "burst".
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        r.field("ratelimit"),
+        Some("\"burst\";r=1;t=1, \"daily\";r=0;t=2797")
+    );
+    let stats = limits.limiter().stats();
+    assert_eq!((stats.allowed, stats.denied), (5, 3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_limits_both_refusing_are_both_listed() {
+    // One global pair: 2 per 10 s and 2 per 60 s. After two requests both
+    // are spent: the third is refused by both, Retry-After is the longer
+    // wait (the minute: 37.5 s left at T0, 1_700_000_000 s being 20 s into
+    // its minute).
+    let (clock, _hand) = Clock::manual(T0);
+    let limiter = Limiter::with_clock_multi(
+        &[
+            Config::new(Algorithm::FixedWindow, 2, 10 * S),
+            Config::new(Algorithm::FixedWindow, 2, 60 * S),
+        ],
+        clock,
+    )
+    .unwrap();
+    let limits = Multi::global_named(limiter, &["ten-seconds", "minute"]).unwrap();
+    let addr = serve(app(RateLimitLayer::new(limits))).await;
+    for _ in 0..2 {
+        assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    }
+    let r = request(addr, "/", Some(("x-any", "other client"))).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("38"));
+    assert_eq!(
+        r.field("ratelimit-policy"),
+        Some("\"ten-seconds\";q=2;w=10, \"minute\";q=2;w=60")
+    );
+    assert_eq!(
+        r.field("ratelimit"),
+        Some("\"ten-seconds\";r=0;t=8, \"minute\";r=0;t=38")
+    );
+    assert_eq!(r.body, problem("\"ten-seconds\",\"minute\""));
+}
+
+#[test]
+fn multi_names_are_checked() {
+    let two = || {
+        KeyedLimiter::new_multi(&[
+            Config::new(Algorithm::Gcra, 3, S).capacity(16),
+            Config::new(Algorithm::Gcra, 5, 3600 * S).capacity(16),
+        ])
+        .unwrap()
+    };
+    let err = Multi::keyed(two()).unwrap_err().to_string();
+    assert!(err.contains("limit 0 has no name"), "{err}");
+    let err = Multi::keyed_named(two(), &["a"]).unwrap_err().to_string();
+    assert!(err.contains("1 names for 2 limits"), "{err}");
+    let err = Multi::keyed_named(two(), &["a", "a"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("limit 1") && err.contains("must differ"),
+        "{err}"
+    );
+    let err = Multi::keyed_named(two(), &["a", "caf\u{e9}"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("limit 1") && err.contains("printable ASCII"),
+        "{err}"
+    );
+    let one = KeyedLimiter::new_multi(&[Config::new(Algorithm::Gcra, 3, S).capacity(16)]).unwrap();
+    assert!(format!("{:?}", Multi::keyed(one).unwrap()).contains("default"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -399,4 +541,25 @@ async fn leaky_bucket_requests_run_after_their_queue_wait() {
         request(addr, "/", Some(("x-api-key", "q"))).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
+}
+
+/// A `RateLimits` that does not give a fixed policy field: the layer
+/// formats it from each request's decisions.
+struct PerRequest(Named<KeyedLimiter>);
+
+impl ratecell_tower::RateLimits for PerRequest {
+    fn check(&self, key: &[u8], cost: u64) -> Vec<ratecell_tower::LimitDecision> {
+        ratecell_tower::RateLimits::check(&self.0, key, cost)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_without_a_fixed_policy_get_the_field_per_request() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 3, 10 * S));
+    let limits = PerRequest(Named::keyed(limiter).name("api").unwrap());
+    assert_eq!(ratecell_tower::RateLimits::policy_field(&limits), None);
+    let addr = serve(app(RateLimitLayer::new(limits))).await;
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=3;w=10"));
+    assert_eq!(r.field("ratelimit"), Some("\"api\";r=2;t=8"));
 }

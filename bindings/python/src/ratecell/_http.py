@@ -6,6 +6,7 @@ integers and lists), the limiter protocol, and the per-request settings
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -82,7 +83,7 @@ class Named(Generic[L]):
     property, or a method); give them for a limiter without one (a Redis
     client)."""
 
-    __slots__ = ("limiter", "name", "limit", "period_ns")
+    __slots__ = ("limiter", "name", "limit", "period_ns", "policy_field")
 
     def __init__(
         self,
@@ -108,6 +109,7 @@ class Named(Generic[L]):
             raise ValueError(f"Named: limit must be a non-negative int, not {limit!r}")
         self.limit = limit
         self.period_ns = period_ns
+        self.policy_field = policy_field([LimitDecision(self.name, limit, period_ns, _ANY)])
 
     def _item(self, d: Decision) -> list[LimitDecision]:
         return [LimitDecision(self.name, self.limit, self.period_ns, d)]
@@ -117,7 +119,9 @@ class Named(Generic[L]):
     ) -> Sequence[LimitDecision] | Awaitable[Sequence[LimitDecision]]:
         d = self.limiter.check(key, cost)
         if type(d) is Decision:  # the common case, before the slower test
-            return [LimitDecision(self.name, self.limit, self.period_ns, d)]
+            # tuple.__new__ directly: the NamedTuple constructor is a Python
+            # function, a frame per request.
+            return [_new_tuple(LimitDecision, (self.name, self.limit, self.period_ns, d))]
         if inspect.isawaitable(d):
             return self._later(d)
         return self._item(d)
@@ -126,16 +130,81 @@ class Named(Generic[L]):
         return self._item(await d)
 
 
+_new_tuple = tuple.__new__
+
+# A placeholder decision for items that only serve the policy field.
+_ANY = Decision(True, 0, 0, 0, 0, 0)
+
+
 def _period_ns(period: float) -> int:
     if isinstance(period, bool) or not isinstance(period, (int, float)) or not period > 0:
         raise ValueError(f"Named: period must be positive seconds, not {period!r}")
     return math.ceil(period * NS_PER_S)
 
 
+def check_names(names: Sequence[str], count: int) -> tuple[str, ...]:
+    """One policy name per limit: each an RFC 9651 String, no two equal; a
+    lone unnamed limit is ``default``. Raises ``ValueError`` naming the
+    limit otherwise."""
+    names = tuple(names)
+    if len(names) != count:
+        raise ValueError(f"{len(names)} names for {count} limits: give one per limit, in order")
+    if count == 1 and not names[0]:
+        return (DEFAULT_NAME,)
+    for i, name in enumerate(names):
+        if not name:
+            raise ValueError(f"limit {i} has no name: name every limit of several")
+        try:
+            check_name(name)
+        except ValueError as e:
+            raise ValueError(f"limit {i}: {e}") from None
+        if name in names[:i]:
+            raise ValueError(f"limit {i}: {name!r} is already another limit's name: names must differ")
+    return names
+
+
+class Multi:
+    """A multi-limit limiter (``ratecell.MultiLimiter``) as ``RateLimits``:
+    one ``check_each`` decides every limit at once, all-or-nothing, and each
+    limit reports its own decision in its own item.
+
+    ``names`` default to the limiter's (``Limit(name=...)``). A limit that
+    would admit a request another refuses reports ``allowed`` (it spent
+    nothing), so ``violated-policies`` lists exactly the limits that
+    refused; when none refused but the request was (a keyed table with no
+    room for a new key), every limit is reported refusing, with the
+    limiter's wait."""
+
+    __slots__ = ("limiter", "_policies", "policy_field")
+
+    def __init__(self, limiter: Any, names: Sequence[str] | None = None) -> None:
+        limits = limiter.limits
+        self.limiter = limiter
+        names = check_names(limiter.names if names is None else names, len(limits))
+        self._policies = tuple(
+            (name, lim.limit, lim.period_ns) for name, lim in zip(names, limits, strict=True)
+        )
+        self.policy_field = policy_field([LimitDecision(*p, _ANY) for p in self._policies])
+
+    def check_limits(self, key: bytes, cost: int) -> list[LimitDecision]:
+        m = self.limiter.check_each(key, cost)
+        each = m.limits
+        if not m.decision.allowed and m.denied_by is None:
+            retry = m.decision.retry_after_ns
+            each = tuple(dataclasses.replace(d, allowed=False, retry_after_ns=retry) for d in each)
+        return [
+            LimitDecision(name, limit, period_ns, d)
+            for (name, limit, period_ns), d in zip(self._policies, each)
+        ]
+
+
 def as_limits(limiter: Any) -> RateLimits:
-    """``limiter`` itself when it is ``RateLimits``, else ``Named(limiter)``."""
+    """``limiter`` itself when it is ``RateLimits``, ``Multi(limiter)`` for
+    a multi-limit limiter, else ``Named(limiter)``."""
     if isinstance(limiter, RateLimits):
         return limiter
+    if callable(getattr(limiter, "check_each", None)) and hasattr(limiter, "limits"):
+        return Multi(limiter)
     if callable(getattr(limiter, "check", None)):
         return Named(limiter)
     raise TypeError(
@@ -169,6 +238,15 @@ def policy_field(items: Sequence[LimitDecision]) -> str:
 def ratelimit_field(items: Sequence[LimitDecision]) -> str:
     """``RateLimit``: one ``"<name>";r=<remaining>;t=<reset_after>`` item per
     limit, ``t`` in whole seconds rounded up."""
+    if len(items) == 1:  # the common case, without a list and a join
+        name, _, _, d = items[0]
+        r = d.remaining
+        t = -(-d.reset_after_ns // NS_PER_S)
+        if r > SF_INTEGER_MAX:
+            r = SF_INTEGER_MAX
+        if t > SF_INTEGER_MAX:
+            t = SF_INTEGER_MAX
+        return f"{_sf_string(name)};r={r};t={t}"
     return ", ".join(
         [
             f"{_sf_string(i.name)};r={min(i.decision.remaining, SF_INTEGER_MAX)}"
@@ -224,7 +302,7 @@ class Settings(Generic[R]):
     read the framework's request."""
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
-                 "fail_open", "name")
+                 "fail_open", "name", "policy", "plain")
 
     def __init__(
         self,
@@ -239,6 +317,9 @@ class Settings(Generic[R]):
         client_of: Callable[[R], str | None],
     ) -> None:
         self.limits = as_limits(limiter)
+        # Named, Multi and RedisLimits know their policy field in advance.
+        policy = getattr(self.limits, "policy_field", None)
+        self.policy: str | None = policy if isinstance(policy, str) else None
         if missing_key not in ("shared", "skip", "reject"):
             raise ValueError(
                 f"missing_key must be 'shared', 'skip' or 'reject', not {missing_key!r}"
@@ -269,11 +350,25 @@ class Settings(Generic[R]):
             raise TypeError("exempt: give a list of paths, not one string")
         else:
             self.exempt_paths, self.exempt = frozenset(exempt), None
+        # Nothing to decide per request but the check itself: the
+        # middlewares take a shorter path.
+        self.plain = not self.exempt_paths and self.exempt is None and cost is None
+
+    def fields(self, items: Sequence[LimitDecision]) -> tuple[str, str]:
+        """The values of ``RateLimit-Policy`` and ``RateLimit``."""
+        policy = self.policy
+        return (policy_field(items) if policy is None else policy), ratelimit_field(items)
 
     def request_key(self, request: R) -> bytes | None:
         """The key, or None (skip) / b"" (shared) / raises MissingKeyError."""
         k = self.key(request)
-        if isinstance(k, str):
+        if type(k) is str:
+            if k:
+                return k.encode()
+        elif type(k) is bytes:
+            if k:
+                return k
+        elif isinstance(k, str):
             k = k.encode()
         if k:
             return bytes(k)
@@ -294,15 +389,17 @@ class MissingKeyError(Exception):
     """A request without a key under ``missing_key="reject"``."""
 
 
-def field_headers(items: Sequence[LimitDecision]) -> list[tuple[bytes, bytes]]:
+def field_headers(fields: tuple[str, str]) -> list[tuple[bytes, bytes]]:
     return [
-        (b"ratelimit-policy", policy_field(items).encode("ascii")),
-        (b"ratelimit", ratelimit_field(items).encode("ascii")),
+        (b"ratelimit-policy", fields[0].encode("ascii")),
+        (b"ratelimit", fields[1].encode("ascii")),
     ]
 
 
-def refusal_headers(items: Sequence[LimitDecision], body: bytes) -> list[tuple[bytes, bytes]]:
-    headers = [*problem_headers(body), *field_headers(items)]
+def refusal_headers(
+    items: Sequence[LimitDecision], fields: tuple[str, str], body: bytes
+) -> list[tuple[bytes, bytes]]:
+    headers = [*problem_headers(body), *field_headers(fields)]
     secs = retry_after_seconds(items)
     if secs is not None:
         headers.append((b"retry-after", str(secs).encode("ascii")))
@@ -314,6 +411,20 @@ def problem_headers(body: bytes) -> list[tuple[bytes, bytes]]:
         (b"content-type", b"application/problem+json"),
         (b"content-length", str(len(body)).encode("ascii")),
     ]
+
+
+def outcome(items: Sequence[LimitDecision]) -> tuple[bool, int]:
+    """Whether every limit admitted the request, and the longest queue wait
+    (leaky bucket) among them, in one pass."""
+    ok = True
+    wait = 0
+    for i in items:
+        d = i[3]
+        if not d.allowed:
+            ok = False
+        if d.wait_ns > wait:
+            wait = d.wait_ns
+    return ok, wait
 
 
 def queue_wait_ns(items: Sequence[LimitDecision]) -> int:

@@ -430,7 +430,9 @@ class Limiter:
         if h is None:
             raise LimiterClosed()
         raw: bytes | None = None
-        if type(key) is str:
+        if type(key) is bytes:
+            raw = key
+        elif type(key) is str:
             raw = key.encode()
         elif type(key) is not int or not 0 <= key <= U64_MAX:
             if _is_bytes_key(key):

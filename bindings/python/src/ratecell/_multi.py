@@ -5,6 +5,7 @@ per-limit answer ``MultiDecision`` (``ratecell_limiter_new_multi`` and
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,7 +88,7 @@ class MultiLimiter(Limiter):
     ``InvalidLength`` for no limits or more than ``MAX_LIMITS``.
     """
 
-    __slots__ = ("_names",)
+    __slots__ = ("_names", "_limits")
 
     def __init__(
         self,
@@ -108,6 +109,7 @@ class MultiLimiter(Limiter):
         clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
         capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
         configs = (_ffi.CConfig * n)()
+        given: list[Limit] = []
         for cfg, lim in zip(configs, limits, strict=True):
             period_ns = lim.period_ns
             if (period_ns is None) == (lim.period is None):
@@ -118,6 +120,7 @@ class MultiLimiter(Limiter):
             limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
             period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
             _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
+            given.append(dataclasses.replace(lim, period_ns=period_ns, period=None))
             cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
             if lim.sub_windows is not None:
                 cfg.sub_windows = _config_int(
@@ -131,11 +134,18 @@ class MultiLimiter(Limiter):
         if status:
             raise _first_config_error(status, configs)
         self._h = handle
+        self._limits = tuple(given)
 
     @property
     def names(self) -> tuple[str, ...]:
         """The limits' names, in order ("" where none was given)."""
         return self._names
+
+    @property
+    def limits(self) -> tuple[Limit, ...]:
+        """The limits as given, in order, each with its period in
+        ``period_ns``."""
+        return self._limits
 
     def check_each(self, key: Key = 0, cost: int = 1) -> MultiDecision:
         """``check`` with each limit's own decision and the denying limit."""

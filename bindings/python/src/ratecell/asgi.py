@@ -27,14 +27,13 @@ from ._http import (
     MissingKey,
     MissingKeyError,
     Settings,
-    admitted,
+    outcome,
     field_headers,
     problem_body,
     problem_headers,
-    queue_wait_ns,
     refusal_headers,
 )
-from ._http import LimitDecision, Named, RateLimits
+from ._http import LimitDecision, Multi, Named, RateLimits
 from ._types import Decision
 
 Scope = MutableMapping[str, Any]
@@ -43,7 +42,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-__all__ = ["RateLimitMiddleware", "acquire", "Named", "LimitDecision", "RateLimits"]
+__all__ = ["RateLimitMiddleware", "acquire", "Named", "Multi", "LimitDecision", "RateLimits"]
 
 
 def _header(scope: Scope, name: str) -> bytes | None:
@@ -64,7 +63,9 @@ class RateLimitMiddleware:
 
     - ``limiter``: a ``ratecell.Limiter`` (named ``default``, its limit and
       period from its config), ``Named(limiter, "name", limit=, period=)``
-      for another name or a limiter without ``config``, or anything with
+      for another name or a limiter without ``config``, a
+      ``ratecell.MultiLimiter`` (one item per limit, under the limits'
+      names, or ``Multi(limiter, names)``), or anything with
       ``check_limits(key, cost)`` returning one ``LimitDecision`` per limit
       (a multi-limit limiter), possibly as a coroutine (an async Redis
       client).
@@ -100,7 +101,9 @@ class RateLimitMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         s = self.settings
-        if scope["type"] != "http" or s.is_exempt(scope.get("path", ""), scope):
+        if scope["type"] != "http" or (
+            not s.plain and s.is_exempt(scope.get("path", ""), scope)
+        ):
             await self.app(scope, receive, send)
             return
         try:
@@ -112,7 +115,7 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            items = s.limits.check_limits(key, s.request_cost(scope))
+            items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(scope))
             if not isinstance(items, (list, tuple)):
                 items = await items  # type: ignore[misc]
         except Exception:
@@ -121,20 +124,21 @@ class RateLimitMiddleware:
                 return
             await self.app(scope, receive, send)
             return
-        if not s.dry_run and not admitted(items):
+        fields = s.fields(items)
+        ok, wait = outcome(items)
+        if not ok and not s.dry_run:
             body = problem_body(items)
-            await _respond(send, 429, refusal_headers(items, body), body)
+            await _respond(send, 429, refusal_headers(items, fields, body), body)
             return
-        wait = queue_wait_ns(items)
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue: run when its turn comes.
             await asyncio.sleep(wait / 1e9)
-        fields = field_headers(items)
+        extra = field_headers(fields)
 
         async def send_with_fields(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
-                message["headers"] = [*message.get("headers", ()), *fields]
+                message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
         await self.app(scope, receive, send_with_fields)

@@ -15,7 +15,9 @@ every process that uses the same server (or cluster) shares the limit::
         print(f"retry in {d.retry_after:.3f} s")
 
 ``check_all`` checks several limits as one all-or-nothing request
-(``RATECELL.CHECKALL``). Errors from the module that name a configuration
+(``RATECELL.CHECKALL``). ``RedisLimits`` gives the HTTP middlewares
+(``ratecell.asgi``, ``ratecell.wsgi``) one or several named limits kept in
+Redis, with a ``redis.Redis`` or a ``redis.asyncio.Redis`` client. Errors from the module that name a configuration
 field raise the matching ``InvalidConfig`` subclass; anything else is
 redis-py's own exception.
 """
@@ -23,15 +25,17 @@ redis-py's own exception.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import redis as _redis
 
 from . import _errors
+from ._http import LimitDecision, check_names, policy_field
 from ._types import NEVER, Algorithm, Decision
 
-__all__ = ["RedisLimiter", "check_all"]
+__all__ = ["RedisLimiter", "RedisLimits", "check_all"]
 
 Key = str | bytes
 
@@ -164,6 +168,24 @@ class RedisLimiter:
         return self._run(key, cost, now_ns).allowed
 
 
+def _check_all_args(
+    limits: Iterable[tuple[RedisLimiter, Key] | tuple[RedisLimiter, Key, int]],
+    now_ns: int | None,
+) -> list[Any]:
+    args: list[Any] = []
+    if now_ns is not None:
+        args += ["AT", now_ns]
+    for item in limits:
+        limiter, key = item[0], item[1]
+        cost = item[2] if len(item) > 2 else 1  # type: ignore[misc]
+        args += ["LIMIT", limiter._key(key), *limiter._args, "COST", cost]
+    return args
+
+
+def _check_all_reply(reply: Sequence[Any]) -> tuple[bool, list[Decision]]:
+    return int(reply[0]) == 1, [_decision(r) for r in reply[1:]]
+
+
 def check_all(
     client: Any,
     limits: Iterable[tuple[RedisLimiter, Key] | tuple[RedisLimiter, Key, int]],
@@ -174,16 +196,100 @@ def check_all(
     one decision per limit (when not admitted, the limits that would have
     admitted report a peek at their unchanged state). In a cluster the keys
     must share a slot: use a hash tag (``{user:42}:minute``)."""
-    args: list[Any] = []
-    if now_ns is not None:
-        args += ["AT", now_ns]
-    for item in limits:
-        limiter, key = item[0], item[1]
-        cost = item[2] if len(item) > 2 else 1  # type: ignore[misc]
-        args += ["LIMIT", limiter._key(key), *limiter._args, "COST", cost]
     try:
-        reply = client.execute_command("RATECELL.CHECKALL", *args)
+        reply = client.execute_command("RATECELL.CHECKALL", *_check_all_args(limits, now_ns))
     except _redis.ResponseError as e:
         _raise(e)
         raise
-    return int(reply[0]) == 1, [_decision(r) for r in reply[1:]]
+    return _check_all_reply(reply)
+
+
+class RedisLimits:
+    """Named limits kept in Redis, as the HTTP middlewares take them
+    (``RateLimitMiddleware(app, RedisLimits(client, {...}))``).
+
+    ``limits`` maps each policy name to a ``RedisLimiter`` (a mapping or a
+    sequence of ``(name, limiter)``, in the order the fields list them); a
+    lone limit may be named ``""`` for ``default``. One limit is one
+    ``RATECELL.CHECK`` on the limiter's key (``<prefix><key>``); several
+    are one ``RATECELL.CHECKALL``, all-or-nothing, on the keys
+    ``<prefix>{<key>}:<name>``, whose hash tag puts them in one cluster
+    slot. ``client`` is a ``redis.Redis`` (for WSGI or ASGI) or a
+    ``redis.asyncio.Redis`` (ASGI: the check is awaited, so the event loop
+    never blocks on Redis). The limiters' own clients are not used.
+
+    ``now_ns``, a function returning UNIX ns, decides at that time instead
+    of the server's clock (``AT``: tests and replays; such states never
+    expire).
+    """
+
+    __slots__ = ("_client", "_limiters", "_policies", "_now_ns", "policy_field")
+
+    def __init__(
+        self,
+        client: Any,
+        limits: Mapping[str, RedisLimiter] | Sequence[tuple[str, RedisLimiter]],
+        *,
+        now_ns: Callable[[], int] | None = None,
+    ) -> None:
+        pairs = list(limits.items() if isinstance(limits, Mapping) else limits)
+        if not pairs:
+            raise ValueError("RedisLimits: give at least one (name, RedisLimiter)")
+        for i, (_, limiter) in enumerate(pairs):
+            if not isinstance(limiter, RedisLimiter):
+                raise TypeError(f"limit {i}: a RedisLimiter, not {type(limiter).__name__}")
+        names = check_names([name for name, _ in pairs], len(pairs))
+        self._client = client
+        self._limiters = tuple(limiter for _, limiter in pairs)
+        self._policies = tuple(
+            (name, limiter.limit, limiter.period_ns)
+            for name, limiter in zip(names, self._limiters, strict=True)
+        )
+        self._now_ns = now_ns
+        self.policy_field = policy_field(
+            [LimitDecision(*p, Decision(True, 0, 0, 0, 0, 0)) for p in self._policies]
+        )
+
+    def _items(self, decisions: Sequence[Decision]) -> list[LimitDecision]:
+        return [
+            LimitDecision(name, limit, period_ns, d)
+            for (name, limit, period_ns), d in zip(self._policies, decisions, strict=True)
+        ]
+
+    def check_limits(
+        self, key: bytes, cost: int
+    ) -> list[LimitDecision] | Awaitable[list[LimitDecision]]:
+        now = None if self._now_ns is None else self._now_ns()
+        if len(self._limiters) == 1:
+            command = "RATECELL.CHECK"
+            args = self._limiters[0]._command(key, cost, now)
+        else:
+            command = "RATECELL.CHECKALL"
+            args = _check_all_args(
+                [
+                    (limiter, b"{" + key + b"}:" + name.encode("ascii"), cost)
+                    for limiter, (name, _, _) in zip(self._limiters, self._policies, strict=True)
+                ],
+                now,
+            )
+        try:
+            reply = self._client.execute_command(command, *args)
+        except _redis.ResponseError as e:
+            _raise(e)
+            raise
+        if inspect.isawaitable(reply):
+            return self._later(reply)
+        return self._decide(reply)
+
+    def _decide(self, reply: Any) -> list[LimitDecision]:
+        if len(self._limiters) == 1:
+            return self._items([_decision(reply)])
+        return self._items(_check_all_reply(reply)[1])
+
+    async def _later(self, reply: Awaitable[Any]) -> list[LimitDecision]:
+        try:
+            got = await reply
+        except _redis.ResponseError as e:
+            _raise(e)
+            raise
+        return self._decide(got)

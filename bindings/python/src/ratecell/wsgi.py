@@ -21,15 +21,14 @@ from ._http import (
     UNAVAILABLE_BODY,
     LimitDecision,
     MissingKey,
+    Multi,
     MissingKeyError,
     Named,
     RateLimits,
     Settings,
-    admitted,
-    field_headers,
+    outcome,
     problem_body,
     problem_headers,
-    queue_wait_ns,
     refusal_headers,
 )
 
@@ -37,7 +36,7 @@ Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-__all__ = ["RateLimitMiddleware", "Named", "LimitDecision", "RateLimits"]
+__all__ = ["RateLimitMiddleware", "Named", "Multi", "LimitDecision", "RateLimits"]
 
 _STATUS = {400: "400 Bad Request", 429: "429 Too Many Requests", 503: "503 Service Unavailable"}
 
@@ -81,7 +80,7 @@ class RateLimitMiddleware:
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         s = self.settings
-        if s.is_exempt(environ.get("PATH_INFO", ""), environ):
+        if not s.plain and s.is_exempt(environ.get("PATH_INFO", ""), environ):
             return self.app(environ, start_response)
         try:
             key = s.request_key(environ)
@@ -91,7 +90,7 @@ class RateLimitMiddleware:
         if key is None:
             return self.app(environ, start_response)
         try:
-            items = s.limits.check_limits(key, s.request_cost(environ))
+            items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(environ))
             if not isinstance(items, (list, tuple)):
                 raise TypeError("the WSGI middleware needs a synchronous limiter")
         except Exception:
@@ -99,18 +98,20 @@ class RateLimitMiddleware:
                 start_response(_STATUS[503], _str_headers(problem_headers(UNAVAILABLE_BODY)))
                 return [UNAVAILABLE_BODY]
             return self.app(environ, start_response)
-        if not s.dry_run and not admitted(items):
+        policy, ratelimit = fields = s.fields(items)
+        ok, wait = outcome(items)
+        if not ok and not s.dry_run:
             body = problem_body(items)
-            start_response(_STATUS[429], _str_headers(refusal_headers(items, body)))
+            start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
             return [body]
-        wait = queue_wait_ns(items)
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue; WSGI serves each request
             # on its own thread, so sleeping holds only this request.
             time.sleep(wait / 1e9)
-        fields = _str_headers(field_headers(items))
 
         def start_with_fields(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            return start_response(status, [*headers, *fields], exc_info)
+            return start_response(
+                status, [*headers, ("RateLimit-Policy", policy), ("RateLimit", ratelimit)], exc_info
+            )
 
         return self.app(environ, start_with_fields)

@@ -1,0 +1,114 @@
+package ratecellredis
+
+// This file owns the adapter that gives ratehttp's middleware limits kept
+// in Redis: one RATECELL.CHECK, or one all-or-nothing RATECELL.CHECKALL,
+// per request. It lives here, not in ratehttp, so that the core Go module
+// does not depend on go-redis.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ratecell/ratecell-go/ratehttp"
+)
+
+// Named is one limit of HTTPLimits: a policy name and a Limiter.
+type Named struct {
+	Name    string
+	Limiter *Limiter
+}
+
+// HTTPLimits is named limits kept in Redis, as ratehttp.Middleware takes
+// them (it implements ratehttp.Limits):
+//
+//	limits, _ := ratecellredis.NewHTTPLimits(rdb, []ratecellredis.Named{
+//		{Name: "burst", Limiter: ratecellredis.New(rdb, ratecell.Config{Algorithm: ratecell.GCRA, Limit: 10, Period: time.Second})},
+//		{Name: "daily", Limiter: ratecellredis.New(rdb, ratecell.Config{Algorithm: ratecell.SlidingWindow, Limit: 10_000, Period: 24 * time.Hour})},
+//	})
+//	handler := ratehttp.Middleware(limits, ratehttp.Options{})(mux)
+//
+// One limit is one RATECELL.CHECK on the limiter's key (prefix + key).
+// Several are one RATECELL.CHECKALL, admitted and stored only if every
+// limit admits, on the keys prefix + "{" + key + "}:" + name, whose hash
+// tag puts them in one cluster slot. The request's context bounds the
+// call. The limiters' own clients are not used.
+type HTTPLimits struct {
+	client   Client
+	limiters []*Limiter
+	policies []ratehttp.Policy
+	now      func() uint64
+}
+
+// NewHTTPLimits checks the names (ratehttp.CheckPolicies: printable ASCII,
+// no two equal; a lone unnamed limit is ratehttp.DefaultName) and the
+// limiters (none nil).
+func NewHTTPLimits(client Client, limits []Named) (*HTTPLimits, error) {
+	if client == nil {
+		return nil, fmt.Errorf("ratecell: NewHTTPLimits: client is nil")
+	}
+	policies := make([]ratehttp.Policy, len(limits))
+	limiters := make([]*Limiter, len(limits))
+	for i, n := range limits {
+		if n.Limiter == nil {
+			return nil, fmt.Errorf("ratecell: NewHTTPLimits: limit %d (%q) has a nil Limiter", i, n.Name)
+		}
+		policies[i] = ratehttp.Policy{Name: n.Name, Limit: n.Limiter.limit, Period: n.Limiter.period}
+		limiters[i] = n.Limiter
+	}
+	policies, err := ratehttp.CheckPolicies(policies)
+	if err != nil {
+		return nil, err
+	}
+	return &HTTPLimits{client: client, limiters: limiters, policies: policies}, nil
+}
+
+// WithClock returns limits that decide at now() (UNIX ns, the module's AT)
+// instead of the server's clock: for tests and replays (such states never
+// expire).
+func (h *HTTPLimits) WithClock(now func() uint64) *HTTPLimits {
+	c := *h
+	c.now = now
+	return &c
+}
+
+// PolicyField is the RateLimit-Policy value, the same on every response.
+func (h *HTTPLimits) PolicyField() string {
+	items := make([]ratehttp.LimitDecision, len(h.policies))
+	for i, p := range h.policies {
+		items[i] = ratehttp.LimitDecision{Name: p.Name, Limit: p.Limit, Period: p.Period}
+	}
+	return ratehttp.PolicyField(items)
+}
+
+// Check decides one request for key (ratehttp.Limits).
+func (h *HTTPLimits) Check(ctx context.Context, key []byte, cost uint64) ([]ratehttp.LimitDecision, error) {
+	var nowNs uint64
+	if h.now != nil {
+		nowNs = h.now()
+	}
+	items := make([]ratehttp.LimitDecision, len(h.policies))
+	if len(h.limiters) == 1 {
+		d, err := h.limiters[0].runWith(ctx, h.client, string(key), cost, h.now != nil, nowNs)
+		if err != nil {
+			return nil, err
+		}
+		p := h.policies[0]
+		items[0] = ratehttp.LimitDecision{Name: p.Name, Limit: p.Limit, Period: p.Period, Decision: d}
+		return items, nil
+	}
+	all := make([]Item, len(h.limiters))
+	for i, l := range h.limiters {
+		all[i] = Item{Limiter: l, Key: "{" + string(key) + "}:" + h.policies[i].Name, Cost: cost}
+	}
+	_, decisions, err := CheckAll(ctx, h.client, all, h.now != nil, nowNs)
+	if err != nil {
+		return nil, err
+	}
+	if len(decisions) != len(items) {
+		return nil, fmt.Errorf("ratecell: %w: %d decisions for %d limits", ErrReply, len(decisions), len(items))
+	}
+	for i, p := range h.policies {
+		items[i] = ratehttp.LimitDecision{Name: p.Name, Limit: p.Limit, Period: p.Period, Decision: decisions[i]}
+	}
+	return items, nil
+}
