@@ -5,6 +5,10 @@ connection per server sends requests in alternating short rounds (so load
 from other processes on a shared machine hits both alike); the median of
 the paired rounds' ratios is reported with each side's median time.
 
+A third server sends the same two fields as fixed text, with no limiter:
+what the framework itself spends on two more response headers, the floor
+of any middleware that emits them.
+
 Two request times per server: the client's wall-clock time per request,
 and the server process's own CPU time per request (on-CPU nanoseconds from
 /proc/<pid>/task/*/schedstat, Linux), which waiting for a core on a busy
@@ -33,7 +37,17 @@ def _limiter() -> Any:
     return ratecell.Limiter("gcra", 1_000_000_000, period=1, capacity=1024)
 
 
-def _asgi(limited: bool, ports: Any) -> None:
+# Fields of the size the middleware sends for the limiter above.
+FIELDS = [
+    ("RateLimit-Policy", '"default";q=1000000000;w=1'),
+    ("RateLimit", '"default";r=999999999;t=1'),
+]
+
+# The three servers of each framework: plain, fixed fields only, middleware.
+MODES = ("plain", "fields", "limited")
+
+
+def _asgi(mode: str, ports: Any) -> None:
     import socket
 
     import uvicorn
@@ -44,8 +58,11 @@ def _asgi(limited: bool, ports: Any) -> None:
     async def hello(request: Any) -> PlainTextResponse:
         return PlainTextResponse("hello")
 
-    app: Any = Starlette(routes=[Route("/", hello)])
-    if limited:
+    async def hello_fields(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("hello", headers=dict(FIELDS))
+
+    app: Any = Starlette(routes=[Route("/", hello_fields if mode == "fields" else hello)])
+    if mode == "limited":
         from ratecell.asgi import RateLimitMiddleware
 
         app = RateLimitMiddleware(app, _limiter())
@@ -59,7 +76,7 @@ def _asgi(limited: bool, ports: Any) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def _wsgi(limited: bool, ports: Any) -> None:
+def _wsgi(mode: str, ports: Any) -> None:
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     class Quiet(WSGIRequestHandler):
@@ -70,8 +87,12 @@ def _wsgi(limited: bool, ports: Any) -> None:
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "5")])
         return [b"hello"]
 
-    app: Any = hello
-    if limited:
+    def hello_fields(environ: Any, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "5"), *FIELDS])
+        return [b"hello"]
+
+    app: Any = hello_fields if mode == "fields" else hello
+    if mode == "limited":
         from ratecell.wsgi import RateLimitMiddleware
 
         app = RateLimitMiddleware(hello, _limiter())
@@ -112,7 +133,7 @@ def _cpu_ns(pid: int) -> int:
 
 def measure(kind: str, target: Any, rounds: int, n: int) -> None:
     ports: Any = mp.Queue()
-    procs = [mp.Process(target=target, args=(limited, ports), daemon=True) for limited in (False, True)]
+    procs = [mp.Process(target=target, args=(mode, ports), daemon=True) for mode in MODES]
     try:
         port_of = []
         for p in procs:
@@ -120,22 +141,24 @@ def measure(kind: str, target: Any, rounds: int, n: int) -> None:
             port_of.append(ports.get(timeout=30))
         time.sleep(0.5)
         conns = [[http.client.HTTPConnection("127.0.0.1", port, timeout=20)] for port in port_of]
-        for i in range(2):
+        for i in range(len(MODES)):
             _round(port_of[i], conns[i], n // 4)
-        times: list[list[float]] = [[], []]
-        cpu: list[list[float]] = [[], []]
+        times: list[list[float]] = [[] for _ in MODES]
+        cpu: list[list[float]] = [[] for _ in MODES]
         for _ in range(rounds):
-            for i in range(2):
+            for i in range(len(MODES)):
                 before = _cpu_ns(procs[i].pid)  # type: ignore[arg-type]
                 times[i].append(_round(port_of[i], conns[i], n))
                 cpu[i].append((_cpu_ns(procs[i].pid) - before) / n / 1e9)  # type: ignore[arg-type]
         for what, t in (("client wall time", times), ("server CPU time", cpu)):
-            without, with_ = statistics.median(t[0]), statistics.median(t[1])
-            ratio = statistics.median(b / a for a, b in zip(t[0], t[1]))
+            without, fields, with_ = (statistics.median(t[i]) for i in range(len(MODES)))
+            ratio = statistics.median(b / a for a, b in zip(t[0], t[2]))
+            floor = statistics.median(b / a for a, b in zip(t[0], t[1]))
             print(
                 f"{kind}, {what}: {rounds} paired rounds x {n} requests; median without "
                 f"middleware {without * 1e6:.1f} us/request, with {with_ * 1e6:.1f} us/request; "
-                f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
+                f"median paired ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %); the fields alone, "
+                f"no limiter, {fields * 1e6:.1f} us/request, ratio {floor:.3f} ({(floor - 1) * 100:+.1f} %)"
             )
     finally:
         for p in procs:
