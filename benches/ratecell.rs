@@ -634,6 +634,14 @@ fn multi(c: &mut Criterion<ThreadCpuTime>) {
 /// A check on a table in a shared region (issue 24) against the same check
 /// on an in-process table, in one run: one key set, one configuration, the
 /// region under /dev/shm (removed afterwards).
+///
+/// Two more cases test whether huge pages explain the gap: the in-process
+/// table made with transparent huge pages disabled for the process
+/// (`in_process_no_thp`), and the region on a private tmpfs mounted with
+/// `huge=advise` (`shared_huge`: huge pages only where ratecell asks for
+/// them, with `MADV_HUGEPAGE`; root only, skipped otherwise, and
+/// unmounted afterwards). Each case prints how much of the process is
+/// mapped with huge pages once its table is built.
 fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
     let mut g = c.benchmark_group(format!("shared_{label}"));
     g.throughput(Throughput::Elements(1));
@@ -641,12 +649,35 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
     let config = lasting_config(Algorithm::Gcra, n)
         .capacity(n as u64)
         .overflow(Overflow::Allow);
-    let path = format!("/dev/shm/ratecell-bench-{}-{label}", std::process::id());
-    let _ = std::fs::remove_file(&path);
-    let in_process = KeyedLimiter::new(config).unwrap();
-    let shared = KeyedLimiter::open_shared(&path, config).unwrap();
-    for (name, lim) in [("in_process", &in_process), ("shared", &shared)] {
+    let pid = std::process::id();
+    let path = format!("/dev/shm/ratecell-bench-{pid}-{label}");
+    let huge_tmpfs = HugeTmpfs::mount(&format!("/tmp/ratecell-bench-huge-{pid}"));
+    for name in ["in_process", "in_process_no_thp", "shared", "shared_huge"] {
+        let huge_before = huge_page_bytes();
+        let _no_thp = (name == "in_process_no_thp").then(NoThp::new);
+        let (lim, region) = match name {
+            "shared" => {
+                let _ = std::fs::remove_file(&path);
+                (
+                    KeyedLimiter::open_shared(&path, config).unwrap(),
+                    Some(path.clone()),
+                )
+            }
+            "shared_huge" => {
+                let Some(dir) = &huge_tmpfs else { continue };
+                let path = format!("{}/{label}", dir.0);
+                (
+                    KeyedLimiter::open_shared(&path, config).unwrap(),
+                    Some(path),
+                )
+            }
+            _ => (KeyedLimiter::new(config).unwrap(), None),
+        };
         keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
+        eprintln!(
+            "shared_{label}/{name}: {} MiB of the process in huge pages after building it",
+            huge_page_bytes().saturating_sub(huge_before) >> 20
+        );
         let mut cycle = Cycle::new(&keys);
         let id = format!("{name}/gcra/u64");
         g.bench_function(&id, |b| b.iter(|| lim.check(*cycle.next_item(), 1)));
@@ -654,9 +685,98 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
         let id = format!("{name}/gcra_at/u64");
         g.bench_function(&id, |b| b.iter(|| lim.check_at(*cycle.next_item(), 1, t)));
         expect_decisions(&id, lim.stats(), true);
+        drop(lim);
+        if let Some(region) = region {
+            let _ = std::fs::remove_file(region);
+        }
     }
-    drop(shared);
-    let _ = std::fs::remove_file(&path);
+}
+
+/// Bytes of this process mapped with 2 MiB pages (anonymous, shmem and
+/// file), from /proc/self/smaps_rollup; 0 where it cannot be read.
+fn huge_page_bytes() -> u64 {
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    rollup
+        .lines()
+        .filter(|l| {
+            ["AnonHugePages:", "ShmemPmdMapped:", "FilePmdMapped:"]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum::<u64>()
+        * 1024
+}
+
+/// Transparent huge pages disabled for this process while it lives (the
+/// table built meanwhile gets 4 KiB pages, as a region on /dev/shm does).
+struct NoThp;
+
+impl NoThp {
+    fn new() -> Self {
+        // SAFETY: prctl with integer arguments only.
+        let r = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+        assert_eq!(
+            r,
+            0,
+            "prctl(PR_SET_THP_DISABLE): {}",
+            std::io::Error::last_os_error()
+        );
+        NoThp
+    }
+}
+
+impl Drop for NoThp {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0) };
+    }
+}
+
+/// A private tmpfs mounted with `huge=advise` for the run, unmounted
+/// and removed on drop. Needs root (CAP_SYS_ADMIN); `None`, with a note,
+/// elsewhere. The machine's own settings are left alone.
+struct HugeTmpfs(String);
+
+impl HugeTmpfs {
+    fn mount(dir: &str) -> Option<Self> {
+        std::fs::create_dir_all(dir).ok()?;
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let (src, target, fstype, data) = (
+            c("tmpfs"),
+            c(dir),
+            c("tmpfs"),
+            c("huge=advise,size=1g,mode=0700"),
+        );
+        // SAFETY: valid NUL-terminated strings; a fresh empty directory.
+        let r = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            )
+        };
+        if r != 0 {
+            eprintln!(
+                "shared: no huge-page tmpfs at {dir} ({}); shared_huge skipped",
+                std::io::Error::last_os_error()
+            );
+            let _ = std::fs::remove_dir(dir);
+            return None;
+        }
+        Some(HugeTmpfs(dir.to_string()))
+    }
+}
+
+impl Drop for HugeTmpfs {
+    fn drop(&mut self) {
+        let target = std::ffi::CString::new(self.0.as_str()).unwrap();
+        // SAFETY: a NUL-terminated path this struct mounted.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 fn main() {

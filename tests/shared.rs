@@ -507,3 +507,62 @@ fn a_latch_left_by_a_dead_process_is_taken_over_and_a_live_one_waited_for() {
         "key 42 kept its state"
     );
 }
+
+/// A private tmpfs mounted for one test, unmounted and removed on drop.
+/// Mounting needs root (CAP_SYS_ADMIN): `None` elsewhere.
+struct PrivateTmpfs(PathBuf);
+
+impl PrivateTmpfs {
+    fn mount(tag: &str, options: &str) -> Option<PrivateTmpfs> {
+        let dir = std::env::temp_dir().join(format!("ratecell-test-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let target = c(dir.to_str()?);
+        let (fstype, data) = (c("tmpfs"), c(options));
+        // SAFETY: NUL-terminated strings; a fresh directory of this test's.
+        let r = unsafe {
+            libc::mount(
+                fstype.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            )
+        };
+        if r != 0 {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(PrivateTmpfs(dir))
+    }
+}
+
+impl Drop for PrivateTmpfs {
+    fn drop(&mut self) {
+        let target = std::ffi::CString::new(self.0.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path this struct mounted.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_region_larger_than_its_file_system_is_refused_when_made() {
+    // Every page is reserved when the region is made, so a file system
+    // without room refuses it then, never with a SIGBUS in a later check.
+    let Some(fs) = PrivateTmpfs::mount("small", "size=1m,huge=advise") else {
+        eprintln!("skipped: mounting a private tmpfs needs root");
+        return;
+    };
+    let path = fs.0.join("region");
+    let big = Config::new(Algorithm::Gcra, 1, HOUR).capacity(1_000_000);
+    match KeyedLimiter::open_shared(&path, big) {
+        Err(Error::OutOfMemory { bytes }) => assert!(bytes > 1 << 20, "{bytes} bytes"),
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    // The failed attempt leaves nothing behind, and a region that fits works.
+    assert!(!path.exists());
+    let lim = KeyedLimiter::open_shared(&path, config(Algorithm::Gcra, 2)).unwrap();
+    assert!(lim.check_at(7, 2, T0).allowed);
+    assert!(!lim.check_at(7, 1, T0).allowed);
+}

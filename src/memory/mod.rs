@@ -118,7 +118,7 @@ fn zeroed_slice<T>(
     residency: Residency,
     _zero: impl Fn() -> T,
 ) -> Result<AlignedWords<T>, usize> {
-    use std::alloc::alloc_zeroed;
+    use std::alloc::{alloc, alloc_zeroed};
     let bytes = len.saturating_mul(size_of::<T>());
     if len == 0 {
         return Ok(AlignedWords {
@@ -130,23 +130,36 @@ fn zeroed_slice<T>(
     if residency == Residency::Now && !resident::fits(bytes) {
         return Err(bytes);
     }
+    let now = residency == Residency::Now;
+    // A table made resident now is zeroed only after the huge-page advice
+    // and the population: `alloc_zeroed` at cache-line alignment writes
+    // the zeros itself (the allocator cannot use calloc's fresh-page
+    // shortcut above 16-byte alignment), which faults every page in at
+    // 4 KiB before the advice could apply.
     // SAFETY: the layout has a non-zero size (len > 0 and T is not a ZST:
     // callers only use atomic integers).
-    let ptr = unsafe { alloc_zeroed(layout) } as *mut T;
+    let ptr = unsafe {
+        if now {
+            alloc(layout)
+        } else {
+            alloc_zeroed(layout)
+        }
+    } as *mut T;
     let Some(ptr) = std::ptr::NonNull::new(ptr) else {
         return Err(bytes);
     };
-    if residency == Residency::Now {
+    if now {
         advise_huge_pages(ptr.as_ptr() as *mut u8, bytes);
-    }
-    // Fault the pages in now, not on first use, with a call that fails
-    // rather than wake the OOM killer ([`resident`]).
-    // SAFETY: the range is the allocation, all zeros (alloc_zeroed).
-    if residency == Residency::Now && !unsafe { resident::populate(ptr.as_ptr() as *mut u8, bytes) }
-    {
-        // SAFETY: allocated above with this layout, not yet handed out.
-        unsafe { std::alloc::dealloc(ptr.as_ptr() as *mut u8, layout) };
-        return Err(bytes);
+        // Fault the pages in now, not on first use, with a call that fails
+        // rather than wake the OOM killer ([`resident`]).
+        // SAFETY: the range is the allocation; its bytes are zeroed next.
+        if !unsafe { resident::populate(ptr.as_ptr() as *mut u8, bytes) } {
+            // SAFETY: allocated above with this layout, not yet handed out.
+            unsafe { std::alloc::dealloc(ptr.as_ptr() as *mut u8, layout) };
+            return Err(bytes);
+        }
+        // SAFETY: `bytes` bytes from ptr are the allocation, now resident.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr() as *mut u8, 0, bytes) };
     }
     // The allocation holds `len` values of T laid out as an array; all-zero
     // bits are a valid value for the atomic integers callers use; `AlignedWords`
@@ -209,6 +222,31 @@ pub(crate) fn prefetch<T>(ptr: *const T) {
 mod tests {
     use super::*;
     use crate::sync::Ordering;
+
+    #[test]
+    fn memory_handed_out_again_reads_zero() {
+        // Arrays made resident now are zeroed after the allocator hands
+        // them out: memory freed dirty and reused must not show through.
+        for len in [7, 100, 4096] {
+            for _ in 0..3 {
+                let words = zeroed_words(len, Residency::Now).unwrap();
+                assert!(
+                    words.iter().all(|w| w.load(Ordering::Relaxed) == 0),
+                    "{len} words"
+                );
+                words
+                    .iter()
+                    .for_each(|w| w.store(u64::MAX, Ordering::Relaxed));
+                let wide = zeroed_wide_words(len, Residency::Now).unwrap();
+                assert!(
+                    wide.iter().all(|w| w.load(Ordering::Relaxed) == 0),
+                    "{len} wide"
+                );
+                wide.iter()
+                    .for_each(|w| w.store(u128::MAX, Ordering::Relaxed));
+            }
+        }
+    }
 
     #[test]
     fn arrays_start_on_a_cache_line_whatever_their_length_and_residency() {

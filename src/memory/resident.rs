@@ -140,7 +140,8 @@ fn address_space_room() -> Option<u64> {
 ///
 /// # Safety
 /// The range must lie inside one live allocation of the caller's, whose
-/// contents are zero (a fallback page touch writes a zero).
+/// contents are zero or not yet initialised (a fallback page touch writes
+/// a zero).
 pub(crate) unsafe fn populate(base: *mut u8, bytes: usize) -> bool {
     #[cfg(target_os = "linux")]
     {

@@ -202,16 +202,57 @@ fn map(path: &Path, fd: &Fd, len: usize) -> Result<Arc<Mapping>, Error> {
         return Err(io_error(path, "cannot map"));
     }
     // A large table misses the TLB on nearly every check with 4 KiB pages
-    // (see `memory::advise_huge_pages`). Shared memory gets huge pages only
-    // where the kernel allows it for tmpfs (`shmem_enabled` = advise or
-    // always, or a tmpfs mounted with `huge=`); advice only, ignored
-    // elsewhere.
+    // (see `memory::advise_huge_pages`). A file on tmpfs gets huge pages only
+    // as its mount allows (`huge=advise`, which this advice satisfies, or
+    // `huge=within_size`/`always`; /dev/shm mounts with `huge=never` unless
+    // the system says otherwise; `shmem_enabled` in sysfs governs only
+    // memfd and SysV memory); advice only, ignored elsewhere. `reserve`
+    // faults the pages in after it.
     // SAFETY: the range is exactly the mapping just made.
     unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
     Ok(Arc::new(Mapping {
         ptr: ptr.cast(),
         len,
     }))
+}
+
+/// Reserves every page of a new region now: on tmpfs a page that cannot be
+/// had later would be a SIGBUS in the middle of a check. The pages are
+/// faulted in through the mapping, after `map` asked for huge pages, so a
+/// tmpfs mounted with `huge=advise` backs the table with them;
+/// `posix_fallocate` would allocate them from the file, where that advice
+/// does not reach. Kernels before 5.14 (no `MADV_POPULATE_WRITE`) fall back
+/// to it.
+fn reserve(path: &Path, fd: &Fd, map: &Mapping, len: libc::off_t) -> Result<(), Error> {
+    // The UAPI value (linux/mman.h); the libc crate does not name it.
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    let out_of_space = || Error::OutOfMemory { bytes: map.len };
+    // SAFETY: the range is exactly the mapping, read-write and shared;
+    // POPULATE_WRITE faults its pages in without changing their contents.
+    if unsafe { libc::madvise(map.ptr.cast(), map.len, MADV_POPULATE_WRITE) } == 0 {
+        return Ok(());
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        // A page the file system cannot supply (tmpfs full: the fault
+        // would be a SIGBUS) or memory the kernel cannot find.
+        Some(libc::EFAULT | libc::ENOMEM) => return Err(out_of_space()),
+        Some(libc::EINVAL) => {}
+        _ => return Err(io_error(path, "cannot reserve the region's pages")),
+    }
+    // SAFETY: fd is ours, open for writing.
+    let err = unsafe { libc::posix_fallocate(fd.0, 0, len) };
+    if err == 0 {
+        return Ok(());
+    }
+    let os = std::io::Error::from_raw_os_error(err);
+    Err(match err {
+        libc::ENOSPC => out_of_space(),
+        _ => shared_error(
+            path,
+            SharedErrorKind::Io,
+            format!("cannot size the region to {} bytes: {os}", map.len),
+        ),
+    })
 }
 
 /// The table's parts inside a mapping.
@@ -304,24 +345,12 @@ fn build(
     let len = libc::off_t::try_from(layout.total).map_err(|_| Error::OutOfMemory {
         bytes: layout.total,
     })?;
-    // Reserve every page now: on tmpfs a page that cannot be had later
-    // would be a SIGBUS in the middle of a check.
     // SAFETY: fd is ours, open for writing.
-    let err = unsafe { libc::posix_fallocate(fd.0, 0, len) };
-    if err != 0 {
-        let os = std::io::Error::from_raw_os_error(err);
-        return Err(match err {
-            libc::ENOSPC => Error::OutOfMemory {
-                bytes: layout.total,
-            },
-            _ => shared_error(
-                path,
-                SharedErrorKind::Io,
-                format!("cannot size the region to {} bytes: {os}", layout.total),
-            ),
-        });
+    if unsafe { libc::ftruncate(fd.0, len) } != 0 {
+        return Err(io_error(path, "cannot size the region"));
     }
     let map = map(path, fd, layout.total)?;
+    reserve(path, fd, &map, len)?;
     let (k0, k1) = crate::table::KeyHasher::random().keys();
     let cal = Calibration::measure(&quanta::Clock::new());
     let mut header = Header {
