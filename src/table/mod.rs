@@ -135,14 +135,14 @@ impl KeyHasher {
     /// The hasher with this key: a restored snapshot's, or a shared
     /// region's (which every attached process uses, so a key lands in one
     /// place for all of them).
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     pub(crate) fn from_keys(k0: u64, k1: u64) -> KeyHasher {
         KeyHasher { k0, k1 }
     }
 
     /// The 128-bit key: a snapshot or a shared region records it, so every
     /// key hashes to the same place and fingerprint elsewhere.
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     pub(crate) fn keys(&self) -> (u64, u64) {
         (self.k0, self.k1)
     }
@@ -332,7 +332,7 @@ impl Geometry {
     }
 }
 
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(ratecell_loom, allow(dead_code))]
 impl Geometry {
     /// The buckets, other than `bucket` itself, whose probe window passes
     /// through `bucket` (those a lookup ending in `bucket` may have
@@ -353,11 +353,11 @@ impl Geometry {
 
 /// A random SipHash key (fixed under loom).
 fn seed() -> (u64, u64) {
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     {
         (0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210)
     }
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     {
         let mut bytes = [0u8; 16];
         if getrandom::fill(&mut bytes).is_err() {
@@ -398,7 +398,7 @@ pub(crate) fn stats(shards: &[CachePadded<Shard>], capacity: u64, bytes: usize) 
     stats
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
 
@@ -430,12 +430,12 @@ mod tests {
 /// whatever the address.
 #[inline]
 pub(crate) fn prefetch<T>(ptr: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    #[cfg(all(target_arch = "x86_64", not(ratecell_loom)))]
     // SAFETY: prefetch is a hint; it reads nothing architecturally and
     // cannot fault, for any address.
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
     }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    #[cfg(not(all(target_arch = "x86_64", not(ratecell_loom))))]
     let _ = ptr;
 }
