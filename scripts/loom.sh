@@ -8,13 +8,13 @@
 # executions loom explored (see them with `-- --nocapture`).
 #
 # Usage: scripts/loom.sh [extra cargo test args, e.g. a test name filter]
-# LOOM_MAX_PREEMPTIONS defaults to 2 (override it in the environment). The
+# LOOM_MAX_PREEMPTIONS defaults to 3 (override it in the environment). The
 # loom build gets its own target directory, so switching between it and a
 # normal build does not rebuild everything each time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg ratecell_loom"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 

@@ -333,6 +333,8 @@ const CHECK_HOLDER_EVERY: u32 = if cfg!(ratecell_loom) { 1 } else { 64 };
 /// A holder is judged dead only by `alive`: a live holder that is slow or
 /// descheduled is always waited for.
 #[inline]
+// Under loom CHECK_HOLDER_EVERY is 1: the modulo is then always 0, on purpose.
+#[cfg_attr(ratecell_loom, allow(clippy::modulo_one))]
 pub(crate) fn latch_recording(
     word: &AtomicU64,
     me: u64,

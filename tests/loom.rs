@@ -12,9 +12,9 @@
 //! window, sliding log), plus `reset` racing with checks.
 //!
 //! Run with `scripts/loom.sh`, i.e.
-//! `RUSTFLAGS="--cfg ratecell_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom`.
+//! `RUSTFLAGS="--cfg ratecell_loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom`.
 //! The models are sized (2 threads × 2 requests, or 3 threads × 1): the
-//! two-thread ones run at `LOOM_MAX_PREEMPTIONS` (2 by default), the
+//! two-thread ones run at `LOOM_MAX_PREEMPTIONS` (3 in scripts/loom.sh), the
 //! three-thread ones at 3.
 #![cfg(ratecell_loom)]
 
@@ -56,12 +56,12 @@ fn apply(limiter: &Limiter, op: Op) -> Outcome {
 }
 
 /// Runs `f` under loom and returns the preemption bound it used: `bound`,
-/// or two unless `LOOM_MAX_PREEMPTIONS` says otherwise. The branch budget
+/// or three unless `LOOM_MAX_PREEMPTIONS` says otherwise. The branch budget
 /// is raised because every atomic access of the sequential replays is a
 /// (single-choice) branch in loom's path.
 fn model(bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) -> Option<usize> {
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = bound.or(Some(builder.preemption_bound.unwrap_or(2)));
+    builder.preemption_bound = bound.or(Some(builder.preemption_bound.unwrap_or(3)));
     if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
         builder.max_branches = 20_000;
     }

@@ -5,7 +5,7 @@
 //! states in one word (one CAS) and in a block (the latch).
 //!
 //! Run with `scripts/loom.sh --test loom_multi`, i.e.
-//! `RUSTFLAGS="--cfg ratecell_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_multi`.
+//! `RUSTFLAGS="--cfg ratecell_loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_multi`.
 #![cfg(ratecell_loom)]
 
 use loom::thread;
@@ -101,7 +101,7 @@ fn linearizable(configs: [Config; 2], keyed: bool, programs: &'static [&'static 
     let executions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let count = Arc::clone(&executions);
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(2));
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3));
     builder.max_branches = 20_000;
     builder.check(move || {
         count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -1,7 +1,7 @@
 //! loom models of the keyed table's protocols (SPEC §5): no interleaving of
 //! insert, evict, update and reset lets two keys share a state or one key
 //! have two. Run with
-//! `RUSTFLAGS="--cfg ratecell_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_table`.
+//! `RUSTFLAGS="--cfg ratecell_loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_table`.
 //!
 //! The tables here are tiny (capacity 2: one shard, one bucket), so every
 //! new key competes for the same few places and evictions happen; tables

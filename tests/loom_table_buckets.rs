@@ -74,7 +74,7 @@ fn last_bucket_keys(lim: &KeyedLimiter, algorithm: Algorithm, n: usize) -> Vec<u
 }
 
 /// Runs `f` in every execution loom explores (at `LOOM_MAX_PREEMPTIONS`,
-/// default 2 from scripts/loom.sh), with the race counters cleared first;
+/// 3 from scripts/loom.sh), with the race counters cleared first;
 /// returns how many executions there were. Each execution's body runs on
 /// a thread with a roomy stack (a keyed limiter and its setup outgrow the
 /// 32 KiB loom gives a model's main thread).
