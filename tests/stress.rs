@@ -350,27 +350,35 @@ fn check_denials_are_justified(cfg: &Config, run: &Observed) -> u64 {
         }
         // tat advances by T per admission, and jumps forward only when a
         // request finds it in the past, which needs an idle stretch: after
-        // a prompt request at u, tat >= u + T, so the jumps at times within
-        // the following gap g (to the next prompt request) add up to at
-        // most g + ε − T. At the last prompt denial t_D,
+        // a prompt request at u, tat >= u + T (tat > u + (B − 1)·T if it was
+        // denied), so the jumps at times within the following gap g (to the
+        // next prompt request) add up to at most g + ε − T (g + ε − (B − 1)·T
+        // after a denial). At the last prompt denial t_D,
         // tat > t_D + (B − 1)·T, and tat = t_first + n·T + jumps, so
         // n > (t_D − t_first − jumps)/T + B − 1 (less 1 for rounding).
         Algorithm::Gcra | Algorithm::LeakyBucket => {
             let interval = p / l;
             let b = capacity(cfg);
-            let prompt: Vec<u64> = run
+            let prompt: Vec<&Timed> = run
                 .all
                 .iter()
                 .filter(|r| r.done - r.t <= PROMPT_NS)
-                .map(|r| r.t)
                 .collect();
             if let Some(last_denial) = run.prompt_denials().last() {
                 // The first admission's time is at most the first decision's.
                 let t_first = run.all.iter().map(|r| r.done).min().unwrap();
                 let jumps: u64 = prompt
                     .windows(2)
-                    .take_while(|w| w[0] < last_denial)
-                    .map(|w| (w[1] - w[0] + PROMPT_NS).saturating_sub(interval))
+                    .take_while(|w| w[0].t < last_denial)
+                    .map(|w| {
+                        // After a denial at u, tat > u + (B − 1)·T already.
+                        let ahead = if w[0].allowed {
+                            interval
+                        } else {
+                            (b - 1) * interval
+                        };
+                        (w[1].t - w[0].t + PROMPT_NS).saturating_sub(ahead)
+                    })
                     .sum();
                 let least = ((last_denial - t_first).saturating_sub(jumps) / interval + b)
                     .saturating_sub(2);
