@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Model-checks the concurrent protocols under loom: every algorithm's cell
 # update and the latch (tests/loom.rs), and the keyed table's insert, evict,
-# update and reset races (tests/loom_table.rs), and several limits checked
-# as one (tests/loom_multi.rs).
+# update and reset races (tests/loom_table.rs; with several buckets,
+# wrap-around, tombstones, batches and acquire in tests/loom_table_buckets.rs),
+# several limits checked as one (tests/loom_multi.rs) and the
+# holder-recording latch (tests/loom_latch.rs). Each model prints how many
+# executions loom explored (see them with `-- --nocapture`).
 #
 # Usage: scripts/loom.sh [extra cargo test args, e.g. a test name filter]
-# LOOM_MAX_PREEMPTIONS defaults to 2 (override it in the environment). The
+# LOOM_MAX_PREEMPTIONS defaults to 3 (override it in the environment). The
 # loom build gets its own target directory, so switching between it and a
 # normal build does not rebuild everything each time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
-export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg loom"
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
+export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg ratecell_loom"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 
-exec cargo test --release --test loom --test loom_table --test loom_multi --test loom_latch "$@"
+exec cargo test --release --test loom --test loom_table --test loom_table_buckets --test loom_multi --test loom_latch "$@"

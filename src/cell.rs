@@ -17,7 +17,7 @@
 use crate::algorithm::{BlockAlgorithm, WordAlgorithm, Words};
 use crate::decision::Decision;
 use crate::memory::Residency;
-use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, yield_now};
+use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, waited, yield_now};
 use crossbeam_utils::CachePadded;
 
 /// An atomic word of 64 or 128 bits, seen as a `u128`.
@@ -30,7 +30,9 @@ pub(crate) trait AtomicWord: Send + Sync {
 // Ordering: a single-word state publishes nothing but itself, and every
 // decision depends only on this word's modification order, which all
 // threads agree on at any ordering; so Relaxed is enough (and on x86 a
-// locked CAS is a full barrier regardless). loom checks this.
+// locked CAS is a full barrier regardless). The same holds for the 128-bit
+// words. loom checks both: under loom a 128-bit word is a loom atomic too,
+// with these orderings (`sync::AtomicU128`).
 impl AtomicWord for AtomicU64 {
     #[inline]
     fn load_word(&self) -> u128 {
@@ -87,6 +89,8 @@ pub(crate) fn cas_loop_from<W: AtomicWord, R>(
         match word.cas_word(current, next) {
             Ok(()) => return result,
             Err(found) => {
+                #[cfg(ratecell_loom)]
+                crate::loom_hooks::saw(crate::loom_hooks::Race::CasLost);
                 current = found;
                 spin_loop();
             }
@@ -158,13 +162,13 @@ impl<W: AtomicWord> WordCell<W> {
         cas_loop(&*self.word, |_| ((), Some(0)));
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// The packed state, in one atomic load (a snapshot).
     pub(crate) fn load(&self) -> u128 {
         self.word.load_word()
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Replaces the packed state (a restored snapshot).
     pub(crate) fn store(&self, packed: u128) {
         cas_loop(&*self.word, |_| ((), Some(packed)));
@@ -198,7 +202,10 @@ pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>,
             Err(found) if found == expected | LATCHED || found == expected => {
                 // Held by another thread (or a spurious failure): back off,
                 // and give the core away if the holder seems descheduled.
+                #[cfg(ratecell_loom)]
+                crate::loom_hooks::saw(crate::loom_hooks::Race::LatchBusy);
                 spins += 1;
+                waited(spins);
                 if spins < 64 {
                     spin_loop();
                 } else {
@@ -286,7 +293,7 @@ impl BlockCell {
         alg.decide_each(&mut LatchedWords(&self.words), t, n, each)
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Runs `read` on the block under the latch (a snapshot: checks wait
     /// meanwhile, so what it reads is one state the limiter had).
     pub(crate) fn latched<R>(&self, read: impl FnOnce(&LatchedWords) -> R) -> R {
@@ -309,7 +316,7 @@ impl BlockCell {
 /// can take milliseconds, and a latch copied by fork must be recovered
 /// after a few of them, not after a thousand. loom checks every turn, so
 /// its models stay small.
-const CHECK_HOLDER_EVERY: u32 = if cfg!(loom) { 1 } else { 64 };
+const CHECK_HOLDER_EVERY: u32 = if cfg!(ratecell_loom) { 1 } else { 64 };
 
 /// Takes a latch word that is 0 when free and `LATCHED | holder` when held,
 /// recording `me` (non-zero, below `LATCHED`) as the holder.
@@ -327,6 +334,8 @@ const CHECK_HOLDER_EVERY: u32 = if cfg!(loom) { 1 } else { 64 };
 /// A holder is judged dead only by `alive`: a live holder that is slow or
 /// descheduled is always waited for.
 #[inline]
+// Under loom CHECK_HOLDER_EVERY is 1: the modulo is then always 0, on purpose.
+#[cfg_attr(ratecell_loom, allow(clippy::modulo_one))]
 pub(crate) fn latch_recording(
     word: &AtomicU64,
     me: u64,
@@ -345,7 +354,10 @@ pub(crate) fn latch_recording(
                 return (guard, false);
             }
             Err(found) => {
+                #[cfg(ratecell_loom)]
+                crate::loom_hooks::saw(crate::loom_hooks::Race::LatchBusy);
                 turns = turns.wrapping_add(1);
+                waited(turns);
                 if found != 0 && turns % CHECK_HOLDER_EVERY == 0 && !alive(found & !LATCHED) {
                     // The holder is gone: take its latch from exactly the
                     // word judged (Acquire, as a normal take).

@@ -383,7 +383,7 @@ impl KeyedLimiter {
         ))
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     fn shared_clock(calibration: crate::shared::clock::Calibration) -> Clock {
         Clock::shared(crate::shared::clock::SharedClock::new(
             quanta::Clock::new(),
@@ -391,7 +391,7 @@ impl KeyedLimiter {
         ))
     }
 
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     fn shared_clock(_: crate::shared::clock::Calibration) -> Clock {
         unreachable!("check_supported refuses shared mode under loom")
     }
@@ -408,7 +408,7 @@ impl KeyedLimiter {
         self.clock.now_ns()
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// The table and the key hasher (a snapshot reads and restores them).
     pub(crate) fn parts(&self) -> (&Tables, &KeyHasher) {
         (&self.tables, &self.hasher)
@@ -418,6 +418,14 @@ impl KeyedLimiter {
     /// (see the collision probabilities in the crate's table docs).
     pub fn fingerprint_bits(&self) -> u32 {
         self.tables.geometry().fingerprint_bits()
+    }
+
+    /// `key`'s home bucket and the table's bucket count (`loom_hooks`).
+    #[cfg(ratecell_loom)]
+    pub(crate) fn home_bucket(&self, key: u64) -> (usize, usize) {
+        let geometry = self.tables.geometry();
+        let buckets = geometry.buckets(geometry.shards as usize);
+        (geometry.home(self.hash_u64(key)).bucket, buckets)
     }
 
     #[inline]

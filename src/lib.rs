@@ -62,7 +62,7 @@ mod multi;
 mod shared;
 /// Snapshots: save a limiter's states and restore them after a restart
 /// (docs/SNAPSHOT.md).
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 pub mod snapshot;
 pub mod state;
 mod stats;
@@ -80,12 +80,12 @@ pub use keyed::KeyedLimiter;
 pub use limiter::Limiter;
 pub use multi::{MAX_LIMITS, MultiDecision};
 pub use shared::{SharedError, SharedErrorKind, SharedOptions};
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 pub use snapshot::{Persisted, SnapshotError};
 pub use stats::Stats;
 
 /// Entry points for the loom models in `tests/loom_latch.rs` (not API).
-#[cfg(loom)]
+#[cfg(ratecell_loom)]
 #[doc(hidden)]
 pub mod loom_hooks {
     /// What `crate::sync::AtomicU64` is under loom (a private type cannot
@@ -108,5 +108,56 @@ pub mod loom_hooks {
     pub fn take_and_die(word: &AtomicU64, me: u64) {
         let (guard, _) = crate::cell::latch_recording(word, me, |_| true);
         std::mem::forget(guard);
+    }
+
+    /// A racing branch of the cells and tables. The models count how often
+    /// each was taken, so a model that never reaches the race it is about
+    /// fails instead of passing vacuously.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Race {
+        /// A CAS of a state word failed: another thread changed it since
+        /// it was loaded (`cell::cas_loop_from`, the word table's fast path).
+        CasLost,
+        /// A key's slot or header changed owner (evicted or reset) between
+        /// the lookup that found it and the update.
+        Moved,
+        /// An inserter found, under the shard latch, that another thread
+        /// had placed the key (or evicted at a later time) since it looked.
+        PlacedMeanwhile,
+        /// An insert's CAS of a free or evictable place failed, or it found
+        /// the place latched by a check.
+        PlaceContended,
+        /// A state's latch was held by another thread and had to be waited for.
+        LatchBusy,
+    }
+
+    const RACES: usize = 5;
+
+    std::thread_local! {
+        // loom runs a model's threads as coroutines on the test's own OS
+        // thread, so one counter per test thread sees all of a model's.
+        static SEEN: [std::cell::Cell<u64>; RACES] = Default::default();
+    }
+
+    /// Counts one taking of `race`'s branch.
+    pub fn saw(race: Race) {
+        SEEN.with(|seen| seen[race as usize].set(seen[race as usize].get() + 1));
+    }
+
+    /// How often `race`'s branch was taken on this thread since [`clear`].
+    pub fn seen(race: Race) -> u64 {
+        SEEN.with(|seen| seen[race as usize].get())
+    }
+
+    /// Zeroes this thread's counts.
+    pub fn clear() {
+        SEEN.with(|seen| seen.iter().for_each(|c| c.set(0)));
+    }
+
+    /// The global index of the bucket `key` hashes to in `limiter`'s table,
+    /// and how many buckets the table has (loom's hash key is fixed, so
+    /// a model can pick keys that share a bucket, and check that they do).
+    pub fn home_bucket(limiter: &crate::KeyedLimiter, key: u64) -> (usize, usize) {
+        limiter.home_bucket(key)
     }
 }

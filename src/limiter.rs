@@ -300,7 +300,7 @@ impl Limiter {
         &self.config
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// The cell and algorithm (a snapshot reads and restores them).
     pub(crate) fn engine(&self) -> &Engine {
         &self.engine

@@ -1,25 +1,29 @@
 //! The one place atomics come from.
 //!
-//! Under `cfg(loom)` every atomic the cells and tables use is loom's, so the
+//! Under `cfg(ratecell_loom)` every atomic the cells and tables use is loom's, so the
 //! model checker sees each load, CAS and store; otherwise they are the
 //! processor's. Nothing outside this module names `core::sync::atomic`,
 //! `portable_atomic` or `loom` directly.
 //!
-//! loom has no 128-bit atomic. Under loom, [`AtomicU128`] is a word behind a
-//! `loom::sync::Mutex`: every load and compare-exchange is one indivisible
-//! step that loom schedules around, which is exactly the guarantee
-//! `lock cmpxchg16b` gives. Only the memory-ordering argument is not modelled
-//! for that type (the mutex is stronger than any ordering we ask for), which
-//! is why no protocol in this crate publishes other data through a 128-bit
-//! word: two-word states are self-contained.
+//! loom has no 128-bit atomic. Under loom, [`AtomicU128`] is a loom
+//! `AtomicU64` holding the index of its value in a table of every value the
+//! word has held or been compared with (a value's index never changes, so
+//! two values are equal exactly when their indices are). Each load and
+//! compare-exchange of the 128-bit word is then one load or CAS of a loom
+//! atomic, with the ordering the code asked for: loom explores the stale
+//! values a `Relaxed` load may return and creates no happens-before edge
+//! the orderings do not, as for the 64-bit words. (A mutex in its place
+//! would make every access an acquire and a release, and hide a missing
+//! ordering.) The value table is plain memory, not modelled: it only maps
+//! indices to values, and an index is published by the loom atomic.
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 pub(crate) use portable_atomic::AtomicU128;
 
-#[cfg(loom)]
+#[cfg(ratecell_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 
 /// Backs off inside a CAS retry loop or while a latch is held elsewhere.
@@ -28,49 +32,92 @@ pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 /// for; otherwise it is the processor's pause hint.
 #[inline]
 pub(crate) fn spin_loop() {
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     core::hint::spin_loop();
 }
+
+/// Called by a latch waiter on each turn it finds the latch held, with
+/// how many turns it has waited. Nothing outside loom. Under loom, a waiter
+/// that has found the latch held [`LOOM_WAIT_TURNS`] times ends the
+/// exploration of this execution (the rest of it runs one schedule):
+/// otherwise two waiters can hand the processor to each other forever while
+/// the holder waits to be scheduled (a yield is not a preemption, so no
+/// bound stops it), and no three-thread model on a latch would end. The
+/// schedules in which waiters wait fewer turns are all still explored.
+#[inline]
+pub(crate) fn waited(turns: u32) {
+    #[cfg(ratecell_loom)]
+    if turns >= LOOM_WAIT_TURNS {
+        loom::skip_branch();
+    }
+    let _ = turns;
+}
+
+/// See [`waited`].
+#[cfg(ratecell_loom)]
+const LOOM_WAIT_TURNS: u32 = 3;
 
 /// Gives the processor away while a latch holder is descheduled.
 #[inline]
 pub(crate) fn yield_now() {
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     std::thread::yield_now();
 }
 
-/// A 128-bit atomic for loom: one mutex-protected word (see the module doc).
-#[cfg(loom)]
+/// A 128-bit atomic for loom: a loom atomic index into the values the word
+/// has taken (see the module doc).
+#[cfg(ratecell_loom)]
 #[derive(Debug)]
-pub(crate) struct AtomicU128(loom::sync::Mutex<u128>);
+pub(crate) struct AtomicU128 {
+    index: AtomicU64,
+    values: std::sync::Mutex<Vec<u128>>,
+}
 
-#[cfg(loom)]
+#[cfg(ratecell_loom)]
 impl AtomicU128 {
     pub(crate) fn new(value: u128) -> Self {
-        Self(loom::sync::Mutex::new(value))
+        Self {
+            index: AtomicU64::new(0),
+            values: std::sync::Mutex::new(vec![value]),
+        }
     }
 
-    pub(crate) fn load(&self, _order: Ordering) -> u128 {
-        *self.0.lock().unwrap()
+    /// The index of `value`, added to the table if it is new.
+    fn intern(&self, value: u128) -> u64 {
+        let mut values = self.values.lock().unwrap();
+        let i = match values.iter().position(|&v| v == value) {
+            Some(i) => i,
+            None => {
+                values.push(value);
+                values.len() - 1
+            }
+        };
+        i as u64
+    }
+
+    fn value(&self, index: u64) -> u128 {
+        self.values.lock().unwrap()[index as usize]
+    }
+
+    pub(crate) fn load(&self, order: Ordering) -> u128 {
+        self.value(self.index.load(order))
     }
 
     pub(crate) fn compare_exchange_weak(
         &self,
         current: u128,
         new: u128,
-        _success: Ordering,
-        _failure: Ordering,
+        success: Ordering,
+        failure: Ordering,
     ) -> Result<u128, u128> {
-        let mut word = self.0.lock().unwrap();
-        if *word == current {
-            *word = new;
-            Ok(current)
-        } else {
-            Err(*word)
+        let (from, to) = (self.intern(current), self.intern(new));
+        match self.index.compare_exchange_weak(from, to, success, failure) {
+            Ok(_) => Ok(current),
+            Err(found) => Err(self.value(found)),
         }
     }
 }

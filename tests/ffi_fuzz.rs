@@ -6,7 +6,11 @@
 //! It checks what the ABI promises: no `RATECELL_PANIC` (this test runs the
 //! library in a debug build, so an arithmetic overflow anywhere behind the
 //! boundary is a panic and fails it), no status outside the enum,
-//! out-parameters untouched on failure, coherent decisions, and no leak:
+//! out-parameters untouched on failure, coherent decisions, the same
+//! decisions as the Rust API (every limiter made through the ABI has a twin
+//! built with the Rust API from the same configuration, on a manual clock,
+//! fed every call it accepts: each decision, batch, acquire, reset and the
+//! counters must match the twin's), and no leak:
 //! a counting allocator must show the same live allocations before and
 //! after, once every limiter is freed. `scripts/c-tests.sh` runs the same
 //! kind of driver from C under ASan, UBSan and LeakSanitizer.
@@ -15,7 +19,11 @@
 //! `RATECELL_FUZZ_SECS=600 RATECELL_FUZZ_SEED=123 cargo test --release --test ffi_fuzz`
 //! (default: 2 seconds, a seed from the clock, printed on failure).
 
+// The twins take their hash keys from snapshots, which loom builds leave out.
+#![cfg(not(ratecell_loom))]
+
 use ratecell::ffi::*;
+use ratecell::{Clock, Decision, KeyedLimiter, Limiter, ManualClock};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
@@ -156,12 +164,106 @@ impl RawDecision {
     }
 }
 
+/// The Rust-API twin of a limiter made through the ABI: the same
+/// configuration and (for a keyed limiter) the same hash key, on a manual
+/// clock set to each call's time.
+struct Twin {
+    limiter: TwinLimiter,
+    hand: ManualClock,
+    /// The ABI limiter's clock is the coarse one, whose reads before and
+    /// after a call agree when the call's own read is known exactly.
+    coarse: bool,
+}
+
+enum TwinLimiter {
+    Direct(Box<Limiter>),
+    Keyed(Box<KeyedLimiter>),
+}
+
+impl Twin {
+    /// The twin of the ABI limiter `l`, just made from `cfg`. A keyed
+    /// limiter hashes with a random key: the twin takes it from a snapshot
+    /// of `l` (empty, so it restores no state).
+    fn of(l: *const ratecell_limiter, cfg: &ratecell_config, seed: u64) -> Twin {
+        let (config, clock) = cfg.to_rust().expect("the ABI accepted it");
+        let (manual, hand) = Clock::manual(T0);
+        let limiter = if config.capacity == 0 {
+            TwinLimiter::Direct(Box::new(
+                Limiter::with_clock(config, manual).expect("the ABI accepted the configuration"),
+            ))
+        } else {
+            let dir = std::env::temp_dir();
+            let path = dir.join(format!("ratecell-fuzz-twin-{}.snap", std::process::id()));
+            let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+            // SAFETY: `l` is live; the path is NUL-terminated.
+            let s = unsafe { ratecell_snapshot_save_at(l, c_path.as_ptr(), T0) };
+            assert_eq!(s, ratecell_status::RATECELL_OK, "seed {seed}: snapshot");
+            let file = std::fs::File::open(&path).unwrap();
+            let keyed = KeyedLimiter::restore(std::io::BufReader::new(file), config, manual)
+                .expect("a fresh limiter's snapshot restores");
+            std::fs::remove_file(&path).unwrap();
+            TwinLimiter::Keyed(Box::new(keyed))
+        };
+        Twin {
+            limiter,
+            hand,
+            coarse: clock == ratecell_clock::RATECELL_CLOCK_COARSE,
+        }
+    }
+
+    fn check(&self, key: u64, cost: u64, t: u64) -> Decision {
+        match &self.limiter {
+            TwinLimiter::Direct(d) => d.check_at(cost, t),
+            TwinLimiter::Keyed(k) => k.check_at(key, cost, t),
+        }
+    }
+
+    fn check_bytes(&self, key: &[u8], cost: u64, t: u64) -> Decision {
+        match &self.limiter {
+            TwinLimiter::Direct(d) => d.check_at(cost, t),
+            TwinLimiter::Keyed(k) => k.check_bytes_at(key, cost, t),
+        }
+    }
+
+    fn reset(&self, key: &[u8]) {
+        match &self.limiter {
+            TwinLimiter::Direct(d) => d.reset(),
+            TwinLimiter::Keyed(k) => {
+                k.reset_bytes(key);
+            }
+        }
+    }
+
+    fn acquire(&self, key: &[u8], cost: u64, t: u64) -> Result<Decision, ratecell::AcquireError> {
+        self.hand.set(t);
+        let zero = Duration::ZERO;
+        match &self.limiter {
+            TwinLimiter::Direct(d) => d.acquire(cost, zero),
+            TwinLimiter::Keyed(k) => k.acquire_bytes(key, cost, zero),
+        }
+    }
+
+    fn stats(&self) -> ratecell::Stats {
+        match &self.limiter {
+            TwinLimiter::Direct(d) => d.stats(),
+            TwinLimiter::Keyed(k) => k.stats(),
+        }
+    }
+}
+
 struct Fuzz {
     rng: Rng,
     seed: u64,
     made: u64,
     refused: u64,
     calls: u64,
+    /// Each slot's twin, while its calls' times are known.
+    twins: [Option<Twin>; 4],
+    /// Calls whose results were compared with a twin's.
+    compared: u64,
+    /// Twins given up because a call's time could not be known (the TSC
+    /// clock, a coarse tick during the call, an acquire that may wait).
+    lost: u64,
 }
 
 impl Fuzz {
@@ -202,6 +304,47 @@ impl Fuzz {
         }
     }
 
+    /// The twin of `slot`, if `l` is that slot's live limiter.
+    fn twin(
+        &self,
+        l: *const ratecell_limiter,
+        slot: usize,
+        slots: &[*mut ratecell_limiter; 4],
+    ) -> Option<&Twin> {
+        if l.is_null() || !std::ptr::eq(l, slots[slot]) {
+            return None;
+        }
+        self.twins[slot].as_ref()
+    }
+
+    /// The time a call on `l` without one used: read before and after it
+    /// (`before`), exact when a coarse clock did not tick meanwhile.
+    /// Otherwise the twin can no longer follow, and is dropped.
+    fn time_of(&mut self, slot: usize, l: *const ratecell_limiter, before: u64) -> Option<u64> {
+        // SAFETY: `l` is live (the caller found its twin).
+        let after = unsafe { ratecell_now_ns(l) };
+        let twin = self.twins[slot].as_ref()?;
+        if twin.coarse && before == after {
+            Some(before)
+        } else {
+            self.twins[slot] = None;
+            self.lost += 1;
+            None
+        }
+    }
+
+    /// Compares the ABI's decision with the twin's.
+    #[track_caller]
+    fn same(&mut self, abi: &ratecell_decision, twin: Decision, what: &str) {
+        let twin = ratecell_decision::from(twin);
+        assert_eq!(
+            *abi, twin,
+            "seed {}: {what}: the ABI and the Rust API differ",
+            self.seed
+        );
+        self.compared += 1;
+    }
+
     fn config(&mut self) -> ratecell_config {
         let r = &mut self.rng;
         let mut cfg: ratecell_config = poisoned();
@@ -218,6 +361,9 @@ impl Fuzz {
             };
             cfg.capacity = if r.chance(3) { 0 } else { 1 + r.below(64) };
             cfg.overflow = r.below(2) as u32;
+            // Mostly the coarse clock: its time is known around a call, so
+            // the twin can follow the calls that read the limiter's clock.
+            cfg.clock = u32::from(!r.chance(4));
         } else {
             let (alg, limit, period) = (r.below(10) as u32, r.any(LIMITS), r.any(PERIODS));
             // SAFETY: as above.
@@ -285,6 +431,7 @@ impl Fuzz {
                         assert_eq!((back.limit, back.capacity), (cfg.limit, cfg.capacity));
                         ratecell_limiter_free(slots[slot]);
                         slots[slot] = out;
+                        self.twins[slot] = Some(Twin::of(out, &cfg, self.seed));
                     } else {
                         self.refused += 1;
                         assert!(untouched(&out), "seed {}", self.seed);
@@ -294,6 +441,7 @@ impl Fuzz {
                     if self.rng.chance(4) {
                         ratecell_limiter_free(slots[slot]);
                         slots[slot] = null_mut();
+                        self.twins[slot] = None;
                     }
                 }
                 2 | 3 => {
@@ -307,11 +455,24 @@ impl Fuzz {
                     } else {
                         d.ptr()
                     };
-                    self.after(ratecell_check_at(l, key, cost, t, out), &d);
+                    let s = ratecell_check_at(l, key, cost, t, out);
+                    self.after(s, &d);
+                    if let (RATECELL_OK, Some(twin)) = (s, self.twin(l, slot, slots)) {
+                        let expected = twin.check(key, cost, t);
+                        self.same(&d.get(), expected, "check_at");
+                    }
                 }
                 4 => {
                     let (key, cost) = (self.rng.next(), self.rng.any(COSTS));
-                    self.after(ratecell_check(l, key, cost, d.ptr()), &d);
+                    let before = ratecell_now_ns(l);
+                    let s = ratecell_check(l, key, cost, d.ptr());
+                    self.after(s, &d);
+                    if s == RATECELL_OK && self.twin(l, slot, slots).is_some() {
+                        if let Some(t) = self.time_of(slot, l, before) {
+                            let expected = self.twins[slot].as_ref().unwrap().check(key, cost, t);
+                            self.same(&d.get(), expected, "check");
+                        }
+                    }
                 }
                 5 | 6 => {
                     let mut len = self.rng.below(bytes.len() as u64 + 1) as usize;
@@ -323,12 +484,25 @@ impl Fuzz {
                         _ => {}
                     }
                     let cost = self.rng.any(COSTS);
-                    let s = if self.rng.chance(2) {
-                        ratecell_check_bytes_at(l, key, len, cost, a_time(&mut self.rng), d.ptr())
-                    } else {
-                        ratecell_check_bytes(l, key, len, cost, d.ptr())
+                    let before = ratecell_now_ns(l);
+                    let at = self.rng.chance(2).then(|| a_time(&mut self.rng));
+                    let s = match at {
+                        Some(t) => ratecell_check_bytes_at(l, key, len, cost, t, d.ptr()),
+                        None => ratecell_check_bytes(l, key, len, cost, d.ptr()),
                     };
                     self.after(s, &d);
+                    if s == RATECELL_OK && self.twin(l, slot, slots).is_some() {
+                        let t = match at {
+                            Some(t) => Some(t),
+                            None => self.time_of(slot, l, before),
+                        };
+                        if let Some(t) = t {
+                            let key = if len == 0 { &[][..] } else { &bytes[..len] };
+                            let expected =
+                                self.twins[slot].as_ref().unwrap().check_bytes(key, cost, t);
+                            self.same(&d.get(), expected, "check_bytes");
+                        }
+                    }
                     if !l.is_null() && key.is_null() && len > 0 {
                         assert_eq!(s, RATECELL_NULL_ARGUMENT);
                     }
@@ -336,7 +510,7 @@ impl Fuzz {
                         assert_eq!(s, RATECELL_INVALID_LENGTH);
                     }
                 }
-                7 | 8 => self.batch(l),
+                7 | 8 => self.batch(l, slot, slots),
                 9 => {
                     // Short time-outs keep the run bounded.
                     let timeout = if self.rng.chance(4) {
@@ -345,21 +519,70 @@ impl Fuzz {
                         0
                     };
                     let cost = self.rng.any(COSTS);
-                    let s = if self.rng.chance(2) {
-                        ratecell_acquire(l, self.rng.below(8), cost, timeout, d.ptr())
+                    let key: Vec<u8> = if self.rng.chance(2) {
+                        self.rng.below(8).to_le_bytes().to_vec()
                     } else {
-                        let len = self.rng.below(9) as usize;
-                        ratecell_acquire_bytes(l, bytes.as_ptr(), len, cost, timeout, d.ptr())
+                        bytes[..self.rng.below(9) as usize].to_vec()
+                    };
+                    let before = ratecell_now_ns(l);
+                    let s = if key.len() == 8 && self.rng.chance(2) {
+                        let k = u64::from_le_bytes(key[..].try_into().unwrap());
+                        ratecell_acquire(l, k, cost, timeout, d.ptr())
+                    } else {
+                        ratecell_acquire_bytes(l, key.as_ptr(), key.len(), cost, timeout, d.ptr())
                     };
                     self.after(s, &d);
+                    let decided = matches!(
+                        s,
+                        RATECELL_OK | RATECELL_TIMED_OUT | RATECELL_COST_EXCEEDS_LIMIT
+                    );
+                    if decided && self.twin(l, slot, slots).is_some() {
+                        // With time to wait, the ABI's acquire may decide
+                        // again after a sleep, at a time the twin cannot know.
+                        let t = if timeout == 0 {
+                            self.time_of(slot, l, before)
+                        } else {
+                            self.twins[slot] = None;
+                            self.lost += 1;
+                            None
+                        };
+                        if let Some(t) = t {
+                            let twin = self.twins[slot].as_ref().unwrap();
+                            let (status, expected) = match twin.acquire(&key, cost, t) {
+                                Ok(d) => (RATECELL_OK, d),
+                                Err(ratecell::AcquireError::TimedOut(d)) => (RATECELL_TIMED_OUT, d),
+                                Err(ratecell::AcquireError::Unsatisfiable(d)) => {
+                                    (RATECELL_COST_EXCEEDS_LIMIT, d)
+                                }
+                            };
+                            assert_eq!(s, status, "seed {}: acquire", self.seed);
+                            self.same(&d.get(), expected, "acquire");
+                        }
+                    }
                 }
                 10 => {
-                    let s = if self.rng.chance(2) {
-                        ratecell_reset_key(l, self.rng.below(8))
+                    let key: Vec<u8> = if self.rng.chance(2) {
+                        self.rng.below(8).to_le_bytes().to_vec()
                     } else {
-                        ratecell_reset_bytes(l, bytes.as_ptr(), self.rng.below(9) as usize)
+                        bytes[..self.rng.below(9) as usize].to_vec()
+                    };
+                    let s = if key.len() == 8 && self.rng.chance(2) {
+                        ratecell_reset_key(l, u64::from_le_bytes(key[..].try_into().unwrap()))
+                    } else {
+                        ratecell_reset_bytes(l, key.as_ptr(), key.len())
                     };
                     self.status(s);
+                    if s == RATECELL_OK && self.twin(l, slot, slots).is_some() {
+                        // The reset must forget exactly what the twin's does:
+                        // the key's state (a peek at it) and the counters.
+                        self.twins[slot].as_ref().unwrap().reset(&key);
+                        let t = a_time(&mut self.rng);
+                        let s = ratecell_check_bytes_at(l, key.as_ptr(), key.len(), 0, t, d.ptr());
+                        assert_eq!(s, RATECELL_OK);
+                        let expected = self.twins[slot].as_ref().unwrap().check_bytes(&key, 0, t);
+                        self.same(&d.get(), expected, "a peek after reset");
+                        self.same_stats(l, slot);
+                    }
                 }
                 11 => {
                     let mut st: ratecell_stats = poisoned();
@@ -367,6 +590,9 @@ impl Fuzz {
                     self.status(s);
                     if s == RATECELL_OK {
                         assert_eq!(st.checks, st.allowed + st.denied);
+                        if self.twin(l, slot, slots).is_some() {
+                            self.same_stats(l, slot);
+                        }
                     } else {
                         assert!(untouched(&st));
                     }
@@ -415,19 +641,33 @@ impl Fuzz {
                     } else {
                         (&mut yes as *mut u8).cast::<bool>()
                     };
+                    let before = ratecell_now_ns(l);
+                    let (key, at) = (
+                        self.rng.below(16),
+                        self.rng.chance(2).then(|| a_time(&mut self.rng)),
+                    );
                     let s = if self.rng.chance(3) {
                         // The lean entry point: the answer is the return value.
-                        let r = ratecell_allow_key(l, self.rng.next());
+                        let r = ratecell_allow_key(l, key);
                         if l.is_null() {
                             assert_eq!(r, -(RATECELL_NULL_ARGUMENT as i32), "seed {}", self.seed);
-                        } else {
-                            assert!(r == 0 || r == 1, "seed {}: allow_key gave {r}", self.seed);
+                            return;
+                        }
+                        assert!(r == 0 || r == 1, "seed {}: allow_key gave {r}", self.seed);
+                        if self.twin(l, slot, slots).is_some() {
+                            if let Some(t) = self.time_of(slot, l, before) {
+                                let twin = self.twins[slot].as_ref().unwrap();
+                                let expected = twin.check(key, 1, t).allowed;
+                                assert_eq!(r == 1, expected, "seed {}: allow_key", self.seed);
+                                self.compared += 1;
+                            }
                         }
                         return;
-                    } else if self.rng.chance(2) {
-                        ratecell_allow_at(l, self.rng.below(16), a_time(&mut self.rng), out)
                     } else {
-                        ratecell_allow(l, self.rng.next(), out)
+                        match at {
+                            Some(t) => ratecell_allow_at(l, key, t, out),
+                            None => ratecell_allow(l, key, out),
+                        }
                     };
                     if l.is_null() || out.is_null() {
                         assert_eq!(s, RATECELL_NULL_ARGUMENT, "seed {}", self.seed);
@@ -435,6 +675,18 @@ impl Fuzz {
                     } else {
                         assert_eq!(s, RATECELL_OK, "seed {}", self.seed);
                         assert!(yes <= 1, "seed {}: allowed is not a bool: {yes}", self.seed);
+                        if self.twin(l, slot, slots).is_some() {
+                            let t = match at {
+                                Some(t) => Some(t),
+                                None => self.time_of(slot, l, before),
+                            };
+                            if let Some(t) = t {
+                                let twin = self.twins[slot].as_ref().unwrap();
+                                let expected = twin.check(key, 1, t).allowed;
+                                assert_eq!(yes == 1, expected, "seed {}: allow", self.seed);
+                                self.compared += 1;
+                            }
+                        }
                     }
                 }
                 _ => {
@@ -449,7 +701,29 @@ impl Fuzz {
         }
     }
 
-    fn batch(&mut self, l: *const ratecell_limiter) {
+    /// Compares the ABI limiter's counters with its twin's.
+    fn same_stats(&mut self, l: *const ratecell_limiter, slot: usize) {
+        let mut st: ratecell_stats = poisoned();
+        // SAFETY: `l` is live, `st` writable.
+        assert_eq!(
+            unsafe { ratecell_stats(l, &mut st) },
+            ratecell_status::RATECELL_OK
+        );
+        let twin = ratecell_stats::from(self.twins[slot].as_ref().unwrap().stats());
+        assert_eq!(
+            st, twin,
+            "seed {}: counters differ from the twin's",
+            self.seed
+        );
+        self.compared += 1;
+    }
+
+    fn batch(
+        &mut self,
+        l: *const ratecell_limiter,
+        slot: usize,
+        slots: &[*mut ratecell_limiter; 4],
+    ) {
         use ratecell_status::*;
         const MAX: usize = 64;
         let r = &mut self.rng;
@@ -474,6 +748,8 @@ impl Fuzz {
             null_mut()
         };
         let at = r.chance(2).then(|| a_time(r));
+        // SAFETY: `l` is NULL or live.
+        let before = unsafe { ratecell_now_ns(l) };
         // SAFETY: buffers of MAX elements, n <= MAX unless impossible (refused
         // before any access).
         let s = unsafe {
@@ -490,6 +766,30 @@ impl Fuzz {
                     let d = decisions[i].get();
                     self.coherent(&d);
                     assert_eq!(d.allowed, allowed[i] == 1);
+                }
+            }
+            if self.twin(l, slot, slots).is_some() {
+                let t = match at {
+                    Some(t) => Some(t),
+                    None => self.time_of(slot, l, before),
+                };
+                if let Some(t) = t {
+                    // The batch is the same checks made one by one.
+                    for i in 0..n {
+                        let cost = if c.is_null() { 1 } else { costs[i] };
+                        let expected = self.twins[slot].as_ref().unwrap().check(keys[i], cost, t);
+                        if ds.is_null() {
+                            assert_eq!(
+                                allowed[i] == 1,
+                                expected.allowed,
+                                "seed {}: batch",
+                                self.seed
+                            );
+                            self.compared += 1;
+                        } else {
+                            self.same(&decisions[i].get(), expected, "batch");
+                        }
+                    }
                 }
             }
         } else {
@@ -547,6 +847,9 @@ fn random_call_sequences_never_panic_leak_or_lie() {
         made: 0,
         refused: 0,
         calls: 0,
+        twins: Default::default(),
+        compared: 0,
+        lost: 0,
     };
     let mut slots = [null_mut(); 4];
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
@@ -559,6 +862,7 @@ fn random_call_sequences_never_panic_leak_or_lie() {
         // SAFETY: each slot is NULL or a live handle, freed once.
         unsafe { ratecell_limiter_free(l) };
     }
+    fuzz.twins = Default::default();
     let live_after = LIVE.load(Relaxed);
     assert_eq!(live_after, live_before, "allocations leaked (seed {seed})");
     assert!(
@@ -568,7 +872,14 @@ fn random_call_sequences_never_panic_leak_or_lie() {
         fuzz.refused
     );
     println!(
-        "{} calls, {} limiters made, {} configs refused (seed {seed})",
-        fuzz.calls, fuzz.made, fuzz.refused
+        "{} calls, {} limiters made, {} configs refused, {} results compared with a twin, {} twins lost to unknown times (seed {seed})",
+        fuzz.calls, fuzz.made, fuzz.refused, fuzz.compared, fuzz.lost
+    );
+    // Not vacuous: most results were compared.
+    assert!(
+        fuzz.compared * 4 > fuzz.calls,
+        "seed {seed}: only {} of {} calls compared with a twin",
+        fuzz.compared,
+        fuzz.calls
     );
 }

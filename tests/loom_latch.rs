@@ -2,20 +2,32 @@
 //! the shard latch that a waiter takes over when its holder no longer
 //! exists (a process that died holding it in a shared region, or a thread
 //! of the process a child was forked from). Run with
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_latch`.
-#![cfg(loom)]
+//! `RUSTFLAGS="--cfg ratecell_loom" cargo test --release --test loom_latch` (at three preemptions,
+//! whatever `LOOM_MAX_PREEMPTIONS` says).
+#![cfg(ratecell_loom)]
 
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicU64 as Count, Ordering::SeqCst};
 use loom::thread;
 use ratecell::loom_hooks::{AtomicU64, take_and_die, with_latch_recording};
 
-/// A model with room for the waiters' turns: each spin on a live holder is
-/// a few branches, as in `loom_table.rs`.
+/// A model at three preemptions, with room for the waiters' turns: each
+/// spin on a live holder is a few branches, as in `loom_table.rs`. Prints
+/// how many executions loom explored.
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = executions.clone();
     let mut builder = loom::model::Builder::new();
     builder.max_branches = 20_000;
-    builder.check(f);
+    builder.preemption_bound = Some(3);
+    builder.check(move || {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f()
+    });
+    eprintln!(
+        "{} executions at 3 preemptions",
+        executions.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 /// The latch bit (`cell::LATCHED`).

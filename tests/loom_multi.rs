@@ -5,8 +5,8 @@
 //! states in one word (one CAS) and in a block (the latch).
 //!
 //! Run with `scripts/loom.sh --test loom_multi`, i.e.
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_multi`.
-#![cfg(loom)]
+//! `RUSTFLAGS="--cfg ratecell_loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_multi`.
+#![cfg(ratecell_loom)]
 
 use loom::thread;
 use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, MultiDecision};
@@ -98,10 +98,13 @@ fn sequential(configs: &[Config], keyed: bool, programs: &[&[u64]]) -> Vec<Run> 
 fn linearizable(configs: [Config; 2], keyed: bool, programs: &'static [&'static [u64]]) {
     let seen: Arc<Mutex<Vec<Run>>> = Arc::default();
     let seen_in = Arc::clone(&seen);
+    let executions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&executions);
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(2));
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3));
     builder.max_branches = 20_000;
     builder.check(move || {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A keyed limiter is built and moved by value a few times (its
         // counters' stripes are inline): more than the 32 KiB a loom
         // model's main thread gets, so the model runs on a roomier thread.
@@ -112,6 +115,11 @@ fn linearizable(configs: [Config; 2], keyed: bool, programs: &'static [&'static 
             .join()
             .unwrap();
     });
+    eprintln!(
+        "{} executions, {} distinct outcomes",
+        executions.load(std::sync::atomic::Ordering::Relaxed),
+        seen.lock().unwrap().len()
+    );
     assert!(
         seen.lock().unwrap().len() > 1,
         "every execution gave the same decisions: the threads never raced"

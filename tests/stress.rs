@@ -7,8 +7,11 @@
 //! - at one frozen instant, exactly the capacity is admitted, and the units
 //!   each admitted request took (read off its `remaining`) tile the capacity
 //!   with no overlap, as in a sequential order;
-//! - on the real clock, admissions never exceed the algorithm's own bound
-//!   over the time that passed;
+//! - on the real clock (each request's time read just before it and passed
+//!   explicitly, and read again once decided), admissions never exceed the
+//!   algorithm's own bound over those times, and every denial is justified
+//!   by the admissions around it (or, for GCRA and the token bucket, the
+//!   admissions reach what the denials imply);
 //! - with explicit times that interleave between threads and jump back,
 //!   admissions never exceed what any sequential order could admit.
 //!
@@ -212,13 +215,225 @@ fn admission_bound(cfg: &Config, t_min: u64, t_max: u64) -> u64 {
     }
 }
 
+/// One request of a real-clock run: the time read from the limiter's clock
+/// and passed to `check_at`, the time read again once it was decided, and
+/// whether it was admitted.
+#[derive(Clone, Copy)]
+struct Timed {
+    t: u64,
+    done: u64,
+    allowed: bool,
+}
+
+/// How long a request may take, from its clock read to its decision, and
+/// still count as *prompt*: decided within this of its own time. Only
+/// prompt requests are used as evidence below; a request descheduled
+/// between its read and its decision is not (it is still checked against
+/// the upper bound, and it still takes capacity, which only helps).
+const PROMPT_NS: u64 = 50_000;
+
+/// The run's requests, sorted, with what the checks below need.
+struct Observed {
+    /// Every request, by time.
+    all: Vec<Timed>,
+    /// The admitted requests' times and decision times, each sorted.
+    admitted_t: Vec<u64>,
+    admitted_done: Vec<u64>,
+}
+
+impl Observed {
+    fn new(mut all: Vec<Timed>) -> Observed {
+        all.sort_unstable_by_key(|r| r.t);
+        let admitted_t: Vec<u64> = all.iter().filter(|r| r.allowed).map(|r| r.t).collect();
+        let mut admitted_done: Vec<u64> =
+            all.iter().filter(|r| r.allowed).map(|r| r.done).collect();
+        admitted_done.sort_unstable();
+        Observed {
+            all,
+            admitted_t,
+            admitted_done,
+        }
+    }
+
+    fn prompt_denials(&self) -> impl Iterator<Item = u64> + '_ {
+        self.all
+            .iter()
+            .filter(|r| !r.allowed && r.done - r.t <= PROMPT_NS)
+            .map(|r| r.t)
+    }
+
+    /// Admissions whose stored time may lie in `(from, to]`: a request's
+    /// state is stored at a time between its own and its decision's (later
+    /// only when another request had already moved the state on).
+    fn admissions_possibly_in(&self, from: u64, to: u64) -> u64 {
+        let up_to = self.admitted_t.partition_point(|&t| t <= to);
+        let gone = self.admitted_done.partition_point(|&d| d <= from);
+        up_to.saturating_sub(gone) as u64
+    }
+}
+
+/// Checks that every prompt denial of a saturated cost-1 run is justified
+/// by the admissions around it, by the algorithm's own rule, and returns
+/// how many denials were checked (asserting, per algorithm, the least the
+/// run must have admitted where a per-denial check does not apply). A
+/// limiter that denied with room left fails here; one that admitted too
+/// much fails the upper bound. `ε` below is [`PROMPT_NS`]: a prompt denial
+/// at `t` was decided on a state whose time is in `[t, t + ε]`.
+fn check_denials_are_justified(cfg: &Config, run: &Observed) -> u64 {
+    let (l, p) = (cfg.limit, cfg.period_ns);
+    let alg = cfg.algorithm;
+    let mut checked = 0;
+    let window_count = |w: u64, size: u64| {
+        run.admissions_possibly_in((w * size).saturating_sub(1), (w + 1) * size - 1)
+    };
+    match alg {
+        // A denial means the window the state was in held L: some window
+        // from t's to (t + ε)'s had L admissions that may be counted in it.
+        Algorithm::FixedWindow => {
+            for t in run.prompt_denials() {
+                let held = (t / p..=(t + PROMPT_NS) / p)
+                    .map(|w| window_count(w, p))
+                    .max()
+                    .unwrap();
+                assert!(
+                    held >= l,
+                    "{alg}: denied at {t} with {held} admissions in its window"
+                );
+                checked += 1;
+            }
+        }
+        // prev·(P − e) + (cur + 1)·P > L·P, with prev and cur at most the
+        // admissions that may be counted in the previous and current window.
+        Algorithm::SlidingWindow => {
+            for t in run.prompt_denials() {
+                let ok = (t / p..=(t + PROMPT_NS) / p).any(|w| {
+                    let e = if w == t / p { t % p } else { 0 };
+                    let (prev, cur) = (window_count(w - 1, p), window_count(w, p));
+                    u128::from(prev) * u128::from(p - e) + u128::from(cur + 1) * u128::from(p)
+                        > u128::from(l) * u128::from(p)
+                });
+                assert!(ok, "{alg}: denied at {t} with room in its window");
+                checked += 1;
+            }
+        }
+        // The N sub-windows ending at the state's newest held L.
+        Algorithm::BucketedWindow => {
+            let n = u64::from(cfg.sub_windows);
+            let sub = p / n;
+            for t in run.prompt_denials() {
+                let held = (t / sub..=(t + PROMPT_NS) / sub)
+                    .map(|s| {
+                        run.admissions_possibly_in(
+                            ((s + 1) * sub).saturating_sub(p + 1),
+                            (s + 1) * sub - 1,
+                        )
+                    })
+                    .max()
+                    .unwrap();
+                assert!(
+                    held >= l,
+                    "{alg}: denied at {t} with {held} admissions in its window"
+                );
+                checked += 1;
+            }
+        }
+        // L entries in (s − P, s] for the state's time s in [t, t + ε].
+        Algorithm::SlidingLog => {
+            for t in run.prompt_denials() {
+                let held = run.admissions_possibly_in(t.saturating_sub(p + 1), t + PROMPT_NS);
+                assert!(
+                    held >= l,
+                    "{alg}: denied at {t} with {held} entries in its window"
+                );
+                checked += 1;
+            }
+        }
+        // tat advances by T per admission, and jumps forward only when a
+        // request finds it in the past, which needs an idle stretch: after
+        // a prompt request at u, tat >= u + T (tat > u + (B − 1)·T if it was
+        // denied), so the jumps at times within the following gap g (to the
+        // next prompt request) add up to at most g + ε − T (g + ε − (B − 1)·T
+        // after a denial). At the last prompt denial t_D,
+        // tat > t_D + (B − 1)·T, and tat = t_first + n·T + jumps, so
+        // n > (t_D − t_first − jumps)/T + B − 1 (less 1 for rounding).
+        Algorithm::Gcra | Algorithm::LeakyBucket => {
+            let interval = p / l;
+            let b = capacity(cfg);
+            let prompt: Vec<&Timed> = run
+                .all
+                .iter()
+                .filter(|r| r.done - r.t <= PROMPT_NS)
+                .collect();
+            if let Some(last_denial) = run.prompt_denials().last() {
+                // The first admission's time is at most the first decision's.
+                let t_first = run.all.iter().map(|r| r.done).min().unwrap();
+                let jumps: u64 = prompt
+                    .windows(2)
+                    .take_while(|w| w[0].t < last_denial)
+                    .map(|w| {
+                        // After a denial at u, tat > u + (B − 1)·T already.
+                        let ahead = if w[0].allowed {
+                            interval
+                        } else {
+                            (b - 1) * interval
+                        };
+                        (w[1].t - w[0].t + PROMPT_NS).saturating_sub(ahead)
+                    })
+                    .sum();
+                let least = ((last_denial - t_first).saturating_sub(jumps) / interval + b)
+                    .saturating_sub(2);
+                let admitted = run.admitted_t.len() as u64;
+                eprintln!(
+                    "{alg}: at least {least} admissions from the last denial (idle jumps {jumps} ns)"
+                );
+                assert!(
+                    admitted >= least,
+                    "{alg}: admitted {admitted}, the last denial needs {least}"
+                );
+                checked += 1;
+            }
+        }
+        // A refill adds at least min(B, L) tokens and comes once `last` is
+        // a period behind the state's time; `last` is never later than a
+        // decided state's time, at most t + ε for a prompt request at t.
+        // So between two prompt denials at t and t' >= t + P + ε a refill
+        // came (else the second would have refilled and admitted), and
+        // the second found the bucket empty again: min(B, L) admissions
+        // between them; before the first denial, the fresh B.
+        Algorithm::TokenBucket => {
+            let b = capacity(cfg);
+            let mut spaced = 0u64;
+            let mut next = 0;
+            for t in run.prompt_denials() {
+                if t >= next {
+                    spaced += 1;
+                    next = t + p + PROMPT_NS;
+                }
+            }
+            let least = if spaced == 0 {
+                0
+            } else {
+                b + b.min(l) * (spaced - 1)
+            };
+            let admitted = run.admitted_t.len() as u64;
+            eprintln!("{alg}: at least {least} admissions from {spaced} denials a period apart");
+            assert!(
+                admitted >= least,
+                "{alg}: admitted {admitted}, the denials need {least}"
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
 #[test]
-fn real_clock_never_admits_more_than_the_bound() {
+fn real_clock_admits_within_the_bounds_of_its_own_clock_readings() {
     const THREADS: usize = 3;
-    let run = Duration::from_millis(300);
+    let run = Duration::from_millis(500);
     for alg in Algorithm::ALL {
         // 1000 per 100 ms: the threads ask for far more, so every limiter is
-        // saturated throughout and the bound is nearly reached.
+        // saturated throughout and the bounds are nearly reached.
         let mut cfg = Config::new(alg, 1_000, SECOND / 10);
         if alg.has_burst() {
             cfg = cfg.burst(50);
@@ -228,49 +443,51 @@ fn real_clock_never_admits_more_than_the_bound() {
         }
         let limiter = Limiter::new(cfg).expect("valid configuration");
         let start = Barrier::new(THREADS);
-        let t_first = limiter.now_ns();
-        let (admitted, checks) = std::thread::scope(|s| {
+        let times: Vec<Timed> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..THREADS)
                 .map(|_| {
                     let (limiter, start) = (&limiter, &start);
                     s.spawn(move || {
                         start.wait();
                         let started = Instant::now();
-                        let (mut admitted, mut checks) = (0u64, 0u64);
+                        let mut times = Vec::with_capacity(1 << 20);
                         while started.elapsed() < run {
                             for _ in 0..64 {
-                                admitted += u64::from(limiter.check(1).allowed);
+                                let t = limiter.now_ns();
+                                let allowed = limiter.check_at(1, t).allowed;
+                                let done = limiter.now_ns();
+                                times.push(Timed { t, done, allowed });
                             }
-                            checks += 64;
                         }
-                        (admitted, checks)
+                        times
                     })
                 })
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().expect("a checking thread panicked"))
-                .fold((0, 0), |(a, c), (a2, c2)| (a + a2, c + c2))
+                .flat_map(|h| h.join().expect("a checking thread panicked"))
+                .collect()
         });
-        let t_last = limiter.now_ns();
-        let bound = admission_bound(&cfg, t_first, t_last);
+        let run = Observed::new(times);
+        let admitted = run.admitted_t.len() as u64;
+        let (t_min, t_max) = (run.all[0].t, run.all[run.all.len() - 1].t);
+        let upper = admission_bound(&cfg, t_min, t_max);
         eprintln!(
-            "{alg}: {admitted} admitted of {checks} in {} ns, bound {bound}",
-            t_last - t_first
+            "{alg}: {admitted} admitted of {} in {} ns, at most {upper}",
+            run.all.len(),
+            t_max - t_min,
         );
         assert!(
-            admitted <= bound,
-            "{alg}: admitted {admitted} in {} ns, bound {bound}",
-            t_last - t_first
+            admitted <= upper,
+            "{alg}: admitted {admitted} in {} ns, upper bound {upper}",
+            t_max - t_min
         );
-        // A fresh state's burst is admitted at least (from a few requests
-        // on, GCRA's emission alone admits thousands more).
-        assert!(
-            admitted >= capacity(&cfg),
-            "{alg}: admitted only {admitted}"
-        );
+        let checked = check_denials_are_justified(&cfg, &run);
+        eprintln!("{alg}: {checked} denials justified");
+        assert!(checked > 0, "{alg}: no prompt denial to check");
+        let times = run.all;
         let stats = limiter.stats();
-        assert_eq!(stats.checks, checks, "{alg}");
+        assert_eq!(stats.checks, times.len() as u64, "{alg}");
         assert_eq!(stats.allowed, admitted, "{alg}");
     }
 }
@@ -421,8 +638,8 @@ fn interleaved_and_backward_times_across_periods_stay_within_the_bound() {
 #[test]
 fn the_bound_is_tight_for_a_sequential_saturated_run() {
     // A bound that is far too loose would let double admissions through
-    // unnoticed: in time order, every algorithm comes within a couple of
-    // periods' worth of it.
+    // unnoticed: in time order, every algorithm but the sliding window
+    // reaches it exactly.
     let (per_thread, step) = (20_000, 1);
     let order = &sequential_orders(per_thread, step, 0)[3];
     let t_min = interleaved_time(0, 0, step, 0);
@@ -435,8 +652,17 @@ fn the_bound_is_tight_for_a_sequential_saturated_run() {
         let bound = admission_bound(&cfg, t_min, t_max);
         let seq = sequential_run(cfg, order, step, 0);
         eprintln!("{alg}: {seq} admitted in time order, bound {bound}");
+        // Six of the bounds are exact for a saturated run in time order.
+        // The sliding window's is not: it weighs the previous window's
+        // count only for the last window, and a saturated run admits less
+        // than L in a window that follows a full one (41 of 49 here).
+        let slack = if alg == Algorithm::SlidingWindow {
+            2 * cfg.limit
+        } else {
+            0
+        };
         assert!(
-            seq <= bound && bound - seq <= 2 * cfg.limit,
+            seq <= bound && bound - seq <= slack,
             "{alg}: sequential {seq}, bound {bound}"
         );
     }

@@ -451,7 +451,7 @@ impl<W: Words + ?Sized> Words for Shifted<'_, W> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
     use crate::config::Config;

@@ -66,7 +66,7 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
     /// How many low bits of the word the packed state uses.
     fn state_bits(&self) -> u32;
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Whether this algorithm could have stored `state` (a restored
     /// snapshot is checked with it, so a damaged or hostile file cannot
     /// hand `decide` a count above the limit).
@@ -127,7 +127,7 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
     /// `reset_key`). Only the words that say what is live need clearing.
     fn clear<W: Words + ?Sized>(&self, words: &mut W);
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Lists the indices of the words a snapshot saves, in order. An index
     /// may depend only on words listed before it (a restore writes each
     /// word as it reads it, then asks for the next index), and the listing
@@ -137,7 +137,7 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
         (0..self.words()).for_each(each);
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Whether this algorithm could have stored `words` (see
     /// [`WordAlgorithm::is_valid`]); only the saved words are read.
     fn is_valid<W: Words + ?Sized>(&self, words: &W) -> bool;

@@ -47,14 +47,14 @@ macro_rules! try_status {
 mod info;
 mod limiter;
 mod multi;
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 mod snapshot;
 pub mod types;
 
 pub use info::*;
 pub use limiter::*;
 pub use multi::*;
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 pub use snapshot::*;
 pub use types::*;
 

@@ -2,7 +2,7 @@
 //! a cache line and are made resident up front with a call that can fail
 //! ([`resident`]), and the prefetch hint that loads a line ahead of use.
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 pub(crate) mod resident;
 
 use crate::sync::{AtomicU64, AtomicU128};
@@ -24,18 +24,18 @@ pub(crate) enum Residency {
 /// a table's 64-byte buckets each sit on exactly one line (the global
 /// allocator's `Layout::array` would give 8 or 16, leaving a bucket astride
 /// two lines, of which only the first is prefetched).
-#[cfg_attr(loom, allow(dead_code))] // loom allocates its own way
+#[cfg_attr(ratecell_loom, allow(dead_code))] // loom allocates its own way
 pub(crate) const LINE: usize = 64;
 
 /// A zeroed array of atomic words that starts on a cache line, and is freed
 /// with the layout it was allocated with (a `Box<[T]>` would free it with
 /// `T`'s own alignment, which is undefined behaviour).
 pub(crate) struct AlignedWords<T> {
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     ptr: std::ptr::NonNull<T>,
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     len: usize,
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     items: Box<[T]>,
 }
 
@@ -48,7 +48,7 @@ unsafe impl<T: Sync> Sync for AlignedWords<T> {}
 impl<T> std::ops::Deref for AlignedWords<T> {
     type Target = [T];
 
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     #[inline]
     fn deref(&self) -> &[T] {
         // SAFETY: ptr holds len initialised values (zeroed_slice) for as
@@ -56,7 +56,7 @@ impl<T> std::ops::Deref for AlignedWords<T> {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     fn deref(&self) -> &[T] {
         &self.items
     }
@@ -68,7 +68,7 @@ impl<T> std::fmt::Debug for AlignedWords<T> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 impl<T> AlignedWords<T> {
     /// The layout of `len` values of T at cache-line alignment; the same
     /// for allocating and freeing.
@@ -80,7 +80,7 @@ impl<T> AlignedWords<T> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 impl<T> Drop for AlignedWords<T> {
     fn drop(&mut self) {
         if self.len == 0 {
@@ -112,7 +112,7 @@ pub(crate) fn zeroed_wide_words(
     zeroed_slice(len, residency, || AtomicU128::new(0))
 }
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 fn zeroed_slice<T>(
     len: usize,
     residency: Residency,
@@ -176,7 +176,7 @@ fn zeroed_slice<T>(
 /// resident size is unchanged (and memory that fills on use, `OnUse`, is
 /// never advised: it would grow in 2 MiB steps). Advice only: failure
 /// changes nothing.
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 fn advise_huge_pages(base: *mut u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
@@ -193,7 +193,7 @@ fn advise_huge_pages(base: *mut u8, bytes: usize) {
     let _ = (base, bytes);
 }
 
-#[cfg(loom)]
+#[cfg(ratecell_loom)]
 fn zeroed_slice<T>(
     len: usize,
     _residency: Residency,
@@ -208,17 +208,17 @@ fn zeroed_slice<T>(
 /// whatever the address.
 #[inline]
 pub(crate) fn prefetch<T>(ptr: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    #[cfg(all(target_arch = "x86_64", not(ratecell_loom)))]
     // SAFETY: prefetch is a hint; it reads nothing architecturally and
     // cannot fault, for any address.
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
     }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    #[cfg(not(all(target_arch = "x86_64", not(ratecell_loom))))]
     let _ = ptr;
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
     use crate::sync::Ordering;

@@ -17,25 +17,25 @@
 //! fork (a `pthread_atfork` handler), so taking a latch never makes a
 //! system call.
 
-#![cfg_attr(loom, allow(dead_code))]
+#![cfg_attr(ratecell_loom, allow(dead_code))]
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 use std::sync::Once;
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// This process's token (0: not computed yet in this process).
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 static TOKEN: AtomicU64 = AtomicU64::new(0);
 
 /// This process's token: non-zero, below bit 63.
 #[inline]
 pub(crate) fn me() -> u64 {
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     {
         1
     }
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     {
         let token = TOKEN.load(Relaxed);
         if token != 0 {
@@ -45,7 +45,7 @@ pub(crate) fn me() -> u64 {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 #[cold]
 fn compute_me() -> u64 {
     static AT_FORK: Once = Once::new();
@@ -63,7 +63,7 @@ fn compute_me() -> u64 {
     token
 }
 
-#[cfg(all(unix, not(loom)))]
+#[cfg(all(unix, not(ratecell_loom)))]
 extern "C" fn forget_in_child() {
     TOKEN.store(0, Relaxed);
 }
@@ -79,12 +79,12 @@ pub(crate) fn alive(token: u64, shared: bool) -> bool {
     if token == mine {
         return true;
     }
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     {
         let _ = shared;
         false
     }
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     {
         let pid = token as u32;
         if !shared || pid == mine as u32 {
@@ -97,7 +97,7 @@ pub(crate) fn alive(token: u64, shared: bool) -> bool {
     }
 }
 
-#[cfg(all(unix, not(loom)))]
+#[cfg(all(unix, not(ratecell_loom)))]
 fn process_alive(pid: u32, start_bits: u64) -> bool {
     let Ok(pid_t) = libc::pid_t::try_from(pid) else {
         return false;
@@ -119,7 +119,7 @@ fn process_alive(pid: u32, start_bits: u64) -> bool {
     }
 }
 
-#[cfg(all(not(unix), not(loom)))]
+#[cfg(all(not(unix), not(ratecell_loom)))]
 fn process_alive(_pid: u32, _start_bits: u64) -> bool {
     true
 }
@@ -130,7 +130,7 @@ struct Stat {
     start: u64,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(ratecell_loom))]
 fn stat_of(pid: u32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces or
@@ -143,7 +143,7 @@ fn stat_of(pid: u32) -> Option<Stat> {
     Some(Stat { state, start })
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
 

@@ -36,11 +36,14 @@
 pub(crate) mod clock;
 pub(crate) mod holder;
 
-use crate::config::{Algorithm, Config, Error, Overflow};
+#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+use crate::config::Overflow;
+use crate::config::{Algorithm, Config, Error};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The layout version this build reads and writes.
+#[cfg(all(target_os = "linux", not(ratecell_loom)))]
 pub const VERSION: u32 = 1;
 
 /// What went wrong opening a shared region (see [`SharedError`]).
@@ -143,24 +146,24 @@ pub(crate) fn check_supported(path: &Path, config: &Config) -> Result<(), Error>
             "capacity = 0: a shared limiter is keyed (capacity >= 1); for one limit across processes, check one key".into(),
         );
     }
-    if !cfg!(all(target_os = "linux", not(loom))) {
+    if !cfg!(all(target_os = "linux", not(ratecell_loom))) {
         return refuse("shared regions are built for Linux only".into());
     }
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     if !crate::sync::AtomicU128::is_lock_free() {
         return refuse("this processor has no lock-free 128-bit compare-and-swap (cmpxchg16b), and a lock-based one cannot be shared between processes".into());
     }
     Ok(())
 }
 
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", not(ratecell_loom)))]
 mod region;
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", not(ratecell_loom)))]
 pub(crate) use region::attach;
 
 /// The stand-in where regions are not built: `check_supported` refuses
 /// first, so this is never reached.
-#[cfg(not(all(target_os = "linux", not(loom))))]
+#[cfg(not(all(target_os = "linux", not(ratecell_loom))))]
 pub(crate) fn attach(
     _path: &Path,
     _config: &Config,
@@ -172,7 +175,7 @@ pub(crate) fn attach(
 }
 
 /// What a region gives its limiter besides the table.
-#[cfg(not(all(target_os = "linux", not(loom))))]
+#[cfg(not(all(target_os = "linux", not(ratecell_loom))))]
 pub(crate) struct Attached {
     pub shards: crate::table::storage::Storage<crossbeam_utils::CachePadded<crate::table::Shard>>,
     pub slots: crate::table::storage::Storage<crate::sync::AtomicU128>,
@@ -185,6 +188,7 @@ pub(crate) struct Attached {
 /// window), so two callers who mean the same limit agree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
+#[cfg(all(target_os = "linux", not(ratecell_loom)))]
 pub(crate) struct StoredConfig {
     pub algorithm: u32,
     pub overflow: u32,
@@ -195,6 +199,7 @@ pub(crate) struct StoredConfig {
     pub capacity: u64,
 }
 
+#[cfg(all(target_os = "linux", not(ratecell_loom)))]
 impl StoredConfig {
     pub(crate) fn of(config: &Config) -> Result<StoredConfig, Error> {
         let p = config.params()?;

@@ -117,7 +117,7 @@ impl CheckCounters {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
 

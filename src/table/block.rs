@@ -135,6 +135,8 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 if let Ok(_latch) = latch(&self.headers[place], home.fingerprint) {
                     return self.alg.decide_each(&mut self.block(place), t, n, each);
                 }
+                #[cfg(ratecell_loom)]
+                crate::loom_hooks::saw(crate::loom_hooks::Race::Moved);
                 continue;
             }
             if let Some(d) = self.insert(home, shard, t, n, each) {
@@ -166,6 +168,8 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         if self.find(home).is_some() || shard.unfound(fresh, t) != fresh {
             // Placed by another thread since we looked, or a state was
             // evicted at a later time meanwhile: decide again.
+            #[cfg(ratecell_loom)]
+            crate::loom_hooks::saw(crate::loom_hooks::Race::PlacedMeanwhile);
             return None;
         }
         // A free place (empty, or a tombstone) anywhere in the window first;
@@ -190,6 +194,8 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                         _ => None,
                     };
                     let Some(held) = held else {
+                        #[cfg(ratecell_loom)]
+                        crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
                         // Being checked right now: it may be evictable once
                         // that check is done, so a retry soon may succeed
                         // (never "never": that would tell `acquire` the cost
@@ -278,7 +284,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
 /// What a snapshot (`crate::snapshot`) needs of the table: each key's
 /// block read under its latch, so a saved state is one the key really had,
 /// and places written on a table no other thread uses yet.
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(ratecell_loom, allow(dead_code))]
 impl<A: BlockAlgorithm> BlockTable<A> {
     pub(crate) fn alg(&self) -> &A {
         &self.alg
@@ -372,7 +378,7 @@ impl<A: BlockAlgorithm> KeyedTable for BlockTable<A> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
     use crate::algorithm::bucketed_window::BucketedWindow;

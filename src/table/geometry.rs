@@ -90,7 +90,7 @@ impl Geometry {
     }
 }
 
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(ratecell_loom, allow(dead_code))]
 impl Geometry {
     /// The buckets, other than `bucket` itself, whose probe window passes
     /// through `bucket` (those a lookup ending in `bucket` may have
@@ -109,7 +109,7 @@ impl Geometry {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
 

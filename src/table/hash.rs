@@ -24,14 +24,14 @@ impl KeyHasher {
     /// The hasher with this key: a restored snapshot's, or a shared
     /// region's (which every attached process uses, so a key lands in one
     /// place for all of them).
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     pub(crate) fn from_keys(k0: u64, k1: u64) -> KeyHasher {
         KeyHasher { k0, k1 }
     }
 
     /// The 128-bit key: a snapshot or a shared region records it, so every
     /// key hashes to the same place and fingerprint elsewhere.
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     pub(crate) fn keys(&self) -> (u64, u64) {
         (self.k0, self.k1)
     }
@@ -56,11 +56,11 @@ impl KeyHasher {
 
 /// A random SipHash key (fixed under loom).
 fn seed() -> (u64, u64) {
-    #[cfg(loom)]
+    #[cfg(ratecell_loom)]
     {
         (0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210)
     }
-    #[cfg(not(loom))]
+    #[cfg(not(ratecell_loom))]
     {
         let mut bytes = [0u8; 16];
         if getrandom::fill(&mut bytes).is_err() {
@@ -78,7 +78,7 @@ fn seed() -> (u64, u64) {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
 

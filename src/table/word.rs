@@ -214,6 +214,8 @@ impl<A: WordAlgorithm> WordTable<A> {
                     if next.is_none_or(|next| slot.cas_word(word, next).is_ok()) {
                         return (d, taken);
                     }
+                    #[cfg(ratecell_loom)]
+                    crate::loom_hooks::saw(crate::loom_hooks::Race::CasLost);
                 }
                 break;
             }
@@ -263,6 +265,8 @@ impl<A: WordAlgorithm> WordTable<A> {
         each: &mut [Decision],
     ) -> (Outcome, Option<u128>) {
         if !self.owned_by(word, tag) {
+            #[cfg(ratecell_loom)]
+            crate::loom_hooks::saw(crate::loom_hooks::Race::Moved);
             return (Outcome::Moved, None);
         }
         let (d, next) = self.alg.decide_each(self.state(word), t, n, each);
@@ -302,6 +306,8 @@ impl<A: WordAlgorithm> WordTable<A> {
         if self.find(home, tag).is_some() || shard.unfound(fresh, t) != fresh {
             // Another thread placed this key since we looked, or evicted a
             // state at a later time: decide again.
+            #[cfg(ratecell_loom)]
+            crate::loom_hooks::saw(crate::loom_hooks::Race::PlacedMeanwhile);
             return Outcome::Moved;
         }
         let new = self.word(tag, next);
@@ -337,7 +343,11 @@ impl<A: WordAlgorithm> WordTable<A> {
                                 return Outcome::Done(fresh, true);
                             }
                             // Updated or taken meanwhile: judge it again.
-                            Err(found) => word = found,
+                            Err(found) => {
+                                #[cfg(ratecell_loom)]
+                                crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
+                                word = found;
+                            }
                         }
                     }
                 }
@@ -399,7 +409,7 @@ impl<A: WordAlgorithm> WordTable<A> {
 /// What a snapshot (`crate::snapshot`) needs of the table: each place read
 /// with one atomic load, so a saved state is one its key really had, and
 /// places written on a table no other thread uses yet.
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(ratecell_loom, allow(dead_code))]
 impl<A: WordAlgorithm> WordTable<A> {
     pub(crate) fn alg(&self) -> &A {
         &self.alg
@@ -485,7 +495,7 @@ impl<A: WordAlgorithm> KeyedTable for WordTable<A> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
     use crate::algorithm::gcra::Gcra;
