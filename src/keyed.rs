@@ -248,11 +248,21 @@ impl KeyedLimiter {
 
     /// [`KeyedLimiter::new_multi`] reading `clock`.
     pub fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_hasher_multi(configs, clock, KeyHasher::random())
+    }
+
+    /// [`KeyedLimiter::with_clock_multi`] hashing keys with `hasher` (a
+    /// restored snapshot's).
+    pub(crate) fn with_hasher_multi(
+        configs: &[Config],
+        clock: Clock,
+        hasher: KeyHasher,
+    ) -> Result<KeyedLimiter, Error> {
         let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
         let config = configs[0];
         if configs.len() == 1 || config.capacity == 0 {
             // One limit needs no composite; capacity 0 is refused there.
-            return KeyedLimiter::with_clock(config, clock);
+            return KeyedLimiter::with_hasher(config, clock, hasher);
         }
         let allow = config.overflow == Overflow::Allow;
         let tables = if all.is_word() {
@@ -264,12 +274,7 @@ impl KeyedLimiter {
             configs: configs.into(),
             names: vec![None; configs.len()].into(),
         };
-        Ok(KeyedLimiter::assemble(
-            tables,
-            limits,
-            clock,
-            KeyHasher::random(),
-        ))
+        Ok(KeyedLimiter::assemble(tables, limits, clock, hasher))
     }
 
     /// Names the limits, in order ([`crate::Limiter::with_names`]).

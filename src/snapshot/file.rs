@@ -75,6 +75,15 @@ impl Limiter {
     ) -> Result<Limiter, SnapshotError> {
         Limiter::restore(BufReader::new(File::open(path)?), config, clock)
     }
+
+    /// [`Limiter::restore_multi`] from the file at `path`.
+    pub fn load_multi(
+        path: impl AsRef<Path>,
+        configs: &[Config],
+        clock: Clock,
+    ) -> Result<Limiter, SnapshotError> {
+        Limiter::restore_multi(BufReader::new(File::open(path)?), configs, clock)
+    }
 }
 
 impl KeyedLimiter {
@@ -92,6 +101,15 @@ impl KeyedLimiter {
     ) -> Result<KeyedLimiter, SnapshotError> {
         KeyedLimiter::restore(BufReader::new(File::open(path)?), config, clock)
     }
+
+    /// [`KeyedLimiter::restore_multi`] from the file at `path`.
+    pub fn load_multi(
+        path: impl AsRef<Path>,
+        configs: &[Config],
+        clock: Clock,
+    ) -> Result<KeyedLimiter, SnapshotError> {
+        KeyedLimiter::restore_multi(BufReader::new(File::open(path)?), configs, clock)
+    }
 }
 
 /// A limiter that can be saved to a file (what [`Persisted`] needs to run).
@@ -103,10 +121,10 @@ pub trait Save: Send + Sync + 'static {
 /// A limiter that can also be built fresh or loaded from a file:
 /// [`Limiter`] and [`KeyedLimiter`] (what [`Persisted::open`] needs).
 pub trait Persist: Save + Sized {
-    /// A fresh limiter.
-    fn build(config: Config, clock: Clock) -> Result<Self, Error>;
+    /// A fresh limiter of `configs` (one limit, or several as one).
+    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error>;
     /// Restores from the snapshot at `path`.
-    fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError>;
+    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError>;
 }
 
 impl Save for Limiter {
@@ -116,11 +134,11 @@ impl Save for Limiter {
 }
 
 impl Persist for Limiter {
-    fn build(config: Config, clock: Clock) -> Result<Self, Error> {
-        Limiter::with_clock(config, clock)
+    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error> {
+        Limiter::with_clock_multi(configs, clock)
     }
-    fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError> {
-        Limiter::load(path, config, clock)
+    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError> {
+        Limiter::load_multi(path, configs, clock)
     }
 }
 
@@ -131,11 +149,11 @@ impl Save for KeyedLimiter {
 }
 
 impl Persist for KeyedLimiter {
-    fn build(config: Config, clock: Clock) -> Result<Self, Error> {
-        KeyedLimiter::with_clock(config, clock)
+    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error> {
+        KeyedLimiter::with_clock_multi(configs, clock)
     }
-    fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError> {
-        KeyedLimiter::load(path, config, clock)
+    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError> {
+        KeyedLimiter::load_multi(path, configs, clock)
     }
 }
 
@@ -195,11 +213,32 @@ impl<L: Persist> Persisted<L> {
         path: impl AsRef<Path>,
         every: Duration,
     ) -> Result<Self, SnapshotError> {
+        Persisted::open_multi_with_clock(std::slice::from_ref(&config), clock, path, every)
+    }
+
+    /// [`Persisted::open`] for a limiter of several limits checked as one
+    /// ([`Limiter::new_multi`], [`KeyedLimiter::new_multi`]); a file saved
+    /// with other limits, or another number of them, is refused.
+    pub fn open_multi(
+        configs: &[Config],
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
+        Persisted::open_multi_with_clock(configs, Clock::tsc(), path, every)
+    }
+
+    /// [`Persisted::open_multi`] on `clock`.
+    pub fn open_multi_with_clock(
+        configs: &[Config],
+        clock: Clock,
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
         let path = path.as_ref();
-        let limiter = match L::load_from(path, config, clock.clone()) {
+        let limiter = match L::load_from(path, configs, clock.clone()) {
             Ok(limiter) => limiter,
             Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-                L::build(config, clock)?
+                L::build(configs, clock)?
             }
             Err(e) => return Err(e),
         };
