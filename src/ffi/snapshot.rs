@@ -126,10 +126,10 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
         let l = try_status!(unsafe { handle(limiter) });
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let saved = crate::snapshot::write_atomically(&path, |file| match &l.inner {
-            Inner::Direct(d) => d.snapshot_at(file, now_ns),
-            Inner::Keyed(k) => k.snapshot_at(file, now_ns),
-        });
+        let saved = match &l.inner {
+            Inner::Direct(d) => d.save_at(&path, now_ns),
+            Inner::Keyed(k) => k.save_at(&path, now_ns),
+        };
         match saved {
             Ok(()) => RATECELL_OK,
             Err(e) => save_status(&e),

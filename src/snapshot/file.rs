@@ -67,6 +67,12 @@ impl Limiter {
         write_atomically(path.as_ref(), |file| self.snapshot(file))
     }
 
+    /// [`Limiter::save`] judging which states are live at `now_ns` (see
+    /// [`Limiter::snapshot_at`]): for limiters driven by the `_at` calls.
+    pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
+        write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
+    }
+
     /// [`Limiter::restore`] from the file at `path`.
     pub fn load(
         path: impl AsRef<Path>,
@@ -91,6 +97,12 @@ impl KeyedLimiter {
     /// leaves the previous file whole.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), SnapshotError> {
         write_atomically(path.as_ref(), |file| self.snapshot(file))
+    }
+
+    /// [`KeyedLimiter::save`] judging which states are live at `now_ns` (see
+    /// [`KeyedLimiter::snapshot_at`]): for limiters driven by the `_at` calls.
+    pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
+        write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
     }
 
     /// [`KeyedLimiter::restore`] from the file at `path`.

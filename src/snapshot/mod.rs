@@ -14,7 +14,6 @@ mod crc;
 mod file;
 
 pub use codec::{VERSION, saved_config, saved_configs};
-pub(crate) use file::write_atomically;
 pub use file::{Persist, Persisted, Save};
 
 use crate::config::{Error, Field};
