@@ -744,19 +744,94 @@ impl KeyedLimiter {
         header.check(configs)?;
         let hasher = KeyHasher::from_keys(header.hash_k0, header.hash_k1);
         let limiter = KeyedLimiter::with_hasher_multi(configs, clock, hasher)?;
-        let bits = u64::from(limiter.fingerprint_bits());
-        let records = match limiter.parts().0 {
-            Tables::Gcra(t) => restore_words(&header, &mut input, t, bits),
-            Tables::TokenBucket(t) => restore_words(&header, &mut input, t, bits),
-            Tables::FixedWindow(t) => restore_words(&header, &mut input, t, bits),
-            Tables::SlidingWindow(t) => restore_words(&header, &mut input, t, bits),
-            Tables::AllOfWord(t) => restore_words(&header, &mut input, t, bits),
-            Tables::BucketedWindow(t) => restore_blocks(&header, &mut input, t, bits),
-            Tables::SlidingLog(t) => restore_blocks(&header, &mut input, t, bits),
-            Tables::AllOfBlock(t) => restore_blocks(&header, &mut input, t, bits),
-        }?;
+        let records = restore_records(&header, &mut input, &limiter)?;
         input.finish(records)?;
         Ok(limiter)
+    }
+
+    /// Opens the shared region at `region` (see
+    /// [`KeyedLimiter::open_shared_with`]) holding the states saved in
+    /// `input`, when no region exists there yet; returns the limiter and
+    /// whether it was restored (`false`: a region was there, or appeared
+    /// meanwhile, and was attached as it is, the snapshot unused).
+    ///
+    /// The restore fills a new region under a private temporary name in
+    /// the same directory, with the snapshot's hash key, then links it to
+    /// `region`: no process ever attaches to a half-restored region, and
+    /// of several processes restoring at once one wins and the others
+    /// attach to its region. The snapshot must be of `config` (else
+    /// [`SnapshotError::ConfigMismatch`]), of one limit (shared regions
+    /// hold one). Errors of the region are [`SnapshotError::Limiter`]
+    /// with [`crate::Error::Shared`].
+    pub fn restore_shared(
+        input: impl Read,
+        region: impl AsRef<std::path::Path>,
+        config: Config,
+        options: &crate::SharedOptions,
+    ) -> Result<(KeyedLimiter, bool), SnapshotError> {
+        let region = crate::shared::resolve(region.as_ref());
+        if region.exists() {
+            return Ok((
+                KeyedLimiter::open_shared_with(&region, config, options)?,
+                false,
+            ));
+        }
+        let mut input = In::new(input);
+        let header = Header::read(&mut input)?;
+        header.check(&[config])?;
+        static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut temp = region.as_os_str().to_owned();
+        temp.push(format!(
+            ".restore.{}.{}",
+            std::process::id(),
+            UNIQUE.fetch_add(1, Relaxed)
+        ));
+        let temp = std::path::PathBuf::from(temp);
+        let filled = KeyedLimiter::open_shared_keyed(
+            &temp,
+            config,
+            options,
+            Some((header.hash_k0, header.hash_k1)),
+        )
+        .map_err(SnapshotError::from)
+        .and_then(|limiter| {
+            // The region was just made under a name nobody else knows: no
+            // other process can see it while it is filled.
+            let records = restore_records(&header, &mut input, &limiter)?;
+            input.finish(records)
+        });
+        let linked = filled.and_then(|()| match std::fs::hard_link(&temp, &region) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(SnapshotError::Io(e)),
+        });
+        let _ = std::fs::remove_file(&temp);
+        let restored = linked?;
+        Ok((
+            KeyedLimiter::open_shared_with(&region, config, options)?,
+            restored,
+        ))
+    }
+}
+
+/// Reads a keyed snapshot's records into `limiter` (which no other thread
+/// or process uses yet, built from the configuration the header was checked
+/// against and hashing with its key); returns how many, for the footer.
+fn restore_records<R: Read>(
+    header: &Header,
+    input: &mut In<R>,
+    limiter: &KeyedLimiter,
+) -> Result<u64, SnapshotError> {
+    let bits = u64::from(limiter.fingerprint_bits());
+    match limiter.parts().0 {
+        Tables::Gcra(t) => restore_words(header, input, t, bits),
+        Tables::TokenBucket(t) => restore_words(header, input, t, bits),
+        Tables::FixedWindow(t) => restore_words(header, input, t, bits),
+        Tables::SlidingWindow(t) => restore_words(header, input, t, bits),
+        Tables::AllOfWord(t) => restore_words(header, input, t, bits),
+        Tables::BucketedWindow(t) => restore_blocks(header, input, t, bits),
+        Tables::SlidingLog(t) => restore_blocks(header, input, t, bits),
+        Tables::AllOfBlock(t) => restore_blocks(header, input, t, bits),
     }
 }
 

@@ -114,6 +114,27 @@ impl KeyedLimiter {
         KeyedLimiter::restore(BufReader::new(File::open(path)?), config, clock)
     }
 
+    /// [`KeyedLimiter::restore_shared`] from the snapshot file at
+    /// `snapshot`: opens the shared region at `region`, restored from the
+    /// file when no region exists there yet (at a service's start, after a
+    /// reboot cleared `/dev/shm`). A missing snapshot file opens the region
+    /// as it is, or fresh. Returns whether the snapshot was restored.
+    pub fn load_shared(
+        snapshot: impl AsRef<Path>,
+        region: impl AsRef<Path>,
+        config: Config,
+        options: &crate::SharedOptions,
+    ) -> Result<(KeyedLimiter, bool), SnapshotError> {
+        match File::open(snapshot) {
+            Ok(f) => KeyedLimiter::restore_shared(BufReader::new(f), region, config, options),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((
+                KeyedLimiter::open_shared_with(region, config, options)?,
+                false,
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// [`KeyedLimiter::restore_multi`] from the file at `path`.
     pub fn load_multi(
         path: impl AsRef<Path>,
