@@ -6,9 +6,10 @@
 
 #![cfg(target_os = "linux")]
 
-use ratecell::{Algorithm, Config, KeyedLimiter, SharedOptions, SnapshotError};
+use ratecell::{Algorithm, Config, KeyedLimiter, Persisted, SharedOptions, SnapshotError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -112,6 +113,13 @@ fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
         !again.check_at(3, 1, now).allowed,
         "the region kept its states"
     );
+    // Periodic saving of a shared limiter, and its snapshot restored as an
+    // in-process limiter (what the C ABI and the bindings do).
+    let saver = Persisted::start(again, &p.snapshot, Duration::from_secs(3600)).unwrap();
+    saver.close().unwrap();
+    let local = KeyedLimiter::load(&p.snapshot, config(), ratecell::Clock::manual(now).0).unwrap();
+    assert!(!local.check_at(3, 1, now).allowed);
+    assert!(local.check_at(999_998, 1, now).allowed);
 }
 
 #[test]
