@@ -456,3 +456,94 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
     assert!(!back.check_at(1, now).allowed, "the GCRA's 10 are spent");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_snapshot_of_several_limits_while_threads_check_holds_states_the_keys_had() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const KEYS: u64 = 32;
+    const LIMIT: u64 = 1_000_000;
+    const HOUR: u64 = 3600 * SECOND;
+    let layouts = [
+        // One word: two fixed windows (82 bits).
+        [
+            Config::new(Algorithm::FixedWindow, LIMIT, HOUR).capacity(1000),
+            Config::new(Algorithm::FixedWindow, 2 * LIMIT, 24 * HOUR).capacity(1000),
+        ],
+        // One block under the key's latch.
+        [
+            Config::new(Algorithm::Gcra, LIMIT, HOUR).capacity(1000),
+            Config::new(Algorithm::BucketedWindow, 2 * LIMIT, HOUR).capacity(1000),
+        ],
+    ];
+    for (word, configs) in [true, false].into_iter().zip(layouts) {
+        let l = Arc::new(KeyedLimiter::with_clock_multi(&configs, clock()).unwrap());
+        // A block keeps 62 fingerprint bits; this word layout 128 − 82.
+        assert_eq!(l.fingerprint_bits() != 62, word, "{configs:?}");
+        let admitted: Arc<Vec<AtomicU64>> =
+            Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..3)
+            .map(|w| {
+                let (l, admitted, stop) = (l.clone(), admitted.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut i = w;
+                    while !stop.load(Ordering::Relaxed) {
+                        let key = i % KEYS;
+                        if l.check_at(key, 1, T0).allowed {
+                            admitted[key as usize].fetch_add(1, Ordering::SeqCst);
+                        }
+                        i += 7;
+                    }
+                })
+            })
+            .collect();
+        let total = || {
+            admitted
+                .iter()
+                .map(|a| a.load(Ordering::SeqCst))
+                .sum::<u64>()
+        };
+        // Bounded: the threads admit thousands a millisecond.
+        let started = std::time::Instant::now();
+        while total() < 10_000 && started.elapsed() < Duration::from_secs(60) {
+            std::thread::yield_now();
+        }
+        for _ in 0..2 {
+            let before: Vec<u64> = admitted.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+            let mut bytes = Vec::new();
+            l.snapshot_at(&mut bytes, T0).unwrap();
+            let after: Vec<u64> = admitted.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+            let r = KeyedLimiter::restore_multi(&bytes[..], &configs, clock()).unwrap();
+            for key in 0..KEYS {
+                let peek = r.check_each_at(key, 0, T0);
+                let saved: Vec<u64> = peek
+                    .limits()
+                    .iter()
+                    .zip(&configs)
+                    .map(|(d, c)| c.limit - d.remaining)
+                    .collect();
+                // Every admission spent one unit of each limit, together:
+                // a torn state would show two different counts.
+                assert_eq!(saved[0], saved[1], "{configs:?} key {key}: {saved:?}");
+                let (lo, hi) = (before[key as usize], after[key as usize] + 3);
+                assert!(
+                    lo <= saved[0] && saved[0] <= hi,
+                    "key {key}: saved {} outside [{lo}, {hi}]",
+                    saved[0]
+                );
+                // Across save and restore, never more than the tightest.
+                let left = peek.decision.remaining;
+                assert!(left == 0 || r.check_at(key, left, T0).allowed);
+                assert!(
+                    !r.check_at(key, 1, T0).allowed,
+                    "the tightest limit is reached"
+                );
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for w in workers {
+            w.join().unwrap();
+        }
+    }
+}
