@@ -1,6 +1,8 @@
-//! The snapshot format, version 1 (docs/SNAPSHOT.md is the normative
-//! description): a fixed header with its own checksum, the states, and a
-//! footer with the record count and a checksum of everything before it.
+//! The snapshot format, versions 1 and 2 (docs/SNAPSHOT.md is the normative
+//! description): a fixed header (version 2: followed by a table of the
+//! further limits of a limiter of several) with its own checksum, the
+//! states, and a footer with the record count and a checksum of everything
+//! before it.
 //!
 //! Reading allocates nothing sized by the input: the limiter is built from
 //! the configuration the caller asks for (compared with the header before

@@ -32,7 +32,8 @@ pub enum SnapshotError {
     UnsupportedVersion {
         /// The version in the input.
         found: u32,
-        /// The version this build reads and writes.
+        /// The newest version this build reads (it reads every version
+        /// from 1 to this one).
         supported: u32,
     },
     /// The input ends before the snapshot does.
