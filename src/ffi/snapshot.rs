@@ -138,8 +138,9 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
 }
 
 /// Builds a limiter from the snapshot file at `path`, with the
-/// configuration saved in it (on the TSC clock), and writes its handle to
-/// `*out`. The saved configuration sizes the table, as one passed to
+/// configuration saved in it (every limit, for a limiter of several: the
+/// result is as `ratecell_limiter_new_multi` makes it), on the TSC clock,
+/// and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 /// `ratecell_limiter_new` would: restore this way only files you would
 /// take a configuration from; `ratecell_limiter_restore_config` refuses
 /// any snapshot that does not fit the caller's configuration before
