@@ -1,7 +1,10 @@
 //! How long saving a 1M-key table takes, and what it does to the latency
 //! of checks on another thread meanwhile (docs/SNAPSHOT.md, "Speed").
 //!
-//! `cargo run --release --example snapshot_save [keys] [dir]`
+//! `cargo run --release --example snapshot_save [keys] [dir] [multi]`
+//!
+//! With `multi`, each key has two limits (GCRA 100 per hour and a fixed
+//! window of 1000 per day, one 92-bit composite state per slot).
 //!
 //! Prints, for the same run: the time of a save to a file (atomic: temp
 //! file, fsync, rename, directory fsync), of a snapshot to `io::sink()`
@@ -45,7 +48,12 @@ fn main() {
 
     // An hour-long period: every key stays live, so every key is saved.
     let config = Config::new(Algorithm::Gcra, 100, 3_600_000_000_000).capacity(keys);
-    let limiter = Arc::new(KeyedLimiter::new(config).unwrap());
+    let mut configs = vec![config];
+    if args.next().as_deref() == Some("multi") {
+        configs.push(Config::new(Algorithm::FixedWindow, 1000, 86_400_000_000_000).capacity(keys));
+    }
+    println!("{} limit(s) per key", configs.len());
+    let limiter = Arc::new(KeyedLimiter::new_multi(&configs).unwrap());
     let t = limiter.now_ns();
     for key in 0..keys {
         limiter.check_at(key, 1, t);
@@ -113,7 +121,7 @@ fn main() {
         took
     };
     let load_start = Instant::now();
-    let back = KeyedLimiter::load(&path, config, ratecell::Clock::tsc()).unwrap();
+    let back = KeyedLimiter::load_multi(&path, &configs, ratecell::Clock::tsc()).unwrap();
     let load = load_start.elapsed();
     std::fs::remove_file(&path).unwrap();
 

@@ -102,10 +102,12 @@ enum ratecell_status
   RATECELL_SNAPSHOT_VERSION = 19,
   // The snapshot was taken of a limiter configured differently from the
   // configuration given (algorithm, limit, period_ns, burst,
-  // sub_windows or capacity; see docs/SNAPSHOT.md).
+  // sub_windows or capacity of any limit, or the number of limits; see
+  // docs/SNAPSHOT.md).
   RATECELL_SNAPSHOT_CONFIG_MISMATCH = 20,
-  // The limiter enforces several limits as one; saving those is not
-  // supported yet (the format records one configuration).
+  // Reserved, no longer returned: limiters of several limits are saved
+  // and restored since snapshot format version 2. The number stays so
+  // no status is renumbered.
   RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
   // `ratecell_limiter_open_shared`: the region's file could not be
   // opened, created, sized or mapped (permissions, a missing directory,
@@ -772,8 +774,9 @@ ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter
                                           uint64_t now_ns);
 
 // Builds a limiter from the snapshot file at `path`, with the
-// configuration saved in it (on the TSC clock), and writes its handle to
-// `*out`. The saved configuration sizes the table, as one passed to
+// configuration saved in it (every limit, for a limiter of several: the
+// result is as `ratecell_limiter_new_multi` makes it), on the TSC clock,
+// and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 // `ratecell_limiter_new` would: restore this way only files you would
 // take a configuration from; `ratecell_limiter_restore_config` refuses
 // any snapshot that does not fit the caller's configuration before
@@ -813,6 +816,25 @@ ratecell_status ratecell_limiter_restore_config(const struct ratecell_config *cf
                                                 const char *path,
                                                 struct ratecell_limiter **out);
 
+// `ratecell_limiter_restore_config` for a limiter of several limits
+// (`ratecell_limiter_new_multi`): builds the limiter of `configs[0..n]`
+// from the snapshot file at `path`. The snapshot must hold the same
+// limits in the same order; otherwise `RATECELL_SNAPSHOT_CONFIG_MISMATCH`
+// before anything is allocated. `n` = 1 is `ratecell_limiter_restore_config`.
+//
+// Returns the statuses of `ratecell_limiter_restore_config`, and those of
+// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out` is
+// left unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
+//
+// # Safety
+// `configs` is NULL or points to `n` readable configs; `path` is NULL or
+// a NUL-terminated string; `out` is NULL or points to a writable
+// `ratecell_limiter *`.
+ratecell_status ratecell_limiter_restore_multi(const struct ratecell_config *configs,
+                                               size_t n,
+                                               const char *path,
+                                               struct ratecell_limiter **out);
+
 // Restores a limiter of configuration `*cfg` from the snapshot file at
 // `path` if the file exists (else makes it fresh), and starts a thread
 // that saves it there atomically every `every_ns` nanoseconds (at least
@@ -834,6 +856,27 @@ ratecell_status ratecell_persisted_open(const struct ratecell_config *cfg,
                                         const char *path,
                                         uint64_t every_ns,
                                         struct ratecell_persisted **out);
+
+// `ratecell_persisted_open` for a limiter of several limits checked as
+// one (`ratecell_limiter_new_multi`): restores `configs[0..n]`'s limiter
+// from `path` if the file exists (the same limits in the same order, else
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`), else makes it fresh, and saves it
+// there every `every_ns`. `n` = 1 is `ratecell_persisted_open`.
+//
+// Returns the statuses of `ratecell_persisted_open`, and those of
+// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out`
+// is left unchanged. Ownership: release with `ratecell_persisted_close`.
+// Thread-safe.
+//
+// # Safety
+// `configs` is NULL or points to `n` readable configs; `path` is NULL or
+// a NUL-terminated string; `out` is NULL or points to a writable
+// `ratecell_persisted *`.
+ratecell_status ratecell_persisted_open_multi(const struct ratecell_config *configs,
+                                              size_t n,
+                                              const char *path,
+                                              uint64_t every_ns,
+                                              struct ratecell_persisted **out);
 
 // The limiter of a persisted handle, written to `*out`: use it with every
 // `ratecell_check*` call. It stays valid until `ratecell_persisted_close`

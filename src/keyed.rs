@@ -123,6 +123,8 @@ struct Opening {
     path: std::path::PathBuf,
     config: Config,
     options: SharedOptions,
+    /// The hash key a new region gets (a restored snapshot's), else random.
+    hash_keys: Option<(u64, u64)>,
     attached: Option<((u64, u64), crate::shared::clock::Calibration)>,
 }
 
@@ -130,7 +132,14 @@ type TableParts = (Storage<CachePadded<Shard>>, Storage<AtomicU128>, bool);
 
 impl Opening {
     fn attach(&mut self, shards: usize, slots: usize) -> Result<TableParts, Error> {
-        let a = crate::shared::attach(&self.path, &self.config, &self.options, shards, slots)?;
+        let a = crate::shared::attach(
+            &self.path,
+            &self.config,
+            &self.options,
+            self.hash_keys,
+            shards,
+            slots,
+        )?;
         self.attached = Some((a.hash_keys, a.calibration));
         Ok((a.shards, a.slots, true))
     }
@@ -248,11 +257,21 @@ impl KeyedLimiter {
 
     /// [`KeyedLimiter::new_multi`] reading `clock`.
     pub fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_hasher_multi(configs, clock, KeyHasher::random())
+    }
+
+    /// [`KeyedLimiter::with_clock_multi`] hashing keys with `hasher` (a
+    /// restored snapshot's).
+    pub(crate) fn with_hasher_multi(
+        configs: &[Config],
+        clock: Clock,
+        hasher: KeyHasher,
+    ) -> Result<KeyedLimiter, Error> {
         let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
         let config = configs[0];
         if configs.len() == 1 || config.capacity == 0 {
             // One limit needs no composite; capacity 0 is refused there.
-            return KeyedLimiter::with_clock(config, clock);
+            return KeyedLimiter::with_hasher(config, clock, hasher);
         }
         let allow = config.overflow == Overflow::Allow;
         let tables = if all.is_word() {
@@ -264,12 +283,7 @@ impl KeyedLimiter {
             configs: configs.into(),
             names: vec![None; configs.len()].into(),
         };
-        Ok(KeyedLimiter::assemble(
-            tables,
-            limits,
-            clock,
-            KeyHasher::random(),
-        ))
+        Ok(KeyedLimiter::assemble(tables, limits, clock, hasher))
     }
 
     /// Names the limits, in order ([`crate::Limiter::with_names`]).
@@ -357,12 +371,24 @@ impl KeyedLimiter {
         config: Config,
         options: &SharedOptions,
     ) -> Result<KeyedLimiter, Error> {
-        let path = crate::shared::resolve(path.as_ref());
+        KeyedLimiter::open_shared_keyed(path.as_ref(), config, options, None)
+    }
+
+    /// [`KeyedLimiter::open_shared_with`], a new region getting
+    /// `hash_keys` (a snapshot's) instead of random ones.
+    pub(crate) fn open_shared_keyed(
+        path: &std::path::Path,
+        config: Config,
+        options: &SharedOptions,
+        hash_keys: Option<(u64, u64)>,
+    ) -> Result<KeyedLimiter, Error> {
+        let path = crate::shared::resolve(path);
         crate::shared::check_supported(&path, &config)?;
         let mut opening = Some(Opening {
             path,
             config,
             options: *options,
+            hash_keys,
             attached: None,
         });
         let tables = Tables::new(&config, &mut opening)?;

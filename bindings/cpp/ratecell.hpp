@@ -137,6 +137,18 @@ private:
     ratecell_config raw_{};
 };
 
+namespace detail {
+/// The C configs of several limits, in order.
+inline std::vector<ratecell_config> raw_configs(const std::vector<Config> &limits) {
+    std::vector<ratecell_config> raw;
+    raw.reserve(limits.size());
+    for (const Config &c : limits) {
+        raw.push_back(c.raw());
+    }
+    return raw;
+}
+}  // namespace detail
+
 /// A rate limiter (ratecell_limiter), owned. Move-only.
 class Limiter {
 public:
@@ -157,11 +169,7 @@ public:
         if (!names.empty() && names.size() != limits.size()) {
             throw Error(RATECELL_INVALID_LENGTH);
         }
-        std::vector<ratecell_config> raw;
-        raw.reserve(limits.size());
-        for (const Config &c : limits) {
-            raw.push_back(c.raw());
-        }
+        std::vector<ratecell_config> raw = detail::raw_configs(limits);
         detail::check(::ratecell_limiter_new_multi(raw.data(), raw.size(), &handle_));
         names_ = std::move(names);
     }
@@ -246,6 +254,23 @@ public:
         ratecell_limiter *l = nullptr;
         detail::check(::ratecell_limiter_restore_config(&config.raw(), path.c_str(), &l));
         return Limiter(l);
+    }
+
+    /// A limiter of several limits restored from the snapshot file at
+    /// `path` (ratecell_limiter_restore_multi): the file must hold the same
+    /// limits in the same order, else Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH).
+    /// `names` as for the constructor (names are not saved).
+    static Limiter restore(const std::vector<Config> &limits, const std::string &path,
+                           std::vector<std::string> names = {}) {
+        if (!names.empty() && names.size() != limits.size()) {
+            throw Error(RATECELL_INVALID_LENGTH);
+        }
+        std::vector<ratecell_config> raw = detail::raw_configs(limits);
+        ratecell_limiter *l = nullptr;
+        detail::check(::ratecell_limiter_restore_multi(raw.data(), raw.size(), path.c_str(), &l));
+        Limiter back(l);
+        back.names_ = std::move(names);
+        return back;
     }
 
     /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
@@ -418,8 +443,18 @@ public:
     /// Throws Error (RATECELL_SNAPSHOT_* for a file that exists but cannot
     /// be restored, RATECELL_INVALID_* for the configuration).
     Persisted(const Config &config, const std::string &path, std::chrono::nanoseconds every) {
-        std::uint64_t ns = every.count() < 0 ? 0 : static_cast<std::uint64_t>(every.count());
-        detail::check(::ratecell_persisted_open(&config.raw(), path.c_str(), ns, &handle_));
+        detail::check(::ratecell_persisted_open(&config.raw(), path.c_str(), nanos(every),
+                                                &handle_));
+    }
+
+    /// Several limits checked as one (ratecell_persisted_open_multi): a file
+    /// saved with other limits, or another number of them, throws
+    /// Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH).
+    Persisted(const std::vector<Config> &limits, const std::string &path,
+              std::chrono::nanoseconds every) {
+        std::vector<ratecell_config> raw = detail::raw_configs(limits);
+        detail::check(::ratecell_persisted_open_multi(raw.data(), raw.size(), path.c_str(),
+                                                      nanos(every), &handle_));
     }
 
     ~Persisted() { ::ratecell_persisted_close(handle_); }
@@ -456,6 +491,14 @@ public:
         return d;
     }
 
+    /// check with each limit's own decision and the denying index.
+    MultiDecision check_each_at(std::uint64_t key, std::uint64_t cost,
+                                std::uint64_t now_ns) const {
+        MultiDecision d{};
+        detail::check(::ratecell_check_each_at(get(), key, cost, now_ns, &d));
+        return d;
+    }
+
     /// Saves now, in the calling thread.
     void save() const { detail::check(::ratecell_persisted_save(handle_)); }
 
@@ -464,6 +507,10 @@ public:
     void close() { detail::check(::ratecell_persisted_close(std::exchange(handle_, nullptr))); }
 
 private:
+    static std::uint64_t nanos(std::chrono::nanoseconds every) {
+        return every.count() < 0 ? 0 : static_cast<std::uint64_t>(every.count());
+    }
+
     ratecell_persisted *handle_ = nullptr;
 };
 

@@ -167,11 +167,12 @@ var (
 	ErrSnapshotDamaged = sentinel(StatusSnapshotDamaged)
 	// ErrSnapshotVersion: the snapshot's format version is not supported.
 	ErrSnapshotVersion = sentinel(StatusSnapshotVersion)
-	// ErrSnapshotConfigMismatch: RestoreConfig was given another
-	// configuration than the snapshot's.
+	// ErrSnapshotConfigMismatch: RestoreConfig (RestoreMulti,
+	// OpenPersisted) was given another configuration, or other limits,
+	// than the snapshot's.
 	ErrSnapshotConfigMismatch = sentinel(StatusSnapshotConfigMismatch)
-	// ErrSnapshotSeveralLimits: a limiter with several limits cannot be
-	// saved yet.
+	// ErrSnapshotSeveralLimits: reserved, no longer returned (limiters of
+	// several limits are saved since snapshot format version 2).
 	ErrSnapshotSeveralLimits = sentinel(StatusSnapshotSeveralLimits)
 	// ErrSharedIO: Config.Shared could not be opened, created, sized or
 	// mapped.

@@ -48,14 +48,9 @@ type MultiDecision struct {
 // gives the error naming that field (ErrInvalidCapacity, ...); no limits
 // or too many give ErrInvalidLength.
 func NewMulti(limits []Limit) (*Limiter, error) {
-	if len(limits) == 0 || len(limits) > MaxLimits {
-		return nil, statusError("new_multi", C.RATECELL_INVALID_LENGTH)
-	}
-	configs := make([]C.struct_ratecell_config, len(limits))
-	leaky := false
-	for i, lim := range limits {
-		configs[i] = cConfig(lim.Config)
-		leaky = leaky || lim.Algorithm == LeakyBucket
+	configs, leaky, err := cConfigs("new_multi", limits)
+	if err != nil {
+		return nil, err
 	}
 	var handle *C.ratecell_limiter
 	status := C.ratecell_limiter_new_multi(&configs[0], C.size_t(len(configs)), &handle)

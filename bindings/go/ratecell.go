@@ -318,6 +318,10 @@ type core struct {
 	leaky   bool
 	limits  []Limit // of several limits (NewMulti), else nil
 	cleanup runtime.Cleanup
+	// free releases the handle once no call is inside the library; nil
+	// means ratecell_limiter_free (a Persisted's limiter is released with
+	// its saver instead: see persisted.go).
+	free func()
 }
 
 // New checks cfg and makes a limiter. An invalid field gives an error
@@ -411,7 +415,11 @@ func (l *Limiter) Close() error {
 		runtime.Gosched()
 	}
 	c.cleanup.Stop()
-	C.ratecell_limiter_free(c.handle)
+	if c.free != nil {
+		c.free()
+	} else {
+		C.ratecell_limiter_free(c.handle)
+	}
 	c.handle = nil
 	return nil
 }

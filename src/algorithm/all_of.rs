@@ -98,6 +98,17 @@ impl Rule {
         }, block: unreachable!("a multi-word rule {a:?} in a word layout"))
     }
 
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
+    /// Whether a single-word rule could have stored `packed`: no bits
+    /// beyond its state, a packing that re-packs to itself, and a state the
+    /// algorithm allows (a restored snapshot is checked with it).
+    fn word_is_valid(&self, packed: u128) -> bool {
+        with_rule!(self, a => word: {
+            let state = a.unpack(packed);
+            packed & !mask(a.state_bits()) == 0 && a.pack(state) == packed && a.is_valid(state)
+        }, block: unreachable!("a multi-word rule {a:?} has no packed state"))
+    }
+
     #[inline]
     fn word_is_fresh(&self, packed: u128, t: u64) -> bool {
         with_rule!(self, a => word: a.is_fresh_at(a.unpack(packed), t),
@@ -312,6 +323,15 @@ impl WordAlgorithm for AllOf {
     fn state_bits(&self) -> u32 {
         self.size
     }
+
+    /// Every limit's own state is one its algorithm could have stored
+    /// (the composite's bits above `size` are checked by the caller, as
+    /// for any word algorithm).
+    fn is_valid(&self, state: u128) -> bool {
+        self.parts()
+            .iter()
+            .all(|p| p.rule.word_is_valid((state >> p.at) & mask(p.bits)))
+    }
 }
 
 /// One limit's words inside the block: reads through; writes through only
@@ -418,10 +438,23 @@ impl BlockAlgorithm for AllOf {
         })
     }
 
+    /// Each limit's saved words in turn: a single-word limit's two words,
+    /// a multi-word limit's own listing, shifted to where its words sit.
+    fn saved_words<W: Words + ?Sized>(&self, w: &W, each: &mut dyn FnMut(usize)) {
+        for p in self.parts() {
+            let at = p.at as usize;
+            with_rule!(&p.rule, a => word: {
+                let _ = a;
+                each(at);
+                each(at + 1);
+            }, block: a.saved_words(&Shifted { words: w, at }, &mut |i| each(at + i)))
+        }
+    }
+
     fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
         self.parts().iter().all(|p| {
             let at = p.at as usize;
-            with_rule!(&p.rule, a => word: a.is_valid(a.unpack(read_pair(w, at))),
+            with_rule!(&p.rule, a => word: { let _ = a; p.rule.word_is_valid(read_pair(w, at)) },
                 block: a.is_valid(&Shifted { words: w, at }))
         })
     }
@@ -447,7 +480,7 @@ impl<W: Words + ?Sized> Words for Shifted<'_, W> {
         self.words.get(self.at + i)
     }
     fn set(&mut self, _: usize, _: u64) {
-        unreachable!("is_fresh_at and is_valid only read")
+        unreachable!("is_fresh_at, is_valid and saved_words only read")
     }
 }
 

@@ -5,7 +5,7 @@
 //! `ratecell_multi_decision`.
 
 use super::limiter::{Inner, clock_of, publish, ratecell_limiter};
-use super::types::{ratecell_config, ratecell_decision, ratecell_status};
+use super::types::{ratecell_clock, ratecell_config, ratecell_decision, ratecell_status};
 use super::{input, out_ptr};
 use crate::{Config, KeyedLimiter, Limiter, MultiDecision};
 
@@ -102,32 +102,56 @@ pub unsafe extern "C" fn ratecell_limiter_new_multi(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let out = try_status!(out_ptr(out));
-        if n == 0 || n > RATECELL_MAX_LIMITS {
-            return RATECELL_INVALID_LENGTH;
-        }
-        // SAFETY: the caller promises `n` readable configs (or NULL,
-        // refused); every field is an integer, so any bit pattern is valid.
-        let raw = try_status!(unsafe { input(configs, n) });
-        let mut rust: Vec<Config> = Vec::with_capacity(n);
-        let mut clock_kind = None;
-        for cfg in raw {
-            let (config, kind) = try_status!(cfg.to_rust());
-            if *clock_kind.get_or_insert(kind) != kind {
-                return RATECELL_INVALID_CLOCK;
-            }
-            rust.push(config);
-        }
-        let clock_kind = clock_kind.expect("n > 0");
-        let clock = clock_of(clock_kind);
-        let inner = if rust[0].capacity == 0 {
-            Limiter::with_clock_multi(&rust, clock).map(Inner::Direct)
-        } else {
-            KeyedLimiter::with_clock_multi(&rust, clock).map(Inner::Keyed)
-        };
-        let inner = try_status!(inner.map_err(|e| ratecell_status::from_error(&e)));
+        // SAFETY: as promised by the caller.
+        let (rust, clock_kind) = try_status!(unsafe { configs_arg(configs, n) });
+        let inner = try_status!(build_multi(&rust, clock_kind));
         // SAFETY: `out` is non-NULL and, as the caller promises, writable.
         unsafe { publish(inner, clock_kind, out) }
     }
+}
+
+/// Reads `configs[0..n]` from C: 1 to `RATECELL_MAX_LIMITS` configs on one
+/// clock, else the status naming what is wrong (`RATECELL_INVALID_LENGTH`,
+/// `RATECELL_NULL_ARGUMENT`, a field's `RATECELL_INVALID_*`,
+/// `RATECELL_INVALID_CLOCK` when the clocks differ).
+///
+/// # Safety
+/// `configs` is NULL or points to `n` readable configs.
+pub(super) unsafe fn configs_arg(
+    configs: *const ratecell_config,
+    n: usize,
+) -> Result<(Vec<Config>, ratecell_clock), ratecell_status> {
+    if n == 0 || n > RATECELL_MAX_LIMITS {
+        return Err(RATECELL_INVALID_LENGTH);
+    }
+    // SAFETY: the caller promises `n` readable configs (or NULL, refused);
+    // every field is an integer, so any bit pattern is valid.
+    let raw = unsafe { input(configs, n) }?;
+    let mut rust: Vec<Config> = Vec::with_capacity(n);
+    let mut clock_kind = None;
+    for cfg in raw {
+        let (config, kind) = cfg.to_rust()?;
+        if *clock_kind.get_or_insert(kind) != kind {
+            return Err(RATECELL_INVALID_CLOCK);
+        }
+        rust.push(config);
+    }
+    Ok((rust, clock_kind.expect("n > 0")))
+}
+
+/// A direct or keyed limiter of `configs` (1 to `RATECELL_MAX_LIMITS`) as
+/// one, on the clock `clock_kind` names.
+pub(super) fn build_multi(
+    configs: &[Config],
+    clock_kind: ratecell_clock,
+) -> Result<Inner, ratecell_status> {
+    let clock = clock_of(clock_kind);
+    let inner = if configs[0].capacity == 0 {
+        Limiter::with_clock_multi(configs, clock).map(Inner::Direct)
+    } else {
+        KeyedLimiter::with_clock_multi(configs, clock).map(Inner::Keyed)
+    };
+    inner.map_err(|e| ratecell_status::from_error(&e))
 }
 
 /// Writes an answer to a checked out-pointer.

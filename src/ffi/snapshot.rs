@@ -2,10 +2,11 @@
 //! a file, and `ratecell_persisted`, a limiter saved periodically by a
 //! background thread (docs/SNAPSHOT.md).
 
-use super::limiter::{Inner, build, clock_of, handle, put};
+use super::limiter::{Inner, clock_of, handle, put};
+use super::multi::{build_multi, configs_arg};
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{into_raw, out_ptr, path_arg};
-use crate::snapshot::{Save, saved_config};
+use crate::snapshot::{Save, saved_configs};
 use crate::{Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
 use std::ffi::c_char;
 use std::io;
@@ -31,7 +32,6 @@ fn status(e: &SnapshotError) -> ratecell_status {
         SnapshotError::UnsupportedVersion { .. } => RATECELL_SNAPSHOT_VERSION,
         SnapshotError::ConfigMismatch { .. } => RATECELL_SNAPSHOT_CONFIG_MISMATCH,
         SnapshotError::Limiter(e) => ratecell_status::from_error(e),
-        SnapshotError::SeveralLimits => RATECELL_SNAPSHOT_SEVERAL_LIMITS,
         // NotASnapshot, Truncated, Damaged, and any added later.
         _ => RATECELL_SNAPSHOT_DAMAGED,
     }
@@ -46,18 +46,37 @@ impl Save for super::limiter::ratecell_limiter {
     }
 }
 
-/// Restores a handle of `config` from the file at `path`.
+/// Restores a handle of `configs` (one limit, or several as one) from the
+/// file at `path`.
 fn restore(
     path: &Path,
-    config: Config,
+    configs: &[Config],
     clock: ratecell_clock,
 ) -> Result<super::limiter::ratecell_limiter, SnapshotError> {
-    let inner = if config.capacity == 0 {
-        Inner::Direct(Limiter::load(path, config, clock_of(clock))?)
+    let inner = if configs[0].capacity == 0 {
+        Inner::Direct(Limiter::load_multi(path, configs, clock_of(clock))?)
     } else {
-        Inner::Keyed(KeyedLimiter::load(path, config, clock_of(clock))?)
+        Inner::Keyed(KeyedLimiter::load_multi(path, configs, clock_of(clock))?)
     };
     Ok(super::limiter::ratecell_limiter { inner, clock })
+}
+
+/// Writes a restored handle to `*out`, or returns the error's status.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+unsafe fn publish_restored(
+    restored: Result<super::limiter::ratecell_limiter, SnapshotError>,
+    out: *mut *mut super::limiter::ratecell_limiter,
+) -> ratecell_status {
+    let l = match restored {
+        Ok(l) => l,
+        Err(e) => return status(&e),
+    };
+    let ptr = try_status!(into_raw(l));
+    // SAFETY: non-NULL and writable, as promised.
+    unsafe { put(out, ptr) };
+    RATECELL_OK
 }
 
 /// Saves a snapshot of the limiter (its configuration and every live
@@ -107,10 +126,10 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
         let l = try_status!(unsafe { handle(limiter) });
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let saved = crate::snapshot::write_atomically(&path, |file| match &l.inner {
-            Inner::Direct(d) => d.snapshot_at(file, now_ns),
-            Inner::Keyed(k) => k.snapshot_at(file, now_ns),
-        });
+        let saved = match &l.inner {
+            Inner::Direct(d) => d.save_at(&path, now_ns),
+            Inner::Keyed(k) => k.save_at(&path, now_ns),
+        };
         match saved {
             Ok(()) => RATECELL_OK,
             Err(e) => save_status(&e),
@@ -119,8 +138,9 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
 }
 
 /// Builds a limiter from the snapshot file at `path`, with the
-/// configuration saved in it (on the TSC clock), and writes its handle to
-/// `*out`. The saved configuration sizes the table, as one passed to
+/// configuration saved in it (every limit, for a limiter of several: the
+/// result is as `ratecell_limiter_new_multi` makes it), on the TSC clock,
+/// and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 /// `ratecell_limiter_new` would: restore this way only files you would
 /// take a configuration from; `ratecell_limiter_restore_config` refuses
 /// any snapshot that does not fit the caller's configuration before
@@ -147,21 +167,16 @@ pub unsafe extern "C" fn ratecell_limiter_restore(
         let out = try_status!(out_ptr(out));
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let config = match std::fs::File::open(&path)
+        let configs = match std::fs::File::open(&path)
             .map_err(SnapshotError::from)
-            .and_then(|f| saved_config(io::BufReader::new(f)))
+            .and_then(|f| saved_configs(io::BufReader::new(f)))
         {
-            Ok(config) => config,
+            Ok(configs) => configs,
             Err(e) => return status(&e),
         };
-        let l = match restore(&path, config, ratecell_clock::RATECELL_CLOCK_TSC) {
-            Ok(l) => l,
-            Err(e) => return status(&e),
-        };
-        let ptr = try_status!(into_raw(l));
-        // SAFETY: non-NULL and writable, as promised.
-        unsafe { put(out, ptr) };
-        RATECELL_OK
+        let restored = restore(&path, &configs, ratecell_clock::RATECELL_CLOCK_TSC);
+        // SAFETY: `out` is non-NULL and writable, as promised.
+        unsafe { publish_restored(restored, out) }
     }
 }
 
@@ -197,14 +212,42 @@ pub unsafe extern "C" fn ratecell_limiter_restore_config(
         let (config, clock) = try_status!(unsafe { cfg.read() }.to_rust());
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let l = match restore(&path, config, clock) {
-            Ok(l) => l,
-            Err(e) => return status(&e),
-        };
-        let ptr = try_status!(into_raw(l));
-        // SAFETY: non-NULL and writable, as promised.
-        unsafe { put(out, ptr) };
-        RATECELL_OK
+        let restored = restore(&path, &[config], clock);
+        // SAFETY: `out` is non-NULL and writable, as promised.
+        unsafe { publish_restored(restored, out) }
+    }
+}
+
+/// `ratecell_limiter_restore_config` for a limiter of several limits
+/// (`ratecell_limiter_new_multi`): builds the limiter of `configs[0..n]`
+/// from the snapshot file at `path`. The snapshot must hold the same
+/// limits in the same order; otherwise `RATECELL_SNAPSHOT_CONFIG_MISMATCH`
+/// before anything is allocated. `n` = 1 is `ratecell_limiter_restore_config`.
+///
+/// Returns the statuses of `ratecell_limiter_restore_config`, and those of
+/// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out` is
+/// left unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
+///
+/// # Safety
+/// `configs` is NULL or points to `n` readable configs; `path` is NULL or
+/// a NUL-terminated string; `out` is NULL or points to a writable
+/// `ratecell_limiter *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_restore_multi(
+    configs: *const ratecell_config,
+    n: usize,
+    path: *const c_char,
+    out: *mut *mut super::limiter::ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        // SAFETY: as promised by the caller.
+        let (configs, clock) = try_status!(unsafe { configs_arg(configs, n) });
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        let restored = restore(&path, &configs, clock);
+        // SAFETY: `out` is non-NULL and writable, as promised.
+        unsafe { publish_restored(restored, out) }
     }
 }
 
@@ -250,23 +293,75 @@ pub unsafe extern "C" fn ratecell_persisted_open(
         let (config, clock) = try_status!(unsafe { cfg.read() }.to_rust());
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let limiter = match restore(&path, config, clock) {
-            Ok(l) => l,
-            Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-                let fresh = try_status!(build(config, clock));
-                super::limiter::ratecell_limiter { inner: fresh, clock }
-            }
-            Err(e) => return status(&e),
-        };
-        let persisted = match Persisted::start(limiter, path, Duration::from_nanos(every_ns)) {
-            Ok(p) => p,
-            Err(e) => return status(&e),
-        };
-        let ptr = try_status!(into_raw(ratecell_persisted { inner: persisted }));
-        // SAFETY: non-NULL and writable, as promised.
-        unsafe { put(out, ptr) };
-        RATECELL_OK
+        // SAFETY: `out` is non-NULL and writable, as promised.
+        unsafe { open_persisted(&[config], clock, &path, every_ns, out) }
     }
+}
+
+/// `ratecell_persisted_open` for a limiter of several limits checked as
+/// one (`ratecell_limiter_new_multi`): restores `configs[0..n]`'s limiter
+/// from `path` if the file exists (the same limits in the same order, else
+/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`), else makes it fresh, and saves it
+/// there every `every_ns`. `n` = 1 is `ratecell_persisted_open`.
+///
+/// Returns the statuses of `ratecell_persisted_open`, and those of
+/// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out`
+/// is left unchanged. Ownership: release with `ratecell_persisted_close`.
+/// Thread-safe.
+///
+/// # Safety
+/// `configs` is NULL or points to `n` readable configs; `path` is NULL or
+/// a NUL-terminated string; `out` is NULL or points to a writable
+/// `ratecell_persisted *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_persisted_open_multi(
+    configs: *const ratecell_config,
+    n: usize,
+    path: *const c_char,
+    every_ns: u64,
+    out: *mut *mut ratecell_persisted,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        // SAFETY: as promised by the caller.
+        let (configs, clock) = try_status!(unsafe { configs_arg(configs, n) });
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        // SAFETY: `out` is non-NULL and writable, as promised.
+        unsafe { open_persisted(&configs, clock, &path, every_ns, out) }
+    }
+}
+
+/// Restores (or makes fresh) and starts saving; writes the handle.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+unsafe fn open_persisted(
+    configs: &[Config],
+    clock: ratecell_clock,
+    path: &Path,
+    every_ns: u64,
+    out: *mut *mut ratecell_persisted,
+) -> ratecell_status {
+    let limiter = match restore(path, configs, clock) {
+        Ok(l) => l,
+        Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+            let fresh = try_status!(build_multi(configs, clock));
+            super::limiter::ratecell_limiter {
+                inner: fresh,
+                clock,
+            }
+        }
+        Err(e) => return status(&e),
+    };
+    let persisted = match Persisted::start(limiter, path, Duration::from_nanos(every_ns)) {
+        Ok(p) => p,
+        Err(e) => return status(&e),
+    };
+    let ptr = try_status!(into_raw(ratecell_persisted { inner: persisted }));
+    // SAFETY: non-NULL and writable, as promised.
+    unsafe { put(out, ptr) };
+    RATECELL_OK
 }
 
 /// The limiter of a persisted handle, written to `*out`: use it with every

@@ -77,10 +77,12 @@ pub enum ratecell_status {
     RATECELL_SNAPSHOT_VERSION = 19,
     /// The snapshot was taken of a limiter configured differently from the
     /// configuration given (algorithm, limit, period_ns, burst,
-    /// sub_windows or capacity; see docs/SNAPSHOT.md).
+    /// sub_windows or capacity of any limit, or the number of limits; see
+    /// docs/SNAPSHOT.md).
     RATECELL_SNAPSHOT_CONFIG_MISMATCH = 20,
-    /// The limiter enforces several limits as one; saving those is not
-    /// supported yet (the format records one configuration).
+    /// Reserved, no longer returned: limiters of several limits are saved
+    /// and restored since snapshot format version 2. The number stays so
+    /// no status is renumbered.
     RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
     /// `ratecell_limiter_open_shared`: the region's file could not be
     /// opened, created, sized or mapped (permissions, a missing directory,
@@ -219,7 +221,7 @@ impl ratecell_status {
                 b"the snapshot's configuration differs from the one given\0"
             }
             RATECELL_SNAPSHOT_SEVERAL_LIMITS => {
-                b"a limiter with several limits cannot be saved yet\0"
+                b"reserved: no longer returned (several limits are saved since format version 2)\0"
             }
             RATECELL_SHARED_IO => {
                 b"shared region: the file could not be opened, created, sized or mapped\0"

@@ -168,6 +168,7 @@ pub(crate) fn attach(
     _path: &Path,
     _config: &Config,
     _options: &SharedOptions,
+    _hash_keys: Option<(u64, u64)>,
     _shards: usize,
     _slots: usize,
 ) -> Result<Attached, Error> {

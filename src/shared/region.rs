@@ -156,6 +156,7 @@ pub(crate) fn attach(
     path: &Path,
     config: &Config,
     options: &SharedOptions,
+    hash_keys: Option<(u64, u64)>,
     shards: usize,
     slots: usize,
 ) -> Result<Attached, Error> {
@@ -174,7 +175,9 @@ pub(crate) fn attach(
         if std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
             return Err(io_error(path, "cannot open"));
         }
-        if let Some(attached) = create(path, &cpath, &stored, options, shards, slots, layout)? {
+        if let Some(attached) = create(
+            path, &cpath, &stored, options, hash_keys, shards, slots, layout,
+        )? {
             return Ok(attached);
         }
     }
@@ -282,11 +285,13 @@ fn parts(map: &Arc<Mapping>, layout: Layout, shards: usize, slots: usize) -> Att
 
 /// Builds a complete region under a temporary name and links it to
 /// `path`. `None`: `path` appeared meanwhile (attach to it instead).
+#[allow(clippy::too_many_arguments)]
 fn create(
     path: &Path,
     cpath: &CString,
     stored: &StoredConfig,
     options: &SharedOptions,
+    hash_keys: Option<(u64, u64)>,
     shards: usize,
     slots: usize,
     layout: Layout,
@@ -313,27 +318,30 @@ fn create(
         return Err(io_error(path, "cannot create"));
     }
     let fd = Fd(fd);
-    let result = build(path, &fd, stored, mode, shards, slots, layout).and_then(|attached| {
-        // SAFETY: valid C strings.
-        if unsafe { libc::link(ctmp.as_ptr(), cpath.as_ptr()) } == 0 {
-            Ok(Some(attached))
-        } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
-            Ok(None)
-        } else {
-            Err(io_error(path, "cannot link the new region into place"))
-        }
-    });
+    let result =
+        build(path, &fd, stored, mode, hash_keys, shards, slots, layout).and_then(|attached| {
+            // SAFETY: valid C strings.
+            if unsafe { libc::link(ctmp.as_ptr(), cpath.as_ptr()) } == 0 {
+                Ok(Some(attached))
+            } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+                Ok(None)
+            } else {
+                Err(io_error(path, "cannot link the new region into place"))
+            }
+        });
     // SAFETY: a valid C string; the temporary name is ours alone.
     unsafe { libc::unlink(ctmp.as_ptr()) };
     result
 }
 
 /// Sizes, maps and initialises a new region file.
+#[allow(clippy::too_many_arguments)]
 fn build(
     path: &Path,
     fd: &Fd,
     stored: &StoredConfig,
     mode: u32,
+    hash_keys: Option<(u64, u64)>,
     shards: usize,
     slots: usize,
     layout: Layout,
@@ -351,7 +359,9 @@ fn build(
     }
     let map = map(path, fd, layout.total)?;
     reserve(path, fd, &map, len)?;
-    let (k0, k1) = crate::table::KeyHasher::random().keys();
+    // A restored snapshot's keys (its keys' places depend on them), else
+    // fresh random ones.
+    let (k0, k1) = hash_keys.unwrap_or_else(|| crate::table::KeyHasher::random().keys());
     let cal = Calibration::measure(&quanta::Clock::new());
     let mut header = Header {
         magic: MAGIC,

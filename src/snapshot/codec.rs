@@ -1,6 +1,8 @@
-//! The snapshot format, version 1 (docs/SNAPSHOT.md is the normative
-//! description): a fixed header with its own checksum, the states, and a
-//! footer with the record count and a checksum of everything before it.
+//! The snapshot format, versions 1 and 2 (docs/SNAPSHOT.md is the normative
+//! description): a fixed header (version 2: followed by a table of the
+//! further limits of a limiter of several) with its own checksum, the
+//! states, and a footer with the record count and a checksum of everything
+//! before it.
 //!
 //! Reading allocates nothing sized by the input: the limiter is built from
 //! the configuration the caller asks for (compared with the header before
@@ -16,6 +18,7 @@ use crate::clock::Clock;
 use crate::config::{Algorithm, Config, Field, Overflow};
 use crate::keyed::{KeyedLimiter, Tables};
 use crate::limiter::{Engine, Limiter};
+use crate::multi::MAX_LIMITS;
 use crate::sync::AtomicU64;
 use crate::table::KeyHasher;
 use crate::table::block::BlockTable;
@@ -28,8 +31,11 @@ use std::sync::atomic::Ordering::Relaxed;
 /// ends damages the magic, not the states).
 pub(crate) const MAGIC: [u8; 8] = *b"\x89RCSNAP\n";
 
-/// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The newest format version this build writes and reads: 2, which adds
+/// the table of limits of a limiter of several limits. A limiter of one
+/// limit is still written in version 1 (its layout is version 2's with no
+/// table), and version 1 files are read as ever.
+pub const VERSION: u32 = 2;
 
 const DIRECT: u32 = 1;
 const KEYED: u32 = 2;
@@ -104,6 +110,13 @@ impl<R: Read> In<R> {
         Ok(u64::from_le_bytes(self.bytes()?))
     }
 
+    /// Fills `buf` (a fixed buffer the caller bounded) from the input.
+    fn fill(&mut self, buf: &mut [u8]) -> Result<(), SnapshotError> {
+        self.r.read_exact(buf)?;
+        self.crc.update(buf);
+        Ok(())
+    }
+
     fn word(&mut self) -> Result<u128, SnapshotError> {
         Ok(u128::from(self.u64()?) | (u128::from(self.u64()?) << 64))
     }
@@ -135,16 +148,64 @@ fn damaged(reason: impl Into<String>) -> SnapshotError {
     SnapshotError::Damaged(reason.into())
 }
 
-/// The fixed header (docs/SNAPSHOT.md, "Header").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Header {
-    kind: u32,
+/// One limit's fields in a header: the first limit's sit in the fixed
+/// header, the others' (format version 2) in the limits table after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct LimitFields {
     algorithm: u32,
     sub_windows: u32,
-    overflow: u32,
     limit: u64,
     period_ns: u64,
     burst: u64,
+}
+
+/// Bytes of one entry of a version 2 header's limits table.
+const LIMIT_LEN: usize = 32;
+
+impl LimitFields {
+    fn of(config: &Config) -> LimitFields {
+        let p = config
+            .params()
+            .expect("a limiter's configuration was validated when it was built");
+        LimitFields {
+            algorithm: p.algorithm as u32,
+            sub_windows: p.sub_windows,
+            limit: p.limit,
+            period_ns: p.period,
+            burst: p.burst,
+        }
+    }
+
+    fn to_bytes(self) -> [u8; LIMIT_LEN] {
+        let mut b = [0u8; LIMIT_LEN];
+        b[0..4].copy_from_slice(&self.algorithm.to_le_bytes());
+        b[4..8].copy_from_slice(&self.sub_windows.to_le_bytes());
+        b[8..16].copy_from_slice(&self.limit.to_le_bytes());
+        b[16..24].copy_from_slice(&self.period_ns.to_le_bytes());
+        b[24..32].copy_from_slice(&self.burst.to_le_bytes());
+        b
+    }
+
+    fn from_bytes(b: &[u8]) -> LimitFields {
+        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        LimitFields {
+            algorithm: u32_at(0),
+            sub_windows: u32_at(4),
+            limit: u64_at(8),
+            period_ns: u64_at(16),
+            burst: u64_at(24),
+        }
+    }
+}
+
+/// The header (docs/SNAPSHOT.md, "Header"): fixed for one limit (format
+/// version 1), followed by a table of the other limits for several
+/// (version 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Header {
+    kind: u32,
+    overflow: u32,
     capacity: u64,
     saved_at_ns: u64,
     state_words: u64,
@@ -152,60 +213,67 @@ struct Header {
     hash_k1: u64,
     places: u64,
     fingerprint_bits: u64,
+    /// Only `limits[..count]` are limits.
+    limits: [LimitFields; MAX_LIMITS],
+    count: usize,
 }
 
 impl Header {
-    /// The header of a limiter built from `config` (validated then).
-    fn of(config: &Config, saved_at_ns: u64, state_words: u64) -> Header {
-        let p = config
-            .params()
-            .expect("a limiter's configuration was validated when it was built");
+    /// The header of a limiter built from `configs` (validated then; 1 to
+    /// `MAX_LIMITS`, sharing capacity and overflow).
+    fn of(configs: &[Config], saved_at_ns: u64, state_words: u64) -> Header {
+        let first = &configs[0];
+        let mut limits = [LimitFields::default(); MAX_LIMITS];
+        for (l, c) in limits.iter_mut().zip(configs) {
+            *l = LimitFields::of(c);
+        }
         Header {
-            kind: if config.capacity == 0 { DIRECT } else { KEYED },
-            algorithm: p.algorithm as u32,
-            sub_windows: p.sub_windows,
-            overflow: config.overflow as u32,
-            limit: p.limit,
-            period_ns: p.period,
-            burst: p.burst,
-            capacity: config.capacity,
+            kind: if first.capacity == 0 { DIRECT } else { KEYED },
+            overflow: first.overflow as u32,
+            capacity: first.capacity,
             saved_at_ns,
             state_words,
             hash_k0: 0,
             hash_k1: 0,
             places: 1,
             fingerprint_bits: 0,
+            limits,
+            count: configs.len(),
         }
+    }
+
+    /// The version this header is written in: 1 for one limit (so builds
+    /// that read only version 1 still read it), 2 for several.
+    fn version(&self) -> u32 {
+        if self.count == 1 { 1 } else { VERSION }
     }
 
     fn write<W: Write>(&self, out: &mut Out<W>) -> Result<(), SnapshotError> {
         let mut b = [0u8; HEADER_LEN];
         b[..8].copy_from_slice(&MAGIC);
+        let first = self.limits[0];
+        // Bytes 28..32: reserved (0) in version 1, the number of limits in
+        // version 2.
+        let count = if self.count == 1 {
+            0
+        } else {
+            self.count as u32
+        };
         let fields32 = [
-            VERSION,
+            self.version(),
             self.kind,
-            self.algorithm,
-            self.sub_windows,
+            first.algorithm,
+            first.sub_windows,
             self.overflow,
+            count,
         ];
         for (i, v) in fields32.iter().enumerate() {
             b[8 + 4 * i..][..4].copy_from_slice(&v.to_le_bytes());
         }
-        // Bytes 28..32 are reserved (zero).
-        for (i, v) in self.fields64().iter().enumerate() {
-            b[32 + 8 * i..][..8].copy_from_slice(&v.to_le_bytes());
-        }
-        let mut crc = Crc32c::new();
-        crc.update(&b);
-        out.bytes(&b)?;
-        out.bytes(&crc.value().to_le_bytes())
-    }
-
-    fn fields64(&self) -> [u64; 10] {
-        [
-            self.limit,
-            self.period_ns,
-            self.burst,
+        let fields64 = [
+            first.limit,
+            first.period_ns,
+            first.burst,
             self.capacity,
             self.saved_at_ns,
             self.state_words,
@@ -213,7 +281,19 @@ impl Header {
             self.hash_k1,
             self.places,
             self.fingerprint_bits,
-        ]
+        ];
+        for (i, v) in fields64.iter().enumerate() {
+            b[32 + 8 * i..][..8].copy_from_slice(&v.to_le_bytes());
+        }
+        let mut crc = Crc32c::new();
+        crc.update(&b);
+        out.bytes(&b)?;
+        for limit in &self.limits[1..self.count] {
+            let entry = limit.to_bytes();
+            crc.update(&entry);
+            out.bytes(&entry)?;
+        }
+        out.bytes(&crc.value().to_le_bytes())
     }
 
     fn read<R: Read>(input: &mut In<R>) -> Result<Header, SnapshotError> {
@@ -227,7 +307,7 @@ impl Header {
             return Err(SnapshotError::NotASnapshot);
         }
         let version = u32::from_le_bytes(input.bytes()?);
-        if version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(SnapshotError::UnsupportedVersion {
                 found: version,
                 supported: VERSION,
@@ -238,22 +318,45 @@ impl Header {
         crc.update(&magic);
         crc.update(&version.to_le_bytes());
         crc.update(&rest);
+        let u32_at = |at: usize| u32::from_le_bytes(rest[at - 12..][..4].try_into().unwrap());
+        let u64_at = |at: usize| u64::from_le_bytes(rest[at - 12..][..8].try_into().unwrap());
+        // The number of limits bounds the table read next (at most
+        // `MAX_LIMITS - 1` entries, into a fixed buffer), before the
+        // checksum can vouch for it.
+        let count = match (version, u32_at(28)) {
+            (1, 0) => 1,
+            (1, _) => return Err(damaged("the header's reserved bytes are not zero")),
+            (_, n) if (2..=MAX_LIMITS as u32).contains(&n) => n as usize,
+            (_, n) => {
+                return Err(damaged(format!(
+                    "the header counts {n} limits (a version 2 snapshot holds 2 to {MAX_LIMITS})"
+                )));
+            }
+        };
+        let mut table = [0u8; LIMIT_LEN * (MAX_LIMITS - 1)];
+        let table = &mut table[..LIMIT_LEN * (count - 1)];
+        input.fill(table)?;
+        crc.update(table);
         if u32::from_le_bytes(input.bytes()?) != crc.value() {
             return Err(damaged("the header's checksum does not match the header"));
         }
-        let u32_at = |at: usize| u32::from_le_bytes(rest[at - 12..][..4].try_into().unwrap());
-        let u64_at = |at: usize| u64::from_le_bytes(rest[at - 12..][..8].try_into().unwrap());
-        if u32_at(28) != 0 {
-            return Err(damaged("the header's reserved bytes are not zero"));
-        }
-        Ok(Header {
-            kind: u32_at(12),
+        let mut limits = [LimitFields::default(); MAX_LIMITS];
+        limits[0] = LimitFields {
             algorithm: u32_at(16),
             sub_windows: u32_at(20),
-            overflow: u32_at(24),
             limit: u64_at(32),
             period_ns: u64_at(40),
             burst: u64_at(48),
+        };
+        for (l, entry) in limits[1..count]
+            .iter_mut()
+            .zip(table.chunks_exact(LIMIT_LEN))
+        {
+            *l = LimitFields::from_bytes(entry);
+        }
+        Ok(Header {
+            kind: u32_at(12),
+            overflow: u32_at(24),
             capacity: u64_at(56),
             saved_at_ns: u64_at(64),
             state_words: u64_at(72),
@@ -261,62 +364,100 @@ impl Header {
             hash_k1: u64_at(88),
             places: u64_at(96),
             fingerprint_bits: u64_at(104),
+            limits,
+            count,
         })
     }
 
-    /// The configuration saved, as a `Config` (burst and sub-windows
-    /// resolved).
-    fn config(&self) -> Result<Config, SnapshotError> {
-        let algorithm = Algorithm::from_u32(self.algorithm)
-            .ok_or_else(|| damaged(format!("algorithm {} is not one", self.algorithm)))?;
+    /// The configurations saved, in order (burst and sub-windows resolved).
+    fn configs(&self) -> Result<Vec<Config>, SnapshotError> {
         let overflow = match self.overflow {
             0 => Overflow::Deny,
             1 => Overflow::Allow,
             v => return Err(damaged(format!("overflow {v} is not a policy"))),
         };
-        Ok(Config {
-            algorithm,
-            limit: self.limit,
-            period_ns: self.period_ns,
-            burst: self.burst,
-            sub_windows: self.sub_windows,
-            capacity: self.capacity,
-            overflow,
-        })
+        self.limits[..self.count]
+            .iter()
+            .map(|l| {
+                let algorithm = Algorithm::from_u32(l.algorithm)
+                    .ok_or_else(|| damaged(format!("algorithm {} is not one", l.algorithm)))?;
+                Ok(Config {
+                    algorithm,
+                    limit: l.limit,
+                    period_ns: l.period_ns,
+                    burst: l.burst,
+                    sub_windows: l.sub_windows,
+                    capacity: self.capacity,
+                    overflow,
+                })
+            })
+            .collect()
     }
 
-    /// Refuses a snapshot of another configuration than `wanted`, naming
-    /// the first field that differs. Burst and sub-windows are compared
-    /// resolved (a burst of 0 is the limit; only the bucketed window has
-    /// sub-windows); the overflow policy is the caller's to choose.
-    fn check(&self, wanted: &Config) -> Result<(), SnapshotError> {
-        let p = wanted.params().map_err(crate::config::Error::from)?;
-        let pairs = [
-            (
-                Field::Algorithm,
-                u64::from(self.algorithm),
-                p.algorithm as u64,
-            ),
-            (Field::Capacity, self.capacity, wanted.capacity),
-            (Field::Limit, self.limit, p.limit),
-            (Field::PeriodNs, self.period_ns, p.period),
-            (Field::Burst, self.burst, p.burst),
-            (
-                Field::SubWindows,
-                u64::from(self.sub_windows),
-                u64::from(p.sub_windows),
-            ),
-        ];
-        for (field, saved, wanted) in pairs {
-            if saved != wanted {
-                return Err(SnapshotError::ConfigMismatch {
-                    field,
-                    saved,
-                    wanted,
-                });
+    /// Refuses a snapshot of other limits than `wanted`, naming the first
+    /// field that differs and its limit: the number of limits, then each
+    /// limit in order. Burst and sub-windows are compared resolved (a burst
+    /// of 0 is the limit; only the bucketed window has sub-windows); the
+    /// overflow policy is the caller's to choose. An invalid `wanted` is
+    /// refused as its constructor would refuse it.
+    fn check(&self, wanted: &[Config]) -> Result<(), SnapshotError> {
+        if wanted.len() != 1 {
+            // The constructor's own checks (count, each limit, shared
+            // capacity and overflow); its layout is not needed here.
+            crate::multi::all_of(wanted, 128)?;
+        }
+        let mut resolved = [LimitFields::default(); MAX_LIMITS];
+        for (r, c) in resolved.iter_mut().zip(wanted) {
+            let p = c.params().map_err(crate::config::Error::from)?;
+            *r = LimitFields {
+                algorithm: p.algorithm as u32,
+                sub_windows: p.sub_windows,
+                limit: p.limit,
+                period_ns: p.period,
+                burst: p.burst,
+            };
+        }
+        if wanted.len() != self.count {
+            return Err(SnapshotError::ConfigMismatch {
+                limit: 0,
+                field: Field::Limits,
+                saved: self.count as u64,
+                wanted: wanted.len() as u64,
+            });
+        }
+        for (i, (saved, want)) in self.limits[..self.count].iter().zip(&resolved).enumerate() {
+            let pairs = [
+                (
+                    Field::Algorithm,
+                    u64::from(saved.algorithm),
+                    u64::from(want.algorithm),
+                ),
+                (Field::Capacity, self.capacity, wanted[i].capacity),
+                (Field::Limit, saved.limit, want.limit),
+                (Field::PeriodNs, saved.period_ns, want.period_ns),
+                (Field::Burst, saved.burst, want.burst),
+                (
+                    Field::SubWindows,
+                    u64::from(saved.sub_windows),
+                    u64::from(want.sub_windows),
+                ),
+            ];
+            for (field, saved, wanted) in pairs {
+                if saved != wanted {
+                    return Err(SnapshotError::ConfigMismatch {
+                        limit: i,
+                        field,
+                        saved,
+                        wanted,
+                    });
+                }
             }
         }
-        let kind = if wanted.capacity == 0 { DIRECT } else { KEYED };
+        let kind = if wanted[0].capacity == 0 {
+            DIRECT
+        } else {
+            KEYED
+        };
         if self.kind != kind {
             return Err(damaged(format!(
                 "kind {} does not fit its capacity",
@@ -353,8 +494,20 @@ impl Header {
 /// configuration then sizes the table, as a configuration passed to
 /// `KeyedLimiter::new` would: take it only from a file you would take a
 /// configuration from.
+///
+/// For a snapshot of several limits this is the first limit's
+/// configuration, which a restore refuses (the number of limits differs):
+/// read them all with [`saved_configs`].
 pub fn saved_config(input: impl Read) -> Result<Config, SnapshotError> {
-    Header::read(&mut In::new(input))?.config()
+    Ok(saved_configs(input)?.swap_remove(0))
+}
+
+/// The configurations of every limit saved in a snapshot, in order (one
+/// for a limiter of one limit, at most [`crate::MAX_LIMITS`]), read from
+/// its header alone: what [`saved_config`] reads, for limiters of several
+/// limits ([`crate::Limiter::new_multi`]).
+pub fn saved_configs(input: impl Read) -> Result<Vec<Config>, SnapshotError> {
+    Header::read(&mut In::new(input))?.configs()
 }
 
 /// Words of a word algorithm's state in a record: the packed 128-bit word.
@@ -399,24 +552,27 @@ impl Limiter {
         self.snapshot_at(out, self.now_ns())
     }
 
-    /// Writes the configuration and the state to `out`, recording `now_ns`
-    /// as the time of the snapshot. Checks on other threads go on: the
-    /// state saved is one the limiter had during the call (one atomic load,
-    /// or a copy under the latch of a multi-word state).
+    /// Writes the configuration (every limit's, for a limiter of several)
+    /// and the state to `out`, recording `now_ns` as the time of the
+    /// snapshot. Checks on other threads go on: the state saved is one the
+    /// limiter had during the call (one atomic load, or a copy under the
+    /// latch of a multi-word state).
     pub fn snapshot_at(&self, out: impl Write, now_ns: u64) -> Result<(), SnapshotError> {
         let mut out = Out::new(out);
         let mut buf = Vec::new();
+        let header = |state_words: u64| Header::of(self.limits(), now_ns, state_words);
         let state_words = match self.engine() {
             Engine::Gcra(_, cell) => {
                 let packed = cell.load();
-                Header::of(self.config(), now_ns, WORD_STATE_WORDS).write(&mut out)?;
+                header(WORD_STATE_WORDS).write(&mut out)?;
                 return out.word(packed).and_then(|()| out.finish(1));
             }
             Engine::TokenBucket(_, cell)
             | Engine::FixedWindow(_, cell)
-            | Engine::SlidingWindow(_, cell) => {
+            | Engine::SlidingWindow(_, cell)
+            | Engine::AllOfWord(_, cell) => {
                 let packed = cell.load();
-                Header::of(self.config(), now_ns, WORD_STATE_WORDS).write(&mut out)?;
+                header(WORD_STATE_WORDS).write(&mut out)?;
                 return out.word(packed).and_then(|()| out.finish(1));
             }
             Engine::BucketedWindow(alg, cell) => {
@@ -427,11 +583,12 @@ impl Limiter {
                 cell.latched(|w| collect(alg, w, &mut buf));
                 alg.words()
             }
-            Engine::AllOfWord(..) | Engine::AllOfBlock(..) => {
-                return Err(SnapshotError::SeveralLimits);
+            Engine::AllOfBlock(alg, cell) => {
+                cell.latched(|w| collect(alg, w, &mut buf));
+                BlockAlgorithm::words(alg)
             }
         };
-        Header::of(self.config(), now_ns, state_words as u64).write(&mut out)?;
+        header(state_words as u64).write(&mut out)?;
         for &w in &buf {
             out.u64(w)?;
         }
@@ -447,10 +604,23 @@ impl Limiter {
         config: Config,
         clock: Clock,
     ) -> Result<Limiter, SnapshotError> {
+        Limiter::restore_multi(input, std::slice::from_ref(&config), clock)
+    }
+
+    /// [`Limiter::restore`] for a limiter of several limits
+    /// ([`Limiter::new_multi`]): `configs` must be the saved limits, in
+    /// the same order, else [`SnapshotError::ConfigMismatch`] names the
+    /// first that differs (or [`Field::Limits`] when their number does).
+    /// Names are not saved: give them again with [`Limiter::with_names`].
+    pub fn restore_multi(
+        input: impl Read,
+        configs: &[Config],
+        clock: Clock,
+    ) -> Result<Limiter, SnapshotError> {
         let mut input = In::new(input);
         let header = Header::read(&mut input)?;
-        header.check(&config)?;
-        let limiter = Limiter::with_clock(config, clock)?;
+        header.check(configs)?;
+        let limiter = Limiter::with_clock_multi(configs, clock)?;
         match limiter.engine() {
             Engine::Gcra(alg, cell) => {
                 header.check_layout(1, 0, WORD_STATE_WORDS)?;
@@ -461,14 +631,12 @@ impl Limiter {
             Engine::TokenBucket(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::FixedWindow(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::SlidingWindow(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
+            Engine::AllOfWord(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::BucketedWindow(alg, cell) => {
                 restore_block_cell(&header, &mut input, alg, cell)?
             }
             Engine::SlidingLog(alg, cell) => restore_block_cell(&header, &mut input, alg, cell)?,
-            // `with_clock` above builds one limit, never several.
-            Engine::AllOfWord(..) | Engine::AllOfBlock(..) => {
-                return Err(SnapshotError::SeveralLimits);
-            }
+            Engine::AllOfBlock(alg, cell) => restore_block_cell(&header, &mut input, alg, cell)?,
         }
         input.finish(1)?;
         Ok(limiter)
@@ -528,7 +696,7 @@ impl KeyedLimiter {
             hash_k1: k1,
             places: places as u64,
             fingerprint_bits: u64::from(self.fingerprint_bits()),
-            ..Header::of(self.config(), now_ns, state_words)
+            ..Header::of(self.limits(), now_ns, state_words)
         };
         let records = match tables {
             Tables::Gcra(t) => save_words(&mut out, header(t.places(), 2), t, now_ns),
@@ -543,7 +711,11 @@ impl KeyedLimiter {
                 let h = header(t.places(), t.alg().words() as u64);
                 save_blocks(&mut out, h, t, now_ns)
             }
-            Tables::AllOfWord(_) | Tables::AllOfBlock(_) => Err(SnapshotError::SeveralLimits),
+            Tables::AllOfWord(t) => save_words(&mut out, header(t.places(), 2), t, now_ns),
+            Tables::AllOfBlock(t) => {
+                let h = header(t.places(), BlockAlgorithm::words(t.alg()) as u64);
+                save_blocks(&mut out, h, t, now_ns)
+            }
         }?;
         out.finish(records)
     }
@@ -558,24 +730,110 @@ impl KeyedLimiter {
         config: Config,
         clock: Clock,
     ) -> Result<KeyedLimiter, SnapshotError> {
+        KeyedLimiter::restore_multi(input, std::slice::from_ref(&config), clock)
+    }
+
+    /// [`KeyedLimiter::restore`] for a keyed limiter of several limits
+    /// ([`KeyedLimiter::new_multi`]): `configs` must be the saved limits,
+    /// in the same order (see [`Limiter::restore_multi`]).
+    pub fn restore_multi(
+        input: impl Read,
+        configs: &[Config],
+        clock: Clock,
+    ) -> Result<KeyedLimiter, SnapshotError> {
         let mut input = In::new(input);
         let header = Header::read(&mut input)?;
-        header.check(&config)?;
+        header.check(configs)?;
         let hasher = KeyHasher::from_keys(header.hash_k0, header.hash_k1);
-        let limiter = KeyedLimiter::with_hasher(config, clock, hasher)?;
-        let bits = u64::from(limiter.fingerprint_bits());
-        let records = match limiter.parts().0 {
-            Tables::Gcra(t) => restore_words(&header, &mut input, t, bits),
-            Tables::TokenBucket(t) => restore_words(&header, &mut input, t, bits),
-            Tables::FixedWindow(t) => restore_words(&header, &mut input, t, bits),
-            Tables::SlidingWindow(t) => restore_words(&header, &mut input, t, bits),
-            Tables::BucketedWindow(t) => restore_blocks(&header, &mut input, t, bits),
-            Tables::SlidingLog(t) => restore_blocks(&header, &mut input, t, bits),
-            // `with_hasher` above builds one limit, never several.
-            Tables::AllOfWord(_) | Tables::AllOfBlock(_) => Err(SnapshotError::SeveralLimits),
-        }?;
+        let limiter = KeyedLimiter::with_hasher_multi(configs, clock, hasher)?;
+        let records = restore_records(&header, &mut input, &limiter)?;
         input.finish(records)?;
         Ok(limiter)
+    }
+
+    /// Opens the shared region at `region` (see
+    /// [`KeyedLimiter::open_shared_with`]) holding the states saved in
+    /// `input`, when no region exists there yet; returns the limiter and
+    /// whether it was restored (`false`: a region was there, or appeared
+    /// meanwhile, and was attached as it is, the snapshot unused).
+    ///
+    /// The restore fills a new region under a private temporary name in
+    /// the same directory, with the snapshot's hash key, then links it to
+    /// `region`: no process ever attaches to a half-restored region, and
+    /// of several processes restoring at once one wins and the others
+    /// attach to its region. The snapshot must be of `config` (else
+    /// [`SnapshotError::ConfigMismatch`]), of one limit (shared regions
+    /// hold one). Errors of the region are [`SnapshotError::Limiter`]
+    /// with [`crate::Error::Shared`].
+    pub fn restore_shared(
+        input: impl Read,
+        region: impl AsRef<std::path::Path>,
+        config: Config,
+        options: &crate::SharedOptions,
+    ) -> Result<(KeyedLimiter, bool), SnapshotError> {
+        let region = crate::shared::resolve(region.as_ref());
+        if region.exists() {
+            return Ok((
+                KeyedLimiter::open_shared_with(&region, config, options)?,
+                false,
+            ));
+        }
+        let mut input = In::new(input);
+        let header = Header::read(&mut input)?;
+        header.check(&[config])?;
+        static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut temp = region.as_os_str().to_owned();
+        temp.push(format!(
+            ".restore.{}.{}",
+            std::process::id(),
+            UNIQUE.fetch_add(1, Relaxed)
+        ));
+        let temp = std::path::PathBuf::from(temp);
+        let filled = KeyedLimiter::open_shared_keyed(
+            &temp,
+            config,
+            options,
+            Some((header.hash_k0, header.hash_k1)),
+        )
+        .map_err(SnapshotError::from)
+        .and_then(|limiter| {
+            // The region was just made under a name nobody else knows: no
+            // other process can see it while it is filled.
+            let records = restore_records(&header, &mut input, &limiter)?;
+            input.finish(records)
+        });
+        let linked = filled.and_then(|()| match std::fs::hard_link(&temp, &region) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(SnapshotError::Io(e)),
+        });
+        let _ = std::fs::remove_file(&temp);
+        let restored = linked?;
+        Ok((
+            KeyedLimiter::open_shared_with(&region, config, options)?,
+            restored,
+        ))
+    }
+}
+
+/// Reads a keyed snapshot's records into `limiter` (which no other thread
+/// or process uses yet, built from the configuration the header was checked
+/// against and hashing with its key); returns how many, for the footer.
+fn restore_records<R: Read>(
+    header: &Header,
+    input: &mut In<R>,
+    limiter: &KeyedLimiter,
+) -> Result<u64, SnapshotError> {
+    let bits = u64::from(limiter.fingerprint_bits());
+    match limiter.parts().0 {
+        Tables::Gcra(t) => restore_words(header, input, t, bits),
+        Tables::TokenBucket(t) => restore_words(header, input, t, bits),
+        Tables::FixedWindow(t) => restore_words(header, input, t, bits),
+        Tables::SlidingWindow(t) => restore_words(header, input, t, bits),
+        Tables::AllOfWord(t) => restore_words(header, input, t, bits),
+        Tables::BucketedWindow(t) => restore_blocks(header, input, t, bits),
+        Tables::SlidingLog(t) => restore_blocks(header, input, t, bits),
+        Tables::AllOfBlock(t) => restore_blocks(header, input, t, bits),
     }
 }
 
@@ -841,6 +1099,92 @@ mod tests {
         put(&mut bytes, at, 2);
         reseal(&mut bytes);
         refused(cfg, &bytes, "counts 2 records");
+    }
+
+    /// A keyed snapshot of two limits (version 2: one 32-byte entry in the
+    /// header's limits table).
+    fn two_limits() -> (Vec<Config>, Vec<u8>) {
+        let configs = [
+            Config::new(Algorithm::Gcra, 5, SECOND).capacity(64),
+            Config::new(Algorithm::SlidingLog, 3, SECOND).capacity(64),
+        ];
+        let l = KeyedLimiter::with_clock_multi(&configs, clock()).unwrap();
+        l.check_at(1, 1, T0);
+        let mut bytes = Vec::new();
+        l.snapshot_at(&mut bytes, T0).unwrap();
+        (configs.to_vec(), bytes)
+    }
+
+    /// Recomputes both checksums of a version 2 snapshot whose header
+    /// holds `entries` table entries.
+    fn reseal_v2(bytes: &mut [u8], entries: usize) {
+        let at = HEADER_LEN + LIMIT_LEN * entries;
+        let mut crc = Crc32c::new();
+        crc.update(&bytes[..at]);
+        bytes[at..at + 4].copy_from_slice(&crc.value().to_le_bytes());
+        let end = bytes.len() - 4;
+        let mut crc = Crc32c::new();
+        crc.update(&bytes[..end]);
+        bytes[end..].copy_from_slice(&crc.value().to_le_bytes());
+    }
+
+    #[test]
+    fn a_count_of_limits_out_of_range_is_refused_before_the_table_is_read() {
+        let (configs, bytes) = two_limits();
+        assert_eq!(get(&bytes, 8) as u32, 2, "version 2");
+        assert_eq!(u32::from_le_bytes(bytes[28..32].try_into().unwrap()), 2);
+        let mut b = bytes.clone();
+        reseal_v2(&mut b, 1);
+        KeyedLimiter::restore_multi(&b[..], &configs, clock()).unwrap();
+        for count in [0u32, 1, 9, u32::MAX] {
+            let mut b = bytes.clone();
+            b[28..32].copy_from_slice(&count.to_le_bytes());
+            reseal_v2(&mut b, 1);
+            match KeyedLimiter::restore_multi(&b[..], &configs, clock()) {
+                Err(SnapshotError::Damaged(r)) => assert!(r.contains("limits"), "{r}"),
+                other => panic!("count {count}: {other:?}"),
+            }
+        }
+        // A version 1 header with the count field set: refused as before.
+        let (cfg, mut v1) = keyed(Algorithm::Gcra, 5, 1);
+        v1[28] = 2;
+        reseal(&mut v1);
+        refused(cfg, &v1, "reserved");
+    }
+
+    #[test]
+    fn a_limits_table_entry_no_limiter_writes_is_refused() {
+        let (configs, bytes) = two_limits();
+        // The entry's algorithm (its first u32) out of range.
+        let mut b = bytes.clone();
+        b[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&99u32.to_le_bytes());
+        reseal_v2(&mut b, 1);
+        assert!(matches!(
+            saved_configs(&b[..]),
+            Err(SnapshotError::Damaged(_))
+        ));
+        assert!(matches!(
+            KeyedLimiter::restore_multi(&b[..], &configs, clock()),
+            Err(SnapshotError::ConfigMismatch {
+                limit: 1,
+                field: Field::Algorithm,
+                saved: 99,
+                ..
+            })
+        ));
+        // Its limit changed: the saved configuration differs, named.
+        let mut b = bytes.clone();
+        put(&mut b, HEADER_LEN + 8, 4);
+        reseal_v2(&mut b, 1);
+        assert!(matches!(
+            KeyedLimiter::restore_multi(&b[..], &configs, clock()),
+            Err(SnapshotError::ConfigMismatch {
+                limit: 1,
+                field: Field::Limit,
+                saved: 4,
+                wanted: 3,
+            })
+        ));
     }
 
     #[test]

@@ -67,6 +67,12 @@ impl Limiter {
         write_atomically(path.as_ref(), |file| self.snapshot(file))
     }
 
+    /// [`Limiter::save`] judging which states are live at `now_ns` (see
+    /// [`Limiter::snapshot_at`]): for limiters driven by the `_at` calls.
+    pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
+        write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
+    }
+
     /// [`Limiter::restore`] from the file at `path`.
     pub fn load(
         path: impl AsRef<Path>,
@@ -74,6 +80,15 @@ impl Limiter {
         clock: Clock,
     ) -> Result<Limiter, SnapshotError> {
         Limiter::restore(BufReader::new(File::open(path)?), config, clock)
+    }
+
+    /// [`Limiter::restore_multi`] from the file at `path`.
+    pub fn load_multi(
+        path: impl AsRef<Path>,
+        configs: &[Config],
+        clock: Clock,
+    ) -> Result<Limiter, SnapshotError> {
+        Limiter::restore_multi(BufReader::new(File::open(path)?), configs, clock)
     }
 }
 
@@ -84,6 +99,12 @@ impl KeyedLimiter {
         write_atomically(path.as_ref(), |file| self.snapshot(file))
     }
 
+    /// [`KeyedLimiter::save`] judging which states are live at `now_ns` (see
+    /// [`KeyedLimiter::snapshot_at`]): for limiters driven by the `_at` calls.
+    pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
+        write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
+    }
+
     /// [`KeyedLimiter::restore`] from the file at `path`.
     pub fn load(
         path: impl AsRef<Path>,
@@ -91,6 +112,36 @@ impl KeyedLimiter {
         clock: Clock,
     ) -> Result<KeyedLimiter, SnapshotError> {
         KeyedLimiter::restore(BufReader::new(File::open(path)?), config, clock)
+    }
+
+    /// [`KeyedLimiter::restore_shared`] from the snapshot file at
+    /// `snapshot`: opens the shared region at `region`, restored from the
+    /// file when no region exists there yet (at a service's start, after a
+    /// reboot cleared `/dev/shm`). A missing snapshot file opens the region
+    /// as it is, or fresh. Returns whether the snapshot was restored.
+    pub fn load_shared(
+        snapshot: impl AsRef<Path>,
+        region: impl AsRef<Path>,
+        config: Config,
+        options: &crate::SharedOptions,
+    ) -> Result<(KeyedLimiter, bool), SnapshotError> {
+        match File::open(snapshot) {
+            Ok(f) => KeyedLimiter::restore_shared(BufReader::new(f), region, config, options),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((
+                KeyedLimiter::open_shared_with(region, config, options)?,
+                false,
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`KeyedLimiter::restore_multi`] from the file at `path`.
+    pub fn load_multi(
+        path: impl AsRef<Path>,
+        configs: &[Config],
+        clock: Clock,
+    ) -> Result<KeyedLimiter, SnapshotError> {
+        KeyedLimiter::restore_multi(BufReader::new(File::open(path)?), configs, clock)
     }
 }
 
@@ -103,10 +154,10 @@ pub trait Save: Send + Sync + 'static {
 /// A limiter that can also be built fresh or loaded from a file:
 /// [`Limiter`] and [`KeyedLimiter`] (what [`Persisted::open`] needs).
 pub trait Persist: Save + Sized {
-    /// A fresh limiter.
-    fn build(config: Config, clock: Clock) -> Result<Self, Error>;
+    /// A fresh limiter of `configs` (one limit, or several as one).
+    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error>;
     /// Restores from the snapshot at `path`.
-    fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError>;
+    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError>;
 }
 
 impl Save for Limiter {
@@ -116,11 +167,11 @@ impl Save for Limiter {
 }
 
 impl Persist for Limiter {
-    fn build(config: Config, clock: Clock) -> Result<Self, Error> {
-        Limiter::with_clock(config, clock)
+    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error> {
+        Limiter::with_clock_multi(configs, clock)
     }
-    fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError> {
-        Limiter::load(path, config, clock)
+    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError> {
+        Limiter::load_multi(path, configs, clock)
     }
 }
 
@@ -131,11 +182,11 @@ impl Save for KeyedLimiter {
 }
 
 impl Persist for KeyedLimiter {
-    fn build(config: Config, clock: Clock) -> Result<Self, Error> {
-        KeyedLimiter::with_clock(config, clock)
+    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error> {
+        KeyedLimiter::with_clock_multi(configs, clock)
     }
-    fn load_from(path: &Path, config: Config, clock: Clock) -> Result<Self, SnapshotError> {
-        KeyedLimiter::load(path, config, clock)
+    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError> {
+        KeyedLimiter::load_multi(path, configs, clock)
     }
 }
 
@@ -195,11 +246,32 @@ impl<L: Persist> Persisted<L> {
         path: impl AsRef<Path>,
         every: Duration,
     ) -> Result<Self, SnapshotError> {
+        Persisted::open_multi_with_clock(std::slice::from_ref(&config), clock, path, every)
+    }
+
+    /// [`Persisted::open`] for a limiter of several limits checked as one
+    /// ([`Limiter::new_multi`], [`KeyedLimiter::new_multi`]); a file saved
+    /// with other limits, or another number of them, is refused.
+    pub fn open_multi(
+        configs: &[Config],
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
+        Persisted::open_multi_with_clock(configs, Clock::tsc(), path, every)
+    }
+
+    /// [`Persisted::open_multi`] on `clock`.
+    pub fn open_multi_with_clock(
+        configs: &[Config],
+        clock: Clock,
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
         let path = path.as_ref();
-        let limiter = match L::load_from(path, config, clock.clone()) {
+        let limiter = match L::load_from(path, configs, clock.clone()) {
             Ok(limiter) => limiter,
             Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-                L::build(config, clock)?
+                L::build(configs, clock)?
             }
             Err(e) => return Err(e),
         };

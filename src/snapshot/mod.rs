@@ -13,8 +13,7 @@ mod codec;
 mod crc;
 mod file;
 
-pub use codec::{VERSION, saved_config};
-pub(crate) use file::write_atomically;
+pub use codec::{VERSION, saved_config, saved_configs};
 pub use file::{Persist, Persisted, Save};
 
 use crate::config::{Error, Field};
@@ -33,7 +32,8 @@ pub enum SnapshotError {
     UnsupportedVersion {
         /// The version in the input.
         found: u32,
-        /// The version this build reads and writes.
+        /// The newest version this build reads (it reads every version
+        /// from 1 to this one).
         supported: u32,
     },
     /// The input ends before the snapshot does.
@@ -44,6 +44,10 @@ pub enum SnapshotError {
     /// The snapshot was taken of a limiter configured differently from the
     /// one asked for (see docs/SNAPSHOT.md for what may differ).
     ConfigMismatch {
+        /// The limit (its index in the list, 0 for a limiter of one limit)
+        /// whose field differs; 0 when the number of limits differs
+        /// (`field` is then [`Field::Limits`]).
+        limit: usize,
         /// The first field that differs.
         field: Field,
         /// Its value in the snapshot (burst and sub-windows resolved:
@@ -55,9 +59,6 @@ pub enum SnapshotError {
     /// The limiter could not be built (an invalid saved configuration, or
     /// out of memory).
     Limiter(Error),
-    /// The limiter enforces several limits as one; snapshots of those are
-    /// not supported yet (the format records one configuration).
-    SeveralLimits,
 }
 
 impl fmt::Display for SnapshotError {
@@ -67,22 +68,34 @@ impl fmt::Display for SnapshotError {
             SnapshotError::NotASnapshot => f.write_str("not a ratecell snapshot (bad magic bytes)"),
             SnapshotError::UnsupportedVersion { found, supported } => write!(
                 f,
-                "snapshot format version {found} is not supported (this build reads version {supported})"
+                "snapshot format version {found} is not supported (this build reads versions 1 to {supported})"
             ),
             SnapshotError::Truncated => f.write_str("the snapshot is truncated"),
             SnapshotError::Damaged(reason) => write!(f, "the snapshot is damaged: {reason}"),
-            SnapshotError::SeveralLimits => f.write_str(
-                "snapshots of a limiter with several limits are not supported yet (the format records one configuration)",
+            SnapshotError::ConfigMismatch {
+                field: Field::Limits,
+                saved,
+                wanted,
+                ..
+            } => write!(
+                f,
+                "the snapshot holds {saved} limits, the configuration gives {wanted}"
             ),
             SnapshotError::ConfigMismatch {
+                limit,
                 field,
                 saved,
                 wanted,
-            } => write!(
-                f,
-                "the snapshot's {} is {saved}, the configuration asks for {wanted}",
-                field.name()
-            ),
+            } => {
+                if *limit > 0 {
+                    write!(f, "limit {limit}: ")?;
+                }
+                write!(
+                    f,
+                    "the snapshot's {} is {saved}, the configuration asks for {wanted}",
+                    field.name()
+                )
+            }
             SnapshotError::Limiter(e) => write!(f, "cannot build the restored limiter: {e}"),
         }
     }

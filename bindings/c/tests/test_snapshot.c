@@ -275,6 +275,102 @@ static void test_sigkill_during_periodic_saves_leaves_a_restorable_file(void) {
     remove(path);
 }
 
+/* Several limits (format version 2): saved, restored with the same list and
+ * by the file's own, refused with another list (or one limit), truncated
+ * files refused, and a periodic saver of several that comes back. */
+static void test_several_limits(void) {
+    char path[600];
+    path_of(path, sizeof path, "multi.snap");
+    ratecell_config limits[3];
+    ratecell_config_init(&limits[0], RATECELL_ALGORITHM_SLIDING_LOG, 3, SECOND);
+    ratecell_config_init(&limits[1], RATECELL_ALGORITHM_GCRA, 10, SECOND);
+    ratecell_config_init(&limits[2], RATECELL_ALGORITHM_FIXED_WINDOW, 50, 60 * SECOND);
+    for (uint64_t capacity = 0; capacity <= 30; capacity += 30) {
+        for (int i = 0; i < 3; i++) {
+            limits[i].capacity = capacity;
+        }
+        ratecell_limiter *l = NULL;
+        CHECK(ratecell_limiter_new_multi(limits, 3, &l) == RATECELL_OK);
+        for (int i = 0; i < 3; i++) {
+            CHECK(at(l, 2, 1, T0).allowed);
+        }
+        CHECK(ratecell_snapshot_save_at(l, path, T0) == RATECELL_OK);
+        ratecell_limiter *r1 = NULL, *r2 = NULL, *r3 = NULL;
+        CHECK(ratecell_limiter_restore_multi(limits, 3, path, &r1) == RATECELL_OK);
+        CHECK(ratecell_limiter_restore(path, &r2) == RATECELL_OK);
+        for (uint64_t t = T0; t < T0 + 2 * SECOND; t += SECOND / 4) {
+            ratecell_multi_decision a, b, c;
+            CHECK(ratecell_check_each_at(l, 2, 1, t, &a) == RATECELL_OK);
+            CHECK(ratecell_check_each_at(r1, 2, 1, t, &b) == RATECELL_OK);
+            CHECK(ratecell_check_each_at(r2, 2, 1, t, &c) == RATECELL_OK);
+            CHECK(a.count == 3 && b.count == 3 && c.count == 3);
+            CHECK(same(a.decision, b.decision) && same(a.decision, c.decision));
+            CHECK(a.denied_by == b.denied_by && a.denied_by == c.denied_by);
+            for (uint32_t i = 0; i < 3; i++) {
+                CHECK(same(a.limits[i], b.limits[i]));
+            }
+        }
+        ratecell_config swapped[3] = {limits[1], limits[0], limits[2]};
+        CHECK(ratecell_limiter_restore_multi(swapped, 3, path, &r3) ==
+              RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+        CHECK(ratecell_limiter_restore_multi(limits, 2, path, &r3) ==
+              RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+        CHECK(ratecell_limiter_restore_config(&limits[0], path, &r3) ==
+              RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+        CHECK(ratecell_limiter_restore_multi(limits, 0, path, &r3) == RATECELL_INVALID_LENGTH);
+        CHECK(ratecell_limiter_restore_multi(NULL, 3, path, &r3) == RATECELL_NULL_ARGUMENT);
+        CHECK(r3 == NULL);
+        ratecell_limiter_free(l);
+        ratecell_limiter_free(r1);
+        ratecell_limiter_free(r2);
+    }
+    /* Truncated at every length: refused, never a crash. */
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    unsigned char bytes[4096];
+    size_t len = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    if (f) {
+        fclose(f);
+    }
+    CHECK(len > 116 && len < sizeof bytes);
+    char cut[600];
+    path_of(cut, sizeof cut, "multi-cut.snap");
+    for (size_t n = 0; n < len; n += 1) {
+        FILE *w = fopen(cut, "wb");
+        CHECK(w != NULL);
+        if (!w) {
+            break;
+        }
+        fwrite(bytes, 1, n, w);
+        fclose(w);
+        ratecell_limiter *r = NULL;
+        CHECK(ratecell_limiter_restore_multi(limits, 3, cut, &r) == RATECELL_SNAPSHOT_DAMAGED);
+        CHECK(r == NULL);
+    }
+    remove(cut);
+    remove(path);
+    /* The periodic saver of several limits. */
+    ratecell_persisted *p = NULL;
+    CHECK(ratecell_persisted_open_multi(limits, 3, path, SECOND, &p) == RATECELL_OK);
+    const ratecell_limiter *pl = NULL;
+    CHECK(ratecell_persisted_limiter(p, &pl) == RATECELL_OK);
+    uint64_t now = ratecell_now_ns(pl);
+    for (int i = 0; i < 3; i++) {
+        CHECK(at(pl, 5, 1, now).allowed);
+    }
+    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
+    p = NULL;
+    CHECK(ratecell_persisted_open_multi(limits, 3, path, SECOND, &p) == RATECELL_OK);
+    CHECK(ratecell_persisted_limiter(p, &pl) == RATECELL_OK);
+    CHECK(!at(pl, 5, 1, now).allowed);
+    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
+    ratecell_persisted *q = NULL;
+    CHECK(ratecell_persisted_open(&limits[0], path, SECOND, &q) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(q == NULL);
+    remove(path);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {
         snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -284,5 +380,6 @@ int main(int argc, char **argv) {
     RUN(test_missing_damaged_and_truncated_files_are_refused);
     RUN(test_persisted_limiter_survives_close_and_open);
     RUN(test_sigkill_during_periodic_saves_leaves_a_restorable_file);
+    RUN(test_several_limits);
     return harness_finish();
 }

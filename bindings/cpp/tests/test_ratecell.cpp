@@ -341,6 +341,47 @@ void test_snapshots_save_restore_and_persist() {
     std::remove(path.c_str());
 }
 
+// Several limits: saved, restored with the same list (names given again),
+// refused with another, and a Persisted of several comes back.
+void test_snapshots_of_several_limits() {
+    std::string path = "/tmp/ratecell-cpp-multi-" + std::to_string(::getpid());
+    std::vector<Config> limits = {Config(Algorithm::SlidingLog, 3, 1s).capacity(20),
+                                  Config(Algorithm::Gcra, 10, 1s).capacity(20)};
+    Limiter l(limits, {"burst", "steady"});
+    for (int i = 0; i < 3; i++) {
+        CHECK(l.check_at(4, 1, T0).allowed);
+    }
+    l.save_at(path, T0);
+    Limiter back = Limiter::restore(limits, path, {"burst", "steady"});
+    ratecell::MultiDecision d = back.check_each_at(4, 1, T0);
+    CHECK(!d.decision.allowed);
+    CHECK(d.denied_by == 0);
+    CHECK(back.limit_name(d.denied_by) == "burst");
+    CHECK(d.limits[1].remaining == 7);
+    ratecell_status status = RATECELL_OK;
+    try {
+        Limiter::restore(std::vector<Config>{limits[1], limits[0]}, path);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    std::remove(path.c_str());
+    std::uint64_t now = 0;
+    {
+        ratecell::Persisted p(limits, path, 1ms);
+        now = ::ratecell_now_ns(p.get());
+        for (int i = 0; i < 3; i++) {
+            CHECK(p.check_at(9, 1, now).allowed);
+        }
+    }
+    {
+        ratecell::Persisted again(limits, path, 1ms);
+        CHECK(again.check_each_at(9, 1, now).denied_by == 0);
+        again.close();
+    }
+    std::remove(path.c_str());
+}
+
 void test_shared_region_is_one_limit_for_every_handle() {
     const std::string path = "/dev/shm/ratecell-cpp-test-" + std::to_string(::getpid());
     const Config cfg = Config(Algorithm::Gcra, 5, 1h).capacity(100);
@@ -376,6 +417,7 @@ int main() {
     RUN(test_four_threads_admit_exactly_the_limit);
     RUN(test_several_limits_as_one);
     RUN(test_snapshots_save_restore_and_persist);
+    RUN(test_snapshots_of_several_limits);
     RUN(test_shared_region_is_one_limit_for_every_handle);
     return harness_finish();
 }

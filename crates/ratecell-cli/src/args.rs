@@ -262,6 +262,69 @@ pub struct PolicyArgs {
     /// bucketed_window only: sub-windows per period, 1..=64, dividing the period [default: 10 if it divides]
     #[arg(long = "sub-windows", value_name = "N", value_parser = sub_windows_arg)]
     pub sub_windows: Option<u32>,
+    /// Another limit, checked together with the first (the options above): a request is
+    /// admitted only if every limit admits it. Repeat for more, up to 7:
+    /// algorithm=NAME,limit=N,period=DURATION[,burst=N][,sub-windows=N]
+    #[arg(long, value_name = "LIMIT", value_parser = limit_spec_arg, action = clap::ArgAction::Append)]
+    pub also: Vec<LimitSpec>,
+}
+
+/// One more limit (`--also`), in the words of the options that give the
+/// first: `algorithm=fixed_window,limit=1000,period=1d`, plus `burst=N` and
+/// `sub-windows=N` where they apply.
+#[derive(Clone, Copy, Debug)]
+pub struct LimitSpec {
+    algorithm: Algorithm,
+    limit: u64,
+    period: u64,
+    burst: u64,
+    sub_windows: Option<u32>,
+}
+
+/// The fields of a `--also` limit, in the order its help lists them.
+const SPEC_FIELDS: &str = "algorithm, limit, period, burst, sub-windows";
+
+/// clap's parser for `--also`: every error names the field.
+fn limit_spec_arg(s: &str) -> Result<LimitSpec, String> {
+    let (mut algorithm, mut limit, mut period, mut burst, mut sub_windows) =
+        (None, None, None, None, None);
+    for part in s.split(',').map(str::trim) {
+        let Some((name, value)) = part.split_once('=') else {
+            return Err(format!(
+                "{part:?} is not field=value (the fields are {SPEC_FIELDS}; e.g. \
+                 algorithm=fixed_window,limit=1000,period=1d)"
+            ));
+        };
+        let (name, value) = (name.trim(), value.trim());
+        let field = |why: String| format!("field '{name}': {why}");
+        let seen = match name {
+            "algorithm" => algorithm
+                .replace(parse_algorithm(value).map_err(field)?)
+                .is_some(),
+            "limit" => limit.replace(u64_arg(value).map_err(field)?).is_some(),
+            "period" => period
+                .replace(duration_arg(value).map_err(field)?)
+                .is_some(),
+            "burst" => burst.replace(u64_arg(value).map_err(field)?).is_some(),
+            "sub-windows" | "sub_windows" => sub_windows
+                .replace(sub_windows_arg(value).map_err(field)?)
+                .is_some(),
+            _ => {
+                return Err(format!("field {name:?} is not one of {SPEC_FIELDS}"));
+            }
+        };
+        if seen {
+            return Err(format!("field '{name}' is given twice"));
+        }
+    }
+    let missing = |name: &str| format!("field '{name}' is missing (give {name}=...)");
+    Ok(LimitSpec {
+        algorithm: algorithm.ok_or_else(|| missing("algorithm"))?,
+        limit: limit.ok_or_else(|| missing("limit"))?,
+        period: period.ok_or_else(|| missing("period"))?,
+        burst: burst.unwrap_or(0),
+        sub_windows,
+    })
 }
 
 fn sub_windows_arg(s: &str) -> Result<u32, String> {
@@ -298,8 +361,21 @@ fn option_for(field: Field) -> &'static str {
         Field::SubWindows => "--sub-windows",
         Field::Capacity => "--capacity",
         Field::Overflow => "--overflow",
-        // The command builds one limit at a time.
-        Field::Limits => "--limit",
+        Field::Limits => "--also",
+    }
+}
+
+/// The `--also` field that carries each configuration field.
+fn spec_field_for(field: Field) -> &'static str {
+    match field {
+        Field::Algorithm => "algorithm",
+        Field::Limit => "limit",
+        Field::PeriodNs => "period",
+        Field::Burst => "burst",
+        Field::SubWindows => "sub-windows",
+        Field::Capacity => "capacity",
+        Field::Overflow => "overflow",
+        Field::Limits => "limits",
     }
 }
 
@@ -314,8 +390,8 @@ pub fn config_error(command: &str, e: Error) -> CliError {
 }
 
 impl PolicyArgs {
-    /// The policy as a configuration the library accepts. Validation is
-    /// the library's: a direct limiter is built and dropped.
+    /// The policy's first limit as a configuration the library accepts.
+    /// Validation is the library's: a direct limiter is built and dropped.
     pub fn config(&self, command: &str) -> Result<Config, CliError> {
         let mut config = Config::new(self.algorithm, self.limit, self.period).burst(self.burst);
         if let Some(n) = self.sub_windows {
@@ -333,6 +409,50 @@ impl PolicyArgs {
         let (clock, _) = Clock::manual(0);
         Limiter::with_clock(config, clock).map_err(|e| config_error(command, e))?;
         Ok(config)
+    }
+
+    /// Every limit of the policy: the first (the options), then each
+    /// `--also` in order, each validated by the library (errors name the
+    /// `--also` by its place and its field).
+    pub fn configs(&self, command: &str) -> Result<Vec<Config>, CliError> {
+        let mut configs = vec![self.config(command)?];
+        if self.also.len() >= ratecell::MAX_LIMITS {
+            return Err(CliError::option(
+                command,
+                format!(
+                    "--also: {} given; at most {} (a policy checks up to {} limits together)",
+                    self.also.len(),
+                    ratecell::MAX_LIMITS - 1,
+                    ratecell::MAX_LIMITS
+                ),
+            ));
+        }
+        for (i, spec) in self.also.iter().enumerate() {
+            let which = format!("--also #{} (limit {})", i + 1, i + 2);
+            let mut config = Config::new(spec.algorithm, spec.limit, spec.period).burst(spec.burst);
+            if let Some(n) = spec.sub_windows {
+                if spec.algorithm != Algorithm::BucketedWindow {
+                    return Err(CliError::option(
+                        command,
+                        format!(
+                            "{which}: field 'sub-windows': applies only to bucketed_window, not {}",
+                            spec.algorithm
+                        ),
+                    ));
+                }
+                config = config.sub_windows(n);
+            }
+            let (clock, _) = Clock::manual(0);
+            Limiter::with_clock(config, clock).map_err(|e| match e {
+                Error::Config(ConfigError { field, message }) => CliError::option(
+                    command,
+                    format!("{which}: field '{}': {message}", spec_field_for(field)),
+                ),
+                other => CliError::io(other.to_string()),
+            })?;
+            configs.push(config);
+        }
+        Ok(configs)
     }
 }
 
@@ -427,6 +547,15 @@ pub fn count(n: u64, noun: &str) -> String {
     }
 }
 
+/// Several limits in words: each as [`describe`] says it, joined by "and".
+pub fn describe_all(configs: &[Config]) -> String {
+    configs
+        .iter()
+        .map(describe)
+        .collect::<Vec<_>>()
+        .join("; and ")
+}
+
 /// The configuration in words, for titles and headers.
 pub fn describe(config: &Config) -> String {
     let mut s = format!(
@@ -503,6 +632,47 @@ mod tests {
         assert_eq!(short_number(0.000_123_4, 3), "0.000123");
         assert_eq!(short_number(0.0, 3), "0");
         assert_eq!(short_number(1234.5678, 2), "1234.57");
+    }
+
+    #[test]
+    fn limit_specs_name_the_bad_field() {
+        let spec = limit_spec_arg("algorithm=Fixed-Window, limit=1_000 ,period=1d").unwrap();
+        assert_eq!(
+            (spec.algorithm, spec.limit, spec.period, spec.burst),
+            (Algorithm::FixedWindow, 1000, 86_400_000_000_000, 0)
+        );
+        let spec =
+            limit_spec_arg("algorithm=bucketed_window,limit=5,period=1s,sub-windows=4").unwrap();
+        assert_eq!(spec.sub_windows, Some(4));
+        for (bad, says) in [
+            (
+                "algorithm=magic,limit=1,period=1s",
+                "field 'algorithm': \"magic\"",
+            ),
+            (
+                "algorithm=gcra,limit=x,period=1s",
+                "field 'limit': \"x\" is not",
+            ),
+            (
+                "algorithm=gcra,limit=1,period=soon",
+                "field 'period': \"soon\"",
+            ),
+            ("algorithm=gcra,limit=1,period=1s,burst=-1", "field 'burst'"),
+            ("algorithm=gcra,limit=1", "field 'period' is missing"),
+            ("limit=1,period=1s", "field 'algorithm' is missing"),
+            (
+                "algorithm=gcra,limit=1,limit=2,period=1s",
+                "field 'limit' is given twice",
+            ),
+            (
+                "algorithm=gcra,limit=1,period=1s,rate=5",
+                "field \"rate\" is not one of",
+            ),
+            ("gcra", "\"gcra\" is not field=value"),
+        ] {
+            let err = limit_spec_arg(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! clock and every check passes its time, so a run is exact, reproducible
 //! and as fast as the arithmetic.
 
-use ratecell::{Clock, Config, Decision, Error, KeyedLimiter, Limiter, Stats};
+use ratecell::{Clock, Config, Decision, Error, KeyedLimiter, Limiter, MultiDecision, Stats};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +45,38 @@ pub fn sim_keyed(config: Config) -> Result<KeyedLimiter, Error> {
     KeyedLimiter::with_clock(config, clock)
 }
 
+/// A keyed limiter of several limits as one, on a manual clock.
+pub fn sim_keyed_multi(configs: &[Config]) -> Result<KeyedLimiter, Error> {
+    let (clock, _) = Clock::manual(EPOCH_NS);
+    KeyedLimiter::with_clock_multi(configs, clock)
+}
+
 impl Policy {
+    /// Several limits checked as one (one limit is [`Policy::new`]): one
+    /// shared state when the capacity is 0, else one per key.
+    pub fn new_multi(configs: &[Config]) -> Result<Policy, Error> {
+        let (clock, _) = Clock::manual(EPOCH_NS);
+        Ok(if configs[0].capacity == 0 {
+            Policy::Direct(Limiter::with_clock_multi(configs, clock)?)
+        } else {
+            Policy::Keyed(KeyedLimiter::with_clock_multi(configs, clock)?)
+        })
+    }
+
+    /// Several limits as one, one state per key.
+    pub fn keyed_multi(configs: &[Config]) -> Result<Policy, Error> {
+        Ok(Policy::Keyed(sim_keyed_multi(configs)?))
+    }
+
+    /// [`Policy::check_bytes_at`] with each limit's own decision and which
+    /// denied.
+    pub fn check_bytes_each_at(&self, key: &[u8], cost: u64, t: u64) -> MultiDecision {
+        match self {
+            Policy::Direct(l) => l.check_each_at(cost, t),
+            Policy::Keyed(k) => k.check_bytes_each_at(key, cost, t),
+        }
+    }
+
     /// One shared state when `config.capacity` is 0, else one per key.
     pub fn new(config: Config) -> Result<Policy, Error> {
         Ok(if config.capacity == 0 {
@@ -53,11 +84,6 @@ impl Policy {
         } else {
             Policy::Keyed(sim_keyed(config)?)
         })
-    }
-
-    /// One state per key, always (the library refuses capacity 0).
-    pub fn keyed(config: Config) -> Result<Policy, Error> {
-        Ok(Policy::Keyed(sim_keyed(config)?))
     }
 
     /// Decides a request of `key` at `t`.

@@ -11,10 +11,11 @@ use crate::args::{self, CliError, OverflowArg, PolicyArgs, count, describe, form
 use crate::engine::Policy;
 use crate::progress::{Progress, Unit};
 use crate::table::Table;
-use ratecell::{Algorithm, Decision, Overflow};
+use ratecell::{Algorithm, Clock, Config, Decision, Field, KeyedLimiter, Overflow, SnapshotError};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// `replay --help`'s paragraph.
@@ -31,7 +32,13 @@ pub const AFTER: &str = "formats:
        key = the client address, time from the brackets (1 s resolution), cost 1.
 
 A line that cannot be read, or one longer than 1 MiB, stops the replay with its line number
-and field (exit 2).";
+and field (exit 2).
+
+snapshots (docs/SNAPSHOT.md): replay a trace in parts, the states carried over exactly:
+  ratecell replay monday.csv --limit 5 --to-snapshot limits.snap
+  ratecell replay tuesday.csv --limit 5 --from-snapshot limits.snap
+The limits given with --from-snapshot must be the saved ones (an error names the option that
+differs).";
 
 // The options of `replay`.
 #[derive(clap::Args, Clone, Debug)]
@@ -72,6 +79,14 @@ pub struct ReplayArgs {
     /// List every key, however many (else only up to 20)
     #[arg(long = "all-keys")]
     all_keys: bool,
+    /// Start from the states saved in this snapshot file (see --to-snapshot); the limits given
+    /// must be the saved ones; --capacity defaults to the snapshot's
+    #[arg(long = "from-snapshot", value_name = "PATH")]
+    from_snapshot: Option<PathBuf>,
+    /// At the end, save every key's state to this snapshot file (atomically), judged at the
+    /// trace's latest time
+    #[arg(long = "to-snapshot", value_name = "PATH")]
+    to_snapshot: Option<PathBuf>,
 }
 
 /// `--format`.
@@ -92,10 +107,11 @@ const DEFAULT_CAPACITY: u64 = 65_536;
 const DEFAULT_TABLE_BYTES: u64 = 64 << 20;
 
 /// [`DEFAULT_CAPACITY`], or as many keys as fit `DEFAULT_TABLE_BYTES`,
-/// measured on a small table of the same configuration.
-fn default_capacity(config: ratecell::Config) -> u64 {
+/// measured on a small table of the same limits.
+fn default_capacity(configs: &[Config]) -> u64 {
     const PROBE_KEYS: u64 = 64;
-    let per_key = crate::engine::sim_keyed(config.capacity(PROBE_KEYS))
+    let probe: Vec<Config> = configs.iter().map(|c| c.capacity(PROBE_KEYS)).collect();
+    let per_key = crate::engine::sim_keyed_multi(&probe)
         .map(|t| t.stats().bytes_allocated.div_ceil(PROBE_KEYS))
         .unwrap_or(1)
         .max(1);
@@ -478,6 +494,8 @@ struct Replay<'a> {
     name: &'a str,
     policy: Policy,
     algorithm: Algorithm,
+    /// Every limit (more than one with --also: decisions name the denying one).
+    limits: &'a [Config],
     decisions: bool,
     per_key: HashMap<Vec<u8>, Counts>,
     total: Counts,
@@ -491,7 +509,12 @@ struct Replay<'a> {
 
 impl Replay<'_> {
     fn request(&mut self, line: u64, r: &Request, out: &mut dyn Write) -> Result<(), CliError> {
-        let d = self.policy.check_bytes_at(r.key, r.cost, r.t);
+        let (d, denied_by) = if self.limits.len() > 1 {
+            let each = self.policy.check_bytes_each_at(r.key, r.cost, r.t);
+            (each.decision, each.denied_by)
+        } else {
+            (self.policy.check_bytes_at(r.key, r.cost, r.t), None)
+        };
         self.total.add(d.allowed);
         match self.per_key.get_mut(r.key) {
             Some(c) => c.add(d.allowed),
@@ -516,9 +539,13 @@ impl Replay<'_> {
             Some((a, b)) => (a.min(r.t), b.max(r.t)),
         });
         if self.decisions {
+            let by = match denied_by {
+                Some(i) => format!(" (by limit {}: {})", i + 1, describe(&self.limits[i])),
+                None => String::new(),
+            };
             writeln!(
                 out,
-                "{}:{line}: {} cost {} at {}: {}",
+                "{}:{line}: {} cost {} at {}: {}{by}",
                 self.name,
                 show_key(r.key),
                 r.cost,
@@ -530,11 +557,105 @@ impl Replay<'_> {
     }
 }
 
+/// The option that gives `field` of limit `limit` (0: the first limit's
+/// options; then each --also in order).
+fn option_of(limit: usize, field: Field) -> String {
+    let option = match field {
+        Field::Algorithm => "--algorithm",
+        Field::Limit => "--limit",
+        Field::PeriodNs => "--period",
+        Field::Burst => "--burst",
+        Field::SubWindows => "--sub-windows",
+        Field::Capacity => return "--capacity".to_string(),
+        Field::Overflow => return "--overflow".to_string(),
+        Field::Limits => return "--also".to_string(),
+    };
+    if limit == 0 {
+        option.to_string()
+    } else {
+        format!("--also #{limit} field '{}'", &option[2..])
+    }
+}
+
+/// A field's value as its option takes it.
+fn show_value(field: Field, value: u64) -> String {
+    match field {
+        Field::Algorithm => u32::try_from(value)
+            .ok()
+            .and_then(Algorithm::from_u32)
+            .map_or_else(|| value.to_string(), |a| a.name().to_string()),
+        Field::PeriodNs => format_duration(value),
+        _ => value.to_string(),
+    }
+}
+
+/// A snapshot that cannot be read or does not fit, as the command's error:
+/// a mismatch names the option that differs.
+fn snapshot_error(option: &str, path: &Path, e: SnapshotError) -> CliError {
+    let at = format!("{option} {}", path.display());
+    match e {
+        SnapshotError::Io(e) => CliError::io(format!("{at}: {e}")),
+        SnapshotError::ConfigMismatch {
+            field: Field::Limits,
+            saved,
+            wanted,
+            ..
+        } => CliError::option(
+            "replay",
+            format!(
+                "{at}: the snapshot holds {}, the options give {wanted} (the first, then one per --also)",
+                count(saved, "limit")
+            ),
+        ),
+        SnapshotError::ConfigMismatch {
+            limit,
+            field,
+            saved,
+            wanted,
+        } => CliError::option(
+            "replay",
+            format!(
+                "{at}: saved with {} {}, the options give {}",
+                option_of(limit, field),
+                show_value(field, saved),
+                show_value(field, wanted)
+            ),
+        ),
+        SnapshotError::Limiter(e) => args::config_error("replay", e),
+        other => CliError::usage(format!("{at}: {other}")),
+    }
+}
+
 pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let config = a.policy.config("replay")?.overflow(a.overflow.into());
-    let capacity = a.capacity.unwrap_or_else(|| default_capacity(config));
-    let config = config.capacity(capacity);
-    let policy = Policy::keyed(config).map_err(|e| args::config_error("replay", e))?;
+    let mut configs = a.policy.configs("replay")?;
+    let capacity = match (a.capacity, &a.from_snapshot) {
+        (Some(capacity), _) => capacity,
+        // The snapshot's own table, so the options need not repeat it.
+        (None, Some(path)) => std::fs::File::open(path)
+            .map_err(SnapshotError::from)
+            .and_then(|f| ratecell::snapshot::saved_config(std::io::BufReader::new(f)))
+            .map_err(|e| snapshot_error("--from-snapshot", path, e))?
+            .capacity
+            .max(1),
+        (None, None) => default_capacity(&configs),
+    };
+    for c in &mut configs {
+        *c = c.overflow(a.overflow.into()).capacity(capacity);
+    }
+    let config = configs[0];
+    let (policy, restored) = match &a.from_snapshot {
+        None => (
+            Policy::keyed_multi(&configs).map_err(|e| args::config_error("replay", e))?,
+            None,
+        ),
+        Some(path) => {
+            let (clock, _) = Clock::manual(crate::engine::EPOCH_NS);
+            let keyed = KeyedLimiter::load_multi(path, &configs, clock)
+                .map_err(|e| snapshot_error("--from-snapshot", path, e))?;
+            let keys = keyed.stats().keys_tracked;
+            (Policy::Keyed(keyed), Some((path.as_path(), keys)))
+        }
+    };
 
     let path = a.file.as_str();
     let (input, size): (Box<dyn Read>, Option<u64>) = if path == "-" {
@@ -569,6 +690,7 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
         name,
         policy,
         algorithm: config.algorithm,
+        limits: &configs,
         decisions: a.decisions,
         per_key: HashMap::new(),
         total: Counts::default(),
@@ -629,30 +751,67 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
     }
     progress.finish();
+    let saved = match &a.to_snapshot {
+        None => None,
+        Some(path) => {
+            // States are judged live at the trace's latest time (the
+            // limiter's own clock is the simulation's, not the trace's).
+            let at = replay
+                .span
+                .map_or(crate::engine::EPOCH_NS, |(_, latest)| latest);
+            let Policy::Keyed(keyed) = &replay.policy else {
+                unreachable!("a replay's policy is keyed")
+            };
+            keyed
+                .save_at(path, at)
+                .map_err(|e| snapshot_error("--to-snapshot", path, e))?;
+            Some((path.as_path(), at))
+        }
+    };
     report(
         a,
-        &config,
+        &configs,
         &replay,
         format.unwrap_or(Format::Csv),
         line,
+        Snapshots { restored, saved },
         out,
     )
 }
 
+/// What the replay restored from (path, keys) and saved to (path, time).
+struct Snapshots<'a> {
+    restored: Option<(&'a Path, u64)>,
+    saved: Option<(&'a Path, u64)>,
+}
+
 fn report(
     a: &ReplayArgs,
-    config: &ratecell::Config,
+    configs: &[Config],
     replay: &Replay,
     format: Format,
     lines: u64,
+    snapshots: Snapshots,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let config = &configs[0];
     let name = replay.name;
     let total = replay.total;
     if a.decisions {
         writeln!(out)?;
     }
     writeln!(out, "ratecell replay {name}: {}", describe(config))?;
+    for c in &configs[1..] {
+        writeln!(out, "  and {}", describe(c))?;
+    }
+    if let Some((path, keys)) = snapshots.restored {
+        writeln!(
+            out,
+            "  started from the snapshot {} ({} restored)",
+            path.display(),
+            count(keys, "key")
+        )?;
+    }
     writeln!(
         out,
         "  {} ({}): {} from {} over {}, {} skipped (blank, comment or header)",
@@ -687,7 +846,7 @@ fn report(
     let stats = replay.policy.stats();
     writeln!(
         out,
-        "  keyed table: capacity {}, overflow {}; {} tracked at the end, {}\n",
+        "  keyed table: capacity {}, overflow {}; {} tracked at the end, {}",
         config.capacity,
         if config.overflow == Overflow::Allow {
             "allow"
@@ -697,6 +856,14 @@ fn report(
         count(stats.keys_tracked, "key"),
         count(stats.overflows, "overflow")
     )?;
+    if let Some((path, at)) = snapshots.saved {
+        writeln!(
+            out,
+            "  saved to the snapshot {} (states live at {at}, the trace's latest time)",
+            path.display()
+        )?;
+    }
+    writeln!(out)?;
     let header = ["key", "requests", "admitted", "denied", "denied %"];
     let mut t = Table::new(header);
     let [c1, c2, c3, c4] = total.cells();

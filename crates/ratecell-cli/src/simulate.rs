@@ -20,7 +20,8 @@ and offered against admitted rates over time; optionally plots them.";
 /// `simulate --help`'s closing examples.
 pub const AFTER: &str = "examples:
   ratecell simulate --algorithm fixed_window --limit 100 --period 1m --load bursts --rate 5
-  ratecell simulate --algorithm sliding-log --load ramp --duration 30s --plot ramp.png";
+  ratecell simulate --algorithm sliding-log --load ramp --duration 30s --plot ramp.png
+  ratecell simulate --limit 10 --also algorithm=fixed_window,limit=1000,period=1d";
 
 // The options of `simulate`.
 #[derive(clap::Args, Clone, Debug)]
@@ -144,10 +145,16 @@ fn bin(times: impl Iterator<Item = u64>, width: u64, horizon: u64) -> Vec<u64> {
 
 pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let fail = |message: String| CliError::option("simulate", message);
-    let mut config = a.policy.config("simulate")?;
+    let mut configs = a.policy.configs("simulate")?;
+    let mut config = configs[0];
     let period = config.period_ns;
     let keys = a.keys;
-    let limit_per_s = config.limit as f64 * 1e9 / period as f64 * keys as f64;
+    // The long-run rate the policy admits: its tightest limit's.
+    let limit_per_s = configs
+        .iter()
+        .map(|c| c.limit as f64 * 1e9 / c.period_ns as f64)
+        .fold(f64::INFINITY, f64::min)
+        * keys as f64;
     let rate = a.rate.unwrap_or(2.0 * limit_per_s);
     let duration = a.duration.unwrap_or(period.saturating_mul(10));
     if duration == 0 {
@@ -181,9 +188,12 @@ pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             }
         }
     } else {
-        config = config
-            .capacity(a.capacity.unwrap_or(keys))
-            .overflow(a.overflow.unwrap_or(OverflowArg::Deny).into());
+        for c in &mut configs {
+            *c = c
+                .capacity(a.capacity.unwrap_or(keys))
+                .overflow(a.overflow.unwrap_or(OverflowArg::Deny).into());
+        }
+        config = configs[0];
     }
     // The plot's path is checked before the work, not after the report.
     let plot = match &a.plot {
@@ -193,7 +203,7 @@ pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             plot::check_path(path).map_err(|e| fail(format!("--plot: {e}")))?,
         )),
     };
-    let policy = Policy::new(config).map_err(|e| args::config_error("simulate", e))?;
+    let policy = Policy::new_multi(&configs).map_err(|e| args::config_error("simulate", e))?;
 
     let arrivals = load.arrivals();
     let mut admitted_by_key: Vec<Vec<u64>> = vec![Vec::new(); keys as usize];
@@ -226,11 +236,24 @@ pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 .max(engine::max_in_window(times, (period / 10).max(1))),
         )
     });
+    // Each further limit's own period (the times are sorted above).
+    let max_also: Vec<u64> = configs[1..]
+        .iter()
+        .map(|c| {
+            admitted_by_key
+                .iter()
+                .map(|times| engine::max_in_window(times, c.period_ns))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
 
     report(
         out,
         &Report {
             config: &config,
+            also: &configs[1..],
+            max_also: &max_also,
             load: &load,
             keys,
             offered: &arrivals,
@@ -262,7 +285,7 @@ pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             path,
             format,
             &Plot {
-                title: format!("ratecell simulate: {}", describe(&config)),
+                title: format!("ratecell simulate: {}", args::describe_all(&configs)),
                 subtitle: format!(
                     "{}; admitted {} of {} ({:.1}%)",
                     describe_load(&load, keys),
@@ -286,6 +309,10 @@ pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
 
 struct Report<'a> {
     config: &'a Config,
+    /// The limits after the first (`--also`), and the most each admitted
+    /// in any of its periods.
+    also: &'a [Config],
+    max_also: &'a [u64],
     load: &'a Load,
     keys: u64,
     offered: &'a [u64],
@@ -332,6 +359,9 @@ fn report(out: &mut dyn Write, r: &Report) -> Result<(), CliError> {
     let secs = r.load.duration_ns as f64 / 1e9;
     let (n_off, n_adm) = (r.offered.len(), r.admitted.len());
     writeln!(out, "ratecell simulate: {}", describe(r.config))?;
+    for c in r.also {
+        writeln!(out, "  and {}", describe(c))?;
+    }
     writeln!(out, "{}\n", describe_load(r.load, r.keys))?;
     let mut t = Table::new(["", "requests", "per second", "share"]);
     t.row([
@@ -356,7 +386,7 @@ fn report(out: &mut dyn Write, r: &Report) -> Result<(), CliError> {
     let p = r.config.period_ns;
     writeln!(
         out,
-        "\n  most admitted{} in any {}: {} (limit {}); in any {}: {}\n",
+        "\n  most admitted{} in any {}: {} (limit {}); in any {}: {}",
         if r.keys > 1 { " for one key" } else { "" },
         format_duration(p),
         r.max_period,
@@ -364,6 +394,18 @@ fn report(out: &mut dyn Write, r: &Report) -> Result<(), CliError> {
         format_duration((p / 10).max(1)),
         r.max_tenth
     )?;
+    // One line for each further limit, in its own period.
+    for (c, max) in r.also.iter().zip(r.max_also) {
+        writeln!(
+            out,
+            "  most admitted{} in any {}: {max} (limit {}, {})",
+            if r.keys > 1 { " for one key" } else { "" },
+            format_duration(c.period_ns),
+            c.limit,
+            c.algorithm
+        )?;
+    }
+    writeln!(out)?;
 
     let width = table_bin(r.load, r.horizon);
     let offered = bin(r.offered.iter().copied(), width, r.horizon);

@@ -891,6 +891,7 @@ fn every_command_has_help() {
         "--keys",
         "--seed",
         "--plot",
+        "--also",
     ] {
         assert!(simulate.contains(option), "simulate --help lacks {option}");
     }
@@ -900,7 +901,306 @@ fn every_command_has_help() {
         "--format",
         "--capacity",
         "timestamp_ns,key[,cost]",
+        "--also",
+        "--from-snapshot",
+        "--to-snapshot",
     ] {
         assert!(replay.contains(option), "replay --help lacks {option}");
     }
+}
+
+/// A time-ordered CSV trace of `n` requests over 20 keys, about 5 ms apart,
+/// costs 1 to 3 (a fixed LCG: reproducible without a dependency).
+fn generated_trace(n: usize) -> Vec<String> {
+    let mut x: u64 = 0x2545_f491;
+    let mut next = || {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        x >> 33
+    };
+    let mut t = 1_700_006_400_000_000_000u64;
+    (0..n)
+        .map(|_| {
+            t += next() % 10_000_000;
+            format!("{t},user-{},{}", next() % 20, 1 + next() % 3)
+        })
+        .collect()
+}
+
+/// The decision lines of a `--decisions` run, without their "FILE:LINE: "
+/// prefix.
+fn decisions(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| l.contains(" cost ") && l.contains(": "))
+        .map(|l| l.splitn(3, ": ").nth(2).unwrap_or(l).to_string())
+        .collect()
+}
+
+#[test]
+fn replay_continues_from_a_snapshot_exactly_as_one_run() {
+    let lines = generated_trace(600);
+    let whole = temp_path("whole.csv");
+    let first = temp_path("first.csv");
+    let second = temp_path("second.csv");
+    let snap = temp_path("half.snap");
+    std::fs::write(&whole, lines.join("\n")).unwrap();
+    std::fs::write(&first, lines[..300].join("\n")).unwrap();
+    std::fs::write(&second, lines[300..].join("\n")).unwrap();
+    let policies: [&[&str]; 3] = [
+        &[
+            "--algorithm",
+            "sliding_log",
+            "--limit",
+            "6",
+            "--period",
+            "1s",
+        ],
+        &[
+            "--limit",
+            "8",
+            "--also",
+            "algorithm=fixed_window,limit=40,period=2s",
+            "--also",
+            "algorithm=bucketed_window,limit=12,period=1s,sub-windows=4",
+        ],
+        &[
+            "--algorithm",
+            "token_bucket",
+            "--limit",
+            "5",
+            "--burst",
+            "9",
+            "--also",
+            "algorithm=sliding_log,limit=7,period=1s",
+        ],
+    ];
+    for policy in policies {
+        let run = |file: &Path, extra: &[&str]| {
+            let mut args = vec!["replay", file.to_str().unwrap(), "--decisions"];
+            args.extend_from_slice(policy);
+            args.extend_from_slice(extra);
+            ok(&args)
+        };
+        let all = decisions(&run(&whole, &[]));
+        let out = run(&first, &["--to-snapshot", snap.to_str().unwrap()]);
+        assert!(out.contains("saved to the snapshot"), "{out}");
+        let before = decisions(&out);
+        let out = run(&second, &["--from-snapshot", snap.to_str().unwrap()]);
+        assert!(out.contains("started from the snapshot"), "{out}");
+        let after = decisions(&out);
+        assert_eq!(all.len(), 600);
+        assert_eq!(before[..], all[..300], "{policy:?}: the first half");
+        assert_eq!(
+            after[..],
+            all[300..],
+            "{policy:?}: the rest after the restart"
+        );
+        assert!(
+            all[300..].iter().any(|d| d.contains("denied")),
+            "{policy:?}: the trace reaches the limits"
+        );
+        // A replay from nothing decides the second half differently: the
+        // snapshot carried the states over.
+        assert_ne!(decisions(&run(&second, &[]))[..], all[300..], "{policy:?}");
+    }
+    for path in [&whole, &first, &second, &snap] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn replay_snapshot_errors_name_the_option_that_differs() {
+    let snap = temp_path("errors.snap");
+    let s = snap.to_str().unwrap();
+    ok(&[
+        "replay",
+        "trace.csv",
+        "--limit",
+        "5",
+        "--also",
+        "algorithm=fixed_window,limit=30,period=1m",
+        "--to-snapshot",
+        s,
+    ]);
+    let also = "algorithm=fixed_window,limit=30,period=1m";
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--limit", "6", "--also", also],
+            "saved with --limit 5, the options give 6",
+        ),
+        (
+            &["--limit", "5", "--algorithm", "sliding_log", "--also", also],
+            "saved with --algorithm gcra, the options give sliding_log",
+        ),
+        (
+            &[
+                "--limit",
+                "5",
+                "--also",
+                "algorithm=fixed_window,limit=30,period=2m",
+            ],
+            "saved with --also #1 field 'period' 1m, the options give 2m",
+        ),
+        (
+            &["--limit", "5"],
+            "the snapshot holds 2 limits, the options give 1",
+        ),
+        (
+            &["--limit", "5", "--also", also, "--capacity", "100"],
+            "saved with --capacity 65536, the options give 100",
+        ),
+    ];
+    for (policy, says) in cases {
+        let mut args = vec!["replay", "trace.csv", "--from-snapshot", s];
+        args.extend_from_slice(policy);
+        let err = fails(&args, 2);
+        assert!(err.contains(says), "{policy:?}: {err}");
+        assert!(err.contains("--from-snapshot"), "{err}");
+    }
+    // The matching options restore, with the snapshot's capacity.
+    let out = ok(&[
+        "replay",
+        "trace.csv",
+        "--limit",
+        "5",
+        "--also",
+        also,
+        "--from-snapshot",
+        s,
+    ]);
+    assert!(out.contains("4 keys restored"), "{out}");
+    assert!(out.contains("capacity 65536"), "{out}");
+    // Missing, damaged, unwritable.
+    let err = fails(
+        &["replay", "trace.csv", "--from-snapshot", "no-such.snap"],
+        1,
+    );
+    assert!(err.contains("--from-snapshot no-such.snap"), "{err}");
+    let bytes = std::fs::read(&snap).unwrap();
+    std::fs::write(&snap, &bytes[..bytes.len() - 3]).unwrap();
+    let err = fails(
+        &[
+            "replay",
+            "trace.csv",
+            "--limit",
+            "5",
+            "--also",
+            also,
+            "--from-snapshot",
+            s,
+        ],
+        2,
+    );
+    assert!(err.contains("truncated"), "{err}");
+    std::fs::write(&snap, b"a trace, not a snapshot\n").unwrap();
+    let err = fails(&["replay", "trace.csv", "--from-snapshot", s], 2);
+    assert!(err.contains("not a ratecell snapshot"), "{err}");
+    let err = fails(
+        &[
+            "replay",
+            "trace.csv",
+            "--to-snapshot",
+            "/nonexistent-dir/x.snap",
+        ],
+        1,
+    );
+    assert!(
+        err.contains("--to-snapshot /nonexistent-dir/x.snap"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(&snap);
+}
+
+#[test]
+fn several_limits_are_simulated_and_replayed_together() {
+    let out = ok(&[
+        "simulate",
+        "--limit",
+        "10",
+        "--also",
+        "algorithm=fixed_window,limit=50,period=1m",
+        "--duration",
+        "30s",
+    ]);
+    golden("simulate_multi.txt", &out);
+    assert!(out.contains("  and fixed_window, limit 50 per 1m"), "{out}");
+    assert!(
+        out.contains("most admitted in any 1m: 50 (limit 50, fixed_window)"),
+        "{out}"
+    );
+    let out = ok(&[
+        "replay",
+        "trace.csv",
+        "--limit",
+        "5",
+        "--also",
+        "algorithm=fixed_window,limit=4,period=1m",
+        "--decisions",
+    ]);
+    assert!(
+        out.contains("denied, retry after")
+            && out.contains("(by limit 2: fixed_window, limit 4 per 1m)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(by limit 1: gcra, limit 5 per 1s, burst 5)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_further_limits_name_the_field() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["simulate", "--also", "algorithm=gcra,limit=0,period=1s"],
+            "--also #1 (limit 2): field 'limit': limit = 0 is outside",
+        ),
+        (
+            &["simulate", "--also", "algorithm=gcra,limit=5"],
+            "--also: field 'period' is missing",
+        ),
+        (
+            &["simulate", "--also", "algorithm=warp,limit=5,period=1s"],
+            "--also: field 'algorithm': \"warp\" is not one of",
+        ),
+        (
+            &[
+                "replay",
+                "trace.csv",
+                "--also",
+                "algorithm=gcra,limit=5,period=soon",
+            ],
+            "--also: field 'period': \"soon\" is not a duration",
+        ),
+        (
+            &[
+                "simulate",
+                "--also",
+                "algorithm=fixed_window,limit=5,period=1s,burst=3",
+            ],
+            "--also #1 (limit 2): field 'burst'",
+        ),
+        (
+            &[
+                "simulate",
+                "--also",
+                "algorithm=gcra,limit=5,period=1s,sub-windows=2",
+            ],
+            "field 'sub-windows': applies only to bucketed_window",
+        ),
+        (
+            &["simulate", "--also", "fixed_window:5/1s"],
+            "--also: \"fixed_window:5/1s\" is not field=value",
+        ),
+    ];
+    for (args, says) in cases {
+        let err = fails(args, 2);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let spec = "algorithm=gcra,limit=5,period=1s";
+    let mut eight = vec!["simulate"];
+    for _ in 0..8 {
+        eight.extend(["--also", spec]);
+    }
+    let err = fails(&eight, 2);
+    assert!(err.contains("--also: 8 given; at most 7"), "{err}");
 }

@@ -204,8 +204,9 @@ class SnapshotConfigMismatch(SnapshotError, ValueError):
 
 
 class SnapshotSeveralLimits(SnapshotError, ValueError):
-    """RATECELL_SNAPSHOT_SEVERAL_LIMITS: a limiter with several limits
-    cannot be saved yet."""
+    """RATECELL_SNAPSHOT_SEVERAL_LIMITS: reserved, no longer raised
+    (limiters of several limits are saved since snapshot format version 2);
+    kept so no status is renumbered."""
 
     status = 21
 

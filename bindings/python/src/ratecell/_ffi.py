@@ -239,6 +239,17 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),
     "ratecell_limiter_restore": (_STATUS, [c_char_p, POINTER(c_void_p)]),
     "ratecell_limiter_restore_config": (_STATUS, [POINTER(CConfig), c_char_p, POINTER(c_void_p)]),
+    "ratecell_limiter_restore_multi": (
+        _STATUS,
+        [POINTER(CConfig), c_size_t, c_char_p, POINTER(c_void_p)],
+    ),
+    "ratecell_persisted_open_multi": (
+        _STATUS,
+        [POINTER(CConfig), c_size_t, c_char_p, c_uint64, POINTER(c_void_p)],
+    ),
+    "ratecell_persisted_limiter": (_STATUS, [c_void_p, POINTER(c_void_p)]),
+    "ratecell_persisted_save": (_STATUS, [c_void_p]),
+    "ratecell_persisted_close": (_STATUS, [c_void_p]),
 }
 
 for _name, (_restype, _argtypes) in _SIGNATURES.items():
@@ -277,6 +288,27 @@ class LimiterHandle(c_void_p):
 
     def __reduce_ex__(self, protocol: object) -> Any:
         raise TypeError(NOT_COPYABLE)
+
+
+class PersistedHandle(LimiterHandle):
+    """A ``ratecell_limiter *`` borrowed from a ``ratecell_persisted *``
+    (``persisted``), which is closed (the saver stopped and joined, a last
+    save made) when the last reference to this handle goes away: as for
+    ``LimiterHandle``, a thread inside a call keeps the limiter alive until
+    the call returns, so ``ratecell_persisted_close`` is the last call (the
+    limiter is never passed to ``ratecell_limiter_free``)."""
+
+    __slots__ = ("persisted",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.persisted: int | None = None
+
+    def __del__(self, _close: object = lib.ratecell_persisted_close) -> None:
+        if self.persisted:
+            _close(self.persisted)  # type: ignore[operator]
+            self.persisted = None
+        self.value = None
 
 
 NOT_COPYABLE = (

@@ -277,6 +277,8 @@ class Limiter:
         clock: Clock | str | int = Clock.TSC,
         shared: str | os.PathLike[str] | None = None,
         shared_mode: int = 0o600,
+        persist: str | os.PathLike[str] | None = None,
+        every: float | datetime.timedelta = 5.0,
     ) -> None:
         """Makes a limiter of ``limit`` units per period.
 
@@ -296,6 +298,16 @@ class Limiter:
         raises a ``SharedRegionError`` subclass. Open it in each process
         (after a fork, or in each ``multiprocessing`` worker): a limiter
         cannot be pickled, but a path can.
+
+        ``persist=path`` makes the limits survive a restart (crash-safe
+        limits in one line): the limiter is restored from the snapshot file
+        ``path`` if it exists (else made fresh), and a background thread of
+        the library saves it there atomically every ``every`` seconds (a
+        number or a ``timedelta``; at least 1 ms). A file that exists but
+        cannot be restored raises (``SnapshotDamaged``, or
+        ``SnapshotConfigMismatch`` for another configuration): remove it to
+        start afresh. ``close()`` saves a last time (raising ``SnapshotIO``
+        if that fails) and stops the thread. Not with ``shared``.
         """
         self._h: _ffi.LimiterHandle | None = None
         if (period_ns is None) == (period is None):
@@ -321,6 +333,14 @@ class Limiter:
         cfg.overflow = overflow_value
         cfg.clock = clock_value
 
+        if persist is not None:
+            if shared is not None:
+                raise ValueError(
+                    "persist and shared cannot be combined: a shared region lives in its file"
+                )
+            configs = (_ffi.CConfig * 1)(cfg)
+            self._h = _open_persisted(configs, persist, every)
+            return
         handle = _ffi.LimiterHandle()
         if shared is None:
             status = _lib.ratecell_limiter_new(cfg, handle)
@@ -342,8 +362,17 @@ class Limiter:
     def close(self) -> None:
         """Releases the limiter. Idempotent. A call still running in another
         thread (an ``acquire`` asleep) finishes first: the C object is freed
-        when the last call on it returns."""
+        when the last call on it returns.
+
+        A limiter made with ``persist=`` is saved a last time first (raising
+        ``SnapshotIO`` if that save fails, after which it is closed all the
+        same); its saving thread stops when the C object is freed."""
+        h = self._h
         self._h = None
+        if isinstance(h, _ffi.PersistedHandle) and h.persisted:
+            status = _lib.ratecell_persisted_save(h.persisted)
+            if status:
+                raise _errors.error_for_status(status)
 
     @property
     def closed(self) -> bool:
@@ -723,6 +752,43 @@ _CONFIG_FIELDS: dict[type[_errors.RatecellError], str] = {
     _errors.InvalidOverflow: "overflow",
     _errors.InvalidClock: "clock",
 }
+
+
+def _every_ns(every: Any) -> int:
+    """The saving period in ns: seconds (a number) or a ``timedelta``, > 0."""
+    if isinstance(every, datetime.timedelta):
+        seconds = every.total_seconds()
+    elif isinstance(every, (int, float)) and not isinstance(every, bool):
+        seconds = float(every)
+    else:
+        raise TypeError(f"every must be seconds or a timedelta, not {type(every).__name__}")
+    if math.isnan(seconds) or seconds <= 0:
+        raise ValueError(f"every must be > 0 seconds, not {every!r}")
+    return min(round(seconds * 1e9), U64_MAX)
+
+
+def _snapshot_path(path: Any, name: str) -> bytes:
+    p = os.fsencode(path)
+    if b"\0" in p:
+        raise ValueError(f"{name}: the path contains a NUL byte")
+    return p
+
+
+def _open_persisted(configs: Any, path: Any, every: Any) -> _ffi.PersistedHandle:
+    """Restores (or makes) the limiter of ``configs`` and starts its saver
+    (``ratecell_persisted_open_multi``); the handle closes it when freed."""
+    every_ns = _every_ns(every)
+    p = _snapshot_path(path, "persist")
+    persisted = ctypes.c_void_p()
+    status = _lib.ratecell_persisted_open_multi(configs, len(configs), p, every_ns, persisted)
+    if status:
+        raise _config_error(status, configs[0])
+    handle = _ffi.PersistedHandle()
+    # Owned from here: freeing the handle closes the persisted limiter.
+    handle.persisted = persisted.value
+    if _lib.ratecell_persisted_limiter(persisted, handle):
+        raise RuntimeError("ratecell_persisted_limiter refused a live handle")
+    return handle
 
 
 def _config_error(status: int, cfg: _ffi.CConfig) -> _errors.RatecellError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +23,12 @@ from ._limiter import (
     _config_int,
     _enum_value,
     _is_bytes_key,
+    _open_persisted,
     _period_ns,
+    _snapshot_path,
     _u64,
 )
-from ._types import Algorithm, Clock, Decision, Overflow, decision_from_c
+from ._types import Algorithm, Clock, Config, Decision, Overflow, decision_from_c
 
 __all__ = ["Limit", "MultiDecision", "MultiLimiter", "MAX_LIMITS"]
 
@@ -97,44 +100,57 @@ class MultiLimiter(Limiter):
         capacity: int = 0,
         overflow: Overflow | str | int = Overflow.DENY,
         clock: Clock | str | int = Clock.TSC,
+        persist: str | os.PathLike[str] | None = None,
+        every: float | datetime.timedelta = 5.0,
     ) -> None:
+        """``persist=path`` and ``every`` as for ``Limiter``: restored from
+        the snapshot file if it exists (it must hold the same limits in the
+        same order, else ``SnapshotConfigMismatch``) and saved there every
+        ``every`` seconds."""
         self._h = None
         self._names: tuple[str, ...] = tuple(lim.name for lim in limits)
-        n = len(limits)
-        if not 1 <= n <= MAX_LIMITS:
-            raise _errors.InvalidLength(
-                f"{n} limits: a limiter checks 1 to {MAX_LIMITS} limits together"
-            )
-        overflow_value = _enum_value(overflow, Overflow, "overflow", _errors.InvalidOverflow)
-        clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
-        capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
-        configs = (_ffi.CConfig * n)()
-        given: list[Limit] = []
-        for cfg, lim in zip(configs, limits, strict=True):
-            period_ns = lim.period_ns
-            if (period_ns is None) == (lim.period is None):
-                raise TypeError("give each Limit exactly one of period_ns (ns) and period (s)")
-            if lim.period is not None:
-                period_ns = _period_ns(lim.period)
-            algorithm = _enum_value(lim.algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
-            limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
-            period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
-            _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
-            given.append(dataclasses.replace(lim, period_ns=period_ns, period=None))
-            cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
-            if lim.sub_windows is not None:
-                cfg.sub_windows = _config_int(
-                    lim.sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
-                )
-            cfg.capacity = capacity
-            cfg.overflow = overflow_value
-            cfg.clock = clock_value
+        configs = _c_configs(limits, capacity, overflow, clock)
+        self._limits = _as_given(limits, configs)
+        if persist is not None:
+            self._h = _open_persisted(configs, persist, every)
+            return
         handle = _ffi.LimiterHandle()
-        status = _lib.ratecell_limiter_new_multi(configs, n, handle)
+        status = _lib.ratecell_limiter_new_multi(configs, len(configs), handle)
         if status:
             raise _first_config_error(status, configs)
         self._h = handle
-        self._limits = tuple(given)
+
+    @classmethod
+    def restore(
+        cls,
+        path: str | os.PathLike[str],
+        config: Config | None = None,
+        *,
+        limits: Sequence[Limit] | None = None,
+        capacity: int = 0,
+        overflow: Overflow | str | int = Overflow.DENY,
+        clock: Clock | str | int = Clock.TSC,
+    ) -> MultiLimiter:
+        """A limiter of several limits restored from the snapshot file at
+        ``path`` (``ratecell_limiter_restore_multi``): ``limits`` (with
+        ``capacity``, ``overflow`` and ``clock`` as for the constructor)
+        must be the saved limits in the same order, else
+        ``SnapshotConfigMismatch`` before anything is allocated. Names are
+        not saved: they are taken from ``limits``. (``config`` is for one
+        limit, as ``Limiter.restore`` takes it; give ``limits`` here.)"""
+        if limits is None or config is not None:
+            raise TypeError("MultiLimiter.restore takes limits=[Limit, ...], not a config")
+        configs = _c_configs(limits, capacity, overflow, clock)
+        handle = _ffi.LimiterHandle()
+        p = _snapshot_path(path, "path")
+        status = _lib.ratecell_limiter_restore_multi(configs, len(configs), p, handle)
+        if status:
+            raise _first_config_error(status, configs)
+        limiter = cls.__new__(cls)
+        limiter._h = handle
+        limiter._names = tuple(lim.name for lim in limits)
+        limiter._limits = _as_given(limits, configs)
+        return limiter
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -178,6 +194,53 @@ class MultiLimiter(Limiter):
             denied_name=None if denied is None else self._names[denied],
             limits=tuple(decision_from_c(out.limits[i]) for i in range(out.count)),
         )
+
+
+def _c_configs(
+    limits: Sequence[Limit],
+    capacity: Any,
+    overflow: Any,
+    clock: Any,
+) -> Any:
+    """The C configs of ``limits`` sharing ``capacity``, ``overflow`` and
+    ``clock``; bad values raise the ``InvalidConfig`` subclass naming the
+    field (``InvalidLength`` for no limits or more than ``MAX_LIMITS``)."""
+    n = len(limits)
+    if not 1 <= n <= MAX_LIMITS:
+        raise _errors.InvalidLength(
+            f"{n} limits: a limiter checks 1 to {MAX_LIMITS} limits together"
+        )
+    overflow_value = _enum_value(overflow, Overflow, "overflow", _errors.InvalidOverflow)
+    clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
+    capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
+    configs = (_ffi.CConfig * n)()
+    for cfg, lim in zip(configs, limits, strict=True):
+        period_ns = lim.period_ns
+        if (period_ns is None) == (lim.period is None):
+            raise TypeError("give each Limit exactly one of period_ns (ns) and period (s)")
+        if lim.period is not None:
+            period_ns = _period_ns(lim.period)
+        algorithm = _enum_value(lim.algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
+        limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
+        period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
+        _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
+        cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
+        if lim.sub_windows is not None:
+            cfg.sub_windows = _config_int(
+                lim.sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
+            )
+        cfg.capacity = capacity
+        cfg.overflow = overflow_value
+        cfg.clock = clock_value
+    return configs
+
+
+def _as_given(limits: Sequence[Limit], configs: Any) -> tuple[Limit, ...]:
+    """``limits`` as checked: each period in whole nanoseconds."""
+    return tuple(
+        dataclasses.replace(lim, period_ns=int(cfg.period_ns), period=None)
+        for lim, cfg in zip(limits, configs, strict=True)
+    )
 
 
 def _first_config_error(status: int, configs: Any) -> _errors.RatecellError:

@@ -1,0 +1,179 @@
+//! Snapshots of shared limiters (docs/SHARED.md, "Snapshot and restore"):
+//! a shared region saves like any keyed limiter, and a snapshot restores
+//! into a new region that every handle then shares, never into one in use;
+//! several processes (threads here, each with its own handle) restoring at
+//! once end up on one region.
+
+#![cfg(target_os = "linux")]
+
+use ratecell::{Algorithm, Config, KeyedLimiter, Persisted, SharedOptions, SnapshotError};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+const SECOND: u64 = 1_000_000_000;
+
+/// A fresh path under /dev/shm and a snapshot path beside the tests' temp
+/// directory; both removed when dropped, with any stray temporary files.
+struct Paths {
+    region: PathBuf,
+    snapshot: PathBuf,
+}
+
+impl Paths {
+    fn new(tag: &str) -> Paths {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}-{tag}-{n}", std::process::id());
+        Paths {
+            region: PathBuf::from(format!("/dev/shm/ratecell-snaptest-{id}")),
+            snapshot: std::env::temp_dir().join(format!("ratecell-snaptest-{id}.snap")),
+        }
+    }
+
+    /// Files in /dev/shm whose names start with the region's.
+    fn leftovers(&self) -> Vec<String> {
+        let name = self
+            .region
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|f| f.starts_with(&name) && *f != name)
+            .collect()
+    }
+}
+
+impl Drop for Paths {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.region);
+        let _ = std::fs::remove_file(&self.snapshot);
+        for f in self.leftovers() {
+            let _ = std::fs::remove_file(Path::new("/dev/shm").join(f));
+        }
+    }
+}
+
+fn config() -> Config {
+    Config::new(Algorithm::Gcra, 3, 3600 * SECOND).capacity(1000)
+}
+
+fn opts() -> SharedOptions {
+    SharedOptions::default()
+}
+
+#[test]
+fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
+    let p = Paths::new("roundtrip");
+    let (a, b) = (
+        KeyedLimiter::open_shared(&p.region, config()).unwrap(),
+        KeyedLimiter::open_shared(&p.region, config()).unwrap(),
+    );
+    let now = a.now_ns();
+    for key in 0..50u64 {
+        // Three admissions per key across the two handles: every key spent.
+        assert!(a.check_at(key, 2, now).allowed);
+        assert!(b.check_at(key, 1, now).allowed);
+        assert!(!a.check_at(key, 1, now).allowed);
+    }
+    a.save_at(&p.snapshot, now).unwrap();
+    drop((a, b));
+    // The region is gone (a reboot, or a configuration change), the
+    // snapshot is not.
+    std::fs::remove_file(&p.region).unwrap();
+    let (back, restored) =
+        KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
+    assert!(restored);
+    assert!(
+        p.leftovers().is_empty(),
+        "no temporary region left: {:?}",
+        p.leftovers()
+    );
+    assert_eq!(back.stats().keys_tracked, 50);
+    let other = KeyedLimiter::open_shared(&p.region, config()).unwrap();
+    for key in 0..50u64 {
+        assert!(!back.check_at(key, 1, now).allowed, "key {key} stays spent");
+        assert!(!other.check_at(key, 1, now).allowed, "for every handle");
+    }
+    assert!(
+        other.check_at(999_999, 1, now).allowed,
+        "an unknown key is fresh"
+    );
+    // A region in use is attached as it is, never overwritten by a snapshot.
+    let fresh = KeyedLimiter::with_clock(config(), ratecell::Clock::manual(now).0).unwrap();
+    fresh.save_at(&p.snapshot, now).unwrap();
+    let (again, restored) =
+        KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
+    assert!(!restored);
+    assert!(
+        !again.check_at(3, 1, now).allowed,
+        "the region kept its states"
+    );
+    // Periodic saving of a shared limiter, and its snapshot restored as an
+    // in-process limiter (what the C ABI and the bindings do).
+    let saver = Persisted::start(again, &p.snapshot, Duration::from_secs(3600)).unwrap();
+    saver.close().unwrap();
+    let local = KeyedLimiter::load(&p.snapshot, config(), ratecell::Clock::manual(now).0).unwrap();
+    assert!(!local.check_at(3, 1, now).allowed);
+    assert!(local.check_at(999_998, 1, now).allowed);
+}
+
+#[test]
+fn a_snapshot_of_another_configuration_makes_no_region() {
+    let p = Paths::new("mismatch");
+    let keyed = KeyedLimiter::new(config()).unwrap();
+    keyed.check(1, 1);
+    keyed.save(&p.snapshot).unwrap();
+    let other = Config::new(Algorithm::Gcra, 4, 3600 * SECOND).capacity(1000);
+    let err = KeyedLimiter::load_shared(&p.snapshot, &p.region, other, &opts()).unwrap_err();
+    assert!(matches!(err, SnapshotError::ConfigMismatch { .. }), "{err}");
+    assert!(!p.region.exists());
+    // A damaged snapshot: refused, and nothing left behind either.
+    let mut bytes = std::fs::read(&p.snapshot).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&p.snapshot, &bytes).unwrap();
+    let err = KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap_err();
+    assert!(matches!(err, SnapshotError::Damaged(_)), "{err}");
+    assert!(!p.region.exists());
+    assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
+    // A missing snapshot: a fresh region.
+    std::fs::remove_file(&p.snapshot).unwrap();
+    let (l, restored) =
+        KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
+    assert!(!restored);
+    assert!(l.check(1, 1).allowed);
+}
+
+#[test]
+fn processes_restoring_at_once_end_up_on_one_region() {
+    let p = Paths::new("race");
+    let keyed = KeyedLimiter::new(config()).unwrap();
+    let now = keyed.now_ns();
+    for key in 0..20u64 {
+        keyed.check_at(key, 3, now);
+    }
+    keyed.save_at(&p.snapshot, now).unwrap();
+    let restored = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| {
+                let (l, r) =
+                    KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
+                restored.fetch_add(u64::from(r), Ordering::Relaxed);
+                // Whoever won, every handle sees the restored states.
+                assert!(!l.check_at(7, 1, now).allowed);
+            });
+        }
+    });
+    assert_eq!(
+        restored.load(Ordering::Relaxed),
+        1,
+        "exactly one restore was linked"
+    );
+    assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
+}
