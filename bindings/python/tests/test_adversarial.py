@@ -4,6 +4,7 @@ fork, batch buffers, and numbers too large for a float."""
 from __future__ import annotations
 
 import copy
+import datetime
 import ctypes
 import multiprocessing
 import pickle
@@ -213,7 +214,17 @@ def test_a_period_too_large_for_a_float_is_invalid_period() -> None:
         ratecell.Limiter("gcra", 1, period=10**400)
 
 
-def test_a_timeout_too_large_for_a_float_waits_as_long_as_it_takes() -> None:
+def test_a_timeout_too_large_is_a_value_error_naming_timeout() -> None:
     lim = keyed()
-    # As 1e300 or 10**30 seconds: no limit on the wait.
-    assert lim.acquire(1, timeout=10**400).allowed
+    # Finite timeouts beyond what the C ABI can hold (about 584 years) are
+    # refused, never silently made "forever".
+    for timeout in (10**400, 10**30, 1e300, datetime.timedelta.max):
+        with pytest.raises(ValueError, match="timeout"):
+            lim.acquire(1, timeout=timeout)
+    # Nothing was taken by the refused calls.
+    assert lim.check_at(1, 0, T0).remaining == 2
+    # None and float('inf') still mean wait without limit (admitted at
+    # once here: the key is fresh).
+    assert lim.acquire(1, timeout=float("inf")).allowed
+    assert lim.acquire(1, timeout=None).allowed
+    assert lim.acquire(2, timeout=18_446_744_073).allowed
