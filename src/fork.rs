@@ -35,6 +35,9 @@
 //! child (`cell::latch_recording`), and it is held while a per-key latch is
 //! awaited, so counting it could make the two wait for each other.
 //!
+//! The counters are the processor's atomics even under loom (like the
+//! statistics): the models never fork, and `enter`/`leave` do nothing there.
+//!
 //! The alternative, a holder word per block and a takeover in the child
 //! that marks the block spent, costs a word per key and a write per check,
 //! and still needs a rule for "latched but the holder not yet written";

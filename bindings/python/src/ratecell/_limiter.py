@@ -107,13 +107,14 @@ def _timeout_ns(timeout: Any) -> int:
         return U64_MAX
     if (isinstance(seconds, float) and math.isnan(seconds)) or seconds < 0:
         raise ValueError(f"timeout must be >= 0 seconds, not {timeout!r}")
-    ns = seconds * 1_000_000_000 if isinstance(seconds, int) else round(seconds * 1e9)
+    # Ints exactly; floats compared before rounding (1e300 * 1e9 is inf).
+    ns = seconds * 1_000_000_000 if isinstance(seconds, int) else seconds * 1e9
     if ns >= U64_MAX:
         raise ValueError(
             f"timeout must be below {U64_MAX // 1_000_000_000} seconds, not {timeout!r}"
             " (pass None or float('inf') to wait without limit)"
         )
-    return int(ns)
+    return ns if isinstance(ns, int) else round(ns)
 
 
 def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
@@ -596,8 +597,9 @@ class Limiter:
         leaky bucket, also until its turn in the queue) and returns the
         admitting decision.
 
-        ``timeout`` is in seconds (or a ``timedelta``); None waits as long
-        as it takes. Raises ``TimedOut`` (with ``.decision``, nothing taken
+        ``timeout`` is in seconds (or a ``timedelta``); None or
+        ``float('inf')`` waits as long as it takes, and a finite timeout
+        beyond what the C ABI holds (about 584 years) is a ``ValueError``. Raises ``TimedOut`` (with ``.decision``, nothing taken
         from the limit) when the request would not be admitted in time, and
         ``CostExceedsLimit`` at once when no wait can admit the cost.
 
