@@ -3,6 +3,7 @@ fork, batch buffers, and numbers too large for a float."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime
 import ctypes
@@ -314,3 +315,12 @@ def test_a_timeout_too_large_is_a_value_error_naming_timeout() -> None:
     assert lim.acquire(1, timeout=float("inf")).allowed
     assert lim.acquire(1, timeout=None).allowed
     assert lim.acquire(2, timeout=18_446_744_073).allowed
+
+
+def test_the_asgi_acquire_checks_its_timeout_alike() -> None:
+    from ratecell import asgi
+
+    lim = keyed()
+    with pytest.raises(ValueError, match="timeout"):
+        asyncio.run(asgi.acquire(lim, 1, timeout=10**400))
+    assert asyncio.run(asgi.acquire(lim, 1, timeout=float("inf"))).allowed
