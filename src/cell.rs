@@ -182,9 +182,14 @@ pub(crate) const LATCHED: u64 = 1 << 63;
 /// Takes the latch of `header` if it holds exactly `expected` (unlatched).
 /// Waits while another thread holds it; fails, returning what it found, if
 /// the header changed to anything else.
+///
+/// A per-key latch: counted in the fork barrier (`crate::fork`) from
+/// before the CAS until after the release, so no child of a `fork()` ever
+/// inherits it held (its header has no room to say who holds it).
 #[inline]
 pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>, u64> {
     debug_assert_eq!(expected & LATCHED, 0);
+    let in_flight = crate::fork::enter();
     let mut spins = 0u32;
     loop {
         match header.compare_exchange_weak(
@@ -197,6 +202,7 @@ pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>,
                 return Ok(LatchGuard {
                     header,
                     release_to: expected,
+                    in_flight: Some(in_flight),
                 });
             }
             Err(found) if found == expected | LATCHED || found == expected => {
@@ -212,7 +218,10 @@ pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>,
                     yield_now();
                 }
             }
-            Err(found) => return Err(found),
+            Err(found) => {
+                crate::fork::leave(in_flight);
+                return Err(found);
+            }
         }
     }
 }
@@ -222,6 +231,9 @@ pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>,
 pub(crate) struct LatchGuard<'a> {
     header: &'a AtomicU64,
     release_to: u64,
+    /// Where a per-key latch is counted in the fork barrier (`None` for a
+    /// holder-recording latch, which a child takes over instead).
+    in_flight: Option<crate::fork::InFlight>,
 }
 
 impl LatchGuard<'_> {
@@ -236,6 +248,9 @@ impl Drop for LatchGuard<'_> {
         // Release: the block's words written under the latch are visible to
         // the next thread that takes it (Acquire).
         self.header.store(self.release_to, Ordering::Release);
+        if let Some(in_flight) = self.in_flight {
+            crate::fork::leave(in_flight);
+        }
     }
 }
 
@@ -266,6 +281,7 @@ pub(crate) struct BlockCell {
 impl BlockCell {
     /// Allocates the block; on failure returns the bytes that were asked for.
     pub(crate) fn new(words: usize) -> Result<BlockCell, usize> {
+        crate::fork::install();
         Ok(BlockCell {
             header: CachePadded::new(AtomicU64::new(0)),
             words: crate::memory::zeroed_words(words, Residency::OnUse)?,
@@ -299,6 +315,15 @@ impl BlockCell {
     pub(crate) fn latched<R>(&self, read: impl FnOnce(&LatchedWords) -> R) -> R {
         let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
         read(&LatchedWords(&self.words))
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    /// Runs `write` on the block without the latch: only for a cell no
+    /// other thread can see yet (a limiter being restored), so reading the
+    /// restored words from the caller's reader holds no latch a fork would
+    /// wait for.
+    pub(crate) fn unshared<R>(&self, write: impl FnOnce(&LatchedWords) -> R) -> R {
+        write(&LatchedWords(&self.words))
     }
 
     pub(crate) fn reset<A: BlockAlgorithm>(&self, alg: &A) {
@@ -350,6 +375,7 @@ pub(crate) fn latch_recording(
                 let guard = LatchGuard {
                     header: word,
                     release_to: 0,
+                    in_flight: None,
                 };
                 return (guard, false);
             }
@@ -368,6 +394,7 @@ pub(crate) fn latch_recording(
                         let guard = LatchGuard {
                             header: word,
                             release_to: 0,
+                            in_flight: None,
                         };
                         return (guard, true);
                     }

@@ -47,6 +47,7 @@ mod cell;
 mod clock;
 mod config;
 mod decision;
+mod fork;
 /// The specification every limiter follows: what a request decides, for
 /// each algorithm, and the C ABI's contract. The API docs cite it as
 /// "SPEC §N".

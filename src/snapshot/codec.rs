@@ -663,8 +663,9 @@ fn restore_block_cell<R: Read, A: BlockAlgorithm>(
     cell: &crate::cell::BlockCell,
 ) -> Result<(), SnapshotError> {
     header.check_layout(1, 0, alg.words() as u64)?;
-    // No other thread sees this limiter yet: the latch is uncontended.
-    cell.latched(|w| {
+    // No other thread sees this limiter yet: no latch is needed, and none
+    // is held while the caller's reader runs (a fork would wait for it).
+    cell.unshared(|w| {
         read_block(input, alg, w.0)?;
         if !alg.is_valid(w) {
             return Err(damaged("a state the algorithm cannot have stored"));

@@ -18,7 +18,9 @@ mod stripe;
 use crate::sync::CounterU64;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
-use stripe::{SHARED, STRIPES, stripe};
+use stripe::SHARED;
+/// The stripes are also the fork barrier's (`crate::fork`).
+pub(crate) use stripe::{SHARED as SHARED_STRIPE, STRIPES, stripe};
 
 /// A snapshot of a limiter's counters. Counters are read one by one while
 /// checks go on, so a snapshot taken under load is approximate (each counter

@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// Stripes of per-check counters with one writer each: more than the cores
 /// of most machines that run one process, few enough to sum quickly.
-pub(super) const STRIPES: usize = 16;
+pub(crate) const STRIPES: usize = 16;
 
 /// The stripe every thread without one of its own bumps, atomically.
-pub(super) const SHARED: usize = STRIPES;
+pub(crate) const SHARED: usize = STRIPES;
 
 /// Which stripes threads hold now, one bit each, across every limiter (a
 /// thread's stripe has the same index in all of them).
@@ -50,7 +50,7 @@ impl Drop for Stripe {
 /// This thread's stripe: taken on first use, the shared one while the
 /// thread is exiting.
 #[inline]
-pub(super) fn stripe() -> usize {
+pub(crate) fn stripe() -> usize {
     thread_local! {
         static STRIPE: Stripe = Stripe::take();
     }

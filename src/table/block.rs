@@ -54,6 +54,7 @@ impl Words for Fresh {
 
 impl<A: BlockAlgorithm> BlockTable<A> {
     pub(crate) fn new(alg: A, capacity: u64, allow_overflow: bool) -> Result<Self, Error> {
+        crate::fork::install();
         let (geometry, shards) = Geometry::new(capacity, SLOTS as u64, FINGERPRINT_BITS);
         let places = geometry.buckets(shards) * SLOTS;
         let words = alg.words();

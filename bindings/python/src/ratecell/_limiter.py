@@ -88,23 +88,33 @@ def _is_bytes_key(key: Any) -> bool:
 
 
 def _timeout_ns(timeout: Any) -> int:
+    """``timeout`` in nanoseconds for the C ABI, whose ``U64_MAX`` means no
+    limit: None and ``float('inf')`` wait without limit; any finite timeout
+    must fit below that (about 584 years), else it is refused rather than
+    silently turned into "forever" (issue 20, item 10)."""
     if timeout is None:
         return U64_MAX
-    if type(timeout) is int and timeout >= 0:
-        # Exact, and no float conversion to overflow (10**400 seconds is as
-        # unbounded as 1e300).
-        return min(timeout * 1_000_000_000, U64_MAX)
     if isinstance(timeout, datetime.timedelta):
-        seconds = timeout.total_seconds()
+        seconds: int | float = timeout.total_seconds()
+    elif type(timeout) is int:
+        # Exact: no float conversion to overflow.
+        seconds = timeout
     elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
         seconds = float(timeout)
     else:
         raise TypeError(f"timeout must be seconds or a timedelta, not {type(timeout).__name__}")
-    if math.isnan(seconds) or seconds < 0:
-        raise ValueError(f"timeout must be >= 0 seconds, not {timeout!r}")
-    if seconds * 1e9 >= U64_MAX:
+    if isinstance(seconds, float) and math.isinf(seconds) and seconds > 0:
         return U64_MAX
-    return round(seconds * 1e9)
+    if (isinstance(seconds, float) and math.isnan(seconds)) or seconds < 0:
+        raise ValueError(f"timeout must be >= 0 seconds, not {timeout!r}")
+    # Ints exactly; floats compared before rounding (1e300 * 1e9 is inf).
+    ns = seconds * 1_000_000_000 if isinstance(seconds, int) else seconds * 1e9
+    if ns >= U64_MAX:
+        raise ValueError(
+            f"timeout must be below {U64_MAX // 1_000_000_000} seconds, not {timeout!r}"
+            " (pass None or float('inf') to wait without limit)"
+        )
+    return ns if isinstance(ns, int) else round(ns)
 
 
 def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
@@ -618,8 +628,9 @@ class Limiter:
         leaky bucket, also until its turn in the queue) and returns the
         admitting decision.
 
-        ``timeout`` is in seconds (or a ``timedelta``); None waits as long
-        as it takes. Raises ``TimedOut`` (with ``.decision``, nothing taken
+        ``timeout`` is in seconds (or a ``timedelta``); None or
+        ``float('inf')`` waits as long as it takes, and a finite timeout
+        beyond what the C ABI holds (about 584 years) is a ``ValueError``. Raises ``TimedOut`` (with ``.decision``, nothing taken
         from the limit) when the request would not be admitted in time, and
         ``CostExceedsLimit`` at once when no wait can admit the cost.
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 from ._errors import CostExceedsLimit, TimedOut
+from ._limiter import U64_MAX, _timeout_ns
 from ._http import (
     MISSING_KEY_BODY,
     NEVER,
@@ -160,7 +161,9 @@ async def acquire(limiter: Any, key: Any = 0, cost: int = 1, timeout: float | No
     within ``timeout`` seconds, and ``CostExceedsLimit`` at once when no wait
     can admit the cost.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
+    # Validated as Limiter.acquire does (ValueError naming timeout).
+    timeout_ns = _timeout_ns(timeout)
+    deadline = None if timeout_ns == U64_MAX else time.monotonic() + timeout_ns / 1e9
     while True:
         got = limiter.check(key, cost)
         d: Decision = got if isinstance(got, Decision) else await got
