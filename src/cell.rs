@@ -317,7 +317,7 @@ impl BlockCell {
         read(&LatchedWords(&self.words))
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Runs `write` on the block without the latch: only for a cell no
     /// other thread can see yet (a limiter being restored), so reading the
     /// restored words from the caller's reader holds no latch a fork would

@@ -43,7 +43,7 @@
 //! and still needs a rule for "latched but the holder not yet written";
 //! waiting out the latches before a fork needs neither.
 
-#![cfg_attr(loom, allow(dead_code))]
+#![cfg_attr(ratecell_loom, allow(dead_code))]
 
 use crate::stats::{SHARED_STRIPE, STRIPES, stripe};
 use crossbeam_utils::CachePadded;
@@ -82,7 +82,7 @@ pub(crate) struct InFlight(usize);
 /// way. The caller must [`leave`] once the latch is released (or not taken).
 #[inline]
 pub(crate) fn enter() -> InFlight {
-    if cfg!(loom) {
+    if cfg!(ratecell_loom) {
         // The models never fork; the latch protocol they check is unchanged.
         return InFlight(0);
     }
@@ -104,7 +104,7 @@ pub(crate) fn enter() -> InFlight {
 /// forker reads).
 #[inline]
 pub(crate) fn leave(entry: InFlight) {
-    if cfg!(loom) {
+    if cfg!(ratecell_loom) {
         return;
     }
     let slot = &IN_FLIGHT[entry.0];

@@ -24,8 +24,15 @@ fn spaced() -> Config {
 fn child_checks(before: &Limiter, keyed: &KeyedLimiter) -> Vec<String> {
     let mut failures = Vec::new();
     let after = Limiter::with_clock(spaced(), Clock::coarse()).unwrap();
+    // The child's refresher must move the time on by 10 ms within 2 s (a
+    // frozen clock never does; a busy machine may be slow to schedule it).
     let t0 = before.now_ns();
-    std::thread::sleep(Duration::from_millis(30));
+    for _ in 0..200 {
+        if before.now_ns() > t0 + 10_000_000 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     if before.now_ns() <= t0 + 10_000_000 {
         failures.push(format!(
             "the coarse time stood still: {} then {}",
