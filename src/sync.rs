@@ -79,3 +79,10 @@ impl AtomicU128 {
 /// They count events and order nothing, so the model checker need not
 /// explore them (it would only multiply the interleavings).
 pub(crate) use std::sync::atomic::AtomicU64 as CounterU64;
+
+/// The pointer a live reconfiguration swaps (`crate::live`).
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::AtomicPtr;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::AtomicPtr;
