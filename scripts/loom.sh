@@ -15,4 +15,4 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg loom"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 
-exec cargo test --release --test loom --test loom_table --test loom_multi --test loom_latch "$@"
+exec cargo test --release --test loom --test loom_table --test loom_multi --test loom_latch --test loom_reconfigure "$@"
