@@ -64,7 +64,9 @@ impl Any {
                 KeyedLimiter::with_clock_multi(&configs, clock).unwrap(),
             ))
         } else {
-            Any::Direct(Box::new(Limiter::with_clock_multi(&configs, clock).unwrap()))
+            Any::Direct(Box::new(
+                Limiter::with_clock_multi(&configs, clock).unwrap(),
+            ))
         }
     }
 
@@ -108,29 +110,34 @@ fn sequential(old: &[Config; 2], new: &[Config; 2], keyed: bool) -> Vec<Run> {
 }
 
 fn racing((old, new): ([Config; 2], [Config; 2]), keyed: bool) {
-    let orders = sequential(&old, &new, keyed);
-    assert!(
-        orders.windows(2).all(|w| w[0] != w[1]),
-        "the three orders must be told apart, or the model proves nothing"
-    );
     let seen: Arc<Mutex<Vec<Run>>> = Arc::default();
     let seen_in = Arc::clone(&seen);
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(2));
     builder.check(move || {
         let seen_in = Arc::clone(&seen_in);
-        let orders = orders.clone();
         // A keyed limiter overflows the 32 KiB a loom model's main thread
         // gets; run the model on a roomier one.
         let body = thread::Builder::new().stack_size(1 << 20);
         body.spawn(move || {
+            // Loom's atomics exist only inside a model: the sequential
+            // runs are replayed here, before the threads start.
+            let orders = sequential(&old, &new, keyed);
+            assert!(
+                orders.windows(2).all(|w| w[0] != w[1]),
+                "the three orders must be told apart, or the model proves nothing"
+            );
             let shared = Arc::new(Any::new(&old, keyed));
             let changer = {
                 let l = Arc::clone(&shared);
                 let to = keyed_form(&new, keyed);
                 thread::spawn(move || l.reconfigure(&to))
             };
-            let mut run = vec![shared.check(1), shared.check(1)];
+            let checker = {
+                let l = Arc::clone(&shared);
+                thread::spawn(move || vec![l.check(1), l.check(1)])
+            };
+            let mut run = checker.join().unwrap();
             changer.join().unwrap();
             run.push(shared.check(0));
             assert!(
@@ -146,9 +153,10 @@ fn racing((old, new): ([Config; 2], [Config; 2]), keyed: bool) {
         .join()
         .unwrap();
     });
+    let seen = seen.lock().unwrap();
     assert!(
-        seen.lock().unwrap().len() > 1,
-        "every execution gave the same decisions: the threads never raced"
+        seen.len() > 1,
+        "every execution gave the same decisions: the threads never raced: {seen:#?}"
     );
 }
 

@@ -30,10 +30,22 @@ fn each_algorithm_carries_its_state_over_by_its_rule() {
     let cases = [
         // GCRA 10/s: 4 spent = 400 ms of backlog; at 20/s (T = 50 ms,
         // burst 20) that backlog is 8 emission intervals: 12 left.
-        (Gcra, Config::new(Gcra, 10, S), Config::new(Gcra, 20, S), 4, 12),
+        (
+            Gcra,
+            Config::new(Gcra, 10, S),
+            Config::new(Gcra, 20, S),
+            4,
+            12,
+        ),
         // A longer period keeps the backlog in ns: 10 per 2 s, T = 200 ms,
         // 400 ms of backlog is 2 intervals: 8 left.
-        (Gcra, Config::new(Gcra, 10, S), Config::new(Gcra, 10, 2 * S), 4, 8),
+        (
+            Gcra,
+            Config::new(Gcra, 10, S),
+            Config::new(Gcra, 10, 2 * S),
+            4,
+            8,
+        ),
         (
             LeakyBucket,
             Config::new(LeakyBucket, 10, S),
@@ -93,14 +105,25 @@ fn each_algorithm_carries_its_state_over_by_its_rule() {
         assert_eq!(l.config(), &after, "{alg}");
         let d = l.check_at(0, T);
         assert_eq!(d.remaining, left, "{alg}: {before:?} -> {after:?}");
-        assert_eq!(d.limit, if after.burst == 0 { after.limit } else { after.burst });
+        assert_eq!(
+            d.limit,
+            if after.burst == 0 {
+                after.limit
+            } else {
+                after.burst
+            }
+        );
         // The same on a keyed limiter, for a key with state and a new one.
         let k = KeyedLimiter::with_clock(before.capacity(16), Clock::manual(T).0).unwrap();
         assert!(k.check_at(1, spent, T).allowed);
         k.reconfigure(&[after.capacity(16)]).unwrap();
         assert_eq!(k.check_at(1, 0, T).remaining, left, "keyed {alg}");
         let fresh = k.check_at(2, 0, T).remaining;
-        assert_eq!(fresh, direct(after).check_at(0, T).remaining, "keyed {alg} new key");
+        assert_eq!(
+            fresh,
+            direct(after).check_at(0, T).remaining,
+            "keyed {alg} new key"
+        );
     }
 }
 
@@ -108,21 +131,57 @@ fn each_algorithm_carries_its_state_over_by_its_rule() {
 fn changes_without_a_carry_over_are_refused_by_name() {
     use Algorithm::*;
     let cases = [
-        (Config::new(Gcra, 10, S), Config::new(TokenBucket, 10, S), Field::Algorithm),
-        (Config::new(Gcra, 10, S), Config::new(LeakyBucket, 10, S), Field::Algorithm),
-        (Config::new(FixedWindow, 10, S), Config::new(FixedWindow, 10, 2 * S), Field::PeriodNs),
-        (Config::new(SlidingWindow, 10, S), Config::new(SlidingWindow, 10, 2 * S), Field::PeriodNs),
-        (Config::new(SlidingLog, 10, S), Config::new(SlidingLog, 10, 2 * S), Field::PeriodNs),
-        (Config::new(SlidingLog, 10, S), Config::new(SlidingLog, 11, S), Field::Limit),
+        (
+            Config::new(Gcra, 10, S),
+            Config::new(TokenBucket, 10, S),
+            Field::Algorithm,
+        ),
+        (
+            Config::new(Gcra, 10, S),
+            Config::new(LeakyBucket, 10, S),
+            Field::Algorithm,
+        ),
+        (
+            Config::new(FixedWindow, 10, S),
+            Config::new(FixedWindow, 10, 2 * S),
+            Field::PeriodNs,
+        ),
+        (
+            Config::new(SlidingWindow, 10, S),
+            Config::new(SlidingWindow, 10, 2 * S),
+            Field::PeriodNs,
+        ),
+        (
+            Config::new(SlidingLog, 10, S),
+            Config::new(SlidingLog, 10, 2 * S),
+            Field::PeriodNs,
+        ),
+        (
+            Config::new(SlidingLog, 10, S),
+            Config::new(SlidingLog, 11, S),
+            Field::Limit,
+        ),
         (
             Config::new(BucketedWindow, 10, S),
             Config::new(BucketedWindow, 10, S).sub_windows(5),
             Field::SubWindows,
         ),
         // Counts laid out in 4 bits (limit 10) cannot hold 16.
-        (Config::new(FixedWindow, 10, S), Config::new(FixedWindow, 16, S), Field::Limit),
-        (Config::new(FixedWindow, 10, S), Config::new(FixedWindow, 7, S), Field::Limit),
-        (Config::new(TokenBucket, 10, S), Config::new(TokenBucket, 10, S).burst(40), Field::Burst),
+        (
+            Config::new(FixedWindow, 10, S),
+            Config::new(FixedWindow, 16, S),
+            Field::Limit,
+        ),
+        (
+            Config::new(FixedWindow, 10, S),
+            Config::new(FixedWindow, 7, S),
+            Field::Limit,
+        ),
+        (
+            Config::new(TokenBucket, 10, S),
+            Config::new(TokenBucket, 10, S).burst(40),
+            Field::Burst,
+        ),
     ];
     for (before, after, field) in cases {
         let l = direct(before);
@@ -146,7 +205,10 @@ fn changes_without_a_carry_over_are_refused_by_name() {
         Field::Limits
     );
     let k = KeyedLimiter::new(Config::new(Gcra, 10, S).capacity(16)).unwrap();
-    let e = refusal(k.reconfigure(&[Config::new(Gcra, 10, S).capacity(32)]).unwrap_err());
+    let e = refusal(
+        k.reconfigure(&[Config::new(Gcra, 10, S).capacity(32)])
+            .unwrap_err(),
+    );
     assert_eq!(e.field, Field::Capacity);
     let e = refusal(
         k.reconfigure(&[Config::new(Gcra, 10, S)
@@ -156,8 +218,11 @@ fn changes_without_a_carry_over_are_refused_by_name() {
     );
     assert_eq!(e.field, Field::Overflow);
     // Several limits: the message names the limit at fault.
-    let m = Limiter::new_multi(&[Config::new(Gcra, 10, S), Config::new(FixedWindow, 100, 60 * S)])
-        .unwrap();
+    let m = Limiter::new_multi(&[
+        Config::new(Gcra, 10, S),
+        Config::new(FixedWindow, 100, 60 * S),
+    ])
+    .unwrap();
     let e = refusal(
         m.reconfigure(&[Config::new(Gcra, 20, S), Config::new(FixedWindow, 100, S)])
             .unwrap_err(),
@@ -259,7 +324,10 @@ fn race(keyed: bool) {
                         Any::K(k) => k.check_each_at(3, 1, T),
                     };
                     let pair = (d.limits()[0].limit, d.limits()[1].limit);
-                    assert!(pair == (10, 20) || pair == (14, 28), "a mixed decision: {pair:?}");
+                    assert!(
+                        pair == (10, 20) || pair == (14, 28),
+                        "a mixed decision: {pair:?}"
+                    );
                     if d.decision.allowed {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }

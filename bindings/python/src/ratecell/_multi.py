@@ -107,25 +107,7 @@ class MultiLimiter(Limiter):
         overflow_value = _enum_value(overflow, Overflow, "overflow", _errors.InvalidOverflow)
         clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
         capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
-        configs = (_ffi.CConfig * n)()
-        for cfg, lim in zip(configs, limits, strict=True):
-            period_ns = lim.period_ns
-            if (period_ns is None) == (lim.period is None):
-                raise TypeError("give each Limit exactly one of period_ns (ns) and period (s)")
-            if lim.period is not None:
-                period_ns = _period_ns(lim.period)
-            algorithm = _enum_value(lim.algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
-            limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
-            period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
-            _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
-            cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
-            if lim.sub_windows is not None:
-                cfg.sub_windows = _config_int(
-                    lim.sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
-                )
-            cfg.capacity = capacity
-            cfg.overflow = overflow_value
-            cfg.clock = clock_value
+        configs = _c_limits(limits, capacity, overflow_value, clock_value)
         handle = _ffi.LimiterHandle()
         status = _lib.ratecell_limiter_new_multi(configs, n, handle)
         if status:
@@ -168,6 +150,48 @@ class MultiLimiter(Limiter):
             denied_name=None if denied is None else self._names[denied],
             limits=tuple(decision_from_c(out.limits[i]) for i in range(out.count)),
         )
+
+
+def _c_limits(limits: Sequence[Limit], capacity: int, overflow: int, clock: int) -> Any:
+    """The C configs of ``limits``, sharing ``capacity``, ``overflow`` and
+    ``clock``; an out-of-range field raises the exception naming it."""
+    configs = (_ffi.CConfig * len(limits))()
+    for cfg, lim in zip(configs, limits, strict=True):
+        period_ns = lim.period_ns
+        if (period_ns is None) == (lim.period is None):
+            raise TypeError("give each Limit exactly one of period_ns (ns) and period (s)")
+        if lim.period is not None:
+            period_ns = _period_ns(lim.period)
+        algorithm = _enum_value(lim.algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
+        limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
+        period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
+        _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
+        cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
+        if lim.sub_windows is not None:
+            cfg.sub_windows = _config_int(
+                lim.sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
+            )
+        cfg.capacity = capacity
+        cfg.overflow = overflow
+        cfg.clock = clock
+    return configs
+
+
+def reconfigure(limiter: Limiter, limits: Sequence[Limit]) -> None:
+    """``Limiter.reconfigure``: the limiter's own capacity, overflow and
+    clock go with every new limit (they cannot change live)."""
+    h = limiter._handle()
+    current = _ffi.CConfig()
+    status = _lib.ratecell_limiter_config(h, current)
+    if status:
+        raise _errors.error_for_status(status)
+    n = len(limits)
+    if not 1 <= n <= MAX_LIMITS:
+        raise _errors.InvalidLength(f"{n} limits: a limiter checks 1 to {MAX_LIMITS} limits")
+    configs = _c_limits(limits, current.capacity, current.overflow, current.clock)
+    status = _lib.ratecell_limiter_reconfigure(h, configs, n)
+    if status:
+        raise _first_config_error(status, configs)
 
 
 def _first_config_error(status: int, configs: Any) -> _errors.RatecellError:
