@@ -289,13 +289,15 @@ fn race(keyed: bool) {
     let (old, new) = (cap(old), cap(new));
     let clock = Clock::manual(T).0;
     enum Any {
-        D(Limiter),
-        K(KeyedLimiter),
+        D(Box<Limiter>),
+        K(Box<KeyedLimiter>),
     }
     let l = Arc::new(if keyed {
-        Any::K(KeyedLimiter::with_clock_multi(&old, clock).unwrap())
+        Any::K(Box::new(
+            KeyedLimiter::with_clock_multi(&old, clock).unwrap(),
+        ))
     } else {
-        Any::D(Limiter::with_clock_multi(&old, clock).unwrap())
+        Any::D(Box::new(Limiter::with_clock_multi(&old, clock).unwrap()))
     });
     let stop = Arc::new(AtomicBool::new(false));
     let admitted = Arc::new(AtomicU64::new(0));

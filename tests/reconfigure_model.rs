@@ -114,16 +114,20 @@ fn same(got: &MultiDecision, want: &AllOfDecision) -> bool {
 }
 
 enum Any {
-    Direct(Limiter),
-    Keyed(KeyedLimiter),
+    Direct(Box<Limiter>),
+    Keyed(Box<KeyedLimiter>),
 }
 
 fn compare(case: &Case) -> Result<(), TestCaseError> {
     let (clock, _) = Clock::manual(0);
     let limiter = if case.configs[0].capacity > 0 {
-        Any::Keyed(KeyedLimiter::with_clock_multi(&case.configs, clock).unwrap())
+        Any::Keyed(Box::new(
+            KeyedLimiter::with_clock_multi(&case.configs, clock).unwrap(),
+        ))
     } else {
-        Any::Direct(Limiter::with_clock_multi(&case.configs, clock).unwrap())
+        Any::Direct(Box::new(
+            Limiter::with_clock_multi(&case.configs, clock).unwrap(),
+        ))
     };
     let keyed = matches!(limiter, Any::Keyed(_));
     let mut models = vec![AllOfModel::new(&case.configs); 3];
