@@ -133,6 +133,11 @@ enum ratecell_status
   // platform cannot share (not Linux, no lock-free 128-bit CAS, another
   // pid namespace).
   RATECELL_SHARED_UNSUPPORTED = 28,
+  // `ratecell_limiter_reconfigure`: the change has no carry-over for the
+  // states kept (another algorithm, a window's period, a count width,
+  // ...) or changes what is fixed (number of limits, capacity,
+  // overflow, a shared region); nothing changed.
+  RATECELL_RECONFIGURE_REFUSED = 29,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -698,6 +703,35 @@ ratecell_status ratecell_stats(const struct ratecell_limiter *limiter, struct ra
 ratecell_status ratecell_limiter_new_multi(const struct ratecell_config *configs,
                                            size_t n,
                                            struct ratecell_limiter **out);
+
+// Changes a running limiter's limits to `configs[0..n]`, keeping every
+// state: checks on other threads go on and each sees the old limits or
+// the new ones, never a mix. `n` is the limiter's number of limits (1 for
+// one made by `ratecell_limiter_new`). What a state's `remaining` is
+// right after the change follows each algorithm's carry-over rule
+// (docs/ALGORITHMS.md, "Live reconfiguration").
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `limiter` is NULL
+// or `configs` is NULL with `n > 0`; `RATECELL_INVALID_LENGTH` when `n` is
+// 0 or above `RATECELL_MAX_LIMITS`; the `RATECELL_INVALID_*` status naming
+// the first invalid field of the first invalid config (as at
+// construction); `RATECELL_RECONFIGURE_REFUSED` when the change is not
+// allowed live: another number of limits, algorithm, capacity, overflow
+// or clock; a window algorithm's period; the bucketed window's
+// sub-windows; the sliding log's limit; a limit or burst whose counts need
+// another bit width than at construction; a shared-region limiter. On any
+// failure nothing changed.
+//
+// Thread-safe, with every other call on the handle; `configs` is only
+// read during the call. Every reconfiguration keeps the replaced
+// parameters (a few hundred bytes) until `ratecell_limiter_free`.
+//
+// # Safety
+// `limiter` is NULL or a live handle; `configs` is NULL or points to `n`
+// readable configs.
+ratecell_status ratecell_limiter_reconfigure(const struct ratecell_limiter *limiter,
+                                             const struct ratecell_config *configs,
+                                             size_t n);
 
 // `ratecell_check` with each limit's own decision and the denying limit's
 // index, written to `*out` (the same combined decision in `out->decision`,

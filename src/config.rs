@@ -349,7 +349,37 @@ pub enum Error {
     /// A shared region could not be created or attached
     /// (`KeyedLimiter::open_shared`).
     Shared(crate::shared::SharedError),
+    /// A live reconfiguration (`Limiter::reconfigure`) was refused: the
+    /// change has no carry-over rule for the states already kept, or
+    /// would change what cannot change while running. Nothing changed.
+    Reconfigure(ReconfigureError),
 }
+
+/// Why a live reconfiguration was refused: which limit, which field, and
+/// why (see "Live reconfiguration" in docs/ALGORITHMS.md for the rules).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReconfigureError {
+    /// The index of the limit at fault (0 for a single limit).
+    pub limit: usize,
+    /// The field whose change is refused.
+    pub field: Field,
+    /// A sentence naming the field, the old and new values, and why.
+    pub message: String,
+}
+
+impl fmt::Display for ReconfigureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot reconfigure limit {} live ({}): {}",
+            self.limit,
+            self.field.name(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ReconfigureError {}
 
 impl From<ConfigError> for Error {
     fn from(e: ConfigError) -> Error {
@@ -363,6 +393,7 @@ impl fmt::Display for Error {
             Error::Config(e) => e.fmt(f),
             Error::OutOfMemory { bytes } => write!(f, "could not allocate {bytes} bytes of state"),
             Error::Shared(e) => e.fmt(f),
+            Error::Reconfigure(e) => e.fmt(f),
         }
     }
 }
@@ -373,6 +404,7 @@ impl std::error::Error for Error {
             Error::Config(e) => Some(e),
             Error::OutOfMemory { .. } => None,
             Error::Shared(e) => Some(e),
+            Error::Reconfigure(e) => Some(e),
         }
     }
 }

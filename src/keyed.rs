@@ -3,14 +3,15 @@
 //! evicted and kept apart.
 
 use crate::acquire::{AcquireError, acquire};
-use crate::algorithm::WordAlgorithm;
+use crate::algorithm::{BlockAlgorithm, WordAlgorithm};
 use crate::algorithm::{
     all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
     sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
 use crate::clock::{At, Clock};
-use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow};
+use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow, Params};
 use crate::decision::Decision;
+use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::shared::SharedOptions;
 use crate::stats::{CheckCounters, Stats};
@@ -82,23 +83,31 @@ const PREFETCH_DISTANCE: usize = 16;
 pub struct KeyedLimiter {
     hasher: KeyHasher,
     tables: Tables,
+    // Frees the tables' live parameters: declared after them, so dropped
+    // after them.
+    _owner: Owner,
     checks: CheckCounters,
-    config: Config,
-    limits: Limits,
+    // Replaced as a whole by `reconfigure`, with the tables' parameters.
+    limits: Swap<Limits>,
+    // Serialises reconfigurations (checks never take it).
+    reconfiguring: std::sync::Mutex<()>,
+    // A table in a shared region: its parameters live in every attached
+    // process, so a live change here alone is refused.
+    shared: bool,
     clock: Clock,
 }
 
 pub(crate) enum Tables {
-    Gcra(WordTable<Gcra>),
-    TokenBucket(WordTable<TokenBucket>),
-    FixedWindow(WordTable<FixedWindow>),
-    SlidingWindow(WordTable<SlidingWindow>),
-    BucketedWindow(BlockTable<BucketedWindow>),
-    SlidingLog(BlockTable<SlidingLog>),
+    Gcra(WordTable<Live<Gcra>>),
+    TokenBucket(WordTable<Live<TokenBucket>>),
+    FixedWindow(WordTable<Live<FixedWindow>>),
+    SlidingWindow(WordTable<Live<SlidingWindow>>),
+    BucketedWindow(BlockTable<Live<BucketedWindow>>),
+    SlidingLog(BlockTable<Live<SlidingLog>>),
     /// Several limits as one (`crate::multi`), a key's states in one slot...
-    AllOfWord(WordTable<AllOf>),
+    AllOfWord(WordTable<Live<AllOf>>),
     /// ...or in one block under its latch.
-    AllOfBlock(BlockTable<AllOf>),
+    AllOfBlock(BlockTable<Live<AllOf>>),
 }
 
 /// Runs `$body` with `$t` bound to whichever table this is.
@@ -150,8 +159,11 @@ fn word_table<A: WordAlgorithm>(
     alg: A,
     config: &Config,
     opening: &mut Option<Opening>,
-) -> Result<WordTable<A>, Error> {
+    owner: &mut Option<Owner>,
+) -> Result<WordTable<Live<A>>, Error> {
     let allow = config.overflow == Overflow::Allow;
+    let (alg, own) = Live::new(alg);
+    *owner = Some(own);
     match opening {
         None => WordTable::new(alg, config.capacity, allow),
         Some(o) => WordTable::new_in(alg, config.capacity, allow, |shards, slots| {
@@ -160,11 +172,22 @@ fn word_table<A: WordAlgorithm>(
     }
 }
 
+/// A block table with live parameters.
+fn block_table<A: BlockAlgorithm>(
+    alg: A,
+    config: &Config,
+    owner: &mut Option<Owner>,
+) -> Result<BlockTable<Live<A>>, Error> {
+    let (alg, own) = Live::new(alg);
+    *owner = Some(own);
+    BlockTable::new(alg, config.capacity, config.overflow == Overflow::Allow)
+}
+
 impl Tables {
     /// The table for `config`: on the heap, or with `opening` in a shared
     /// region (word algorithms only: `shared::check_supported` refused the
     /// others before).
-    fn new(config: &Config, opening: &mut Option<Opening>) -> Result<Tables, Error> {
+    fn new(config: &Config, opening: &mut Option<Opening>) -> Result<(Tables, Owner), Error> {
         let p = config.params()?;
         if config.capacity == 0 {
             return Err(ConfigError {
@@ -173,33 +196,66 @@ impl Tables {
             }
             .into());
         }
-        let capacity = config.capacity;
-        let allow = config.overflow == Overflow::Allow;
-        Ok(match p.algorithm {
-            Algorithm::Gcra => Tables::Gcra(word_table(Gcra::new(&p, false), config, opening)?),
+        let mut owner = None;
+        let o = &mut owner;
+        let tables = match p.algorithm {
+            Algorithm::Gcra => Tables::Gcra(word_table(Gcra::new(&p, false), config, opening, o)?),
             Algorithm::LeakyBucket => {
-                Tables::Gcra(word_table(Gcra::new(&p, true), config, opening)?)
+                Tables::Gcra(word_table(Gcra::new(&p, true), config, opening, o)?)
             }
             Algorithm::TokenBucket => {
-                Tables::TokenBucket(word_table(TokenBucket::new(&p), config, opening)?)
+                Tables::TokenBucket(word_table(TokenBucket::new(&p), config, opening, o)?)
             }
             Algorithm::FixedWindow => {
-                Tables::FixedWindow(word_table(FixedWindow::new(&p), config, opening)?)
+                Tables::FixedWindow(word_table(FixedWindow::new(&p), config, opening, o)?)
             }
             Algorithm::SlidingWindow => {
-                Tables::SlidingWindow(word_table(SlidingWindow::new(&p), config, opening)?)
+                Tables::SlidingWindow(word_table(SlidingWindow::new(&p), config, opening, o)?)
             }
             Algorithm::BucketedWindow => {
-                Tables::BucketedWindow(BlockTable::new(BucketedWindow::new(&p), capacity, allow)?)
+                Tables::BucketedWindow(block_table(BucketedWindow::new(&p), config, o)?)
             }
             Algorithm::SlidingLog => {
-                Tables::SlidingLog(BlockTable::new(SlidingLog::new(&p), capacity, allow)?)
+                Tables::SlidingLog(block_table(SlidingLog::new(&p), config, o)?)
             }
-        })
+        };
+        Ok((tables, owner.expect("every arm made its live parameters")))
     }
 
     fn geometry(&self) -> &Geometry {
         with_table!(self, t => t.geometry())
+    }
+
+    /// [`Engine::reconfigure`](crate::limiter) for the tables.
+    fn reconfigure(
+        &self,
+        old: &[Config],
+        configs: &[Config],
+        params: &[Params],
+    ) -> Result<(), Error> {
+        use crate::reconfigure::{block, word};
+        let (o, c, p) = (&old[0], &configs[0], &params[0]);
+        match self {
+            Tables::Gcra(t) => word(
+                t.alg(),
+                Gcra::new(p, p.algorithm == Algorithm::LeakyBucket),
+                o,
+                c,
+            ),
+            Tables::TokenBucket(t) => word(t.alg(), TokenBucket::new(p), o, c),
+            Tables::FixedWindow(t) => word(t.alg(), FixedWindow::new(p), o, c),
+            Tables::SlidingWindow(t) => word(t.alg(), SlidingWindow::new(p), o, c),
+            Tables::BucketedWindow(t) => block(t.alg(), BucketedWindow::new(p), o, c),
+            Tables::SlidingLog(t) => block(t.alg(), SlidingLog::new(p), o, c),
+            Tables::AllOfWord(t) => {
+                let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
+                crate::reconfigure::all_of(t.alg(), all, old, configs)
+            }
+            Tables::AllOfBlock(t) => {
+                let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
+                crate::reconfigure::all_of(t.alg(), all, old, configs)
+            }
+        }
     }
 }
 
@@ -220,22 +276,31 @@ impl KeyedLimiter {
         clock: Clock,
         hasher: KeyHasher,
     ) -> Result<KeyedLimiter, Error> {
-        let tables = Tables::new(&config, &mut None)?;
+        let (tables, owner) = Tables::new(&config, &mut None)?;
         Ok(KeyedLimiter::assemble(
             tables,
+            owner,
             Limits::one(config),
             clock,
             hasher,
         ))
     }
 
-    fn assemble(tables: Tables, limits: Limits, clock: Clock, hasher: KeyHasher) -> KeyedLimiter {
+    fn assemble(
+        tables: Tables,
+        owner: Owner,
+        limits: Limits,
+        clock: Clock,
+        hasher: KeyHasher,
+    ) -> KeyedLimiter {
         KeyedLimiter {
             hasher,
             tables,
+            _owner: owner,
             checks: CheckCounters::default(),
-            config: limits.configs[0],
-            limits,
+            limits: Swap::new(limits),
+            reconfiguring: std::sync::Mutex::new(()),
+            shared: false,
             clock,
         }
     }
@@ -274,33 +339,36 @@ impl KeyedLimiter {
             return KeyedLimiter::with_hasher(config, clock, hasher);
         }
         let allow = config.overflow == Overflow::Allow;
+        let (live, owner) = Live::new(all);
         let tables = if all.is_word() {
-            Tables::AllOfWord(WordTable::new(all, config.capacity, allow)?)
+            Tables::AllOfWord(WordTable::new(live, config.capacity, allow)?)
         } else {
-            Tables::AllOfBlock(BlockTable::new(all, config.capacity, allow)?)
+            Tables::AllOfBlock(BlockTable::new(live, config.capacity, allow)?)
         };
         let limits = Limits {
             configs: configs.into(),
             names: vec![None; configs.len()].into(),
         };
-        Ok(KeyedLimiter::assemble(tables, limits, clock, hasher))
+        Ok(KeyedLimiter::assemble(tables, owner, limits, clock, hasher))
     }
 
     /// Names the limits, in order ([`crate::Limiter::with_names`]).
-    pub fn with_names(mut self, names: &[&str]) -> Result<KeyedLimiter, Error> {
-        self.limits.name(names)?;
+    pub fn with_names(self, names: &[&str]) -> Result<KeyedLimiter, Error> {
+        let mut limits = self.limits.load().clone();
+        limits.name(names)?;
+        self.limits.replace(limits);
         Ok(self)
     }
 
     /// The limits this limiter enforces, in order (one for a limiter made
     /// by [`KeyedLimiter::new`]).
     pub fn limits(&self) -> &[Config] {
-        &self.limits.configs
+        &self.limits.load().configs
     }
 
     /// The name given to limit `index`, if any.
     pub fn limit_name(&self, index: usize) -> Option<&str> {
-        self.limits.names.get(index)?.as_deref()
+        self.limits.load().names.get(index)?.as_deref()
     }
 
     /// Decides one request for the key hashed to `h`, with each limit's
@@ -310,11 +378,11 @@ impl KeyedLimiter {
         let d = match &self.tables {
             Tables::AllOfWord(t) => {
                 let d = t.check_each(h, at, n, u64::MAX, &mut each).0;
-                MultiDecision::of_many(d, each, self.limits.configs.len())
+                MultiDecision::of_many(d, each, self.limits.load().configs.len())
             }
             Tables::AllOfBlock(t) => {
                 let d = t.check_each(h, at, n, &mut each);
-                MultiDecision::of_many(d, each, self.limits.configs.len())
+                MultiDecision::of_many(d, each, self.limits.load().configs.len())
             }
             _ => MultiDecision::of_one(self.decide(h, at, n, u64::MAX).0),
         };
@@ -391,7 +459,7 @@ impl KeyedLimiter {
             hash_keys,
             attached: None,
         });
-        let tables = Tables::new(&config, &mut opening)?;
+        let (tables, owner) = Tables::new(&config, &mut opening)?;
         let (hash_keys, calibration) = opening
             .and_then(|o| o.attached)
             .expect("a shared table was attached");
@@ -401,12 +469,15 @@ impl KeyedLimiter {
             Self::shared_clock(calibration)
         };
         let (k0, k1) = hash_keys;
-        Ok(KeyedLimiter::assemble(
+        let mut keyed = KeyedLimiter::assemble(
             tables,
+            owner,
             Limits::one(config),
             clock,
             KeyHasher::from_keys(k0, k1),
-        ))
+        );
+        keyed.shared = true;
+        Ok(keyed)
     }
 
     #[cfg(not(ratecell_loom))]
@@ -425,7 +496,7 @@ impl KeyedLimiter {
     /// The configuration this limiter was built from (the first limit's,
     /// for several limits).
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.limits.load().configs[0]
     }
 
     /// The limiter's current time, UNIX ns.
@@ -625,6 +696,33 @@ impl KeyedLimiter {
         })
     }
 
+    /// Changes the limits while checks run, keeping every key's state:
+    /// [`crate::Limiter::reconfigure`] for every key at once (the same
+    /// rules, errors and carry-over). No key's state is rewritten: each
+    /// is read by the new limits at its next check. Capacity and overflow
+    /// cannot change. A table in a shared region
+    /// ([`KeyedLimiter::open_shared`]) is refused with
+    /// [`Error::Reconfigure`]: the other attached processes would go on
+    /// with the old limits.
+    pub fn reconfigure(&self, configs: &[Config]) -> Result<(), Error> {
+        let _one = self.reconfiguring.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shared {
+            return Err(Error::Reconfigure(crate::ReconfigureError {
+                limit: 0,
+                field: Field::Limits,
+                message: "the table lies in a shared region whose other processes keep their own parameters; change the limits by reopening every process with the new config".into(),
+            }));
+        }
+        let old = self.limits.load();
+        let params = crate::reconfigure::check(&old.configs, configs)?;
+        self.tables.reconfigure(&old.configs, configs, &params)?;
+        self.limits.replace(Limits {
+            configs: configs.into(),
+            names: old.names.clone(),
+        });
+        Ok(())
+    }
+
     /// Forgets `key`'s state (an operator unblocking a user). Returns
     /// whether the key had one.
     pub fn reset_key(&self, key: u64) -> bool {
@@ -663,7 +761,7 @@ impl Drop for Tally<'_> {
 impl fmt::Debug for KeyedLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLimiter")
-            .field("config", &self.config)
+            .field("config", self.config())
             .finish_non_exhaustive()
     }
 }

@@ -58,8 +58,10 @@ pub mod spec {}
 pub mod ffi;
 mod keyed;
 mod limiter;
+mod live;
 mod memory;
 mod multi;
+mod reconfigure;
 mod shared;
 /// Snapshots: save a limiter's states and restore them after a restart
 /// (docs/SNAPSHOT.md).
@@ -74,7 +76,7 @@ pub use acquire::AcquireError;
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
     Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_LIMIT, MAX_PERIOD_NS,
-    MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow,
+    MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow, ReconfigureError,
 };
 pub use decision::Decision;
 pub use keyed::KeyedLimiter;

@@ -7,6 +7,7 @@
 //! multi-word algorithms).
 
 use crate::acquire::{AcquireError, acquire};
+use crate::algorithm::WordAlgorithm;
 use crate::algorithm::{
     BlockAlgorithm, all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow,
     gcra::Gcra, sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
@@ -15,6 +16,7 @@ use crate::cell::{BlockCell, WordCell};
 use crate::clock::Clock;
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
 use crate::decision::Decision;
+use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::stats::{CheckCounters, Stats};
 use crate::sync::{AtomicU64, AtomicU128};
@@ -39,8 +41,13 @@ use std::time::Duration;
 /// ```
 pub struct Limiter {
     engine: Engine,
-    config: Config,
-    limits: Limits,
+    // Frees the engine's live parameters: declared after it, so dropped
+    // after it.
+    _owner: Owner,
+    // Replaced as a whole by `reconfigure`, with the engine's parameters.
+    limits: Swap<Limits>,
+    // Serialises reconfigurations (checks never take it).
+    reconfiguring: std::sync::Mutex<()>,
     clock: Clock,
     // Striped by thread, each stripe padded apart from the cell: a counter
     // bump must not invalidate the line the next CAS needs.
@@ -50,45 +57,53 @@ pub struct Limiter {
 
 /// The cell that fits each algorithm's state.
 pub(crate) enum Engine {
-    Gcra(Gcra, WordCell<AtomicU64>),
-    TokenBucket(TokenBucket, WordCell<AtomicU128>),
-    FixedWindow(FixedWindow, WordCell<AtomicU128>),
-    SlidingWindow(SlidingWindow, WordCell<AtomicU128>),
-    BucketedWindow(BucketedWindow, BlockCell),
-    SlidingLog(SlidingLog, BlockCell),
+    Gcra(Live<Gcra>, WordCell<AtomicU64>),
+    TokenBucket(Live<TokenBucket>, WordCell<AtomicU128>),
+    FixedWindow(Live<FixedWindow>, WordCell<AtomicU128>),
+    SlidingWindow(Live<SlidingWindow>, WordCell<AtomicU128>),
+    BucketedWindow(Live<BucketedWindow>, BlockCell),
+    SlidingLog(Live<SlidingLog>, BlockCell),
     /// Several limits as one (`crate::multi`), their states in one word...
-    AllOfWord(AllOf, WordCell<AtomicU128>),
+    AllOfWord(Live<AllOf>, WordCell<AtomicU128>),
     /// ...or in one block under its latch.
-    AllOfBlock(AllOf, BlockCell),
+    AllOfBlock(Live<AllOf>, BlockCell),
 }
 
 impl Engine {
-    fn new(p: &Params) -> Result<Engine, Error> {
+    /// The engine for `p`, and the owner of its live parameters (kept by
+    /// the limiter after the engine).
+    fn new(p: &Params) -> Result<(Engine, Owner), Error> {
         fn block<A: BlockAlgorithm>(alg: A) -> Result<BlockCell, Error> {
             BlockCell::new(alg.words()).map_err(|bytes| Error::OutOfMemory { bytes })
         }
+        fn word<A: WordAlgorithm, W>(
+            alg: A,
+            cell: W,
+            make: fn(Live<A>, W) -> Engine,
+        ) -> (Engine, Owner) {
+            let (live, owner) = Live::new(alg);
+            (make(live, cell), owner)
+        }
+        fn blocky<A: BlockAlgorithm>(
+            alg: A,
+            make: fn(Live<A>, BlockCell) -> Engine,
+        ) -> Result<(Engine, Owner), Error> {
+            let cell = block(alg)?;
+            let (live, owner) = Live::new(alg);
+            Ok((make(live, cell), owner))
+        }
+        let u64cell = WordCell::<AtomicU64>::new;
+        let u128cell = WordCell::<AtomicU128>::new;
         Ok(match p.algorithm {
-            Algorithm::Gcra => Engine::Gcra(Gcra::new(p, false), WordCell::<AtomicU64>::new()),
-            Algorithm::LeakyBucket => {
-                Engine::Gcra(Gcra::new(p, true), WordCell::<AtomicU64>::new())
-            }
-            Algorithm::TokenBucket => {
-                Engine::TokenBucket(TokenBucket::new(p), WordCell::<AtomicU128>::new())
-            }
-            Algorithm::FixedWindow => {
-                Engine::FixedWindow(FixedWindow::new(p), WordCell::<AtomicU128>::new())
-            }
+            Algorithm::Gcra => word(Gcra::new(p, false), u64cell(), Engine::Gcra),
+            Algorithm::LeakyBucket => word(Gcra::new(p, true), u64cell(), Engine::Gcra),
+            Algorithm::TokenBucket => word(TokenBucket::new(p), u128cell(), Engine::TokenBucket),
+            Algorithm::FixedWindow => word(FixedWindow::new(p), u128cell(), Engine::FixedWindow),
             Algorithm::SlidingWindow => {
-                Engine::SlidingWindow(SlidingWindow::new(p), WordCell::<AtomicU128>::new())
+                word(SlidingWindow::new(p), u128cell(), Engine::SlidingWindow)
             }
-            Algorithm::BucketedWindow => {
-                let alg = BucketedWindow::new(p);
-                Engine::BucketedWindow(alg, block(alg)?)
-            }
-            Algorithm::SlidingLog => {
-                let alg = SlidingLog::new(p);
-                Engine::SlidingLog(alg, block(alg)?)
-            }
+            Algorithm::BucketedWindow => blocky(BucketedWindow::new(p), Engine::BucketedWindow)?,
+            Algorithm::SlidingLog => blocky(SlidingLog::new(p), Engine::SlidingLog)?,
         })
     }
 
@@ -126,8 +141,10 @@ impl Engine {
         let mut each = [Decision::default(); MAX_LIMITS];
         let any = |_: &Decision| true;
         let (d, len) = match self {
-            Engine::AllOfWord(a, cell) => (cell.decide_each(a, t, n, any, &mut each).0, a.len()),
-            Engine::AllOfBlock(a, cell) => (cell.decide_each(a, t, n, &mut each), a.len()),
+            Engine::AllOfWord(a, cell) => {
+                (cell.decide_each(a, t, n, any, &mut each).0, a.get().len())
+            }
+            Engine::AllOfBlock(a, cell) => (cell.decide_each(a, t, n, &mut each), a.get().len()),
             _ => return MultiDecision::of_one(self.decide(t, n, u64::MAX).0),
         };
         MultiDecision::of_many(d, each, len)
@@ -149,6 +166,36 @@ impl Engine {
             Engine::SlidingLog(a, cell) => cell.decide(a, t, n).allowed,
             Engine::AllOfWord(a, cell) => cell.decide(a, t, n, any).0.allowed,
             Engine::AllOfBlock(a, cell) => cell.decide(a, t, n).allowed,
+        }
+    }
+
+    /// Swaps in the parameters of `configs`, already checked against `old`
+    /// by `reconfigure::check` (which gave `params`); refuses a change of
+    /// layout.
+    fn reconfigure(
+        &self,
+        old: &[Config],
+        configs: &[Config],
+        params: &[Params],
+    ) -> Result<(), Error> {
+        use crate::reconfigure::{block, word};
+        let (o, c, p) = (&old[0], &configs[0], &params[0]);
+        match self {
+            Engine::Gcra(live, _) => word(
+                live,
+                Gcra::new(p, p.algorithm == Algorithm::LeakyBucket),
+                o,
+                c,
+            ),
+            Engine::TokenBucket(live, _) => word(live, TokenBucket::new(p), o, c),
+            Engine::FixedWindow(live, _) => word(live, FixedWindow::new(p), o, c),
+            Engine::SlidingWindow(live, _) => word(live, SlidingWindow::new(p), o, c),
+            Engine::BucketedWindow(live, _) => block(live, BucketedWindow::new(p), o, c),
+            Engine::SlidingLog(live, _) => block(live, SlidingLog::new(p), o, c),
+            Engine::AllOfWord(live, _) | Engine::AllOfBlock(live, _) => {
+                let all = crate::multi::all_of(configs, 128)?;
+                crate::reconfigure::all_of(live, all, old, configs)
+            }
         }
     }
 
@@ -187,16 +234,17 @@ impl Limiter {
             }
             .into());
         }
-        let engine = Engine::new(&params)?;
-        Ok(Limiter::assemble(engine, Limits::one(config), clock))
+        let (engine, owner) = Engine::new(&params)?;
+        Ok(Limiter::assemble(engine, owner, Limits::one(config), clock))
     }
 
-    fn assemble(engine: Engine, limits: Limits, clock: Clock) -> Limiter {
+    fn assemble(engine: Engine, owner: Owner, limits: Limits, clock: Clock) -> Limiter {
         let bytes = size_of::<Limiter>() + engine.heap_bytes();
         Limiter {
             engine,
-            config: limits.configs[0],
-            limits,
+            _owner: owner,
+            limits: Swap::new(limits),
+            reconfiguring: std::sync::Mutex::new(()),
             clock,
             counters: CheckCounters::default(),
             bytes,
@@ -247,37 +295,44 @@ impl Limiter {
             // One limit needs no composite; a capacity is refused there.
             return Limiter::with_clock(configs[0], clock);
         }
-        let engine = if all.is_word() {
-            Engine::AllOfWord(all, WordCell::<AtomicU128>::new())
+        let (engine, owner) = if all.is_word() {
+            let (live, owner) = Live::new(all);
+            (
+                Engine::AllOfWord(live, WordCell::<AtomicU128>::new()),
+                owner,
+            )
         } else {
             let cell = BlockCell::new(BlockAlgorithm::words(&all))
                 .map_err(|bytes| Error::OutOfMemory { bytes })?;
-            Engine::AllOfBlock(all, cell)
+            let (live, owner) = Live::new(all);
+            (Engine::AllOfBlock(live, cell), owner)
         };
         let limits = Limits {
             configs: configs.into(),
             names: vec![None; configs.len()].into(),
         };
-        Ok(Limiter::assemble(engine, limits, clock))
+        Ok(Limiter::assemble(engine, owner, limits, clock))
     }
 
     /// Names the limits, in order, for callers that report which limit
     /// denied ([`Limiter::limit_name`]); an empty name is no name. Errors
     /// with [`Field::Limits`] unless there is one name per limit.
-    pub fn with_names(mut self, names: &[&str]) -> Result<Limiter, Error> {
-        self.limits.name(names)?;
+    pub fn with_names(self, names: &[&str]) -> Result<Limiter, Error> {
+        let mut limits = self.limits.load().clone();
+        limits.name(names)?;
+        self.limits.replace(limits);
         Ok(self)
     }
 
     /// The limits this limiter enforces, in order (one for a limiter made
     /// by [`Limiter::new`]).
     pub fn limits(&self) -> &[Config] {
-        &self.limits.configs
+        &self.limits.load().configs
     }
 
     /// The name given to limit `index`, if any.
     pub fn limit_name(&self, index: usize) -> Option<&str> {
-        self.limits.names.get(index)?.as_deref()
+        self.limits.load().names.get(index)?.as_deref()
     }
 
     /// Decides a request of `cost` now, with each limit's own decision.
@@ -297,7 +352,7 @@ impl Limiter {
     /// The configuration this limiter was built from (the first limit's,
     /// for several limits).
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.limits.load().configs[0]
     }
 
     #[cfg_attr(ratecell_loom, allow(dead_code))]
@@ -361,6 +416,56 @@ impl Limiter {
         })
     }
 
+    /// Changes the limits while checks run, keeping every state: `configs`
+    /// replaces the limits in order (one config for a limiter made by
+    /// [`Limiter::new`], as many as it has for [`Limiter::new_multi`]).
+    ///
+    /// No check waits: each decides on the old limits or on the new ones,
+    /// never a mix. What a state means right after the change (its
+    /// `remaining`) follows each algorithm's carry-over rule
+    /// (docs/ALGORITHMS.md, "Live reconfiguration"): limit and burst changes
+    /// keep what was spent; GCRA, the leaky bucket and the token bucket
+    /// also take a new period. Refused with [`Error::Reconfigure`], naming
+    /// the limit and field, and nothing changed: another algorithm, number
+    /// of limits, capacity or overflow; a window algorithm's period; the
+    /// bucketed window's sub-windows; the sliding log's limit; a limit or
+    /// burst whose counts need another bit width than at construction
+    /// (crossing a power of two). An invalid config is
+    /// [`Error::Config`], as at construction. Names are kept.
+    ///
+    /// Each accepted change keeps the replaced parameters (a few hundred
+    /// bytes) until the limiter is dropped, the price of checks that read
+    /// them without any atomic write (see `crate::live`).
+    ///
+    /// ```
+    /// use ratecell::{Algorithm, Clock, Config, Limiter};
+    ///
+    /// let t = 1_700_000_000_000_000_000;
+    /// let (clock, _hand) = Clock::manual(t);
+    /// let limiter =
+    ///     Limiter::with_clock(Config::new(Algorithm::FixedWindow, 10, 1_000_000_000), clock)
+    ///         .unwrap();
+    /// assert_eq!(limiter.check_at(4, t).remaining, 6);
+    /// // 10 to 14 per second: the 4 spent this window stay spent.
+    /// limiter
+    ///     .reconfigure(&[Config::new(Algorithm::FixedWindow, 14, 1_000_000_000)])
+    ///     .unwrap();
+    /// assert_eq!(limiter.check_at(0, t).remaining, 10);
+    /// // Another algorithm has no carry-over: refused.
+    /// assert!(limiter.reconfigure(&[Config::new(Algorithm::Gcra, 10, 1_000_000_000)]).is_err());
+    /// ```
+    pub fn reconfigure(&self, configs: &[Config]) -> Result<(), Error> {
+        let _one = self.reconfiguring.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.limits.load();
+        let params = crate::reconfigure::check(&old.configs, configs)?;
+        self.engine.reconfigure(&old.configs, configs, &params)?;
+        self.limits.replace(Limits {
+            configs: configs.into(),
+            names: old.names.clone(),
+        });
+        Ok(())
+    }
+
     /// Forgets the state: the limiter is fresh again.
     pub fn reset(&self) {
         self.engine.reset();
@@ -380,7 +485,7 @@ impl Limiter {
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
-            .field("config", &self.config)
+            .field("config", self.config())
             .finish_non_exhaustive()
     }
 }

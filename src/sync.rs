@@ -1,6 +1,6 @@
 //! The one place atomics come from.
 //!
-//! Under `cfg(ratecell_loom)` every atomic the cells and tables use is loom's, so the
+//! Under `cfg(ratecell_loom)` every atomic the cells and tables use is ratecell_loom's, so the
 //! model checker sees each load, CAS and store; otherwise they are the
 //! processor's. Nothing outside this module names `core::sync::atomic`,
 //! `portable_atomic` or `loom` directly.
@@ -126,3 +126,10 @@ impl AtomicU128 {
 /// They count events and order nothing, so the model checker need not
 /// explore them (it would only multiply the interleavings).
 pub(crate) use std::sync::atomic::AtomicU64 as CounterU64;
+
+/// The pointer a live reconfiguration swaps (`crate::live`).
+#[cfg(not(ratecell_loom))]
+pub(crate) use core::sync::atomic::AtomicPtr;
+
+#[cfg(ratecell_loom)]
+pub(crate) use loom::sync::atomic::AtomicPtr;

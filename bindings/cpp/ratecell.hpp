@@ -201,6 +201,22 @@ public:
         return *this;
     }
 
+    /// Changes the limits while checks run, keeping every state
+    /// (ratecell_limiter_reconfigure): one config per limit, in order. Each
+    /// check sees the old limits or the new ones; what a state keeps is the
+    /// algorithm's carry-over rule (docs/ALGORITHMS.md). Throws Error with
+    /// RATECELL_RECONFIGURE_REFUSED for a change with no carry-over (another
+    /// algorithm, a window's period, a count width, capacity, ...), or the
+    /// status naming an invalid field; nothing changes then.
+    void reconfigure(const std::vector<Config> &limits) const {
+        std::vector<ratecell_config> raw;
+        raw.reserve(limits.size());
+        for (const Config &c : limits) {
+            raw.push_back(c.raw());
+        }
+        detail::check(::ratecell_limiter_reconfigure(handle_, raw.data(), raw.size()));
+    }
+
     /// check with each limit's own decision and the denying index.
     MultiDecision check_each(std::uint64_t key, std::uint64_t cost = 1) const {
         MultiDecision d{};

@@ -52,7 +52,9 @@ const (
 	StatusSharedConfigMismatch Status = C.RATECELL_SHARED_CONFIG_MISMATCH
 	StatusSharedStale          Status = C.RATECELL_SHARED_STALE
 	StatusSharedUnsupported    Status = C.RATECELL_SHARED_UNSUPPORTED
-	lastStatus                        = StatusSharedUnsupported
+	// Reconfigure refused: no carry-over for this change (Reconfigure).
+	StatusReconfigureRefused Status = C.RATECELL_RECONFIGURE_REFUSED
+	lastStatus                      = StatusReconfigureRefused
 )
 
 var statusNames = [...]string{
@@ -64,6 +66,7 @@ var statusNames = [...]string{
 	"SNAPSHOT_CONFIG_MISMATCH", "SNAPSHOT_SEVERAL_LIMITS",
 	"SHARED_IO", "SHARED_NOT_A_REGION", "SHARED_TRUNCATED", "SHARED_VERSION",
 	"SHARED_CONFIG_MISMATCH", "SHARED_STALE", "SHARED_UNSUPPORTED",
+	"RECONFIGURE_REFUSED",
 }
 
 // Name is the status's C name without the RATECELL_ prefix, e.g.
@@ -191,6 +194,9 @@ var (
 	// ErrSharedUnsupported: this algorithm, capacity 0 or platform cannot
 	// be shared.
 	ErrSharedUnsupported = sentinel(StatusSharedUnsupported)
+	// ErrReconfigureRefused: Reconfigure was given a change with no
+	// carry-over for the kept states, or one of what cannot change.
+	ErrReconfigureRefused = sentinel(StatusReconfigureRefused)
 )
 
 // ErrClosed is returned by every call on a Limiter after Close (and on a

@@ -265,15 +265,18 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 
 func TestStatuses(t *testing.T) {
 	seen := map[string]bool{}
-	for s := ratecell.StatusOK; s <= ratecell.StatusSharedUnsupported; s++ {
+	for s := ratecell.StatusOK; s <= ratecell.StatusReconfigureRefused; s++ {
 		text := s.String()
 		if text == "" || text == "unknown status" || seen[text] {
 			t.Errorf("status %d (%s): description %q", s, s.Name(), text)
 		}
 		seen[text] = true
 	}
-	if got := ratecell.Status(29).String(); got != "unknown status" {
-		t.Errorf("status 29: %q", got)
+	if got := ratecell.Status(30).String(); got != "unknown status" {
+		t.Errorf("status 30: %q", got)
+	}
+	if ratecell.StatusReconfigureRefused.Name() != "RECONFIGURE_REFUSED" {
+		t.Error("RECONFIGURE_REFUSED name")
 	}
 	if ratecell.StatusInvalidLimit.Name() != "INVALID_LIMIT" || ratecell.Status(99).Name() != "STATUS_99" {
 		t.Error("Name")

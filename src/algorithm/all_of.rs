@@ -184,6 +184,23 @@ impl AllOf {
         &self.parts[..self.len]
     }
 
+    /// The first limit whose state would sit or be sized differently in
+    /// `other` (a live reconfiguration must keep every state in place):
+    /// its index and its size in both, in bits for a single-word state,
+    /// else in words.
+    pub(crate) fn layout_differs(&self, other: &AllOf) -> Option<(usize, u32, u32)> {
+        for (i, (a, b)) in self.parts().iter().zip(other.parts()).enumerate() {
+            let (wa, wb) = (a.rule.words() as u32, b.rule.words() as u32);
+            if a.bits != b.bits || a.at != b.at || self.word != other.word {
+                return Some((i, a.bits, b.bits));
+            }
+            if wa != wb {
+                return Some((i, wa, wb));
+            }
+        }
+        None
+    }
+
     /// A denied request in the word layout: every limit's decision, those
     /// that admitted on their unchanged states, combined. Stores nothing.
     #[cold]

@@ -154,6 +154,54 @@ pub(super) fn build_multi(
     inner.map_err(|e| ratecell_status::from_error(&e))
 }
 
+/// Changes a running limiter's limits to `configs[0..n]`, keeping every
+/// state: checks on other threads go on and each sees the old limits or
+/// the new ones, never a mix. `n` is the limiter's number of limits (1 for
+/// one made by `ratecell_limiter_new`). What a state's `remaining` is
+/// right after the change follows each algorithm's carry-over rule
+/// (docs/ALGORITHMS.md, "Live reconfiguration").
+///
+/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `limiter` is NULL
+/// or `configs` is NULL with `n > 0`; `RATECELL_INVALID_LENGTH` when `n` is
+/// 0 or above `RATECELL_MAX_LIMITS`; the `RATECELL_INVALID_*` status naming
+/// the first invalid field of the first invalid config (as at
+/// construction); `RATECELL_RECONFIGURE_REFUSED` when the change is not
+/// allowed live: another number of limits, algorithm, capacity, overflow
+/// or clock; a window algorithm's period; the bucketed window's
+/// sub-windows; the sliding log's limit; a limit or burst whose counts need
+/// another bit width than at construction; a shared-region limiter. On any
+/// failure nothing changed.
+///
+/// Thread-safe, with every other call on the handle; `configs` is only
+/// read during the call. Every reconfiguration keeps the replaced
+/// parameters (a few hundred bytes) until `ratecell_limiter_free`.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle; `configs` is NULL or points to `n`
+/// readable configs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_reconfigure(
+    limiter: *const ratecell_limiter,
+    configs: *const ratecell_config,
+    n: usize,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: the caller promises a live handle or NULL.
+        let limiter = try_status!(unsafe { handle(limiter) });
+        // SAFETY: as promised by the caller.
+        let (rust, clock_kind) = try_status!(unsafe { configs_arg(configs, n) });
+        if clock_kind != limiter.clock {
+            return RATECELL_RECONFIGURE_REFUSED;
+        }
+        let done = match &limiter.inner {
+            Inner::Direct(l) => l.reconfigure(&rust),
+            Inner::Keyed(k) => k.reconfigure(&rust),
+        };
+        try_status!(done.map_err(|e| ratecell_status::from_error(&e)));
+        RATECELL_OK
+    }
+}
+
 /// Writes an answer to a checked out-pointer.
 ///
 /// # Safety

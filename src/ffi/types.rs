@@ -108,13 +108,18 @@ pub enum ratecell_status {
     /// platform cannot share (not Linux, no lock-free 128-bit CAS, another
     /// pid namespace).
     RATECELL_SHARED_UNSUPPORTED = 28,
+    /// `ratecell_limiter_reconfigure`: the change has no carry-over for the
+    /// states kept (another algorithm, a window's period, a count width,
+    /// ...) or changes what is fixed (number of limits, capacity,
+    /// overflow, a shared region); nothing changed.
+    RATECELL_RECONFIGURE_REFUSED = 29,
 }
 
 use ratecell_status::*;
 
 /// Every status, in numeric order (kept out of the header: cbindgen would
 /// print a public associated constant as a macro).
-const STATUSES: [ratecell_status; 29] = [
+const STATUSES: [ratecell_status; 30] = [
     RATECELL_OK,
     RATECELL_NULL_ARGUMENT,
     RATECELL_INVALID_ALGORITHM,
@@ -144,6 +149,7 @@ const STATUSES: [ratecell_status; 29] = [
     RATECELL_SHARED_CONFIG_MISMATCH,
     RATECELL_SHARED_STALE,
     RATECELL_SHARED_UNSUPPORTED,
+    RATECELL_RECONFIGURE_REFUSED,
 ];
 
 impl ratecell_status {
@@ -181,6 +187,7 @@ impl ratecell_status {
                 SharedErrorKind::Stale => RATECELL_SHARED_STALE,
                 SharedErrorKind::Unsupported => RATECELL_SHARED_UNSUPPORTED,
             },
+            Error::Reconfigure(_) => RATECELL_RECONFIGURE_REFUSED,
         }
     }
 
@@ -241,6 +248,9 @@ impl ratecell_status {
             }
             RATECELL_SHARED_UNSUPPORTED => {
                 b"shared region: not available for this algorithm, capacity 0, or this platform\0"
+            }
+            RATECELL_RECONFIGURE_REFUSED => {
+                b"reconfigure refused: the change has no carry-over for the kept states (algorithm, a window's period, a count width) or changes what is fixed (number of limits, capacity, overflow, clock, a shared region); nothing changed\0"
             }
         }
     }

@@ -24,7 +24,7 @@ pub(crate) enum Residency {
 /// a table's 64-byte buckets each sit on exactly one line (the global
 /// allocator's `Layout::array` would give 8 or 16, leaving a bucket astride
 /// two lines, of which only the first is prefetched).
-#[cfg_attr(ratecell_loom, allow(dead_code))] // loom allocates its own way
+#[cfg_attr(ratecell_loom, allow(dead_code))] // ratecell_loom allocates its own way
 pub(crate) const LINE: usize = 64;
 
 /// A zeroed array of atomic words that starts on a cache line, and is freed

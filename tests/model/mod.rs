@@ -172,6 +172,25 @@ impl Model {
         }
     }
 
+    /// A live reconfiguration (issue 15, part 3) with its carry-over rule,
+    /// written from docs/ALGORITHMS.md, not from the library: the new
+    /// parameters take over and the state keeps what was spent (GCRA: the
+    /// theoretical arrival time; token bucket: the tokens taken since full,
+    /// capped at the new burst, and the refill clock; windows and log:
+    /// their counts and entries). Panics on a change the library refuses.
+    pub fn reconfigure(&mut self, cfg: &Config) {
+        assert_eq!(cfg.algorithm, self.algorithm, "model: algorithm change");
+        let burst: u128 = if cfg.burst == 0 { cfg.limit } else { cfg.burst }.into();
+        if let State::Token(Some((tokens, last))) = self.state {
+            let spent = self.burst - tokens;
+            self.state = State::Token(Some((burst - spent.min(burst), last)));
+        }
+        self.limit = cfg.limit.into();
+        self.period = cfg.period_ns.into();
+        self.burst = burst;
+        self.sub_windows = cfg.sub_windows.into();
+    }
+
     /// The request `(cost n, time t)`: its decision, and the new state when
     /// it is admitted with `n > 0` (brief item 2).
     pub fn check(&mut self, t: u64, n: u64) -> Decision {
@@ -288,7 +307,7 @@ impl Model {
         Decision {
             allowed,
             limit: sat(l),
-            remaining: sat(l - count),
+            remaining: sat(l.saturating_sub(count)),
             retry_after_ns: if allowed {
                 0
             } else if q > l {
@@ -407,7 +426,7 @@ impl Model {
         Decision {
             allowed,
             limit: sat(l),
-            remaining: sat(l - sum),
+            remaining: sat(l.saturating_sub(sum)),
             retry_after_ns: retry,
             reset_after_ns: reset,
             wait_ns: 0,
@@ -440,7 +459,7 @@ impl Model {
         Decision {
             allowed,
             limit: sat(l),
-            remaining: sat(l - sum),
+            remaining: sat(l.saturating_sub(sum)),
             retry_after_ns: retry,
             reset_after_ns: reset,
             wait_ns: 0,
@@ -469,6 +488,14 @@ impl AllOfModel {
     pub fn new(configs: &[Config]) -> AllOfModel {
         AllOfModel {
             limits: configs.iter().map(Model::new).collect(),
+        }
+    }
+
+    /// Every limit's [`Model::reconfigure`].
+    pub fn reconfigure(&mut self, configs: &[Config]) {
+        assert_eq!(configs.len(), self.limits.len());
+        for (m, c) in self.limits.iter_mut().zip(configs) {
+            m.reconfigure(c);
         }
     }
 

@@ -154,10 +154,60 @@ static void test_bad_lists_get_named_statuses(void) {
           RATECELL_NULL_ARGUMENT);
 }
 
+static void test_reconfigure_keeps_the_spent_and_refuses_by_status(void) {
+    for (uint64_t capacity = 0; capacity <= 100; capacity += 100) {
+        ratecell_config cfgs[2];
+        two_limits(cfgs, capacity);
+        ratecell_limiter *l = make_multi(cfgs, 2);
+        if (l == NULL) {
+            return;
+        }
+        ratecell_multi_decision m;
+        CHECK(ratecell_check_each_at(l, 5, 2, T0, &m) == RATECELL_OK);
+        CHECK(m.decision.allowed);
+        /* 3 to 2 per minute (same count width): the 2 spent stay spent. */
+        cfgs[0].limit = cfgs[0].burst = 20;
+        cfgs[1].limit = cfgs[1].burst = 2;
+        CHECK(ratecell_limiter_reconfigure(l, cfgs, 2) == RATECELL_OK);
+        CHECK(ratecell_check_each_at(l, 5, 0, T0, &m) == RATECELL_OK);
+        CHECK_EQ_U64(m.limits[0].limit, 20);
+        CHECK_EQ_U64(m.limits[1].limit, 2);
+        CHECK_EQ_U64(m.limits[1].remaining, 0);
+        CHECK(!m.decision.allowed);
+        ratecell_config got;
+        CHECK(ratecell_limiter_config(l, &got) == RATECELL_OK);
+        CHECK_EQ_U64(got.limit, 20);
+        /* Refusals: nothing changes. */
+        ratecell_config bad[2];
+        memcpy(bad, cfgs, sizeof bad);
+        bad[1].period_ns = 30 * SECOND; /* a window's period */
+        CHECK(ratecell_limiter_reconfigure(l, bad, 2) == RATECELL_RECONFIGURE_REFUSED);
+        memcpy(bad, cfgs, sizeof bad);
+        bad[0].algorithm = RATECELL_ALGORITHM_SLIDING_WINDOW;
+        bad[0].burst = 0;
+        CHECK(ratecell_limiter_reconfigure(l, bad, 2) == RATECELL_RECONFIGURE_REFUSED);
+        memcpy(bad, cfgs, sizeof bad);
+        bad[0].capacity = bad[1].capacity = capacity + 1;
+        CHECK(ratecell_limiter_reconfigure(l, bad, 2) == RATECELL_RECONFIGURE_REFUSED);
+        CHECK(ratecell_limiter_reconfigure(l, cfgs, 1) == RATECELL_RECONFIGURE_REFUSED);
+        memcpy(bad, cfgs, sizeof bad);
+        bad[0].limit = 0;
+        CHECK(ratecell_limiter_reconfigure(l, bad, 2) == RATECELL_INVALID_LIMIT);
+        CHECK(ratecell_limiter_reconfigure(l, cfgs, 0) == RATECELL_INVALID_LENGTH);
+        CHECK(ratecell_limiter_reconfigure(l, NULL, 2) == RATECELL_NULL_ARGUMENT);
+        CHECK(ratecell_limiter_reconfigure(NULL, cfgs, 2) == RATECELL_NULL_ARGUMENT);
+        CHECK(ratecell_check_each_at(l, 5, 0, T0, &m) == RATECELL_OK);
+        CHECK_EQ_U64(m.limits[0].limit, 20);
+        CHECK_EQ_U64(m.limits[1].limit, 2);
+        ratecell_limiter_free(l);
+    }
+}
+
 int main(void) {
     RUN(test_the_tighter_limit_decides_and_reports);
     RUN(test_a_single_limit_reports_one);
     RUN(test_every_algorithm_in_one_block);
     RUN(test_bad_lists_get_named_statuses);
+    RUN(test_reconfigure_keeps_the_spent_and_refuses_by_status);
     return harness_finish();
 }

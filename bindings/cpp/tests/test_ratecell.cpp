@@ -405,6 +405,25 @@ void test_shared_region_is_one_limit_for_every_handle() {
 
 }  // namespace
 
+void test_reconfigure_keeps_the_spent() {
+    Limiter l(Config(Algorithm::FixedWindow, 10, 60s));
+    CHECK(l.check_at(0, 4, T0).allowed);
+    l.reconfigure({Config(Algorithm::FixedWindow, 14, 60s)});
+    CHECK_EQ_U64(l.check_at(0, 0, T0).remaining, 10);
+    auto status = [&l](std::vector<Config> cs) {
+        try {
+            l.reconfigure(cs);
+            return RATECELL_OK;
+        } catch (const Error &e) {
+            return e.status();
+        }
+    };
+    CHECK(status({Config(Algorithm::FixedWindow, 14, 30s)}) == RATECELL_RECONFIGURE_REFUSED);
+    CHECK(status({Config(Algorithm::Gcra, 14, 60s)}) == RATECELL_RECONFIGURE_REFUSED);
+    CHECK(status({}) == RATECELL_INVALID_LENGTH);
+    CHECK_EQ_U64(l.check_at(0, 0, T0).remaining, 10);
+}
+
 int main() {
     RUN(test_limiter_is_move_only);
     RUN(test_config_errors_throw_with_their_status);
@@ -416,6 +435,7 @@ int main() {
     RUN(test_stats_and_config);
     RUN(test_four_threads_admit_exactly_the_limit);
     RUN(test_several_limits_as_one);
+    RUN(test_reconfigure_keeps_the_spent);
     RUN(test_snapshots_save_restore_and_persist);
     RUN(test_snapshots_of_several_limits);
     RUN(test_shared_region_is_one_limit_for_every_handle);

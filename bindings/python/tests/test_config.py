@@ -147,6 +147,7 @@ def test_status_codes_match_the_header(repo):
         ratecell.SharedConfigMismatch: "RATECELL_SHARED_CONFIG_MISMATCH",
         ratecell.SharedStale: "RATECELL_SHARED_STALE",
         ratecell.SharedUnsupported: "RATECELL_SHARED_UNSUPPORTED",
+        ratecell.ReconfigureRefused: "RATECELL_RECONFIGURE_REFUSED",
     }
     block = header[header.index("enum ratecell_status\n") :]
     block = block[: block.index("};")]

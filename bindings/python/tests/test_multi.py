@@ -54,3 +54,46 @@ def test_every_limiter_method_works_on_several_limits() -> None:
         lim.reset_key(1)
         assert lim.check_at(1, 1, T0).allowed
         assert lim.stats().checks == 6
+
+
+def test_reconfigure_keeps_the_spent_and_refuses_by_name() -> None:
+    for capacity in (0, 100):
+        lim = ratecell.MultiLimiter(
+            [
+                ratecell.Limit("gcra", 10, SECOND, name="second"),
+                ratecell.Limit("fixed_window", 10, 60 * SECOND, name="minute"),
+            ],
+            capacity=capacity,
+        )
+        assert lim.check_each_at(7, 4, T0)
+        lim.reconfigure(
+            ratecell.Limit("gcra", 20, SECOND),
+            ratecell.Limit("fixed_window", 14, 60 * SECOND),
+        )
+        d = lim.check_each_at(7, 0, T0)
+        assert d.limits[0].limit == 20
+        assert d.limits[1].limit == 14 and d.limits[1].remaining == 10  # 4 stay spent
+        assert lim.names == ("second", "minute")
+        with pytest.raises(ratecell.ReconfigureRefused):
+            lim.reconfigure(
+                ratecell.Limit("gcra", 20, SECOND),
+                ratecell.Limit("fixed_window", 14, 3600 * SECOND),  # a window's period
+            )
+        with pytest.raises(ratecell.ReconfigureRefused):
+            lim.reconfigure(ratecell.Limit("gcra", 20, SECOND))  # one limit of two
+        with pytest.raises(ratecell.InvalidLimit):
+            lim.reconfigure(
+                ratecell.Limit("gcra", 0, SECOND), ratecell.Limit("fixed_window", 14, 60 * SECOND)
+            )
+        with pytest.raises(ratecell.InvalidLength):
+            lim.reconfigure()
+        assert lim.check_each_at(7, 0, T0).limits[1].limit == 14, "a refusal changes nothing"
+    single = ratecell.Limiter("token_bucket", 10, SECOND)
+    assert single.check_at(0, 3, T0)
+    single.reconfigure(ratecell.Limit("token_bucket", 5, period_ns=2 * SECOND, burst=12))
+    assert single.check_at(0, 0, T0).remaining == 9
+    with pytest.raises(ratecell.ReconfigureRefused):
+        single.reconfigure(ratecell.Limit("gcra", 10, SECOND))
+    single.close()
+    with pytest.raises(ratecell.LimiterClosed):
+        single.reconfigure(ratecell.Limit("token_bucket", 10, SECOND))

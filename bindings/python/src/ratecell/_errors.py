@@ -262,6 +262,15 @@ class SharedUnsupported(SharedRegionError, ValueError):
     status = 28
 
 
+class ReconfigureRefused(RatecellError, ValueError):
+    """RATECELL_RECONFIGURE_REFUSED: ``reconfigure`` was given a change with
+    no carry-over for the kept states (another algorithm, a window's
+    period, a count width) or one of what cannot change (number of limits,
+    capacity, overflow, clock, a shared region); nothing changed."""
+
+    status = 29
+
+
 class LimiterClosed(RatecellError, ValueError):
     """A call on a ``Limiter`` after ``close()`` (or after its ``with``
     block)."""
@@ -301,6 +310,7 @@ _BY_STATUS: dict[int, type[RatecellError]] = {
         SharedConfigMismatch,
         SharedStale,
         SharedUnsupported,
+        ReconfigureRefused,
     )
     if cls.status is not None
 }

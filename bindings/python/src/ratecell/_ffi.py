@@ -222,6 +222,7 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_reset_bytes": (_STATUS, [c_void_p, c_void_p, c_size_t]),
     "ratecell_stats": (_STATUS, [c_void_p, POINTER(CStats)]),
     "ratecell_limiter_new_multi": (_STATUS, [POINTER(CConfig), c_size_t, POINTER(c_void_p)]),
+    "ratecell_limiter_reconfigure": (_STATUS, [c_void_p, POINTER(CConfig), c_size_t]),
     "ratecell_check_each": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(CMultiDecision)]),
     "ratecell_check_each_at": (
         _STATUS,

@@ -14,11 +14,14 @@ import operator
 import os
 from array import array
 from ctypes import c_bool, c_char, c_uint64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _errors, _ffi
 from ._errors import CostExceedsLimit, LimiterClosed, TimedOut
 from ._types import Algorithm, Clock, Config, Decision, Overflow, Stats, decision_from_c
+
+if TYPE_CHECKING:
+    from ._multi import Limit
 
 __all__ = ["Limiter", "Key", "BytesKey"]
 
@@ -688,6 +691,23 @@ class Limiter:
             raise LimiterClosed()
         now: int = _now_ns(h)
         return now
+
+    def reconfigure(self, *limits: Limit) -> None:
+        """Changes the limits while other threads keep checking, keeping
+        every state: one ``Limit`` per limit, in order (one for a
+        ``Limiter``; a ``Limit``'s name is ignored, a ``MultiLimiter``
+        keeps its names). Each check sees the old limits or the new ones,
+        never a mix. What a state keeps is the algorithm's carry-over rule
+        (docs/ALGORITHMS.md, "Live reconfiguration"): limit and burst
+        changes keep what was spent. A change with no carry-over (another
+        algorithm, a window algorithm's period, a count width, a shared
+        region, another number of limits) raises ``ReconfigureRefused``;
+        an out-of-range field its ``InvalidConfig`` subclass. Nothing
+        changes then. Capacity, overflow and clock stay the limiter's.
+        """
+        from ._multi import reconfigure
+
+        reconfigure(self, limits)
 
     @property
     def config(self) -> Config:

@@ -243,6 +243,26 @@ def _as_given(limits: Sequence[Limit], configs: Any) -> tuple[Limit, ...]:
     )
 
 
+def reconfigure(limiter: Limiter, limits: Sequence[Limit]) -> None:
+    """``Limiter.reconfigure``: the limiter's own capacity, overflow and
+    clock go with every new limit (they cannot change live)."""
+    h = limiter._handle()
+    current = _ffi.CConfig()
+    status = _lib.ratecell_limiter_config(h, current)
+    if status:
+        raise _errors.error_for_status(status)
+    configs = _c_configs(limits, current.capacity, current.overflow, current.clock)
+    status = _lib.ratecell_limiter_reconfigure(h, configs, len(configs))
+    if status:
+        raise _first_config_error(status, configs)
+    if isinstance(limiter, MultiLimiter):
+        # Names stay; the limits are the new ones.
+        limiter._limits = tuple(
+            dataclasses.replace(new, name=old.name)
+            for old, new in zip(limiter._limits, _as_given(limits, configs), strict=True)
+        )
+
+
 def _first_config_error(status: int, configs: Any) -> _errors.RatecellError:
     """The error of a refused list: the field's exception, showing the
     first config's value of that field (all limits share capacity, overflow
