@@ -470,6 +470,11 @@ type RawCommand = unsafe extern "C" fn(
     c_int,
 ) -> c_int;
 
+/// A one-key command's body: the context, the key as Redis passed it, and
+/// every argument after the command name (the key first); N integers back.
+type OneKey<const N: usize> =
+    fn(&Context, *mut raw::RedisModuleString, &[&[u8]]) -> Result<[i64; N], RedisError>;
+
 /// Runs a one-key command on Redis's own argv and replies with integers.
 ///
 /// `RATECELL.CHECK` and `CL.THROTTLE` skip redis-module's command wrapper,
@@ -486,7 +491,7 @@ unsafe fn run_raw<const N: usize>(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
-    command: fn(&Context, *mut raw::RedisModuleString, &[&[u8]]) -> Result<[i64; N], RedisError>,
+    command: OneKey<N>,
 ) -> c_int {
     const WORDS: usize = 16;
     let context = Context::new(ctx);
@@ -570,9 +575,66 @@ fn check(
     if words.len() < 4 {
         return Err(RedisError::WrongArity);
     }
-    let (limit, at) = args::check_single(words).map_err(err)?;
-    let d = check_one(ctx, name, limit.key, &limit.rule, limit.cost, at)?;
+    let (rule, cost, at) = parse_cached(words)?;
+    let d = check_one(ctx, name, words[0], &rule, cost, at)?;
     Ok(six(&d))
+}
+
+/// A `RATECELL.CHECK`'s words after the key, each as its length (`u64`,
+/// little-endian) and its bytes, and what they parse to.
+struct Parsed {
+    words: Vec<u8>,
+    rule: ratecell::state::Rule,
+    cost: u64,
+    at: Option<u64>,
+}
+
+impl Parsed {
+    fn same_words(&self, words: &[&[u8]]) -> bool {
+        let mut rest = self.words.as_slice();
+        for w in words {
+            let Some((len, tail)) = rest.split_first_chunk::<8>() else {
+                return false;
+            };
+            let len = u64::from_le_bytes(*len) as usize;
+            if len != w.len() || tail.get(..len) != Some(*w) {
+                return false;
+            }
+            rest = &tail[len..];
+        }
+        rest.is_empty()
+    }
+}
+
+/// Parses a `RATECELL.CHECK`'s words (the key first), or reuses the last
+/// parse when the words after the key are the same bytes: a client sends
+/// the same limit on every call, and the parser (algorithm name, numbers,
+/// period units, the configuration's validation) was a tenth of the
+/// module's own instructions per check.
+fn parse_cached(words: &[&[u8]]) -> Result<(ratecell::state::Rule, u64, Option<u64>), RedisError> {
+    thread_local! {
+        // Commands run on Redis's main thread: one entry.
+        static LAST: std::cell::RefCell<Option<Parsed>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| {
+        if let Some(p) = last.as_ref().filter(|p| p.same_words(&words[1..])) {
+            return Ok((p.rule, p.cost, p.at));
+        }
+        let (limit, at) = args::check_single(words).map_err(err)?;
+        let mut bytes = last.take().map(|p| p.words).unwrap_or_default();
+        bytes.clear();
+        for w in &words[1..] {
+            bytes.extend_from_slice(&(w.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(w);
+        }
+        *last = Some(Parsed {
+            words: bytes,
+            rule: limit.rule,
+            cost: limit.cost,
+            at,
+        });
+        Ok((limit.rule, limit.cost, at))
+    })
 }
 
 fn check_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
@@ -750,5 +812,44 @@ mod entry {
             ["ratecell.checkall", check_all, "write deny-oom getkeys-api", 1, 1, 1, ""],
             ["ratecell.restore", restore, "write deny-oom", 1, 1, 1, ""],
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parse_cache_matches_only_the_same_words() {
+        let words: [&[u8]; 4] = [b"k", b"gcra", b"10", b"1s"];
+        let (rule, cost, at) = parse_cached(&words).unwrap();
+        assert_eq!((rule.config().limit, cost, at), (10, 1, None));
+        // Another key, the same limit: the cached parse.
+        let other: [&[u8]; 4] = [b"j", b"gcra", b"10", b"1s"];
+        assert_eq!(parse_cached(&other).unwrap().0.config().limit, 10);
+        // The same bytes split differently are other words.
+        let p = Parsed {
+            words: Vec::new(),
+            rule,
+            cost,
+            at,
+        };
+        assert!(p.same_words(&[]));
+        let mut p = p;
+        p.words.extend(2u64.to_le_bytes());
+        p.words.extend(b"ab");
+        p.words.extend(1u64.to_le_bytes());
+        p.words.extend(b"c");
+        assert!(p.same_words(&[b"ab", b"c"]));
+        assert!(!p.same_words(&[b"a", b"bc"]));
+        assert!(!p.same_words(&[b"ab"]));
+        assert!(!p.same_words(&[b"ab", b"c", b""]));
+        // A changed limit, an added option, an error: parsed again.
+        let (rule, cost, at) = parse_cached(&[b"k", b"gcra", b"20", b"1s", b"COST", b"3"]).unwrap();
+        assert_eq!((rule.config().limit, cost, at), (20, 3, None));
+        let e = parse_cached(&[b"k", b"gcra", b"0", b"1s"]).unwrap_err();
+        assert!(matches!(e, RedisError::String(m) if m.contains("limit")));
+        let (rule, _, at) = parse_cached(&[b"k", b"gcra", b"20", b"1s", b"AT", b"5"]).unwrap();
+        assert_eq!((rule.config().limit, at), (20, Some(5)));
     }
 }
