@@ -55,6 +55,9 @@ fi
 
 step fmt cargo fmt -p ratecell-redis -- --check
 step clippy timeout 1800 cargo clippy -p ratecell-redis --all-targets --release --quiet -- -D warnings
+# The benchmark-floor commands (scripts/redis-floor.sh) build only with
+# this feature: lint them too, so they do not rot.
+step clippy-floor timeout 1800 cargo clippy -p ratecell-redis --all-targets --release --features floor --quiet -- -D warnings
 step build timeout 1800 cargo build -p ratecell-redis --release --quiet
 step unit timeout 600 cargo test -p ratecell-redis --release --quiet --lib
 step servers env RATECELL_REDIS_MODULE="$module" \

@@ -158,8 +158,8 @@ fn limit<'a>(
     let mut cost = 1;
     let (mut seen_burst, mut seen_sub, mut seen_cost) = (false, false, false);
     while let Some(&&name) = args.peek() {
-        let upper = String::from_utf8_lossy(name).to_ascii_uppercase();
-        if stop.contains(&upper.as_str()) {
+        // Compared in place: this runs on every check.
+        if stop.iter().any(|s| name.eq_ignore_ascii_case(s.as_bytes())) {
             break;
         }
         args.next();
@@ -175,8 +175,9 @@ fn limit<'a>(
                 Ok(())
             }
         };
-        match upper.as_str() {
-            "BURST" => {
+        let is = |opt: &str| name.eq_ignore_ascii_case(opt.as_bytes());
+        match () {
+            _ if is("BURST") => {
                 dup(&mut seen_burst, "BURST")?;
                 let b = number(value("BURST")?, "BURST", "1..=4294967295")?;
                 if b == 0 {
@@ -184,7 +185,7 @@ fn limit<'a>(
                 }
                 config = config.burst(b);
             }
-            "SUBWINDOWS" => {
+            _ if is("SUBWINDOWS") => {
                 dup(&mut seen_sub, "SUBWINDOWS")?;
                 let range = format!("1..={MAX_SUB_WINDOWS}, dividing the period");
                 let n = number(value("SUBWINDOWS")?, "SUBWINDOWS", &range)?;
@@ -199,11 +200,11 @@ fn limit<'a>(
                 }
                 config = config.sub_windows(n);
             }
-            "COST" => {
+            _ if is("COST") => {
                 dup(&mut seen_cost, "COST")?;
                 cost = number(value("COST")?, "COST", "0..=2^64-1")?;
             }
-            "AT" if allow_at => {
+            _ if allow_at && is("AT") => {
                 if at.is_some() {
                     return Err("ERR AT given twice".into());
                 }
@@ -228,13 +229,20 @@ fn limit<'a>(
 /// [SUBWINDOWS <n>] [COST <n>] [AT <now_ns>]` (arguments after the command
 /// name).
 pub fn check<'a>(args: &[&'a [u8]]) -> Result<Request<'a>, String> {
-    let mut at = None;
-    let mut it = args.iter().peekable();
-    let limit = limit(&mut it, &[], &mut at, true)?;
+    let (limit, at) = check_single(args)?;
     Ok(Request {
         limits: vec![limit],
         at,
     })
+}
+
+/// [`check`] without the request's vector: the limit and `AT`, for the
+/// one-limit command's hot path.
+pub fn check_single<'a>(args: &[&'a [u8]]) -> Result<(Limit<'a>, Option<u64>), String> {
+    let mut at = None;
+    let mut it = args.iter().peekable();
+    let limit = limit(&mut it, &[], &mut at, true)?;
+    Ok((limit, at))
 }
 
 /// `RATECELL.CHECKALL [AT <now_ns>] LIMIT <key> <algorithm> <limit>

@@ -24,6 +24,8 @@
 #![cfg_attr(test, allow(dead_code))]
 
 pub mod args;
+#[cfg(feature = "floor")]
+pub mod floor;
 pub mod stored;
 
 use args::Limit;
@@ -237,7 +239,7 @@ fn commit(ctx: &Context, w: Work, t: u64) -> RedisResult<()> {
     let stored = key
         .get_value::<Stored>(&RATECELL_TYPE)?
         .expect("the value just set");
-    publish(ctx, &key, &name, stored, t, at, reset_after)
+    publish(ctx, &key, name.inner, stored, t, at, reset_after)
 }
 
 /// Gives a stored state its expiry (none for an `AT` state; else when it
@@ -246,7 +248,7 @@ fn commit(ctx: &Context, w: Work, t: u64) -> RedisResult<()> {
 fn publish(
     ctx: &Context,
     key: &RedisKeyWritable,
-    name: &RedisString,
+    name: *mut raw::RedisModuleString,
     stored: &Stored,
     t: u64,
     at: bool,
@@ -278,7 +280,7 @@ fn publish(
                     ctx.get_raw(),
                     cmd.as_ptr(),
                     c"sb".as_ptr(),
-                    name.inner,
+                    name,
                     buf.as_ptr(),
                     buf.len(),
                 );
@@ -289,7 +291,7 @@ fn publish(
                     ctx.get_raw(),
                     cmd.as_ptr(),
                     c"sbcl".as_ptr(),
-                    name.inner,
+                    name,
                     buf.as_ptr(),
                     buf.len(),
                     c"PXAT".as_ptr(),
@@ -305,20 +307,26 @@ fn publish(
 /// place on the stored value (no copy), written back only if it changed.
 fn check_one(
     ctx: &Context,
-    name: &RedisString,
+    name: *mut raw::RedisModuleString,
+    name_bytes: &[u8],
     rule: &ratecell::state::Rule,
     cost: u64,
     at: Option<u64>,
 ) -> Result<Decision, RedisError> {
     let t = at.unwrap_or_else(now_ns);
-    let key = ctx.open_key_writable(name);
+    // Borrowed from argv, not retained: ManuallyDrop keeps it unreleased.
+    let borrowed = std::mem::ManuallyDrop::new(RedisString::from_redis_module_string(
+        std::ptr::null_mut(),
+        name,
+    ));
+    let key = ctx.open_key_writable(&borrowed);
     let stored = key
         .get_value::<Stored>(&RATECELL_TYPE)
         .map_err(|_| RedisError::WrongType)?;
     let config = *rule.config();
     let d = match stored {
         Some(s) => {
-            s.check_compatible(rule, name.as_slice()).map_err(err)?;
+            s.check_compatible(rule, name_bytes).map_err(err)?;
             let d = rule.decide(&mut s.words, t, cost);
             let wrote = d.allowed && cost > 0;
             if wrote || s.config != config || s.at != at.is_some() {
@@ -332,7 +340,7 @@ fn check_one(
                             ctx.get_raw(),
                             c"DEL".as_ptr(),
                             c"s".as_ptr(),
-                            name.inner,
+                            name,
                         );
                     }
                 } else {
@@ -441,20 +449,192 @@ fn strs(args: &[RedisString]) -> Vec<&[u8]> {
     args.iter().skip(1).map(RedisString::as_slice).collect()
 }
 
-fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let words = strs(&args);
+/// A Redis string's bytes, borrowed for as long as the command runs.
+///
+/// # Safety
+/// `s` must be a valid string that outlives `'a` and is not modified.
+unsafe fn slice<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
+    let mut len = 0;
+    // SAFETY: the caller's promise; StringPtrLen returns the string's own
+    // buffer and length.
+    unsafe {
+        let p = raw::RedisModule_StringPtrLen.expect("StringPtrLen")(s, &mut len);
+        std::slice::from_raw_parts(p.cast::<u8>(), len)
+    }
+}
+
+/// The signature of a command registered without the crate's wrapper.
+type RawCommand = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
+
+/// A one-key command's body: the context, the key as Redis passed it, and
+/// every argument after the command name (the key first); N integers back.
+type OneKey<const N: usize> =
+    fn(&Context, *mut raw::RedisModuleString, &[&[u8]]) -> Result<[i64; N], RedisError>;
+
+/// Runs a one-key command on Redis's own argv and replies with integers.
+///
+/// `RATECELL.CHECK` and `CL.THROTTLE` skip redis-module's command wrapper,
+/// which retains every argument into a new `Vec<RedisString>` and builds
+/// the reply as a vector of values: three allocations and a retain/release
+/// per argument on a command whose decision costs less than that. Here the
+/// words are borrowed slices in a stack array and the reply is written
+/// directly.
+///
+/// # Safety
+/// `argv` holds `argc` valid strings for the duration of the call (Redis's
+/// contract with a command function).
+unsafe fn run_raw<const N: usize>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    command: OneKey<N>,
+) -> c_int {
+    const WORDS: usize = 16;
+    let context = Context::new(ctx);
+    // SAFETY: Redis's contract above.
+    let argv = unsafe { std::slice::from_raw_parts(argv, usize::try_from(argc).unwrap_or(0)) };
+    let result = match argv.len() {
+        0 | 1 => Err(RedisError::WrongArity),
+        // Every valid call fits the stack array; a longer one is refused
+        // by the parser, with the word it names.
+        n if n <= WORDS + 1 => {
+            let mut words: [&[u8]; WORDS] = [&[]; WORDS];
+            for (w, &s) in words.iter_mut().zip(&argv[1..]) {
+                // SAFETY: argv's strings live until the command returns.
+                *w = unsafe { slice(s) };
+            }
+            command(&context, argv[1], &words[..n - 1])
+        }
+        _ => {
+            // SAFETY: as above.
+            let words: Vec<&[u8]> = argv[1..].iter().map(|&s| unsafe { slice(s) }).collect();
+            command(&context, argv[1], &words)
+        }
+    };
+    match result {
+        Ok(values) => {
+            // SAFETY: a reply of N integers to the calling client, N
+            // announced first.
+            unsafe {
+                raw::RedisModule_ReplyWithArray.expect("ReplyWithArray")(
+                    ctx,
+                    N as std::ffi::c_long,
+                );
+                for v in values {
+                    raw::RedisModule_ReplyWithLongLong.expect("ReplyWithLongLong")(ctx, v);
+                }
+            }
+            raw::Status::Ok as c_int
+        }
+        Err(e) => context.reply(Err(e)) as c_int,
+    }
+}
+
+/// The six integers of a decision (SPEC.md §7): `-1` for a retry that can
+/// never succeed, other values clamped to `i64`.
+fn six(d: &Decision) -> [i64; 6] {
+    let never = |v: u64| if v == u64::MAX { -1 } else { v as i64 };
+    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    [
+        i64::from(d.allowed),
+        clamp(d.limit),
+        clamp(d.remaining),
+        never(d.retry_after_ns),
+        clamp(d.reset_after_ns),
+        clamp(d.wait_ns),
+    ]
+}
+
+unsafe extern "C" fn check_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_raw(ctx, argv, argc, check) }
+}
+
+unsafe extern "C" fn throttle_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_raw(ctx, argv, argc, throttle) }
+}
+
+fn check(
+    ctx: &Context,
+    name: *mut raw::RedisModuleString,
+    words: &[&[u8]],
+) -> Result<[i64; 6], RedisError> {
     if words.len() < 4 {
         return Err(RedisError::WrongArity);
     }
-    let req = args::check(&words).map_err(err)?;
-    let limit = &req.limits[0];
-    Ok(reply(&check_one(
-        ctx,
-        &args[1],
-        &limit.rule,
-        limit.cost,
-        req.at,
-    )?))
+    let (rule, cost, at) = parse_cached(words)?;
+    let d = check_one(ctx, name, words[0], &rule, cost, at)?;
+    Ok(six(&d))
+}
+
+/// A `RATECELL.CHECK`'s words after the key, each as its length (`u64`,
+/// little-endian) and its bytes, and what they parse to.
+struct Parsed {
+    words: Vec<u8>,
+    rule: ratecell::state::Rule,
+    cost: u64,
+    at: Option<u64>,
+}
+
+impl Parsed {
+    fn same_words(&self, words: &[&[u8]]) -> bool {
+        let mut rest = self.words.as_slice();
+        for w in words {
+            let Some((len, tail)) = rest.split_first_chunk::<8>() else {
+                return false;
+            };
+            let len = u64::from_le_bytes(*len) as usize;
+            if len != w.len() || tail.get(..len) != Some(*w) {
+                return false;
+            }
+            rest = &tail[len..];
+        }
+        rest.is_empty()
+    }
+}
+
+/// Parses a `RATECELL.CHECK`'s words (the key first), or reuses the last
+/// parse when the words after the key are the same bytes: a client sends
+/// the same limit on every call, and the parser (algorithm name, numbers,
+/// period units, the configuration's validation) was a tenth of the
+/// module's own instructions per check.
+fn parse_cached(words: &[&[u8]]) -> Result<(ratecell::state::Rule, u64, Option<u64>), RedisError> {
+    thread_local! {
+        // Commands run on Redis's main thread: one entry.
+        static LAST: std::cell::RefCell<Option<Parsed>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| {
+        if let Some(p) = last.as_ref().filter(|p| p.same_words(&words[1..])) {
+            return Ok((p.rule, p.cost, p.at));
+        }
+        let (limit, at) = args::check_single(words).map_err(err)?;
+        let mut bytes = last.take().map(|p| p.words).unwrap_or_default();
+        bytes.clear();
+        for w in &words[1..] {
+            bytes.extend_from_slice(&(w.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(w);
+        }
+        *last = Some(Parsed {
+            words: bytes,
+            rule: limit.rule,
+            cost: limit.cost,
+            at,
+        });
+        Ok((limit.rule, limit.cost, at))
+    })
 }
 
 fn check_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
@@ -478,8 +658,11 @@ fn check_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// redis-cell's `CL.THROTTLE`: GCRA with `burst = max_burst + 1`, `count`
 /// per `period` seconds; the reply is `[limited, limit, remaining,
 /// retry_after_s (-1 when admitted), reset_after_s]`, seconds rounded up.
-fn throttle(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let words = strs(&args);
+fn throttle(
+    ctx: &Context,
+    name: *mut raw::RedisModuleString,
+    words: &[&[u8]],
+) -> Result<[i64; 5], RedisError> {
     if !(4..=5).contains(&words.len()) {
         return Err(RedisError::WrongArity);
     }
@@ -510,20 +693,20 @@ fn throttle(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         })?;
     let config = Config::new(Algorithm::Gcra, count, period_ns).burst(max_burst + 1);
     let rule = args::rule(config).map_err(err)?;
-    let d = check_one(ctx, &args[1], &rule, quantity, None)?;
+    let d = check_one(ctx, name, words[0], &rule, quantity, None)?;
     let secs = |ns: u64| i64::try_from(ns.div_ceil(1_000_000_000)).unwrap_or(i64::MAX);
-    Ok(RedisValue::Array(vec![
-        RedisValue::Integer(i64::from(!d.allowed)),
-        RedisValue::Integer(d.limit as i64),
-        RedisValue::Integer(d.remaining as i64),
+    Ok([
+        i64::from(!d.allowed),
+        d.limit as i64,
+        d.remaining as i64,
         // -1 when admitted (redis-cell's answer), and when it never can be.
-        RedisValue::Integer(if d.allowed || d.retry_after_ns == u64::MAX {
+        if d.allowed || d.retry_after_ns == u64::MAX {
             -1
         } else {
             secs(d.retry_after_ns)
-        }),
-        RedisValue::Integer(secs(d.reset_after_ns)),
-    ]))
+        },
+        secs(d.reset_after_ns),
+    ])
 }
 
 /// `RATECELL.RESTORE <key> <state> [PXAT <unix_ms>]`: sets a key to an
@@ -580,7 +763,33 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) {
         .and_then(|b| b.build_info());
 }
 
-fn init(_ctx: &Context, _args: &[RedisString]) -> Status {
+/// Registers the two one-key commands without the crate's wrapper (see
+/// [`run_raw`]); the others go through `redis_module!`.
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    let commands: [(&std::ffi::CStr, RawCommand); 2] = [
+        (c"ratecell.check", check_command),
+        (c"cl.throttle", throttle_command),
+    ];
+    #[cfg(feature = "floor")]
+    let commands = commands.into_iter().chain(floor::COMMANDS);
+    for (name, command) in commands {
+        // SAFETY: called from OnLoad with its context; the strings are
+        // static; the key is argument 1.
+        let status = unsafe {
+            raw::RedisModule_CreateCommand.expect("CreateCommand")(
+                ctx.get_raw(),
+                name.as_ptr(),
+                Some(command),
+                c"write deny-oom fast".as_ptr(),
+                1,
+                1,
+                1,
+            )
+        };
+        if status == raw::Status::Err as c_int {
+            return Status::Err;
+        }
+    }
     Status::Ok
 }
 
@@ -600,10 +809,47 @@ mod entry {
         init: init,
         info: info,
         commands: [
-            ["ratecell.check", check, "write deny-oom fast", 1, 1, 1, ""],
             ["ratecell.checkall", check_all, "write deny-oom getkeys-api", 1, 1, 1, ""],
-            ["cl.throttle", throttle, "write deny-oom fast", 1, 1, 1, ""],
             ["ratecell.restore", restore, "write deny-oom", 1, 1, 1, ""],
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parse_cache_matches_only_the_same_words() {
+        let words: [&[u8]; 4] = [b"k", b"gcra", b"10", b"1s"];
+        let (rule, cost, at) = parse_cached(&words).unwrap();
+        assert_eq!((rule.config().limit, cost, at), (10, 1, None));
+        // Another key, the same limit: the cached parse.
+        let other: [&[u8]; 4] = [b"j", b"gcra", b"10", b"1s"];
+        assert_eq!(parse_cached(&other).unwrap().0.config().limit, 10);
+        // The same bytes split differently are other words.
+        let p = Parsed {
+            words: Vec::new(),
+            rule,
+            cost,
+            at,
+        };
+        assert!(p.same_words(&[]));
+        let mut p = p;
+        p.words.extend(2u64.to_le_bytes());
+        p.words.extend(b"ab");
+        p.words.extend(1u64.to_le_bytes());
+        p.words.extend(b"c");
+        assert!(p.same_words(&[b"ab", b"c"]));
+        assert!(!p.same_words(&[b"a", b"bc"]));
+        assert!(!p.same_words(&[b"ab"]));
+        assert!(!p.same_words(&[b"ab", b"c", b""]));
+        // A changed limit, an added option, an error: parsed again.
+        let (rule, cost, at) = parse_cached(&[b"k", b"gcra", b"20", b"1s", b"COST", b"3"]).unwrap();
+        assert_eq!((rule.config().limit, cost, at), (20, 3, None));
+        let e = parse_cached(&[b"k", b"gcra", b"0", b"1s"]).unwrap_err();
+        assert!(matches!(e, RedisError::String(m) if m.contains("limit")));
+        let (rule, _, at) = parse_cached(&[b"k", b"gcra", b"20", b"1s", b"AT", b"5"]).unwrap();
+        assert_eq!((rule.config().limit, at), (20, Some(5)));
     }
 }
