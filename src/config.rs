@@ -147,24 +147,28 @@ impl Config {
     }
 
     /// Sets the burst.
+    #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn burst(mut self, burst: u64) -> Config {
         self.burst = burst;
         self
     }
 
     /// Sets the number of sub-windows (bucketed window).
+    #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn sub_windows(mut self, sub_windows: u32) -> Config {
         self.sub_windows = sub_windows;
         self
     }
 
     /// Sets the capacity in keys (keyed limiters).
+    #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn capacity(mut self, capacity: u64) -> Config {
         self.capacity = capacity;
         self
     }
 
     /// Sets the overflow policy (keyed limiters).
+    #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn overflow(mut self, overflow: Overflow) -> Config {
         self.overflow = overflow;
         self
@@ -282,7 +286,9 @@ pub(crate) struct Params {
 }
 
 /// A configuration field, as named in errors and by the C ABI's statuses.
+/// Fields may be added as configurations grow: match with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Field {
     /// `algorithm`
     Algorithm,
@@ -336,8 +342,10 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Why a limiter could not be built.
+/// Why a limiter could not be built. Causes may be added: match with a
+/// wildcard arm.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// A field is outside its valid range.
     Config(ConfigError),

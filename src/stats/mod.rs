@@ -22,8 +22,9 @@ use stripe::{SHARED, STRIPES, stripe};
 
 /// A snapshot of a limiter's counters. Counters are read one by one while
 /// checks go on, so a snapshot taken under load is approximate (each counter
-/// is exact on its own).
+/// is exact on its own). Counters may be added: read the fields by name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Requests decided (`allowed + denied`).
     pub checks: u64,

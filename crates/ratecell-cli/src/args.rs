@@ -300,6 +300,8 @@ fn option_for(field: Field) -> &'static str {
         Field::Overflow => "--overflow",
         // The command builds one limit at a time.
         Field::Limits => "--limit",
+        // A field the command has no option for (Field is non-exhaustive).
+        _ => "the policy",
     }
 }
 
