@@ -103,9 +103,11 @@ pub const MAX_PERIOD_NS: u64 = 366 * 86_400 * 1_000_000_000;
 pub const MAX_CAPACITY: u64 = 1 << 40;
 /// The most sub-windows a bucketed window may have.
 pub const MAX_SUB_WINDOWS: u32 = 64;
-/// GCRA's tolerance `burst × T` must stay below this (about 146 years), so a
-/// theoretical arrival time always fits the 64-bit cell for any time before
-/// the year 2262.
+/// The bound on GCRA's and the leaky bucket's tolerance: `burst × T`, with
+/// `T = ceil(period_ns / limit)` the emission interval, must stay below this
+/// (2^62 ns, about 146 years), so a theoretical arrival time always fits its
+/// 64-bit cell for any time before the year 2262. A larger product is refused
+/// with [`Field::Burst`].
 pub const MAX_GCRA_TOLERANCE_NS: u128 = 1 << 62;
 
 /// A limiter's configuration ([SPEC §2](crate::spec#2-configuration)). Build it with [`Config::new`] and
@@ -120,7 +122,8 @@ pub struct Config {
     pub period_ns: u64,
     /// `B`: units admitted at once from a fresh state (GCRA, leaky bucket,
     /// token bucket). 0 means "same as limit"; the window and log algorithms
-    /// take only 0 or `limit`.
+    /// take only 0 or `limit`. GCRA and the leaky bucket also bound
+    /// `burst × T` by [`MAX_GCRA_TOLERANCE_NS`].
     pub burst: u64,
     /// `N`: bucketed window only; must divide the period.
     pub sub_windows: u32,

@@ -72,8 +72,8 @@ mod table;
 pub use acquire::AcquireError;
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
-    Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_LIMIT, MAX_PERIOD_NS,
-    MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow,
+    Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_GCRA_TOLERANCE_NS, MAX_LIMIT,
+    MAX_PERIOD_NS, MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow,
 };
 pub use decision::Decision;
 pub use keyed::KeyedLimiter;
