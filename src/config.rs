@@ -184,14 +184,14 @@ impl Config {
         if !(1..=MAX_LIMIT).contains(&limit) {
             return err(
                 Field::Limit,
-                format!("limit = {limit} is outside 1..={MAX_LIMIT}"),
+                format!("{limit} is outside 1..={MAX_LIMIT}"),
             );
         }
         if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&period) {
             return err(
                 Field::PeriodNs,
                 format!(
-                    "period_ns = {period} is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (1 µs to 366 days)"
+                    "{period} is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (1 µs to 366 days)"
                 ),
             );
         }
@@ -200,14 +200,14 @@ impl Config {
             b if self.algorithm.has_burst() && b > MAX_LIMIT => {
                 return err(
                     Field::Burst,
-                    format!("burst = {b} is outside 1..={MAX_LIMIT} (0 means limit)"),
+                    format!("{b} is outside 1..={MAX_LIMIT} (0 means limit)"),
                 );
             }
             b if !self.algorithm.has_burst() && b != limit => {
                 return err(
                     Field::Burst,
                     format!(
-                        "burst = {b}: {} has no burst; leave it 0 or equal to limit ({limit})",
+                        "{} has no burst: leave it 0 or equal to limit ({limit}), not {b}",
                         self.algorithm
                     ),
                 );
@@ -220,7 +220,7 @@ impl Config {
                 return err(
                     Field::Limit,
                     format!(
-                        "limit = {limit} exceeds period_ns = {period}: {} cannot space requests closer than 1 ns",
+                        "{limit} exceeds period_ns = {period}: {} cannot space requests closer than 1 ns",
                         self.algorithm
                     ),
                 );
@@ -230,7 +230,7 @@ impl Config {
                 return err(
                     Field::Burst,
                     format!(
-                        "burst = {burst} times the emission interval ({interval} ns) reaches 2^62 ns (146 years); the theoretical arrival time would not fit its 64-bit cell"
+                        "{burst} times the emission interval ({interval} ns) reaches 2^62 ns (146 years); the theoretical arrival time would not fit its 64-bit cell"
                     ),
                 );
             }
@@ -239,7 +239,7 @@ impl Config {
             return err(
                 Field::Capacity,
                 format!(
-                    "capacity = {} is above {MAX_CAPACITY} keys (2^40)",
+                    "{} is above {MAX_CAPACITY} keys (2^40)",
                     self.capacity
                 ),
             );
@@ -250,13 +250,13 @@ impl Config {
             if !(1..=MAX_SUB_WINDOWS).contains(&n) {
                 return err(
                     Field::SubWindows,
-                    format!("sub_windows = {n} is outside 1..={MAX_SUB_WINDOWS}"),
+                    format!("{n} is outside 1..={MAX_SUB_WINDOWS}"),
                 );
             }
             if period % u64::from(n) != 0 {
                 return err(
                     Field::SubWindows,
-                    format!("sub_windows = {n} does not divide period_ns = {period}"),
+                    format!("{n} does not divide period_ns = {period}"),
                 );
             }
             sub_windows = n;
@@ -333,7 +333,9 @@ impl Field {
 pub struct ConfigError {
     /// The field at fault.
     pub field: Field,
-    /// A sentence naming the field, its value and its valid range.
+    /// What is wrong with the field's value: the value and its valid range
+    /// (Display puts the field's name in front: "invalid limit: 0 is
+    /// outside 1..=4294967295").
     pub message: String,
 }
 

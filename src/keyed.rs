@@ -160,7 +160,7 @@ impl Tables {
         if config.capacity == 0 {
             return Err(ConfigError {
                 field: Field::Capacity,
-                message: "capacity = 0: a keyed limiter needs room for at least 1 key (a Limiter is the one-state form)".into(),
+                message: "a keyed limiter needs room for at least 1 key, not 0 (a Limiter is the one-state form)".into(),
             }
             .into());
         }

@@ -181,7 +181,7 @@ impl Limiter {
             return Err(ConfigError {
                 field: Field::Capacity,
                 message: format!(
-                    "capacity = {}: a direct Limiter has one shared state; use KeyedLimiter for per-key limits",
+                    "a direct Limiter has one shared state, so it takes 0, not {}; use KeyedLimiter for per-key limits",
                     config.capacity
                 ),
             }
