@@ -49,8 +49,8 @@ impl ratecell_limiter {
 
     /// Whether one request of cost 1 for `key` is admitted. The direct
     /// limiter takes its lean path (no decision built); the keyed one
-    /// decides in full, because a keyed yes/no path measured 292 against
-    /// 298 instructions (docs/PERFORMANCE.md, "Next changes").
+    /// decides in full: a keyed yes/no path saved too little to be worth a
+    /// second copy of the table's check (docs/ARCHITECTURE.md).
     fn allow(&self, key: u64, now_ns: Option<u64>) -> bool {
         match (&self.inner, now_ns) {
             (Inner::Direct(l), Some(t)) => l.allow_at(t),

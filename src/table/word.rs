@@ -174,15 +174,14 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// (nine keys in ten at the fullest sizing), is this function alone;
     /// every other case (further buckets, a new key, a lost CAS) goes to
     /// [`WordTable::check_elsewhere`], kept out of line so that what the
-    /// common case runs is short (callgrind: 392 → 357 instructions per
-    /// check over a million keys).
+    /// common case runs is short.
     ///
     /// The home bucket is requested from memory before the time is read
     /// from a clock. A TSC read waits for the loads before it: read first,
     /// it holds the bucket's miss back until it is done; after a load of
     /// the bucket, it waits the miss out. Prefetched, the miss runs during
-    /// the read (a million keys: 278.7 → 193.7 ns per check in the full
-    /// runs before and after; docs/PERFORMANCE.md, fifth round).
+    /// the read. (The measurements behind both choices are in
+    /// docs/ARCHITECTURE.md, "Why the keyed check is shaped as it is".)
     #[inline]
     pub(crate) fn check(&self, h: u64, at: impl At, n: u64, max_wait: u64) -> (Decision, bool) {
         self.check_each(h, at, n, max_wait, &mut [])
