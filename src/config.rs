@@ -182,17 +182,12 @@ impl Config {
         let err = |field, message: String| Err(ConfigError { field, message });
         let (limit, period) = (self.limit, self.period_ns);
         if !(1..=MAX_LIMIT).contains(&limit) {
-            return err(
-                Field::Limit,
-                format!("{limit} is outside 1..={MAX_LIMIT}"),
-            );
+            return err(Field::Limit, format!("{limit} is outside 1..={MAX_LIMIT}"));
         }
         if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&period) {
             return err(
                 Field::PeriodNs,
-                format!(
-                    "{period} is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (1 µs to 366 days)"
-                ),
+                format!("{period} is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (1 µs to 366 days)"),
             );
         }
         let burst = match self.burst {
@@ -238,10 +233,7 @@ impl Config {
         if self.capacity > MAX_CAPACITY {
             return err(
                 Field::Capacity,
-                format!(
-                    "{} is above {MAX_CAPACITY} keys (2^40)",
-                    self.capacity
-                ),
+                format!("{} is above {MAX_CAPACITY} keys (2^40)", self.capacity),
             );
         }
         let mut sub_windows = 1;
