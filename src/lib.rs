@@ -9,6 +9,7 @@
 //! - [`Limiter`]: one shared state (a global limit).
 //! - [`KeyedLimiter`]: one state per key (`u64` or bytes) in a fixed-capacity,
 //!   sharded table of atomic slots, with lossless eviction and batch checks.
+//! - [`AnyLimiter`]: either of them, as the configuration's capacity says.
 //! - [`Config`]: what to enforce; refused with a [`ConfigError`] naming the
 //!   field when out of range.
 //! - [`Decision`]: admitted or not, remaining, and when to retry.
@@ -43,6 +44,7 @@
 
 mod acquire;
 mod algorithm;
+mod any;
 mod cell;
 mod clock;
 mod config;
@@ -70,6 +72,7 @@ mod sync;
 mod table;
 
 pub use acquire::AcquireError;
+pub use any::AnyLimiter;
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
     Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_GCRA_TOLERANCE_NS, MAX_LIMIT,

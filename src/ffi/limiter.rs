@@ -1,15 +1,15 @@
 //! The opaque `ratecell_limiter` handle and every exported function that
 //! takes one.
 //!
-//! A handle holds either a direct [`Limiter`] (capacity 0: one shared
-//! state, keys ignored) or a [`KeyedLimiter`] (capacity > 0); each function
-//! dispatches with one `match`.
+//! A handle holds an [`AnyLimiter`](crate::AnyLimiter): a direct
+//! [`Limiter`](crate::Limiter) (capacity 0: one shared state, keys ignored)
+//! or a [`KeyedLimiter`] (capacity > 0).
 
 use super::types::{
     ratecell_clock, ratecell_config, ratecell_decision, ratecell_stats, ratecell_status,
 };
 use super::{input, into_raw, max_len, out_ptr, output, path_arg};
-use crate::{AcquireError, Clock, Config, Decision, KeyedLimiter, Limiter, MultiDecision};
+use crate::{AcquireError, Clock, Config, Decision, KeyedLimiter, MultiDecision};
 use std::time::Duration;
 
 use ratecell_status::*;
@@ -26,24 +26,17 @@ pub struct ratecell_limiter {
     pub(super) clock: ratecell_clock,
 }
 
-// The handle is allocated once, on the heap; boxing the larger variant
-// would only add a pointer chase to every check.
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Inner {
-    Direct(Limiter),
-    Keyed(KeyedLimiter),
-}
+/// What a handle holds: the library's own direct-or-keyed limiter.
+pub(super) type Inner = crate::AnyLimiter;
 
 impl ratecell_limiter {
     /// Decides at the caller's time, or with `None` at the limiter's own
     /// clock, read by the limiter itself: a keyed limiter starts loading
     /// the key's bucket before it reads the clock (`WordTable::check`).
     fn check(&self, key: u64, cost: u64, now_ns: Option<u64>) -> Decision {
-        match (&self.inner, now_ns) {
-            (Inner::Direct(l), Some(t)) => l.check_at(cost, t),
-            (Inner::Direct(l), None) => l.check(cost),
-            (Inner::Keyed(k), Some(t)) => k.check_at(key, cost, t),
-            (Inner::Keyed(k), None) => k.check(key, cost),
+        match now_ns {
+            Some(t) => self.inner.check_at(key, cost, t),
+            None => self.inner.check(key, cost),
         }
     }
 
@@ -60,21 +53,17 @@ impl ratecell_limiter {
     }
 
     fn check_bytes(&self, key: &[u8], cost: u64, now_ns: Option<u64>) -> Decision {
-        match (&self.inner, now_ns) {
-            (Inner::Keyed(k), Some(t)) => k.check_bytes_at(key, cost, t),
-            (Inner::Keyed(k), None) => k.check_bytes(key, cost),
-            // A direct limiter ignores the key.
-            (Inner::Direct(_), _) => self.check(0, cost, now_ns),
+        match now_ns {
+            Some(t) => self.inner.check_bytes_at(key, cost, t),
+            None => self.inner.check_bytes(key, cost),
         }
     }
 
     /// [`ratecell_limiter::check`] with each limit's own decision.
     pub(super) fn check_each(&self, key: u64, cost: u64, now_ns: Option<u64>) -> MultiDecision {
-        match (&self.inner, now_ns) {
-            (Inner::Direct(l), Some(t)) => l.check_each_at(cost, t),
-            (Inner::Direct(l), None) => l.check_each(cost),
-            (Inner::Keyed(k), Some(t)) => k.check_each_at(key, cost, t),
-            (Inner::Keyed(k), None) => k.check_each(key, cost),
+        match now_ns {
+            Some(t) => self.inner.check_each_at(key, cost, t),
+            None => self.inner.check_each(key, cost),
         }
     }
 
@@ -85,17 +74,9 @@ impl ratecell_limiter {
         cost: u64,
         now_ns: Option<u64>,
     ) -> MultiDecision {
-        match (&self.inner, now_ns) {
-            (Inner::Keyed(k), Some(t)) => k.check_bytes_each_at(key, cost, t),
-            (Inner::Keyed(k), None) => k.check_bytes_each(key, cost),
-            (Inner::Direct(_), _) => self.check_each(0, cost, now_ns),
-        }
-    }
-
-    fn now_ns(&self) -> u64 {
-        match &self.inner {
-            Inner::Direct(l) => l.now_ns(),
-            Inner::Keyed(k) => k.now_ns(),
+        match now_ns {
+            Some(t) => self.inner.check_bytes_each_at(key, cost, t),
+            None => self.inner.check_bytes_each(key, cost),
         }
     }
 }
@@ -183,13 +164,7 @@ pub(super) fn clock_of(kind: ratecell_clock) -> Clock {
 
 /// A direct limiter for `config` when its capacity is 0, else a keyed one.
 pub(super) fn build(config: Config, clock_kind: ratecell_clock) -> Result<Inner, ratecell_status> {
-    let clock = clock_of(clock_kind);
-    let inner = if config.capacity == 0 {
-        Limiter::with_clock(config, clock).map(Inner::Direct)
-    } else {
-        KeyedLimiter::with_clock(config, clock).map(Inner::Keyed)
-    };
-    inner.map_err(|e| ratecell_status::from_error(&e))
+    Inner::with_clock(config, clock_of(clock_kind)).map_err(|e| ratecell_status::from_error(&e))
 }
 
 /// Moves a new limiter to the heap and writes its handle to `*out`.
@@ -314,12 +289,8 @@ pub unsafe extern "C" fn ratecell_limiter_config(
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
         let l = try_status!(unsafe { handle(limiter) });
-        let config = match &l.inner {
-            Inner::Direct(d) => d.config(),
-            Inner::Keyed(k) => k.config(),
-        };
         // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || ratecell_config::from_rust(config, l.clock)) }
+        unsafe { answer(out, || ratecell_config::from_rust(l.inner.config(), l.clock)) }
     }
 }
 
@@ -582,7 +553,7 @@ unsafe fn check_batch(
     } else {
         Some(try_status!(unsafe { output(decisions_out, n) }))
     };
-    let now_ns = now_ns.unwrap_or_else(|| l.now_ns());
+    let now_ns = now_ns.unwrap_or_else(|| l.inner.now_ns());
     let mut each = |i: usize, d: Decision| {
         allowed.write(i, u8::from(d.allowed));
         if let Some(decisions) = decisions.as_mut() {
@@ -654,10 +625,7 @@ pub unsafe extern "C" fn ratecell_acquire_bytes(
         let key = try_status!(unsafe { input(key, key_len) });
         let out = try_status!(out_ptr(out));
         let timeout = Duration::from_nanos(timeout_ns);
-        let result = match &l.inner {
-            Inner::Direct(direct) => direct.acquire(cost, timeout),
-            Inner::Keyed(keyed) => keyed.acquire_bytes(key, cost, timeout),
-        };
+        let result = l.inner.acquire_bytes(key, cost, timeout);
         // SAFETY: non-NULL and writable as promised.
         unsafe { finish_acquire(result, out) }
     }
@@ -692,7 +660,7 @@ pub unsafe extern "C" fn ratecell_now_ns(limiter: *const ratecell_limiter) -> u6
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
         match unsafe { handle(limiter) } {
-            Ok(l) => l.now_ns(),
+            Ok(l) => l.inner.now_ns(),
             Err(_) => 0,
         }
     }
@@ -738,12 +706,7 @@ pub unsafe extern "C" fn ratecell_reset_bytes(
         let l = try_status!(unsafe { handle(limiter) });
         // SAFETY: the caller promises `key_len` readable bytes.
         let key = try_status!(unsafe { input(key, key_len) });
-        match &l.inner {
-            Inner::Direct(direct) => direct.reset(),
-            Inner::Keyed(keyed) => {
-                keyed.reset_bytes(key);
-            }
-        }
+        l.inner.reset_bytes(key);
         RATECELL_OK
     }
 }
@@ -764,12 +727,8 @@ pub unsafe extern "C" fn ratecell_stats(
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
         let l = try_status!(unsafe { handle(limiter) });
-        let stats = || match &l.inner {
-            Inner::Direct(direct) => direct.stats().into(),
-            Inner::Keyed(keyed) => keyed.stats().into(),
-        };
         // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, stats) }
+        unsafe { answer(out, || l.inner.stats().into()) }
     }
 }
 

@@ -8,7 +8,7 @@
 //! memory, and every error names its line.
 
 use crate::args::{self, CliError, OverflowArg, PolicyArgs, count, describe, format_duration};
-use crate::engine::Policy;
+use crate::engine::{self, Policy};
 use crate::progress::{Progress, Unit};
 use crate::table::Table;
 use ratecell::{Algorithm, Decision, Overflow};
@@ -534,7 +534,7 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let config = a.policy.config("replay")?.overflow(a.overflow.into());
     let capacity = a.capacity.unwrap_or_else(|| default_capacity(config));
     let config = config.capacity(capacity);
-    let policy = Policy::keyed(config).map_err(|e| args::config_error("replay", e))?;
+    let policy = engine::keyed_policy(config).map_err(|e| args::config_error("replay", e))?;
 
     let path = a.file.as_str();
     let (input, size): (Box<dyn Read>, Option<u64>) = if path == "-" {
