@@ -8,7 +8,7 @@
 use super::types::{
     ratecell_clock, ratecell_config, ratecell_decision, ratecell_stats, ratecell_status,
 };
-use super::{input, into_raw, max_len, out_ptr, output, path_arg};
+use super::{into_raw, max_len, out_ptr, output, path_arg};
 use crate::{AcquireError, Clock, Config, Decision, KeyedLimiter, MultiDecision};
 use std::time::Duration;
 
@@ -101,20 +101,6 @@ pub(super) unsafe fn put<T>(out: *mut T, value: T) {
     unsafe { out.write(value) }
 }
 
-/// Writes `value()` to `*out`, the answer of a call that has already
-/// checked its other arguments; with `out` NULL it returns
-/// `RATECELL_NULL_ARGUMENT` without computing the value, so a check whose
-/// answer has nowhere to go takes nothing from the limit.
-///
-/// # Safety
-/// `out` is NULL or points to a writable `T`.
-unsafe fn answer<T>(out: *mut T, value: impl FnOnce() -> T) -> ratecell_status {
-    let out = try_status!(out_ptr(out));
-    // SAFETY: non-NULL, and writable as the caller promises.
-    unsafe { put(out, value()) };
-    RATECELL_OK
-}
-
 /// Checks `*cfg` and makes a limiter, writing its handle to `*out`.
 ///
 /// Capacity 0 makes a limiter with one shared state (every key argument is
@@ -141,12 +127,7 @@ pub unsafe extern "C" fn ratecell_limiter_new(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let out = try_status!(out_ptr(out));
-        if cfg.is_null() {
-            return RATECELL_NULL_ARGUMENT;
-        }
-        // SAFETY: non-NULL, and the caller promises a readable config. Every
-        // field is an integer, so any bit pattern is a valid value.
-        let cfg = unsafe { cfg.read() };
+        let cfg = try_read!(cfg);
         let (config, clock_kind) = try_status!(cfg.to_rust());
         let inner = try_status!(build(config, clock_kind));
         // SAFETY: `out` is non-NULL and, as the caller promises, writable.
@@ -236,13 +217,9 @@ pub unsafe extern "C" fn ratecell_limiter_open_shared_mode(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let out = try_status!(out_ptr(out));
-        if cfg.is_null() || path.is_null() {
-            return RATECELL_NULL_ARGUMENT;
-        }
-        // SAFETY: non-NULL and NUL-terminated, as the caller promises.
+        let cfg = try_read!(cfg);
+        // SAFETY: NULL (refused) or NUL-terminated, as the caller promises.
         let path = try_status!(unsafe { path_arg(path) });
-        // SAFETY: non-NULL and readable; every field is an integer.
-        let cfg = unsafe { cfg.read() };
         let (config, clock_kind) = try_status!(cfg.to_rust());
         let options = crate::SharedOptions {
             mode,
@@ -287,10 +264,8 @@ pub unsafe extern "C" fn ratecell_limiter_config(
     out: *mut ratecell_config,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || ratecell_config::from_rust(l.inner.config(), l.clock)) }
+        let l = try_ref!(limiter);
+        answer!(out, ratecell_config::from_rust(l.inner.config(), l.clock))
     }
 }
 
@@ -312,10 +287,8 @@ pub unsafe extern "C" fn ratecell_check(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check(key, cost, None).into()) }
+        let l = try_ref!(limiter);
+        answer!(out, l.check(key, cost, None).into())
     }
 }
 
@@ -333,10 +306,8 @@ pub unsafe extern "C" fn ratecell_check_at(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check(key, cost, Some(now_ns)).into()) }
+        let l = try_ref!(limiter);
+        answer!(out, l.check(key, cost, Some(now_ns)).into())
     }
 }
 
@@ -359,10 +330,8 @@ pub unsafe extern "C" fn ratecell_allow(
     allowed: *mut bool,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `allowed` NULL or writable.
-        unsafe { answer(allowed, || l.allow(key, None)) }
+        let l = try_ref!(limiter);
+        answer!(allowed, l.allow(key, None))
     }
 }
 
@@ -400,10 +369,8 @@ pub unsafe extern "C" fn ratecell_allow_at(
     allowed: *mut bool,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `allowed` NULL or writable.
-        unsafe { answer(allowed, || l.allow(key, Some(now_ns))) }
+        let l = try_ref!(limiter);
+        answer!(allowed, l.allow(key, Some(now_ns)))
     }
 }
 
@@ -430,12 +397,9 @@ pub unsafe extern "C" fn ratecell_check_bytes(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check_bytes(key, cost, None).into()) }
+        let l = try_ref!(limiter);
+        let key = try_slice!(key, key_len);
+        answer!(out, l.check_bytes(key, cost, None).into())
     }
 }
 
@@ -453,12 +417,9 @@ pub unsafe extern "C" fn ratecell_check_bytes_at(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check_bytes(key, cost, Some(now_ns)).into()) }
+        let l = try_ref!(limiter);
+        let key = try_slice!(key, key_len);
+        answer!(out, l.check_bytes(key, cost, Some(now_ns)).into())
     }
 }
 
@@ -489,8 +450,7 @@ pub unsafe extern "C" fn ratecell_check_batch(
     decisions_out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
+        let l = try_ref!(limiter);
         // SAFETY: forwarded with the caller's promises.
         unsafe { check_batch(l, keys, costs, n, None, allowed_out, decisions_out) }
     }
@@ -511,8 +471,7 @@ pub unsafe extern "C" fn ratecell_check_batch_at(
     decisions_out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
+        let l = try_ref!(limiter);
         // SAFETY: forwarded with the caller's promises.
         unsafe { check_batch(l, keys, costs, n, Some(now_ns), allowed_out, decisions_out) }
     }
@@ -537,16 +496,15 @@ unsafe fn check_batch(
     if n > max_len::<ratecell_decision>() {
         return RATECELL_INVALID_LENGTH;
     }
-    // SAFETY (all four): the caller promises buffers of `n` elements, the
-    // outputs disjoint from everything else.
-    let keys = try_status!(unsafe { input(keys, n) });
+    let keys = try_slice!(keys, n);
     let costs = if costs.is_null() {
         None
     } else {
-        Some(try_status!(unsafe { input(costs, n) }))
+        Some(try_slice!(costs, n))
     };
-    // Written element by element, never borrowed as slices: the caller's
-    // buffers may be uninitialised.
+    // SAFETY (both): the caller promises buffers of `n` elements, disjoint
+    // from everything else. Written element by element, never borrowed as
+    // slices: the caller's buffers may be uninitialised.
     let mut allowed = try_status!(unsafe { output(allowed_out, n) });
     let mut decisions = if decisions_out.is_null() {
         None
@@ -619,10 +577,8 @@ pub unsafe extern "C" fn ratecell_acquire_bytes(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
+        let l = try_ref!(limiter);
+        let key = try_slice!(key, key_len);
         let out = try_status!(out_ptr(out));
         let timeout = Duration::from_nanos(timeout_ns);
         let result = l.inner.acquire_bytes(key, cost, timeout);
@@ -702,10 +658,8 @@ pub unsafe extern "C" fn ratecell_reset_bytes(
     key_len: usize,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
+        let l = try_ref!(limiter);
+        let key = try_slice!(key, key_len);
         l.inner.reset_bytes(key);
         RATECELL_OK
     }
@@ -725,10 +679,8 @@ pub unsafe extern "C" fn ratecell_stats(
     out: *mut ratecell_stats,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.inner.stats().into()) }
+        let l = try_ref!(limiter);
+        answer!(out, l.inner.stats().into())
     }
 }
 
