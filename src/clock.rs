@@ -192,7 +192,7 @@ fn refresh_after_fork() {
     }
 }
 
-/// Runs in a forked child, right after fork().
+/// Runs in a forked child, right after `fork()`.
 #[cfg(unix)]
 extern "C" fn coarse_forked() {
     RESTARTING.store(false, Ordering::Relaxed);

@@ -352,6 +352,10 @@ impl KeyedLimiter {
 
     /// [`KeyedLimiter::open_shared`] with a mode for a new region and a
     /// choice of clock.
+    #[allow(
+        clippy::missing_panics_doc,
+        reason = "its one expect states what Tables::new guarantees, not a caller's error"
+    )]
     pub fn open_shared_with(
         path: impl AsRef<std::path::Path>,
         config: Config,
@@ -479,6 +483,9 @@ impl KeyedLimiter {
     }
 
     /// [`KeyedLimiter::check_batch`] at an explicit time.
+    ///
+    /// # Panics
+    /// If `costs` or `out` is not as long as `keys`.
     pub fn check_batch_at(
         &self,
         keys: &[u64],

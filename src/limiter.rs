@@ -152,6 +152,10 @@ impl Engine {
         }
     }
 
+    #[allow(
+        clippy::match_same_arms,
+        reason = "GCRA's cell is another type than the other word algorithms'"
+    )]
     fn reset(&self) {
         match self {
             Engine::Gcra(_, cell) => cell.reset(),

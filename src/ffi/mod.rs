@@ -18,6 +18,10 @@
 //! The module may use only the crate's public Rust API.
 
 #![allow(non_camel_case_types)]
+#![allow(
+    clippy::doc_markdown,
+    reason = "these docs are copied into the C header, where field and algorithm names read as plain C"
+)]
 
 /// Runs a function body, turning a panic into the return type's
 /// [`PanicDefault`] instead of unwinding across the C boundary. A `return`

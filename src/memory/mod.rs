@@ -89,7 +89,7 @@ impl<T> Drop for AlignedWords<T> {
         // The atomic integers callers use need no drop of their own.
         let layout = Self::layout(self.len).expect("the layout was valid when allocated");
         // SAFETY: allocated in zeroed_slice with this very layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, layout) };
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast::<u8>(), layout) };
     }
 }
 
@@ -132,20 +132,21 @@ fn zeroed_slice<T>(
     }
     // SAFETY: the layout has a non-zero size (len > 0 and T is not a ZST:
     // callers only use atomic integers).
-    let ptr = unsafe { alloc_zeroed(layout) } as *mut T;
+    let ptr = unsafe { alloc_zeroed(layout) }.cast::<T>();
     let Some(ptr) = std::ptr::NonNull::new(ptr) else {
         return Err(bytes);
     };
     if residency == Residency::Now {
-        advise_huge_pages(ptr.as_ptr() as *mut u8, bytes);
+        advise_huge_pages(ptr.as_ptr().cast::<u8>(), bytes);
     }
     // Fault the pages in now, not on first use, with a call that fails
     // rather than wake the OOM killer ([`resident`]).
     // SAFETY: the range is the allocation, all zeros (alloc_zeroed).
-    if residency == Residency::Now && !unsafe { resident::populate(ptr.as_ptr() as *mut u8, bytes) }
+    if residency == Residency::Now
+        && !unsafe { resident::populate(ptr.as_ptr().cast::<u8>(), bytes) }
     {
         // SAFETY: allocated above with this layout, not yet handed out.
-        unsafe { std::alloc::dealloc(ptr.as_ptr() as *mut u8, layout) };
+        unsafe { std::alloc::dealloc(ptr.as_ptr().cast::<u8>(), layout) };
         return Err(bytes);
     }
     // The allocation holds `len` values of T laid out as an array; all-zero

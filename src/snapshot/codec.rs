@@ -462,7 +462,7 @@ impl Limiter {
             Engine::FixedWindow(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::SlidingWindow(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::BucketedWindow(alg, cell) => {
-                restore_block_cell(&header, &mut input, alg, cell)?
+                restore_block_cell(&header, &mut input, alg, cell)?;
             }
             Engine::SlidingLog(alg, cell) => restore_block_cell(&header, &mut input, alg, cell)?,
             // `with_clock` above builds one limit, never several.

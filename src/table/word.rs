@@ -201,7 +201,7 @@ impl<A: WordAlgorithm> WordTable<A> {
         let home = self.geometry.home(h);
         let tag = self.tag(home.fingerprint);
         let bucket = &self.slots[home.bucket * SLOTS..][..SLOTS];
-        prefetch(&bucket[0]);
+        prefetch(&raw const bucket[0]);
         let t = at.ns();
         for slot in bucket {
             let word = slot.load_word();
@@ -244,7 +244,8 @@ impl<A: WordAlgorithm> WordTable<A> {
             }
             match self.insert(home, tag, t, n, max_wait, each) {
                 Outcome::Done(d, taken) => return (d, taken),
-                Outcome::Moved => continue,
+                // Placed or evicted by another thread meanwhile: look again.
+                Outcome::Moved => {}
             }
         }
     }
@@ -382,10 +383,10 @@ impl<A: WordAlgorithm> WordTable<A> {
         // Under the shard latch nobody else moves this key; its updaters
         // may still change the state, which the loop re-reads.
         let removed = cas_loop_from(slot, word, |word| {
-            if !self.owned_by(word, tag) {
-                (false, None)
-            } else {
+            if self.owned_by(word, tag) {
                 (true, Some(self.freed()))
+            } else {
+                (false, None)
             }
         });
         if removed {
@@ -472,7 +473,7 @@ impl<A: WordAlgorithm> KeyedTable for WordTable<A> {
     #[inline]
     fn prefetch(&self, h: u64) {
         let home = self.geometry.home(h);
-        prefetch(&self.slots[home.bucket * SLOTS]);
+        prefetch(&raw const self.slots[home.bucket * SLOTS]);
         if let Some(next) = self.slots.get((home.bucket + 1) * SLOTS) {
             prefetch(next);
         }
