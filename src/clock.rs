@@ -76,12 +76,6 @@ impl Clock {
             Source::Shared(shared) => shared.now_ns(),
         }
     }
-
-    /// Whether this is a manual clock (whose time a sleeping caller cannot
-    /// wait out).
-    pub fn is_manual(&self) -> bool {
-        matches!(self.0, Source::Manual(_))
-    }
 }
 
 impl Default for Clock {
@@ -198,7 +192,7 @@ fn refresh_after_fork() {
     }
 }
 
-/// Runs in a forked child, right after fork().
+/// Runs in a forked child, right after `fork()`.
 #[cfg(unix)]
 extern "C" fn coarse_forked() {
     RESTARTING.store(false, Ordering::Relaxed);
@@ -286,7 +280,6 @@ mod tests {
         assert_eq!(clock.now_ns(), 15);
         hand.set(3);
         assert_eq!(clock.now_ns(), 3);
-        assert!(clock.is_manual());
     }
 
     #[test]

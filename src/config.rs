@@ -103,9 +103,11 @@ pub const MAX_PERIOD_NS: u64 = 366 * 86_400 * 1_000_000_000;
 pub const MAX_CAPACITY: u64 = 1 << 40;
 /// The most sub-windows a bucketed window may have.
 pub const MAX_SUB_WINDOWS: u32 = 64;
-/// GCRA's tolerance `burst × T` must stay below this (about 146 years), so a
-/// theoretical arrival time always fits the 64-bit cell for any time before
-/// the year 2262.
+/// The bound on GCRA's and the leaky bucket's tolerance: `burst × T`, with
+/// `T = ceil(period_ns / limit)` the emission interval, must stay below this
+/// (2^62 ns, about 146 years), so a theoretical arrival time always fits its
+/// 64-bit cell for any time before the year 2262. A larger product is refused
+/// with [`Field::Burst`].
 pub const MAX_GCRA_TOLERANCE_NS: u128 = 1 << 62;
 
 /// A limiter's configuration ([SPEC §2](crate::spec#2-configuration)). Build it with [`Config::new`] and
@@ -120,7 +122,8 @@ pub struct Config {
     pub period_ns: u64,
     /// `B`: units admitted at once from a fresh state (GCRA, leaky bucket,
     /// token bucket). 0 means "same as limit"; the window and log algorithms
-    /// take only 0 or `limit`.
+    /// take only 0 or `limit`. GCRA and the leaky bucket also bound
+    /// `burst × T` by [`MAX_GCRA_TOLERANCE_NS`].
     pub burst: u64,
     /// `N`: bucketed window only; must divide the period.
     pub sub_windows: u32,
@@ -147,24 +150,28 @@ impl Config {
     }
 
     /// Sets the burst.
+    #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn burst(mut self, burst: u64) -> Config {
         self.burst = burst;
         self
     }
 
     /// Sets the number of sub-windows (bucketed window).
+    #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn sub_windows(mut self, sub_windows: u32) -> Config {
         self.sub_windows = sub_windows;
         self
     }
 
     /// Sets the capacity in keys (keyed limiters).
+    #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn capacity(mut self, capacity: u64) -> Config {
         self.capacity = capacity;
         self
     }
 
     /// Sets the overflow policy (keyed limiters).
+    #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn overflow(mut self, overflow: Overflow) -> Config {
         self.overflow = overflow;
         self
@@ -175,17 +182,12 @@ impl Config {
         let err = |field, message: String| Err(ConfigError { field, message });
         let (limit, period) = (self.limit, self.period_ns);
         if !(1..=MAX_LIMIT).contains(&limit) {
-            return err(
-                Field::Limit,
-                format!("limit = {limit} is outside 1..={MAX_LIMIT}"),
-            );
+            return err(Field::Limit, format!("{limit} is outside 1..={MAX_LIMIT}"));
         }
         if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&period) {
             return err(
                 Field::PeriodNs,
-                format!(
-                    "period_ns = {period} is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (1 µs to 366 days)"
-                ),
+                format!("{period} is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (1 µs to 366 days)"),
             );
         }
         let burst = match self.burst {
@@ -193,14 +195,14 @@ impl Config {
             b if self.algorithm.has_burst() && b > MAX_LIMIT => {
                 return err(
                     Field::Burst,
-                    format!("burst = {b} is outside 1..={MAX_LIMIT} (0 means limit)"),
+                    format!("{b} is outside 1..={MAX_LIMIT} (0 means limit)"),
                 );
             }
             b if !self.algorithm.has_burst() && b != limit => {
                 return err(
                     Field::Burst,
                     format!(
-                        "burst = {b}: {} has no burst; leave it 0 or equal to limit ({limit})",
+                        "{} has no burst: leave it 0 or equal to limit ({limit}), not {b}",
                         self.algorithm
                     ),
                 );
@@ -213,7 +215,7 @@ impl Config {
                 return err(
                     Field::Limit,
                     format!(
-                        "limit = {limit} exceeds period_ns = {period}: {} cannot space requests closer than 1 ns",
+                        "{limit} exceeds period_ns = {period}: {} cannot space requests closer than 1 ns",
                         self.algorithm
                     ),
                 );
@@ -223,7 +225,7 @@ impl Config {
                 return err(
                     Field::Burst,
                     format!(
-                        "burst = {burst} times the emission interval ({interval} ns) reaches 2^62 ns (146 years); the theoretical arrival time would not fit its 64-bit cell"
+                        "{burst} times the emission interval ({interval} ns) reaches 2^62 ns (146 years); the theoretical arrival time would not fit its 64-bit cell"
                     ),
                 );
             }
@@ -231,10 +233,7 @@ impl Config {
         if self.capacity > MAX_CAPACITY {
             return err(
                 Field::Capacity,
-                format!(
-                    "capacity = {} is above {MAX_CAPACITY} keys (2^40)",
-                    self.capacity
-                ),
+                format!("{} is above {MAX_CAPACITY} keys (2^40)", self.capacity),
             );
         }
         let mut sub_windows = 1;
@@ -243,13 +242,13 @@ impl Config {
             if !(1..=MAX_SUB_WINDOWS).contains(&n) {
                 return err(
                     Field::SubWindows,
-                    format!("sub_windows = {n} is outside 1..={MAX_SUB_WINDOWS}"),
+                    format!("{n} is outside 1..={MAX_SUB_WINDOWS}"),
                 );
             }
             if period % u64::from(n) != 0 {
                 return err(
                     Field::SubWindows,
-                    format!("sub_windows = {n} does not divide period_ns = {period}"),
+                    format!("{n} does not divide period_ns = {period}"),
                 );
             }
             sub_windows = n;
@@ -282,7 +281,9 @@ pub(crate) struct Params {
 }
 
 /// A configuration field, as named in errors and by the C ABI's statuses.
+/// Fields may be added as configurations grow: match with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Field {
     /// `algorithm`
     Algorithm,
@@ -324,7 +325,9 @@ impl Field {
 pub struct ConfigError {
     /// The field at fault.
     pub field: Field,
-    /// A sentence naming the field, its value and its valid range.
+    /// What is wrong with the field's value: the value and its valid range
+    /// (Display puts the field's name in front: "invalid limit: 0 is
+    /// outside 1..=4294967295").
     pub message: String,
 }
 
@@ -336,8 +339,10 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Why a limiter could not be built.
+/// Why a limiter could not be built. Causes may be added: match with a
+/// wildcard arm.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// A field is outside its valid range.
     Config(ConfigError),

@@ -192,7 +192,7 @@ impl Tables {
         if config.capacity == 0 {
             return Err(ConfigError {
                 field: Field::Capacity,
-                message: "capacity = 0: a keyed limiter needs room for at least 1 key (a Limiter is the one-state form)".into(),
+                message: "a keyed limiter needs room for at least 1 key, not 0 (a Limiter is the one-state form)".into(),
             }
             .into());
         }
@@ -434,6 +434,10 @@ impl KeyedLimiter {
 
     /// [`KeyedLimiter::open_shared`] with a mode for a new region and a
     /// choice of clock.
+    #[allow(
+        clippy::missing_panics_doc,
+        reason = "its one expect states what Tables::new guarantees, not a caller's error"
+    )]
     pub fn open_shared_with(
         path: impl AsRef<std::path::Path>,
         config: Config,
@@ -584,6 +588,9 @@ impl KeyedLimiter {
     }
 
     /// [`KeyedLimiter::check_batch`] at an explicit time.
+    ///
+    /// # Panics
+    /// If `costs` or `out` is not as long as `keys`.
     pub fn check_batch_at(
         &self,
         keys: &[u64],

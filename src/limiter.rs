@@ -199,6 +199,10 @@ impl Engine {
         }
     }
 
+    #[allow(
+        clippy::match_same_arms,
+        reason = "GCRA's cell is another type than the other word algorithms'"
+    )]
     fn reset(&self) {
         match self {
             Engine::Gcra(_, cell) => cell.reset(),
@@ -228,7 +232,7 @@ impl Limiter {
             return Err(ConfigError {
                 field: Field::Capacity,
                 message: format!(
-                    "capacity = {}: a direct Limiter has one shared state; use KeyedLimiter for per-key limits",
+                    "a direct Limiter has one shared state, so it takes 0, not {}; use KeyedLimiter for per-key limits",
                     config.capacity
                 ),
             }

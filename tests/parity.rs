@@ -15,15 +15,8 @@
 //! `UPDATE_GOLDEN=1 cargo test --test parity` rewrites the expected file
 //! from this implementation (review the diff: it is the contract).
 
-use ratecell::{Algorithm, Clock, Config, Decision, KeyedLimiter, Limiter, Overflow};
+use ratecell::{Algorithm, AnyLimiter, Clock, Config, Decision, Overflow};
 use std::collections::HashMap;
-
-// Built once per trace line "limiter": the size difference does not matter.
-#[allow(clippy::large_enum_variant)]
-enum Any {
-    Direct(Limiter),
-    Keyed(KeyedLimiter),
-}
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -66,37 +59,24 @@ fn replay(trace: &str) -> String {
                     } else {
                         Overflow::Deny
                     });
-                let clock = Clock::manual(0).0;
-                let limiter = if config.capacity == 0 {
-                    Any::Direct(Limiter::with_clock(config, clock).unwrap())
-                } else {
-                    Any::Keyed(KeyedLimiter::with_clock(config, clock).unwrap())
-                };
+                // Capacity 0: one shared state, keys ignored.
+                let limiter = AnyLimiter::with_clock(config, Clock::manual(0).0).unwrap();
                 limiters.insert(f[1].to_string(), limiter);
             }
             "check" => {
-                let d = match &limiters[f[1]] {
-                    Any::Direct(l) => l.check_at(num(3), num(4)),
-                    Any::Keyed(l) => l.check_at(num(2), num(3), num(4)),
-                };
+                let d = limiters[f[1]].check_at(num(2), num(3), num(4));
                 out += &line(number, d);
                 out.push('\n');
             }
             "check_bytes" => {
                 let key = hex(f[2]);
-                let d = match &limiters[f[1]] {
-                    Any::Direct(l) => l.check_at(num(3), num(4)),
-                    Any::Keyed(l) => l.check_bytes_at(&key, num(3), num(4)),
-                };
+                let d = limiters[f[1]].check_bytes_at(&key, num(3), num(4));
                 out += &line(number, d);
                 out.push('\n');
             }
-            "reset_key" => match &limiters[f[1]] {
-                Any::Direct(l) => l.reset(),
-                Any::Keyed(l) => {
-                    l.reset_key(num(2));
-                }
-            },
+            "reset_key" => {
+                limiters[f[1]].reset_key(num(2));
+            }
             other => panic!("trace line {number}: unknown record {other:?}"),
         }
     }

@@ -90,6 +90,10 @@ impl Rule {
     }
 
     /// A single-word rule on its packed state.
+    #[allow(
+        clippy::inline_always,
+        reason = "the multi-limit check folds each limit's decision as it comes; a call per limit would undo that"
+    )]
     #[inline(always)]
     fn decide_word(&self, packed: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
         with_rule!(self, a => word: {
@@ -480,7 +484,7 @@ impl BlockAlgorithm for AllOf {
         for p in self.parts() {
             let at = p.at as usize;
             with_rule!(&p.rule, a => word: { let _ = a; write_pair(w, at, 0) },
-                block: a.clear(&mut View { words: w, at, write: true }))
+                block: a.clear(&mut View { words: w, at, write: true }));
         }
     }
 }

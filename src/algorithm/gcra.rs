@@ -4,7 +4,7 @@
 //! Packing: the state is `tat`, a UNIX time in ns, the whole low 64 bits of
 //! the word (a direct limiter keeps it in an `AtomicU64`). The limits this
 //! sets: `burst × T` must stay below 2^62 ns (checked at construction, see
-//! [`crate::config::MAX_GCRA_TOLERANCE_NS`]), so a `tat` fits for every time
+//! [`crate::MAX_GCRA_TOLERANCE_NS`]), so a `tat` fits for every time
 //! before 2^63 ns (the year 2262); a request whose new `tat` would pass
 //! `u64::MAX` is denied, never stored wrapped.
 

@@ -1,15 +1,15 @@
 //! The opaque `ratecell_limiter` handle and every exported function that
 //! takes one.
 //!
-//! A handle holds either a direct [`Limiter`] (capacity 0: one shared
-//! state, keys ignored) or a [`KeyedLimiter`] (capacity > 0); each function
-//! dispatches with one `match`.
+//! A handle holds an [`AnyLimiter`](crate::AnyLimiter): a direct
+//! [`Limiter`](crate::Limiter) (capacity 0: one shared state, keys ignored)
+//! or a [`KeyedLimiter`] (capacity > 0).
 
 use super::types::{
     ratecell_clock, ratecell_config, ratecell_decision, ratecell_stats, ratecell_status,
 };
-use super::{input, into_raw, max_len, out_ptr, output, path_arg};
-use crate::{AcquireError, Clock, Config, Decision, KeyedLimiter, Limiter, MultiDecision};
+use super::{into_raw, max_len, out_ptr, output, path_arg};
+use crate::{AcquireError, Clock, Config, Decision, KeyedLimiter, MultiDecision};
 use std::time::Duration;
 
 use ratecell_status::*;
@@ -26,31 +26,24 @@ pub struct ratecell_limiter {
     pub(super) clock: ratecell_clock,
 }
 
-// The handle is allocated once, on the heap; boxing the larger variant
-// would only add a pointer chase to every check.
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Inner {
-    Direct(Limiter),
-    Keyed(KeyedLimiter),
-}
+/// What a handle holds: the library's own direct-or-keyed limiter.
+pub(super) type Inner = crate::AnyLimiter;
 
 impl ratecell_limiter {
     /// Decides at the caller's time, or with `None` at the limiter's own
     /// clock, read by the limiter itself: a keyed limiter starts loading
     /// the key's bucket before it reads the clock (`WordTable::check`).
     fn check(&self, key: u64, cost: u64, now_ns: Option<u64>) -> Decision {
-        match (&self.inner, now_ns) {
-            (Inner::Direct(l), Some(t)) => l.check_at(cost, t),
-            (Inner::Direct(l), None) => l.check(cost),
-            (Inner::Keyed(k), Some(t)) => k.check_at(key, cost, t),
-            (Inner::Keyed(k), None) => k.check(key, cost),
+        match now_ns {
+            Some(t) => self.inner.check_at(key, cost, t),
+            None => self.inner.check(key, cost),
         }
     }
 
     /// Whether one request of cost 1 for `key` is admitted. The direct
     /// limiter takes its lean path (no decision built); the keyed one
-    /// decides in full, because a keyed yes/no path measured 292 against
-    /// 298 instructions (docs/PERFORMANCE.md, "Next changes").
+    /// decides in full: a keyed yes/no path saved too little to be worth a
+    /// second copy of the table's check (docs/ARCHITECTURE.md).
     fn allow(&self, key: u64, now_ns: Option<u64>) -> bool {
         match (&self.inner, now_ns) {
             (Inner::Direct(l), Some(t)) => l.allow_at(t),
@@ -60,21 +53,17 @@ impl ratecell_limiter {
     }
 
     fn check_bytes(&self, key: &[u8], cost: u64, now_ns: Option<u64>) -> Decision {
-        match (&self.inner, now_ns) {
-            (Inner::Keyed(k), Some(t)) => k.check_bytes_at(key, cost, t),
-            (Inner::Keyed(k), None) => k.check_bytes(key, cost),
-            // A direct limiter ignores the key.
-            (Inner::Direct(_), _) => self.check(0, cost, now_ns),
+        match now_ns {
+            Some(t) => self.inner.check_bytes_at(key, cost, t),
+            None => self.inner.check_bytes(key, cost),
         }
     }
 
     /// [`ratecell_limiter::check`] with each limit's own decision.
     pub(super) fn check_each(&self, key: u64, cost: u64, now_ns: Option<u64>) -> MultiDecision {
-        match (&self.inner, now_ns) {
-            (Inner::Direct(l), Some(t)) => l.check_each_at(cost, t),
-            (Inner::Direct(l), None) => l.check_each(cost),
-            (Inner::Keyed(k), Some(t)) => k.check_each_at(key, cost, t),
-            (Inner::Keyed(k), None) => k.check_each(key, cost),
+        match now_ns {
+            Some(t) => self.inner.check_each_at(key, cost, t),
+            None => self.inner.check_each(key, cost),
         }
     }
 
@@ -85,17 +74,9 @@ impl ratecell_limiter {
         cost: u64,
         now_ns: Option<u64>,
     ) -> MultiDecision {
-        match (&self.inner, now_ns) {
-            (Inner::Keyed(k), Some(t)) => k.check_bytes_each_at(key, cost, t),
-            (Inner::Keyed(k), None) => k.check_bytes_each(key, cost),
-            (Inner::Direct(_), _) => self.check_each(0, cost, now_ns),
-        }
-    }
-
-    fn now_ns(&self) -> u64 {
-        match &self.inner {
-            Inner::Direct(l) => l.now_ns(),
-            Inner::Keyed(k) => k.now_ns(),
+        match now_ns {
+            Some(t) => self.inner.check_bytes_each_at(key, cost, t),
+            None => self.inner.check_bytes_each(key, cost),
         }
     }
 }
@@ -118,20 +99,6 @@ pub(super) unsafe fn handle<'a>(
 pub(super) unsafe fn put<T>(out: *mut T, value: T) {
     // SAFETY: as promised by the caller.
     unsafe { out.write(value) }
-}
-
-/// Writes `value()` to `*out`, the answer of a call that has already
-/// checked its other arguments; with `out` NULL it returns
-/// `RATECELL_NULL_ARGUMENT` without computing the value, so a check whose
-/// answer has nowhere to go takes nothing from the limit.
-///
-/// # Safety
-/// `out` is NULL or points to a writable `T`.
-unsafe fn answer<T>(out: *mut T, value: impl FnOnce() -> T) -> ratecell_status {
-    let out = try_status!(out_ptr(out));
-    // SAFETY: non-NULL, and writable as the caller promises.
-    unsafe { put(out, value()) };
-    RATECELL_OK
 }
 
 /// Checks `*cfg` and makes a limiter, writing its handle to `*out`.
@@ -160,12 +127,7 @@ pub unsafe extern "C" fn ratecell_limiter_new(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let out = try_status!(out_ptr(out));
-        if cfg.is_null() {
-            return RATECELL_NULL_ARGUMENT;
-        }
-        // SAFETY: non-NULL, and the caller promises a readable config. Every
-        // field is an integer, so any bit pattern is a valid value.
-        let cfg = unsafe { cfg.read() };
+        let cfg = try_read!(cfg);
         let (config, clock_kind) = try_status!(cfg.to_rust());
         let inner = try_status!(build(config, clock_kind));
         // SAFETY: `out` is non-NULL and, as the caller promises, writable.
@@ -183,13 +145,7 @@ pub(super) fn clock_of(kind: ratecell_clock) -> Clock {
 
 /// A direct limiter for `config` when its capacity is 0, else a keyed one.
 pub(super) fn build(config: Config, clock_kind: ratecell_clock) -> Result<Inner, ratecell_status> {
-    let clock = clock_of(clock_kind);
-    let inner = if config.capacity == 0 {
-        Limiter::with_clock(config, clock).map(Inner::Direct)
-    } else {
-        KeyedLimiter::with_clock(config, clock).map(Inner::Keyed)
-    };
-    inner.map_err(|e| ratecell_status::from_error(&e))
+    Inner::with_clock(config, clock_of(clock_kind)).map_err(|e| ratecell_status::from_error(&e))
 }
 
 /// Moves a new limiter to the heap and writes its handle to `*out`.
@@ -261,13 +217,9 @@ pub unsafe extern "C" fn ratecell_limiter_open_shared_mode(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let out = try_status!(out_ptr(out));
-        if cfg.is_null() || path.is_null() {
-            return RATECELL_NULL_ARGUMENT;
-        }
-        // SAFETY: non-NULL and NUL-terminated, as the caller promises.
+        let cfg = try_read!(cfg);
+        // SAFETY: NULL (refused) or NUL-terminated, as the caller promises.
         let path = try_status!(unsafe { path_arg(path) });
-        // SAFETY: non-NULL and readable; every field is an integer.
-        let cfg = unsafe { cfg.read() };
         let (config, clock_kind) = try_status!(cfg.to_rust());
         let options = crate::SharedOptions {
             mode,
@@ -312,14 +264,8 @@ pub unsafe extern "C" fn ratecell_limiter_config(
     out: *mut ratecell_config,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        let config = match &l.inner {
-            Inner::Direct(d) => d.config(),
-            Inner::Keyed(k) => k.config(),
-        };
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || ratecell_config::from_rust(config, l.clock)) }
+        let l = try_ref!(limiter);
+        answer!(out, ratecell_config::from_rust(l.inner.config(), l.clock))
     }
 }
 
@@ -341,10 +287,8 @@ pub unsafe extern "C" fn ratecell_check(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check(key, cost, None).into()) }
+        let l = try_ref!(limiter);
+        answer!(out, l.check(key, cost, None).into())
     }
 }
 
@@ -362,10 +306,8 @@ pub unsafe extern "C" fn ratecell_check_at(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check(key, cost, Some(now_ns)).into()) }
+        let l = try_ref!(limiter);
+        answer!(out, l.check(key, cost, Some(now_ns)).into())
     }
 }
 
@@ -388,10 +330,8 @@ pub unsafe extern "C" fn ratecell_allow(
     allowed: *mut bool,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `allowed` NULL or writable.
-        unsafe { answer(allowed, || l.allow(key, None)) }
+        let l = try_ref!(limiter);
+        answer!(allowed, l.allow(key, None))
     }
 }
 
@@ -429,10 +369,8 @@ pub unsafe extern "C" fn ratecell_allow_at(
     allowed: *mut bool,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `allowed` NULL or writable.
-        unsafe { answer(allowed, || l.allow(key, Some(now_ns))) }
+        let l = try_ref!(limiter);
+        answer!(allowed, l.allow(key, Some(now_ns)))
     }
 }
 
@@ -459,12 +397,9 @@ pub unsafe extern "C" fn ratecell_check_bytes(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check_bytes(key, cost, None).into()) }
+        let l = try_ref!(limiter);
+        let key = try_slice!(key, key_len);
+        answer!(out, l.check_bytes(key, cost, None).into())
     }
 }
 
@@ -482,12 +417,9 @@ pub unsafe extern "C" fn ratecell_check_bytes_at(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check_bytes(key, cost, Some(now_ns)).into()) }
+        let l = try_ref!(limiter);
+        let key = try_slice!(key, key_len);
+        answer!(out, l.check_bytes(key, cost, Some(now_ns)).into())
     }
 }
 
@@ -518,8 +450,7 @@ pub unsafe extern "C" fn ratecell_check_batch(
     decisions_out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
+        let l = try_ref!(limiter);
         // SAFETY: forwarded with the caller's promises.
         unsafe { check_batch(l, keys, costs, n, None, allowed_out, decisions_out) }
     }
@@ -540,8 +471,7 @@ pub unsafe extern "C" fn ratecell_check_batch_at(
     decisions_out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
+        let l = try_ref!(limiter);
         // SAFETY: forwarded with the caller's promises.
         unsafe { check_batch(l, keys, costs, n, Some(now_ns), allowed_out, decisions_out) }
     }
@@ -566,23 +496,22 @@ unsafe fn check_batch(
     if n > max_len::<ratecell_decision>() {
         return RATECELL_INVALID_LENGTH;
     }
-    // SAFETY (all four): the caller promises buffers of `n` elements, the
-    // outputs disjoint from everything else.
-    let keys = try_status!(unsafe { input(keys, n) });
+    let keys = try_slice!(keys, n);
     let costs = if costs.is_null() {
         None
     } else {
-        Some(try_status!(unsafe { input(costs, n) }))
+        Some(try_slice!(costs, n))
     };
-    // Written element by element, never borrowed as slices: the caller's
-    // buffers may be uninitialised.
+    // SAFETY (both): the caller promises buffers of `n` elements, disjoint
+    // from everything else. Written element by element, never borrowed as
+    // slices: the caller's buffers may be uninitialised.
     let mut allowed = try_status!(unsafe { output(allowed_out, n) });
     let mut decisions = if decisions_out.is_null() {
         None
     } else {
         Some(try_status!(unsafe { output(decisions_out, n) }))
     };
-    let now_ns = now_ns.unwrap_or_else(|| l.now_ns());
+    let now_ns = now_ns.unwrap_or_else(|| l.inner.now_ns());
     let mut each = |i: usize, d: Decision| {
         allowed.write(i, u8::from(d.allowed));
         if let Some(decisions) = decisions.as_mut() {
@@ -648,16 +577,11 @@ pub unsafe extern "C" fn ratecell_acquire_bytes(
     out: *mut ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
+        let l = try_ref!(limiter);
+        let key = try_slice!(key, key_len);
         let out = try_status!(out_ptr(out));
         let timeout = Duration::from_nanos(timeout_ns);
-        let result = match &l.inner {
-            Inner::Direct(direct) => direct.acquire(cost, timeout),
-            Inner::Keyed(keyed) => keyed.acquire_bytes(key, cost, timeout),
-        };
+        let result = l.inner.acquire_bytes(key, cost, timeout);
         // SAFETY: non-NULL and writable as promised.
         unsafe { finish_acquire(result, out) }
     }
@@ -692,7 +616,7 @@ pub unsafe extern "C" fn ratecell_now_ns(limiter: *const ratecell_limiter) -> u6
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
         match unsafe { handle(limiter) } {
-            Ok(l) => l.now_ns(),
+            Ok(l) => l.inner.now_ns(),
             Err(_) => 0,
         }
     }
@@ -734,16 +658,9 @@ pub unsafe extern "C" fn ratecell_reset_bytes(
     key_len: usize,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        match &l.inner {
-            Inner::Direct(direct) => direct.reset(),
-            Inner::Keyed(keyed) => {
-                keyed.reset_bytes(key);
-            }
-        }
+        let l = try_ref!(limiter);
+        let key = try_slice!(key, key_len);
+        l.inner.reset_bytes(key);
         RATECELL_OK
     }
 }
@@ -762,14 +679,8 @@ pub unsafe extern "C" fn ratecell_stats(
     out: *mut ratecell_stats,
 ) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        let stats = || match &l.inner {
-            Inner::Direct(direct) => direct.stats().into(),
-            Inner::Keyed(keyed) => keyed.stats().into(),
-        };
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, stats) }
+        let l = try_ref!(limiter);
+        answer!(out, l.inner.stats().into())
     }
 }
 

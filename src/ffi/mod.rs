@@ -18,6 +18,10 @@
 //! The module may use only the crate's public Rust API.
 
 #![allow(non_camel_case_types)]
+#![allow(
+    clippy::doc_markdown,
+    reason = "these docs are copied into the C header, where field and algorithm names read as plain C"
+)]
 
 /// Runs a function body, turning a panic into the return type's
 /// [`PanicDefault`] instead of unwinding across the C boundary. A `return`
@@ -42,6 +46,63 @@ macro_rules! try_status {
             Err(status) => return status,
         }
     };
+}
+
+// The pointer macros below dereference a C argument, so each stands for an
+// `unsafe` block whose SAFETY is the exported function's own contract: use
+// one only for an argument whose `# Safety` section makes the promise the
+// macro names. Each evaluates its arguments before its `unsafe` block, so no
+// caller expression is ever checked as unsafe code by accident.
+
+/// The object behind a handle argument, or `return RATECELL_NULL_ARGUMENT`.
+/// Promise: the pointer is NULL or a live handle of its type.
+macro_rules! try_ref {
+    ($ptr:expr) => {{
+        let ptr = $ptr;
+        // SAFETY: NULL or a live handle, as the function's contract says.
+        match unsafe { ptr.as_ref() } {
+            Some(value) => value,
+            None => return $crate::ffi::ratecell_status::RATECELL_NULL_ARGUMENT,
+        }
+    }};
+}
+
+/// A read-only buffer argument of `len` elements (NULL only when empty), or
+/// `return` the status [`input`] gives. Promise: `len` readable elements.
+macro_rules! try_slice {
+    ($ptr:expr, $len:expr) => {{
+        let (ptr, len) = ($ptr, $len);
+        // SAFETY: `len` readable elements, as the function's contract says.
+        try_status!(unsafe { $crate::ffi::input(ptr, len) })
+    }};
+}
+
+/// A copy of the value an input pointer points to, or `return
+/// RATECELL_NULL_ARGUMENT`. Promise: NULL or a readable value, valid for
+/// any bit pattern (the C structs are integers only).
+macro_rules! try_read {
+    ($ptr:expr) => {{
+        let ptr = $ptr;
+        if ptr.is_null() {
+            return $crate::ffi::ratecell_status::RATECELL_NULL_ARGUMENT;
+        }
+        // SAFETY: non-NULL and readable, as the function's contract says.
+        unsafe { ptr.read() }
+    }};
+}
+
+/// Writes `value` to the out-parameter and returns `RATECELL_OK`; with the
+/// pointer NULL, returns `RATECELL_NULL_ARGUMENT` without evaluating
+/// `value`, so a check whose answer has nowhere to go takes nothing from
+/// the limit. Promise: NULL or writable.
+macro_rules! answer {
+    ($out:expr, $value:expr) => {{
+        let out = try_status!($crate::ffi::out_ptr($out));
+        let value = $value;
+        // SAFETY: non-NULL, and writable as the function's contract says.
+        unsafe { out.write(value) };
+        $crate::ffi::ratecell_status::RATECELL_OK
+    }};
 }
 
 mod info;

@@ -89,7 +89,7 @@ impl<T> Drop for AlignedWords<T> {
         // The atomic integers callers use need no drop of their own.
         let layout = Self::layout(self.len).expect("the layout was valid when allocated");
         // SAFETY: allocated in zeroed_slice with this very layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, layout) };
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast::<u8>(), layout) };
     }
 }
 
@@ -144,22 +144,23 @@ fn zeroed_slice<T>(
         } else {
             alloc_zeroed(layout)
         }
-    } as *mut T;
+    }
+    .cast::<T>();
     let Some(ptr) = std::ptr::NonNull::new(ptr) else {
         return Err(bytes);
     };
     if now {
-        advise_huge_pages(ptr.as_ptr() as *mut u8, bytes);
+        advise_huge_pages(ptr.as_ptr().cast::<u8>(), bytes);
         // Fault the pages in now, not on first use, with a call that fails
         // rather than wake the OOM killer ([`resident`]).
         // SAFETY: the range is the allocation; its bytes are zeroed next.
-        if !unsafe { resident::populate(ptr.as_ptr() as *mut u8, bytes) } {
+        if !unsafe { resident::populate(ptr.as_ptr().cast::<u8>(), bytes) } {
             // SAFETY: allocated above with this layout, not yet handed out.
-            unsafe { std::alloc::dealloc(ptr.as_ptr() as *mut u8, layout) };
+            unsafe { std::alloc::dealloc(ptr.as_ptr().cast::<u8>(), layout) };
             return Err(bytes);
         }
         // SAFETY: `bytes` bytes from ptr are the allocation, now resident.
-        unsafe { std::ptr::write_bytes(ptr.as_ptr() as *mut u8, 0, bytes) };
+        unsafe { std::ptr::write_bytes(ptr.as_ptr().cast::<u8>(), 0, bytes) };
     }
     // The allocation holds `len` values of T laid out as an array; all-zero
     // bits are a valid value for the atomic integers callers use; `AlignedWords`

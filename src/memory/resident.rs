@@ -91,8 +91,8 @@ fn cgroup_room() -> Option<u64> {
             // v1: memory.stat's hierarchical limit already covers the
             // ancestors. The path may be the host's, seen from a
             // container whose mount is its own cgroup: try both.
-            let root = Path::new("/sys/fs/cgroup/memory");
-            for dir in [root.join(path), root.to_path_buf()] {
+            let v1 = Path::new("/sys/fs/cgroup/memory");
+            for dir in [v1.join(path), v1.to_path_buf()] {
                 let stat = std::fs::read_to_string(dir.join("memory.stat"));
                 let usage = read_u64(&dir.join("memory.usage_in_bytes"));
                 if let (Ok(stat), Some(usage)) = (stat, usage) {
@@ -125,7 +125,7 @@ fn address_space_room() -> Option<u64> {
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes one rlimit through a valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &raw mut limit) } != 0
         || limit.rlim_cur == libc::RLIM_INFINITY
     {
         return None;

@@ -24,6 +24,10 @@ const PAGE: usize = 4096;
 struct Header {
     magic: [u8; 8],
     version: u32,
+    #[allow(
+        clippy::struct_field_names,
+        reason = "the header's own length, as the region format names it"
+    )]
     header_bytes: u32,
     total_bytes: u64,
     /// `/proc/sys/kernel/random/boot_id` when made.
@@ -52,7 +56,7 @@ impl Header {
         // SAFETY: Header is repr(C) of integers and byte arrays with no
         // padding (asserted by the test `the_header_has_no_padding`), so every byte is
         // initialised.
-        unsafe { std::slice::from_raw_parts((self as *const Header).cast(), size_of::<Header>()) }
+        unsafe { std::slice::from_raw_parts(std::ptr::from_ref(self).cast(), size_of::<Header>()) }
     }
 
     fn compute_checksum(&self) -> u64 {
@@ -385,7 +389,10 @@ fn build(
     header.checksum = header.compute_checksum();
     // SAFETY: the mapping is at least a page long and page-aligned; no
     // other process can see this file yet (it is not linked to `path`).
-    unsafe { map.ptr.cast::<Header>().write(header) };
+    #[allow(clippy::cast_ptr_alignment, reason = "a mapping is page-aligned")]
+    unsafe {
+        map.ptr.cast::<Header>().write(header);
+    }
     let mut attached = parts(&map, layout, shards, slots);
     attached.hash_keys = (k0, k1);
     attached.calibration = cal;
@@ -393,6 +400,10 @@ fn build(
 }
 
 /// Checks an existing region's header against ours, then maps it.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "the descriptor is attach's to close: dropped when the attach is done, mapped or not"
+)]
 fn attach_fd(
     path: &Path,
     fd: Fd,
@@ -405,7 +416,7 @@ fn attach_fd(
     // SAFETY: an all-zero stat is a valid value to be overwritten.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fd is open; st is writable.
-    if unsafe { libc::fstat(fd.0, &mut st) } != 0 {
+    if unsafe { libc::fstat(fd.0, &raw mut st) } != 0 {
         return Err(io_error(path, "cannot stat"));
     }
     let size = u64::try_from(st.st_size).unwrap_or(0);
@@ -418,7 +429,7 @@ fn attach_fd(
     let mut raw = [0u8; size_of::<Header>()];
     // SAFETY: fd is open; raw is writable for its length.
     let got = unsafe { libc::pread(fd.0, raw.as_mut_ptr().cast(), raw.len(), 0) };
-    if got != raw.len() as isize {
+    if usize::try_from(got) != Ok(raw.len()) {
         return Err(io_error(path, "cannot read the header"));
     }
     // SAFETY: Header is plain integers and byte arrays: any bytes are a

@@ -633,7 +633,7 @@ impl Limiter {
             Engine::SlidingWindow(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::AllOfWord(alg, cell) => restore_word_cell(&header, &mut input, alg, cell)?,
             Engine::BucketedWindow(alg, cell) => {
-                restore_block_cell(&header, &mut input, alg, cell)?
+                restore_block_cell(&header, &mut input, alg, cell)?;
             }
             Engine::SlidingLog(alg, cell) => restore_block_cell(&header, &mut input, alg, cell)?,
             Engine::AllOfBlock(alg, cell) => restore_block_cell(&header, &mut input, alg, cell)?,

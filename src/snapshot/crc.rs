@@ -65,7 +65,7 @@ impl Crc32c {
         self.0 = crc;
     }
 
-    pub(crate) fn value(&self) -> u32 {
+    pub(crate) fn value(self) -> u32 {
         !self.0
     }
 }

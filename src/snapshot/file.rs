@@ -300,7 +300,10 @@ impl<L: Save> Persisted<L> {
             std::thread::Builder::new()
                 .name("ratecell-snapshot".into())
                 .spawn(move || {
-                    let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut stop = shared
+                        .stop
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     loop {
                         // Checked before each wait: a stop signalled before
                         // the thread first waited must not be slept through.
@@ -310,13 +313,16 @@ impl<L: Save> Persisted<L> {
                         stop = shared
                             .wake
                             .wait_timeout(stop, every)
-                            .unwrap_or_else(|e| e.into_inner())
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
                             .0;
                         if *stop {
                             return;
                         }
                         if let Err(e) = limiter.save_to(&path) {
-                            *shared.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                            *shared
+                                .last_error
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
                         }
                     }
                 })?
@@ -350,7 +356,7 @@ impl<L: Save> Persisted<L> {
         self.shared
             .last_error
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
     }
 
@@ -364,7 +370,11 @@ impl<L: Save> Persisted<L> {
         let Some(saver) = self.saver.take() else {
             return Ok(());
         };
-        *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        *self
+            .shared
+            .stop
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
         self.shared.wake.notify_all();
         let _ = saver.join();
         self.save_now()

@@ -24,8 +24,9 @@ pub(crate) use stripe::{SHARED as SHARED_STRIPE, STRIPES, stripe};
 
 /// A snapshot of a limiter's counters. Counters are read one by one while
 /// checks go on, so a snapshot taken under load is approximate (each counter
-/// is exact on its own).
+/// is exact on its own). Counters may be added: read the fields by name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Requests decided (`allowed + denied`).
     pub checks: u64,

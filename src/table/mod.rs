@@ -83,9 +83,9 @@ use crate::clock::At;
 use crate::decision::Decision;
 
 /// Buckets searched from a key's home bucket (up to the first empty
-/// place). At exactly `capacity` live keys, 29–52 keys in a million found
-/// no place with 16 buckets; with 32, about one in five million does
-/// (docs/PERFORMANCE.md, fourth round).
+/// place). At exactly `capacity` live keys, about one new key in five
+/// million finds no place within 32 buckets (16 left 29–52 in a million;
+/// docs/ARCHITECTURE.md, "Why the keyed check is shaped as it is").
 pub(crate) const PROBE: u64 = 32;
 
 /// The fingerprint of a tombstone: a place a reset freed. No key has it

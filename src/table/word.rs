@@ -174,15 +174,14 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// (nine keys in ten at the fullest sizing), is this function alone;
     /// every other case (further buckets, a new key, a lost CAS) goes to
     /// [`WordTable::check_elsewhere`], kept out of line so that what the
-    /// common case runs is short (callgrind: 392 → 357 instructions per
-    /// check over a million keys).
+    /// common case runs is short.
     ///
     /// The home bucket is requested from memory before the time is read
     /// from a clock. A TSC read waits for the loads before it: read first,
     /// it holds the bucket's miss back until it is done; after a load of
     /// the bucket, it waits the miss out. Prefetched, the miss runs during
-    /// the read (a million keys: 278.7 → 193.7 ns per check in the full
-    /// runs before and after; docs/PERFORMANCE.md, fifth round).
+    /// the read. (The measurements behind both choices are in
+    /// docs/ARCHITECTURE.md, "Why the keyed check is shaped as it is".)
     #[inline]
     pub(crate) fn check(&self, h: u64, at: impl At, n: u64, max_wait: u64) -> (Decision, bool) {
         self.check_each(h, at, n, max_wait, &mut [])
@@ -202,7 +201,7 @@ impl<A: WordAlgorithm> WordTable<A> {
         let home = self.geometry.home(h);
         let tag = self.tag(home.fingerprint);
         let bucket = &self.slots[home.bucket * SLOTS..][..SLOTS];
-        prefetch(&bucket[0]);
+        prefetch(&raw const bucket[0]);
         let t = at.ns();
         for slot in bucket {
             let word = slot.load_word();
@@ -247,7 +246,8 @@ impl<A: WordAlgorithm> WordTable<A> {
             }
             match self.insert(home, tag, t, n, max_wait, each) {
                 Outcome::Done(d, taken) => return (d, taken),
-                Outcome::Moved => continue,
+                // Placed or evicted by another thread meanwhile: look again.
+                Outcome::Moved => {}
             }
         }
     }
@@ -393,10 +393,10 @@ impl<A: WordAlgorithm> WordTable<A> {
         // Under the shard latch nobody else moves this key; its updaters
         // may still change the state, which the loop re-reads.
         let removed = cas_loop_from(slot, word, |word| {
-            if !self.owned_by(word, tag) {
-                (false, None)
-            } else {
+            if self.owned_by(word, tag) {
                 (true, Some(self.freed()))
+            } else {
+                (false, None)
             }
         });
         if removed {
@@ -483,7 +483,7 @@ impl<A: WordAlgorithm> KeyedTable for WordTable<A> {
     #[inline]
     fn prefetch(&self, h: u64) {
         let home = self.geometry.home(h);
-        prefetch(&self.slots[home.bucket * SLOTS]);
+        prefetch(&raw const self.slots[home.bucket * SLOTS]);
         if let Some(next) = self.slots.get((home.bucket + 1) * SLOTS) {
             prefetch(next);
         }

@@ -118,7 +118,8 @@ pub fn config_error(e: &ConfigError) -> String {
         Field::Burst => "BURST",
         Field::SubWindows => "SUBWINDOWS",
         Field::Algorithm => "algorithm",
-        Field::Capacity | Field::Overflow | Field::Limits => "configuration",
+        // Fields the command has no argument for (Field is non-exhaustive).
+        _ => "configuration",
     };
     format!("ERR {arg} is invalid: {}", e.message)
 }

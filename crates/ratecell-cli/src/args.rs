@@ -362,6 +362,8 @@ fn option_for(field: Field) -> &'static str {
         Field::Capacity => "--capacity",
         Field::Overflow => "--overflow",
         Field::Limits => "--also",
+        // A field the command has no option for (Field is non-exhaustive).
+        _ => "the policy",
     }
 }
 
@@ -376,6 +378,7 @@ fn spec_field_for(field: Field) -> &'static str {
         Field::Capacity => "capacity",
         Field::Overflow => "overflow",
         Field::Limits => "limits",
+        _ => "the limit",
     }
 }
 

@@ -5,7 +5,7 @@
 //! every number comes from running the limiters.
 
 use crate::args::{CliError, format_duration};
-use crate::engine::{self, EPOCH_NS, Policy, SECOND};
+use crate::engine::{self, EPOCH_NS, SECOND};
 use crate::load::SplitMix64;
 use crate::table::Table;
 use ratecell::{Algorithm, Config, Error};
@@ -103,7 +103,7 @@ fn bursty_traffic() -> Vec<u64> {
 /// Decisions on the traffic: admitted or not, and when each admitted one
 /// may act.
 fn decide_all(config: Config, traffic: &[u64]) -> Result<(Vec<bool>, Vec<u64>), Error> {
-    let policy = Policy::new(config)?;
+    let policy = engine::policy(config)?;
     let mut allowed = Vec::with_capacity(traffic.len());
     let mut acts = Vec::new();
     for &t in traffic {

@@ -7,7 +7,7 @@
 //! clock and every check passes its time, so a run is exact, reproducible
 //! and as fast as the arithmetic.
 
-use ratecell::{Clock, Config, Decision, Error, KeyedLimiter, Limiter, MultiDecision, Stats};
+use ratecell::{AnyLimiter, Clock, Config, Error, KeyedLimiter, Limiter};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,93 +22,42 @@ pub const SECOND: u64 = 1_000_000_000;
 
 /// A limiter as the simulations see it: checked at explicit times, with
 /// one state shared by every key (direct) or one per key (keyed).
-// A run makes one policy and keeps it where it is: the variants' sizes do
-// not matter.
-#[allow(clippy::large_enum_variant)]
-pub enum Policy {
-    /// A [`Limiter`]: keys are ignored.
-    Direct(Limiter),
-    /// A [`KeyedLimiter`] of the configured capacity.
-    Keyed(KeyedLimiter),
-}
+pub type Policy = AnyLimiter;
 
 /// A direct limiter on a manual clock that nobody moves: simulations pass
 /// every time explicitly.
 pub fn sim_limiter(config: Config) -> Result<Limiter, Error> {
-    let (clock, _) = Clock::manual(EPOCH_NS);
-    Limiter::with_clock(config, clock)
+    Limiter::with_clock(config, sim_clock())
 }
 
 /// A keyed limiter on a manual clock (`config.capacity` keys).
 pub fn sim_keyed(config: Config) -> Result<KeyedLimiter, Error> {
-    let (clock, _) = Clock::manual(EPOCH_NS);
-    KeyedLimiter::with_clock(config, clock)
+    KeyedLimiter::with_clock(config, sim_clock())
 }
 
-/// A keyed limiter of several limits as one, on a manual clock.
-pub fn sim_keyed_multi(configs: &[Config]) -> Result<KeyedLimiter, Error> {
-    let (clock, _) = Clock::manual(EPOCH_NS);
-    KeyedLimiter::with_clock_multi(configs, clock)
+/// A clock that stays at [`EPOCH_NS`]: every check passes its own time.
+fn sim_clock() -> Clock {
+    Clock::manual(EPOCH_NS).0
 }
 
-impl Policy {
-    /// Several limits checked as one (one limit is [`Policy::new`]): one
-    /// shared state when the capacity is 0, else one per key.
-    pub fn new_multi(configs: &[Config]) -> Result<Policy, Error> {
-        let (clock, _) = Clock::manual(EPOCH_NS);
-        Ok(if configs[0].capacity == 0 {
-            Policy::Direct(Limiter::with_clock_multi(configs, clock)?)
-        } else {
-            Policy::Keyed(KeyedLimiter::with_clock_multi(configs, clock)?)
-        })
-    }
+/// A policy on a manual clock: one shared state when `config.capacity` is
+/// 0, else one per key.
+pub fn policy(config: Config) -> Result<Policy, Error> {
+    AnyLimiter::with_clock(config, sim_clock())
+}
 
-    /// Several limits as one, one state per key.
-    pub fn keyed_multi(configs: &[Config]) -> Result<Policy, Error> {
-        Ok(Policy::Keyed(sim_keyed_multi(configs)?))
-    }
+/// Several limits checked as one on a manual clock (one limit is
+/// [`policy`]): one shared state when the capacity is 0, else one per key.
+pub fn policy_multi(configs: &[Config]) -> Result<Policy, Error> {
+    AnyLimiter::with_clock_multi(configs, sim_clock())
+}
 
-    /// [`Policy::check_bytes_at`] with each limit's own decision and which
-    /// denied.
-    pub fn check_bytes_each_at(&self, key: &[u8], cost: u64, t: u64) -> MultiDecision {
-        match self {
-            Policy::Direct(l) => l.check_each_at(cost, t),
-            Policy::Keyed(k) => k.check_bytes_each_at(key, cost, t),
-        }
-    }
-
-    /// One shared state when `config.capacity` is 0, else one per key.
-    pub fn new(config: Config) -> Result<Policy, Error> {
-        Ok(if config.capacity == 0 {
-            Policy::Direct(sim_limiter(config)?)
-        } else {
-            Policy::Keyed(sim_keyed(config)?)
-        })
-    }
-
-    /// Decides a request of `key` at `t`.
-    pub fn check_at(&self, key: u64, cost: u64, t: u64) -> Decision {
-        match self {
-            Policy::Direct(l) => l.check_at(cost, t),
-            Policy::Keyed(k) => k.check_at(key, cost, t),
-        }
-    }
-
-    /// Decides a request of the byte-string key `key` at `t`.
-    pub fn check_bytes_at(&self, key: &[u8], cost: u64, t: u64) -> Decision {
-        match self {
-            Policy::Direct(l) => l.check_at(cost, t),
-            Policy::Keyed(k) => k.check_bytes_at(key, cost, t),
-        }
-    }
-
-    /// The limiter's counters.
-    pub fn stats(&self) -> Stats {
-        match self {
-            Policy::Direct(l) => l.stats(),
-            Policy::Keyed(k) => k.stats(),
-        }
-    }
+/// Several limits as one, one state per key, always.
+pub fn keyed_policy_multi(configs: &[Config]) -> Result<Policy, Error> {
+    Ok(AnyLimiter::Keyed(KeyedLimiter::with_clock_multi(
+        configs,
+        sim_clock(),
+    )?))
 }
 
 /// One phase of the classic experiment: `rate` new requests per second for

@@ -8,7 +8,7 @@
 //! memory, and every error names its line.
 
 use crate::args::{self, CliError, OverflowArg, PolicyArgs, count, describe, format_duration};
-use crate::engine::Policy;
+use crate::engine::{self, Policy};
 use crate::progress::{Progress, Unit};
 use crate::table::Table;
 use ratecell::{Algorithm, Clock, Config, Decision, Field, KeyedLimiter, Overflow, SnapshotError};
@@ -111,7 +111,7 @@ const DEFAULT_TABLE_BYTES: u64 = 64 << 20;
 fn default_capacity(configs: &[Config]) -> u64 {
     const PROBE_KEYS: u64 = 64;
     let probe: Vec<Config> = configs.iter().map(|c| c.capacity(PROBE_KEYS)).collect();
-    let per_key = crate::engine::sim_keyed_multi(&probe)
+    let per_key = crate::engine::keyed_policy_multi(&probe)
         .map(|t| t.stats().bytes_allocated.div_ceil(PROBE_KEYS))
         .unwrap_or(1)
         .max(1);
@@ -569,6 +569,8 @@ fn option_of(limit: usize, field: Field) -> String {
         Field::Capacity => return "--capacity".to_string(),
         Field::Overflow => return "--overflow".to_string(),
         Field::Limits => return "--also".to_string(),
+        // A field the command has no option for (Field is non-exhaustive).
+        _ => return "the policy".to_string(),
     };
     if limit == 0 {
         option.to_string()
@@ -645,7 +647,7 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let config = configs[0];
     let (policy, restored) = match &a.from_snapshot {
         None => (
-            Policy::keyed_multi(&configs).map_err(|e| args::config_error("replay", e))?,
+            engine::keyed_policy_multi(&configs).map_err(|e| args::config_error("replay", e))?,
             None,
         ),
         Some(path) => {

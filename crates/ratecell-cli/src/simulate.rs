@@ -3,7 +3,7 @@
 //! time, and optionally an SVG or PNG plot of the same.
 
 use crate::args::{self, CliError, OverflowArg, PolicyArgs, describe, format_duration};
-use crate::engine::{self, EPOCH_NS, Policy};
+use crate::engine::{self, EPOCH_NS};
 use crate::load::{Load, Shape};
 use crate::plot::{self, Plot};
 use crate::progress::{Progress, Unit};
@@ -203,7 +203,7 @@ pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             plot::check_path(path).map_err(|e| fail(format!("--plot: {e}")))?,
         )),
     };
-    let policy = Policy::new_multi(&configs).map_err(|e| args::config_error("simulate", e))?;
+    let policy = engine::policy_multi(&configs).map_err(|e| args::config_error("simulate", e))?;
 
     let arrivals = load.arrivals();
     let mut admitted_by_key: Vec<Vec<u64>> = vec![Vec::new(); keys as usize];

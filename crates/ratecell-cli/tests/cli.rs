@@ -735,7 +735,7 @@ fn bad_options_name_the_option_and_its_range() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["simulate", "--limit", "0"],
-            "--limit: limit = 0 is outside 1..=4294967295",
+            "--limit: 0 is outside 1..=4294967295",
         ),
         (
             &["simulate", "--limit", "ten"],
@@ -743,7 +743,7 @@ fn bad_options_name_the_option_and_its_range() {
         ),
         (
             &["simulate", "--period", "10ns"],
-            "--period: period_ns = 10 is outside 1000..=",
+            "--period: 10 is outside 1000..=",
         ),
         (
             &["simulate", "--period", "soon"],
@@ -755,7 +755,7 @@ fn bad_options_name_the_option_and_its_range() {
         ),
         (
             &["simulate", "--algorithm", "fixed_window", "--burst", "5"],
-            "--burst: burst = 5: fixed_window has no burst",
+            "--burst: fixed_window has no burst: leave it 0 or equal to limit (10), not 5",
         ),
         (
             &[
@@ -765,7 +765,7 @@ fn bad_options_name_the_option_and_its_range() {
                 "--sub-windows",
                 "7",
             ],
-            "--sub-windows: sub_windows = 7 does not divide",
+            "--sub-windows: 7 does not divide period_ns",
         ),
         (
             &[
@@ -775,7 +775,7 @@ fn bad_options_name_the_option_and_its_range() {
                 "--sub-windows",
                 "65",
             ],
-            "--sub-windows: sub_windows = 65 is outside 1..=64",
+            "--sub-windows: 65 is outside 1..=64",
         ),
         (
             &["simulate", "--sub-windows", "5"],
@@ -809,7 +809,7 @@ fn bad_options_name_the_option_and_its_range() {
         (&["replay"], "missing the trace FILE"),
         (
             &["replay", "trace.csv", "--capacity", "0"],
-            "--capacity: capacity = 0",
+            "--capacity: a keyed limiter needs room for at least 1 key, not 0",
         ),
         (
             &["replay", "trace.csv", "--top", "0"],
