@@ -1152,7 +1152,7 @@ fn bad_further_limits_name_the_field() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["simulate", "--also", "algorithm=gcra,limit=0,period=1s"],
-            "--also #1 (limit 2): field 'limit': limit = 0 is outside",
+            "--also #1 (limit 2): field 'limit': 0 is outside",
         ),
         (
             &["simulate", "--also", "algorithm=gcra,limit=5"],
