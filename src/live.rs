@@ -1,6 +1,6 @@
-//! Parameters that a live reconfiguration replaces while checks run
-//! (issue 15, part 3): the one place a limiter's algorithm parameters and
-//! configurations are swapped.
+//! Parameters that a live reconfiguration replaces while checks run: the
+//! one place a limiter's algorithm parameters and configurations are
+//! swapped.
 //!
 //! Why a pointer swap with reclamation deferred to drop: a check must see
 //! the old parameters or the new ones, never a mix, and must not slow

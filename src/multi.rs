@@ -23,7 +23,7 @@ pub use crate::algorithm::all_of::MAX_LIMITS;
 /// The answer to one request checked against several limits: the combined
 /// [`Decision`], which limit denied, and each limit's own decision.
 ///
-/// The combined decision (issue 15): `allowed` when every limit admits;
+/// The combined decision: `allowed` when every limit admits;
 /// `remaining` the least over the limits and `limit` that limit's (the
 /// first on ties), each limit's on its state after the decision (unchanged
 /// when the request is not admitted); `retry_after_ns` 0 when admitted,

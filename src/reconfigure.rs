@@ -1,5 +1,5 @@
-//! Live reconfiguration (issue 15, part 3): which changes a running
-//! limiter accepts, and the swap of its parameters.
+//! Live reconfiguration: which changes a running limiter accepts, and the
+//! swap of its parameters.
 //!
 //! The states already kept are never rewritten (a keyed table may hold
 //! millions, and checks run meanwhile): the new parameters read each state

@@ -4,8 +4,7 @@
 //! one word, one latch otherwise) and nothing is ever spent then refunded.
 //!
 //! Each limit is decided by its own algorithm's `decide`, unchanged; this
-//! module only places the states side by side and combines the decisions
-//! (issue 15):
+//! module only places the states side by side and combines the decisions:
 //! - `allowed`: every limit admits; only then is anything stored;
 //! - `remaining`: the least over the limits, each on its state after the
 //!   decision (unchanged when the request is not admitted), and `limit`
