@@ -6,7 +6,7 @@ use crate::decision::Decision;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-/// Why [`Limiter::acquire`] gave up. Each carries the last decision.
+/// Why [`Limiter::acquire`](crate::Limiter::acquire) gave up. Each carries the last decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AcquireError {
     /// The request would not be admitted (or, for the leaky bucket, would
