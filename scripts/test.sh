@@ -30,12 +30,32 @@ need() {
 }
 
 need cargo "install Rust (https://rustup.rs) first" || exit 1
+
+# Disk: the steps together need about 4 GB under target/ (less on CI, see
+# below). Say what there is, so a step that fails for want of it is
+# recognised as such.
+target="${CARGO_TARGET_DIR:-$root/target}"
+mkdir -p "$target"
+echo "$STEP_PREFIX disk: $(df -Pm "$target" | awk 'NR == 2 { print $4 }') MB free for $target"
+
+# On CI (CI set, as CI services set it) nothing is built twice, so
+# incremental compilation's caches only take disk, and once a step has run,
+# the build products no later step uses are removed.
+if [ -n "${CI:-}" ]; then
+    export CARGO_INCREMENTAL=0
+fi
+prune() {
+    [ -n "${CI:-}" ] && rm -rf "$@"
+    return 0
+}
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --exclude ratecell-redis --all-targets --quiet -- -D warnings
 step rust cargo test --workspace --exclude ratecell-redis --quiet
+prune "$target/debug"
 step loom scripts/loom.sh
+prune "${LOOM_TARGET_DIR:-$root/target/loom}"
 step c-cpp scripts/c-tests.sh
 [ -x scripts/go-tests.sh ] && step go scripts/go-tests.sh
 [ -x scripts/python-tests.sh ] && step python scripts/python-tests.sh
