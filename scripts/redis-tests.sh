@@ -46,8 +46,10 @@ install() {
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
-# bindgen loads libclang at run time; any installed version will do.
-ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 ||
+# bindgen loads libclang (libclang.so or libclang-<version>.so) at run time;
+# any installed version will do. libclang-cpp, which other packages bring,
+# is a different library and does not.
+[ -n "${LIBCLANG_PATH:-}" ] || { ldconfig -p 2>/dev/null || /sbin/ldconfig -p; } | grep -qE '[[:space:]]libclang(-[0-9.]+)?\.so' ||
     missing+=(libclang-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     step install install "${missing[@]}"
