@@ -27,6 +27,12 @@
 //!   first on a view that drops writes; only when all admit are they decided
 //!   again on the real words (the same inputs give the same decision), so
 //!   a denial writes nothing.
+//!
+//! Two single-word limits, in either layout, take one dispatch on their
+//! pair of algorithms into a copy of the check made for that pair
+//! (`decide_pair`); three or more, or a multi-word limit, take the general
+//! path. Both decide alike: the model tests compare them with the
+//! conjunction of the limits.
 
 use super::{
     BlockAlgorithm, WordAlgorithm, Words, bucketed_window::BucketedWindow,
@@ -332,10 +338,10 @@ pub(crate) fn combine(each: &[Decision]) -> (Decision, Option<usize>) {
 /// Two single-word limits on their packed states, both algorithms known at
 /// compile time: [`AllOf`]'s checks dispatch once on the pair of rules and
 /// land here, so each limit's `decide` is inlined and the combined decision
-/// is built in registers. The loop over parts, which dispatches on each
-/// rule in turn and shifts a 128-bit word by a runtime amount per limit,
-/// cost a two-limit check more than its two decisions (the 1.3× goal of
-/// docs/PERFORMANCE.md).
+/// is built in registers. Why not the loop over parts: it dispatches on
+/// each rule in turn and shifts and masks a 128-bit word by runtime
+/// amounts per limit, which costs a two-limit check as much as a second
+/// decision (docs/PERFORMANCE.md, "Several limits").
 ///
 /// Returns the combined decision and, when both admit a cost above 0, the
 /// two packed states to store. Writes the limits' own decisions to `out`
