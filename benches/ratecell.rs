@@ -22,7 +22,9 @@
 //! stops if a single decision went the other way.
 //!
 //! - `multi`: a check against two limits (issue 15) beside single-limit
-//!   checks of each of the two algorithms, direct and keyed.
+//!   checks of each of the two algorithms, direct and keyed, and the floors
+//!   of a direct one: each limit's own decision on plain words plus one
+//!   16-byte CAS (or the latch, for states wider than one CAS).
 //!
 //! Run through `scripts/bench.sh`, which prints the table (docs/PERFORMANCE.md).
 
@@ -30,14 +32,15 @@ mod support;
 
 use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
 use governor::{Quota, RateLimiter};
+use ratecell::state::Rule;
 use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, Overflow, Stats};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
 use support::cpu_time::ThreadCpuTime;
 use support::{
-    BareCell, BareCountedCell, BareTable, BareWideCell, Cycle, SplitMix, T0, keys16, over_keys,
-    run_threads, u64_keys,
+    BareCell, BareCountedCell, BareLatch, BareTable, BareWideCell, Cycle, SplitMix, T0, keys16,
+    over_keys, run_threads, u64_keys,
 };
 
 const SECOND: u64 = 1_000_000_000;
@@ -599,6 +602,43 @@ fn multi(c: &mut Criterion<ThreadCpuTime>) {
             })
         });
         expect_decisions(&id, lim.stats(), true);
+    }
+    // The floors, in the same run: what a check against these limits does
+    // at least, with nothing of the composite: each limit's own decision
+    // (`state::Rule`: the same arithmetic, on plain words) and one 16-byte
+    // CAS, or the latch when the two states do not fit one CAS.
+    let floors: [(&str, Vec<Config>, bool); 4] = [
+        ("cas+fixed_window", vec![window], false),
+        ("cas+gcra+fixed_window", vec![gcra, window], false),
+        ("cas+token_bucket", vec![token], false),
+        (
+            "latch+token_bucket+sliding_window",
+            vec![token, sliding],
+            true,
+        ),
+    ];
+    for (name, configs, latched) in &floors {
+        let rules: Vec<Rule> = configs.iter().map(|c| Rule::new(c).unwrap()).collect();
+        let mut states: Vec<Vec<u64>> = rules.iter().map(|r| vec![0; r.words()]).collect();
+        let (cell, latch) = (BareWideCell::default(), BareLatch::default());
+        let mut t = T0;
+        g.bench_function(format!("direct/floor/{name}/at"), |b| {
+            b.iter(|| {
+                t += STEP_NS;
+                let mut decide = || {
+                    let mut allowed = true;
+                    for (rule, state) in rules.iter().zip(&mut states) {
+                        allowed &= rule.decide(state, t, 1).allowed;
+                    }
+                    allowed
+                };
+                if *latched {
+                    latch.with(decide)
+                } else {
+                    decide() & cell.cas()
+                }
+            })
+        });
     }
     let keys = u64_keys(1_000, 15);
     let spent = |alg| spent_config(alg).capacity(2_000);

@@ -59,6 +59,15 @@ const CASES: &[&str] = &[
     "batch-1M",
     "keyed-1k-u64-1-thread",
     "keyed-1k-u64-2-threads",
+    "multi-direct-gcra",
+    "multi-direct-fixed_window",
+    "multi-direct-gcra+fixed_window",
+    "multi-direct-token_bucket",
+    "multi-direct-sliding_window",
+    "multi-direct-token_bucket+sliding_window",
+    "multi-keyed-1k-gcra",
+    "multi-keyed-1k-fixed_window",
+    "multi-keyed-1k-gcra+fixed_window",
 ];
 
 /// The loop callgrind counts: `iters` calls of `check`. Never inlined, so
@@ -109,6 +118,25 @@ fn report(lim: &KeyedLimiter) {
         "capacity {}: {} keys tracked, {} overflows, {} evictions",
         s.capacity, s.keys_tracked, s.overflows, s.evictions
     );
+}
+
+/// The limits of a `multi-` case's name (`gcra+fixed_window`), as the
+/// bench group `multi` configures them: the huge rate for direct checks,
+/// one request per 366 days (spent by the first check) for keyed ones.
+fn multi_configs(names: &str, keyed: bool) -> Vec<Config> {
+    names
+        .split('+')
+        .map(|name| {
+            let alg = Algorithm::from_name(name).expect("an algorithm name");
+            match (keyed, alg) {
+                (true, _) => Config::new(alg, 1, ratecell::MAX_PERIOD_NS).capacity(2_000),
+                (false, Algorithm::FixedWindow | Algorithm::SlidingWindow) => {
+                    Config::new(alg, HUGE_RATE, 100 * SECOND)
+                }
+                (false, _) => config(alg),
+            }
+        })
+        .collect()
 }
 
 fn governor() -> Quota {
@@ -295,6 +323,28 @@ fn main() {
                 out[0].allowed
             });
             report(&lim);
+        }
+        multi if multi.starts_with("multi-keyed-1k-") && CASES.contains(&multi) => {
+            // The bench's keyed `multi` cases: every check denied.
+            let configs = multi_configs(&multi["multi-keyed-1k-".len()..], true);
+            let lim = KeyedLimiter::new_multi(&configs).unwrap();
+            let keys = u64_keys(1_000, 15);
+            keys.iter()
+                .for_each(|&k| assert!(lim.check_at(k, 1, T0).allowed));
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || lim.check_at(*cycle.next_item(), 1, T0));
+            assert_eq!(lim.stats().allowed, keys.len() as u64);
+        }
+        multi if multi.starts_with("multi-direct-") && CASES.contains(&multi) => {
+            // The bench's direct `multi` cases: every check admitted.
+            let configs = multi_configs(&multi["multi-direct-".len()..], false);
+            let lim = Limiter::new_multi(&configs).unwrap();
+            let mut t = T0;
+            measured(iters, || {
+                t += 2;
+                lim.check_at(1, t)
+            });
+            assert_eq!(lim.stats().denied, 0);
         }
         other => {
             eprintln!("unknown case {other}; cases: {}", CASES.join(" "));

@@ -81,7 +81,11 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
     let (clock, _) = Clock::manual(0);
     let keyed = case.configs[0].capacity > 0;
     let direct = (!keyed).then(|| Limiter::with_clock_multi(&case.configs, clock.clone()));
-    let table = keyed.then(|| KeyedLimiter::with_clock_multi(&case.configs, clock));
+    let table = keyed.then(|| KeyedLimiter::with_clock_multi(&case.configs, clock.clone()));
+    // A twin fed the same requests through the plain check, which asks for
+    // no per-limit decisions (the path a check takes most often).
+    let twin_direct = (!keyed).then(|| Limiter::with_clock_multi(&case.configs, clock.clone()));
+    let twin_table = keyed.then(|| KeyedLimiter::with_clock_multi(&case.configs, clock));
     let mut models = vec![AllOfModel::new(&case.configs); 3];
     let mut t = case.start;
     let mut seen = Vec::new();
@@ -106,6 +110,12 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
             got,
             want
         );
+        let twin = match (&twin_direct, &twin_table) {
+            (Some(l), _) => l.as_ref().unwrap().check_at(cost, t),
+            (_, Some(k)) => k.as_ref().unwrap().check_at(key, cost, t),
+            _ => unreachable!(),
+        };
+        prop_assert_eq!(twin, want.decision, "the plain check of a twin");
         // The plain check returns the same combined decision.
         let plain = match (&direct, &table) {
             (Some(l), _) => l.as_ref().unwrap().check_at(0, t),

@@ -13,7 +13,10 @@ use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
 use std::hint::black_box;
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Relaxed, Release, SeqCst},
+};
 use std::time::{Duration, Instant};
 
 /// A fixed start of time for the explicit-time cases (UNIX ns, 2023).
@@ -291,6 +294,38 @@ impl BareWideCell {
         self.word
             .compare_exchange(old, old.wrapping_add(1), Relaxed, Relaxed)
             .is_ok()
+    }
+}
+
+/// The least a check on states too wide for one CAS does around its
+/// decision: count itself in flight for the fork barrier (a `SeqCst`
+/// `fetch_add` on the thread's padded stripe and a load of the fork flag),
+/// take the latch (a CAS on a padded header), and release both with plain
+/// stores, as ratecell's block cells do.
+#[derive(Default)]
+pub struct BareLatch {
+    in_flight: CachePadded<AtomicU64>,
+    forking: CachePadded<AtomicU64>,
+    header: CachePadded<AtomicU64>,
+}
+
+impl BareLatch {
+    #[inline]
+    pub fn with<R>(&self, under: impl FnOnce() -> R) -> R {
+        self.in_flight.fetch_add(1, SeqCst);
+        assert_eq!(self.forking.load(SeqCst), 0, "nothing forks in a bench");
+        while self
+            .header
+            .compare_exchange_weak(0, 1 << 63, Acquire, Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        let result = under();
+        self.header.store(0, Release);
+        self.in_flight
+            .store(self.in_flight.load(Relaxed) - 1, Release);
+        result
     }
 }
 

@@ -27,6 +27,12 @@
 //!   first on a view that drops writes; only when all admit are they decided
 //!   again on the real words (the same inputs give the same decision), so
 //!   a denial writes nothing.
+//!
+//! Two single-word limits, in either layout, take one dispatch on their
+//! pair of algorithms into a copy of the check made for that pair
+//! (`decide_pair`); three or more, or a multi-word limit, take the general
+//! path. Both decide alike: the model tests compare them with the
+//! conjunction of the limits.
 
 use super::{
     BlockAlgorithm, WordAlgorithm, Words, bucketed_window::BucketedWindow,
@@ -61,6 +67,20 @@ macro_rules! with_rule {
             Rule::SlidingWindow($a) => $word,
             Rule::BucketedWindow($a) => $block,
             Rule::SlidingLog($a) => $block,
+        }
+    };
+}
+
+/// Runs `$word` with `$a` bound to a single-word rule, or `$other` for a
+/// multi-word one (whose value is not bound).
+macro_rules! with_word_rule {
+    ($rule:expr, $a:ident => $word:expr, else $other:expr) => {
+        match $rule {
+            Rule::Gcra($a) => $word,
+            Rule::TokenBucket($a) => $word,
+            Rule::FixedWindow($a) => $word,
+            Rule::SlidingWindow($a) => $word,
+            Rule::BucketedWindow(_) | Rule::SlidingLog(_) => $other,
         }
     };
 }
@@ -137,6 +157,9 @@ pub(crate) struct AllOf {
     len: usize,
     /// Total state bits in the word layout, or total words in the block one.
     size: u32,
+    /// `mask(size)` in the word layout, computed once: a check unpacks with
+    /// it.
+    size_mask: u128,
     word: bool,
 }
 
@@ -168,6 +191,7 @@ impl AllOf {
             parts,
             len: rules.len(),
             size: at,
+            size_mask: mask(at),
             word,
         }
     }
@@ -183,6 +207,7 @@ impl AllOf {
         self.len
     }
 
+    #[inline]
     fn parts(&self) -> &[Part] {
         &self.parts[..self.len]
     }
@@ -202,6 +227,44 @@ impl AllOf {
             }
         }
         None
+    }
+
+    /// Three or more limits in the word layout. The admitted case folds the
+    /// limits' decisions as they come (no array of decisions); a denial
+    /// goes to [`AllOf::denied_word`], which decides again with the
+    /// adjustments a denial needs.
+    #[inline(never)]
+    fn decide_many(
+        &self,
+        state: u128,
+        t: u64,
+        n: u64,
+        out: &mut [Decision],
+    ) -> (Decision, Option<u128>) {
+        let mut combined = Decision {
+            allowed: true,
+            remaining: u64::MAX,
+            ..Decision::default()
+        };
+        let mut next = 0u128;
+        for (i, p) in self.parts().iter().enumerate() {
+            let own = (state >> p.at) & mask(p.bits);
+            let (d, stored) = p.rule.decide_word(own, t, n);
+            if !d.allowed {
+                return (self.denied_word(state, t, n, out), None);
+            }
+            if let Some(o) = out.get_mut(i) {
+                *o = d;
+            }
+            if d.remaining < combined.remaining {
+                combined.remaining = d.remaining;
+                combined.limit = d.limit;
+            }
+            combined.reset_after_ns = combined.reset_after_ns.max(d.reset_after_ns);
+            combined.wait_ns = combined.wait_ns.max(d.wait_ns);
+            next |= stored.unwrap_or(own) << p.at;
+        }
+        (combined, (n > 0).then_some(next))
     }
 
     /// A denied request in the word layout: every limit's decision, those
@@ -243,6 +306,7 @@ impl AllOf {
 /// their states after the decision), and which limit denied: the one whose
 /// wait is the combined `retry_after_ns` (the lowest index on ties); `None`
 /// when all admit.
+#[inline]
 pub(crate) fn combine(each: &[Decision]) -> (Decision, Option<usize>) {
     let allowed = each.iter().all(|d| d.allowed);
     let mut least = 0;
@@ -271,7 +335,93 @@ pub(crate) fn combine(each: &[Decision]) -> (Decision, Option<usize>) {
     (combined, denied_by)
 }
 
+/// Two single-word limits on their packed states, both algorithms known at
+/// compile time: [`AllOf`]'s checks dispatch once on the pair of rules and
+/// land here, so each limit's `decide` is inlined and the combined decision
+/// is built in registers. Why not the loop over parts: it dispatches on
+/// each rule in turn and shifts and masks a 128-bit word by runtime
+/// amounts per limit, which costs a two-limit check as much as a second
+/// decision (docs/PERFORMANCE.md, "Several limits").
+///
+/// Returns the combined decision and, when both admit a cost above 0, the
+/// two packed states to store. Writes the limits' own decisions to `out`
+/// as [`WordAlgorithm::decide_each`] does.
+#[allow(
+    clippy::inline_always,
+    reason = "one copy per pair of algorithms, each the body of a check; a call would keep the decisions in memory"
+)]
+#[inline(always)]
+fn decide_pair<A: WordAlgorithm, B: WordAlgorithm>(
+    a: &A,
+    b: &B,
+    (sa, sb): (u128, u128),
+    t: u64,
+    n: u64,
+    out: &mut [Decision],
+) -> (Decision, Option<(u128, u128)>) {
+    let (da, na) = a.decide(a.unpack(sa), t, n);
+    let (db, nb) = b.decide(b.unpack(sb), t, n);
+    if da.allowed && db.allowed {
+        for (o, d) in out.iter_mut().zip([da, db]) {
+            *o = d;
+        }
+        let least = if db.remaining < da.remaining { db } else { da };
+        let combined = Decision {
+            allowed: true,
+            limit: least.limit,
+            remaining: least.remaining,
+            retry_after_ns: 0,
+            reset_after_ns: da.reset_after_ns.max(db.reset_after_ns),
+            wait_ns: da.wait_ns.max(db.wait_ns),
+        };
+        let next = match (na, nb) {
+            (Some(na), Some(nb)) => Some((a.pack(na), b.pack(nb))),
+            _ => None,
+        };
+        return (combined, next);
+    }
+    denied_pair(a, b, (sa, sb), (da, db), t, out)
+}
+
+/// [`decide_pair`]'s denial: a limit that admitted reports its unchanged
+/// state ([`AllOf::unspent`]), then the two decisions combine as
+/// [`combine`] combines any list.
+#[inline]
+fn denied_pair<A: WordAlgorithm, B: WordAlgorithm>(
+    a: &A,
+    b: &B,
+    (sa, sb): (u128, u128),
+    (mut da, mut db): (Decision, Decision),
+    t: u64,
+    out: &mut [Decision],
+) -> (Decision, Option<(u128, u128)>) {
+    if da.allowed {
+        let never = a.decide(a.unpack(sa), t, da.limit.saturating_add(1)).0;
+        da = AllOf::unspent(da, never);
+    }
+    if db.allowed {
+        let never = b.decide(b.unpack(sb), t, db.limit.saturating_add(1)).0;
+        db = AllOf::unspent(db, never);
+    }
+    for (o, d) in out.iter_mut().zip([da, db]) {
+        *o = d;
+    }
+    // `combine` for two: an admitting limit's `retry_after_ns` is 0 here,
+    // so the largest of both is the largest of the denying ones.
+    let least = if db.remaining < da.remaining { db } else { da };
+    let combined = Decision {
+        allowed: false,
+        limit: least.limit,
+        remaining: least.remaining,
+        retry_after_ns: da.retry_after_ns.max(db.retry_after_ns),
+        reset_after_ns: da.reset_after_ns.max(db.reset_after_ns),
+        wait_ns: 0,
+    };
+    (combined, None)
+}
+
 /// Copies the limits' decisions to `out` (as many as fit).
+#[inline]
 fn report(each: &[Decision], out: &mut [Decision]) {
     let n = each.len().min(out.len());
     out[..n].copy_from_slice(&each[..n]);
@@ -286,11 +436,13 @@ impl WordAlgorithm for AllOf {
         WordAlgorithm::decide_each(self, state, t, n, &mut [])
     }
 
-    /// The admitted case, the common one, folds the limits' decisions as
-    /// they come (no array of decisions); a denial goes to
-    /// [`AllOf::denied_word`], which decides again with the adjustments a
-    /// denial needs.
-    #[inline]
+    /// Two limits, the common case, go to [`decide_pair`] after one
+    /// dispatch on the pair of rules; more go to [`AllOf::decide_many`].
+    #[allow(
+        clippy::inline_always,
+        reason = "inlined into the cell's or table's CAS loop, the pair's decision is built where the check returns it"
+    )]
+    #[inline(always)]
     fn decide_each(
         &self,
         state: u128,
@@ -298,30 +450,16 @@ impl WordAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> (Decision, Option<u128>) {
-        let mut combined = Decision {
-            allowed: true,
-            remaining: u64::MAX,
-            ..Decision::default()
-        };
-        let mut next = 0u128;
-        for (i, p) in self.parts().iter().enumerate() {
-            let own = (state >> p.at) & mask(p.bits);
-            let (d, stored) = p.rule.decide_word(own, t, n);
-            if !d.allowed {
-                return (self.denied_word(state, t, n, out), None);
-            }
-            if let Some(o) = out.get_mut(i) {
-                *o = d;
-            }
-            if d.remaining < combined.remaining {
-                combined.remaining = d.remaining;
-                combined.limit = d.limit;
-            }
-            combined.reset_after_ns = combined.reset_after_ns.max(d.reset_after_ns);
-            combined.wait_ns = combined.wait_ns.max(d.wait_ns);
-            next |= stored.unwrap_or(own) << p.at;
+        if let [p, q] = self.parts() {
+            // Each state's bits above its own are ignored by its `unpack`.
+            let (sa, sb) = (state, state >> q.at);
+            return with_word_rule!(&p.rule, a => with_word_rule!(&q.rule, b => {
+                let (d, next) = decide_pair(a, b, (sa, sb), t, n, out);
+                (d, next.map(|(na, nb)| na | nb << q.at))
+            }, else unreachable!("a multi-word rule in a word layout")),
+            else unreachable!("a multi-word rule in a word layout"));
         }
-        (combined, (n > 0).then_some(next))
+        self.decide_many(state, t, n, out)
     }
 
     fn is_fresh_at(&self, state: u128, t: u64) -> bool {
@@ -337,7 +475,7 @@ impl WordAlgorithm for AllOf {
 
     #[inline]
     fn unpack(&self, word: u128) -> u128 {
-        word & mask(self.size)
+        word & self.size_mask
     }
 
     fn state_bits(&self) -> u32 {
@@ -376,10 +514,12 @@ impl<W: Words + ?Sized> Words for View<'_, W> {
 }
 
 /// A single-word state's two words in the block layout.
+#[inline]
 fn read_pair<W: Words + ?Sized>(w: &W, at: usize) -> u128 {
     u128::from(w.get(at)) | (u128::from(w.get(at + 1)) << 64)
 }
 
+#[inline]
 fn write_pair<W: Words + ?Sized>(w: &mut W, at: usize, value: u128) {
     w.set(at, value as u64);
     w.set(at + 1, (value >> 64) as u64);
@@ -421,6 +561,20 @@ impl BlockAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> Decision {
+        if let [p, q] = self.parts() {
+            let (at_a, at_b) = (p.at as usize, q.at as usize);
+            let pair = with_word_rule!(&p.rule, a => with_word_rule!(&q.rule, b => {
+                let states = (read_pair(w, at_a), read_pair(w, at_b));
+                Some(decide_pair(a, b, states, t, n, out))
+            }, else None), else None);
+            if let Some((d, next)) = pair {
+                if let Some((na, nb)) = next {
+                    write_pair(w, at_a, na);
+                    write_pair(w, at_b, nb);
+                }
+                return d;
+            }
+        }
         let mut each = [Decision::default(); MAX_LIMITS];
         let mut stored = [None; MAX_LIMITS];
         for (i, p) in self.parts().iter().enumerate() {

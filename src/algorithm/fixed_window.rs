@@ -37,7 +37,11 @@ impl FixedWindow {
 impl WordAlgorithm for FixedWindow {
     type State = State;
 
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "two limits in a block decide in one generic body, too large for the inliner's own choice; a call passes the decision through memory"
+    )]
+    #[inline(always)]
     fn decide(&self, s: State, t: u64, n: u64) -> (Decision, Option<State>) {
         let q = effective_cost(n);
         let w = t / self.period;

@@ -38,7 +38,11 @@ impl WordAlgorithm for Gcra {
     /// `tat`; 0 is fresh.
     type State = u64;
 
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "two limits in a block decide in one generic body, too large for the inliner's own choice; a call passes the decision through memory"
+    )]
+    #[inline(always)]
     fn decide(&self, tat: u64, t: u64, n: u64) -> (Decision, Option<u64>) {
         let q = effective_cost(n);
         let base = tat.max(t);

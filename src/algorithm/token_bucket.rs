@@ -66,7 +66,11 @@ impl TokenBucket {
 impl WordAlgorithm for TokenBucket {
     type State = State;
 
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "two limits in a block decide in one generic body, too large for the inliner's own choice; a call passes the decision through memory"
+    )]
+    #[inline(always)]
     fn decide(&self, s: State, t: u64, n: u64) -> (Decision, Option<State>) {
         let q = effective_cost(n);
         let (mut tokens, last) = self.refill(s, t);
