@@ -149,6 +149,10 @@ class bdist_wheel(_bdist_wheel):
 
 # gcc and clang; MSVC takes its own flags and warns by default.
 WARNINGS = [] if sys.platform == "win32" else ["-Wall", "-Wextra"]
+# The module calls nothing of libc itself, so a linker with --as-needed
+# (Debian's default) records no libc dependency, and auditwheel refuses an
+# extension module whose libc it cannot tell (glibc or musl).
+LINK_LIBC = ["-Wl,--no-as-needed", "-lc"] if sys.platform.startswith("linux") else []
 
 setup(
     ext_modules=[
@@ -158,6 +162,7 @@ setup(
             py_limited_api=True,
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             extra_compile_args=WARNINGS,
+            extra_link_args=LINK_LIBC,
             # Without a compiler the package still works, on ctypes alone.
             optional=True,
         )
