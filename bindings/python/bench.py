@@ -198,7 +198,7 @@ def rows(args: argparse.Namespace) -> list[tuple[str, float, float]]:
     # module (the default where it is built): its functions called directly.
     from ratecell import _limiter
 
-    sp = _limiter._speedups
+    sp = getattr(_limiter, "_speedups", None)
     if sp is not None:
 
         def make_floor_sp_allow(ints, strs):
@@ -246,7 +246,7 @@ def environment() -> str:
         peers += f", pyrate-limiter {version('pyrate-limiter')}"
     from ratecell import _limiter
 
-    path = "C extension" if _limiter._speedups is not None else "ctypes only"
+    path = "C extension" if getattr(_limiter, "_speedups", None) is not None else "ctypes only"
     return (
         f"Python {platform.python_version()}, ratecell {ratecell.library_version()} "
         f"({path}), {peers}, "
