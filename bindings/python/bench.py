@@ -4,7 +4,9 @@
 Measures the cost of one rate-limit decision, in µs per call, for:
 
 - pyrate-limiter's Limiter.try_acquire (in-memory, non-blocking);
-- the floor: the bare ctypes calls ratecell's methods make, arguments ready;
+- the floor: the bare ctypes calls ratecell's methods make, arguments ready,
+  and the bare calls into the C extension module that check() and allow()
+  make where it is built (RATECELL_NO_SPEEDUPS=1 measures the ctypes path);
 - limits (MemoryStorage) FixedWindowRateLimiter.hit and
   MovingWindowRateLimiter.hit, the in-memory limiters Python applications
   use today (Flask-Limiter, SlowAPI);
@@ -192,6 +194,27 @@ def rows(args: argparse.Namespace) -> list[tuple[str, float, float]]:
 
     measure("floor: bare ctypes ratecell_check_bytes(h, bytes, n, 1, out)", make_floor_check_bytes)
 
+    # The floor of check() and allow() when they run in the C extension
+    # module (the default where it is built): its functions called directly.
+    from ratecell import _limiter
+
+    sp = getattr(_limiter, "_speedups", None)
+    if sp is not None:
+
+        def make_floor_sp_allow(ints, strs):
+            lim = ratecell_limiter("fixed_window", keys_of(ints))
+            fn, h = sp.allow, lim._h
+            return loop(lambda k: fn(h, k, 1), ints)
+
+        measure("floor: bare _speedups.allow(h, int, 1)", make_floor_sp_allow)
+
+        def make_floor_sp_check(ints, strs):
+            lim = ratecell_limiter("fixed_window", keys_of(ints))
+            fn, h = sp.check, lim._h
+            return loop(lambda k: fn(h, k, 1), strs)
+
+        measure("floor: bare _speedups.check(h, str, 1)", make_floor_sp_check)
+
     # Rounds interleave the implementations, so that a burst of load from
     # elsewhere on the machine hits all of them alike; each keeps its best.
     best = {name: [float("inf"), float("inf")] for name, _, _ in runs}
@@ -221,8 +244,12 @@ def environment() -> str:
         from importlib.metadata import version
 
         peers += f", pyrate-limiter {version('pyrate-limiter')}"
+    from ratecell import _limiter
+
+    path = "C extension" if getattr(_limiter, "_speedups", None) is not None else "ctypes only"
     return (
-        f"Python {platform.python_version()}, ratecell {ratecell.library_version()}, {peers}, "
+        f"Python {platform.python_version()}, ratecell {ratecell.library_version()} "
+        f"({path}), {peers}, "
         f"numpy {np.__version__ if np is not None else 'not installed'}; "
         f"{cpu}, {os.cpu_count()} CPUs{load}"
     )

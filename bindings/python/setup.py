@@ -19,9 +19,17 @@ setuptools-rust rather than maturin: maturin treats a cdylib without PyO3 as
 a cffi module (it generates a cffi wrapper and needs cffi at run time), while
 this package loads the library with ctypes and needs nothing.
 
-The wheel holds no extension module, so it is tagged ``py3-none-<platform>``
-(any Python 3.10+); ``auditwheel repair`` turns the platform into a
-manylinux tag (scripts/python-tests.sh checks it).
+One small C extension module, ``ratecell._speedups``, runs the hot calls
+(``Limiter.check`` and ``allow``) without ctypes. It is not linked against
+the library (``ratecell._ffi`` hands it the functions' addresses at import),
+and it is built for the stable ABI of CPython 3.10 (``_speedups.abi3.so``),
+which every CPython from 3.10 on loads. It is optional: where it cannot be
+built or loaded (no C compiler, PyPy, a free-threaded build), the package
+runs on ctypes alone, as fast as before.
+
+So the wheel stays tagged ``py3-none-<platform>`` (any Python 3.10+: on
+CPython with the extension, elsewhere without); ``auditwheel repair`` turns
+the platform into a manylinux tag (scripts/python-tests.sh checks it).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.sdist import sdist as _sdist
 from setuptools_rust import Binding, RustExtension
 
@@ -139,7 +147,26 @@ class bdist_wheel(_bdist_wheel):
         return "py3", "none", platform
 
 
+# gcc and clang; MSVC takes its own flags and warns by default.
+WARNINGS = [] if sys.platform == "win32" else ["-Wall", "-Wextra"]
+# The module calls nothing of libc itself, so a linker with --as-needed
+# (Debian's default) records no libc dependency, and auditwheel refuses an
+# extension module whose libc it cannot tell (glibc or musl).
+LINK_LIBC = ["-Wl,--no-as-needed", "-lc"] if sys.platform.startswith("linux") else []
+
 setup(
+    ext_modules=[
+        Extension(
+            "ratecell._speedups",
+            ["src/ratecell/_speedups.c"],
+            py_limited_api=True,
+            define_macros=[("Py_LIMITED_API", "0x030A0000")],
+            extra_compile_args=WARNINGS,
+            extra_link_args=LINK_LIBC,
+            # Without a compiler the package still works, on ctypes alone.
+            optional=True,
+        )
+    ],
     rust_extensions=[
         RustExtension(
             "ratecell.libratecell",

@@ -3,10 +3,11 @@ structures of ``include/ratecell.h``, and ``argtypes``/``restype`` for every
 function the package calls.
 
 Nothing outside this module calls ``ctypes.CDLL`` or names a C symbol; the
-rest of the package goes through the function objects defined here. The
-library is loaded with ``ctypes.CDLL`` (not ``PyDLL``), so every call
-releases the GIL while it runs: a thread blocked in ``ratecell_acquire`` lets
-the others go on.
+rest of the package goes through the function objects defined here, or
+through ``ratecell._speedups`` (see ``speedups``), which this module hands
+the addresses of the functions it calls. The library is loaded with
+``ctypes.CDLL`` (not ``PyDLL``), so every ctypes call releases the GIL while
+it runs: a thread blocked in ``ratecell_acquire`` lets the others go on.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "CStats",
     "LimiterHandle",
     "lib",
+    "speedups",
 ]
 
 if sys.maxsize <= 2**32:
@@ -336,3 +338,34 @@ def _check_abi() -> None:
 
 
 _check_abi()
+
+SPEEDUPS_DISABLED = bool(os.environ.get("RATECELL_NO_SPEEDUPS"))
+"""``RATECELL_NO_SPEEDUPS`` set and not empty: the ctypes path everywhere."""
+
+
+def speedups(decision: type, error_for_status: Any) -> Any:
+    """``ratecell._speedups`` bound to this library, or None when it is not
+    built (a pure ctypes install), cannot be loaded by this interpreter, or
+    ``RATECELL_NO_SPEEDUPS`` is set. The module calls ``ratecell_check``,
+    ``ratecell_check_bytes`` and ``ratecell_allow_key`` at the addresses
+    given here, holding the GIL (they never block), and builds ``decision``
+    objects itself."""
+    if SPEEDUPS_DISABLED:
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+
+    def address(fn: Any) -> int | None:
+        return ctypes.cast(fn, c_void_p).value
+
+    _speedups.init(
+        address(lib.ratecell_check),
+        address(lib.ratecell_check_bytes),
+        address(lib.ratecell_allow_key),
+        ctypes.sizeof(CDecision),
+        decision,
+        error_for_status,
+    )
+    return _speedups
