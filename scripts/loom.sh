@@ -3,9 +3,11 @@
 # update and the latch (tests/loom.rs), and the keyed table's insert, evict,
 # update and reset races (tests/loom_table.rs; with several buckets,
 # wrap-around, tombstones, batches and acquire in tests/loom_table_buckets.rs),
-# several limits checked as one (tests/loom_multi.rs) and the
-# holder-recording latch (tests/loom_latch.rs). Each model prints how many
-# executions loom explored (see them with `-- --nocapture`).
+# several limits checked as one (tests/loom_multi.rs), the
+# holder-recording latch (tests/loom_latch.rs), live reconfiguration
+# (tests/loom_reconfigure.rs) and the statistics stripes (tests/loom_stats.rs).
+# Each model prints how many executions loom explored (see them with
+# `-- --nocapture`).
 #
 # Usage: scripts/loom.sh [extra cargo test args, e.g. a test name filter]
 # LOOM_MAX_PREEMPTIONS defaults to 3 (override it in the environment). The
@@ -18,4 +20,4 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg ratecell_loom"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 
-exec cargo test --release --test loom --test loom_table --test loom_table_buckets --test loom_multi --test loom_latch --test loom_reconfigure "$@"
+exec cargo test --release --test loom --test loom_table --test loom_table_buckets --test loom_multi --test loom_latch --test loom_reconfigure --test loom_stats "$@"

@@ -120,6 +120,28 @@ pub mod loom_hooks {
     /// be re-exported, so it is named here).
     pub use loom::sync::atomic::AtomicU64;
 
+    /// The index of the statistics stripe of threads beyond the stripes.
+    pub const SHARED_STRIPE: usize = crate::stats::SHARED_STRIPE;
+
+    /// The statistics stripe this thread bumps, taken on first use
+    /// (`stats::stripe`).
+    pub fn stripe() -> usize {
+        crate::stats::stripe()
+    }
+
+    /// Which stripes threads hold now, one bit each (models of the
+    /// stripes only).
+    pub fn stripes_held() -> u32 {
+        crate::stats::stripes_held()
+    }
+
+    /// From now on, this process's models run the statistics stripes on
+    /// loom's atomics (every other model keeps the processor's, which
+    /// order nothing it checks).
+    pub fn model_stripes() {
+        crate::stats::model_stripes();
+    }
+
     /// Runs `body(taken_over)` holding the holder-recording latch `word`
     /// as `me`, judging other holders with `alive`.
     pub fn with_latch_recording(

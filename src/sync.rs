@@ -122,10 +122,54 @@ impl AtomicU128 {
     }
 }
 
-/// Statistics counters: always the processor's atomics, even under loom.
+/// Counters of table events (`stats::TableCounters`): always the
+/// processor's atomics, even under loom.
 /// They count events and order nothing, so the model checker need not
 /// explore them (it would only multiply the interleavings).
 pub(crate) use std::sync::atomic::AtomicU64 as CounterU64;
+
+/// The per-check counters on the statistics stripes (`stats::stripe`): the
+/// processor's atomics. A stripe's counters are bumped with a plain load
+/// and store by one thread at a time, and pass from one holder to the next
+/// only through the word of held stripes.
+#[cfg(not(ratecell_loom))]
+pub(crate) use core::sync::atomic::AtomicU64 as StripeU64;
+
+/// Under loom, loom's atomic in the models of the stripes and the
+/// processor's in every other (`stats::stripe` says why).
+#[cfg(ratecell_loom)]
+#[derive(Debug, Default)]
+pub(crate) struct StripeU64 {
+    modelled: loom::sync::atomic::AtomicU64,
+    plain: std::sync::atomic::AtomicU64,
+}
+
+#[cfg(ratecell_loom)]
+impl StripeU64 {
+    pub(crate) fn load(&self, order: Ordering) -> u64 {
+        if crate::stats::modelled() {
+            self.modelled.load(order)
+        } else {
+            self.plain.load(order)
+        }
+    }
+
+    pub(crate) fn store(&self, value: u64, order: Ordering) {
+        if crate::stats::modelled() {
+            self.modelled.store(value, order);
+        } else {
+            self.plain.store(value, order);
+        }
+    }
+
+    pub(crate) fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+        if crate::stats::modelled() {
+            self.modelled.fetch_add(value, order)
+        } else {
+            self.plain.fetch_add(value, order)
+        }
+    }
+}
 
 /// The pointer a live reconfiguration swaps (`crate::live`).
 #[cfg(not(ratecell_loom))]

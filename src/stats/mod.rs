@@ -15,12 +15,14 @@
 
 mod stripe;
 
-use crate::sync::CounterU64;
+use crate::sync::{CounterU64, StripeU64};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
 use stripe::SHARED;
 /// The stripes are also the fork barrier's (`crate::fork`).
 pub(crate) use stripe::{SHARED as SHARED_STRIPE, STRIPES, stripe};
+#[cfg(ratecell_loom)]
+pub(crate) use stripe::{model_stripes, modelled, stripes_held};
 
 /// A snapshot of a limiter's counters. Counters are read one by one while
 /// checks go on, so a snapshot taken under load is approximate (each counter
@@ -69,7 +71,7 @@ impl TableCounters {
 /// check bumps one without branching on it (whether a request is admitted
 /// is as unpredictable as the traffic).
 #[derive(Debug, Default)]
-struct Outcomes([CounterU64; 2]);
+struct Outcomes([StripeU64; 2]);
 
 const ALLOWED: usize = 0;
 const DENIED: usize = 1;

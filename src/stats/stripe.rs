@@ -2,13 +2,33 @@
 //! holds one stripe index, the same in every limiter, for as long as it
 //! lives, so its counter bumps are plain stores to a line no other thread
 //! writes.
+//!
+//! A stripe changes hands only through the word of held stripes: its
+//! holder's exit clears the stripe's bit with a release, and the next
+//! holder sets it with an acquire, so the counts the old holder stored are
+//! the ones the new one loads and adds to.
+//!
+//! Under loom, the models of this protocol (`tests/loom_stats.rs`) ask for
+//! it with `loom_hooks::model_stripes`: the same code then runs on a loom
+//! word, a loom thread-local and loom counters. Every other model keeps the
+//! processor's, as a build without loom does: the stripes order nothing
+//! they check, and would multiply their executions a hundredfold.
 
 use std::sync::atomic::AtomicU32;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 
 /// Stripes of per-check counters with one writer each: more than the cores
 /// of most machines that run one process, few enough to sum quickly.
+#[cfg(not(ratecell_loom))]
 pub(crate) const STRIPES: usize = 16;
+
+/// One stripe under loom: in a model of three threads, the second finds it
+/// held or takes it over from a thread that exited, and two can share the
+/// shared one.
+#[cfg(ratecell_loom)]
+pub(crate) const STRIPES: usize = 1;
+
+const _: () = assert!(STRIPES <= 32, "one bit per stripe in a u32");
 
 /// The stripe every thread without one of its own bumps, atomically.
 pub(crate) const SHARED: usize = STRIPES;
@@ -17,32 +37,68 @@ pub(crate) const SHARED: usize = STRIPES;
 /// thread's stripe has the same index in all of them).
 static HELD: AtomicU32 = AtomicU32::new(0);
 
-/// A thread's stripe, given back when the thread exits.
-struct Stripe(usize);
+/// The word of held stripes, as a stripe sees it: [`HELD`], or under loom
+/// each execution's own.
+trait Held {
+    fn load(&self, order: Ordering) -> u32;
+    fn compare_exchange_weak(
+        &self,
+        current: u32,
+        new: u32,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u32, u32>;
+    fn fetch_and(&self, bits: u32, order: Ordering) -> u32;
+}
 
-impl Stripe {
-    /// The lowest free stripe, or the shared one when all are held.
-    fn take() -> Stripe {
-        let mut held = HELD.load(Relaxed);
-        loop {
-            let free = (!held).trailing_zeros() as usize;
-            if free >= STRIPES {
-                return Stripe(SHARED);
-            }
-            // Acquire: the counts the stripe's last holder stored.
-            match HELD.compare_exchange_weak(held, held | 1 << free, Acquire, Relaxed) {
-                Ok(_) => return Stripe(free),
-                Err(now) => held = now,
-            }
-        }
+impl Held for &'static AtomicU32 {
+    fn load(&self, order: Ordering) -> u32 {
+        AtomicU32::load(self, order)
+    }
+    fn compare_exchange_weak(
+        &self,
+        current: u32,
+        new: u32,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u32, u32> {
+        AtomicU32::compare_exchange_weak(self, current, new, success, failure)
+    }
+    fn fetch_and(&self, bits: u32, order: Ordering) -> u32 {
+        AtomicU32::fetch_and(self, bits, order)
     }
 }
 
-impl Drop for Stripe {
+/// A thread's stripe, given back when the thread exits.
+struct Stripe<W: Held> {
+    index: usize,
+    held: W,
+}
+
+impl<W: Held> Stripe<W> {
+    /// The lowest free stripe, or the shared one when all are held.
+    fn take(held: W) -> Self {
+        let mut now = held.load(Relaxed);
+        let index = loop {
+            let free = (!now).trailing_zeros() as usize;
+            if free >= STRIPES {
+                break SHARED;
+            }
+            // Acquire: the counts the stripe's last holder stored.
+            match held.compare_exchange_weak(now, now | 1 << free, Acquire, Relaxed) {
+                Ok(_) => break free,
+                Err(found) => now = found,
+            }
+        };
+        Stripe { index, held }
+    }
+}
+
+impl<W: Held> Drop for Stripe<W> {
     fn drop(&mut self) {
-        if self.0 != SHARED {
+        if self.index != SHARED {
             // Release: hands this thread's last counts to the next holder.
-            HELD.fetch_and(!(1 << self.0), Release);
+            self.held.fetch_and(!(1 << self.index), Release);
         }
     }
 }
@@ -51,8 +107,81 @@ impl Drop for Stripe {
 /// thread is exiting.
 #[inline]
 pub(crate) fn stripe() -> usize {
-    thread_local! {
-        static STRIPE: Stripe = Stripe::take();
+    #[cfg(ratecell_loom)]
+    if modelled() {
+        return loom_model::stripe();
     }
-    STRIPE.try_with(|s| s.0).unwrap_or(SHARED)
+    std::thread_local! {
+        static STRIPE: Stripe<&'static AtomicU32> = Stripe::take(&HELD);
+    }
+    STRIPE.try_with(|s| s.index).unwrap_or(SHARED)
+}
+
+/// Whether this process's loom models check the stripes (see the module
+/// doc).
+#[cfg(ratecell_loom)]
+static MODELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, this process's loom models run the stripes on loom's
+/// atomics.
+#[cfg(ratecell_loom)]
+pub(crate) fn model_stripes() {
+    MODELLED.store(true, Relaxed);
+}
+
+#[cfg(ratecell_loom)]
+#[inline]
+pub(crate) fn modelled() -> bool {
+    MODELLED.load(Relaxed)
+}
+
+#[cfg(ratecell_loom)]
+pub(crate) use loom_model::stripes_held;
+
+/// The stripes on loom's word and thread-local.
+#[cfg(ratecell_loom)]
+mod loom_model {
+    use super::{Held, SHARED, Stripe};
+    use loom::sync::atomic::AtomicU32;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    // loom makes its statics anew for each execution, and drops them when
+    // the model's main closure returns, before the threads' thread-locals
+    // (ours among them): each stripe keeps a handle to the word it gives
+    // its bit back to.
+    loom::lazy_static! {
+        static ref HELD: Arc<AtomicU32> = Arc::new(AtomicU32::new(0));
+    }
+
+    impl Held for Arc<AtomicU32> {
+        fn load(&self, order: Ordering) -> u32 {
+            AtomicU32::load(self, order)
+        }
+        fn compare_exchange_weak(
+            &self,
+            current: u32,
+            new: u32,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u32, u32> {
+            AtomicU32::compare_exchange_weak(self, current, new, success, failure)
+        }
+        fn fetch_and(&self, bits: u32, order: Ordering) -> u32 {
+            AtomicU32::fetch_and(self, bits, order)
+        }
+    }
+
+    pub(super) fn stripe() -> usize {
+        loom::thread_local! {
+            static STRIPE: Stripe<Arc<AtomicU32>> = Stripe::take(HELD.clone());
+        }
+        STRIPE.try_with(|s| s.index).unwrap_or(SHARED)
+    }
+
+    /// The word of held stripes now (the models check that every stripe
+    /// is given back).
+    pub(crate) fn stripes_held() -> u32 {
+        HELD.load(Ordering::Relaxed)
+    }
 }

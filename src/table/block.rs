@@ -9,10 +9,11 @@
 //! window: `8·(1 + ceil(N/2))` bytes; sliding log: `8·(3 + 2L)` bytes), times
 //! 1.45 places per key of capacity, all allocated at construction.
 
+use super::place::{Pass, Place, Windows};
 use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{BlockAlgorithm, Words};
-use crate::cell::{LATCHED, LatchedWords, latch};
+use crate::cell::{LATCHED, LatchGuard, LatchedWords, latch};
 use crate::clock::At;
 use crate::config::Error;
 use crate::decision::Decision;
@@ -165,102 +166,88 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             // would be told, which on a full table failing closed is no.
             return Some(self.peek_new(home, fresh, t));
         }
-        let _latch = shard.lock(false);
-        if self.find(home).is_some() || shard.unfound(fresh, t) != fresh {
-            // Placed by another thread since we looked, or a state was
-            // evicted at a later time meanwhile: decide again.
-            #[cfg(ratecell_loom)]
-            crate::loom_hooks::saw(crate::loom_hooks::Race::PlacedMeanwhile);
-            return None;
-        }
-        // A free place (empty, or a tombstone) anywhere in the window first;
-        // only when there is none, the first state equivalent to fresh
-        // (dropping a state is lossless only for times from `t` on, so never
-        // while a place is free).
-        let mut frees_in = u64::MAX;
-        for evict in [false, true] {
-            for bucket in self.geometry.window(home) {
-                for place in bucket * SLOTS..(bucket + 1) * SLOTS {
-                    let header = &self.headers[place];
-                    let owner = header.load(Ordering::Relaxed);
-                    let free = owner == 0 || owner == FREED;
-                    if free == evict {
-                        // Not what this pass looks for.
-                        continue;
-                    }
-                    // Latch the place as it is (empty or another key's), so
-                    // no check of its owner runs while we judge and replace it.
-                    let held = match owner & LATCHED {
-                        0 => latch(header, owner).ok(),
-                        _ => None,
-                    };
-                    let Some(held) = held else {
-                        #[cfg(ratecell_loom)]
-                        crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
-                        // Being checked right now: it may be evictable once
-                        // that check is done, so a retry soon may succeed
-                        // (never "never": that would tell `acquire` the cost
-                        // exceeds the limit).
-                        frees_in = frees_in.min(1);
-                        continue;
-                    };
-                    let mut block = self.block(place);
-                    if !free && !self.alg.is_fresh_at(&block, t) {
-                        frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
-                        continue;
-                    }
-                    if !free {
-                        shard.evicting_at(t);
-                    }
-                    self.alg.clear(&mut block);
-                    let decision = self.alg.decide_each(&mut block, t, n, each);
-                    held.release_as(home.fingerprint);
-                    let counter = if !free {
-                        &shard.counters.evictions
-                    } else {
-                        &shard.counters.tracked
-                    };
-                    counter.fetch_add(1, Relaxed);
-                    return Some(decision);
+        self.windows().place(
+            shard,
+            home,
+            t,
+            fresh,
+            || self.find(home).is_some(),
+            |i, pass| {
+                let header = &self.headers[i];
+                let owner = header.load(Ordering::Relaxed);
+                let free = owner == 0 || owner == FREED;
+                if free != (pass == Pass::Free) {
+                    return Place::Kept { frees_in: u64::MAX };
                 }
-            }
-        }
-        Some(shard.overflow(fresh, self.allow_overflow, frees_in))
+                // Latch the place as it is (empty or another key's), so no
+                // check of its owner runs while we judge and replace it.
+                let Some(held) = Self::latch_as_is(header, owner) else {
+                    #[cfg(ratecell_loom)]
+                    crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
+                    return Place::Kept { frees_in: 1 };
+                };
+                let mut block = self.block(i);
+                if !free {
+                    if !self.alg.is_fresh_at(&block, t) {
+                        return Place::Kept {
+                            frees_in: self.alg.decide(&mut block, t, 0).reset_after_ns,
+                        };
+                    }
+                    shard.evicting_at(t);
+                }
+                self.alg.clear(&mut block);
+                let decision = self.alg.decide_each(&mut block, t, n, each);
+                held.release_as(home.fingerprint);
+                Place::Taken {
+                    decision,
+                    evicted: !free,
+                }
+            },
+        )
     }
 
-    /// The peek of a key not in the table, whose fresh decision admits:
-    /// that decision if the key would find a place (a free one, or a state
-    /// equivalent to fresh at `t`), else the denial an overflow would give.
-    /// Stores nothing; a state is judged under its latch, as `insert` does.
+    /// The latch of a place whose header read `owner`, unless it is held
+    /// (being checked right now: it may be evictable once that check is
+    /// done, so a retry soon may succeed; never "never", which would tell
+    /// `acquire` the cost exceeds the limit) or changed meanwhile.
+    fn latch_as_is(header: &AtomicU64, owner: u64) -> Option<LatchGuard<'_>> {
+        match owner & LATCHED {
+            0 => latch(header, owner).ok(),
+            _ => None,
+        }
+    }
+
+    /// The peek of a key not in the table, whose fresh decision admits
+    /// (`place::Windows::peek`). Stores nothing; a state is judged under
+    /// its latch, as `insert` does.
     #[cold]
     fn peek_new(&self, home: Home, fresh: Decision, t: u64) -> Decision {
-        if self.allow_overflow {
-            return fresh;
-        }
-        let mut frees_in = u64::MAX;
-        for bucket in self.geometry.window(home) {
-            for place in bucket * SLOTS..(bucket + 1) * SLOTS {
-                let header = &self.headers[place];
-                let owner = header.load(Ordering::Relaxed);
-                if owner == 0 || owner == FREED {
-                    return fresh;
-                }
-                let held = match owner & LATCHED {
-                    0 => latch(header, owner).ok(),
-                    _ => None,
-                };
-                let Some(_held) = held else {
-                    frees_in = frees_in.min(1);
-                    continue;
-                };
-                let mut block = self.block(place);
-                if self.alg.is_fresh_at(&block, t) {
-                    return fresh;
-                }
-                frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
+        self.windows().peek(home, fresh, |i| {
+            let header = &self.headers[i];
+            let owner = header.load(Ordering::Relaxed);
+            if owner == 0 || owner == FREED {
+                return Ok(());
             }
+            let Some(_held) = Self::latch_as_is(header, owner) else {
+                return Err(1);
+            };
+            let mut block = self.block(i);
+            if self.alg.is_fresh_at(&block, t) {
+                return Ok(());
+            }
+            Err(self.alg.decide(&mut block, t, 0).reset_after_ns)
+        })
+    }
+
+    /// This table's windows, as placing a new key sees them.
+    #[inline]
+    fn windows(&self) -> Windows<'_> {
+        Windows {
+            geometry: &self.geometry,
+            per_bucket: SLOTS,
+            shared: false,
+            allow_overflow: self.allow_overflow,
         }
-        super::no_room(fresh, frees_in)
     }
 
     /// Forgets the key's state, leaving a tombstone in its place. Returns

@@ -71,6 +71,7 @@
 pub(crate) mod block;
 mod geometry;
 mod hash;
+mod place;
 mod shard;
 pub(crate) mod storage;
 pub(crate) mod word;

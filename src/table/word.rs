@@ -8,6 +8,7 @@
 //! word (a fingerprint is never 0); a tombstone is the fingerprint
 //! [`FREED`] over a zero state.
 
+use super::place::{Pass, Place, Windows};
 use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{WordAlgorithm, mask};
@@ -277,7 +278,7 @@ impl<A: WordAlgorithm> WordTable<A> {
     }
 
     /// The path of a key with no state: decide on the fresh state, and
-    /// place the key only if there is a state to store.
+    /// place the key (`place`) only if there is a state to store.
     #[cold]
     fn insert(
         &self,
@@ -302,82 +303,74 @@ impl<A: WordAlgorithm> WordTable<A> {
             // would be told, which on a full table failing closed is no.
             return Outcome::Done(self.peek_new(home, fresh, t), true);
         };
-        let _latch = shard.lock(self.shared);
-        if self.find(home, tag).is_some() || shard.unfound(fresh, t) != fresh {
-            // Another thread placed this key since we looked, or evicted a
-            // state at a later time: decide again.
-            #[cfg(ratecell_loom)]
-            crate::loom_hooks::saw(crate::loom_hooks::Race::PlacedMeanwhile);
-            return Outcome::Moved;
-        }
         let new = self.word(tag, next);
-        // A free place (empty, or a tombstone) anywhere in the window first;
-        // only when there is none, the first state equivalent to fresh.
-        // Dropping a state is lossless only for times from `t` on, so it is
-        // never done while a free place exists.
-        let mut frees_in = u64::MAX;
-        for evict in [false, true] {
-            for bucket in self.geometry.window(home) {
-                for slot in &self.slots[bucket * SLOTS..][..SLOTS] {
-                    let mut word = slot.load_word();
-                    loop {
-                        let evicting = word != 0 && word != self.freed();
-                        if evicting && !(evict && self.alg.is_fresh_at(self.state(word), t)) {
-                            if evict {
-                                let (peek, _) = self.alg.decide(self.state(word), t, 0);
-                                frees_in = frees_in.min(peek.reset_after_ns);
-                            }
-                            break;
+        let placed = self.windows().place(
+            shard,
+            home,
+            t,
+            fresh,
+            || self.find(home, tag).is_some(),
+            |i, pass| {
+                let slot = &self.slots[i];
+                let mut word = slot.load_word();
+                loop {
+                    let evicting = word != 0 && word != self.freed();
+                    if evicting {
+                        if pass == Pass::Free {
+                            return Place::Kept { frees_in: u64::MAX };
                         }
-                        if evicting {
-                            shard.evicting_at(t);
+                        if !self.alg.is_fresh_at(self.state(word), t) {
+                            let (peek, _) = self.alg.decide(self.state(word), t, 0);
+                            return Place::Kept {
+                                frees_in: peek.reset_after_ns,
+                            };
                         }
-                        match slot.cas_word(word, new) {
-                            Ok(()) => {
-                                let counter = if evicting {
-                                    &shard.counters.evictions
-                                } else {
-                                    &shard.counters.tracked
-                                };
-                                counter.fetch_add(1, Relaxed);
-                                return Outcome::Done(fresh, true);
-                            }
-                            // Updated or taken meanwhile: judge it again.
-                            Err(found) => {
-                                #[cfg(ratecell_loom)]
-                                crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
-                                word = found;
-                            }
+                        shard.evicting_at(t);
+                    }
+                    // One CAS from the exact word judged: a state updated
+                    // meanwhile makes it fail, and is judged again.
+                    match slot.cas_word(word, new) {
+                        Ok(()) => {
+                            return Place::Taken {
+                                decision: fresh,
+                                evicted: evicting,
+                            };
+                        }
+                        Err(found) => {
+                            #[cfg(ratecell_loom)]
+                            crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
+                            word = found;
                         }
                     }
                 }
-            }
-        }
-        Outcome::Done(shard.overflow(fresh, self.allow_overflow, frees_in), true)
+            },
+        );
+        // `None`: placed or evicted by another thread meanwhile.
+        placed.map_or(Outcome::Moved, |d| Outcome::Done(d, true))
     }
 
-    /// The peek of a key not in the table, whose fresh decision admits:
-    /// that decision if the key would find a place (a free one, or a state
-    /// equivalent to fresh at `t`), else the denial an overflow would give.
-    /// Reads only; the search stops at the first empty place, nearly always
-    /// in the home bucket.
+    /// The peek of a key not in the table, whose fresh decision admits
+    /// (`place::Windows::peek`). Reads only.
     #[cold]
     fn peek_new(&self, home: Home, fresh: Decision, t: u64) -> Decision {
-        if self.allow_overflow {
-            return fresh;
-        }
-        let mut frees_in = u64::MAX;
-        for bucket in self.geometry.window(home) {
-            for slot in &self.slots[bucket * SLOTS..][..SLOTS] {
-                let word = slot.load_word();
-                if word == 0 || word == self.freed() || self.alg.is_fresh_at(self.state(word), t) {
-                    return fresh;
-                }
-                let (peek, _) = self.alg.decide(self.state(word), t, 0);
-                frees_in = frees_in.min(peek.reset_after_ns);
+        self.windows().peek(home, fresh, |i| {
+            let word = self.slots[i].load_word();
+            if word == 0 || word == self.freed() || self.alg.is_fresh_at(self.state(word), t) {
+                return Ok(());
             }
+            Err(self.alg.decide(self.state(word), t, 0).0.reset_after_ns)
+        })
+    }
+
+    /// This table's windows, as placing a new key sees them.
+    #[inline]
+    fn windows(&self) -> Windows<'_> {
+        Windows {
+            geometry: &self.geometry,
+            per_bucket: SLOTS,
+            shared: self.shared,
+            allow_overflow: self.allow_overflow,
         }
-        super::no_room(fresh, frees_in)
     }
 
     /// Forgets the key's state, leaving a tombstone in its place. Returns
