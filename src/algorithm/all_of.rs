@@ -78,6 +78,28 @@ impl Rule {
         }
     }
 
+    /// The bits a single-word state packs each count in, for the rules
+    /// whose width follows their limit or burst; `None` for the others.
+    pub(crate) fn count_bits(&self) -> Option<u32> {
+        match self {
+            Rule::TokenBucket(a) => Some(a.count_bits()),
+            Rule::FixedWindow(a) => Some(a.count_bits()),
+            Rule::SlidingWindow(a) => Some(a.count_bits()),
+            _ => None,
+        }
+    }
+
+    /// The rule packing its counts in `bits` (at least its own; see
+    /// [`Rule::count_bits`]); a rule without such counts is unchanged.
+    pub(crate) fn with_count_bits(self, bits: u32) -> Rule {
+        match self {
+            Rule::TokenBucket(a) => Rule::TokenBucket(a.with_count_bits(bits)),
+            Rule::FixedWindow(a) => Rule::FixedWindow(a.with_count_bits(bits)),
+            Rule::SlidingWindow(a) => Rule::SlidingWindow(a.with_count_bits(bits)),
+            other => other,
+        }
+    }
+
     /// Bits of a single-word state; `None` for a multi-word one.
     fn state_bits(&self) -> Option<u32> {
         with_rule!(self, a => word: Some(a.state_bits()), block: { let _ = a; None })

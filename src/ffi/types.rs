@@ -170,6 +170,8 @@ impl ratecell_status {
             Field::Overflow => RATECELL_INVALID_OVERFLOW,
             // The count `n` of `ratecell_limiter_new_multi`: a length.
             Field::Limits => RATECELL_INVALID_LENGTH,
+            // The count of tiers, or a tier of another length.
+            Field::Tiers => RATECELL_INVALID_LENGTH,
         }
     }
 

@@ -125,6 +125,19 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         n: u64,
         each: &mut [Decision],
     ) -> Decision {
+        self.check_as(&self.alg, h, at, n, each)
+    }
+
+    /// [`BlockTable::check_each`] deciding with `alg`, one of several
+    /// tiers over the same layout (see `WordTable::check_as`).
+    pub(crate) fn check_as<D: BlockAlgorithm>(
+        &self,
+        alg: &D,
+        h: u64,
+        at: impl At,
+        n: u64,
+        each: &mut [Decision],
+    ) -> Decision {
         let home = self.geometry.home(h);
         let shard = &self.shards[home.shard];
         prefetch(&self.headers[home.bucket * SLOTS]);
@@ -134,13 +147,13 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 // Latching with our fingerprint fails if the place changed
                 // owner since we found it: then look again.
                 if let Ok(_latch) = latch(&self.headers[place], home.fingerprint) {
-                    return self.alg.decide_each(&mut self.block(place), t, n, each);
+                    return alg.decide_each(&mut self.block(place), t, n, each);
                 }
                 #[cfg(ratecell_loom)]
                 crate::loom_hooks::saw(crate::loom_hooks::Race::Moved);
                 continue;
             }
-            if let Some(d) = self.insert(home, shard, t, n, each) {
+            if let Some(d) = self.insert(alg, home, shard, t, n, each) {
                 return d;
             }
         }
@@ -148,15 +161,16 @@ impl<A: BlockAlgorithm> BlockTable<A> {
 
     /// The path of a key with no state; `None` if another thread placed the
     /// key meanwhile.
-    fn insert(
+    fn insert<D: BlockAlgorithm>(
         &self,
+        alg: &D,
         home: Home,
         shard: &Shard,
         t: u64,
         n: u64,
         each: &mut [Decision],
     ) -> Option<Decision> {
-        let fresh = shard.unfound(self.alg.decide_each(&mut Fresh, t, n, each), t);
+        let fresh = shard.unfound(alg.decide_each(&mut Fresh, t, n, each), t);
         if !fresh.allowed {
             return Some(fresh);
         }
@@ -206,14 +220,14 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                     };
                     let mut block = self.block(place);
                     if !free && !self.alg.is_fresh_at(&block, t) {
-                        frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
+                        frees_in = frees_in.min(self.alg.fresh_after_ns(&mut block, t));
                         continue;
                     }
                     if !free {
                         shard.evicting_at(t);
                     }
                     self.alg.clear(&mut block);
-                    let decision = self.alg.decide_each(&mut block, t, n, each);
+                    let decision = alg.decide_each(&mut block, t, n, each);
                     held.release_as(home.fingerprint);
                     let counter = if !free {
                         &shard.counters.evictions
@@ -257,7 +271,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 if self.alg.is_fresh_at(&block, t) {
                     return fresh;
                 }
-                frees_in = frees_in.min(self.alg.decide(&mut block, t, 0).reset_after_ns);
+                frees_in = frees_in.min(self.alg.fresh_after_ns(&mut block, t));
             }
         }
         super::no_room(fresh, frees_in)
