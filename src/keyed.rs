@@ -487,13 +487,38 @@ impl KeyedLimiter {
         Ok(MultiDecision::of_many(d, each, len))
     }
 
+    /// [`KeyedLimiter::decide_tier`] without each limit's decision (none
+    /// is copied out: the common, single-decision path).
+    #[inline]
+    fn decide_tier_one(
+        &self,
+        h: u64,
+        at: impl At,
+        n: u64,
+        tier: usize,
+    ) -> Result<Decision, TierError> {
+        let d = match &self.tables {
+            Tables::TieredWord(t) => {
+                let alg = t.alg().get().get(tier)?;
+                t.check_as(alg, h, at, n, u64::MAX, &mut []).0
+            }
+            Tables::TieredBlock(t) => {
+                let alg = t.alg().get().get(tier)?;
+                t.check_as(alg, h, at, n, &mut [])
+            }
+            _ if tier == 0 => return Ok(self.decide(h, at, n, u64::MAX).0),
+            _ => return Err(TierError { tier, tiers: 1 }),
+        };
+        self.checks.record(d.allowed);
+        Ok(d)
+    }
+
     /// Decides a request of `cost` for `key` under tier `tier`'s limits,
     /// now (see [`KeyedLimiter::new_tiered`] for a key whose tier changes).
     /// A limiter without tiers has tier 0 only.
     #[inline]
     pub fn check_tier(&self, key: u64, tier: usize, cost: u64) -> Result<Decision, TierError> {
-        self.decide_tier(self.hash_u64(key), &self.clock, cost, tier)
-            .map(|d| d.decision)
+        self.decide_tier_one(self.hash_u64(key), &self.clock, cost, tier)
     }
 
     /// [`KeyedLimiter::check_tier`] at `now_ns`.
@@ -505,8 +530,7 @@ impl KeyedLimiter {
         cost: u64,
         now_ns: u64,
     ) -> Result<Decision, TierError> {
-        self.decide_tier(self.hash_u64(key), now_ns, cost, tier)
-            .map(|d| d.decision)
+        self.decide_tier_one(self.hash_u64(key), now_ns, cost, tier)
     }
 
     /// [`KeyedLimiter::check_tier`] for a byte-string key.
@@ -517,8 +541,7 @@ impl KeyedLimiter {
         tier: usize,
         cost: u64,
     ) -> Result<Decision, TierError> {
-        self.decide_tier(self.hash_bytes(key), &self.clock, cost, tier)
-            .map(|d| d.decision)
+        self.decide_tier_one(self.hash_bytes(key), &self.clock, cost, tier)
     }
 
     /// [`KeyedLimiter::check_bytes_tier`] at `now_ns`.
@@ -530,8 +553,7 @@ impl KeyedLimiter {
         cost: u64,
         now_ns: u64,
     ) -> Result<Decision, TierError> {
-        self.decide_tier(self.hash_bytes(key), now_ns, cost, tier)
-            .map(|d| d.decision)
+        self.decide_tier_one(self.hash_bytes(key), now_ns, cost, tier)
     }
 
     /// [`KeyedLimiter::check_tier_at`] with each limit's own decision.

@@ -320,6 +320,18 @@ impl WordAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> (Decision, Option<u128>) {
+        if self.len == 1 {
+            // One limit (a tier of one limit, `crate::tiers`): its own
+            // decision is the combined one, denied or not; nothing to
+            // decide again or combine.
+            let p = &self.parts[0];
+            let own = state & mask(p.bits);
+            let (d, stored) = p.rule.decide_word(own, t, n);
+            if let Some(o) = out.first_mut() {
+                *o = d;
+            }
+            return (d, (d.allowed && n > 0).then(|| stored.unwrap_or(own)));
+        }
         let mut combined = Decision {
             allowed: true,
             remaining: u64::MAX,
@@ -443,6 +455,17 @@ impl BlockAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> Decision {
+        if self.len == 1 {
+            // One limit: decided once, on the real words (a rule writes
+            // only what it admits), as in the word layout.
+            let p = &self.parts[0];
+            let (d, stored) = AllOf::decide_in(p, w, t, n, true);
+            if let (true, Some(next)) = (d.allowed && n > 0, stored) {
+                write_pair(w, p.at as usize, next);
+            }
+            report(&[d], out);
+            return d;
+        }
         let mut each = [Decision::default(); MAX_LIMITS];
         let mut stored = [None; MAX_LIMITS];
         for (i, p) in self.parts().iter().enumerate() {
