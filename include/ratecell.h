@@ -974,6 +974,11 @@ ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 // `RATECELL_INVALID_CLOCK` for another clock); or
 // `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
 //
+// A tiered limiter has no snapshot format yet and cannot be reconfigured
+// live: `ratecell_snapshot_save*` on it returns `RATECELL_INVALID_LENGTH`
+// (the status of its tiers), `ratecell_limiter_reconfigure`
+// `RATECELL_RECONFIGURE_REFUSED`.
+//
 // Ownership: as `ratecell_limiter_new`; `configs` is only read during the
 // call. Thread-safe.
 //

@@ -183,6 +183,12 @@ static void test_bad_input_gets_named_statuses(void) {
     CHECK(ratecell_check_tier_at(l, 1, 0, 0, T0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.remaining, 3);
     CHECK(strstr(ratecell_status_str(RATECELL_INVALID_TIER), "tier") != NULL);
+    /* No snapshot or live change of tiers; both refused by status. */
+    CHECK(ratecell_snapshot_save(l, "/tmp/ratecell-test-tiers.snap") ==
+          RATECELL_INVALID_LENGTH);
+    CHECK(fopen("/tmp/ratecell-test-tiers.snap", "r") == NULL);
+    CHECK(ratecell_limiter_reconfigure(l, cfgs, 1) ==
+          RATECELL_RECONFIGURE_REFUSED);
     ratecell_limiter_free(l);
 
     /* A limiter made without tiers has tier 0 only; NULL has none. */
