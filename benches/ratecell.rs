@@ -671,6 +671,52 @@ fn multi(c: &mut Criterion<ThreadCpuTime>) {
     g.finish();
 }
 
+/// A quota per tier: a keyed check naming its key's tier (two tiers, keys
+/// alternating between them) beside the plain keyed check of the same
+/// limit, same run, over 1000 spent keys (every check after the first
+/// denied, as in `multi`). Both tiers have the same limit, so every case
+/// decides alike and the difference is the tiered path's own cost (the
+/// composite's per-limit dispatch, the tier lookup).
+fn tiers(c: &mut Criterion<ThreadCpuTime>) {
+    let mut g = c.benchmark_group("tiers");
+    g.throughput(Throughput::Elements(1));
+    let keys = u64_keys(1_000, 15);
+    for alg in [Algorithm::Gcra, Algorithm::FixedWindow] {
+        let config = spent_config(alg).capacity(2_000);
+        let plain = KeyedLimiter::new(config).unwrap();
+        let tiered = KeyedLimiter::new_tiered(&[config, config]).unwrap();
+        for &k in &keys {
+            assert!(
+                plain.check_at(k, 1, T0).allowed,
+                "a fresh key is admitted once"
+            );
+            let tier = (k % 2) as usize;
+            assert!(tiered.check_tier_at(k, tier, 1, T0).unwrap().allowed);
+        }
+        let id = format!("keyed_1k/{alg}/plain");
+        let mut cycle = Cycle::new(&keys);
+        g.bench_function(&id, |b| {
+            b.iter(|| plain.check_at(*cycle.next_item(), 1, T0))
+        });
+        let id = format!("keyed_1k/{alg}/tier");
+        let mut cycle = Cycle::new(&keys);
+        g.bench_function(&id, |b| {
+            b.iter(|| {
+                let k = *cycle.next_item();
+                tiered.check_tier_at(k, (k % 2) as usize, 1, T0)
+            })
+        });
+        for (id, lim) in [("plain", &plain), ("tier", &tiered)] {
+            assert_eq!(
+                lim.stats().allowed,
+                keys.len() as u64,
+                "{alg}/{id}: only the first checks admitted"
+            );
+        }
+    }
+    g.finish();
+}
+
 /// A check on a table in a shared region (issue 24) against the same check
 /// on an in-process table, in one run: one key set, one configuration, the
 /// region under /dev/shm (removed afterwards).
@@ -839,6 +885,7 @@ fn main() {
     keyed(&mut c, 1_000_000, "1M");
     batch(&mut c);
     multi(&mut c);
+    tiers(&mut c);
     shared(&mut c, 1_000, "1k");
     shared(&mut c, 1_000_000, "1M");
     c.final_summary();

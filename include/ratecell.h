@@ -32,6 +32,10 @@ typedef struct ratecell_multi_decision ratecell_multi_decision;
 // `denied_by` of a `ratecell_multi_decision` when no limit denied.
 #define RATECELL_NO_LIMIT UINT32_MAX
 
+// The most tiers one limiter serves (`n_tiers` of
+// `ratecell_limiter_new_tiered`).
+#define RATECELL_MAX_TIERS 16
+
 // The result of every fallible `ratecell_*` call. `RATECELL_OK` is 0;
 // every other value names one reason for failure. Values are stable:
 // new codes are only ever added at the end.
@@ -138,6 +142,9 @@ enum ratecell_status
   // ...) or changes what is fixed (number of limits, capacity,
   // overflow, a shared region); nothing changed.
   RATECELL_RECONFIGURE_REFUSED = 29,
+  // `ratecell_check_tier*`: the tier is not below the limiter's number
+  // of tiers (`ratecell_limiter_tiers`); nothing was checked.
+  RATECELL_INVALID_TIER = 30,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -944,6 +951,134 @@ ratecell_status ratecell_persisted_save(const struct ratecell_persisted *persist
 // # Safety
 // `persisted` is NULL or a live handle from `ratecell_persisted_open`.
 ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
+
+// Makes a keyed limiter serving `n_tiers` tiers (free, paid, internal...),
+// one config per tier: `configs[0..n_tiers]`. Each check names its key's
+// tier (`ratecell_check_tier`); every call that names none
+// (`ratecell_check`, batches, `ratecell_acquire`, ...) is tier 0's.
+//
+// A key whose tier changes keeps its state, read by the new tier's limits
+// at its next check by the carry-over rules of live reconfiguration
+// (docs/ALGORITHMS.md, "A quota per tier"): what it spent counts against
+// its new quota. So tiers may differ in limit, burst, and the period of
+// gcra, leaky_bucket and token_bucket; not in algorithm, a window's
+// period, sub_windows, a sliding_log's limit, capacity, overflow or
+// clock.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `out` is NULL or
+// `configs` is NULL with `n_tiers > 0`; `RATECELL_INVALID_LENGTH` when
+// `n_tiers` is 0 or above `RATECELL_MAX_TIERS`; the `RATECELL_INVALID_*`
+// status naming the first invalid field of the first invalid config, or
+// the field in which a tier differs from tier 0 where it may not
+// (`RATECELL_INVALID_CAPACITY` also for capacity 0: tiers are keyed;
+// `RATECELL_INVALID_CLOCK` for another clock); or
+// `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
+//
+// A tiered limiter has no snapshot format yet and cannot be reconfigured
+// live: `ratecell_snapshot_save*` on it returns `RATECELL_INVALID_LENGTH`
+// (the status of its tiers), `ratecell_limiter_reconfigure`
+// `RATECELL_RECONFIGURE_REFUSED`.
+//
+// Ownership: as `ratecell_limiter_new`; `configs` is only read during the
+// call. Thread-safe.
+//
+// # Safety
+// `configs` is NULL or points to `n_tiers` readable configs; `out` is NULL
+// or points to a writable `ratecell_limiter *`.
+ratecell_status ratecell_limiter_new_tiered(const struct ratecell_config *configs,
+                                            size_t n_tiers,
+                                            struct ratecell_limiter **out);
+
+// `ratecell_limiter_new_tiered` for tiers of several limits each (as
+// `ratecell_limiter_new_multi`): `configs` holds `n_tiers` rows of
+// `n_limits` configs, tier by tier (tier `t`'s limit `i` is
+// `configs[t * n_limits + i]`); every tier lists the same limits in the
+// same order, with its own values. `RATECELL_INVALID_LENGTH` also when
+// `n_limits` is 0 or above `RATECELL_MAX_LIMITS`.
+//
+// # Safety
+// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
+// `out` is NULL or points to a writable `ratecell_limiter *`.
+ratecell_status ratecell_limiter_new_tiered_multi(const struct ratecell_config *configs,
+                                                  size_t n_limits,
+                                                  size_t n_tiers,
+                                                  struct ratecell_limiter **out);
+
+// How many tiers the limiter serves (1 for one made without tiers); 0
+// for NULL (or an internal panic). Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle.
+uint32_t ratecell_limiter_tiers(const struct ratecell_limiter *limiter);
+
+// Decides a request of `cost` for `key` under tier `tier`'s limits, now,
+// and writes the decision to `*out` (as `ratecell_check`). A limiter made
+// without tiers has tier 0 only.
+//
+// Returns `RATECELL_OK` (a denial is `out->allowed == false`);
+// `RATECELL_NULL_ARGUMENT` when `limiter` or `out` is NULL;
+// `RATECELL_INVALID_TIER` when `tier` is not below
+// `ratecell_limiter_tiers(limiter)`: nothing is checked or stored and
+// `*out` is left unchanged. Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle; `out` is NULL or points to a
+// writable `ratecell_decision`.
+ratecell_status ratecell_check_tier(const struct ratecell_limiter *limiter,
+                                    uint64_t key,
+                                    uint32_t tier,
+                                    uint64_t cost,
+                                    struct ratecell_decision *out);
+
+// `ratecell_check_tier` at the caller's time `now_ns` (UNIX nanoseconds).
+//
+// # Safety
+// As for `ratecell_check_tier`.
+ratecell_status ratecell_check_tier_at(const struct ratecell_limiter *limiter,
+                                       uint64_t key,
+                                       uint32_t tier,
+                                       uint64_t cost,
+                                       uint64_t now_ns,
+                                       struct ratecell_decision *out);
+
+// `ratecell_check_tier` for a byte-string key (as `ratecell_check_bytes`:
+// `key` may be NULL only when `key_len` is 0).
+//
+// # Safety
+// As for `ratecell_check_tier`; `key` is NULL or points to `key_len`
+// readable bytes.
+ratecell_status ratecell_check_bytes_tier(const struct ratecell_limiter *limiter,
+                                          const uint8_t *key,
+                                          size_t key_len,
+                                          uint32_t tier,
+                                          uint64_t cost,
+                                          struct ratecell_decision *out);
+
+// `ratecell_check_bytes_tier` at the caller's time `now_ns`.
+//
+// # Safety
+// As for `ratecell_check_bytes_tier`.
+ratecell_status ratecell_check_bytes_tier_at(const struct ratecell_limiter *limiter,
+                                             const uint8_t *key,
+                                             size_t key_len,
+                                             uint32_t tier,
+                                             uint64_t cost,
+                                             uint64_t now_ns,
+                                             struct ratecell_decision *out);
+
+// `ratecell_check_tier_at` with each limit's own decision and the
+// denying limit's index (as `ratecell_check_each_at`), for tiers of
+// several limits. The same statuses as `ratecell_check_tier`.
+//
+// # Safety
+// As for `ratecell_check_tier`, with `out` NULL or pointing to a writable
+// `ratecell_multi_decision`.
+ratecell_status ratecell_check_tier_each_at(const struct ratecell_limiter *limiter,
+                                            uint64_t key,
+                                            uint32_t tier,
+                                            uint64_t cost,
+                                            uint64_t now_ns,
+                                            struct ratecell_multi_decision *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -302,6 +302,9 @@ pub enum Field {
     /// The number of limits given to a multi-limit constructor (1 to
     /// [`crate::MAX_LIMITS`]), or of names given for them.
     Limits,
+    /// The tiers given to a tiered keyed limiter (1 to
+    /// [`crate::MAX_TIERS`], each the same number of limits).
+    Tiers,
 }
 
 impl Field {
@@ -316,6 +319,7 @@ impl Field {
             Field::Capacity => "capacity",
             Field::Overflow => "overflow",
             Field::Limits => "limits",
+            Field::Tiers => "tiers",
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::table::{
     block::BlockTable,
     word::{MIN_FINGERPRINT_BITS, WordTable},
 };
+use crate::tiers::{TierError, Tiers};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::time::Duration;
@@ -83,6 +84,9 @@ const PREFETCH_DISTANCE: usize = 16;
 pub struct KeyedLimiter {
     hasher: KeyHasher,
     tables: Tables,
+    // Every tier's limits, for a tiered limiter (`crate::tiers`); empty
+    // otherwise (one tier: `limits`).
+    tiers: Box<[Box<[Config]>]>,
     // Frees the tables' live parameters: declared after them, so dropped
     // after them.
     _owner: Owner,
@@ -108,6 +112,10 @@ pub(crate) enum Tables {
     AllOfWord(WordTable<Live<AllOf>>),
     /// ...or in one block under its latch.
     AllOfBlock(BlockTable<Live<AllOf>>),
+    /// A quota per tier (`crate::tiers`), a key's states in one slot...
+    TieredWord(WordTable<Live<Tiers>>),
+    /// ...or in one block.
+    TieredBlock(BlockTable<Live<Tiers>>),
 }
 
 /// Runs `$body` with `$t` bound to whichever table this is.
@@ -122,6 +130,8 @@ macro_rules! with_table {
             Tables::SlidingLog($t) => $body,
             Tables::AllOfWord($t) => $body,
             Tables::AllOfBlock($t) => $body,
+            Tables::TieredWord($t) => $body,
+            Tables::TieredBlock($t) => $body,
         }
     };
 }
@@ -255,6 +265,13 @@ impl Tables {
                 let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
                 crate::reconfigure::all_of(t.alg(), all, old, configs)
             }
+            Tables::TieredWord(_) | Tables::TieredBlock(_) => {
+                Err(Error::Reconfigure(crate::ReconfigureError {
+                    limit: 0,
+                    field: Field::Tiers,
+                    message: "a tiered limiter's tiers are fixed at construction; build a new limiter for new tiers".into(),
+                }))
+            }
         }
     }
 }
@@ -296,6 +313,7 @@ impl KeyedLimiter {
         KeyedLimiter {
             hasher,
             tables,
+            tiers: Box::new([]),
             _owner: owner,
             checks: CheckCounters::default(),
             limits: Swap::new(limits),
@@ -352,6 +370,214 @@ impl KeyedLimiter {
         Ok(KeyedLimiter::assemble(tables, owner, limits, clock, hasher))
     }
 
+    /// A keyed limiter serving several tiers (free, paid, internal), one
+    /// config per tier, on the TSC clock: each check names its key's tier
+    /// ([`KeyedLimiter::check_tier`]), and a check that names none is
+    /// tier 0's. One table holds every key whatever its tier.
+    ///
+    /// A key whose tier changes keeps its state, read by its new tier's
+    /// limits at its next check, as a live reconfiguration reads every
+    /// key's (the carry-over rules in docs/ALGORITHMS.md): what it spent
+    /// under the old tier counts against the new one. So tiers may differ
+    /// in limit, burst and (GCRA, leaky bucket, token bucket) period, and
+    /// not in what [`KeyedLimiter::reconfigure`] refuses to change: the
+    /// algorithm, a window algorithm's period, sub-windows, a sliding log's
+    /// limit, the capacity or the overflow policy. Unlike a live change,
+    /// tiers may be any size apart: each count is packed in the width the
+    /// largest tier needs.
+    ///
+    /// Errors name the field: [`Field::Tiers`] for no configs or more than
+    /// [`crate::MAX_TIERS`], [`Field::Capacity`] for capacity 0, and the
+    /// field in which a tier differs from tier 0 where it may not.
+    ///
+    /// ```
+    /// use ratecell::{Algorithm, Config, KeyedLimiter};
+    ///
+    /// let free = Config::new(Algorithm::Gcra, 2, 1_000_000_000).capacity(10_000);
+    /// let paid = Config::new(Algorithm::Gcra, 100, 1_000_000_000).capacity(10_000);
+    /// let limiter = KeyedLimiter::new_tiered(&[free, paid]).unwrap();
+    /// let t = 1_700_000_000_000_000_000;
+    /// let (free_user, paid_user) = (1, 2);
+    /// assert_eq!((0..10).filter(|_| limiter.check_tier_at(free_user, 0, 1, t).unwrap().allowed).count(), 2);
+    /// assert_eq!((0..10).filter(|_| limiter.check_tier_at(paid_user, 1, 1, t).unwrap().allowed).count(), 10);
+    /// assert!(limiter.check_tier_at(paid_user, 2, 1, t).is_err(), "no tier 2");
+    /// ```
+    pub fn new_tiered(tiers: &[Config]) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_clock_tiered(tiers, Clock::tsc())
+    }
+
+    /// [`KeyedLimiter::new_tiered`] reading `clock`.
+    pub fn with_clock_tiered(tiers: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
+        let tiers: Vec<&[Config]> = tiers.iter().map(std::slice::from_ref).collect();
+        KeyedLimiter::with_clock_tiered_multi(&tiers, clock)
+    }
+
+    /// Tiers of several limits each ([`KeyedLimiter::new_multi`] per
+    /// tier, [`KeyedLimiter::new_tiered`] across them): every tier lists
+    /// the same limits in the same order, with its own values. Errors as
+    /// both name them ([`Field::Limits`] when a tier has not as many
+    /// limits as tier 0).
+    pub fn new_tiered_multi(tiers: &[&[Config]]) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_clock_tiered_multi(tiers, Clock::tsc())
+    }
+
+    /// [`KeyedLimiter::new_tiered_multi`] reading `clock`.
+    pub fn with_clock_tiered_multi(
+        tiers: &[&[Config]],
+        clock: Clock,
+    ) -> Result<KeyedLimiter, Error> {
+        let built = crate::tiers::tiers(tiers)?;
+        let config = tiers[0][0];
+        let allow = config.overflow == Overflow::Allow;
+        let (live, owner) = Live::new(built);
+        let tables = if built.is_word() {
+            Tables::TieredWord(WordTable::new(live, config.capacity, allow)?)
+        } else {
+            Tables::TieredBlock(BlockTable::new(live, config.capacity, allow)?)
+        };
+        let limits = Limits {
+            configs: tiers[0].into(),
+            names: vec![None; built.limits()].into(),
+        };
+        let mut keyed = KeyedLimiter::assemble(tables, owner, limits, clock, KeyHasher::random());
+        keyed.tiers = tiers.iter().map(|t| (*t).into()).collect();
+        Ok(keyed)
+    }
+
+    /// How many tiers this limiter serves (1 for a limiter built without
+    /// tiers: tier 0 is its limits).
+    pub fn tiers(&self) -> usize {
+        self.tiers.len().max(1)
+    }
+
+    /// Tier `tier`'s limits, in order; `None` past the last tier.
+    pub fn tier_limits(&self, tier: usize) -> Option<&[Config]> {
+        if self.tiers.is_empty() {
+            return (tier == 0).then(|| self.limits());
+        }
+        self.tiers.get(tier).map(|t| &t[..])
+    }
+
+    /// Decides one request for the key hashed to `h` under `tier`'s limits,
+    /// with each limit's own decision, and counts it.
+    fn decide_tier(
+        &self,
+        h: u64,
+        at: impl At,
+        n: u64,
+        tier: usize,
+    ) -> Result<MultiDecision, TierError> {
+        let mut each = [Decision::default(); MAX_LIMITS];
+        let (d, len) = match &self.tables {
+            Tables::TieredWord(t) => {
+                let tiers = t.alg().get();
+                let alg = tiers.get(tier)?;
+                let d = t.check_as(alg, h, at, n, u64::MAX, &mut each).0;
+                (d, tiers.limits())
+            }
+            Tables::TieredBlock(t) => {
+                let tiers = t.alg().get();
+                let alg = tiers.get(tier)?;
+                (t.check_as(alg, h, at, n, &mut each), tiers.limits())
+            }
+            _ if tier == 0 => return Ok(self.decide_each(h, at, n)),
+            _ => return Err(TierError { tier, tiers: 1 }),
+        };
+        self.checks.record(d.allowed);
+        Ok(MultiDecision::of_many(d, each, len))
+    }
+
+    /// [`KeyedLimiter::decide_tier`] without each limit's decision (none
+    /// is copied out: the common, single-decision path).
+    #[inline]
+    fn decide_tier_one(
+        &self,
+        h: u64,
+        at: impl At,
+        n: u64,
+        tier: usize,
+    ) -> Result<Decision, TierError> {
+        let d = match &self.tables {
+            Tables::TieredWord(t) => {
+                let alg = t.alg().get().get(tier)?;
+                t.check_as(alg, h, at, n, u64::MAX, &mut []).0
+            }
+            Tables::TieredBlock(t) => {
+                let alg = t.alg().get().get(tier)?;
+                t.check_as(alg, h, at, n, &mut [])
+            }
+            _ if tier == 0 => return Ok(self.decide(h, at, n, u64::MAX).0),
+            _ => return Err(TierError { tier, tiers: 1 }),
+        };
+        self.checks.record(d.allowed);
+        Ok(d)
+    }
+
+    /// Decides a request of `cost` for `key` under tier `tier`'s limits,
+    /// now (see [`KeyedLimiter::new_tiered`] for a key whose tier changes).
+    /// A limiter without tiers has tier 0 only.
+    #[inline]
+    pub fn check_tier(&self, key: u64, tier: usize, cost: u64) -> Result<Decision, TierError> {
+        self.decide_tier_one(self.hash_u64(key), &self.clock, cost, tier)
+    }
+
+    /// [`KeyedLimiter::check_tier`] at `now_ns`.
+    #[inline]
+    pub fn check_tier_at(
+        &self,
+        key: u64,
+        tier: usize,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decision, TierError> {
+        self.decide_tier_one(self.hash_u64(key), now_ns, cost, tier)
+    }
+
+    /// [`KeyedLimiter::check_tier`] for a byte-string key.
+    #[inline]
+    pub fn check_bytes_tier(
+        &self,
+        key: &[u8],
+        tier: usize,
+        cost: u64,
+    ) -> Result<Decision, TierError> {
+        self.decide_tier_one(self.hash_bytes(key), &self.clock, cost, tier)
+    }
+
+    /// [`KeyedLimiter::check_bytes_tier`] at `now_ns`.
+    #[inline]
+    pub fn check_bytes_tier_at(
+        &self,
+        key: &[u8],
+        tier: usize,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decision, TierError> {
+        self.decide_tier_one(self.hash_bytes(key), now_ns, cost, tier)
+    }
+
+    /// [`KeyedLimiter::check_tier_at`] with each limit's own decision.
+    pub fn check_tier_each_at(
+        &self,
+        key: u64,
+        tier: usize,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<MultiDecision, TierError> {
+        self.decide_tier(self.hash_u64(key), now_ns, cost, tier)
+    }
+
+    /// [`KeyedLimiter::check_tier_each_at`] for a byte-string key.
+    pub fn check_bytes_tier_each_at(
+        &self,
+        key: &[u8],
+        tier: usize,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<MultiDecision, TierError> {
+        self.decide_tier(self.hash_bytes(key), now_ns, cost, tier)
+    }
+
     /// Names the limits, in order ([`crate::Limiter::with_names`]).
     pub fn with_names(self, names: &[&str]) -> Result<KeyedLimiter, Error> {
         let mut limits = self.limits.load().clone();
@@ -383,6 +609,11 @@ impl KeyedLimiter {
             Tables::AllOfBlock(t) => {
                 let d = t.check_each(h, at, n, &mut each);
                 MultiDecision::of_many(d, each, self.limits.load().configs.len())
+            }
+            Tables::TieredWord(_) | Tables::TieredBlock(_) => {
+                return self
+                    .decide_tier(h, at, n, 0)
+                    .expect("every tiered limiter has tier 0");
             }
             _ => MultiDecision::of_one(self.decide(h, at, n, u64::MAX).0),
         };

@@ -17,6 +17,9 @@
 //!   [`Limiter::new_multi`], [`KeyedLimiter::new_multi`]; a request is
 //!   admitted only if every limit admits it, and [`MultiDecision`] says
 //!   which limit denied and what each decided.
+//! - A quota per tier (free, paid, internal) in one table:
+//!   [`KeyedLimiter::new_tiered`], each check naming its key's tier
+//!   ([`KeyedLimiter::check_tier`]).
 //! - [`Clock`]: the TSC clock (default), a coarse cached clock, or a manual
 //!   clock. Every check also has an `_at` form taking UNIX nanoseconds.
 //! - [`snapshot`]: every limiter saves its states while checks go on and is
@@ -95,6 +98,7 @@ pub mod state;
 mod stats;
 mod sync;
 mod table;
+mod tiers;
 
 pub use acquire::AcquireError;
 pub use any::AnyLimiter;
@@ -111,6 +115,7 @@ pub use shared::{SharedError, SharedErrorKind, SharedOptions};
 #[cfg(not(ratecell_loom))]
 pub use snapshot::{Persisted, SnapshotError};
 pub use stats::Stats;
+pub use tiers::{MAX_TIERS, TierError};
 
 /// Entry points for the loom models in `tests/loom_latch.rs` (not API).
 #[cfg(ratecell_loom)]

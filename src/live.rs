@@ -193,6 +193,11 @@ impl<A: WordAlgorithm> WordAlgorithm for Live<A> {
     }
 
     #[inline]
+    fn fresh_after_ns(&self, state: A::State, t: u64) -> u64 {
+        self.get().fresh_after_ns(state, t)
+    }
+
+    #[inline]
     fn pack(&self, state: A::State) -> u128 {
         self.get().pack(state)
     }
@@ -234,6 +239,10 @@ impl<A: BlockAlgorithm> BlockAlgorithm for Live<A> {
 
     fn is_fresh_at<W: Words + ?Sized>(&self, words: &W, t: u64) -> bool {
         self.get().is_fresh_at(words, t)
+    }
+
+    fn fresh_after_ns<W: Words + ?Sized>(&self, words: &mut W, t: u64) -> u64 {
+        self.get().fresh_after_ns(words, t)
     }
 
     fn clear<W: Words + ?Sized>(&self, words: &mut W) {

@@ -135,6 +135,12 @@ impl Limits {
 /// (the message says which limit); `Capacity` or `Overflow` when a limit's
 /// differs from the first's (all limits share one table).
 pub(crate) fn all_of(configs: &[Config], max_bits: u32) -> Result<AllOf, Error> {
+    Ok(AllOf::new(&rules(configs)?, max_bits))
+}
+
+/// [`all_of`]'s checks, returning each limit's rule (tiers widen them to
+/// one layout before building their composites: `crate::tiers`).
+pub(crate) fn rules(configs: &[Config]) -> Result<Vec<Rule>, Error> {
     if !(1..=MAX_LIMITS).contains(&configs.len()) {
         return Err(ConfigError {
             field: Field::Limits,
@@ -174,5 +180,5 @@ pub(crate) fn all_of(configs: &[Config], max_bits: u32) -> Result<AllOf, Error> 
         }
         rules.push(Rule::new(&p));
     }
-    Ok(AllOf::new(&rules, max_bits))
+    Ok(rules)
 }

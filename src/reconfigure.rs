@@ -175,10 +175,22 @@ pub(crate) fn all_of(
     old: &[Config],
     configs: &[Config],
 ) -> Result<(), Error> {
-    if let Some((i, was, now)) = live.get().layout_differs(&new) {
+    same_layout(live.get(), &new, old, configs)?;
+    live.swap().replace(new);
+    Ok(())
+}
+
+/// Refuses `new` when a limit's state would sit or be sized differently
+/// than in `was` (so a kept state could not be read by it).
+pub(crate) fn same_layout(
+    was: &AllOf,
+    new: &AllOf,
+    old: &[Config],
+    configs: &[Config],
+) -> Result<(), Error> {
+    if let Some((i, was, now)) = was.layout_differs(new) {
         let unit = if new.is_word() { "bits" } else { "words" };
         return Err(layout(i, &old[i], &configs[i], was, now, unit));
     }
-    live.swap().replace(new);
     Ok(())
 }

@@ -289,6 +289,86 @@ public:
         return back;
     }
 
+    /// A keyed limiter serving tiers (free, paid, internal...), one config
+    /// per tier (ratecell_limiter_new_tiered); each check names the key's
+    /// tier (check_tier), and every call that names none is tier 0's. A
+    /// key whose tier changes keeps what it spent, read by its new tier's
+    /// limits (docs/ALGORITHMS.md, "A quota per tier"). Throws Error with
+    /// RATECELL_INVALID_LENGTH for 0 or more than RATECELL_MAX_TIERS tiers,
+    /// or the status naming the field in which a tier may not differ.
+    static Limiter tiered(const std::vector<Config> &tiers) {
+        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
+        ratecell_limiter *l = nullptr;
+        detail::check(::ratecell_limiter_new_tiered(raw.data(), raw.size(), &l));
+        return Limiter(l);
+    }
+
+    /// Tiers of several limits each (ratecell_limiter_new_tiered_multi):
+    /// every tier lists the same limits in the same order, with its own
+    /// values; RATECELL_INVALID_LENGTH when they are not as many.
+    static Limiter tiered(const std::vector<std::vector<Config>> &tiers) {
+        std::vector<ratecell_config> raw;
+        std::size_t per_tier = tiers.empty() ? 0 : tiers[0].size();
+        for (const std::vector<Config> &tier : tiers) {
+            if (tier.size() != per_tier) {
+                throw Error(RATECELL_INVALID_LENGTH);
+            }
+            for (const Config &c : tier) {
+                raw.push_back(c.raw());
+            }
+        }
+        ratecell_limiter *l = nullptr;
+        detail::check(
+            ::ratecell_limiter_new_tiered_multi(raw.data(), per_tier, tiers.size(), &l));
+        return Limiter(l);
+    }
+
+    /// How many tiers this limiter serves (1 when made without tiers).
+    std::uint32_t tiers() const noexcept { return ::ratecell_limiter_tiers(handle_); }
+
+    /// Decides a request of `cost` for `key` under tier `tier`'s limits,
+    /// now. Throws Error(RATECELL_INVALID_TIER) when `tier` is not below
+    /// tiers() (nothing is checked then).
+    Decision check_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost = 1) const {
+        Decision d{};
+        detail::check(::ratecell_check_tier(handle_, key, tier, cost, &d));
+        return d;
+    }
+
+    /// check_tier at the caller's time (UNIX ns).
+    Decision check_tier_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                           std::uint64_t now_ns) const {
+        Decision d{};
+        detail::check(::ratecell_check_tier_at(handle_, key, tier, cost, now_ns, &d));
+        return d;
+    }
+
+    /// check_tier for a byte-string key.
+    Decision check_bytes_tier(std::string_view key, std::uint32_t tier,
+                              std::uint64_t cost = 1) const {
+        Decision d{};
+        detail::check(
+            ::ratecell_check_bytes_tier(handle_, bytes(key), key.size(), tier, cost, &d));
+        return d;
+    }
+
+    /// check_bytes_tier at the caller's time (UNIX ns).
+    Decision check_bytes_tier_at(std::string_view key, std::uint32_t tier, std::uint64_t cost,
+                                 std::uint64_t now_ns) const {
+        Decision d{};
+        detail::check(::ratecell_check_bytes_tier_at(handle_, bytes(key), key.size(), tier,
+                                                     cost, now_ns, &d));
+        return d;
+    }
+
+    /// check_tier_at with each limit's own decision and the denying index.
+    MultiDecision check_tier_each_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                                     std::uint64_t now_ns) const {
+        MultiDecision d{};
+        detail::check(::ratecell_check_tier_each_at(handle_, key, tier, cost, now_ns, &d));
+        return d;
+    }
+
     /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
     void save(const std::string &path) const {
         detail::check(::ratecell_snapshot_save(handle_, path.c_str()));

@@ -54,7 +54,9 @@ const (
 	StatusSharedUnsupported    Status = C.RATECELL_SHARED_UNSUPPORTED
 	// Reconfigure refused: no carry-over for this change (Reconfigure).
 	StatusReconfigureRefused Status = C.RATECELL_RECONFIGURE_REFUSED
-	lastStatus                      = StatusReconfigureRefused
+	// A tier not below the limiter's number of tiers (CheckTier).
+	StatusInvalidTier Status = C.RATECELL_INVALID_TIER
+	lastStatus               = StatusInvalidTier
 )
 
 var statusNames = [...]string{
@@ -66,7 +68,7 @@ var statusNames = [...]string{
 	"SNAPSHOT_CONFIG_MISMATCH", "SNAPSHOT_SEVERAL_LIMITS",
 	"SHARED_IO", "SHARED_NOT_A_REGION", "SHARED_TRUNCATED", "SHARED_VERSION",
 	"SHARED_CONFIG_MISMATCH", "SHARED_STALE", "SHARED_UNSUPPORTED",
-	"RECONFIGURE_REFUSED",
+	"RECONFIGURE_REFUSED", "INVALID_TIER",
 }
 
 // Name is the status's C name without the RATECELL_ prefix, e.g.
@@ -197,6 +199,9 @@ var (
 	// ErrReconfigureRefused: Reconfigure was given a change with no
 	// carry-over for the kept states, or one of what cannot change.
 	ErrReconfigureRefused = sentinel(StatusReconfigureRefused)
+	// ErrInvalidTier: CheckTier named a tier the limiter does not have
+	// (not below Tiers()); nothing was checked.
+	ErrInvalidTier = sentinel(StatusInvalidTier)
 )
 
 // ErrClosed is returned by every call on a Limiter after Close (and on a

@@ -265,15 +265,18 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 
 func TestStatuses(t *testing.T) {
 	seen := map[string]bool{}
-	for s := ratecell.StatusOK; s <= ratecell.StatusReconfigureRefused; s++ {
+	for s := ratecell.StatusOK; s <= ratecell.StatusInvalidTier; s++ {
 		text := s.String()
 		if text == "" || text == "unknown status" || seen[text] {
 			t.Errorf("status %d (%s): description %q", s, s.Name(), text)
 		}
 		seen[text] = true
 	}
-	if got := ratecell.Status(30).String(); got != "unknown status" {
-		t.Errorf("status 30: %q", got)
+	if got := ratecell.Status(31).String(); got != "unknown status" {
+		t.Errorf("status 31: %q", got)
+	}
+	if ratecell.StatusInvalidTier.Name() != "INVALID_TIER" {
+		t.Error("INVALID_TIER name")
 	}
 	if ratecell.StatusReconfigureRefused.Name() != "RECONFIGURE_REFUSED" {
 		t.Error("RECONFIGURE_REFUSED name")

@@ -98,6 +98,28 @@ impl Rule {
         }
     }
 
+    /// The bits a single-word state packs each count in, for the rules
+    /// whose width follows their limit or burst; `None` for the others.
+    pub(crate) fn count_bits(&self) -> Option<u32> {
+        match self {
+            Rule::TokenBucket(a) => Some(a.count_bits()),
+            Rule::FixedWindow(a) => Some(a.count_bits()),
+            Rule::SlidingWindow(a) => Some(a.count_bits()),
+            _ => None,
+        }
+    }
+
+    /// The rule packing its counts in `bits` (at least its own; see
+    /// [`Rule::count_bits`]); a rule without such counts is unchanged.
+    pub(crate) fn with_count_bits(self, bits: u32) -> Rule {
+        match self {
+            Rule::TokenBucket(a) => Rule::TokenBucket(a.with_count_bits(bits)),
+            Rule::FixedWindow(a) => Rule::FixedWindow(a.with_count_bits(bits)),
+            Rule::SlidingWindow(a) => Rule::SlidingWindow(a.with_count_bits(bits)),
+            other => other,
+        }
+    }
+
     /// Bits of a single-word state; `None` for a multi-word one.
     fn state_bits(&self) -> Option<u32> {
         with_rule!(self, a => word: Some(a.state_bits()), block: { let _ = a; None })
@@ -450,6 +472,18 @@ impl WordAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> (Decision, Option<u128>) {
+        if self.len == 1 {
+            // One limit (a tier of one limit, `crate::tiers`): its own
+            // decision is the combined one, denied or not; nothing to
+            // decide again or combine.
+            let p = &self.parts[0];
+            let own = state & mask(p.bits);
+            let (d, stored) = p.rule.decide_word(own, t, n);
+            if let Some(o) = out.first_mut() {
+                *o = d;
+            }
+            return (d, (d.allowed && n > 0).then(|| stored.unwrap_or(own)));
+        }
         if let [p, q] = self.parts() {
             // Each state's bits above its own are ignored by its `unpack`.
             let (sa, sb) = (state, state >> q.at);
@@ -561,6 +595,17 @@ impl BlockAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> Decision {
+        if self.len == 1 {
+            // One limit: decided once, on the real words (a rule writes
+            // only what it admits), as in the word layout.
+            let p = &self.parts[0];
+            let (d, stored) = AllOf::decide_in(p, w, t, n, true);
+            if let (true, Some(next)) = (d.allowed && n > 0, stored) {
+                write_pair(w, p.at as usize, next);
+            }
+            report(&[d], out);
+            return d;
+        }
         if let [p, q] = self.parts() {
             let (at_a, at_b) = (p.at as usize, q.at as usize);
             let pair = with_word_rule!(&p.rule, a => with_word_rule!(&q.rule, b => {

@@ -32,6 +32,19 @@ impl FixedWindow {
             count_bits: bits_for(p.limit),
         }
     }
+
+    /// The bits each count is packed in (from the limit or burst).
+    pub(crate) fn count_bits(&self) -> u32 {
+        self.count_bits
+    }
+
+    /// The same rule packing its counts in `bits` (at least its own): the
+    /// layout several tiers with different limits share (`crate::tiers`).
+    pub(crate) fn with_count_bits(mut self, bits: u32) -> Self {
+        debug_assert!(bits >= self.count_bits && bits <= 32);
+        self.count_bits = bits;
+        self
+    }
 }
 
 impl WordAlgorithm for FixedWindow {

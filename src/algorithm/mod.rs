@@ -57,6 +57,14 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
     /// ([SPEC §4](crate::spec#4-the-algorithms) "equivalent to fresh").
     fn is_fresh_at(&self, state: Self::State, t: u64) -> bool;
 
+    /// How long from `t` until `state` is equivalent to fresh (a full
+    /// table tells a new key when a place may free up): the `reset_after_ns`
+    /// of a peek, unless the algorithm says otherwise.
+    #[inline]
+    fn fresh_after_ns(&self, state: Self::State, t: u64) -> u64 {
+        self.decide(state, t, 0).0.reset_after_ns
+    }
+
     /// Packs the state into the low [`Self::state_bits`] bits of a word.
     fn pack(&self, state: Self::State) -> u128;
 
@@ -122,6 +130,13 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
 
     /// [SPEC §4](crate::spec#4-the-algorithms) "equivalent to fresh" at time `t`.
     fn is_fresh_at<W: Words + ?Sized>(&self, words: &W, t: u64) -> bool;
+
+    /// [`WordAlgorithm::fresh_after_ns`] for a block (read only: `decide`
+    /// writes nothing for a peek).
+    #[inline]
+    fn fresh_after_ns<W: Words + ?Sized>(&self, words: &mut W, t: u64) -> u64 {
+        self.decide(words, t, 0).reset_after_ns
+    }
 
     /// Makes `words` the fresh state again (a table reusing a place, or
     /// `reset_key`). Only the words that say what is live need clearing.

@@ -36,6 +36,19 @@ impl TokenBucket {
         }
     }
 
+    /// The bits each count is packed in (from the limit or burst).
+    pub(crate) fn count_bits(&self) -> u32 {
+        self.used_bits
+    }
+
+    /// The same rule packing its counts in `bits` (at least its own): the
+    /// layout several tiers with different limits share (`crate::tiers`).
+    pub(crate) fn with_count_bits(mut self, bits: u32) -> Self {
+        debug_assert!(bits >= self.used_bits && bits <= 32);
+        self.used_bits = bits;
+        self
+    }
+
     /// Refills at `t`: returns (tokens, last) as SPEC's refill step leaves them.
     #[inline]
     fn refill(&self, s: State, t: u64) -> (u64, u64) {

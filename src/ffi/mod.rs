@@ -110,6 +110,7 @@ mod limiter;
 mod multi;
 #[cfg(not(ratecell_loom))]
 mod snapshot;
+mod tiers;
 pub mod types;
 
 pub use info::*;
@@ -117,6 +118,7 @@ pub use limiter::*;
 pub use multi::*;
 #[cfg(not(ratecell_loom))]
 pub use snapshot::*;
+pub use tiers::*;
 pub use types::*;
 
 use std::ffi::c_char;
@@ -145,6 +147,13 @@ impl PanicDefault for i32 {
 }
 
 impl PanicDefault for u64 {
+    fn on_panic() -> Self {
+        0
+    }
+}
+
+/// `ratecell_limiter_tiers`: 0, as for NULL.
+impl PanicDefault for u32 {
     fn on_panic() -> Self {
         0
     }

@@ -113,13 +113,16 @@ pub enum ratecell_status {
     /// ...) or changes what is fixed (number of limits, capacity,
     /// overflow, a shared region); nothing changed.
     RATECELL_RECONFIGURE_REFUSED = 29,
+    /// `ratecell_check_tier*`: the tier is not below the limiter's number
+    /// of tiers (`ratecell_limiter_tiers`); nothing was checked.
+    RATECELL_INVALID_TIER = 30,
 }
 
 use ratecell_status::*;
 
 /// Every status, in numeric order (kept out of the header: cbindgen would
 /// print a public associated constant as a macro).
-const STATUSES: [ratecell_status; 30] = [
+const STATUSES: [ratecell_status; 31] = [
     RATECELL_OK,
     RATECELL_NULL_ARGUMENT,
     RATECELL_INVALID_ALGORITHM,
@@ -150,6 +153,7 @@ const STATUSES: [ratecell_status; 30] = [
     RATECELL_SHARED_STALE,
     RATECELL_SHARED_UNSUPPORTED,
     RATECELL_RECONFIGURE_REFUSED,
+    RATECELL_INVALID_TIER,
 ];
 
 impl ratecell_status {
@@ -170,6 +174,8 @@ impl ratecell_status {
             Field::Overflow => RATECELL_INVALID_OVERFLOW,
             // The count `n` of `ratecell_limiter_new_multi`: a length.
             Field::Limits => RATECELL_INVALID_LENGTH,
+            // The count of tiers, or a tier of another length.
+            Field::Tiers => RATECELL_INVALID_LENGTH,
         }
     }
 
@@ -251,6 +257,9 @@ impl ratecell_status {
             }
             RATECELL_RECONFIGURE_REFUSED => {
                 b"reconfigure refused: the change has no carry-over for the kept states (algorithm, a window's period, a count width) or changes what is fixed (number of limits, capacity, overflow, clock, a shared region); nothing changed\0"
+            }
+            RATECELL_INVALID_TIER => {
+                b"invalid tier: not below the limiter's number of tiers; nothing was checked\0"
             }
         }
     }

@@ -717,6 +717,7 @@ impl KeyedLimiter {
                 let h = header(t.places(), BlockAlgorithm::words(t.alg()) as u64);
                 save_blocks(&mut out, h, t, now_ns)
             }
+            Tables::TieredWord(_) | Tables::TieredBlock(_) => Err(tiered()),
         }?;
         out.finish(records)
     }
@@ -835,7 +836,17 @@ fn restore_records<R: Read>(
         Tables::BucketedWindow(t) => restore_blocks(header, input, t, bits),
         Tables::SlidingLog(t) => restore_blocks(header, input, t, bits),
         Tables::AllOfBlock(t) => restore_blocks(header, input, t, bits),
+        Tables::TieredWord(_) | Tables::TieredBlock(_) => Err(tiered()),
     }
+}
+
+/// The refusal of a snapshot of a tiered limiter: the format records one
+/// list of limits, not one per tier.
+fn tiered() -> SnapshotError {
+    SnapshotError::Limiter(crate::Error::Config(crate::ConfigError {
+        field: Field::Tiers,
+        message: "a tiered limiter cannot be saved: a snapshot records one list of limits, not one per tier".into(),
+    }))
 }
 
 fn save_words<W: Write, A: WordAlgorithm>(

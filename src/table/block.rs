@@ -126,6 +126,19 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         n: u64,
         each: &mut [Decision],
     ) -> Decision {
+        self.check_as(&self.alg, h, at, n, each)
+    }
+
+    /// [`BlockTable::check_each`] deciding with `alg`, one of several
+    /// tiers over the same layout (see `WordTable::check_as`).
+    pub(crate) fn check_as<D: BlockAlgorithm>(
+        &self,
+        alg: &D,
+        h: u64,
+        at: impl At,
+        n: u64,
+        each: &mut [Decision],
+    ) -> Decision {
         let home = self.geometry.home(h);
         let shard = &self.shards[home.shard];
         prefetch(&self.headers[home.bucket * SLOTS]);
@@ -135,13 +148,13 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 // Latching with our fingerprint fails if the place changed
                 // owner since we found it: then look again.
                 if let Ok(_latch) = latch(&self.headers[place], home.fingerprint) {
-                    return self.alg.decide_each(&mut self.block(place), t, n, each);
+                    return alg.decide_each(&mut self.block(place), t, n, each);
                 }
                 #[cfg(ratecell_loom)]
                 crate::loom_hooks::saw(crate::loom_hooks::Race::Moved);
                 continue;
             }
-            if let Some(d) = self.insert(home, shard, t, n, each) {
+            if let Some(d) = self.insert(alg, home, shard, t, n, each) {
                 return d;
             }
         }
@@ -149,15 +162,16 @@ impl<A: BlockAlgorithm> BlockTable<A> {
 
     /// The path of a key with no state; `None` if another thread placed the
     /// key meanwhile.
-    fn insert(
+    fn insert<D: BlockAlgorithm>(
         &self,
+        alg: &D,
         home: Home,
         shard: &Shard,
         t: u64,
         n: u64,
         each: &mut [Decision],
     ) -> Option<Decision> {
-        let fresh = shard.unfound(self.alg.decide_each(&mut Fresh, t, n, each), t);
+        let fresh = shard.unfound(alg.decide_each(&mut Fresh, t, n, each), t);
         if !fresh.allowed {
             return Some(fresh);
         }
@@ -190,13 +204,13 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 if !free {
                     if !self.alg.is_fresh_at(&block, t) {
                         return Place::Kept {
-                            frees_in: self.alg.decide(&mut block, t, 0).reset_after_ns,
+                            frees_in: self.alg.fresh_after_ns(&mut block, t),
                         };
                     }
                     shard.evicting_at(t);
                 }
                 self.alg.clear(&mut block);
-                let decision = self.alg.decide_each(&mut block, t, n, each);
+                let decision = alg.decide_each(&mut block, t, n, each);
                 held.release_as(home.fingerprint);
                 Place::Taken {
                     decision,
@@ -235,7 +249,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             if self.alg.is_fresh_at(&block, t) {
                 return Ok(());
             }
-            Err(self.alg.decide(&mut block, t, 0).reset_after_ns)
+            Err(self.alg.fresh_after_ns(&mut block, t))
         })
     }
 

@@ -199,6 +199,23 @@ impl<A: WordAlgorithm> WordTable<A> {
         max_wait: u64,
         each: &mut [Decision],
     ) -> (Decision, bool) {
+        self.check_as(&self.alg, h, at, n, max_wait, each)
+    }
+
+    /// [`WordTable::check_each`] deciding with `alg` instead of the
+    /// table's own algorithm: one of several tiers that read the same
+    /// state layout (`crate::tiers`). Eviction still asks the table's
+    /// algorithm whether a state may be dropped.
+    #[inline]
+    pub(crate) fn check_as<D: WordAlgorithm<State = A::State>>(
+        &self,
+        alg: &D,
+        h: u64,
+        at: impl At,
+        n: u64,
+        max_wait: u64,
+        each: &mut [Decision],
+    ) -> (Decision, bool) {
         let home = self.geometry.home(h);
         let tag = self.tag(home.fingerprint);
         let bucket = &self.slots[home.bucket * SLOTS..][..SLOTS];
@@ -209,7 +226,8 @@ impl<A: WordAlgorithm> WordTable<A> {
             if self.owned_by(word, tag) {
                 // A lost CAS (another thread changed the slot) takes the
                 // long way, which starts from a fresh load.
-                if let (Outcome::Done(d, taken), next) = self.step(word, tag, t, n, max_wait, each)
+                if let (Outcome::Done(d, taken), next) =
+                    self.step(alg, word, tag, t, n, max_wait, each)
                 {
                     if next.is_none_or(|next| slot.cas_word(word, next).is_ok()) {
                         return (d, taken);
@@ -220,15 +238,20 @@ impl<A: WordAlgorithm> WordTable<A> {
                 break;
             }
         }
-        self.check_elsewhere(home, tag, t, n, max_wait, each)
+        self.check_elsewhere(alg, home, tag, t, n, max_wait, each)
     }
 
     /// The full check: the whole probe window, the update retried until its
     /// CAS succeeds, and the insert of a new key.
     #[cold]
     #[inline(never)]
-    fn check_elsewhere(
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the check's inputs, passed down unchanged"
+    )]
+    fn check_elsewhere<D: WordAlgorithm<State = A::State>>(
         &self,
+        alg: &D,
         home: Home,
         tag: u64,
         t: u64,
@@ -239,13 +262,13 @@ impl<A: WordAlgorithm> WordTable<A> {
         loop {
             if let Some((slot, word)) = self.find(home, tag) {
                 match cas_loop_from(slot, word, |word| {
-                    self.step(word, tag, t, n, max_wait, each)
+                    self.step(alg, word, tag, t, n, max_wait, each)
                 }) {
                     Outcome::Done(d, taken) => return (d, taken),
                     Outcome::Moved => continue,
                 }
             }
-            match self.insert(home, tag, t, n, max_wait, each) {
+            match self.insert(alg, home, tag, t, n, max_wait, each) {
                 Outcome::Done(d, taken) => return (d, taken),
                 // Placed or evicted by another thread meanwhile: look again.
                 Outcome::Moved => {}
@@ -256,8 +279,13 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// One step of the update of the key's slot holding `word`: the
     /// decision, and the word to install (`None`: nothing to write).
     #[inline]
-    fn step(
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the check's inputs, passed down unchanged"
+    )]
+    fn step<D: WordAlgorithm<State = A::State>>(
         &self,
+        alg: &D,
         word: u128,
         tag: u64,
         t: u64,
@@ -270,7 +298,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             crate::loom_hooks::saw(crate::loom_hooks::Race::Moved);
             return (Outcome::Moved, None);
         }
-        let (d, next) = self.alg.decide_each(self.state(word), t, n, each);
+        let (d, next) = alg.decide_each(self.state(word), t, n, each);
         if d.allowed && d.wait_ns > max_wait {
             return (Outcome::Done(d, false), None);
         }
@@ -280,8 +308,13 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// The path of a key with no state: decide on the fresh state, and
     /// place the key (`place`) only if there is a state to store.
     #[cold]
-    fn insert(
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the check's inputs, passed down unchanged"
+    )]
+    fn insert<D: WordAlgorithm<State = A::State>>(
         &self,
+        alg: &D,
         home: Home,
         tag: u64,
         t: u64,
@@ -290,7 +323,7 @@ impl<A: WordAlgorithm> WordTable<A> {
         each: &mut [Decision],
     ) -> Outcome {
         let shard = &self.shards[home.shard];
-        let (fresh, next) = self.alg.decide_each(A::State::default(), t, n, each);
+        let (fresh, next) = alg.decide_each(A::State::default(), t, n, each);
         let fresh = shard.unfound(fresh, t);
         if !fresh.allowed {
             return Outcome::Done(fresh, true);
@@ -320,9 +353,8 @@ impl<A: WordAlgorithm> WordTable<A> {
                             return Place::Kept { frees_in: u64::MAX };
                         }
                         if !self.alg.is_fresh_at(self.state(word), t) {
-                            let (peek, _) = self.alg.decide(self.state(word), t, 0);
                             return Place::Kept {
-                                frees_in: peek.reset_after_ns,
+                                frees_in: self.alg.fresh_after_ns(self.state(word), t),
                             };
                         }
                         shard.evicting_at(t);
@@ -358,7 +390,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             if word == 0 || word == self.freed() || self.alg.is_fresh_at(self.state(word), t) {
                 return Ok(());
             }
-            Err(self.alg.decide(self.state(word), t, 0).0.reset_after_ns)
+            Err(self.alg.fresh_after_ns(self.state(word), t))
         })
     }
 

@@ -775,8 +775,8 @@ static void test_impossible_lengths(void) {
 }
 
 static void test_every_status_has_a_distinct_description(void) {
-    const char *seen[RATECELL_RECONFIGURE_REFUSED + 1];
-    for (uint32_t s = RATECELL_OK; s <= RATECELL_RECONFIGURE_REFUSED; s++) {
+    const char *seen[RATECELL_INVALID_TIER + 1];
+    for (uint32_t s = RATECELL_OK; s <= RATECELL_INVALID_TIER; s++) {
         seen[s] = ratecell_status_str(s);
         CHECK(seen[s] != NULL && strlen(seen[s]) > 0);
         for (uint32_t t = 0; t < s; t++) {
@@ -784,7 +784,7 @@ static void test_every_status_has_a_distinct_description(void) {
         }
     }
     CHECK(strcmp(ratecell_status_str(RATECELL_OK), "ok") == 0);
-    CHECK(strcmp(ratecell_status_str(RATECELL_RECONFIGURE_REFUSED + 1), "unknown status") == 0);
+    CHECK(strcmp(ratecell_status_str(RATECELL_INVALID_TIER + 1), "unknown status") == 0);
     CHECK(strcmp(ratecell_status_str(0xFFFFFFFFu), "unknown status") == 0);
 }
 

@@ -424,6 +424,70 @@ void test_reconfigure_keeps_the_spent() {
     CHECK_EQ_U64(l.check_at(0, 0, T0).remaining, 10);
 }
 
+// Tiers: each key held to the tier its check names, a key moving tiers
+// keeps what it spent, tiers of several limits, and the errors.
+void test_tiers() {
+    const std::uint64_t limits[3] = {2, 20, 200};
+    std::vector<Config> tiers;
+    for (std::uint64_t limit : limits) {
+        tiers.push_back(Config(Algorithm::TokenBucket, limit, 3600s).capacity(100));
+    }
+    Limiter l = Limiter::tiered(tiers);
+    CHECK(l.tiers() == 3);
+    for (std::uint32_t tier = 0; tier < 3; tier++) {
+        std::uint64_t admitted = 0;
+        for (int i = 0; i < 300; i++) {
+            admitted += l.check_tier_at(tier, tier, 1, T0).allowed ? 1 : 0;
+        }
+        CHECK(admitted == limits[tier]);
+    }
+    // Key 1 spent 20 as paid: nothing as free, 180 more as internal.
+    CHECK(!l.check_tier_at(1, 0, 1, T0).allowed);
+    CHECK(l.check_tier_at(1, 2, 0, T0).remaining == 180);
+    CHECK(l.check_bytes_tier_at("k", 1, 5, T0).remaining == 15);
+    CHECK(l.check_bytes_tier("k", 0, 0).remaining == 2); // now is long after T0: refilled
+    CHECK(l.check_tier(9, 2, 0).remaining == 200);
+    CHECK(l.check_at(9, 0, T0).remaining == 2); // no tier named: tier 0
+
+    ratecell_status status = RATECELL_OK;
+    try {
+        l.check_tier_at(1, 3, 1, T0);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_TIER);
+    status = RATECELL_OK;
+    try {
+        Limiter::tiered({tiers[0], Config(Algorithm::Gcra, 5, 1s).capacity(100)});
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_ALGORITHM);
+    status = RATECELL_OK;
+    try {
+        Limiter::tiered(std::vector<Config>{});
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_LENGTH);
+
+    Config rate = Config(Algorithm::Gcra, 1, 1s).capacity(10);
+    Config day = Config(Algorithm::FixedWindow, 3, 86400s).capacity(10);
+    Limiter both = Limiter::tiered(std::vector<std::vector<Config>>{
+        {rate, day}, {Config(Algorithm::Gcra, 100, 1s).capacity(10),
+                      Config(Algorithm::FixedWindow, 50, 86400s).capacity(10)}});
+    CHECK(both.check_tier_at(4, 1, 40, T0).allowed);
+    ratecell::MultiDecision m = both.check_tier_each_at(4, 0, 1, T0);
+    CHECK(!m.decision.allowed && m.count == 2);
+    status = RATECELL_OK;
+    try {
+        Limiter::tiered(std::vector<std::vector<Config>>{{rate, day}, {rate}});
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_LENGTH);
+}
+
 int main() {
     RUN(test_limiter_is_move_only);
     RUN(test_config_errors_throw_with_their_status);
@@ -436,6 +500,7 @@ int main() {
     RUN(test_four_threads_admit_exactly_the_limit);
     RUN(test_several_limits_as_one);
     RUN(test_reconfigure_keeps_the_spent);
+    RUN(test_tiers);
     RUN(test_snapshots_save_restore_and_persist);
     RUN(test_snapshots_of_several_limits);
     RUN(test_shared_region_is_one_limit_for_every_handle);

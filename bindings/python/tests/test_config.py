@@ -148,6 +148,7 @@ def test_status_codes_match_the_header(repo):
         ratecell.SharedStale: "RATECELL_SHARED_STALE",
         ratecell.SharedUnsupported: "RATECELL_SHARED_UNSUPPORTED",
         ratecell.ReconfigureRefused: "RATECELL_RECONFIGURE_REFUSED",
+        ratecell.InvalidTier: "RATECELL_INVALID_TIER",
     }
     block = header[header.index("enum ratecell_status\n") :]
     block = block[: block.index("};")]

@@ -285,7 +285,7 @@ pub struct LimitSpec {
 const SPEC_FIELDS: &str = "algorithm, limit, period, burst, sub-windows";
 
 /// clap's parser for `--also`: every error names the field.
-fn limit_spec_arg(s: &str) -> Result<LimitSpec, String> {
+pub fn limit_spec_arg(s: &str) -> Result<LimitSpec, String> {
     let (mut algorithm, mut limit, mut period, mut burst, mut sub_windows) =
         (None, None, None, None, None);
     for part in s.split(',').map(str::trim) {
@@ -432,30 +432,38 @@ impl PolicyArgs {
         }
         for (i, spec) in self.also.iter().enumerate() {
             let which = format!("--also #{} (limit {})", i + 1, i + 2);
-            let mut config = Config::new(spec.algorithm, spec.limit, spec.period).burst(spec.burst);
-            if let Some(n) = spec.sub_windows {
-                if spec.algorithm != Algorithm::BucketedWindow {
-                    return Err(CliError::option(
-                        command,
-                        format!(
-                            "{which}: field 'sub-windows': applies only to bucketed_window, not {}",
-                            spec.algorithm
-                        ),
-                    ));
-                }
-                config = config.sub_windows(n);
-            }
-            let (clock, _) = Clock::manual(0);
-            Limiter::with_clock(config, clock).map_err(|e| match e {
-                Error::Config(ConfigError { field, message }) => CliError::option(
-                    command,
-                    format!("{which}: field '{}': {message}", spec_field_for(field)),
-                ),
-                other => CliError::io(other.to_string()),
-            })?;
-            configs.push(config);
+            configs.push(spec.config(command, &which)?);
         }
         Ok(configs)
+    }
+}
+
+impl LimitSpec {
+    /// The limit as a configuration the library accepts (a direct limiter
+    /// is built and dropped); errors name `which` and the field.
+    pub fn config(&self, command: &str, which: &str) -> Result<Config, CliError> {
+        let mut config = Config::new(self.algorithm, self.limit, self.period).burst(self.burst);
+        if let Some(n) = self.sub_windows {
+            if self.algorithm != Algorithm::BucketedWindow {
+                return Err(CliError::option(
+                    command,
+                    format!(
+                        "{which}: field 'sub-windows': applies only to bucketed_window, not {}",
+                        self.algorithm
+                    ),
+                ));
+            }
+            config = config.sub_windows(n);
+        }
+        let (clock, _) = Clock::manual(0);
+        Limiter::with_clock(config, clock).map_err(|e| match e {
+            Error::Config(ConfigError { field, message }) => CliError::option(
+                command,
+                format!("{which}: field '{}': {message}", spec_field_for(field)),
+            ),
+            other => CliError::io(other.to_string()),
+        })?;
+        Ok(config)
     }
 }
 

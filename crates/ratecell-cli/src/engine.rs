@@ -52,6 +52,14 @@ pub fn policy_multi(configs: &[Config]) -> Result<Policy, Error> {
     AnyLimiter::with_clock_multi(configs, sim_clock())
 }
 
+/// A keyed policy of tiers (one config each), each check naming its tier.
+pub fn keyed_policy_tiered(tiers: &[Config]) -> Result<Policy, Error> {
+    Ok(AnyLimiter::Keyed(KeyedLimiter::with_clock_tiered(
+        tiers,
+        sim_clock(),
+    )?))
+}
+
 /// Several limits as one, one state per key, always.
 pub fn keyed_policy_multi(configs: &[Config]) -> Result<Policy, Error> {
     Ok(AnyLimiter::Keyed(KeyedLimiter::with_clock_multi(

@@ -11,7 +11,9 @@ use crate::args::{self, CliError, OverflowArg, PolicyArgs, count, describe, form
 use crate::engine::{self, Policy};
 use crate::progress::{Progress, Unit};
 use crate::table::Table;
-use ratecell::{Algorithm, Clock, Config, Decision, Field, KeyedLimiter, Overflow, SnapshotError};
+use ratecell::{
+    Algorithm, AnyLimiter, Clock, Config, Decision, Field, KeyedLimiter, Overflow, SnapshotError,
+};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -24,9 +26,10 @@ times the trace gives, and reports what was admitted and denied in total and per
 
 /// `replay --help`'s closing notes: the formats.
 pub const AFTER: &str = "formats:
-  csv  timestamp_ns,key[,cost] per line: UNIX time in ns, any key text (used as bytes; quote it
-       as \"user, one\" when it holds a comma), cost 1 when left out. An optional header line
-       starts with \"timestamp\"; blank lines and lines starting with # are skipped.
+  csv  timestamp_ns,key[,cost[,tier]] per line: UNIX time in ns, any key text (used as bytes;
+       quote it as \"user, one\" when it holds a comma), cost 1 when left out, tier 0 when left
+       out (see --tier). An optional header line starts with \"timestamp\"; blank lines and lines
+       starting with # are skipped.
   clf  Common or Combined Log Format, e.g.
        127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] \"GET / HTTP/1.0\" 200 2326
        key = the client address, time from the brackets (1 s resolution), cost 1.
@@ -38,7 +41,12 @@ snapshots (docs/SNAPSHOT.md): replay a trace in parts, the states carried over e
   ratecell replay monday.csv --limit 5 --to-snapshot limits.snap
   ratecell replay tuesday.csv --limit 5 --from-snapshot limits.snap
 The limits given with --from-snapshot must be the saved ones (an error names the option that
-differs).";
+differs).
+
+tiers (docs/ALGORITHMS.md, \"A quota per tier\"): each --tier adds a tier, numbered from 1 (tier
+0 is the limit the options above give), and each csv line names its key's tier:
+  ratecell replay api.csv --limit 10 --tier algorithm=gcra,limit=1000,period=1s
+A key whose tier changes keeps what it spent, read by its new tier's limit.";
 
 // The options of `replay`.
 #[derive(clap::Args, Clone, Debug)]
@@ -87,6 +95,11 @@ pub struct ReplayArgs {
     /// trace's latest time
     #[arg(long = "to-snapshot", value_name = "PATH")]
     to_snapshot: Option<PathBuf>,
+    /// Another tier, numbered from 1 (tier 0 is the limit the options give), named by a csv
+    /// line's fourth field; same algorithm as tier 0. Repeat for more, up to 15:
+    /// algorithm=NAME,limit=N,period=DURATION[,burst=N][,sub-windows=N]
+    #[arg(long = "tier", value_name = "LIMIT", value_parser = args::limit_spec_arg, action = clap::ArgAction::Append)]
+    tiers: Vec<args::LimitSpec>,
 }
 
 /// `--format`.
@@ -273,6 +286,7 @@ struct Request<'a> {
     t: u64,
     key: &'a [u8],
     cost: u64,
+    tier: usize,
 }
 
 /// Why a line could not be read: the field and what was wrong with it.
@@ -291,10 +305,10 @@ fn unsigned(field: &'static str, bytes: &[u8]) -> Result<u64, BadField> {
     args::parse_u64(&text).ok_or_else(|| bad(field, format!("{text:?} is not an unsigned integer")))
 }
 
-/// One CSV line's fields (`timestamp_ns,key[,cost]`, unquoted and
+/// One CSV line's fields (`timestamp_ns,key[,cost[,tier]]`, unquoted and
 /// trimmed). Returns `None` for a header.
 fn parse_csv<'a>(record: &[&'a [u8]], first: bool) -> Result<Option<Request<'a>>, BadField> {
-    const SHAPE: &str = "a line is timestamp_ns,key[,cost]";
+    const SHAPE: &str = "a line is timestamp_ns,key[,cost[,tier]]";
     let ts = record.first().copied().unwrap_or(b"");
     if first && ts.to_ascii_lowercase().starts_with(b"timestamp") {
         return Ok(None);
@@ -311,16 +325,20 @@ fn parse_csv<'a>(record: &[&'a [u8]], first: bool) -> Result<Option<Request<'a>>
         None => 1,
         Some(c) => unsigned("cost", c)?,
     };
-    if let Some(extra) = record.get(3) {
+    let tier = match record.get(3) {
+        None => 0,
+        Some(c) => usize::try_from(unsigned("tier", c)?).unwrap_or(usize::MAX),
+    };
+    if let Some(extra) = record.get(4) {
         return Err(bad(
-            "cost",
+            "tier",
             format!(
                 "followed by {:?}: too many fields ({SHAPE}; quote a key that holds a comma)",
                 String::from_utf8_lossy(extra)
             ),
         ));
     }
-    Ok(Some(Request { t, key, cost }))
+    Ok(Some(Request { t, key, cost, tier }))
 }
 
 /// `host ident user [dd/Mon/yyyy:hh:mm:ss +hhmm] "request" status bytes ...`
@@ -344,6 +362,7 @@ fn parse_clf(line: &str) -> Result<Request<'_>, BadField> {
         t,
         key: key.as_bytes(),
         cost: 1,
+        tier: 0,
     })
 }
 
@@ -496,6 +515,8 @@ struct Replay<'a> {
     algorithm: Algorithm,
     /// Every limit (more than one with --also: decisions name the denying one).
     limits: &'a [Config],
+    /// How many tiers (1 without --tier).
+    tiers: usize,
     decisions: bool,
     per_key: HashMap<Vec<u8>, Counts>,
     total: Counts,
@@ -509,7 +530,25 @@ struct Replay<'a> {
 
 impl Replay<'_> {
     fn request(&mut self, line: u64, r: &Request, out: &mut dyn Write) -> Result<(), CliError> {
-        let (d, denied_by) = if self.limits.len() > 1 {
+        let (d, denied_by) = if r.tier != 0 || self.tiers > 1 {
+            let AnyLimiter::Keyed(keyed) = &self.policy else {
+                unreachable!("a replay's policy is keyed")
+            };
+            let each = keyed
+                .check_bytes_tier_each_at(r.key, r.tier, r.cost, r.t)
+                .map_err(|e| {
+                    let hint = if self.tiers == 1 {
+                        " (add tiers with --tier)"
+                    } else {
+                        ""
+                    };
+                    CliError::usage(format!("{}:{line}: field 'tier': {e}{hint}", self.name))
+                })?;
+            (
+                each.decision,
+                each.denied_by.filter(|_| self.limits.len() > 1),
+            )
+        } else if self.limits.len() > 1 {
             let each = self.policy.check_bytes_each_at(r.key, r.cost, r.t);
             (each.decision, each.denied_by)
         } else {
@@ -543,9 +582,14 @@ impl Replay<'_> {
                 Some(i) => format!(" (by limit {}: {})", i + 1, describe(&self.limits[i])),
                 None => String::new(),
             };
+            let tier = if self.tiers > 1 {
+                format!(" tier {}", r.tier)
+            } else {
+                String::new()
+            };
             writeln!(
                 out,
-                "{}:{line}: {} cost {} at {}: {}{by}",
+                "{}:{line}: {} cost {}{tier} at {}: {}{by}",
                 self.name,
                 show_key(r.key),
                 r.cost,
@@ -645,7 +689,13 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
         *c = c.overflow(a.overflow.into()).capacity(capacity);
     }
     let config = configs[0];
+    let tiers = tier_configs(a, &configs)?;
     let (policy, restored) = match &a.from_snapshot {
+        None if tiers.len() > 1 => (
+            engine::keyed_policy_tiered(&tiers)
+                .map_err(|e| CliError::option("replay", format!("--tier: {e}")))?,
+            None,
+        ),
         None => (
             engine::keyed_policy_multi(&configs).map_err(|e| args::config_error("replay", e))?,
             None,
@@ -693,6 +743,7 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
         policy,
         algorithm: config.algorithm,
         limits: &configs,
+        tiers: tiers.len(),
         decisions: a.decisions,
         per_key: HashMap::new(),
         total: Counts::default(),
@@ -781,6 +832,43 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
     )
 }
 
+/// Every tier's config (tier 0 the options', then each `--tier`), or just
+/// the options' when there is no `--tier`. Tiers take one limit each and
+/// have no snapshot format, so `--tier` with `--also` or a snapshot option
+/// is refused by name.
+fn tier_configs(a: &ReplayArgs, configs: &[Config]) -> Result<Vec<Config>, CliError> {
+    let mut tiers = vec![configs[0]];
+    if a.tiers.is_empty() {
+        return Ok(tiers);
+    }
+    let refuse = |why: String| Err(CliError::option("replay", format!("--tier: {why}")));
+    if configs.len() > 1 {
+        return refuse("replay takes tiers of one limit each; drop --also".into());
+    }
+    if a.from_snapshot.is_some() || a.to_snapshot.is_some() {
+        return refuse(
+            "a limiter of tiers cannot be saved to a snapshot; drop --from-snapshot and --to-snapshot"
+                .into(),
+        );
+    }
+    if a.tiers.len() >= ratecell::MAX_TIERS {
+        return refuse(format!(
+            "{} given; at most {} (tier 0 is the options' limit)",
+            a.tiers.len(),
+            ratecell::MAX_TIERS - 1
+        ));
+    }
+    for (i, spec) in a.tiers.iter().enumerate() {
+        let which = format!("--tier #{} (tier {})", i + 1, i + 1);
+        let c = spec.config("replay", &which)?;
+        tiers.push(
+            c.overflow(configs[0].overflow)
+                .capacity(configs[0].capacity),
+        );
+    }
+    Ok(tiers)
+}
+
 /// What the replay restored from (path, keys) and saved to (path, time).
 struct Snapshots<'a> {
     restored: Option<(&'a Path, u64)>,
@@ -805,6 +893,13 @@ fn report(
     writeln!(out, "ratecell replay {name}: {}", describe(config))?;
     for c in &configs[1..] {
         writeln!(out, "  and {}", describe(c))?;
+    }
+    if let AnyLimiter::Keyed(keyed) = &replay.policy {
+        for tier in 1..replay.tiers {
+            if let Some(&[c]) = keyed.tier_limits(tier) {
+                writeln!(out, "  tier {tier}: {}", describe(&c))?;
+            }
+        }
     }
     if let Some((path, keys)) = snapshots.restored {
         writeln!(
@@ -1007,13 +1102,16 @@ mod tests {
         assert_eq!((r.t, r.key, r.cost), (5, &b"alice"[..], 3));
         let r = record(&["5", "user, one"]);
         let r = parse_csv(&r, false).unwrap().unwrap();
-        assert_eq!((r.key, r.cost), (&b"user, one"[..], 1));
+        assert_eq!((r.key, r.cost, r.tier), (&b"user, one"[..], 1, 0));
+        let r = record(&["5", "alice", "1", "9"]);
+        assert_eq!(parse_csv(&r, false).unwrap().unwrap().tier, 9);
         for (fields, field) in [
             (&["x", "alice", "1"][..], "timestamp_ns"),
             (&["5"][..], "key"),
             (&["5", "", "1"][..], "key"),
             (&["5", "alice", "abc"][..], "cost"),
-            (&["5", "alice", "1", "9"][..], "cost"),
+            (&["5", "alice", "1", "x"][..], "tier"),
+            (&["5", "alice", "1", "9", "9"][..], "tier"),
         ] {
             match parse_csv(&record(fields), false) {
                 Err(e) => assert_eq!(e.field, field, "{fields:?}"),

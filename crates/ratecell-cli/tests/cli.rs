@@ -1204,3 +1204,60 @@ fn bad_further_limits_name_the_field() {
     let err = fails(&eight, 2);
     assert!(err.contains("--also: 8 given; at most 7"), "{err}");
 }
+
+/// The counts of `key`'s row in a replay's per-key table: requests,
+/// admitted, denied.
+fn key_row(out: &str, key: &str) -> Vec<String> {
+    out.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.first() == Some(&key))
+        .map(|w| w[1..4].iter().map(|s| (*s).to_string()).collect())
+        .unwrap_or_else(|| panic!("no row for {key}: {out}"))
+}
+
+#[test]
+fn replay_holds_each_key_to_the_tier_its_line_names() {
+    let tier = ["--tier", "algorithm=fixed_window,limit=5,period=1m"];
+    let base = ["replay", "tiers.csv", "--algorithm", "fixed_window"];
+    let args: Vec<&str> = [
+        &base[..],
+        &["--limit", "2", "--period", "1m"],
+        &tier,
+        &["--decisions"],
+    ]
+    .concat();
+    let out = ok(&args);
+    assert!(out.contains("  tier 1: "), "{out}");
+    assert!(out.contains("paid cost 1 tier 1 at"), "{out}");
+    // free: 2 of its tier-0 limit of 2; paid: 5 of 5; mover spent 3 as
+    // tier 1, so as tier 0 (limit 2) it has nothing left.
+    assert_eq!(key_row(&out, "free"), ["3", "2", "1"]);
+    assert_eq!(key_row(&out, "paid"), ["6", "5", "1"]);
+    assert_eq!(key_row(&out, "mover"), ["2", "1", "1"]);
+
+    // Without --tier, a line naming tier 1 is an error naming the field.
+    let err = fails(
+        &[&base[..], &["--limit", "2", "--period", "1m"]].concat(),
+        2,
+    );
+    assert!(
+        err.contains("tiers.csv:5: field 'tier'") && err.contains("--tier"),
+        "{err}"
+    );
+    // A tier that may not differ from tier 0 is refused by name.
+    let err = fails(
+        &[&base[..], &["--tier", "algorithm=gcra,limit=5,period=1m"]].concat(),
+        2,
+    );
+    assert!(err.contains("--tier") && err.contains("algorithm"), "{err}");
+    let err = fails(
+        &[
+            &base[..],
+            &tier,
+            &["--also", "algorithm=gcra,limit=5,period=1s"],
+        ]
+        .concat(),
+        2,
+    );
+    assert!(err.contains("--tier") && err.contains("--also"), "{err}");
+}

@@ -27,6 +27,7 @@ from ._errors import (
     InvalidOverflow,
     InvalidPeriod,
     InvalidSubWindows,
+    InvalidTier,
     LimiterClosed,
     NullArgument,
     OutOfMemory,
@@ -55,6 +56,7 @@ from ._ffi import LIBRARY_PATH as _LIBRARY_PATH
 from ._ffi import library_version
 from ._limiter import Limiter
 from ._multi import MAX_LIMITS, Limit, MultiDecision, MultiLimiter
+from ._tiers import MAX_TIERS, TieredLimiter
 from ._types import NEVER, Algorithm, Clock, Config, Decision, Overflow, Stats
 
 __version__ = "0.1.0"
@@ -62,6 +64,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Limiter",
     "MultiLimiter",
+    "TieredLimiter",
+    "MAX_TIERS",
     "Limit",
     "MultiDecision",
     "MAX_LIMITS",
@@ -100,6 +104,7 @@ __all__ = [
     "SharedStale",
     "SharedUnsupported",
     "ReconfigureRefused",
+    "InvalidTier",
     "LimiterClosed",
     "SnapshotError",
     "SnapshotIO",

@@ -271,6 +271,13 @@ class ReconfigureRefused(RatecellError, ValueError):
     status = 29
 
 
+class InvalidTier(RatecellError, IndexError):
+    """RATECELL_INVALID_TIER: ``check_tier`` named a tier the limiter does
+    not have (not below its number of tiers); nothing was checked."""
+
+    status = 30
+
+
 class LimiterClosed(RatecellError, ValueError):
     """A call on a ``Limiter`` after ``close()`` (or after its ``with``
     block)."""
@@ -311,6 +318,7 @@ _BY_STATUS: dict[int, type[RatecellError]] = {
         SharedStale,
         SharedUnsupported,
         ReconfigureRefused,
+        InvalidTier,
     )
     if cls.status is not None
 }

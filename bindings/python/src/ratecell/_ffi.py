@@ -151,6 +151,8 @@ class CDecision(Structure):
 
 MAX_LIMITS = 8
 """``RATECELL_MAX_LIMITS``."""
+MAX_TIERS = 16
+"""``RATECELL_MAX_TIERS``."""
 NO_LIMIT = U32_MAX
 """``RATECELL_NO_LIMIT``."""
 
@@ -237,6 +239,31 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_check_bytes_each_at": (
         _STATUS,
         [c_void_p, c_void_p, c_size_t, c_uint64, c_uint64, POINTER(CMultiDecision)],
+    ),
+    "ratecell_limiter_new_tiered_multi": (
+        _STATUS,
+        [POINTER(CConfig), c_size_t, c_size_t, POINTER(c_void_p)],
+    ),
+    "ratecell_limiter_tiers": (c_uint32, [c_void_p]),
+    "ratecell_check_tier": (
+        _STATUS,
+        [c_void_p, c_uint64, c_uint32, c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_check_tier_at": (
+        _STATUS,
+        [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_check_bytes_tier": (
+        _STATUS,
+        [c_void_p, c_void_p, c_size_t, c_uint32, c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_check_bytes_tier_at": (
+        _STATUS,
+        [c_void_p, c_void_p, c_size_t, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_check_tier_each_at": (
+        _STATUS,
+        [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CMultiDecision)],
     ),
     "ratecell_snapshot_save": (_STATUS, [c_void_p, c_char_p]),
     "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),

@@ -1,0 +1,215 @@
+/*
+ * C11 tests of a quota per tier through the C ABI
+ * (ratecell_limiter_new_tiered*, ratecell_check_tier*): each key held to
+ * the tier its check names, a key moving tiers keeping what it spent,
+ * tier 0 for the calls that name none, and the statuses of bad input.
+ *
+ * Built and run by scripts/c-tests.sh, once normally and once under
+ * -fsanitize=address,undefined. Prints "N passed, M failed" last.
+ */
+#include "ratecell.h"
+
+#include "harness.h"
+
+#include <string.h>
+
+#define SECOND UINT64_C(1000000000)
+#define T0 (UINT64_C(480000) * 3600 * SECOND)
+
+/* Free 3 per minute, paid 1000 per minute, internal 100000 (fixed window). */
+static void three_tiers(ratecell_config cfgs[3]) {
+    const uint64_t limits[3] = {3, 1000, 100000};
+    for (int i = 0; i < 3; i++) {
+        ratecell_config_init(&cfgs[i], RATECELL_ALGORITHM_FIXED_WINDOW,
+                             limits[i], 60 * SECOND);
+        cfgs[i].capacity = 1000;
+    }
+}
+
+static uint64_t admitted(ratecell_limiter *l, uint64_t key, uint32_t tier,
+                         int tries) {
+    uint64_t n = 0;
+    for (int i = 0; i < tries; i++) {
+        ratecell_decision d;
+        CHECK(ratecell_check_tier_at(l, key, tier, 1, T0, &d) == RATECELL_OK);
+        n += d.allowed ? 1 : 0;
+    }
+    return n;
+}
+
+static void test_each_key_gets_its_tiers_quota(void) {
+    ratecell_config cfgs[3];
+    three_tiers(cfgs);
+    ratecell_limiter *l = NULL;
+    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    if (l == NULL) {
+        return;
+    }
+    CHECK_EQ_U64(ratecell_limiter_tiers(l), 3);
+    CHECK_EQ_U64(admitted(l, 1, 0, 10), 3);
+    CHECK_EQ_U64(admitted(l, 2, 1, 1500), 1000);
+    CHECK_EQ_U64(admitted(l, 3, 2, 1500), 1500);
+
+    ratecell_decision d;
+    CHECK(ratecell_check_tier_at(l, 3, 2, 0, T0, &d) == RATECELL_OK);
+    CHECK_EQ_U64(d.limit, 100000);
+    CHECK_EQ_U64(d.remaining, 100000 - 1500);
+
+    /* Byte keys, and the limiter's own clock. */
+    CHECK(ratecell_check_bytes_tier_at(l, (const uint8_t *)"alice", 5, 1, 7,
+                                       T0, &d) == RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(d.remaining, 993);
+    CHECK(ratecell_check_bytes_tier(l, (const uint8_t *)"bob", 3, 0, 1, &d) ==
+          RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(d.remaining, 2);
+    CHECK(ratecell_check_tier(l, 4, 1, 1, &d) == RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(d.remaining, 999);
+
+    /* The calls that name no tier are tier 0's. */
+    CHECK(ratecell_check_at(l, 5, 1, T0, &d) == RATECELL_OK);
+    CHECK_EQ_U64(d.limit, 3);
+    CHECK_EQ_U64(d.remaining, 2);
+    ratecell_limiter_free(l);
+}
+
+static void test_a_key_moving_tiers_keeps_what_it_spent(void) {
+    ratecell_config cfgs[3];
+    three_tiers(cfgs);
+    ratecell_limiter *l = NULL;
+    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    if (l == NULL) {
+        return;
+    }
+    /* 10 spent as paid: nothing left as free, 990 back on paid. */
+    CHECK_EQ_U64(admitted(l, 9, 1, 10), 10);
+    CHECK_EQ_U64(admitted(l, 9, 0, 5), 0);
+    ratecell_decision d;
+    CHECK(ratecell_check_tier_at(l, 9, 1, 0, T0, &d) == RATECELL_OK);
+    CHECK_EQ_U64(d.remaining, 990);
+    /* The next window starts from nothing under any tier. */
+    CHECK(ratecell_check_tier_at(l, 9, 0, 1, T0 + 60 * SECOND, &d) ==
+          RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(d.remaining, 2);
+    ratecell_limiter_free(l);
+}
+
+static void test_tiers_of_several_limits(void) {
+    /* Per tier: a GCRA rate and a fixed-window daily cap. */
+    ratecell_config cfgs[4];
+    ratecell_config_init(&cfgs[0], RATECELL_ALGORITHM_GCRA, 2, SECOND);
+    ratecell_config_init(&cfgs[1], RATECELL_ALGORITHM_FIXED_WINDOW, 5,
+                         86400 * SECOND);
+    ratecell_config_init(&cfgs[2], RATECELL_ALGORITHM_GCRA, 50, SECOND);
+    ratecell_config_init(&cfgs[3], RATECELL_ALGORITHM_FIXED_WINDOW, 30,
+                         86400 * SECOND);
+    for (int i = 0; i < 4; i++) {
+        cfgs[i].capacity = 100;
+    }
+    ratecell_limiter *l = NULL;
+    CHECK(ratecell_limiter_new_tiered_multi(cfgs, 2, 2, &l) == RATECELL_OK);
+    if (l == NULL) {
+        return;
+    }
+    CHECK_EQ_U64(admitted(l, 1, 0, 10), 2);
+    CHECK_EQ_U64(admitted(l, 2, 1, 100), 30);
+    ratecell_multi_decision m;
+    CHECK(ratecell_check_tier_each_at(l, 2, 1, 1, T0, &m) == RATECELL_OK);
+    CHECK(!m.decision.allowed);
+    CHECK_EQ_U64(m.count, 2);
+    CHECK_EQ_U64(m.denied_by, 1);
+    CHECK_EQ_U64(m.limits[1].limit, 30);
+    CHECK(m.limits[0].allowed);
+    ratecell_limiter_free(l);
+}
+
+static void test_bad_input_gets_named_statuses(void) {
+    ratecell_config cfgs[3];
+    three_tiers(cfgs);
+    ratecell_limiter *l = (ratecell_limiter *)&cfgs; /* must stay untouched */
+    ratecell_limiter *const sentinel = l;
+    CHECK(ratecell_limiter_new_tiered(cfgs, 0, &l) == RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_limiter_new_tiered(cfgs, RATECELL_MAX_TIERS + 1, &l) ==
+          RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_limiter_new_tiered(NULL, 3, &l) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_limiter_new_tiered(cfgs, 3, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_limiter_new_tiered_multi(cfgs, 0, 3, &l) ==
+          RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_limiter_new_tiered_multi(cfgs, RATECELL_MAX_LIMITS + 1, 1,
+                                            &l) == RATECELL_INVALID_LENGTH);
+
+    ratecell_config bad[3];
+    memcpy(bad, cfgs, sizeof bad);
+    bad[2].capacity = 999;
+    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_CAPACITY);
+    memcpy(bad, cfgs, sizeof bad);
+    bad[1].algorithm = RATECELL_ALGORITHM_GCRA;
+    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_ALGORITHM);
+    memcpy(bad, cfgs, sizeof bad);
+    bad[1].period_ns = 30 * SECOND; /* a window's period cannot differ */
+    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_PERIOD_NS);
+    memcpy(bad, cfgs, sizeof bad);
+    bad[1].overflow = RATECELL_OVERFLOW_ALLOW;
+    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_OVERFLOW);
+    memcpy(bad, cfgs, sizeof bad);
+    bad[2].clock = RATECELL_CLOCK_COARSE;
+    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_CLOCK);
+    memcpy(bad, cfgs, sizeof bad);
+    bad[0].capacity = bad[1].capacity = bad[2].capacity = 0;
+    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_CAPACITY);
+    CHECK(l == sentinel);
+
+    l = NULL;
+    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    if (l == NULL) {
+        return;
+    }
+    ratecell_decision d;
+    memset(&d, 0xAB, sizeof d);
+    ratecell_decision before = d;
+    CHECK(ratecell_check_tier_at(l, 1, 3, 1, T0, &d) == RATECELL_INVALID_TIER);
+    CHECK(ratecell_check_tier(l, 1, UINT32_MAX, 1, &d) == RATECELL_INVALID_TIER);
+    CHECK(ratecell_check_bytes_tier_at(l, (const uint8_t *)"k", 1, 3, 1, T0,
+                                       &d) == RATECELL_INVALID_TIER);
+    CHECK(memcmp(&d, &before, sizeof d) == 0);
+    CHECK(ratecell_check_tier_at(l, 1, 0, 1, T0, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_check_tier_at(NULL, 1, 0, 1, T0, &d) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_check_bytes_tier_at(l, NULL, 1, 0, 1, T0, &d) ==
+          RATECELL_NULL_ARGUMENT);
+    /* Nothing was spent by the refused checks. */
+    CHECK(ratecell_check_tier_at(l, 1, 0, 0, T0, &d) == RATECELL_OK);
+    CHECK_EQ_U64(d.remaining, 3);
+    CHECK(strstr(ratecell_status_str(RATECELL_INVALID_TIER), "tier") != NULL);
+    /* No snapshot or live change of tiers; both refused by status. */
+    CHECK(ratecell_snapshot_save(l, "/tmp/ratecell-test-tiers.snap") ==
+          RATECELL_INVALID_LENGTH);
+    CHECK(fopen("/tmp/ratecell-test-tiers.snap", "r") == NULL);
+    CHECK(ratecell_limiter_reconfigure(l, cfgs, 1) ==
+          RATECELL_RECONFIGURE_REFUSED);
+    ratecell_limiter_free(l);
+
+    /* A limiter made without tiers has tier 0 only; NULL has none. */
+    CHECK_EQ_U64(ratecell_limiter_tiers(NULL), 0);
+    ratecell_limiter *plain = NULL;
+    CHECK(ratecell_limiter_new(&cfgs[0], &plain) == RATECELL_OK);
+    if (plain == NULL) {
+        return;
+    }
+    CHECK_EQ_U64(ratecell_limiter_tiers(plain), 1);
+    CHECK(ratecell_check_tier_at(plain, 1, 0, 1, T0, &d) == RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK(ratecell_check_tier_at(plain, 1, 1, 1, T0, &d) ==
+          RATECELL_INVALID_TIER);
+    ratecell_limiter_free(plain);
+}
+
+int main(void) {
+    RUN(test_each_key_gets_its_tiers_quota);
+    RUN(test_a_key_moving_tiers_keeps_what_it_spent);
+    RUN(test_tiers_of_several_limits);
+    RUN(test_bad_input_gets_named_statuses);
+    return harness_finish();
+}

@@ -1,0 +1,182 @@
+package ratecell
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+const tiersT0 = uint64(1_700_000_000_000_000_000)
+
+// Each key is held to the tier its check names; a key moving tiers keeps
+// what it spent; checks that name no tier are tier 0's.
+func TestTiersHoldEachKeyToItsTier(t *testing.T) {
+	limits := []uint64{3, 30, 300}
+	var tiers []Config
+	for _, n := range limits {
+		tiers = append(tiers, Config{Algorithm: FixedWindow, Limit: n, Period: time.Minute, Capacity: 100})
+	}
+	lim, err := NewTiered(tiers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	if lim.Tiers() != 3 {
+		t.Fatalf("Tiers() = %d", lim.Tiers())
+	}
+	for tier, want := range limits {
+		got := uint64(0)
+		for i := 0; i < 400; i++ {
+			d, err := lim.CheckTierAt(uint64(tier), tier, 1, tiersT0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				got++
+			}
+		}
+		if got != want {
+			t.Errorf("tier %d admitted %d, want %d", tier, got, want)
+		}
+	}
+	// Key 1 spent 30 as paid: nothing as free, 270 left as internal.
+	if d, _ := lim.CheckTierAt(1, 0, 1, tiersT0); d.Allowed {
+		t.Error("a paid key's spend does not count as free")
+	}
+	if d, _ := lim.CheckTierAt(1, 2, 0, tiersT0); d.Remaining != 270 || d.Limit != 300 {
+		t.Errorf("internal peek: %+v", d)
+	}
+	if d, _ := lim.CheckBytesTierAt([]byte("k"), 1, 5, tiersT0); d.Remaining != 25 {
+		t.Errorf("bytes: %+v", d)
+	}
+	if d, _ := lim.CheckAt(9, 0, tiersT0); d.Limit != 3 {
+		t.Errorf("no tier named is tier 0: %+v", d)
+	}
+	if d, err := lim.CheckTier(10, 1, 1); err != nil || !d.Allowed || d.Limit != 30 {
+		t.Errorf("now: %+v %v", d, err)
+	}
+	if d, err := lim.CheckBytesTier([]byte("z"), 2, 1); err != nil || !d.Allowed || d.Limit != 300 {
+		t.Errorf("bytes now: %+v %v", d, err)
+	}
+	for _, tier := range []int{3, -1, 1 << 40} {
+		if _, err := lim.CheckTierAt(50, tier, 1, tiersT0); !errors.Is(err, ErrInvalidTier) {
+			t.Errorf("tier %d: %v", tier, err)
+		}
+	}
+	if d, _ := lim.CheckTierAt(50, 2, 0, tiersT0); d.Remaining != 300 {
+		t.Errorf("a refused tier spent something: %+v", d)
+	}
+	lim.Close()
+	if _, err := lim.CheckTier(1, 0, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed: %v", err)
+	}
+	if lim.Tiers() != 0 {
+		t.Error("Tiers() of a closed limiter")
+	}
+}
+
+// Goroutines at one instant admit exactly each key's tier's limit.
+func TestTiersUnderGoroutinesAdmitExactlyEachTiersLimit(t *testing.T) {
+	limits := []uint64{5, 50, 500}
+	var tiers []Config
+	for _, n := range limits {
+		tiers = append(tiers, Config{Algorithm: GCRA, Limit: n, Period: time.Hour, Capacity: 100})
+	}
+	lim, err := NewTiered(tiers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	const keys = 12
+	var admitted [keys]uint64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine [keys]uint64
+			for round := 0; round < 300; round++ {
+				for k := 0; k < keys; k++ {
+					d, err := lim.CheckTierAt(uint64(k), k%3, 1, tiersT0)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						mine[k]++
+					}
+				}
+			}
+			mu.Lock()
+			for k := range mine {
+				admitted[k] += mine[k]
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for k, got := range admitted {
+		if got != limits[k%3] {
+			t.Errorf("key %d (tier %d) admitted %d, want %d", k, k%3, got, limits[k%3])
+		}
+	}
+}
+
+func TestTiersOfSeveralLimitsAndBadInput(t *testing.T) {
+	rate := Config{Algorithm: GCRA, Limit: 1, Period: time.Second, Capacity: 10}
+	day := Config{Algorithm: FixedWindow, Limit: 3, Period: 24 * time.Hour, Capacity: 10}
+	paidRate := rate
+	paidRate.Limit = 100
+	paidDay := day
+	paidDay.Limit = 50
+	lim, err := NewTieredMulti([][]Config{{rate, day}, {paidRate, paidDay}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	if d, _ := lim.CheckTierAt(4, 1, 40, tiersT0); !d.Allowed {
+		t.Error("paid: 40 of 100 now and 50 a day")
+	}
+	m, err := lim.CheckTierEachAt(4, 0, 1, tiersT0)
+	if err != nil || m.Allowed || len(m.Limits) != 2 || m.DeniedBy < 0 {
+		t.Errorf("free after 40 paid: %+v %v", m, err)
+	}
+
+	gcra := Config{Algorithm: GCRA, Limit: 5, Period: time.Second, Capacity: 10}
+	window := Config{Algorithm: FixedWindow, Limit: 5, Period: time.Minute, Capacity: 10}
+	otherPeriod := window
+	otherPeriod.Period = time.Hour
+	otherCapacity := gcra
+	otherCapacity.Capacity = 11
+	keyless := gcra
+	keyless.Capacity = 0
+	for _, c := range []struct {
+		tiers [][]Config
+		want  error
+	}{
+		{nil, ErrInvalidLength},
+		{make([][]Config, MaxTiers+1), ErrInvalidLength},
+		{[][]Config{{gcra}, {gcra, gcra}}, ErrInvalidLength},
+		{[][]Config{{gcra}, {window}}, ErrInvalidAlgorithm},
+		{[][]Config{{window}, {otherPeriod}}, ErrInvalidPeriod},
+		{[][]Config{{gcra}, {otherCapacity}}, ErrInvalidCapacity},
+		{[][]Config{{keyless}, {keyless}}, ErrInvalidCapacity},
+	} {
+		if _, err := NewTieredMulti(c.tiers); !errors.Is(err, c.want) {
+			t.Errorf("%d tiers: %v, want %v", len(c.tiers), err, c.want)
+		}
+	}
+	plain, err := New(gcra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if plain.Tiers() != 1 {
+		t.Error("a limiter without tiers has one")
+	}
+	if _, err := plain.CheckTierAt(1, 1, 1, tiersT0); !errors.Is(err, ErrInvalidTier) {
+		t.Errorf("tier 1 of 1: %v", err)
+	}
+}

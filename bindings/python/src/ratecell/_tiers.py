@@ -1,0 +1,140 @@
+"""A quota per tier: ``TieredLimiter`` (``ratecell_limiter_new_tiered_multi``
+and ``ratecell_check_tier*`` of the C ABI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import _errors, _ffi
+from ._limiter import U32_MAX, Key, Limiter, _bytes_key, _is_bytes_key, _u64
+from ._multi import Limit, MultiDecision, _c_configs, _first_config_error
+from ._types import Clock, Decision, Overflow, decision_from_c
+
+__all__ = ["TieredLimiter", "MAX_TIERS"]
+
+MAX_TIERS = _ffi.MAX_TIERS
+"""The most tiers one limiter serves."""
+
+_lib = _ffi.lib
+
+
+class TieredLimiter(Limiter):
+    """One keyed limiter serving several tiers (free, paid, internal...):
+    ``tiers[i]`` is tier ``i``'s ``Limit``, or a sequence of ``Limit``s
+    checked as one (every tier then lists the same limits in the same
+    order, with its own values). ``check_tier`` names a key's tier on each
+    check; every ``Limiter`` method that names none is tier 0's.
+
+    A key whose tier changes keeps its state, read by its new tier's limits
+    at its next check (the carry-over rules of ``reconfigure``, for that
+    one key): what it spent counts against its new quota. Tiers may differ
+    in ``limit``, ``burst`` and the period of GCRA, the leaky bucket and the
+    token bucket; a tier that differs from tier 0 in what ``reconfigure``
+    cannot change raises the ``InvalidConfig`` subclass naming that field.
+    No tiers, more than ``MAX_TIERS``, or tiers of different lengths raise
+    ``InvalidLength``; ``capacity`` 0 raises ``InvalidCapacity`` (tiers are
+    per key). See docs/ALGORITHMS.md, "A quota per tier".
+    """
+
+    __slots__ = ("_tiers",)
+
+    def __init__(
+        self,
+        tiers: Sequence[Limit | Sequence[Limit]],
+        *,
+        capacity: int,
+        overflow: Overflow | str | int = Overflow.DENY,
+        clock: Clock | str | int = Clock.TSC,
+    ) -> None:
+        self._h = None
+        rows = [[t] if isinstance(t, Limit) else list(t) for t in tiers]
+        if not 1 <= len(rows) <= MAX_TIERS:
+            raise _errors.InvalidLength(
+                f"{len(rows)} tiers: a tiered limiter serves 1 to {MAX_TIERS}"
+            )
+        per_tier = len(rows[0])
+        for i, row in enumerate(rows):
+            if len(row) != per_tier:
+                raise _errors.InvalidLength(
+                    f"tier {i} has {len(row)} limits, tier 0 has {per_tier}: every tier has the same limits"
+                )
+        per_row = [_c_configs(row, capacity, overflow, clock) for row in rows]
+        configs = (_ffi.CConfig * (per_tier * len(rows)))()
+        for i, row_configs in enumerate(per_row):
+            for j, cfg in enumerate(row_configs):
+                configs[i * per_tier + j] = cfg
+        handle = _ffi.LimiterHandle()
+        status = _lib.ratecell_limiter_new_tiered_multi(configs, per_tier, len(rows), handle)
+        if status:
+            raise _first_config_error(status, configs)
+        self._h = handle
+        self._tiers = len(rows)
+
+    @property
+    def tiers(self) -> int:
+        """How many tiers the limiter serves."""
+        return self._tiers
+
+    def check_tier(self, key: Key, tier: int, cost: int = 1) -> Decision:
+        """Decides a request of ``cost`` for ``key`` (an int, or bytes or
+        str) under tier ``tier``'s limits, now. A tier not below ``tiers``
+        raises ``InvalidTier`` and checks nothing."""
+        return self._decide(key, tier, cost, None)
+
+    def check_tier_at(self, key: Key, tier: int, cost: int, now_ns: int) -> Decision:
+        """``check_tier`` at the caller's time ``now_ns`` (UNIX ns)."""
+        return self._decide(key, tier, cost, _u64(now_ns, "now_ns"))
+
+    def check_tier_each_at(self, key: int, tier: int, cost: int, now_ns: int) -> MultiDecision:
+        """``check_tier_at`` with each limit's own decision and the denying
+        limit's index (for tiers of several limits; names are not kept)."""
+        h = self._handle()
+        tier = self._tier_arg(tier)
+        m = _ffi.CMultiDecision()
+        status = _lib.ratecell_check_tier_each_at(
+            h, _u64(key, "key"), tier, _u64(cost, "cost"), _u64(now_ns, "now_ns"), m
+        )
+        if status:
+            raise self._error(status, tier)
+        denied = None if m.denied_by == _ffi.NO_LIMIT else int(m.denied_by)
+        return MultiDecision(
+            decision=decision_from_c(m.decision),
+            denied_by=denied,
+            denied_name=None if denied is None else "",
+            limits=tuple(decision_from_c(m.limits[i]) for i in range(m.count)),
+        )
+
+    def _decide(self, key: Any, tier: Any, cost: Any, now_ns: int | None) -> Decision:
+        h = self._handle()
+        tier = self._tier_arg(tier)
+        cost = _u64(cost, "cost")
+        out = _ffi.CDecision()
+        if _is_bytes_key(key):
+            raw = _bytes_key(key)
+            if now_ns is None:
+                status = _lib.ratecell_check_bytes_tier(h, raw, len(raw), tier, cost, out)
+            else:
+                status = _lib.ratecell_check_bytes_tier_at(
+                    h, raw, len(raw), tier, cost, now_ns, out
+                )
+        elif now_ns is None:
+            status = _lib.ratecell_check_tier(h, _u64(key, "key"), tier, cost, out)
+        else:
+            status = _lib.ratecell_check_tier_at(h, _u64(key, "key"), tier, cost, now_ns, out)
+        if status:
+            raise self._error(status, tier)
+        return decision_from_c(out)
+
+    def _tier_arg(self, tier: Any) -> int:
+        if type(tier) is not int:
+            raise TypeError(f"tier must be an int, not {type(tier).__name__}")
+        if not 0 <= tier <= U32_MAX:
+            raise _errors.InvalidTier(f"tier {tier} is outside 0..{self._tiers - 1}")
+        return tier
+
+    def _error(self, status: int, tier: int) -> _errors.RatecellError:
+        if status == _errors.InvalidTier.status:
+            return _errors.InvalidTier(f"tier {tier} is outside 0..{self._tiers - 1}")
+        return _errors.error_for_status(status)

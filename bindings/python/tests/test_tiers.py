@@ -1,0 +1,101 @@
+"""A quota per tier: ``TieredLimiter`` holds each key to the tier its check
+names, a key moving tiers keeps what it spent, and bad input raises the
+exception naming the field."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from conftest import T0
+
+import ratecell
+from ratecell import Algorithm, Limit
+
+
+def tiered(limits, algorithm=Algorithm.FIXED_WINDOW, period=60.0, **kwargs):
+    tiers = [Limit(algorithm, n, period=period) for n in limits]
+    return ratecell.TieredLimiter(tiers, capacity=kwargs.pop("capacity", 100), **kwargs)
+
+
+def test_each_key_gets_its_tiers_quota():
+    with tiered([3, 30, 300]) as lim:
+        assert lim.tiers == 3
+        for tier, want in enumerate([3, 30, 300]):
+            got = sum(lim.check_tier_at(tier, tier, 1, T0).allowed for _ in range(400))
+            assert got == want
+        # Key 1 spent 30 as paid: nothing left as free, 270 as internal.
+        assert not lim.check_tier_at(1, 0, 1, T0).allowed
+        d = lim.check_tier_at(1, 2, 0, T0)
+        assert (d.limit, d.remaining) == (300, 270)
+        assert lim.check_tier_at(b"k", 1, 5, T0).remaining == 25
+        assert lim.check_tier_at("k", 1, 0, T0).remaining == 25
+        assert lim.check_tier(9, 1).limit == 30
+        assert lim.check_tier("alice", 2).limit == 300
+        # A check that names no tier is tier 0's.
+        assert lim.check_at(10, 0, T0).limit == 3
+
+
+def test_a_tier_out_of_range_is_refused_and_checks_nothing():
+    with tiered([2, 20]) as lim:
+        for tier in (2, -1, 1 << 40):
+            with pytest.raises(ratecell.InvalidTier):
+                lim.check_tier_at(5, tier, 1, T0)
+        with pytest.raises(IndexError):
+            lim.check_tier(5, 7)
+        with pytest.raises(TypeError):
+            lim.check_tier(5, "1")
+        assert lim.check_tier_at(5, 1, 0, T0).remaining == 20
+        assert lim.stats().keys_tracked == 0
+
+
+def test_bad_tiers_raise_the_error_naming_the_field():
+    gcra = Limit(Algorithm.GCRA, 5, period=1.0)
+    window = Limit(Algorithm.FIXED_WINDOW, 5, period=60.0)
+    with pytest.raises(ratecell.InvalidLength):
+        ratecell.TieredLimiter([], capacity=10)
+    with pytest.raises(ratecell.InvalidLength):
+        ratecell.TieredLimiter([gcra] * (ratecell.MAX_TIERS + 1), capacity=10)
+    with pytest.raises(ratecell.InvalidLength):
+        ratecell.TieredLimiter([[gcra, window], [gcra]], capacity=10)
+    with pytest.raises(ratecell.InvalidAlgorithm):
+        ratecell.TieredLimiter([gcra, window], capacity=10)
+    with pytest.raises(ratecell.InvalidPeriod):
+        ratecell.TieredLimiter([window, Limit(Algorithm.FIXED_WINDOW, 5, period=30.0)], capacity=10)
+    with pytest.raises(ratecell.InvalidCapacity):
+        ratecell.TieredLimiter([gcra, gcra], capacity=0)
+    with pytest.raises(ratecell.InvalidLimit):
+        ratecell.TieredLimiter([gcra, Limit(Algorithm.GCRA, 0, period=1.0)], capacity=10)
+    ratecell.TieredLimiter([gcra] * ratecell.MAX_TIERS, capacity=10).close()
+
+
+def test_tiers_of_several_limits():
+    rate, day = 1.0, 86400.0
+    free = [Limit(Algorithm.GCRA, 1, period=rate), Limit(Algorithm.FIXED_WINDOW, 3, period=day)]
+    paid = [Limit(Algorithm.GCRA, 100, period=rate), Limit(Algorithm.FIXED_WINDOW, 50, period=day)]
+    with ratecell.TieredLimiter([free, paid], capacity=10) as lim:
+        assert lim.check_tier_at(4, 1, 40, T0).allowed
+        m = lim.check_tier_each_at(4, 0, 1, T0)
+        assert not m.decision.allowed
+        assert len(m.limits) == 2 and m.denied_by is not None
+
+
+def test_threads_at_one_instant_admit_exactly_each_tiers_limit():
+    limits = [5, 50, 500]
+    with tiered(limits, algorithm=Algorithm.TOKEN_BUCKET, period=3600.0) as lim:
+        keys = 12
+        counts = [[0] * keys for _ in range(4)]
+
+        def run(mine):
+            for _ in range(300):
+                for k in range(keys):
+                    if lim.check_tier_at(k, k % 3, 1, T0).allowed:
+                        mine[k] += 1
+
+        threads = [threading.Thread(target=run, args=(c,)) for c in counts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for k in range(keys):
+            assert sum(c[k] for c in counts) == limits[k % 3]

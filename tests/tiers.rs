@@ -1,0 +1,396 @@
+//! A quota per tier: one keyed limiter whose checks name the key's tier.
+//!
+//! - Random traces of 1 to 4 tiers of 1 to 3 mixed limits each, with a
+//!   random tier on every request, against the reference model
+//!   (`tests/model`): each key's state is read by the named tier's limits
+//!   through the model's own carry-over rule (`Model::reconfigure`,
+//!   written from docs/ALGORITHMS.md), and is replaced only when the
+//!   library stores one (admitted at a cost above 0).
+//! - Bad input refused naming the field; a tier out of range refused per
+//!   check.
+//! - Under real threads at one frozen instant, each key admits exactly its
+//!   tier's capacity. Nothing here measures speed.
+// Snapshots are left out of loom builds.
+#![cfg(not(ratecell_loom))]
+
+mod model;
+
+use model::trace::{pick, proptest_config, small_config, small_cost, within};
+use model::{AllOfDecision, AllOfModel};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use ratecell::{
+    Algorithm, Clock, Config, Error, Field, KeyedLimiter, MAX_TIERS, MultiDecision, TierError,
+};
+use std::sync::Barrier;
+
+const S: u64 = 1_000_000_000;
+const T0: u64 = 1_700_000_000_000_000_000;
+
+#[derive(Clone, Debug)]
+struct Case {
+    tiers: Vec<Vec<Config>>,
+    start: u64,
+    /// (time step, backwards?, cost, key, tier)
+    requests: Vec<(u64, bool, u64, u64, usize)>,
+}
+
+type RawLimit = (u8, (u64, u64, u64, u64), Vec<(u64, u64, u64, u64)>);
+type RawRequest = (u8, u64, u8, u64, u8, u8);
+type Raw = (usize, Vec<RawLimit>, u64, Vec<RawRequest>);
+
+fn raw() -> impl Strategy<Value = Raw> {
+    (
+        1..=4usize,
+        prop::collection::vec(
+            (
+                any::<u8>(),
+                any::<(u64, u64, u64, u64)>(),
+                prop::collection::vec(any::<(u64, u64, u64, u64)>(), 3),
+            ),
+            1..=3,
+        ),
+        any::<u64>(),
+        prop::collection::vec(any::<RawRequest>(), 1..80),
+    )
+}
+
+/// Tier 0's limits drawn freely; every other tier the same algorithms with
+/// their own values, keeping what a tier may not change (a window's
+/// period and sub-windows, a sliding log's limit).
+fn decode((n, limits, start, requests): &Raw) -> Case {
+    let n = *n;
+    let mut tiers = vec![Vec::new(); n];
+    for (a, raw, others) in limits {
+        let alg = Algorithm::ALL[usize::from(*a) % Algorithm::ALL.len()];
+        let first = small_config(alg, *raw).capacity(64);
+        tiers[0].push(first);
+        for (tier, raw2) in tiers.iter_mut().skip(1).zip(others) {
+            let mut c = small_config(alg, *raw2).capacity(64);
+            if alg != Algorithm::Gcra
+                && alg != Algorithm::LeakyBucket
+                && alg != Algorithm::TokenBucket
+            {
+                c.period_ns = first.period_ns;
+                c.sub_windows = first.sub_windows;
+            }
+            if alg == Algorithm::SlidingLog {
+                c = first;
+            }
+            tier.push(c);
+        }
+    }
+    let p = tiers.iter().flatten().map(|c| c.period_ns).max().unwrap();
+    let cap = tiers
+        .iter()
+        .flatten()
+        .map(|c| c.limit.max(c.burst))
+        .max()
+        .unwrap();
+    let requests = requests
+        .iter()
+        .map(|&(s, x, c, y, k, tier)| {
+            let (step, back) = match pick(s, &[3, 3, 2, 2, 1]) {
+                0 => (0, false),
+                1 => (within(x, 1, p / 8), false),
+                2 => (within(x, 1, 2 * p), false),
+                3 => (within(x, 1, 3) * p, false),
+                _ => (within(x, 1, p), true),
+            };
+            let key = u64::from(k % 3);
+            // Mostly a key keeps its tier; one request in three names any.
+            let tier = if tier % 3 == 0 {
+                usize::from(tier / 3) % n
+            } else {
+                key as usize % n
+            };
+            (step, back, small_cost(c, y, cap), key, tier)
+        })
+        .collect();
+    Case {
+        tiers,
+        start: within(*start, 0, 1 << 61),
+        requests,
+    }
+}
+
+fn same(got: &MultiDecision, want: &AllOfDecision) -> bool {
+    got.decision == want.decision && got.denied_by == want.denied_by && got.limits() == want.each
+}
+
+fn compare(case: &Case) -> Result<(), TestCaseError> {
+    let (clock, _) = Clock::manual(0);
+    let tiers: Vec<&[Config]> = case.tiers.iter().map(Vec::as_slice).collect();
+    let limiter = KeyedLimiter::with_clock_tiered_multi(&tiers, clock).unwrap();
+    prop_assert_eq!(limiter.tiers(), tiers.len());
+    // Each key's state as last stored, in the terms of the tier that
+    // stored it.
+    let mut stored = vec![AllOfModel::new(&case.tiers[0]); 3];
+    let mut t = case.start;
+    let mut seen = Vec::new();
+    for &(step, back, cost, key, tier) in &case.requests {
+        t = if back {
+            t.saturating_sub(step)
+        } else {
+            t + step
+        };
+        let got = limiter.check_tier_each_at(key, tier, cost, t).unwrap();
+        let mut read = stored[key as usize].clone();
+        read.reconfigure(&case.tiers[tier]);
+        let want = read.check(t, cost);
+        if want.decision.allowed && cost > 0 {
+            stored[key as usize] = read;
+        }
+        seen.push((t, key, tier, cost, got.decision.allowed));
+        prop_assert!(
+            same(&got, &want),
+            "\ntiers {:?}\nrequests so far (t, key, tier, cost, allowed): {:?}\ngot  {:?}\nwant {:?}",
+            case.tiers,
+            seen,
+            got,
+            want
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(proptest_config(3000))]
+
+    #[test]
+    fn tiered_checks_decide_as_the_model(raw in raw()) {
+        compare(&decode(&raw))?;
+    }
+}
+
+fn field(r: Result<KeyedLimiter, Error>) -> Field {
+    match r {
+        Err(Error::Config(e)) => e.field,
+        Err(e) => panic!("not a config error: {e}"),
+        Ok(_) => panic!("accepted"),
+    }
+}
+
+#[test]
+fn bad_tiers_are_refused_naming_the_field() {
+    let free = Config::new(Algorithm::TokenBucket, 10, S).capacity(100);
+    let paid = free.burst(1000);
+    assert_eq!(field(KeyedLimiter::new_tiered(&[])), Field::Tiers);
+    let many = vec![free; MAX_TIERS + 1];
+    assert_eq!(field(KeyedLimiter::new_tiered(&many)), Field::Tiers);
+    assert_eq!(
+        KeyedLimiter::new_tiered(&many[..MAX_TIERS])
+            .unwrap()
+            .tiers(),
+        MAX_TIERS
+    );
+    assert_eq!(
+        field(KeyedLimiter::new_tiered(&[free, paid.capacity(101)])),
+        Field::Capacity
+    );
+    assert_eq!(
+        field(KeyedLimiter::new_tiered(&[
+            free.capacity(0),
+            paid.capacity(0)
+        ])),
+        Field::Capacity
+    );
+    assert_eq!(
+        field(KeyedLimiter::new_tiered(&[
+            free,
+            paid.overflow(ratecell::Overflow::Allow)
+        ])),
+        Field::Overflow
+    );
+    let gcra = Config::new(Algorithm::Gcra, 10, S).capacity(100);
+    assert_eq!(
+        field(KeyedLimiter::new_tiered(&[free, gcra])),
+        Field::Algorithm
+    );
+    assert_eq!(
+        field(KeyedLimiter::new_tiered(&[free, paid.limit(0)])),
+        Field::Limit
+    );
+    let pair = [free, gcra];
+    assert_eq!(
+        field(KeyedLimiter::new_tiered_multi(&[&pair, &pair[..1]])),
+        Field::Limits
+    );
+    let e = KeyedLimiter::new_tiered(&[free, gcra]).unwrap_err();
+    assert!(e.to_string().contains("tier 1"), "{e}");
+}
+
+trait Limit {
+    fn limit(self, limit: u64) -> Self;
+}
+
+impl Limit for Config {
+    fn limit(mut self, limit: u64) -> Config {
+        self.limit = limit;
+        self
+    }
+}
+
+#[test]
+fn a_tier_out_of_range_is_refused_per_check_and_stores_nothing() {
+    let free = Config::new(Algorithm::FixedWindow, 2, S).capacity(100);
+    let tiered = KeyedLimiter::new_tiered(&[free, free.limit(5)]).unwrap();
+    assert_eq!(
+        tiered.check_tier_at(1, 2, 1, T0),
+        Err(TierError { tier: 2, tiers: 2 })
+    );
+    assert_eq!(tiered.stats().keys_tracked, 0);
+    assert!(
+        TierError { tier: 2, tiers: 2 }
+            .to_string()
+            .contains("tier: 2 is outside 0..=1"),
+    );
+    let plain = KeyedLimiter::new(free).unwrap();
+    assert_eq!(plain.tiers(), 1);
+    assert!(plain.check_tier_at(1, 0, 1, T0).unwrap().allowed);
+    assert_eq!(
+        plain.check_bytes_tier_at(b"k", 1, 1, T0),
+        Err(TierError { tier: 1, tiers: 1 })
+    );
+    assert_eq!(plain.tier_limits(0), Some(&[free][..]));
+    assert_eq!(plain.tier_limits(1), None);
+    assert_eq!(tiered.tier_limits(1), Some(&[free.limit(5)][..]));
+}
+
+#[test]
+fn a_key_moving_tiers_keeps_what_it_spent() {
+    // Token bucket: a paid key that took 80 of 100 has nothing left at the
+    // free burst of 10, and 20 again back on paid.
+    let free = Config::new(Algorithm::TokenBucket, 1, 100 * S)
+        .burst(10)
+        .capacity(100);
+    let paid = free.burst(100);
+    let l = KeyedLimiter::new_tiered(&[free, paid]).unwrap();
+    assert!(l.check_tier_at(7, 1, 80, T0).unwrap().allowed);
+    let d = l.check_tier_at(7, 0, 1, T0).unwrap();
+    assert!(!d.allowed && d.remaining == 0, "{d:?}");
+    assert_eq!(l.check_tier_at(7, 1, 0, T0).unwrap().remaining, 20);
+    // A check that names no tier is tier 0's.
+    assert!(!l.check_at(7, 1, T0).allowed);
+    assert!(l.check_at(8, 10, T0).allowed && !l.check_at(8, 1, T0).allowed);
+
+    // Fixed window: the count carries over; a free key that spent its 3
+    // gets the 7 more of paid in the same window.
+    let free = Config::new(Algorithm::FixedWindow, 3, S).capacity(100);
+    let l = KeyedLimiter::new_tiered(&[free, free.limit(10_000)]).unwrap();
+    assert_eq!(
+        (0..5)
+            .filter(|_| l.check_tier_at(1, 0, 1, T0).unwrap().allowed)
+            .count(),
+        3
+    );
+    let d = l.check_tier_at(1, 1, 0, T0).unwrap();
+    assert_eq!((d.limit, d.remaining), (10_000, 9_997));
+}
+
+#[test]
+fn a_full_table_keeps_a_state_fresh_for_one_tier_but_not_another() {
+    // Capacity 1 and fail-closed: one place. A key that spent 40 of the
+    // big tier's 50 is full again under the small tier after 2 s, but not
+    // under the big one, so a new key must not take its place.
+    let small = Config::new(Algorithm::TokenBucket, 1, S)
+        .burst(2)
+        .capacity(1);
+    let big = small.burst(50);
+    let l = KeyedLimiter::new_tiered(&[small, big]).unwrap();
+    let residents: Vec<u64> = (0..200)
+        .filter(|&k| l.check_tier_at(k, 1, 40, T0).unwrap().allowed)
+        .collect();
+    assert!(!residents.is_empty() && residents.len() < 200);
+    let later = T0 + 2 * S;
+    // Every other key now overflows rather than evict a state the big
+    // tier still counts.
+    for k in (0..200).filter(|k| !residents.contains(k)) {
+        assert!(!l.check_tier_at(k, 0, 1, later).unwrap().allowed, "key {k}");
+    }
+    // And the residents still have only 12 of 50 under the big tier.
+    for &k in &residents {
+        assert_eq!(l.check_tier_at(k, 1, 0, later).unwrap().remaining, 12);
+    }
+    // Once full under every tier (38 s more), they make room.
+    let much_later = T0 + 40 * S;
+    let k = (0..200).find(|k| !residents.contains(k)).unwrap();
+    assert!(l.check_tier_at(k, 0, 1, much_later).unwrap().allowed);
+}
+
+/// Under real threads at one instant each key admits exactly its tier's
+/// capacity, for every algorithm, in both layouts (one tier of one limit,
+/// a word; tiers of a sliding log with a GCRA, a block).
+#[test]
+fn threads_at_one_instant_admit_exactly_each_tiers_capacity() {
+    const THREADS: usize = 4;
+    const KEYS: u64 = 24;
+    let mut cases: Vec<(Vec<Vec<Config>>, Vec<u64>)> = Vec::new();
+    for alg in Algorithm::ALL {
+        if alg == Algorithm::SlidingLog {
+            continue;
+        }
+        let mk = |limit| {
+            let c = Config::new(alg, limit, 100 * S).capacity(1000);
+            vec![c]
+        };
+        cases.push((vec![mk(7), mk(300), mk(4000)], vec![7, 300, 4000]));
+    }
+    let log = Config::new(Algorithm::SlidingLog, 500, 100 * S).capacity(1000);
+    let g = |b| {
+        Config::new(Algorithm::Gcra, 50_000, 100 * S)
+            .burst(b)
+            .capacity(1000)
+    };
+    cases.push((vec![vec![log, g(20)], vec![log, g(2000)]], vec![20, 500]));
+    for (tiers, capacity) in cases {
+        let tiers_ref: Vec<&[Config]> = tiers.iter().map(Vec::as_slice).collect();
+        let l = KeyedLimiter::new_tiered_multi(&tiers_ref).unwrap();
+        let barrier = Barrier::new(THREADS);
+        let admitted: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    let (l, barrier, capacity) = (&l, &barrier, &capacity);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let mut got = vec![0u64; KEYS as usize];
+                        for round in 0..=capacity.iter().max().unwrap() / 2 {
+                            for k in 0..KEYS {
+                                // Odd rounds go backwards, so keys are met
+                                // in both orders.
+                                let key = if round % 2 == 0 { k } else { KEYS - 1 - k };
+                                let tier = (key % capacity.len() as u64) as usize;
+                                if l.check_tier_at(key, tier, 1, T0).unwrap().allowed {
+                                    got[key as usize] += 1;
+                                }
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for key in 0..KEYS {
+            let total: u64 = admitted.iter().map(|g| g[key as usize]).sum();
+            let tier = (key % capacity.len() as u64) as usize;
+            assert_eq!(total, capacity[tier], "{tiers:?} key {key} tier {tier}");
+        }
+    }
+}
+
+#[test]
+fn what_a_tiered_limiter_does_not_do_is_refused_by_name() {
+    let free = Config::new(Algorithm::Gcra, 10, S).capacity(100);
+    let l = KeyedLimiter::new_tiered(&[free, free.limit(20)]).unwrap();
+    match l.reconfigure(&[free]) {
+        Err(Error::Reconfigure(e)) => assert_eq!(e.field, Field::Tiers),
+        other => panic!("{other:?}"),
+    }
+    match l.snapshot_at(Vec::new(), T0) {
+        Err(ratecell::SnapshotError::Limiter(Error::Config(e))) => {
+            assert_eq!(e.field, Field::Tiers);
+        }
+        other => panic!("{other:?}"),
+    }
+}
