@@ -336,9 +336,26 @@ impl Fuzz {
     /// Compares the ABI's decision with the twin's.
     #[track_caller]
     fn same(&mut self, abi: &ratecell_decision, twin: Decision, what: &str) {
-        let twin = ratecell_decision::from(twin);
+        // Field by field, not through the ABI's own conversion of a
+        // `Decision`: a fault in that conversion would be on both sides.
+        let abi = (
+            abi.allowed,
+            abi.limit,
+            abi.remaining,
+            abi.retry_after_ns,
+            abi.reset_after_ns,
+            abi.wait_ns,
+        );
+        let twin = (
+            twin.allowed,
+            twin.limit,
+            twin.remaining,
+            twin.retry_after_ns,
+            twin.reset_after_ns,
+            twin.wait_ns,
+        );
         assert_eq!(
-            *abi, twin,
+            abi, twin,
             "seed {}: {what}: the ABI and the Rust API differ",
             self.seed
         );
@@ -709,9 +726,30 @@ impl Fuzz {
             unsafe { ratecell_stats(l, &mut st) },
             ratecell_status::RATECELL_OK
         );
-        let twin = ratecell_stats::from(self.twins[slot].as_ref().unwrap().stats());
+        // Field by field, as in `same`.
+        let twin = self.twins[slot].as_ref().unwrap().stats();
+        let abi = [
+            st.checks,
+            st.allowed,
+            st.denied,
+            st.keys_tracked,
+            st.evictions,
+            st.overflows,
+            st.capacity,
+            st.bytes_allocated,
+        ];
+        let twin = [
+            twin.checks,
+            twin.allowed,
+            twin.denied,
+            twin.keys_tracked,
+            twin.evictions,
+            twin.overflows,
+            twin.capacity,
+            twin.bytes_allocated,
+        ];
         assert_eq!(
-            st, twin,
+            abi, twin,
             "seed {}: counters differ from the twin's",
             self.seed
         );
