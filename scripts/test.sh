@@ -31,9 +31,10 @@ need() {
 
 need cargo "install Rust (https://rustup.rs) first" || exit 1
 
-# Disk: the steps together need about 4 GB under target/ (less on CI, see
-# below). Say what there is, so a step that fails for want of it is
-# recognised as such.
+# Disk: the steps together leave about 3 GB under target/; on CI, which
+# removes each step's build products once no later step needs them, at
+# most about 1.3 GB at once (the Rust suites' debug build). Say what there
+# is, so a step that fails for want of it is recognised as such.
 target="${CARGO_TARGET_DIR:-$root/target}"
 mkdir -p "$target"
 echo "$STEP_PREFIX disk: $(df -Pm "$target" | awk 'NR == 2 { print $4 }') MB free for $target"
