@@ -458,6 +458,36 @@ impl KeyedLimiter {
         self.tiers.get(tier).map(|t| &t[..])
     }
 
+    /// Decides one request for the key hashed to `h` under `tier`'s limits
+    /// of a tiered table, writes each limit's own decision to `each` (as
+    /// many as fit) and counts it: the decision and how many limits a tier
+    /// has. `None` for a limiter without tiers, which decides nothing.
+    #[inline]
+    fn decide_in_tier(
+        &self,
+        h: u64,
+        at: impl At,
+        n: u64,
+        tier: usize,
+        each: &mut [Decision],
+    ) -> Result<Option<(Decision, usize)>, TierError> {
+        let (d, len) = match &self.tables {
+            Tables::TieredWord(t) => {
+                let tiers = t.alg().get();
+                let alg = tiers.get(tier)?;
+                (t.check_as(alg, h, at, n, u64::MAX, each).0, tiers.limits())
+            }
+            Tables::TieredBlock(t) => {
+                let tiers = t.alg().get();
+                let alg = tiers.get(tier)?;
+                (t.check_as(alg, h, at, n, each), tiers.limits())
+            }
+            _ => return Ok(None),
+        };
+        self.checks.record(d.allowed);
+        Ok(Some((d, len)))
+    }
+
     /// Decides one request for the key hashed to `h` under `tier`'s limits,
     /// with each limit's own decision, and counts it.
     fn decide_tier(
@@ -468,23 +498,11 @@ impl KeyedLimiter {
         tier: usize,
     ) -> Result<MultiDecision, TierError> {
         let mut each = [Decision::default(); MAX_LIMITS];
-        let (d, len) = match &self.tables {
-            Tables::TieredWord(t) => {
-                let tiers = t.alg().get();
-                let alg = tiers.get(tier)?;
-                let d = t.check_as(alg, h, at, n, u64::MAX, &mut each).0;
-                (d, tiers.limits())
-            }
-            Tables::TieredBlock(t) => {
-                let tiers = t.alg().get();
-                let alg = tiers.get(tier)?;
-                (t.check_as(alg, h, at, n, &mut each), tiers.limits())
-            }
-            _ if tier == 0 => return Ok(self.decide_each(h, at, n)),
-            _ => return Err(TierError { tier, tiers: 1 }),
-        };
-        self.checks.record(d.allowed);
-        Ok(MultiDecision::of_many(d, each, len))
+        match self.decide_in_tier(h, at, n, tier, &mut each)? {
+            Some((d, len)) => Ok(MultiDecision::of_many(d, each, len)),
+            None if tier == 0 => Ok(self.decide_each(h, at, n)),
+            None => Err(TierError { tier, tiers: 1 }),
+        }
     }
 
     /// [`KeyedLimiter::decide_tier`] without each limit's decision (none
@@ -497,20 +515,11 @@ impl KeyedLimiter {
         n: u64,
         tier: usize,
     ) -> Result<Decision, TierError> {
-        let d = match &self.tables {
-            Tables::TieredWord(t) => {
-                let alg = t.alg().get().get(tier)?;
-                t.check_as(alg, h, at, n, u64::MAX, &mut []).0
-            }
-            Tables::TieredBlock(t) => {
-                let alg = t.alg().get().get(tier)?;
-                t.check_as(alg, h, at, n, &mut [])
-            }
-            _ if tier == 0 => return Ok(self.decide(h, at, n, u64::MAX).0),
-            _ => return Err(TierError { tier, tiers: 1 }),
-        };
-        self.checks.record(d.allowed);
-        Ok(d)
+        match self.decide_in_tier(h, at, n, tier, &mut [])? {
+            Some((d, _)) => Ok(d),
+            None if tier == 0 => Ok(self.decide(h, at, n, u64::MAX).0),
+            None => Err(TierError { tier, tiers: 1 }),
+        }
     }
 
     /// Decides a request of `cost` for `key` under tier `tier`'s limits,
