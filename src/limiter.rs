@@ -149,18 +149,18 @@ impl Engine {
     /// The whole decision of a request of cost `n` at `t`, always taken
     /// ([`Limiter::check_at`]).
     ///
-    /// The single-word algorithms' arms return their decision in
-    /// registers; the two single-limit block algorithms decide out of line
-    /// ([`Engine::decision_elsewhere`]). Through the one [`Engine::decide`]
-    /// match, the block arms' calls returned their decision through a
-    /// pointer to the place where every arm's decision meets, so GCRA's
-    /// decision went through memory too: stored, copied, and loaded back
-    /// stalled on store forwarding. That cost `check(1)` 23.0 against 13.6
-    /// ns on the TSC clock and 12.1 against 9.9 at the caller's time
-    /// (`examples/hotpath.rs`, `direct-gcra-tsc` and `direct-gcra-at`,
-    /// thread CPU time). The several-limits arms are each written as they
-    /// measured fastest (`multi-direct-*`: 33.8 -> 33.2 ns for two limits in
-    /// a word, 33.7 -> 30.6 in a block).
+    /// The single-word arms return their decision in registers; the block
+    /// engines decide out of line and write theirs to a place of their
+    /// own ([`Engine::decision_elsewhere`]), copied back field by field.
+    /// Through the one [`Engine::decide`] match, the block arms' calls
+    /// were handed a pointer to the place where every arm's decision
+    /// meets, so GCRA's decision went through memory too: stored, copied,
+    /// and loaded back stalled on store forwarding (perf put a quarter of
+    /// a check's samples on that load). GCRA's `check(1)` went from 23.9
+    /// to 13.0 ns on the TSC clock and from 12.1 to 6.0 at the caller's
+    /// time (`examples/hotpath.rs`, `direct-gcra-tsc` and
+    /// `direct-gcra-at`, thread CPU time, with the reciprocal of
+    /// `algorithm::Divisor`).
     #[allow(
         clippy::inline_always,
         reason = "as for `decide`: a call would return the decision through memory"
@@ -173,16 +173,20 @@ impl Engine {
             Engine::TokenBucket(a, cell) => cell.decide(a, t, n, any).0,
             Engine::FixedWindow(a, cell) => cell.decide(a, t, n, any).0,
             Engine::SlidingWindow(a, cell) => cell.decide(a, t, n, any).0,
-            Engine::AllOfWord(..) => self.decide(t, n, u64::MAX).0,
-            Engine::AllOfBlock(a, cell) => cell.decide(a, t, n),
-            Engine::BucketedWindow(..) | Engine::SlidingLog(..) => self.decision_elsewhere(t, n),
+            Engine::AllOfWord(a, cell) => cell.decide(a, t, n, any).0,
+            Engine::AllOfBlock(..) | Engine::BucketedWindow(..) | Engine::SlidingLog(..) => {
+                let mut d = Decision::default();
+                self.decision_elsewhere(t, n, &mut d);
+                crate::decision::by_fields(&d)
+            }
         }
     }
 
-    /// [`Engine::decision`] for the bucketed window and the sliding log.
+    /// [`Engine::decision`] for the engines that keep their states in a
+    /// block (one limit or several), written to `out`.
     #[inline(never)]
-    fn decision_elsewhere(&self, t: u64, n: u64) -> Decision {
-        self.decide(t, n, u64::MAX).0
+    fn decision_elsewhere(&self, t: u64, n: u64, out: &mut Decision) {
+        *out = self.decide(t, n, u64::MAX).0;
     }
 
     /// The decision with every limit's own, and the number of limits.
