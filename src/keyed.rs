@@ -870,17 +870,25 @@ impl KeyedLimiter {
                 "check_batch: costs.len() != keys.len()"
             );
         }
-        with_table!(&self.tables, table => self.batch(table, keys, costs, now_ns, &mut each));
+        with_table!(&self.tables, table => self.batch(
+            |h| table.prefetch(h),
+            |_, h, cost| table.decide(h, now_ns, cost, u64::MAX).0,
+            keys,
+            costs,
+            &mut each,
+        ));
     }
 
-    /// The batch loop, compiled once per table type.
+    /// The batch loop, compiled once per table type: `prefetch(h)` starts
+    /// loading the key hashed to `h`, `decide(i, h, cost)` decides request
+    /// `i` (the untiered batch and the tiered one differ only there).
     #[inline]
     fn batch(
         &self,
-        table: &impl KeyedTable,
+        prefetch: impl Fn(u64),
+        mut decide: impl FnMut(usize, u64, u64) -> Decision,
         keys: &[u64],
         costs: Option<&[u64]>,
-        now_ns: u64,
         each: &mut impl FnMut(usize, Decision),
     ) {
         // The batch's decisions are counted once, at the end (or when `each`
@@ -894,17 +902,17 @@ impl KeyedLimiter {
         let mut ahead = [0u64; PREFETCH_DISTANCE];
         for (i, &key) in keys.iter().take(PREFETCH_DISTANCE).enumerate() {
             ahead[i] = self.hash_u64(key);
-            table.prefetch(ahead[i]);
+            prefetch(ahead[i]);
         }
         for i in 0..keys.len() {
             let h = ahead[i % PREFETCH_DISTANCE];
             if let Some(&next) = keys.get(i + PREFETCH_DISTANCE) {
                 let hn = self.hash_u64(next);
                 ahead[i % PREFETCH_DISTANCE] = hn;
-                table.prefetch(hn);
+                prefetch(hn);
             }
             let cost = costs.map_or(1, |c| c[i]);
-            let (decision, _) = table.decide(h, now_ns, cost, u64::MAX);
+            let decision = decide(i, h, cost);
             tally.allowed += u64::from(decision.allowed);
             tally.denied += u64::from(!decision.allowed);
             each(i, decision);
