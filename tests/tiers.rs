@@ -20,7 +20,8 @@ use model::{AllOfDecision, AllOfModel};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{
-    Algorithm, Clock, Config, Error, Field, KeyedLimiter, MAX_TIERS, MultiDecision, TierError,
+    Algorithm, Clock, Config, Decision, Error, Field, KeyedLimiter, MAX_TIERS, MultiDecision,
+    TierError,
 };
 use std::sync::Barrier;
 
@@ -154,6 +155,32 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The tiered batch against the same requests checked one by one on a
+/// twin limiter: the batch of each chunk at one instant.
+fn batch_as_singles(case: &Case) -> Result<(), TestCaseError> {
+    let tiers: Vec<&[Config]> = case.tiers.iter().map(Vec::as_slice).collect();
+    let batched = KeyedLimiter::with_clock_tiered_multi(&tiers, Clock::manual(0).0).unwrap();
+    let single = KeyedLimiter::with_clock_tiered_multi(&tiers, Clock::manual(0).0).unwrap();
+    let mut t = case.start;
+    for chunk in case.requests.chunks(5) {
+        t += chunk[0].0;
+        let keys: Vec<u64> = chunk.iter().map(|r| r.3).collect();
+        let tier_of: Vec<usize> = chunk.iter().map(|r| r.4).collect();
+        let costs: Vec<u64> = chunk.iter().map(|r| r.2).collect();
+        let mut out = vec![Decision::default(); keys.len()];
+        batched
+            .check_batch_tier_at(&keys, &tier_of, Some(&costs), t, &mut out)
+            .unwrap();
+        for (i, &(_, _, cost, key, tier)) in chunk.iter().enumerate() {
+            let want = single.check_tier_at(key, tier, cost, t).unwrap();
+            prop_assert_eq!(out[i], want, "request {} of {:?} at {}", i, chunk, t);
+        }
+    }
+    prop_assert_eq!(batched.stats().allowed, single.stats().allowed);
+    prop_assert_eq!(batched.stats().denied, single.stats().denied);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(proptest_config(3000))]
 
@@ -161,6 +188,97 @@ proptest! {
     fn tiered_checks_decide_as_the_model(raw in raw()) {
         compare(&decode(&raw))?;
     }
+
+    #[test]
+    fn a_tiered_batch_decides_as_its_checks_one_by_one(raw in raw()) {
+        batch_as_singles(&decode(&raw))?;
+    }
+}
+
+#[test]
+fn a_batch_naming_a_missing_tier_decides_and_writes_nothing() {
+    let free = Config::new(Algorithm::FixedWindow, 2, S).capacity(100);
+    let tiered = KeyedLimiter::new_tiered(&[free, free.limit(5)]).unwrap();
+    let untouched = Decision {
+        limit: 77,
+        ..Decision::default()
+    };
+    let mut out = [untouched; 3];
+    assert_eq!(
+        tiered.check_batch_tier_at(&[1, 2, 3], &[1, 0, 2], None, T0, &mut out),
+        Err(TierError { tier: 2, tiers: 2 })
+    );
+    assert_eq!(out, [untouched; 3]);
+    assert_eq!(tiered.stats().keys_tracked, 0);
+    assert_eq!(tiered.stats().allowed + tiered.stats().denied, 0);
+    // The same keys, each under its own tier: the paid key gets 5.
+    let mut out = [Decision::default(); 7];
+    let keys = [1, 1, 1, 2, 2, 2, 2];
+    let tiers = [0, 0, 0, 1, 1, 1, 1];
+    tiered
+        .check_batch_tier_at(&keys, &tiers, None, T0, &mut out)
+        .unwrap();
+    let allowed: Vec<bool> = out.iter().map(|d| d.allowed).collect();
+    assert_eq!(allowed, [true, true, false, true, true, true, true]);
+    assert_eq!(out[6].remaining, 1);
+    // A limiter without tiers has tier 0 only.
+    let plain = KeyedLimiter::new(free).unwrap();
+    let mut out = [Decision::default(); 2];
+    assert!(
+        plain
+            .check_batch_tier_at(&[1, 1], &[0, 0], None, T0, &mut out)
+            .is_ok()
+    );
+    assert!(out[0].allowed && out[1].allowed);
+    assert_eq!(
+        plain.check_batch_tier_at(&[1], &[1], None, T0, &mut out[..1]),
+        Err(TierError { tier: 1, tiers: 1 })
+    );
+}
+
+#[test]
+fn acquire_waits_for_the_named_tier() {
+    use ratecell::AcquireError;
+    use std::time::Duration;
+    let now = Duration::ZERO;
+    // One an hour free, three paid: nothing refills during the test.
+    let free = Config::new(Algorithm::TokenBucket, 1, 3600 * S).capacity(100);
+    let (clock, _) = Clock::manual(T0);
+    let tiered = KeyedLimiter::with_clock_tiered(&[free, free.limit(3)], clock).unwrap();
+    for _ in 0..3 {
+        assert!(tiered.acquire_tier(7, 1, 1, now).unwrap().is_ok());
+    }
+    assert!(matches!(
+        tiered.acquire_tier(7, 1, 1, now),
+        Ok(Err(AcquireError::TimedOut(_)))
+    ));
+    assert!(
+        tiered
+            .acquire_bytes_tier(b"free", 0, 1, now)
+            .unwrap()
+            .is_ok()
+    );
+    assert!(matches!(
+        tiered.acquire_bytes_tier(b"free", 0, 1, now),
+        Ok(Err(AcquireError::TimedOut(_)))
+    ));
+    // More than the paid tier could ever admit; a tier it does not have.
+    assert!(matches!(
+        tiered.acquire_tier(8, 1, 4, now),
+        Ok(Err(AcquireError::Unsatisfiable(_)))
+    ));
+    assert_eq!(
+        tiered.acquire_tier(8, 2, 1, now),
+        Err(TierError { tier: 2, tiers: 2 })
+    );
+    let stats = tiered.stats();
+    assert_eq!((stats.allowed, stats.denied), (4, 3));
+    let plain = KeyedLimiter::with_clock(free, Clock::manual(T0).0).unwrap();
+    assert!(plain.acquire_tier(7, 0, 1, now).unwrap().is_ok());
+    assert_eq!(
+        plain.acquire_tier(7, 1, 1, now),
+        Err(TierError { tier: 1, tiers: 1 })
+    );
 }
 
 fn field(r: Result<KeyedLimiter, Error>) -> Field {
