@@ -67,6 +67,38 @@ def test_saves_happen_restore_at_start_and_close_stops_the_saver(tmp_path: Path)
         assert "ratecell.Limiter gcra" in repr(lim)
 
 
+def written_bytes() -> int:
+    """Bytes this process has handed to write() so far (Linux)."""
+    with open("/proc/self/io") as io:
+        for line in io:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/self/io")
+def test_close_saves_once_and_still_raises(tmp_path: Path) -> None:
+    path = tmp_path / "limits.snap"
+    lim = ratecell.Limiter("gcra", 3, HOUR, capacity=20_000, persist=path, every=3600)
+    for key in range(10_000):
+        lim.check(key, 1)
+    before = written_bytes()
+    lim.close()
+    written = written_bytes() - before
+    size = path.stat().st_size
+    assert size > 100_000, "a snapshot large enough to tell one save from two"
+    assert size <= written < 2 * size, f"close wrote {written} bytes, the snapshot is {size}"
+    # Still one save, and its failure is still raised.
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    lim = ratecell.Limiter("gcra", 3, HOUR, capacity=100, persist=gone / "x.snap", every=3600)
+    lim.check(1, 1)
+    gone.rmdir()
+    with pytest.raises(ratecell.SnapshotIO):
+        lim.close()
+    assert lim.closed
+
+
 def test_a_file_that_does_not_fit_is_refused_and_bad_arguments_named(tmp_path: Path) -> None:
     path = tmp_path / "limits.snap"
     with ratecell.Limiter("token_bucket", 5, SECOND, capacity=10, persist=path, every=60):

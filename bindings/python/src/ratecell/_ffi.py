@@ -340,6 +340,28 @@ class PersistedHandle(LimiterHandle):
             self.persisted = None
         self.value = None
 
+    def close_now(self) -> int | None:
+        """Closes the persisted limiter now (its saver stopped, one last
+        save) and returns that save's status, when no other thread is
+        inside a call on it; None, doing nothing, when one is (or this
+        Python cannot tell).
+
+        A thread inside a call holds a reference in its frame (see
+        ``LimiterHandle``), so the references counted here are the calls
+        in flight: the caller's local and ``getrefcount``'s argument are
+        the only ones when there are none."""
+        getrefcount = getattr(sys, "getrefcount", None)
+        if getrefcount is None or getrefcount(self) > _OWN_REFERENCES:
+            return None
+        persisted, self.persisted, self.value = self.persisted, None, None
+        status: int = lib.ratecell_persisted_close(persisted)
+        return status
+
+
+# In `PersistedHandle.close_now`: the closing method's local and
+# getrefcount's argument.
+_OWN_REFERENCES = 3
+
 
 NOT_COPYABLE = (
     "a ratecell.Limiter cannot be copied or pickled: it owns a native limiter. "

@@ -393,7 +393,13 @@ class Limiter:
         h = self._h
         self._h = None
         if isinstance(h, _ffi.PersistedHandle) and h.persisted:
-            status = _lib.ratecell_persisted_save(h.persisted)
+            status = h.close_now()
+            if status is None:
+                # A call still runs in another thread and holds the handle:
+                # the C object (and its last save) must wait for it, so the
+                # error is raised from a save made now; the close when that
+                # call returns saves once more, keeping what it admitted.
+                status = _lib.ratecell_persisted_save(h.persisted)
             if status:
                 raise _errors.error_for_status(status)
 
