@@ -291,7 +291,9 @@ public:
 
     /// A keyed limiter serving tiers (free, paid, internal...), one config
     /// per tier (ratecell_limiter_new_tiered); each check names the key's
-    /// tier (check_tier), and every call that names none is tier 0's. A
+    /// tier (check_tier; check_batch_tier a tier per request,
+    /// acquire_tier), and every call that names none is tier 0's, the
+    /// default tier. A
     /// key whose tier changes keeps what it spent, read by its new tier's
     /// limits (docs/ALGORITHMS.md, "A quota per tier"). Throws Error with
     /// RATECELL_INVALID_LENGTH for 0 or more than RATECELL_MAX_TIERS tiers,
@@ -369,6 +371,40 @@ public:
         return d;
     }
 
+    /// check_batch with a tier per request: keys[i] under tier tiers[i]
+    /// (ratecell_check_batch_tier). Every tier is checked first: one not
+    /// below tiers() throws Error(RATECELL_INVALID_TIER), nothing decided.
+    std::vector<Decision> check_batch_tier(const std::vector<std::uint64_t> &keys,
+                                           const std::vector<std::uint32_t> &tiers,
+                                           const std::vector<std::uint64_t> &costs = {}) const {
+        return batch(keys, costs, nullptr, &tiers);
+    }
+
+    std::vector<Decision> check_batch_tier_at(const std::vector<std::uint64_t> &keys,
+                                              const std::vector<std::uint32_t> &tiers,
+                                              const std::vector<std::uint64_t> &costs,
+                                              std::uint64_t now_ns) const {
+        return batch(keys, costs, &now_ns, &tiers);
+    }
+
+    /// acquire under tier `tier`'s limits (ratecell_acquire_tier). Throws
+    /// Error(RATECELL_INVALID_TIER) at once when `tier` is not below
+    /// tiers().
+    Decision acquire_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                          std::chrono::nanoseconds timeout) const {
+        Decision d{};
+        return acquired(::ratecell_acquire_tier(handle_, key, tier, cost, timeout_ns(timeout), &d),
+                        d);
+    }
+
+    Decision acquire_bytes_tier(std::string_view key, std::uint32_t tier, std::uint64_t cost,
+                                std::chrono::nanoseconds timeout) const {
+        Decision d{};
+        return acquired(::ratecell_acquire_bytes_tier(handle_, bytes(key), key.size(), tier, cost,
+                                                      timeout_ns(timeout), &d),
+                        d);
+    }
+
     /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
     void save(const std::string &path) const {
         detail::check(::ratecell_snapshot_save(handle_, path.c_str()));
@@ -443,22 +479,15 @@ public:
     Decision acquire(std::uint64_t key, std::uint64_t cost,
                      std::chrono::nanoseconds timeout) const {
         Decision d{};
-        ratecell_status s = ::ratecell_acquire(handle_, key, cost, timeout_ns(timeout), &d);
-        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
-            detail::check(s);
-        }
-        return d;
+        return acquired(::ratecell_acquire(handle_, key, cost, timeout_ns(timeout), &d), d);
     }
 
     Decision acquire_bytes(std::string_view key, std::uint64_t cost,
                            std::chrono::nanoseconds timeout) const {
         Decision d{};
-        ratecell_status s = ::ratecell_acquire_bytes(handle_, bytes(key), key.size(), cost,
-                                                     timeout_ns(timeout), &d);
-        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
-            detail::check(s);
-        }
-        return d;
+        return acquired(::ratecell_acquire_bytes(handle_, bytes(key), key.size(), cost,
+                                                 timeout_ns(timeout), &d),
+                        d);
     }
 
     void reset_key(std::uint64_t key) const { detail::check(::ratecell_reset_key(handle_, key)); }
@@ -496,9 +525,25 @@ private:
         return timeout.count() < 0 ? 0 : static_cast<std::uint64_t>(timeout.count());
     }
 
+    /// An acquire's decision: a give-up (time-out, or a cost never
+    /// admitted) is a denied decision, any other failure an Error.
+    static Decision acquired(ratecell_status s, const Decision &d) {
+        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
+            detail::check(s);
+        }
+        return d;
+    }
+
+    /// Every batch; `tiers` null is the untiered one.
     std::vector<Decision> batch(const std::vector<std::uint64_t> &keys,
                                 const std::vector<std::uint64_t> &costs,
-                                const std::uint64_t *now_ns) const {
+                                const std::uint64_t *now_ns,
+                                const std::vector<std::uint32_t> *tiers = nullptr) const {
+        if (tiers != nullptr && tiers->size() != keys.size()) {
+            throw Error(RATECELL_INVALID_LENGTH,
+                        "check_batch_tier: tiers.size() = " + std::to_string(tiers->size()) +
+                            " != keys.size() = " + std::to_string(keys.size()));
+        }
         if (!costs.empty() && costs.size() != keys.size()) {
             throw Error(RATECELL_INVALID_LENGTH,
                         "check_batch: costs.size() = " + std::to_string(costs.size()) +
@@ -515,6 +560,16 @@ private:
             throw Error(RATECELL_INVALID_LENGTH);
         }
         const std::uint64_t *c = costs.empty() ? nullptr : costs.data();
+        if (tiers != nullptr) {
+            detail::check(
+                now_ns != nullptr
+                    ? ::ratecell_check_batch_tier_at(handle_, keys.data(), tiers->data(), c,
+                                                     keys.size(), *now_ns, allowed.data(),
+                                                     decisions.data())
+                    : ::ratecell_check_batch_tier(handle_, keys.data(), tiers->data(), c,
+                                                  keys.size(), allowed.data(), decisions.data()));
+            return decisions;
+        }
         detail::check(now_ns != nullptr
                           ? ::ratecell_check_batch_at(handle_, keys.data(), c, keys.size(),
                                                       *now_ns, allowed.data(), decisions.data())

@@ -265,6 +265,22 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
         _STATUS,
         [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CMultiDecision)],
     ),
+    "ratecell_check_batch_tier": (
+        _STATUS,
+        [c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p],
+    ),
+    "ratecell_check_batch_tier_at": (
+        _STATUS,
+        [c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_uint64, c_void_p, c_void_p],
+    ),
+    "ratecell_acquire_tier": (
+        _STATUS,
+        [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_acquire_bytes_tier": (
+        _STATUS,
+        [c_void_p, c_void_p, c_size_t, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
+    ),
     "ratecell_snapshot_save": (_STATUS, [c_void_p, c_char_p]),
     "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),
     "ratecell_limiter_restore": (_STATUS, [c_char_p, POINTER(c_void_p)]),

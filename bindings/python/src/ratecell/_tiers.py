@@ -4,6 +4,9 @@ and ``ratecell_check_tier*`` of the C ABI).
 
 from __future__ import annotations
 
+import datetime
+import operator
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +28,10 @@ class TieredLimiter(Limiter):
     ``tiers[i]`` is tier ``i``'s ``Limit``, or a sequence of ``Limit``s
     checked as one (every tier then lists the same limits in the same
     order, with its own values). ``check_tier`` names a key's tier on each
-    check; every ``Limiter`` method that names none is tier 0's.
+    check, ``check_batch_tier`` a tier per request of a batch, and
+    ``acquire_tier`` the tier to wait for. Tier 0 is the default tier:
+    every ``Limiter`` method that names none (``check``, ``check_batch``,
+    ``acquire``, ...) is tier 0's.
 
     A key whose tier changes keeps its state, read by its new tier's limits
     at its next check (the carry-over rules of ``reconfigure``, for that
@@ -105,6 +111,63 @@ class TieredLimiter(Limiter):
             denied_name=None if denied is None else "",
             limits=tuple(decision_from_c(m.limits[i]) for i in range(m.count)),
         )
+
+    def check_batch_tier(
+        self,
+        keys: Any,
+        tiers: Any,
+        costs: Any = None,
+        *,
+        decisions: bool = False,
+        out: Any = None,
+    ) -> Any:
+        """``check_batch`` with a tier per request: ``keys[i]`` under tier
+        ``tiers[i]`` (an iterable of ints, one per key). Every tier is
+        checked first: one not below ``tiers`` raises ``InvalidTier`` and
+        nothing is decided or stored."""
+        return self._batch(keys, costs, None, decisions, out, self._tier_array(tiers))
+
+    def check_batch_tier_at(
+        self,
+        keys: Any,
+        tiers: Any,
+        costs: Any,
+        now_ns: int,
+        *,
+        decisions: bool = False,
+        out: Any = None,
+    ) -> Any:
+        """``check_batch_tier`` at the caller's time ``now_ns``."""
+        return self._batch(
+            keys, costs, _u64(now_ns, "now_ns"), decisions, out, self._tier_array(tiers)
+        )
+
+    def acquire_tier(
+        self,
+        key: Key,
+        tier: int,
+        cost: int = 1,
+        timeout: float | datetime.timedelta | None = None,
+    ) -> Decision:
+        """``acquire`` under tier ``tier``'s limits: waits until that tier
+        admits the request. A tier not below ``tiers`` raises
+        ``InvalidTier`` at once, nothing checked."""
+        tier = self._tier_arg(tier)
+        try:
+            return self._acquire(key, cost, timeout, tier)
+        except _errors.InvalidTier:
+            raise self._error(_errors.InvalidTier.status, tier) from None
+
+    def _tier_array(self, tiers: Any) -> array[int]:
+        """``tiers`` as the u32s the C ABI reads; a value no tier has
+        raises ``InvalidTier`` (the C ABI would refuse it all the same)."""
+        if isinstance(tiers, (bytes, bytearray, str)):
+            raise TypeError(f"tiers must be an iterable of ints, not {type(tiers).__name__}")
+        values = [self._tier_arg(operator.index(t)) for t in tiers]
+        for t in values:
+            if t >= self._tiers:
+                raise self._error(_errors.InvalidTier.status, t)
+        return array("I", values)
 
     def _decide(self, key: Any, tier: Any, cost: Any, now_ns: int | None) -> Decision:
         h = self._handle()
