@@ -816,7 +816,8 @@ ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter
 
 // Builds a limiter from the snapshot file at `path`, with the
 // configuration saved in it (every limit, for a limiter of several: the
-// result is as `ratecell_limiter_new_multi` makes it), on the TSC clock,
+// result is as `ratecell_limiter_new_multi` makes it; every tier, for a
+// tiered limiter: as `ratecell_limiter_new_tiered_multi`), on the TSC clock,
 // and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 // `ratecell_limiter_new` would: restore this way only files you would
 // take a configuration from; `ratecell_limiter_restore_config` refuses
@@ -875,6 +876,29 @@ ratecell_status ratecell_limiter_restore_multi(const struct ratecell_config *con
                                                size_t n,
                                                const char *path,
                                                struct ratecell_limiter **out);
+
+// `ratecell_limiter_restore_config` for a tiered limiter
+// (`ratecell_limiter_new_tiered_multi`): builds the limiter of
+// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from the
+// snapshot file at `path`. The snapshot must hold the same tiers of the
+// same limits in the same order; otherwise
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (a
+// snapshot of a limiter made without tiers is refused so too).
+//
+// Returns the statuses of `ratecell_limiter_restore_config`, and those of
+// `ratecell_limiter_new_tiered_multi` for invalid `configs`. On failure
+// `*out` is left unchanged. Ownership as for `ratecell_limiter_new`.
+// Thread-safe.
+//
+// # Safety
+// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
+// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
+// a writable `ratecell_limiter *`.
+ratecell_status ratecell_limiter_restore_tiered(const struct ratecell_config *configs,
+                                                size_t n_limits,
+                                                size_t n_tiers,
+                                                const char *path,
+                                                struct ratecell_limiter **out);
 
 // Restores a limiter of configuration `*cfg` from the snapshot file at
 // `path` if the file exists (else makes it fresh), and starts a thread
@@ -976,9 +1000,11 @@ ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 // `RATECELL_INVALID_CLOCK` for another clock); or
 // `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
 //
-// A tiered limiter has no snapshot format yet and cannot be reconfigured
-// live: `ratecell_snapshot_save*` on it returns `RATECELL_INVALID_LENGTH`
-// (the status of its tiers), `ratecell_limiter_reconfigure`
+// A tiered limiter is saved by `ratecell_snapshot_save*` with every tier
+// (snapshot format version 3), and restored by
+// `ratecell_limiter_restore_tiered` or `ratecell_limiter_restore`
+// (docs/SNAPSHOT.md). It cannot be reconfigured live:
+// `ratecell_limiter_reconfigure` on it returns
 // `RATECELL_RECONFIGURE_REFUSED`.
 //
 // Ownership: as `ratecell_limiter_new`; `configs` is only read during the

@@ -433,6 +433,16 @@ impl KeyedLimiter {
         tiers: &[&[Config]],
         clock: Clock,
     ) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_hasher_tiered_multi(tiers, clock, KeyHasher::random())
+    }
+
+    /// [`KeyedLimiter::with_clock_tiered_multi`] hashing keys with
+    /// `hasher` (a restored snapshot's).
+    pub(crate) fn with_hasher_tiered_multi(
+        tiers: &[&[Config]],
+        clock: Clock,
+        hasher: KeyHasher,
+    ) -> Result<KeyedLimiter, Error> {
         let built = crate::tiers::tiers(tiers)?;
         let config = tiers[0][0];
         let allow = config.overflow == Overflow::Allow;
@@ -446,7 +456,7 @@ impl KeyedLimiter {
             configs: tiers[0].into(),
             names: vec![None; built.limits()].into(),
         };
-        let mut keyed = KeyedLimiter::assemble(tables, owner, limits, clock, KeyHasher::random());
+        let mut keyed = KeyedLimiter::assemble(tables, owner, limits, clock, hasher);
         keyed.tiers = tiers.iter().map(|t| (*t).into()).collect();
         Ok(keyed)
     }

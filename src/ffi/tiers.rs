@@ -43,9 +43,11 @@ const _: () = assert!(RATECELL_MAX_TIERS == crate::MAX_TIERS);
 /// `RATECELL_INVALID_CLOCK` for another clock); or
 /// `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
 ///
-/// A tiered limiter has no snapshot format yet and cannot be reconfigured
-/// live: `ratecell_snapshot_save*` on it returns `RATECELL_INVALID_LENGTH`
-/// (the status of its tiers), `ratecell_limiter_reconfigure`
+/// A tiered limiter is saved by `ratecell_snapshot_save*` with every tier
+/// (snapshot format version 3), and restored by
+/// `ratecell_limiter_restore_tiered` or `ratecell_limiter_restore`
+/// (docs/SNAPSHOT.md). It cannot be reconfigured live:
+/// `ratecell_limiter_reconfigure` on it returns
 /// `RATECELL_RECONFIGURE_REFUSED`.
 ///
 /// Ownership: as `ratecell_limiter_new`; `configs` is only read during the
@@ -100,23 +102,8 @@ unsafe fn new_tiered(
     out: *mut *mut ratecell_limiter,
 ) -> ratecell_status {
     let out = try_status!(out_ptr(out));
-    if !(1..=crate::MAX_LIMITS).contains(&n_limits) || !(1..=RATECELL_MAX_TIERS).contains(&n_tiers)
-    {
-        return RATECELL_INVALID_LENGTH;
-    }
-    // SAFETY: the caller promises `n_limits * n_tiers` readable configs (at
-    // most 8 × 16, no overflow); every field is an integer.
-    let raw = try_status!(unsafe { input(configs, n_limits * n_tiers) });
-    let mut rust: Vec<Config> = Vec::with_capacity(raw.len());
-    let mut clock_kind: Option<ratecell_clock> = None;
-    for cfg in raw {
-        let (config, kind) = try_status!(cfg.to_rust());
-        if *clock_kind.get_or_insert(kind) != kind {
-            return RATECELL_INVALID_CLOCK;
-        }
-        rust.push(config);
-    }
-    let clock_kind = clock_kind.expect("at least one config");
+    // SAFETY: as promised by the caller.
+    let (rust, clock_kind) = try_status!(unsafe { tiers_arg(configs, n_limits, n_tiers) });
     let tiers: Vec<&[Config]> = rust.chunks(n_limits).collect();
     let keyed = try_status!(
         KeyedLimiter::with_clock_tiered_multi(&tiers, clock_of(clock_kind))
@@ -124,6 +111,37 @@ unsafe fn new_tiered(
     );
     // SAFETY: `out` is non-NULL and, as the caller promises, writable.
     unsafe { publish(Inner::Keyed(keyed), clock_kind, out) }
+}
+
+/// The configs of `n_tiers` tiers of `n_limits` limits, tier by tier, and
+/// the clock they share; the status of the first bad one otherwise
+/// (`RATECELL_INVALID_LENGTH` for a count out of range,
+/// `RATECELL_INVALID_CLOCK` for configs naming different clocks).
+///
+/// # Safety
+/// `configs` is NULL or points to `n_limits * n_tiers` readable configs.
+pub(super) unsafe fn tiers_arg(
+    configs: *const ratecell_config,
+    n_limits: usize,
+    n_tiers: usize,
+) -> Result<(Vec<Config>, ratecell_clock), ratecell_status> {
+    if !(1..=crate::MAX_LIMITS).contains(&n_limits) || !(1..=RATECELL_MAX_TIERS).contains(&n_tiers)
+    {
+        return Err(RATECELL_INVALID_LENGTH);
+    }
+    // SAFETY: the caller promises `n_limits * n_tiers` readable configs (at
+    // most 8 × 16, no overflow); every field is an integer.
+    let raw = unsafe { input(configs, n_limits * n_tiers) }?;
+    let mut rust: Vec<Config> = Vec::with_capacity(raw.len());
+    let mut clock_kind: Option<ratecell_clock> = None;
+    for cfg in raw {
+        let (config, kind) = cfg.to_rust()?;
+        if *clock_kind.get_or_insert(kind) != kind {
+            return Err(RATECELL_INVALID_CLOCK);
+        }
+        rust.push(config);
+    }
+    Ok((rust, clock_kind.expect("at least one config")))
 }
 
 /// How many tiers the limiter serves (1 for one made without tiers); 0
