@@ -309,19 +309,35 @@ public:
     /// every tier lists the same limits in the same order, with its own
     /// values; RATECELL_INVALID_LENGTH when they are not as many.
     static Limiter tiered(const std::vector<std::vector<Config>> &tiers) {
-        std::vector<ratecell_config> raw;
-        std::size_t per_tier = tiers.empty() ? 0 : tiers[0].size();
-        for (const std::vector<Config> &tier : tiers) {
-            if (tier.size() != per_tier) {
-                throw Error(RATECELL_INVALID_LENGTH);
-            }
-            for (const Config &c : tier) {
-                raw.push_back(c.raw());
-            }
-        }
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = tier_configs(tiers, per_tier);
         ratecell_limiter *l = nullptr;
         detail::check(
             ::ratecell_limiter_new_tiered_multi(raw.data(), per_tier, tiers.size(), &l));
+        return Limiter(l);
+    }
+
+    /// A tiered limiter (as tiered makes it) from the snapshot file at
+    /// `path` (ratecell_limiter_restore_tiered): the snapshot must hold the
+    /// same tiers of the same limits, else Error with
+    /// RATECELL_SNAPSHOT_CONFIG_MISMATCH (also for a snapshot of a limiter
+    /// made without tiers). restore(path) takes the tiers from the file.
+    static Limiter restore_tiered(const std::vector<std::vector<Config>> &tiers,
+                                  const std::string &path) {
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = tier_configs(tiers, per_tier);
+        ratecell_limiter *l = nullptr;
+        detail::check(::ratecell_limiter_restore_tiered(raw.data(), per_tier, tiers.size(),
+                                                        path.c_str(), &l));
+        return Limiter(l);
+    }
+
+    /// restore_tiered for tiers of one limit each.
+    static Limiter restore_tiered(const std::vector<Config> &tiers, const std::string &path) {
+        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
+        ratecell_limiter *l = nullptr;
+        detail::check(
+            ::ratecell_limiter_restore_tiered(raw.data(), 1, raw.size(), path.c_str(), &l));
         return Limiter(l);
     }
 
@@ -523,6 +539,24 @@ private:
 
     static std::uint64_t timeout_ns(std::chrono::nanoseconds timeout) noexcept {
         return timeout.count() < 0 ? 0 : static_cast<std::uint64_t>(timeout.count());
+    }
+
+    /// Tiers laid out as the C ABI takes them, tier by tier; `per_tier`
+    /// gets the limits per tier. Error(RATECELL_INVALID_LENGTH) when the
+    /// tiers are not as long as each other.
+    static std::vector<ratecell_config>
+    tier_configs(const std::vector<std::vector<Config>> &tiers, std::size_t &per_tier) {
+        std::vector<ratecell_config> raw;
+        per_tier = tiers.empty() ? 0 : tiers[0].size();
+        for (const std::vector<Config> &tier : tiers) {
+            if (tier.size() != per_tier) {
+                throw Error(RATECELL_INVALID_LENGTH);
+            }
+            for (const Config &c : tier) {
+                raw.push_back(c.raw());
+            }
+        }
+        return raw;
     }
 
     /// An acquire's decision: a give-up (time-out, or a cost never

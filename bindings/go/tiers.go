@@ -4,6 +4,7 @@ package ratecell
 // checks that name a tier.
 
 /*
+#include <stdlib.h>
 #include "ratecell.h"
 */
 import "C"
@@ -45,23 +46,9 @@ func NewTiered(tiers []Config) (*Limiter, error) {
 // NewMulti): every tier lists the same limits in the same order, with its
 // own values (ErrInvalidLength when they are not as many).
 func NewTieredMulti(tiers [][]Config) (*Limiter, error) {
-	if len(tiers) == 0 || len(tiers) > MaxTiers {
-		return nil, statusError("new_tiered", C.RATECELL_INVALID_LENGTH)
-	}
-	perTier := len(tiers[0])
-	if perTier == 0 || perTier > MaxLimits {
-		return nil, statusError("new_tiered", C.RATECELL_INVALID_LENGTH)
-	}
-	configs := make([]C.struct_ratecell_config, 0, perTier*len(tiers))
-	leaky := false
-	for _, tier := range tiers {
-		if len(tier) != perTier {
-			return nil, statusError("new_tiered", C.RATECELL_INVALID_LENGTH)
-		}
-		for _, c := range tier {
-			configs = append(configs, cConfig(c))
-			leaky = leaky || c.Algorithm == LeakyBucket
-		}
+	configs, perTier, leaky, err := cTiers("new_tiered", tiers)
+	if err != nil {
+		return nil, err
 	}
 	var handle *C.ratecell_limiter
 	status := C.ratecell_limiter_new_tiered_multi(&configs[0], C.size_t(perTier), C.size_t(len(tiers)), &handle)
@@ -222,4 +209,50 @@ func (l *Limiter) AcquireTier(ctx context.Context, key uint64, tier int, cost ui
 // AcquireBytesTier is AcquireTier for a byte-string key (see CheckBytes).
 func (l *Limiter) AcquireBytesTier(ctx context.Context, key []byte, tier int, cost uint64) (Decision, error) {
 	return l.acquire(ctx, "acquire bytes tier", cost, func(c uint64) (Decision, error) { return l.CheckBytesTier(key, tier, c) })
+}
+
+// RestoreTiered builds a tiered limiter (as NewTieredMulti makes it) from
+// the snapshot file at path: the snapshot must hold the same tiers of the
+// same limits in the same order, else ErrSnapshotConfigMismatch before
+// anything is allocated (a snapshot of a limiter made without tiers is
+// refused so too). Each key keeps the state it had. Restore(path) takes
+// the tiers from the file instead.
+func RestoreTiered(tiers [][]Config, path string) (*Limiter, error) {
+	configs, perTier, leaky, err := cTiers("restore tiered", tiers)
+	if err != nil {
+		return nil, err
+	}
+	p := C.CString(path)
+	defer C.free(unsafe.Pointer(p))
+	var handle *C.ratecell_limiter
+	status := C.ratecell_limiter_restore_tiered(&configs[0], C.size_t(perTier), C.size_t(len(tiers)), p, &handle)
+	if err := statusError("restore tiered", status); err != nil {
+		return nil, err
+	}
+	return wrap(handle, leaky), nil
+}
+
+// cTiers lays tiers out as the C ABI takes them, tier by tier, with the
+// number of limits per tier and whether they are leaky buckets;
+// ErrInvalidLength for no tiers, too many, or tiers of unequal lengths.
+func cTiers(op string, tiers [][]Config) ([]C.struct_ratecell_config, int, bool, error) {
+	if len(tiers) == 0 || len(tiers) > MaxTiers {
+		return nil, 0, false, statusError(op, C.RATECELL_INVALID_LENGTH)
+	}
+	perTier := len(tiers[0])
+	if perTier == 0 || perTier > MaxLimits {
+		return nil, 0, false, statusError(op, C.RATECELL_INVALID_LENGTH)
+	}
+	configs := make([]C.struct_ratecell_config, 0, perTier*len(tiers))
+	leaky := false
+	for _, tier := range tiers {
+		if len(tier) != perTier {
+			return nil, 0, false, statusError(op, C.RATECELL_INVALID_LENGTH)
+		}
+		for _, c := range tier {
+			configs = append(configs, cConfig(c))
+			leaky = leaky || c.Algorithm == LeakyBucket
+		}
+	}
+	return configs, perTier, leaky, nil
 }

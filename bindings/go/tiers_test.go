@@ -242,3 +242,50 @@ func TestTiersBatchAndAcquireNameTheTier(t *testing.T) {
 		t.Errorf("tier 2: %v", err)
 	}
 }
+
+// A tiered limiter's snapshot keeps its tiers: restored with them, or
+// from the file alone; other tiers are refused.
+func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
+	free := Config{Algorithm: FixedWindow, Limit: 3, Period: time.Minute, Capacity: 100}
+	paid := free
+	paid.Limit = 30
+	lim, err := NewTiered([]Config{free, paid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	if _, err := lim.CheckTierAt(1, 1, 10, tiersT0); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/tiers.snap"
+	if err := lim.SaveAt(path, tiersT0); err != nil {
+		t.Fatal(err)
+	}
+	back, err := RestoreTiered([][]Config{{free}, {paid}}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if d, _ := back.CheckTierAt(1, 1, 0, tiersT0); d.Remaining != 20 {
+		t.Errorf("restored paid key: %+v", d)
+	}
+	fromFile, err := Restore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fromFile.Close()
+	if fromFile.Tiers() != 2 {
+		t.Errorf("Restore: %d tiers", fromFile.Tiers())
+	}
+	other := paid
+	other.Limit = 40
+	if _, err := RestoreTiered([][]Config{{free}, {other}}, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("another paid limit: %v", err)
+	}
+	if _, err := RestoreConfig(free, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("no tiers: %v", err)
+	}
+	if _, err := RestoreTiered(nil, path); !errors.Is(err, ErrInvalidLength) {
+		t.Errorf("no tiers given: %v", err)
+	}
+}

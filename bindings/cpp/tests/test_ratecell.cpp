@@ -527,6 +527,24 @@ void test_tiered_batch_and_acquire() {
         status = e.status();
     }
     CHECK(status == RATECELL_INVALID_TIER);
+
+    // Saved with the tiers, restored with them.
+    const std::string path = "/tmp/ratecell-cpp-tiers-" + std::to_string(::getpid()) + ".snap";
+    l.save_at(path, T0);
+    Config paid = Config(Algorithm::TokenBucket, 30, 3600s).capacity(100);
+    Limiter back = Limiter::restore_tiered({free, paid}, path);
+    CHECK(back.tiers() == 2);
+    CHECK(back.check_tier_at(2, 1, 0, T0).remaining == 29);
+    Limiter both = Limiter::restore_tiered(std::vector<std::vector<Config>>{{free}, {paid}}, path);
+    CHECK(both.check_tier_at(1, 0, 1, T0).allowed == false);
+    status = RATECELL_OK;
+    try {
+        Limiter::restore_tiered({free, free}, path);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    std::remove(path.c_str());
 }
 
 int main() {

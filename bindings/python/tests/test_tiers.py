@@ -136,3 +136,30 @@ def test_acquire_waits_for_the_named_tier():
             lim.acquire_tier(8, 1, cost=4, timeout=0)
         with pytest.raises(ratecell.InvalidTier, match="tier 2"):
             lim.acquire_tier(8, 2, timeout=0)
+
+
+def test_a_snapshot_keeps_the_tiers(tmp_path):
+    path = tmp_path / "tiers.snap"
+    free, paid = (
+        Limit(Algorithm.FIXED_WINDOW, 3, period=60.0),
+        Limit(Algorithm.FIXED_WINDOW, 30, period=60.0),
+    )
+    with ratecell.TieredLimiter([free, paid], capacity=100) as lim:
+        lim.check_tier_at(1, 1, 10, T0)
+        lim.save(path, now_ns=T0)
+    with ratecell.TieredLimiter.restore(path, [free, paid], capacity=100) as back:
+        assert back.tiers == 2
+        assert back.check_tier_at(1, 1, 0, T0).remaining == 20
+        assert not back.check_tier_at(1, 0, 1, T0).allowed
+    with ratecell.TieredLimiter.restore(path) as back:
+        assert back.tiers == 2
+        assert back.check_tier_at(1, 1, 0, T0).remaining == 20
+    other = Limit(Algorithm.FIXED_WINDOW, 40, period=60.0)
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter.restore(path, [free, other], capacity=100)
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.Limiter.restore(
+            path, ratecell.Limiter("fixed_window", 3, 60 * 10**9, capacity=100).config
+        )
+    with pytest.raises(TypeError, match="capacity"):
+        ratecell.TieredLimiter.restore(path, [free, paid])

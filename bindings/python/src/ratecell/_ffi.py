@@ -284,6 +284,10 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_snapshot_save": (_STATUS, [c_void_p, c_char_p]),
     "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),
     "ratecell_limiter_restore": (_STATUS, [c_char_p, POINTER(c_void_p)]),
+    "ratecell_limiter_restore_tiered": (
+        _STATUS,
+        [POINTER(CConfig), c_size_t, c_size_t, c_char_p, POINTER(c_void_p)],
+    ),
     "ratecell_limiter_restore_config": (_STATUS, [POINTER(CConfig), c_char_p, POINTER(c_void_p)]),
     "ratecell_limiter_restore_multi": (
         _STATUS,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import operator
+import os
 from array import array
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,29 @@ MAX_TIERS = _ffi.MAX_TIERS
 """The most tiers one limiter serves."""
 
 _lib = _ffi.lib
+
+
+def _tier_configs(
+    tiers: Sequence[Limit | Sequence[Limit]], capacity: Any, overflow: Any, clock: Any
+) -> tuple[Any, int, int]:
+    """The C configs of ``tiers``, tier by tier, with the limits per tier
+    and the number of tiers; ``InvalidLength`` for no tiers, too many, or
+    tiers of different lengths."""
+    rows = [[t] if isinstance(t, Limit) else list(t) for t in tiers]
+    if not 1 <= len(rows) <= MAX_TIERS:
+        raise _errors.InvalidLength(f"{len(rows)} tiers: a tiered limiter serves 1 to {MAX_TIERS}")
+    per_tier = len(rows[0])
+    for i, row in enumerate(rows):
+        if len(row) != per_tier:
+            raise _errors.InvalidLength(
+                f"tier {i} has {len(row)} limits, tier 0 has {per_tier}: every tier has the same limits"
+            )
+    per_row = [_c_configs(row, capacity, overflow, clock) for row in rows]
+    configs = (_ffi.CConfig * (per_tier * len(rows)))()
+    for i, row_configs in enumerate(per_row):
+        for j, cfg in enumerate(row_configs):
+            configs[i * per_tier + j] = cfg
+    return configs, per_tier, len(rows)
 
 
 class TieredLimiter(Limiter):
@@ -55,28 +79,51 @@ class TieredLimiter(Limiter):
         clock: Clock | str | int = Clock.TSC,
     ) -> None:
         self._h = None
-        rows = [[t] if isinstance(t, Limit) else list(t) for t in tiers]
-        if not 1 <= len(rows) <= MAX_TIERS:
-            raise _errors.InvalidLength(
-                f"{len(rows)} tiers: a tiered limiter serves 1 to {MAX_TIERS}"
-            )
-        per_tier = len(rows[0])
-        for i, row in enumerate(rows):
-            if len(row) != per_tier:
-                raise _errors.InvalidLength(
-                    f"tier {i} has {len(row)} limits, tier 0 has {per_tier}: every tier has the same limits"
-                )
-        per_row = [_c_configs(row, capacity, overflow, clock) for row in rows]
-        configs = (_ffi.CConfig * (per_tier * len(rows)))()
-        for i, row_configs in enumerate(per_row):
-            for j, cfg in enumerate(row_configs):
-                configs[i * per_tier + j] = cfg
+        configs, per_tier, n = _tier_configs(tiers, capacity, overflow, clock)
         handle = _ffi.LimiterHandle()
-        status = _lib.ratecell_limiter_new_tiered_multi(configs, per_tier, len(rows), handle)
+        status = _lib.ratecell_limiter_new_tiered_multi(configs, per_tier, n, handle)
         if status:
             raise _first_config_error(status, configs)
         self._h = handle
-        self._tiers = len(rows)
+        self._tiers = n
+
+    @classmethod
+    def restore(  # type: ignore[override]
+        cls,
+        path: str | os.PathLike[str],
+        tiers: Sequence[Limit | Sequence[Limit]] | None = None,
+        *,
+        capacity: int | None = None,
+        overflow: Overflow | str | int = Overflow.DENY,
+        clock: Clock | str | int = Clock.TSC,
+    ) -> TieredLimiter:
+        """A tiered limiter restored from the snapshot file at ``path``
+        (saved by ``save``, which keeps every tier), each key with the
+        state it had.
+
+        With ``tiers`` (and ``capacity``, as for the constructor), a
+        snapshot of other tiers, or of a limiter made without tiers,
+        raises ``SnapshotConfigMismatch`` before anything is allocated;
+        without them the file's own tiers are used (they size the table:
+        trust the file as you would a configuration; a file of a limiter
+        made without tiers gives one tier, its limits). Raises
+        ``SnapshotNotFound``, ``SnapshotDamaged`` or ``SnapshotVersion``
+        for a missing, damaged or unsupported file."""
+        p = os.fsencode(path)
+        handle = _ffi.LimiterHandle()
+        if tiers is None:
+            status = _lib.ratecell_limiter_restore(p, handle)
+        else:
+            if capacity is None:
+                raise TypeError("restore() with tiers needs capacity, as the constructor does")
+            configs, per_tier, n = _tier_configs(tiers, capacity, overflow, clock)
+            status = _lib.ratecell_limiter_restore_tiered(configs, per_tier, n, p, handle)
+        if status:
+            raise _errors.error_for_status(status)
+        limiter = cls.__new__(cls)
+        limiter._h = handle
+        limiter._tiers = int(_lib.ratecell_limiter_tiers(handle))
+        return limiter
 
     @property
     def tiers(self) -> int:
