@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,6 +98,31 @@ def test_close_saves_once_and_still_raises(tmp_path: Path) -> None:
     with pytest.raises(ratecell.SnapshotIO):
         lim.close()
     assert lim.closed
+
+
+def test_close_during_a_call_keeps_what_the_call_admits(tmp_path: Path) -> None:
+    path = tmp_path / "limits.snap"
+    lim = ratecell.Limiter("gcra", 1, SECOND, capacity=10, persist=path, every=3600)
+    config = lim.config
+    assert lim.check(7, 1).allowed
+    entered = threading.Event()
+    got: list[ratecell.Decision] = []
+
+    def wait_for_the_next() -> None:
+        entered.set()
+        got.append(lim.acquire(7, 1, timeout=10.0))
+
+    waiter = threading.Thread(target=wait_for_the_next)
+    waiter.start()
+    entered.wait()
+    time.sleep(0.3)  # inside acquire, asleep in C
+    lim.close()
+    waiter.join()
+    assert got and got[0].allowed
+    # Saved again when the call returned: both admissions are in the file,
+    # so the key waits a second from the second.
+    with ratecell.Limiter.restore(path, config) as back:
+        assert not back.check(7, 0).allowed
 
 
 def test_a_file_that_does_not_fit_is_refused_and_bad_arguments_named(tmp_path: Path) -> None:
