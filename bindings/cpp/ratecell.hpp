@@ -291,7 +291,9 @@ public:
 
     /// A keyed limiter serving tiers (free, paid, internal...), one config
     /// per tier (ratecell_limiter_new_tiered); each check names the key's
-    /// tier (check_tier), and every call that names none is tier 0's. A
+    /// tier (check_tier; check_batch_tier a tier per request,
+    /// acquire_tier), and every call that names none is tier 0's, the
+    /// default tier. A
     /// key whose tier changes keeps what it spent, read by its new tier's
     /// limits (docs/ALGORITHMS.md, "A quota per tier"). Throws Error with
     /// RATECELL_INVALID_LENGTH for 0 or more than RATECELL_MAX_TIERS tiers,
@@ -307,19 +309,35 @@ public:
     /// every tier lists the same limits in the same order, with its own
     /// values; RATECELL_INVALID_LENGTH when they are not as many.
     static Limiter tiered(const std::vector<std::vector<Config>> &tiers) {
-        std::vector<ratecell_config> raw;
-        std::size_t per_tier = tiers.empty() ? 0 : tiers[0].size();
-        for (const std::vector<Config> &tier : tiers) {
-            if (tier.size() != per_tier) {
-                throw Error(RATECELL_INVALID_LENGTH);
-            }
-            for (const Config &c : tier) {
-                raw.push_back(c.raw());
-            }
-        }
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = tier_configs(tiers, per_tier);
         ratecell_limiter *l = nullptr;
         detail::check(
             ::ratecell_limiter_new_tiered_multi(raw.data(), per_tier, tiers.size(), &l));
+        return Limiter(l);
+    }
+
+    /// A tiered limiter (as tiered makes it) from the snapshot file at
+    /// `path` (ratecell_limiter_restore_tiered): the snapshot must hold the
+    /// same tiers of the same limits, else Error with
+    /// RATECELL_SNAPSHOT_CONFIG_MISMATCH (also for a snapshot of a limiter
+    /// made without tiers). restore(path) takes the tiers from the file.
+    static Limiter restore_tiered(const std::vector<std::vector<Config>> &tiers,
+                                  const std::string &path) {
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = tier_configs(tiers, per_tier);
+        ratecell_limiter *l = nullptr;
+        detail::check(::ratecell_limiter_restore_tiered(raw.data(), per_tier, tiers.size(),
+                                                        path.c_str(), &l));
+        return Limiter(l);
+    }
+
+    /// restore_tiered for tiers of one limit each.
+    static Limiter restore_tiered(const std::vector<Config> &tiers, const std::string &path) {
+        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
+        ratecell_limiter *l = nullptr;
+        detail::check(
+            ::ratecell_limiter_restore_tiered(raw.data(), 1, raw.size(), path.c_str(), &l));
         return Limiter(l);
     }
 
@@ -367,6 +385,40 @@ public:
         MultiDecision d{};
         detail::check(::ratecell_check_tier_each_at(handle_, key, tier, cost, now_ns, &d));
         return d;
+    }
+
+    /// check_batch with a tier per request: keys[i] under tier tiers[i]
+    /// (ratecell_check_batch_tier). Every tier is checked first: one not
+    /// below tiers() throws Error(RATECELL_INVALID_TIER), nothing decided.
+    std::vector<Decision> check_batch_tier(const std::vector<std::uint64_t> &keys,
+                                           const std::vector<std::uint32_t> &tiers,
+                                           const std::vector<std::uint64_t> &costs = {}) const {
+        return batch(keys, costs, nullptr, &tiers);
+    }
+
+    std::vector<Decision> check_batch_tier_at(const std::vector<std::uint64_t> &keys,
+                                              const std::vector<std::uint32_t> &tiers,
+                                              const std::vector<std::uint64_t> &costs,
+                                              std::uint64_t now_ns) const {
+        return batch(keys, costs, &now_ns, &tiers);
+    }
+
+    /// acquire under tier `tier`'s limits (ratecell_acquire_tier). Throws
+    /// Error(RATECELL_INVALID_TIER) at once when `tier` is not below
+    /// tiers().
+    Decision acquire_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                          std::chrono::nanoseconds timeout) const {
+        Decision d{};
+        return acquired(::ratecell_acquire_tier(handle_, key, tier, cost, timeout_ns(timeout), &d),
+                        d);
+    }
+
+    Decision acquire_bytes_tier(std::string_view key, std::uint32_t tier, std::uint64_t cost,
+                                std::chrono::nanoseconds timeout) const {
+        Decision d{};
+        return acquired(::ratecell_acquire_bytes_tier(handle_, bytes(key), key.size(), tier, cost,
+                                                      timeout_ns(timeout), &d),
+                        d);
     }
 
     /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
@@ -443,22 +495,15 @@ public:
     Decision acquire(std::uint64_t key, std::uint64_t cost,
                      std::chrono::nanoseconds timeout) const {
         Decision d{};
-        ratecell_status s = ::ratecell_acquire(handle_, key, cost, timeout_ns(timeout), &d);
-        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
-            detail::check(s);
-        }
-        return d;
+        return acquired(::ratecell_acquire(handle_, key, cost, timeout_ns(timeout), &d), d);
     }
 
     Decision acquire_bytes(std::string_view key, std::uint64_t cost,
                            std::chrono::nanoseconds timeout) const {
         Decision d{};
-        ratecell_status s = ::ratecell_acquire_bytes(handle_, bytes(key), key.size(), cost,
-                                                     timeout_ns(timeout), &d);
-        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
-            detail::check(s);
-        }
-        return d;
+        return acquired(::ratecell_acquire_bytes(handle_, bytes(key), key.size(), cost,
+                                                 timeout_ns(timeout), &d),
+                        d);
     }
 
     void reset_key(std::uint64_t key) const { detail::check(::ratecell_reset_key(handle_, key)); }
@@ -496,9 +541,43 @@ private:
         return timeout.count() < 0 ? 0 : static_cast<std::uint64_t>(timeout.count());
     }
 
+    /// Tiers laid out as the C ABI takes them, tier by tier; `per_tier`
+    /// gets the limits per tier. Error(RATECELL_INVALID_LENGTH) when the
+    /// tiers are not as long as each other.
+    static std::vector<ratecell_config>
+    tier_configs(const std::vector<std::vector<Config>> &tiers, std::size_t &per_tier) {
+        std::vector<ratecell_config> raw;
+        per_tier = tiers.empty() ? 0 : tiers[0].size();
+        for (const std::vector<Config> &tier : tiers) {
+            if (tier.size() != per_tier) {
+                throw Error(RATECELL_INVALID_LENGTH);
+            }
+            for (const Config &c : tier) {
+                raw.push_back(c.raw());
+            }
+        }
+        return raw;
+    }
+
+    /// An acquire's decision: a give-up (time-out, or a cost never
+    /// admitted) is a denied decision, any other failure an Error.
+    static Decision acquired(ratecell_status s, const Decision &d) {
+        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
+            detail::check(s);
+        }
+        return d;
+    }
+
+    /// Every batch; `tiers` null is the untiered one.
     std::vector<Decision> batch(const std::vector<std::uint64_t> &keys,
                                 const std::vector<std::uint64_t> &costs,
-                                const std::uint64_t *now_ns) const {
+                                const std::uint64_t *now_ns,
+                                const std::vector<std::uint32_t> *tiers = nullptr) const {
+        if (tiers != nullptr && tiers->size() != keys.size()) {
+            throw Error(RATECELL_INVALID_LENGTH,
+                        "check_batch_tier: tiers.size() = " + std::to_string(tiers->size()) +
+                            " != keys.size() = " + std::to_string(keys.size()));
+        }
         if (!costs.empty() && costs.size() != keys.size()) {
             throw Error(RATECELL_INVALID_LENGTH,
                         "check_batch: costs.size() = " + std::to_string(costs.size()) +
@@ -515,6 +594,16 @@ private:
             throw Error(RATECELL_INVALID_LENGTH);
         }
         const std::uint64_t *c = costs.empty() ? nullptr : costs.data();
+        if (tiers != nullptr) {
+            detail::check(
+                now_ns != nullptr
+                    ? ::ratecell_check_batch_tier_at(handle_, keys.data(), tiers->data(), c,
+                                                     keys.size(), *now_ns, allowed.data(),
+                                                     decisions.data())
+                    : ::ratecell_check_batch_tier(handle_, keys.data(), tiers->data(), c,
+                                                  keys.size(), allowed.data(), decisions.data()));
+            return decisions;
+        }
         detail::check(now_ns != nullptr
                           ? ::ratecell_check_batch_at(handle_, keys.data(), c, keys.size(),
                                                       *now_ns, allowed.data(), decisions.data())

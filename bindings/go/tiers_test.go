@@ -1,6 +1,7 @@
 package ratecell
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -178,5 +179,113 @@ func TestTiersOfSeveralLimitsAndBadInput(t *testing.T) {
 	}
 	if _, err := plain.CheckTierAt(1, 1, 1, tiersT0); !errors.Is(err, ErrInvalidTier) {
 		t.Errorf("tier 1 of 1: %v", err)
+	}
+}
+
+// A batch names a tier per request and decides as the checks one by one;
+// a tier out of range anywhere decides nothing. AcquireTier waits for the
+// named tier.
+func TestTiersBatchAndAcquireNameTheTier(t *testing.T) {
+	free := Config{Algorithm: TokenBucket, Limit: 3, Period: time.Hour, Capacity: 100}
+	paid := free
+	paid.Limit = 30
+	lim, err := NewTiered([]Config{free, paid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	keys := []uint64{1, 1, 1, 1, 2, 2}
+	tiers := []uint32{0, 0, 0, 0, 1, 1}
+	allowed := make([]bool, len(keys))
+	decisions := make([]Decision, len(keys))
+	if err := lim.CheckBatchTierAt(keys, tiers, nil, tiersT0, allowed, decisions); err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, true, true, false, true, true}
+	for i := range want {
+		if allowed[i] != want[i] {
+			t.Errorf("request %d: allowed %v, want %v", i, allowed[i], want[i])
+		}
+	}
+	if decisions[5].Limit != 30 || decisions[5].Remaining != 28 {
+		t.Errorf("paid key: %+v", decisions[5])
+	}
+	if err := lim.CheckBatchTier([]uint64{3}, []uint32{1}, nil, allowed[:1], nil); err != nil || !allowed[0] {
+		t.Errorf("now: %v %v", allowed[0], err)
+	}
+	allowed[0], allowed[1] = false, false
+	err = lim.CheckBatchTierAt([]uint64{9, 9}, []uint32{1, 2}, nil, tiersT0, allowed[:2], nil)
+	if !errors.Is(err, ErrInvalidTier) {
+		t.Errorf("tier 2: %v", err)
+	}
+	if d, _ := lim.CheckTierAt(9, 1, 0, tiersT0); d.Remaining != 30 {
+		t.Errorf("a refused batch stored something: %+v", d)
+	}
+	if err := lim.CheckBatchTier([]uint64{9, 9}, []uint32{1}, nil, allowed[:2], nil); !errors.Is(err, ErrInvalidLength) {
+		t.Errorf("short tiers: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for i := 0; i < 3; i++ {
+		if d, err := lim.AcquireTier(ctx, 7, 0, 1); err != nil || d.Limit != 3 {
+			t.Fatalf("acquire %d: %+v %v", i, d, err)
+		}
+	}
+	if _, err := lim.AcquireTier(ctx, 7, 0, 1); !errors.Is(err, ErrTimedOut) {
+		t.Errorf("a fourth free acquire: %v", err)
+	}
+	if d, err := lim.AcquireBytesTier(ctx, []byte("p"), 1, 1); err != nil || d.Limit != 30 {
+		t.Errorf("paid bytes: %+v %v", d, err)
+	}
+	if _, err := lim.AcquireTier(ctx, 7, 2, 1); !errors.Is(err, ErrInvalidTier) {
+		t.Errorf("tier 2: %v", err)
+	}
+}
+
+// A tiered limiter's snapshot keeps its tiers: restored with them, or
+// from the file alone; other tiers are refused.
+func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
+	free := Config{Algorithm: FixedWindow, Limit: 3, Period: time.Minute, Capacity: 100}
+	paid := free
+	paid.Limit = 30
+	lim, err := NewTiered([]Config{free, paid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	if _, err := lim.CheckTierAt(1, 1, 10, tiersT0); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/tiers.snap"
+	if err := lim.SaveAt(path, tiersT0); err != nil {
+		t.Fatal(err)
+	}
+	back, err := RestoreTiered([][]Config{{free}, {paid}}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if d, _ := back.CheckTierAt(1, 1, 0, tiersT0); d.Remaining != 20 {
+		t.Errorf("restored paid key: %+v", d)
+	}
+	fromFile, err := Restore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fromFile.Close()
+	if fromFile.Tiers() != 2 {
+		t.Errorf("Restore: %d tiers", fromFile.Tiers())
+	}
+	other := paid
+	other.Limit = 40
+	if _, err := RestoreTiered([][]Config{{free}, {other}}, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("another paid limit: %v", err)
+	}
+	if _, err := RestoreConfig(free, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("no tiers: %v", err)
+	}
+	if _, err := RestoreTiered(nil, path); !errors.Is(err, ErrInvalidLength) {
+		t.Errorf("no tiers given: %v", err)
 	}
 }

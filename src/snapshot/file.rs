@@ -143,6 +143,15 @@ impl KeyedLimiter {
     ) -> Result<KeyedLimiter, SnapshotError> {
         KeyedLimiter::restore_multi(BufReader::new(File::open(path)?), configs, clock)
     }
+
+    /// [`KeyedLimiter::restore_tiered`] from the file at `path`.
+    pub fn load_tiered(
+        path: impl AsRef<Path>,
+        tiers: &[&[Config]],
+        clock: Clock,
+    ) -> Result<KeyedLimiter, SnapshotError> {
+        KeyedLimiter::restore_tiered(BufReader::new(File::open(path)?), tiers, clock)
+    }
 }
 
 /// A limiter that can be saved to a file (what [`Persisted`] needs to run).

@@ -2,16 +2,21 @@
  * C11 tests of a quota per tier through the C ABI
  * (ratecell_limiter_new_tiered*, ratecell_check_tier*): each key held to
  * the tier its check names, a key moving tiers keeping what it spent,
- * tier 0 for the calls that name none, and the statuses of bad input.
+ * tier 0 for the calls that name none, batches and acquires naming tiers,
+ * snapshots that keep the tiers, and the statuses of bad input.
  *
  * Built and run by scripts/c-tests.sh, once normally and once under
  * -fsanitize=address,undefined. Prints "N passed, M failed" last.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include "ratecell.h"
 
 #include "harness.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SECOND UINT64_C(1000000000)
 #define T0 (UINT64_C(480000) * 3600 * SECOND)
@@ -183,10 +188,7 @@ static void test_bad_input_gets_named_statuses(void) {
     CHECK(ratecell_check_tier_at(l, 1, 0, 0, T0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.remaining, 3);
     CHECK(strstr(ratecell_status_str(RATECELL_INVALID_TIER), "tier") != NULL);
-    /* No snapshot or live change of tiers; both refused by status. */
-    CHECK(ratecell_snapshot_save(l, "/tmp/ratecell-test-tiers.snap") ==
-          RATECELL_INVALID_LENGTH);
-    CHECK(fopen("/tmp/ratecell-test-tiers.snap", "r") == NULL);
+    /* No live change of tiers: refused by status. */
     CHECK(ratecell_limiter_reconfigure(l, cfgs, 1) ==
           RATECELL_RECONFIGURE_REFUSED);
     ratecell_limiter_free(l);
@@ -206,10 +208,143 @@ static void test_bad_input_gets_named_statuses(void) {
     ratecell_limiter_free(plain);
 }
 
+static void test_batch_and_acquire_name_the_tier(void) {
+    ratecell_config cfgs[3];
+    three_tiers(cfgs);
+    ratecell_limiter *l = NULL;
+    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    if (l == NULL) {
+        return;
+    }
+    /* Key 1 free (3 a minute), key 2 paid: a tier per request. */
+    const uint64_t keys[6] = {1, 1, 1, 1, 2, 2};
+    const uint32_t tiers[6] = {0, 0, 0, 0, 1, 1};
+    const uint64_t costs[6] = {1, 1, 1, 1, 1, 500};
+    uint8_t allowed[6];
+    ratecell_decision ds[6];
+    CHECK(ratecell_check_batch_tier_at(l, keys, tiers, costs, 6, T0, allowed,
+                                       ds) == RATECELL_OK);
+    const uint8_t want[6] = {1, 1, 1, 0, 1, 1};
+    CHECK(memcmp(allowed, want, sizeof want) == 0);
+    CHECK_EQ_U64(ds[5].limit, 1000);
+    CHECK_EQ_U64(ds[5].remaining, 499);
+    CHECK(ratecell_check_batch_tier(l, keys, tiers, NULL, 6, allowed, NULL) ==
+          RATECELL_OK);
+
+    /* A tier out of range anywhere: nothing decided, stored or written. */
+    const uint32_t bad[2] = {1, 3};
+    const uint64_t fresh[2] = {100, 101};
+    memset(allowed, 0xAB, sizeof allowed);
+    CHECK(ratecell_check_batch_tier_at(l, fresh, bad, NULL, 2, T0, allowed,
+                                       NULL) == RATECELL_INVALID_TIER);
+    CHECK(allowed[0] == 0xAB && allowed[1] == 0xAB);
+    ratecell_decision d;
+    CHECK(ratecell_check_tier_at(l, 100, 1, 0, T0, &d) == RATECELL_OK);
+    CHECK_EQ_U64(d.remaining, 1000);
+    CHECK(ratecell_check_batch_tier_at(l, fresh, NULL, NULL, 2, T0, allowed,
+                                       NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_check_batch_tier_at(l, NULL, NULL, NULL, 0, T0, NULL,
+                                       NULL) == RATECELL_OK);
+
+    /* Acquire under the named tier: free key 7 gets 3, then times out. */
+    for (int i = 0; i < 3; i++) {
+        CHECK(ratecell_acquire_tier(l, 7, 0, 1, 0, &d) == RATECELL_OK);
+        CHECK(d.allowed);
+    }
+    CHECK(ratecell_acquire_tier(l, 7, 0, 1, 0, &d) == RATECELL_TIMED_OUT);
+    CHECK(ratecell_acquire_tier(l, 7, 1, 1, 0, &d) == RATECELL_OK);
+    CHECK_EQ_U64(d.limit, 1000);
+    CHECK(ratecell_acquire_bytes_tier(l, (const uint8_t *)"bob", 3, 1, 2000, 0,
+                                      &d) == RATECELL_COST_EXCEEDS_LIMIT);
+    memset(&d, 0xAB, sizeof d);
+    ratecell_decision before = d;
+    CHECK(ratecell_acquire_tier(l, 7, 3, 1, 0, &d) == RATECELL_INVALID_TIER);
+    CHECK(ratecell_acquire_bytes_tier(l, (const uint8_t *)"bob", 3, 9, 1, 0,
+                                      &d) == RATECELL_INVALID_TIER);
+    CHECK(memcmp(&d, &before, sizeof d) == 0);
+    CHECK(ratecell_acquire_tier(l, 7, 0, 1, 0, NULL) == RATECELL_NULL_ARGUMENT);
+    ratecell_limiter_free(l);
+
+    /* Without tiers: tier 0 only. */
+    ratecell_limiter *plain = NULL;
+    cfgs[0].capacity = 0;
+    CHECK(ratecell_limiter_new(&cfgs[0], &plain) == RATECELL_OK);
+    if (plain == NULL) {
+        return;
+    }
+    const uint32_t zeros[2] = {0, 0};
+    CHECK(ratecell_check_batch_tier_at(plain, fresh, zeros, NULL, 2, T0,
+                                       allowed, NULL) == RATECELL_OK);
+    CHECK(allowed[0] == 1 && allowed[1] == 1);
+    CHECK(ratecell_check_batch_tier_at(plain, fresh, bad, NULL, 2, T0, allowed,
+                                       NULL) == RATECELL_INVALID_TIER);
+    CHECK(ratecell_acquire_tier(plain, 7, 0, 1, 0, &d) == RATECELL_OK);
+    CHECK(ratecell_acquire_tier(plain, 7, 1, 1, 0, &d) == RATECELL_INVALID_TIER);
+    ratecell_limiter_free(plain);
+}
+
+static void test_snapshots_keep_the_tiers(void) {
+    ratecell_config cfgs[3];
+    three_tiers(cfgs);
+    ratecell_limiter *l = NULL;
+    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    if (l == NULL) {
+        return;
+    }
+    CHECK_EQ_U64(admitted(l, 1, 1, 10), 10);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ratecell-test-tiers-%ld.snap", (long)getpid());
+    CHECK(ratecell_snapshot_save_at(l, path, T0) == RATECELL_OK);
+    ratecell_limiter_free(l);
+
+    /* Restored with the caller's tiers, or the file's: key 1 spent 10. */
+    ratecell_decision d;
+    ratecell_limiter *back = NULL;
+    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 3, path, &back) == RATECELL_OK);
+    if (back != NULL) {
+        CHECK_EQ_U64(ratecell_limiter_tiers(back), 3);
+        CHECK(ratecell_check_tier_at(back, 1, 1, 0, T0, &d) == RATECELL_OK);
+        CHECK_EQ_U64(d.remaining, 990);
+        CHECK(ratecell_check_tier_at(back, 1, 0, 1, T0, &d) == RATECELL_OK);
+        CHECK(!d.allowed);
+        ratecell_limiter_free(back);
+    }
+    back = NULL;
+    CHECK(ratecell_limiter_restore(path, &back) == RATECELL_OK);
+    if (back != NULL) {
+        CHECK_EQ_U64(ratecell_limiter_tiers(back), 3);
+        CHECK(ratecell_check_tier_at(back, 1, 2, 0, T0, &d) == RATECELL_OK);
+        CHECK_EQ_U64(d.limit, 100000);
+        CHECK_EQ_U64(d.remaining, 100000 - 10);
+        ratecell_limiter_free(back);
+    }
+
+    /* Other tiers, or no tiers: refused, nothing made. */
+    ratecell_limiter *const sentinel = (ratecell_limiter *)&cfgs;
+    back = sentinel;
+    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 2, path, &back) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    cfgs[2].limit = cfgs[2].burst = 5000;
+    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 3, path, &back) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(ratecell_limiter_restore_config(&cfgs[0], path, &back) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 0, path, &back) ==
+          RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_limiter_restore_tiered(NULL, 1, 3, path, &back) ==
+          RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 3, NULL, &back) ==
+          RATECELL_NULL_ARGUMENT);
+    CHECK(back == sentinel);
+    remove(path);
+}
+
 int main(void) {
     RUN(test_each_key_gets_its_tiers_quota);
     RUN(test_a_key_moving_tiers_keeps_what_it_spent);
     RUN(test_tiers_of_several_limits);
     RUN(test_bad_input_gets_named_statuses);
+    RUN(test_batch_and_acquire_name_the_tier);
+    RUN(test_snapshots_keep_the_tiers);
     return harness_finish();
 }

@@ -488,6 +488,65 @@ void test_tiers() {
     CHECK(status == RATECELL_INVALID_LENGTH);
 }
 
+// A batch with a tier per request, and an acquire naming the tier.
+void test_tiered_batch_and_acquire() {
+    using namespace std::chrono_literals;
+    Config free = Config(Algorithm::TokenBucket, 3, 3600s).capacity(100);
+    Limiter l = Limiter::tiered({free, Config(Algorithm::TokenBucket, 30, 3600s).capacity(100)});
+    std::vector<ratecell::Decision> ds = l.check_batch_tier_at({1, 1, 1, 1, 2}, {0, 0, 0, 0, 1}, {}, T0);
+    CHECK(ds.size() == 5);
+    CHECK(ds[2].allowed && !ds[3].allowed);
+    CHECK(ds[4].allowed && ds[4].limit == 30 && ds[4].remaining == 29);
+    CHECK(l.check_batch_tier({3}, {1}, {2})[0].remaining == 28);
+    ratecell_status status = RATECELL_OK;
+    try {
+        l.check_batch_tier_at({9, 9}, {1, 2}, {}, T0);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_TIER);
+    CHECK(l.check_tier_at(9, 1, 0, T0).remaining == 30);
+    status = RATECELL_OK;
+    try {
+        l.check_batch_tier({9, 9}, {1});
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_LENGTH);
+
+    for (int i = 0; i < 3; i++) {
+        CHECK(l.acquire_tier(7, 0, 1, 0ns).allowed);
+    }
+    CHECK(!l.acquire_tier(7, 0, 1, 0ns).allowed);
+    CHECK(l.acquire_bytes_tier("p", 1, 1, 0ns).limit == 30);
+    CHECK(l.acquire_bytes_tier("p", 1, 31, 0ns).retry_after_ns == UINT64_MAX);
+    status = RATECELL_OK;
+    try {
+        l.acquire_tier(7, 2, 1, 0ns);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_TIER);
+
+    // Saved with the tiers, restored with them.
+    const std::string path = "/tmp/ratecell-cpp-tiers-" + std::to_string(::getpid()) + ".snap";
+    l.save_at(path, T0);
+    Config paid = Config(Algorithm::TokenBucket, 30, 3600s).capacity(100);
+    Limiter back = Limiter::restore_tiered({free, paid}, path);
+    CHECK(back.tiers() == 2);
+    CHECK(back.check_tier_at(2, 1, 0, T0).remaining == 29);
+    Limiter both = Limiter::restore_tiered(std::vector<std::vector<Config>>{{free}, {paid}}, path);
+    CHECK(both.check_tier_at(1, 0, 1, T0).allowed == false);
+    status = RATECELL_OK;
+    try {
+        Limiter::restore_tiered({free, free}, path);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    std::remove(path.c_str());
+}
+
 int main() {
     RUN(test_limiter_is_move_only);
     RUN(test_config_errors_throw_with_their_status);
@@ -501,6 +560,7 @@ int main() {
     RUN(test_several_limits_as_one);
     RUN(test_reconfigure_keeps_the_spent);
     RUN(test_tiers);
+    RUN(test_tiered_batch_and_acquire);
     RUN(test_snapshots_save_restore_and_persist);
     RUN(test_snapshots_of_several_limits);
     RUN(test_shared_region_is_one_limit_for_every_handle);

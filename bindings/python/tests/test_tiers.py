@@ -99,3 +99,67 @@ def test_threads_at_one_instant_admit_exactly_each_tiers_limit():
             t.join()
         for k in range(keys):
             assert sum(c[k] for c in counts) == limits[k % 3]
+
+
+def test_a_batch_names_a_tier_per_request():
+    with tiered([3, 30]) as lim:
+        flags, ds = lim.check_batch_tier_at(
+            [1, 1, 1, 1, 2, 2], [0, 0, 0, 0, 1, 1], None, T0, decisions=True
+        )
+        assert list(flags) == [1, 1, 1, 0, 1, 1]
+        assert (ds[5].limit, ds[5].remaining) == (30, 28)
+        # Each as check_tier_at would decide it, one by one.
+        assert lim.check_tier_at(2, 1, 0, T0).remaining == 28
+        assert list(lim.check_batch_tier([3, 4], [1, 0])) == [1, 1]
+        # A tier no limiter has anywhere: nothing decided, nothing stored.
+        with pytest.raises(ratecell.InvalidTier, match="tier 2"):
+            lim.check_batch_tier_at([9, 9], [1, 2], None, T0)
+        assert lim.check_tier_at(9, 1, 0, T0).remaining == 30
+        with pytest.raises(ratecell.InvalidTier):
+            lim.check_batch_tier([9], [-1])
+        with pytest.raises(TypeError):
+            lim.check_batch_tier([9], [1.0])
+        with pytest.raises(ValueError, match="2 keys but 1 tiers"):
+            lim.check_batch_tier([9, 9], [1])
+
+
+def test_acquire_waits_for_the_named_tier():
+    with tiered([1, 3], algorithm=Algorithm.TOKEN_BUCKET, period=3600.0) as lim:
+        for _ in range(3):
+            assert lim.acquire_tier(7, 1, timeout=0).allowed
+        with pytest.raises(ratecell.TimedOut):
+            lim.acquire_tier(7, 1, timeout=0)
+        assert lim.acquire_tier(b"free", 0, timeout=0).limit == 1
+        with pytest.raises(ratecell.TimedOut):
+            lim.acquire(b"free", timeout=0)  # no tier named: tier 0's
+        with pytest.raises(ratecell.CostExceedsLimit):
+            lim.acquire_tier(8, 1, cost=4, timeout=0)
+        with pytest.raises(ratecell.InvalidTier, match="tier 2"):
+            lim.acquire_tier(8, 2, timeout=0)
+
+
+def test_a_snapshot_keeps_the_tiers(tmp_path):
+    path = tmp_path / "tiers.snap"
+    free, paid = (
+        Limit(Algorithm.FIXED_WINDOW, 3, period=60.0),
+        Limit(Algorithm.FIXED_WINDOW, 30, period=60.0),
+    )
+    with ratecell.TieredLimiter([free, paid], capacity=100) as lim:
+        lim.check_tier_at(1, 1, 10, T0)
+        lim.save(path, now_ns=T0)
+    with ratecell.TieredLimiter.restore(path, [free, paid], capacity=100) as back:
+        assert back.tiers == 2
+        assert back.check_tier_at(1, 1, 0, T0).remaining == 20
+        assert not back.check_tier_at(1, 0, 1, T0).allowed
+    with ratecell.TieredLimiter.restore(path) as back:
+        assert back.tiers == 2
+        assert back.check_tier_at(1, 1, 0, T0).remaining == 20
+    other = Limit(Algorithm.FIXED_WINDOW, 40, period=60.0)
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter.restore(path, [free, other], capacity=100)
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.Limiter.restore(
+            path, ratecell.Limiter("fixed_window", 3, 60 * 10**9, capacity=100).config
+        )
+    with pytest.raises(TypeError, match="capacity"):
+        ratecell.TieredLimiter.restore(path, [free, paid])
