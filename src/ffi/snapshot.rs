@@ -313,7 +313,7 @@ pub unsafe extern "C" fn ratecell_limiter_restore_tiered(
 
 /// A limiter saved to a file periodically by a background thread.
 ///
-/// Opaque; made by `ratecell_persisted_open`, stopped and released by
+/// Opaque; made by `ratecell_persisted_open*`, stopped and released by
 /// `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
 /// is used like any other from any number of threads, until the close.
 pub struct ratecell_persisted {
@@ -353,8 +353,9 @@ pub unsafe extern "C" fn ratecell_persisted_open(
         let (config, clock) = try_status!(unsafe { cfg.read() }.to_rust());
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
+        let opened = open_multi(&[config], clock, &path, every_ns);
         // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { open_persisted(&[config], clock, &path, every_ns, out) }
+        unsafe { publish_persisted(opened, out) }
     }
 }
 
@@ -387,34 +388,41 @@ pub unsafe extern "C" fn ratecell_persisted_open_multi(
         let (configs, clock) = try_status!(unsafe { configs_arg(configs, n) });
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
+        let opened = open_multi(&configs, clock, &path, every_ns);
         // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { open_persisted(&configs, clock, &path, every_ns, out) }
+        unsafe { publish_persisted(opened, out) }
     }
 }
 
-/// Restores (or makes fresh) and starts saving; writes the handle.
-///
-/// # Safety
-/// `out` is non-NULL and writable.
-unsafe fn open_persisted(
+/// A persisted handle of `configs` (one limit, or several as one),
+/// restored from `path` or made fresh, saving every `every_ns`.
+fn open_multi(
     configs: &[Config],
     clock: ratecell_clock,
     path: &Path,
     every_ns: u64,
+) -> Result<Persisted<super::limiter::ratecell_limiter>, SnapshotError> {
+    Persisted::open_or_build(
+        path,
+        Duration::from_nanos(every_ns),
+        |path| restore(path, configs, clock),
+        || {
+            build_multi(configs, clock)
+                .map(|inner| super::limiter::ratecell_limiter { inner, clock })
+        },
+    )
+}
+
+/// Writes an opened persisted handle to `*out`, or returns the error's
+/// status.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+unsafe fn publish_persisted(
+    opened: Result<Persisted<super::limiter::ratecell_limiter>, SnapshotError>,
     out: *mut *mut ratecell_persisted,
 ) -> ratecell_status {
-    let limiter = match restore(path, configs, clock) {
-        Ok(l) => l,
-        Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-            let fresh = try_status!(build_multi(configs, clock));
-            super::limiter::ratecell_limiter {
-                inner: fresh,
-                clock,
-            }
-        }
-        Err(e) => return status(&e),
-    };
-    let persisted = match Persisted::start(limiter, path, Duration::from_nanos(every_ns)) {
+    let persisted = match opened {
         Ok(p) => p,
         Err(e) => return status(&e),
     };
@@ -482,7 +490,7 @@ pub unsafe extern "C" fn ratecell_persisted_save(
 /// thread may be using either.
 ///
 /// # Safety
-/// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
+/// `persisted` is NULL or a live handle from `ratecell_persisted_open*`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_persisted_close(
     persisted: *mut ratecell_persisted,
