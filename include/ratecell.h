@@ -239,7 +239,7 @@ struct ratecell_limiter;
 
 // A limiter saved to a file periodically by a background thread.
 //
-// Opaque; made by `ratecell_persisted_open`, stopped and released by
+// Opaque; made by `ratecell_persisted_open*`, stopped and released by
 // `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
 // is used like any other from any number of threads, until the close.
 struct ratecell_persisted;
@@ -943,6 +943,33 @@ ratecell_status ratecell_persisted_open_multi(const struct ratecell_config *conf
                                               uint64_t every_ns,
                                               struct ratecell_persisted **out);
 
+// `ratecell_persisted_open` for a tiered limiter
+// (`ratecell_limiter_new_tiered_multi`): restores the limiter of
+// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from
+// `path` if the file exists, else makes it fresh, and saves it there
+// every `every_ns` with every tier. A file of other tiers, another number
+// of them, or of a limiter made without tiers is refused with
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` (as `ratecell_limiter_restore_tiered`
+// refuses it) before anything is allocated. Every check on its limiter
+// may name a tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
+// `ratecell_acquire*_tier`).
+//
+// Returns the statuses of `ratecell_persisted_open`, and those of
+// `ratecell_limiter_new_tiered_multi` for invalid `configs` or counts.
+// On failure `*out` is left unchanged. Ownership: release with
+// `ratecell_persisted_close`. Thread-safe.
+//
+// # Safety
+// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
+// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
+// a writable `ratecell_persisted *`.
+ratecell_status ratecell_persisted_open_tiered(const struct ratecell_config *configs,
+                                               size_t n_limits,
+                                               size_t n_tiers,
+                                               const char *path,
+                                               uint64_t every_ns,
+                                               struct ratecell_persisted **out);
+
 // The limiter of a persisted handle, written to `*out`: use it with every
 // `ratecell_check*` call. It stays valid until `ratecell_persisted_close`
 // and must not be passed to `ratecell_limiter_free`.
@@ -973,7 +1000,7 @@ ratecell_status ratecell_persisted_save(const struct ratecell_persisted *persist
 // thread may be using either.
 //
 // # Safety
-// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
+// `persisted` is NULL or a live handle from `ratecell_persisted_open*`.
 ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 
 // Makes a keyed limiter serving `n_tiers` tiers (free, paid, internal...),

@@ -15,6 +15,10 @@
 //! - A snapshot (format version 3) restores a limiter that decides the rest
 //!   of a random trace as the saved one; a restore of other tiers, or of a
 //!   limiter without tiers, is refused naming the field.
+//! - `Persisted::open_tiered*`: a file as the periodic saving thread left
+//!   it reopens into a limiter that decides the rest of a random trace as
+//!   the original; a file of other tiers, or none, is refused naming the
+//!   field and left as it was.
 // Snapshots are left out of loom builds.
 #![cfg(not(ratecell_loom))]
 
@@ -243,6 +247,198 @@ fn restored_decides_alike(case: &Case) -> Result<(), TestCaseError> {
         prop_assert_eq!(got.denied_by, want.denied_by);
     }
     Ok(())
+}
+
+proptest! {
+    // Each case runs a saving thread and waits for two of its saves.
+    #![proptest_config(proptest_config(64))]
+
+    #[test]
+    fn a_tiered_limiter_saved_periodically_decides_on_after_a_reopen(raw in raw()) {
+        persisted_decides_alike(&decode(&raw))?;
+    }
+}
+
+/// A fresh directory for one test (or one case).
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static UNIQUE: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "ratecell-tiers-{name}-{}-{}",
+        std::process::id(),
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Waits for the file at `path` to appear (a periodic save renaming it
+/// into place).
+fn wait_for(path: &std::path::Path) {
+    let start = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "no periodic save of {}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Half the requests on a `Persisted` tiered limiter saving every
+/// millisecond, then a copy of the file as the saving thread (not a close)
+/// left it, as a process killed then would leave it; a limiter reopened
+/// from the copy decides the rest as the original, under every tier.
+fn persisted_decides_alike(case: &Case) -> Result<(), TestCaseError> {
+    use ratecell::Persisted;
+    use std::time::Duration;
+    let dir = temp_dir("persisted");
+    let path = dir.join("tiers.snap");
+    let tiers: Vec<&[Config]> = case.tiers.iter().map(Vec::as_slice).collect();
+    let (clock, hand) = Clock::manual(case.start);
+    let original = Persisted::<KeyedLimiter>::open_tiered_multi_with_clock(
+        &tiers,
+        clock,
+        &path,
+        Duration::from_millis(1),
+    )
+    .unwrap();
+    prop_assert_eq!(original.tiers(), tiers.len());
+    let half = case.requests.len() / 2;
+    let mut t = case.start;
+    let step = |t: &mut u64, (s, back, ..): (u64, bool, u64, u64, usize)| {
+        *t = if back { t.saturating_sub(s) } else { *t + s };
+    };
+    for &r in &case.requests[..half] {
+        step(&mut t, r);
+        original.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
+    }
+    // The saver judges which states are live by its clock.
+    hand.set(t);
+    // One save may have been under way during the checks above; the save
+    // after the one that renames first began after them (the thread saves
+    // one at a time).
+    let _ = std::fs::remove_file(&path);
+    wait_for(&path);
+    std::fs::remove_file(&path).unwrap();
+    wait_for(&path);
+    let copy = dir.join("copy.snap");
+    std::fs::copy(&path, &copy).unwrap();
+    let back = Persisted::<KeyedLimiter>::open_tiered_multi_with_clock(
+        &tiers,
+        Clock::manual(t).0,
+        &copy,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    prop_assert_eq!(back.tiers(), tiers.len());
+    let at_save = t;
+    for &r in &case.requests[half..] {
+        step(&mut t, r);
+        let t = t.max(at_save);
+        let want = original.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
+        let got = back.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
+        prop_assert_eq!(
+            got.decision,
+            want.decision,
+            "key {} tier {} at {}",
+            r.3,
+            r.4,
+            t
+        );
+        prop_assert_eq!(got.limits(), want.limits());
+        prop_assert_eq!(got.denied_by, want.denied_by);
+    }
+    drop((original, back));
+    std::fs::remove_dir_all(&dir).unwrap();
+    Ok(())
+}
+
+#[test]
+fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() {
+    use ratecell::{Persisted, SnapshotError};
+    use std::time::Duration;
+    let dir = temp_dir("persisted-refused");
+    let path = dir.join("tiers.snap");
+    let hour = Duration::from_secs(3600);
+    let free = Config::new(Algorithm::TokenBucket, 2, S).capacity(100);
+    let paid = free.limit(20);
+    let clock = || Clock::manual(T0).0;
+    let p = Persisted::<KeyedLimiter>::open_tiered_with_clock(&[free, paid], clock(), &path, hour)
+        .unwrap();
+    assert!(!path.exists(), "a missing file starts fresh");
+    assert_eq!(p.tiers(), 2);
+    p.check_tier_at(1, 1, 15, T0).unwrap();
+    p.close().unwrap();
+    let saved = std::fs::read(&path).unwrap();
+    assert_eq!(u32::from_le_bytes(saved[8..12].try_into().unwrap()), 3);
+    let mismatch = |r: Result<Persisted<KeyedLimiter>, SnapshotError>| match r {
+        Err(SnapshotError::ConfigMismatch {
+            limit,
+            field,
+            saved,
+            wanted,
+        }) => (limit, field, saved, wanted),
+        Err(e) => panic!("not a mismatch: {e}"),
+        Ok(_) => panic!("opened"),
+    };
+    // Another number of tiers; another paid limit; no tiers at all.
+    let m = mismatch(Persisted::open_tiered_with_clock(
+        &[free],
+        clock(),
+        &path,
+        hour,
+    ));
+    assert_eq!(m, (0, Field::Tiers, 2, 1));
+    let m = mismatch(Persisted::open_tiered_multi_with_clock(
+        &[&[free], &[paid.limit(30)]],
+        clock(),
+        &path,
+        hour,
+    ));
+    assert_eq!(m, (1, Field::Limit, 20, 30));
+    let m = mismatch(Persisted::<KeyedLimiter>::open_with_clock(
+        free,
+        clock(),
+        &path,
+        hour,
+    ));
+    assert_eq!(m, (0, Field::Tiers, 2, 0));
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        saved,
+        "a refused open leaves the file as it was"
+    );
+    // A file saved without tiers is no tiered limiter's.
+    let plain = dir.join("plain.snap");
+    Persisted::<KeyedLimiter>::open_with_clock(free, clock(), &plain, hour)
+        .unwrap()
+        .close()
+        .unwrap();
+    let m = mismatch(Persisted::open_tiered_with_clock(
+        &[free, paid],
+        clock(),
+        &plain,
+        hour,
+    ));
+    assert_eq!(m, (0, Field::Tiers, 0, 2));
+    // Invalid tiers, with no file to restore, are refused as the
+    // constructor refuses them.
+    let missing = dir.join("missing.snap");
+    match Persisted::open_tiered_with_clock(&[free, free.capacity(7)], clock(), &missing, hour) {
+        Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Capacity),
+        other => panic!("{other:?}"),
+    }
+    assert!(!missing.exists());
+    // The paid key kept what it spent: 5 of 20 left, and nothing under
+    // the free tier's 2.
+    let back = Persisted::open_tiered_with_clock(&[free, paid], clock(), &path, hour).unwrap();
+    assert_eq!(back.check_tier_at(1, 1, 0, T0).unwrap().remaining, 5);
+    assert!(!back.check_tier_at(1, 0, 1, T0).unwrap().allowed);
+    drop(back);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -147,6 +147,24 @@ inline std::vector<ratecell_config> raw_configs(const std::vector<Config> &limit
     }
     return raw;
 }
+
+/// Tiers laid out as the C ABI takes them, tier by tier; `per_tier` gets
+/// the limits per tier. Error(RATECELL_INVALID_LENGTH) when the tiers are
+/// not as long as each other.
+inline std::vector<ratecell_config> tier_configs(const std::vector<std::vector<Config>> &tiers,
+                                                 std::size_t &per_tier) {
+    std::vector<ratecell_config> raw;
+    per_tier = tiers.empty() ? 0 : tiers[0].size();
+    for (const std::vector<Config> &tier : tiers) {
+        if (tier.size() != per_tier) {
+            throw Error(RATECELL_INVALID_LENGTH);
+        }
+        for (const Config &c : tier) {
+            raw.push_back(c.raw());
+        }
+    }
+    return raw;
+}
 }  // namespace detail
 
 /// A rate limiter (ratecell_limiter), owned. Move-only.
@@ -310,7 +328,7 @@ public:
     /// values; RATECELL_INVALID_LENGTH when they are not as many.
     static Limiter tiered(const std::vector<std::vector<Config>> &tiers) {
         std::size_t per_tier = 0;
-        std::vector<ratecell_config> raw = tier_configs(tiers, per_tier);
+        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
         ratecell_limiter *l = nullptr;
         detail::check(
             ::ratecell_limiter_new_tiered_multi(raw.data(), per_tier, tiers.size(), &l));
@@ -325,7 +343,7 @@ public:
     static Limiter restore_tiered(const std::vector<std::vector<Config>> &tiers,
                                   const std::string &path) {
         std::size_t per_tier = 0;
-        std::vector<ratecell_config> raw = tier_configs(tiers, per_tier);
+        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
         ratecell_limiter *l = nullptr;
         detail::check(::ratecell_limiter_restore_tiered(raw.data(), per_tier, tiers.size(),
                                                         path.c_str(), &l));
@@ -541,24 +559,6 @@ private:
         return timeout.count() < 0 ? 0 : static_cast<std::uint64_t>(timeout.count());
     }
 
-    /// Tiers laid out as the C ABI takes them, tier by tier; `per_tier`
-    /// gets the limits per tier. Error(RATECELL_INVALID_LENGTH) when the
-    /// tiers are not as long as each other.
-    static std::vector<ratecell_config>
-    tier_configs(const std::vector<std::vector<Config>> &tiers, std::size_t &per_tier) {
-        std::vector<ratecell_config> raw;
-        per_tier = tiers.empty() ? 0 : tiers[0].size();
-        for (const std::vector<Config> &tier : tiers) {
-            if (tier.size() != per_tier) {
-                throw Error(RATECELL_INVALID_LENGTH);
-            }
-            for (const Config &c : tier) {
-                raw.push_back(c.raw());
-            }
-        }
-        return raw;
-    }
-
     /// An acquire's decision: a give-up (time-out, or a cost never
     /// admitted) is a denied decision, any other failure an Error.
     static Decision acquired(ratecell_status s, const Decision &d) {
@@ -642,6 +642,33 @@ public:
                                                       nanos(every), &handle_));
     }
 
+    /// A tiered limiter (Limiter::tiered), one config per tier, saved every
+    /// period with every tier (ratecell_persisted_open_tiered): restored
+    /// from `path` if the file exists, else made fresh. A file of other
+    /// tiers, another number of them, or of a limiter made without tiers
+    /// throws Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH). Check it with
+    /// check_tier*; the calls that name no tier are tier 0's.
+    static Persisted tiered(const std::vector<Config> &tiers, const std::string &path,
+                            std::chrono::nanoseconds every) {
+        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
+        ratecell_persisted *p = nullptr;
+        detail::check(::ratecell_persisted_open_tiered(raw.data(), 1, raw.size(), path.c_str(),
+                                                       nanos(every), &p));
+        return Persisted(p);
+    }
+
+    /// Tiers of several limits each (Limiter::tiered of several): every
+    /// tier lists the same limits in the same order, with its own values.
+    static Persisted tiered(const std::vector<std::vector<Config>> &tiers,
+                            const std::string &path, std::chrono::nanoseconds every) {
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
+        ratecell_persisted *p = nullptr;
+        detail::check(::ratecell_persisted_open_tiered(raw.data(), per_tier, tiers.size(),
+                                                       path.c_str(), nanos(every), &p));
+        return Persisted(p);
+    }
+
     ~Persisted() { ::ratecell_persisted_close(handle_); }
 
     Persisted(const Persisted &) = delete;
@@ -684,6 +711,34 @@ public:
         return d;
     }
 
+    /// How many tiers the limiter serves (1 when made without tiers).
+    std::uint32_t tiers() const { return ::ratecell_limiter_tiers(get()); }
+
+    /// Decides a request of `cost` for `key` under tier `tier`'s limits,
+    /// now. Throws Error(RATECELL_INVALID_TIER) when `tier` is not below
+    /// tiers().
+    Decision check_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost = 1) const {
+        Decision d{};
+        detail::check(::ratecell_check_tier(get(), key, tier, cost, &d));
+        return d;
+    }
+
+    /// check_tier at the caller's time (UNIX ns).
+    Decision check_tier_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                           std::uint64_t now_ns) const {
+        Decision d{};
+        detail::check(::ratecell_check_tier_at(get(), key, tier, cost, now_ns, &d));
+        return d;
+    }
+
+    /// check_tier_at with each limit's own decision and the denying index.
+    MultiDecision check_tier_each_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                                     std::uint64_t now_ns) const {
+        MultiDecision d{};
+        detail::check(::ratecell_check_tier_each_at(get(), key, tier, cost, now_ns, &d));
+        return d;
+    }
+
     /// Saves now, in the calling thread.
     void save() const { detail::check(::ratecell_persisted_save(handle_)); }
 
@@ -692,6 +747,8 @@ public:
     void close() { detail::check(::ratecell_persisted_close(std::exchange(handle_, nullptr))); }
 
 private:
+    explicit Persisted(ratecell_persisted *adopted) noexcept : handle_(adopted) {}
+
     static std::uint64_t nanos(std::chrono::nanoseconds every) {
         return every.count() < 0 ? 0 : static_cast<std::uint64_t>(every.count());
     }

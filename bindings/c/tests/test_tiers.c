@@ -3,7 +3,8 @@
  * (ratecell_limiter_new_tiered*, ratecell_check_tier*): each key held to
  * the tier its check names, a key moving tiers keeping what it spent,
  * tier 0 for the calls that name none, batches and acquires naming tiers,
- * snapshots that keep the tiers, and the statuses of bad input.
+ * snapshots that keep the tiers, periodic saving of a tiered limiter
+ * (ratecell_persisted_open_tiered), and the statuses of bad input.
  *
  * Built and run by scripts/c-tests.sh, once normally and once under
  * -fsanitize=address,undefined. Prints "N passed, M failed" last.
@@ -16,6 +17,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SECOND UINT64_C(1000000000)
@@ -339,6 +341,170 @@ static void test_snapshots_keep_the_tiers(void) {
     remove(path);
 }
 
+/* Three tiers of two limits each: GCRA and a token bucket per hour. */
+static void two_limit_tiers(ratecell_config cfgs[6]) {
+    const uint64_t gcra[3] = {5, 50, 500};
+    const uint64_t bucket[3] = {8, 80, 800};
+    for (int t = 0; t < 3; t++) {
+        ratecell_config_init(&cfgs[2 * t], RATECELL_ALGORITHM_GCRA, gcra[t], 3600 * SECOND);
+        ratecell_config_init(&cfgs[2 * t + 1], RATECELL_ALGORITHM_TOKEN_BUCKET, bucket[t],
+                             3600 * SECOND);
+        cfgs[2 * t].capacity = cfgs[2 * t + 1].capacity = 1000;
+    }
+}
+
+/* Request `i` of a fixed pseudo-random trace: a key of 6, its tier
+ * (mostly its own, one request in four any), a cost of 1 to 4. */
+static void trace_request(int i, uint64_t *key, uint32_t *tier, uint64_t *cost) {
+    uint64_t x = (uint64_t)i * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+    x ^= x >> 29;
+    *key = x % 6;
+    *tier = (x >> 8) % 4 == 0 ? (uint32_t)((x >> 16) % 3) : (uint32_t)(*key % 3);
+    *cost = 1 + (x >> 24) % 4;
+}
+
+/* Waits for the file at `path` to appear (a periodic save renaming it
+ * into place); false after 30 s. */
+static int wait_for(const char *path) {
+    const struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 30000; i++) {
+        if (access(path, F_OK) == 0) {
+            return 1;
+        }
+        nanosleep(&ms, NULL);
+    }
+    return 0;
+}
+
+static int copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb");
+    if (in == NULL) {
+        return 0;
+    }
+    FILE *out = fopen(to, "wb");
+    if (out == NULL) {
+        fclose(in);
+        return 0;
+    }
+    char buf[4096];
+    size_t n;
+    int ok = 1;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
+        ok = ok && fwrite(buf, 1, n, out) == n;
+    }
+    fclose(in);
+    return fclose(out) == 0 && ok;
+}
+
+static int same_decision(const ratecell_decision *a, const ratecell_decision *b) {
+    return a->allowed == b->allowed && a->limit == b->limit && a->remaining == b->remaining &&
+           a->retry_after_ns == b->retry_after_ns && a->reset_after_ns == b->reset_after_ns &&
+           a->wait_ns == b->wait_ns;
+}
+
+/* Half a trace on a tiered limiter saved every millisecond; the file as
+ * the saving thread (not the close) left it, as a process killed then
+ * would leave it, reopens into a limiter deciding the rest as the
+ * original. Then other tiers, or none, are refused by name. */
+static void test_a_persisted_tiered_limiter_comes_back(void) {
+    ratecell_config cfgs[6];
+    two_limit_tiers(cfgs);
+    char path[96], copy[96], plain[96];
+    snprintf(path, sizeof path, "/tmp/ratecell-test-tiers-persisted-%ld.snap", (long)getpid());
+    snprintf(copy, sizeof copy, "/tmp/ratecell-test-tiers-copy-%ld.snap", (long)getpid());
+    snprintf(plain, sizeof plain, "/tmp/ratecell-test-tiers-plain-%ld.snap", (long)getpid());
+    remove(path);
+    remove(copy);
+    remove(plain);
+    ratecell_persisted *p = NULL;
+    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, path, 1000000, &p) == RATECELL_OK);
+    if (p == NULL) {
+        return;
+    }
+    const ratecell_limiter *l = NULL;
+    CHECK(ratecell_persisted_limiter(p, &l) == RATECELL_OK);
+    CHECK_EQ_U64(ratecell_limiter_tiers(l), 3);
+    /* The first half before the limiter's clock (the saver judges which
+     * states are live by it), the rest after every save. */
+    uint64_t start = ratecell_now_ns(l) - 10 * SECOND;
+    ratecell_multi_decision want, got;
+    for (int i = 0; i < 100; i++) {
+        uint64_t key, cost;
+        uint32_t tier;
+        trace_request(i, &key, &tier, &cost);
+        CHECK(ratecell_check_tier_each_at(l, key, tier, cost, start + (uint64_t)i * 50000000,
+                                          &want) == RATECELL_OK);
+    }
+    /* A save may have been under way during the checks; the one after the
+     * save that renames first began after them (one save at a time). */
+    remove(path);
+    CHECK(wait_for(path));
+    CHECK(remove(path) == 0);
+    CHECK(wait_for(path));
+    CHECK(copy_file(path, copy));
+    ratecell_persisted *back = NULL;
+    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, copy, 3600 * SECOND, &back) ==
+          RATECELL_OK);
+    if (back == NULL) {
+        ratecell_persisted_close(p);
+        return;
+    }
+    const ratecell_limiter *bl = NULL;
+    CHECK(ratecell_persisted_limiter(back, &bl) == RATECELL_OK);
+    uint64_t rest = ratecell_now_ns(l) + SECOND;
+    int alike = 1, denied = 0;
+    for (int i = 100; i < 200; i++) {
+        uint64_t key, cost;
+        uint32_t tier;
+        trace_request(i, &key, &tier, &cost);
+        uint64_t t = rest + (uint64_t)(i - 100) * 50000000;
+        CHECK(ratecell_check_tier_each_at(l, key, tier, cost, t, &want) == RATECELL_OK);
+        CHECK(ratecell_check_tier_each_at(bl, key, tier, cost, t, &got) == RATECELL_OK);
+        alike = alike && same_decision(&got.decision, &want.decision) &&
+                got.denied_by == want.denied_by && got.count == 2 &&
+                same_decision(&got.limits[0], &want.limits[0]) &&
+                same_decision(&got.limits[1], &want.limits[1]);
+        denied += want.decision.allowed ? 0 : 1;
+    }
+    CHECK(alike);
+    CHECK(denied > 0); /* the trace reaches the limits it restores */
+    CHECK(ratecell_persisted_close(back) == RATECELL_OK);
+    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
+
+    /* Another number of tiers, another tier's limit, no tiers: refused. */
+    ratecell_persisted *const sentinel = (ratecell_persisted *)&cfgs;
+    back = sentinel;
+    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 2, path, SECOND, &back) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(ratecell_persisted_open_multi(cfgs, 2, path, SECOND, &back) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    ratecell_config other[6];
+    two_limit_tiers(other);
+    other[3].limit = 81;
+    CHECK(ratecell_persisted_open_tiered(other, 2, 3, path, SECOND, &back) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    ratecell_persisted *untiered = NULL;
+    CHECK(ratecell_persisted_open_multi(cfgs, 2, plain, SECOND, &untiered) == RATECELL_OK);
+    CHECK(ratecell_persisted_close(untiered) == RATECELL_OK);
+    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, plain, SECOND, &back) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    /* Bad arguments, as for ratecell_limiter_new_tiered_multi. */
+    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 0, path, SECOND, &back) ==
+          RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_persisted_open_tiered(cfgs, 0, 3, path, SECOND, &back) ==
+          RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_persisted_open_tiered(NULL, 2, 3, path, SECOND, &back) ==
+          RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, NULL, SECOND, &back) ==
+          RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, path, SECOND, NULL) ==
+          RATECELL_NULL_ARGUMENT);
+    CHECK(back == sentinel);
+    remove(path);
+    remove(copy);
+    remove(plain);
+}
+
 int main(void) {
     RUN(test_each_key_gets_its_tiers_quota);
     RUN(test_a_key_moving_tiers_keeps_what_it_spent);
@@ -346,5 +512,6 @@ int main(void) {
     RUN(test_bad_input_gets_named_statuses);
     RUN(test_batch_and_acquire_name_the_tier);
     RUN(test_snapshots_keep_the_tiers);
+    RUN(test_a_persisted_tiered_limiter_comes_back);
     return harness_finish();
 }

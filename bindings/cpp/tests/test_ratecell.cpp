@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -382,6 +383,105 @@ void test_snapshots_of_several_limits() {
     std::remove(path.c_str());
 }
 
+// Waits for the file at `path` to appear (a periodic save renaming it into
+// place); false after 30 s.
+bool wait_for(const std::string &path) {
+    for (int i = 0; i < 30000; i++) {
+        if (::access(path.c_str(), F_OK) == 0) {
+            return true;
+        }
+        std::this_thread::sleep_for(1ms);
+    }
+    return false;
+}
+
+// The status `open` threw, or RATECELL_OK when it did not throw.
+template <typename F> ratecell_status thrown(F open) {
+    try {
+        open();
+        return RATECELL_OK;
+    } catch (const Error &e) {
+        return e.status();
+    }
+}
+
+// A tiered Persisted saving every millisecond: the file as its thread (not
+// its close) left it reopens into one deciding the rest of a trace as the
+// original; other tiers, or none, are refused by name.
+void test_persisted_tiers() {
+    const std::string path = "/tmp/ratecell-cpp-ptiers-" + std::to_string(::getpid()) + ".snap";
+    const std::string copy = path + ".copy";
+    std::remove(path.c_str());
+    const Config free = Config(Algorithm::TokenBucket, 4, 3600s).capacity(100);
+    const Config paid = Config(Algorithm::TokenBucket, 40, 3600s).capacity(100);
+    auto request = [](int i, std::uint64_t &key, std::uint32_t &tier, std::uint64_t &cost) {
+        key = static_cast<std::uint64_t>(i * 7 % 5);
+        tier = i % 4 == 0 ? static_cast<std::uint32_t>(i / 4 % 2)
+                          : static_cast<std::uint32_t>(key % 2);
+        cost = 1 + static_cast<std::uint64_t>(i % 3);
+    };
+    ratecell::Persisted p = ratecell::Persisted::tiered({free, paid}, path, 1ms);
+    CHECK(p.tiers() == 2);
+    // The first half before the limiter's clock (by which the saver judges
+    // which states are live), the rest after every save.
+    const std::uint64_t start = ::ratecell_now_ns(p.get()) - 10 * SECOND;
+    for (int i = 0; i < 40; i++) {
+        std::uint64_t key = 0, cost = 0;
+        std::uint32_t tier = 0;
+        request(i, key, tier, cost);
+        p.check_tier_at(key, tier, cost, start + static_cast<std::uint64_t>(i) * 100000000);
+    }
+    // One save may have been under way during the checks; the one after
+    // the first to rename began after them.
+    std::remove(path.c_str());
+    CHECK(wait_for(path));
+    CHECK(std::remove(path.c_str()) == 0);
+    CHECK(wait_for(path));
+    {
+        std::ifstream in(path, std::ios::binary);
+        std::ofstream out(copy, std::ios::binary);
+        out << in.rdbuf();
+    }
+    ratecell::Persisted back = ratecell::Persisted::tiered({free, paid}, copy, 1h);
+    const std::uint64_t rest = ::ratecell_now_ns(p.get()) + SECOND;
+    bool alike = true;
+    int denied = 0;
+    for (int i = 40; i < 80; i++) {
+        std::uint64_t key = 0, cost = 0;
+        std::uint32_t tier = 0;
+        request(i, key, tier, cost);
+        const std::uint64_t t = rest + static_cast<std::uint64_t>(i - 40) * 100000000;
+        ratecell::Decision want = p.check_tier_at(key, tier, cost, t);
+        ratecell::Decision got = back.check_tier_at(key, tier, cost, t);
+        alike = alike && got.allowed == want.allowed && got.remaining == want.remaining &&
+                got.retry_after_ns == want.retry_after_ns && got.limit == want.limit;
+        denied += want.allowed ? 0 : 1;
+    }
+    CHECK(alike);
+    CHECK(denied > 0);
+    CHECK(back.check_tier_each_at(0, 1, 0, rest).limits[0].limit == 40);
+    back.close();
+    p.close();
+
+    CHECK(thrown([&] { ratecell::Persisted::tiered({free}, path, 1h); }) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(thrown([&] { ratecell::Persisted::tiered({free, Config(Algorithm::TokenBucket, 41, 3600s).capacity(100)}, path, 1h); }) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(thrown([&] { ratecell::Persisted(free, path, 1h); }) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(thrown([&] {
+              ratecell::Persisted::tiered(std::vector<std::vector<Config>>{{free}, {}}, path, 1h);
+          }) == RATECELL_INVALID_LENGTH);
+    CHECK(thrown([&] { ratecell::Persisted::tiered(std::vector<Config>{}, path, 1h); }) ==
+          RATECELL_INVALID_LENGTH);
+    ratecell::Persisted both =
+        ratecell::Persisted::tiered(std::vector<std::vector<Config>>{{free}, {paid}}, path, 1h);
+    CHECK(both.tiers() == 2);
+    both.close();
+    std::remove(path.c_str());
+    std::remove(copy.c_str());
+}
+
 void test_shared_region_is_one_limit_for_every_handle() {
     const std::string path = "/dev/shm/ratecell-cpp-test-" + std::to_string(::getpid());
     const Config cfg = Config(Algorithm::Gcra, 5, 1h).capacity(100);
@@ -563,6 +663,7 @@ int main() {
     RUN(test_tiered_batch_and_acquire);
     RUN(test_snapshots_save_restore_and_persist);
     RUN(test_snapshots_of_several_limits);
+    RUN(test_persisted_tiers);
     RUN(test_shared_region_is_one_limit_for_every_handle);
     return harness_finish();
 }

@@ -1,10 +1,11 @@
 """A quota per tier: ``TieredLimiter`` holds each key to the tier its check
-names, a key moving tiers keeps what it spent, and bad input raises the
-exception naming the field."""
+names, a key moving tiers keeps what it spent, bad input raises the
+exception naming the field, and ``persist=`` saves and restores every tier."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from conftest import T0
@@ -163,3 +164,99 @@ def test_a_snapshot_keeps_the_tiers(tmp_path):
         )
     with pytest.raises(TypeError, match="capacity"):
         ratecell.TieredLimiter.restore(path, [free, paid])
+
+
+def wait_for_file(path):
+    """Waits for ``path`` to appear (a periodic save renaming it into
+    place), for at most 30 s."""
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no periodic save of {path}")
+        time.sleep(0.001)
+
+
+def trace_request(i):
+    """Request ``i`` of a fixed trace: a key of 5, mostly its own tier."""
+    key = i * 7 % 5
+    tier = i // 4 % 2 if i % 4 == 0 else key % 2
+    return key, tier, 1 + i % 4
+
+
+def test_persist_saves_every_tier_and_the_reopened_limiter_decides_alike(tmp_path):
+    """Half a trace on a ``TieredLimiter(..., persist=)`` saving every
+    millisecond; the file as its saving thread (not its close) left it,
+    as a process killed then would leave it, reopens into a limiter that
+    decides the rest as the original."""
+    path = tmp_path / "tiers.snap"
+    hour = 3600.0
+    tiers = [
+        [Limit(Algorithm.GCRA, 5, period=hour), Limit(Algorithm.TOKEN_BUCKET, 8, period=hour)],
+        [Limit(Algorithm.GCRA, 50, period=hour), Limit(Algorithm.TOKEN_BUCKET, 80, period=hour)],
+    ]
+    with ratecell.TieredLimiter(tiers, capacity=100, persist=path, every=0.001) as lim:
+        assert lim.tiers == 2
+        # The first half before the limiter's clock (by which the saver
+        # judges which states are live), the rest after every save.
+        start = lim.now_ns() - 10 * 10**9
+        for i in range(60):
+            key, tier, cost = trace_request(i)
+            lim.check_tier_each_at(key, tier, cost, start + i * 10**8)
+        # A save may have been under way during the checks; the one after
+        # the first to rename began after them (one save at a time).
+        path.unlink(missing_ok=True)
+        wait_for_file(path)
+        path.unlink()
+        wait_for_file(path)
+        copy = tmp_path / "copy.snap"
+        copy.write_bytes(path.read_bytes())
+        with ratecell.TieredLimiter(tiers, capacity=100, persist=copy, every=hour) as back:
+            assert back.tiers == 2
+            rest = lim.now_ns() + 10**9
+            denied = 0
+            for i in range(60, 120):
+                key, tier, cost = trace_request(i)
+                at = rest + (i - 60) * 10**8
+                want = lim.check_tier_each_at(key, tier, cost, at)
+                got = back.check_tier_each_at(key, tier, cost, at)
+                assert got == want, (i, key, tier, cost)
+                denied += not want.decision.allowed
+            assert denied > 0, "the trace never reached a limit: it tests nothing restored"
+
+
+def test_persist_refuses_other_tiers_by_name(tmp_path):
+    path = tmp_path / "tiers.snap"
+    free, paid = (
+        Limit(Algorithm.TOKEN_BUCKET, 2, period=3600.0),
+        Limit(Algorithm.TOKEN_BUCKET, 20, period=3600.0),
+    )
+    with ratecell.TieredLimiter([free, paid], capacity=100, persist=path, every=3600) as lim:
+        assert lim.tiers == 2
+        assert lim.check_tier(1, 1, 15).allowed
+    with ratecell.TieredLimiter([free, paid], capacity=100, persist=path, every=3600) as back:
+        assert back.check_tier(1, 1, 0).remaining == 5
+        assert not back.check_tier(1, 0, 1).allowed
+    saved = path.read_bytes()
+    assert saved[8:12] == (3).to_bytes(4, "little"), "format version 3"
+    # Another number of tiers, another tier's limit, no tiers at all.
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter([free], capacity=100, persist=path)
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter(
+            [free, Limit(Algorithm.TOKEN_BUCKET, 30, period=3600.0)], capacity=100, persist=path
+        )
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.Limiter("token_bucket", 2, 3600 * 10**9, capacity=100, persist=path)
+    plain = tmp_path / "plain.snap"
+    ratecell.Limiter("token_bucket", 2, 3600 * 10**9, capacity=100, persist=plain).close()
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter([free, paid], capacity=100, persist=plain)
+    # Bad tiers are named as without persist, and make no file.
+    with pytest.raises(ratecell.InvalidLength):
+        ratecell.TieredLimiter([], capacity=100, persist=tmp_path / "x.snap")
+    with pytest.raises(ratecell.InvalidCapacity):
+        ratecell.TieredLimiter([free, paid], capacity=0, persist=tmp_path / "x.snap")
+    with pytest.raises(ValueError, match="every"):
+        ratecell.TieredLimiter([free], capacity=100, persist=tmp_path / "x.snap", every=0)
+    assert not (tmp_path / "x.snap").exists()
+    assert path.read_bytes() == saved, "a refused open leaves the file as it was"

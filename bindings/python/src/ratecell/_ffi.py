@@ -297,6 +297,10 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
         _STATUS,
         [POINTER(CConfig), c_size_t, c_char_p, c_uint64, POINTER(c_void_p)],
     ),
+    "ratecell_persisted_open_tiered": (
+        _STATUS,
+        [POINTER(CConfig), c_size_t, c_size_t, c_char_p, c_uint64, POINTER(c_void_p)],
+    ),
     "ratecell_persisted_limiter": (_STATUS, [c_void_p, POINTER(c_void_p)]),
     "ratecell_persisted_save": (_STATUS, [c_void_p]),
     "ratecell_persisted_close": (_STATUS, [c_void_p]),

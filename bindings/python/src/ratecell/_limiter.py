@@ -866,13 +866,23 @@ def _snapshot_path(path: Any, name: str) -> bytes:
     return p
 
 
-def _open_persisted(configs: Any, path: Any, every: Any) -> _ffi.PersistedHandle:
+def _open_persisted(
+    configs: Any, path: Any, every: Any, per_tier: int | None = None
+) -> _ffi.PersistedHandle:
     """Restores (or makes) the limiter of ``configs`` and starts its saver
-    (``ratecell_persisted_open_multi``); the handle closes it when freed."""
+    (``ratecell_persisted_open_multi``; with ``per_tier``, ``configs`` are
+    tiers of that many limits each, tier by tier:
+    ``ratecell_persisted_open_tiered``); the handle closes it when freed."""
     every_ns = _every_ns(every)
     p = _snapshot_path(path, "persist")
     persisted = ctypes.c_void_p()
-    status = _lib.ratecell_persisted_open_multi(configs, len(configs), p, every_ns, persisted)
+    if per_tier is None:
+        status = _lib.ratecell_persisted_open_multi(configs, len(configs), p, every_ns, persisted)
+    else:
+        n_tiers = len(configs) // per_tier
+        status = _lib.ratecell_persisted_open_tiered(
+            configs, per_tier, n_tiers, p, every_ns, persisted
+        )
     if status:
         raise _config_error(status, configs[0])
     handle = _ffi.PersistedHandle()

@@ -12,7 +12,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import _errors, _ffi
-from ._limiter import U32_MAX, Key, Limiter, _bytes_key, _is_bytes_key, _u64
+from ._limiter import (
+    U32_MAX,
+    Key,
+    Limiter,
+    _bytes_key,
+    _is_bytes_key,
+    _open_persisted,
+    _u64,
+)
 from ._multi import Limit, MultiDecision, _c_configs, _first_config_error
 from ._types import Clock, Decision, Overflow, decision_from_c
 
@@ -66,6 +74,12 @@ class TieredLimiter(Limiter):
     No tiers, more than ``MAX_TIERS``, or tiers of different lengths raise
     ``InvalidLength``; ``capacity`` 0 raises ``InvalidCapacity`` (tiers are
     per key). See docs/ALGORITHMS.md, "A quota per tier".
+
+    ``persist=path`` and ``every`` as for ``Limiter``: restored with every
+    tier from the snapshot file if it exists (it must hold the same tiers
+    of the same limits, else ``SnapshotConfigMismatch``, also for a file
+    saved by a limiter made without tiers) and saved there, every tier,
+    every ``every`` seconds; ``close()`` saves a last time.
     """
 
     __slots__ = ("_tiers",)
@@ -77,15 +91,20 @@ class TieredLimiter(Limiter):
         capacity: int,
         overflow: Overflow | str | int = Overflow.DENY,
         clock: Clock | str | int = Clock.TSC,
+        persist: str | os.PathLike[str] | None = None,
+        every: float | datetime.timedelta = 5.0,
     ) -> None:
         self._h = None
         configs, per_tier, n = _tier_configs(tiers, capacity, overflow, clock)
+        self._tiers = n
+        if persist is not None:
+            self._h = _open_persisted(configs, persist, every, per_tier)
+            return
         handle = _ffi.LimiterHandle()
         status = _lib.ratecell_limiter_new_tiered_multi(configs, per_tier, n, handle)
         if status:
             raise _first_config_error(status, configs)
         self._h = handle
-        self._tiers = n
 
     @classmethod
     def restore(  # type: ignore[override]
