@@ -55,12 +55,13 @@ function ratios(a, b,   r, lo, hi, x) {
 }
 END {
     printf "cpu-ns/op over %d rounds:\n", rounds
-    for (i = 1; i <= n; i++) printf "  %-48s %s\n", names[i], range(names[i])
+    for (i = 1; i <= n; i++) printf "  %-54s %s\n", names[i], range(names[i])
     print "ratios within each round:"
-    printf "  %-48s %s\n", "Allow / uber Take", ratios("BenchmarkOneKey/ratecell-allow", "BenchmarkOneKey/uber-ratelimit")
-    printf "  %-48s %s\n", "Allow, coarse clock / uber Take", ratios("BenchmarkOneKey/ratecell-coarse-clock-allow", "BenchmarkOneKey/uber-ratelimit")
-    printf "  %-48s %s\n", "floor (C ABI allow) / uber Take", ratios("BenchmarkOneKey/floor-c-abi-allow", "BenchmarkOneKey/uber-ratelimit")
-    printf "  %-48s %s\n", "keyed 1k Check / x/time/rate map+mutex", ratios("BenchmarkKeys1K/ratecell", "BenchmarkKeys1K/x-time-rate-map-mutex")
-    printf "  %-48s %s\n", "floor (C ABI check) / x/time/rate map+mutex", ratios("BenchmarkKeys1K/floor-c-abi-check", "BenchmarkKeys1K/x-time-rate-map-mutex")
-    printf "  %-48s %s\n", "CheckBatch per key / x/time/rate", ratios("BenchmarkOneKey/ratecell-batch", "BenchmarkOneKey/x-time-rate")
+    printf "  %-54s %s\n", "Allow / uber Take", ratios("BenchmarkOneKey/ratecell-allow", "BenchmarkOneKey/uber-ratelimit")
+    printf "  %-54s %s\n", "Allow, coarse clock / uber Take", ratios("BenchmarkOneKey/ratecell-coarse-clock-allow", "BenchmarkOneKey/uber-ratelimit")
+    printf "  %-54s %s\n", "floor (C ABI allow) / uber Take", ratios("BenchmarkOneKey/floor-c-abi-allow", "BenchmarkOneKey/uber-ratelimit")
+    printf "  %-54s %s\n", "keyed 1k Check / x/time/rate map+mutex", ratios("BenchmarkKeys1K/ratecell", "BenchmarkKeys1K/x-time-rate-map-mutex")
+    printf "  %-54s %s\n", "keyed 1k Check, coarse clock / x/time/rate map+mutex", ratios("BenchmarkKeys1K/ratecell-coarse-clock", "BenchmarkKeys1K/x-time-rate-map-mutex")
+    printf "  %-54s %s\n", "floor (C ABI check) / x/time/rate map+mutex", ratios("BenchmarkKeys1K/floor-c-abi-check", "BenchmarkKeys1K/x-time-rate-map-mutex")
+    printf "  %-54s %s\n", "CheckBatch per key / x/time/rate", ratios("BenchmarkOneKey/ratecell-batch", "BenchmarkOneKey/x-time-rate")
 }' "$out"

@@ -237,20 +237,27 @@ const keys1K = 1 << 10
 
 func BenchmarkKeys1K(b *testing.B) {
 	keys := benchKeySet()[:keys1K]
-	b.Run("ratecell", func(b *testing.B) {
-		l := mustRatecell(b, benchConfig(keys1K))
-		for _, k := range keys {
-			l.Check(k, 1)
-		}
-		ok := true
-		timed(b, func(n int) {
-			for i := 0; i < n; i++ {
-				d, _ := l.Check(keys[i&(keys1K-1)], 1)
-				ok = ok && d.Allowed
+	coarse := benchConfig(keys1K)
+	coarse.Clock = ratecell.ClockCoarse
+	for _, c := range []struct {
+		name string
+		cfg  ratecell.Config
+	}{{"ratecell", benchConfig(keys1K)}, {"ratecell-coarse-clock", coarse}} {
+		b.Run(c.name, func(b *testing.B) {
+			l := mustRatecell(b, c.cfg)
+			for _, k := range keys {
+				l.Check(k, 1)
 			}
+			ok := true
+			timed(b, func(n int) {
+				for i := 0; i < n; i++ {
+					d, _ := l.Check(keys[i&(keys1K-1)], 1)
+					ok = ok && d.Allowed
+				}
+			})
+			sink = ok
 		})
-		sink = ok
-	})
+	}
 	// The floor of Check through any cgo binding: ratecell_check called
 	// from C, one cgo call per request, nothing else.
 	b.Run("floor-c-abi-check", func(b *testing.B) {
