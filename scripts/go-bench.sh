@@ -9,7 +9,7 @@
 # so that every peer and floor of a round ran minutes, not seconds, apart
 # from ratecell. Prints, per case, the range over rounds of the thread's CPU
 # time per op (cpu-ns/op; the slices other jobs take do not count), then the
-# goals' ratios computed within each round.
+# goals' ratios computed within each round: lowest–highest (median).
 #
 # Builds libratecell first (cargo build --release --lib); honours
 # CARGO_TARGET_DIR and GO as scripts/go-tests.sh does.
@@ -43,15 +43,21 @@ done
 
 awk '
 { v[$1, $2] = $3; seen[$2] = 1; if (!($2 in order)) { order[$2] = ++n; names[n] = $2 } if ($1 > rounds) rounds = $1 }
-function range(name,   r, lo, hi, x) {
-    lo = ""; hi = ""
-    for (r = 1; r <= rounds; r++) if ((r, name) in v) { x = v[r, name]; if (lo == "" || x < lo) lo = x; if (hi == "" || x > hi) hi = x }
-    return sprintf("%.1f–%.1f", lo, hi)
+function median(xs, k,   i, j, t) {
+    for (i = 2; i <= k; i++) for (j = i; j > 1 && xs[j - 1] > xs[j]; j--) { t = xs[j]; xs[j] = xs[j - 1]; xs[j - 1] = t }
+    return k % 2 ? xs[(k + 1) / 2] : (xs[k / 2] + xs[k / 2 + 1]) / 2
 }
-function ratios(a, b,   r, lo, hi, x) {
-    lo = ""; hi = ""
-    for (r = 1; r <= rounds; r++) if ((r, a) in v && (r, b) in v) { x = v[r, a] / v[r, b]; if (lo == "" || x < lo) lo = x; if (hi == "" || x > hi) hi = x }
-    return sprintf("%.2f–%.2f×", lo, hi)
+function range(name,   r, k, xs) {
+    k = 0; split("", xs)
+    for (r = 1; r <= rounds; r++) if ((r, name) in v) xs[++k] = v[r, name]
+    median(xs, k)
+    return sprintf("%.1f–%.1f (median %.1f)", xs[1], xs[k], median(xs, k))
+}
+function ratios(a, b,   r, k, xs) {
+    k = 0; split("", xs)
+    for (r = 1; r <= rounds; r++) if ((r, a) in v && (r, b) in v) xs[++k] = v[r, a] / v[r, b]
+    median(xs, k)
+    return sprintf("%.2f–%.2f× (median %.2f×)", xs[1], xs[k], median(xs, k))
 }
 END {
     printf "cpu-ns/op over %d rounds:\n", rounds

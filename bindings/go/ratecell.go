@@ -285,7 +285,11 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(C.struct_ratecell_decision{}.wait_ns)-unsafe.Offsetof(Decision{}.Wait)]
 )
 
-// cDecision lets the library write d in place.
+// cDecision lets the library write d in place. The calls that return one
+// Decision have the library write their named result: a copy of a local
+// (six fields, so Go keeps it in memory) would be read back 16 bytes at a
+// time, across the library's 8-byte stores of its fields, and such a load
+// waits for the stores to reach the cache instead of being forwarded.
 func (d *Decision) cDecision() *C.struct_ratecell_decision {
 	return (*C.struct_ratecell_decision)(unsafe.Pointer(d))
 }
@@ -489,8 +493,7 @@ func (l *Limiter) Config() (Config, error) {
 
 // Check decides a request of cost for key now (cost 0 is a peek: nothing
 // is stored). A limiter of capacity 0 ignores key.
-func (l *Limiter) Check(key, cost uint64) (Decision, error) {
-	var d Decision
+func (l *Limiter) Check(key, cost uint64) (d Decision, err error) {
 	h, err := l.enterAddr()
 	if err != nil {
 		return d, err
@@ -503,8 +506,7 @@ func (l *Limiter) Check(key, cost uint64) (Decision, error) {
 
 // CheckAt is Check at the caller's time nowNs (UNIX nanoseconds) instead of
 // the limiter's clock: deterministic, and one clock read saved.
-func (l *Limiter) CheckAt(key, cost, nowNs uint64) (Decision, error) {
-	var d Decision
+func (l *Limiter) CheckAt(key, cost, nowNs uint64) (d Decision, err error) {
 	h, err := l.enterAddr()
 	if err != nil {
 		return d, err
@@ -560,8 +562,7 @@ func (l *Limiter) checkAtUnguarded(key, cost, nowNs uint64) Decision {
 // CheckBytes decides a request of cost for a byte-string key now. The same
 // bytes always reach the same state; the uint64 key k is the same key as
 // its 8 little-endian bytes. The library keeps no reference to key.
-func (l *Limiter) CheckBytes(key []byte, cost uint64) (Decision, error) {
-	var d Decision
+func (l *Limiter) CheckBytes(key []byte, cost uint64) (d Decision, err error) {
 	h, err := l.enterAddr()
 	if err != nil {
 		return d, err
@@ -573,8 +574,7 @@ func (l *Limiter) CheckBytes(key []byte, cost uint64) (Decision, error) {
 }
 
 // CheckBytesAt is CheckBytes at the caller's time nowNs (UNIX nanoseconds).
-func (l *Limiter) CheckBytesAt(key []byte, cost, nowNs uint64) (Decision, error) {
-	var d Decision
+func (l *Limiter) CheckBytesAt(key []byte, cost, nowNs uint64) (d Decision, err error) {
 	h, err := l.enterAddr()
 	if err != nil {
 		return d, err
@@ -586,8 +586,7 @@ func (l *Limiter) CheckBytesAt(key []byte, cost, nowNs uint64) (Decision, error)
 }
 
 // CheckString is CheckBytes for the bytes of key, without copying them.
-func (l *Limiter) CheckString(key string, cost uint64) (Decision, error) {
-	var d Decision
+func (l *Limiter) CheckString(key string, cost uint64) (d Decision, err error) {
 	h, err := l.enterAddr()
 	if err != nil {
 		return d, err

@@ -273,6 +273,24 @@ func BenchmarkKeys1K(b *testing.B) {
 		})
 		sink = ok
 	})
+	// The same with the whole decision written to Go memory and every field
+	// read, as a Check that returns a Decision must.
+	b.Run("floor-c-abi-check-decision", func(b *testing.B) {
+		d := mustDirect(b, keys1K)
+		for _, k := range keys {
+			d.Check(k)
+		}
+		var sum uint64
+		ok := true
+		timed(b, func(n int) {
+			for i := 0; i < n; i++ {
+				var x bench.Decision
+				ok = d.CheckInto(keys[i&(keys1K-1)], &x) && x.Allowed && ok
+				sum += x.Limit + x.Remaining + x.RetryAfter + x.ResetAfter + x.Wait
+			}
+		})
+		sink = ok && sum > 0
+	})
 	b.Run("x-time-rate-map-mutex", func(b *testing.B) {
 		p := &mutexMap[*rate.Limiter]{m: make(map[uint64]*rate.Limiter, keys1K), newOne: newXRate}
 		for _, k := range keys {

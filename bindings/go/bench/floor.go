@@ -11,6 +11,8 @@ package bench
 #cgo nocallback bench_empty
 #cgo nocallback bench_allow
 #cgo nocallback bench_check
+#cgo nocallback bench_check_into
+#cgo noescape bench_check_into
 #cgo nocallback bench_new
 #cgo nocallback bench_free
 #include <stdint.h>
@@ -34,8 +36,12 @@ static uintptr_t bench_new(uint64_t capacity) {
 }
 static void bench_free(uintptr_t h) { ratecell_limiter_free((ratecell_limiter *)h); }
 
-// The library's Allow and Check called from C, one per cgo call.
+// The library's Allow and Check called from C, one per cgo call (Check
+// also into a caller's decision).
 static int bench_allow(uintptr_t h, uint64_t key) { return ratecell_allow_key((const ratecell_limiter *)h, key); }
+static ratecell_status bench_check_into(uintptr_t h, uint64_t key, struct ratecell_decision *out) {
+	return ratecell_check((const ratecell_limiter *)h, key, 1, out);
+}
 static int bench_check(uintptr_t h, uint64_t key) {
 	struct ratecell_decision d;
 	return ratecell_check((const ratecell_limiter *)h, key, 1, &d) == RATECELL_OK && d.allowed;
@@ -52,7 +58,10 @@ static uint64_t bench_thread_cpu_ns(void) {
 */
 import "C"
 
-import "errors"
+import (
+	"errors"
+	"unsafe"
+)
 
 // EmptyCall makes one cgo call that does nothing.
 func EmptyCall(p uintptr, key uint64) int {
@@ -78,6 +87,18 @@ func (d Direct) Allow(key uint64) int { return int(C.bench_allow(d.h, C.uint64_t
 
 // Check is one cgo call of ratecell_check at cost 1: whether admitted.
 func (d Direct) Check(key uint64) bool { return C.bench_check(d.h, C.uint64_t(key)) != 0 }
+
+// Decision has the layout of struct ratecell_decision.
+type Decision struct {
+	Allowed                                        bool
+	Limit, Remaining, RetryAfter, ResetAfter, Wait uint64
+}
+
+// CheckInto is one cgo call of ratecell_check at cost 1 writing the whole
+// decision to *out, as a binding that returns it must.
+func (d Direct) CheckInto(key uint64, out *Decision) bool {
+	return C.bench_check_into(d.h, C.uint64_t(key), (*C.struct_ratecell_decision)(unsafe.Pointer(out))) == C.RATECELL_OK
+}
 
 // Close frees the limiter.
 func (d Direct) Close() { C.bench_free(d.h) }
