@@ -69,5 +69,6 @@ END {
     printf "  %-54s %s\n", "keyed 1k Check / x/time/rate map+mutex", ratios("BenchmarkKeys1K/ratecell", "BenchmarkKeys1K/x-time-rate-map-mutex")
     printf "  %-54s %s\n", "keyed 1k Check, coarse clock / x/time/rate map+mutex", ratios("BenchmarkKeys1K/ratecell-coarse-clock", "BenchmarkKeys1K/x-time-rate-map-mutex")
     printf "  %-54s %s\n", "floor (C ABI check) / x/time/rate map+mutex", ratios("BenchmarkKeys1K/floor-c-abi-check", "BenchmarkKeys1K/x-time-rate-map-mutex")
+    printf "  %-54s %s\n", "floor (C ABI check, whole decision) / x/time/rate", ratios("BenchmarkKeys1K/floor-c-abi-check-decision", "BenchmarkKeys1K/x-time-rate-map-mutex")
     printf "  %-54s %s\n", "CheckBatch per key / x/time/rate", ratios("BenchmarkOneKey/ratecell-batch", "BenchmarkOneKey/x-time-rate")
 }' "$out"
