@@ -288,7 +288,7 @@ pub unsafe extern "C" fn ratecell_check(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
-        answer!(out, l.check(key, cost, None).into())
+        answer_decision!(out, l.check(key, cost, None))
     }
 }
 
@@ -307,7 +307,7 @@ pub unsafe extern "C" fn ratecell_check_at(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
-        answer!(out, l.check(key, cost, Some(now_ns)).into())
+        answer_decision!(out, l.check(key, cost, Some(now_ns)))
     }
 }
 
@@ -399,7 +399,7 @@ pub unsafe extern "C" fn ratecell_check_bytes(
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
         let key = try_slice!(key, key_len);
-        answer!(out, l.check_bytes(key, cost, None).into())
+        answer_decision!(out, l.check_bytes(key, cost, None))
     }
 }
 
@@ -419,7 +419,7 @@ pub unsafe extern "C" fn ratecell_check_bytes_at(
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
         let key = try_slice!(key, key_len);
-        answer!(out, l.check_bytes(key, cost, Some(now_ns)).into())
+        answer_decision!(out, l.check_bytes(key, cost, Some(now_ns)))
     }
 }
 
