@@ -68,6 +68,8 @@ const CASES: &[&str] = &[
     "multi-keyed-1k-gcra",
     "multi-keyed-1k-fixed_window",
     "multi-keyed-1k-gcra+fixed_window",
+    "tiers-keyed-1k-gcra",
+    "tiers-keyed-1k-fixed_window",
 ];
 
 /// The loop callgrind counts: `iters` calls of `check`. Never inlined, so
@@ -333,6 +335,22 @@ fn main() {
                 .for_each(|&k| assert!(lim.check_at(k, 1, T0).allowed));
             let mut cycle = Cycle::new(&keys);
             measured(iters, || lim.check_at(*cycle.next_item(), 1, T0));
+            assert_eq!(lim.stats().allowed, keys.len() as u64);
+        }
+        tiers if tiers.starts_with("tiers-keyed-1k-") && CASES.contains(&tiers) => {
+            // The bench's `tiers` cases: two tiers of one limit, keys
+            // alternating between them, every check denied.
+            let configs = multi_configs(&tiers["tiers-keyed-1k-".len()..], true);
+            let lim = KeyedLimiter::new_tiered(&[configs[0], configs[0]]).unwrap();
+            let keys = u64_keys(1_000, 15);
+            let tier = |k: u64| (k % 2) as usize;
+            keys.iter()
+                .for_each(|&k| assert!(lim.check_tier_at(k, tier(k), 1, T0).unwrap().allowed));
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || {
+                let k = *cycle.next_item();
+                lim.check_tier_at(k, tier(k), 1, T0)
+            });
             assert_eq!(lim.stats().allowed, keys.len() as u64);
         }
         multi if multi.starts_with("multi-direct-") && CASES.contains(&multi) => {
