@@ -44,6 +44,10 @@ const CASES: &[&str] = &[
     "keyed-1k-u64-at",
     "keyed-1k-u64-coarse",
     "keyed-1k-u64-expiring",
+    "shared-1M-u64",
+    "shared-1M-u64-at",
+    "shared-1k-u64",
+    "shared-1k-u64-at",
     "governor-keyed-1M-u64",
     "governor-keyed-1k-u64",
     "bare-table-1M",
@@ -212,12 +216,24 @@ fn main() {
         | "keyed-1k-u64"
         | "keyed-1k-u64-at"
         | "keyed-1k-u64-coarse"
-        | "keyed-1k-u64-expiring" => {
+        | "keyed-1k-u64-expiring"
+        | "shared-1M-u64"
+        | "shared-1M-u64-at"
+        | "shared-1k-u64"
+        | "shared-1k-u64-at" => {
             let n = if case.contains("1M") { MILLION } else { 1_000 };
             let keys = u64_keys(n, 1);
             let mut lim = keyed(n, case.ends_with("expiring"));
             if case.ends_with("coarse") {
                 lim = KeyedLimiter::with_clock(*lim.config(), Clock::coarse()).unwrap();
+            }
+            // The same table in a region under /dev/shm (removed once
+            // attached: the mapping outlives the name).
+            if case.starts_with("shared") {
+                let path = format!("/dev/shm/ratecell-hotpath-{}", std::process::id());
+                let _ = std::fs::remove_file(&path);
+                lim = KeyedLimiter::open_shared(&path, *lim.config()).unwrap();
+                std::fs::remove_file(&path).unwrap();
             }
             keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
             report(&lim);
