@@ -727,7 +727,9 @@ fn tiers(c: &mut Criterion<ThreadCpuTime>) {
 /// `huge=advise` (`shared_huge`: huge pages only where ratecell asks for
 /// them, with `MADV_HUGEPAGE`; root only, skipped otherwise, and
 /// unmounted afterwards). Each case prints how much of the process is
-/// mapped with huge pages once its table is built.
+/// mapped with huge pages once its table is built. At a million keys each
+/// case ends with the floor: the bare table in the same kind of memory
+/// (`<case>/bare/...`).
 fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
     let mut g = c.benchmark_group(format!("shared_{label}"));
     g.throughput(Throughput::Elements(1));
@@ -772,8 +774,40 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
         g.bench_function(&id, |b| b.iter(|| lim.check_at(*cycle.next_item(), 1, t)));
         expect_decisions(&id, lim.stats(), true);
         drop(lim);
-        if let Some(region) = region {
+        if let Some(region) = &region {
             let _ = std::fs::remove_file(region);
+        }
+        // The floor: the bare table (one hash, one slot, one load and one
+        // CAS) in the same kind of memory, so that a gap between the cases
+        // can be told apart as the memory's or ratecell's. At a million
+        // keys only: at 1k every case is in the caches.
+        if n >= 1_000_000 {
+            let huge_before = huge_page_bytes();
+            let bare = match &region {
+                Some(region) => BareTable::in_file(n, &format!("{region}-bare")),
+                None => BareTable::new(n),
+            };
+            eprintln!(
+                "shared_{label}/{name}/bare: {} MiB of the process in huge pages after building it",
+                huge_page_bytes().saturating_sub(huge_before) >> 20
+            );
+            let mut cycle = Cycle::new(&keys);
+            g.bench_function(format!("{name}/bare/u64"), |b| {
+                b.iter(|| bare.check_u64(*cycle.next_item()))
+            });
+            // Each key chosen by the previous check's slot (see keyed's
+            // bare/u64_latency): one full memory latency per check, where
+            // the page size weighs most.
+            let mut at = 0usize;
+            g.bench_function(format!("{name}/bare/u64_latency"), |b| {
+                b.iter(|| {
+                    let old = bare.check_u64_value(keys[at]);
+                    at += 1 + (old >> 126) as usize;
+                    if at >= keys.len() {
+                        at = 0;
+                    }
+                })
+            });
         }
     }
 }

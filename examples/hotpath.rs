@@ -45,6 +45,10 @@ const CASES: &[&str] = &[
     "keyed-1k-u64-at",
     "keyed-1k-u64-coarse",
     "keyed-1k-u64-expiring",
+    "shared-1M-u64",
+    "shared-1M-u64-at",
+    "shared-1k-u64",
+    "shared-1k-u64-at",
     "governor-keyed-1M-u64",
     "governor-keyed-1k-u64",
     "bare-table-1M",
@@ -69,6 +73,8 @@ const CASES: &[&str] = &[
     "multi-keyed-1k-gcra",
     "multi-keyed-1k-fixed_window",
     "multi-keyed-1k-gcra+fixed_window",
+    "tiers-keyed-1k-gcra",
+    "tiers-keyed-1k-fixed_window",
 ];
 
 /// The loop callgrind counts: `iters` calls of `check`. Never inlined, so
@@ -218,12 +224,24 @@ fn main() {
         | "keyed-1k-u64"
         | "keyed-1k-u64-at"
         | "keyed-1k-u64-coarse"
-        | "keyed-1k-u64-expiring" => {
+        | "keyed-1k-u64-expiring"
+        | "shared-1M-u64"
+        | "shared-1M-u64-at"
+        | "shared-1k-u64"
+        | "shared-1k-u64-at" => {
             let n = if case.contains("1M") { MILLION } else { 1_000 };
             let keys = u64_keys(n, 1);
             let mut lim = keyed(n, case.ends_with("expiring"));
             if case.ends_with("coarse") {
                 lim = KeyedLimiter::with_clock(*lim.config(), Clock::coarse()).unwrap();
+            }
+            // The same table in a region under /dev/shm (removed once
+            // attached: the mapping outlives the name).
+            if case.starts_with("shared") {
+                let path = format!("/dev/shm/ratecell-hotpath-{}", std::process::id());
+                let _ = std::fs::remove_file(&path);
+                lim = KeyedLimiter::open_shared(&path, *lim.config()).unwrap();
+                std::fs::remove_file(&path).unwrap();
             }
             keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
             report(&lim);
@@ -341,6 +359,22 @@ fn main() {
                 .for_each(|&k| assert!(lim.check_at(k, 1, T0).allowed));
             let mut cycle = Cycle::new(&keys);
             measured(iters, || lim.check_at(*cycle.next_item(), 1, T0));
+            assert_eq!(lim.stats().allowed, keys.len() as u64);
+        }
+        tiers if tiers.starts_with("tiers-keyed-1k-") && CASES.contains(&tiers) => {
+            // The bench's `tiers` cases: two tiers of one limit, keys
+            // alternating between them, every check denied.
+            let configs = multi_configs(&tiers["tiers-keyed-1k-".len()..], true);
+            let lim = KeyedLimiter::new_tiered(&[configs[0], configs[0]]).unwrap();
+            let keys = u64_keys(1_000, 15);
+            let tier = |k: u64| (k % 2) as usize;
+            keys.iter()
+                .for_each(|&k| assert!(lim.check_tier_at(k, tier(k), 1, T0).unwrap().allowed));
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || {
+                let k = *cycle.next_item();
+                lim.check_tier_at(k, tier(k), 1, T0)
+            });
             assert_eq!(lim.stats().allowed, keys.len() as u64);
         }
         multi if multi.starts_with("multi-direct-") && CASES.contains(&multi) => {

@@ -239,7 +239,7 @@ struct ratecell_limiter;
 
 // A limiter saved to a file periodically by a background thread.
 //
-// Opaque; made by `ratecell_persisted_open`, stopped and released by
+// Opaque; made by `ratecell_persisted_open*`, stopped and released by
 // `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
 // is used like any other from any number of threads, until the close.
 struct ratecell_persisted;
@@ -816,7 +816,8 @@ ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter
 
 // Builds a limiter from the snapshot file at `path`, with the
 // configuration saved in it (every limit, for a limiter of several: the
-// result is as `ratecell_limiter_new_multi` makes it), on the TSC clock,
+// result is as `ratecell_limiter_new_multi` makes it; every tier, for a
+// tiered limiter: as `ratecell_limiter_new_tiered_multi`), on the TSC clock,
 // and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 // `ratecell_limiter_new` would: restore this way only files you would
 // take a configuration from; `ratecell_limiter_restore_config` refuses
@@ -876,6 +877,29 @@ ratecell_status ratecell_limiter_restore_multi(const struct ratecell_config *con
                                                const char *path,
                                                struct ratecell_limiter **out);
 
+// `ratecell_limiter_restore_config` for a tiered limiter
+// (`ratecell_limiter_new_tiered_multi`): builds the limiter of
+// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from the
+// snapshot file at `path`. The snapshot must hold the same tiers of the
+// same limits in the same order; otherwise
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (a
+// snapshot of a limiter made without tiers is refused so too).
+//
+// Returns the statuses of `ratecell_limiter_restore_config`, and those of
+// `ratecell_limiter_new_tiered_multi` for invalid `configs`. On failure
+// `*out` is left unchanged. Ownership as for `ratecell_limiter_new`.
+// Thread-safe.
+//
+// # Safety
+// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
+// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
+// a writable `ratecell_limiter *`.
+ratecell_status ratecell_limiter_restore_tiered(const struct ratecell_config *configs,
+                                                size_t n_limits,
+                                                size_t n_tiers,
+                                                const char *path,
+                                                struct ratecell_limiter **out);
+
 // Restores a limiter of configuration `*cfg` from the snapshot file at
 // `path` if the file exists (else makes it fresh), and starts a thread
 // that saves it there atomically every `every_ns` nanoseconds (at least
@@ -919,6 +943,33 @@ ratecell_status ratecell_persisted_open_multi(const struct ratecell_config *conf
                                               uint64_t every_ns,
                                               struct ratecell_persisted **out);
 
+// `ratecell_persisted_open` for a tiered limiter
+// (`ratecell_limiter_new_tiered_multi`): restores the limiter of
+// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from
+// `path` if the file exists, else makes it fresh, and saves it there
+// every `every_ns` with every tier. A file of other tiers, another number
+// of them, or of a limiter made without tiers is refused with
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` (as `ratecell_limiter_restore_tiered`
+// refuses it) before anything is allocated. Every check on its limiter
+// may name a tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
+// `ratecell_acquire*_tier`).
+//
+// Returns the statuses of `ratecell_persisted_open`, and those of
+// `ratecell_limiter_new_tiered_multi` for invalid `configs` or counts.
+// On failure `*out` is left unchanged. Ownership: release with
+// `ratecell_persisted_close`. Thread-safe.
+//
+// # Safety
+// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
+// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
+// a writable `ratecell_persisted *`.
+ratecell_status ratecell_persisted_open_tiered(const struct ratecell_config *configs,
+                                               size_t n_limits,
+                                               size_t n_tiers,
+                                               const char *path,
+                                               uint64_t every_ns,
+                                               struct ratecell_persisted **out);
+
 // The limiter of a persisted handle, written to `*out`: use it with every
 // `ratecell_check*` call. It stays valid until `ratecell_persisted_close`
 // and must not be passed to `ratecell_limiter_free`.
@@ -949,13 +1000,15 @@ ratecell_status ratecell_persisted_save(const struct ratecell_persisted *persist
 // thread may be using either.
 //
 // # Safety
-// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
+// `persisted` is NULL or a live handle from `ratecell_persisted_open*`.
 ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 
 // Makes a keyed limiter serving `n_tiers` tiers (free, paid, internal...),
 // one config per tier: `configs[0..n_tiers]`. Each check names its key's
-// tier (`ratecell_check_tier`); every call that names none
-// (`ratecell_check`, batches, `ratecell_acquire`, ...) is tier 0's.
+// tier (`ratecell_check_tier`, `ratecell_check_batch_tier`,
+// `ratecell_acquire_tier`); every call that names none (`ratecell_check`,
+// `ratecell_check_batch`, `ratecell_acquire`, ...) is tier 0's, the
+// default tier, as on a limiter made without tiers.
 //
 // A key whose tier changes keeps its state, read by the new tier's limits
 // at its next check by the carry-over rules of live reconfiguration
@@ -974,9 +1027,11 @@ ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 // `RATECELL_INVALID_CLOCK` for another clock); or
 // `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
 //
-// A tiered limiter has no snapshot format yet and cannot be reconfigured
-// live: `ratecell_snapshot_save*` on it returns `RATECELL_INVALID_LENGTH`
-// (the status of its tiers), `ratecell_limiter_reconfigure`
+// A tiered limiter is saved by `ratecell_snapshot_save*` with every tier
+// (snapshot format version 3), and restored by
+// `ratecell_limiter_restore_tiered` or `ratecell_limiter_restore`
+// (docs/SNAPSHOT.md). It cannot be reconfigured live:
+// `ratecell_limiter_reconfigure` on it returns
 // `RATECELL_RECONFIGURE_REFUSED`.
 //
 // Ownership: as `ratecell_limiter_new`; `configs` is only read during the
@@ -1079,6 +1134,73 @@ ratecell_status ratecell_check_tier_each_at(const struct ratecell_limiter *limit
                                             uint64_t cost,
                                             uint64_t now_ns,
                                             struct ratecell_multi_decision *out);
+
+// `ratecell_check_batch` with a tier per request: `keys[i]` under tier
+// `tiers[i]` at cost `costs[i]` (every cost 1 when `costs` is NULL), in
+// order, with one clock read, exactly as `n` calls of
+// `ratecell_check_tier_at` at that time would. Writes `allowed_out[i]`
+// and, when `decisions_out` is not NULL, `decisions_out[i]`.
+//
+// Returns the statuses of `ratecell_check_batch` (`RATECELL_NULL_ARGUMENT`
+// also when `tiers` is NULL with `n > 0`), and `RATECELL_INVALID_TIER`
+// when any `tiers[i]` is not below `ratecell_limiter_tiers(limiter)`:
+// every tier is checked first, so then nothing is decided, stored or
+// written. Thread-safe.
+//
+// # Safety
+// As for `ratecell_check_batch`, and `tiers` points to `n` readable
+// `uint32_t`.
+ratecell_status ratecell_check_batch_tier(const struct ratecell_limiter *limiter,
+                                          const uint64_t *keys,
+                                          const uint32_t *tiers,
+                                          const uint64_t *costs,
+                                          size_t n,
+                                          uint8_t *allowed_out,
+                                          struct ratecell_decision *decisions_out);
+
+// `ratecell_check_batch_tier` at the caller's time `now_ns` (UNIX
+// nanoseconds).
+//
+// # Safety
+// As for `ratecell_check_batch_tier`.
+ratecell_status ratecell_check_batch_tier_at(const struct ratecell_limiter *limiter,
+                                             const uint64_t *keys,
+                                             const uint32_t *tiers,
+                                             const uint64_t *costs,
+                                             size_t n,
+                                             uint64_t now_ns,
+                                             uint8_t *allowed_out,
+                                             struct ratecell_decision *decisions_out);
+
+// `ratecell_acquire` under tier `tier`'s limits: waits until a request of
+// `cost` for `key` is admitted by that tier, as `ratecell_acquire` does.
+//
+// Returns the statuses of `ratecell_acquire`, and `RATECELL_INVALID_TIER`
+// at once when `tier` is not below `ratecell_limiter_tiers(limiter)`:
+// nothing is checked or stored and `*out` is left unchanged.
+// Thread-safe.
+//
+// # Safety
+// As for `ratecell_acquire`.
+ratecell_status ratecell_acquire_tier(const struct ratecell_limiter *limiter,
+                                      uint64_t key,
+                                      uint32_t tier,
+                                      uint64_t cost,
+                                      uint64_t timeout_ns,
+                                      struct ratecell_decision *out);
+
+// `ratecell_acquire_tier` for the byte-string key `key[0 .. key_len)`
+// (see `ratecell_check_bytes` for byte keys).
+//
+// # Safety
+// As for `ratecell_acquire_bytes`.
+ratecell_status ratecell_acquire_bytes_tier(const struct ratecell_limiter *limiter,
+                                            const uint8_t *key,
+                                            size_t key_len,
+                                            uint32_t tier,
+                                            uint64_t cost,
+                                            uint64_t timeout_ns,
+                                            struct ratecell_decision *out);
 
 #ifdef __cplusplus
 }  // extern "C"

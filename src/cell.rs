@@ -14,7 +14,7 @@
 //! The keyed table uses the same loop and latch on its slots; this module is
 //! the only code that compare-exchanges a state.
 
-use crate::algorithm::{BlockAlgorithm, WordAlgorithm, Words};
+use crate::algorithm::{BlockAlgorithm, Visit, WordAlgorithm, Words};
 use crate::decision::Decision;
 use crate::memory::Residency;
 use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, waited, yield_now};
@@ -66,7 +66,11 @@ impl AtomicWord for AtomicU128 {
 /// Runs `step` on the word's value until the value it proposes is installed
 /// by CAS, or it proposes none. Returns what `step` returned for the value
 /// that was replaced (or that was read, when nothing was written).
-#[inline]
+#[allow(
+    clippy::inline_always,
+    reason = "the loop is the body of every check; a two-limit check's copy per pair of rules was left out of line, its decision returned through memory"
+)]
+#[inline(always)]
 pub(crate) fn cas_loop<W: AtomicWord, R>(
     word: &W,
     step: impl FnMut(u128) -> (R, Option<u128>),
@@ -77,7 +81,8 @@ pub(crate) fn cas_loop<W: AtomicWord, R>(
 /// [`cas_loop`] from a value of the word the caller has just loaded (the
 /// keyed table's probe loads the slot to recognise the key, and the update
 /// starts from what it saw instead of loading the slot again).
-#[inline]
+#[allow(clippy::inline_always, reason = "as cas_loop")]
+#[inline(always)]
 pub(crate) fn cas_loop_from<W: AtomicWord, R>(
     word: &W,
     mut current: u128,
@@ -148,12 +153,12 @@ impl<W: AtomicWord> WordCell<W> {
         accept: impl Fn(&Decision) -> bool,
         each: &mut [Decision],
     ) -> (Decision, bool) {
-        cas_loop(&*self.word, |word| {
-            let (decision, next) = alg.decide_each(alg.unpack(word), t, n, each);
-            if decision.allowed && !accept(&decision) {
-                return ((decision, false), None);
-            }
-            ((decision, true), next.map(|s| alg.pack(s)))
+        alg.with_concrete(CellCheck {
+            word: &*self.word,
+            t,
+            n,
+            accept,
+            each,
         })
     }
 
@@ -172,6 +177,41 @@ impl<W: AtomicWord> WordCell<W> {
     /// Replaces the packed state (a restored snapshot).
     pub(crate) fn store(&self, packed: u128) {
         cas_loop(&*self.word, |_| ((), Some(packed)));
+    }
+}
+
+/// [`WordCell::decide_each`]'s CAS loop, run with the algorithm's
+/// concrete form ([`WordAlgorithm::with_concrete`]).
+struct CellCheck<'a, W, F> {
+    word: &'a W,
+    t: u64,
+    n: u64,
+    accept: F,
+    each: &'a mut [Decision],
+}
+
+impl<S, W: AtomicWord, F: Fn(&Decision) -> bool> Visit<S> for CellCheck<'_, W, F> {
+    type Out = (Decision, bool);
+    #[allow(
+        clippy::inline_always,
+        reason = "a transparent call, as WordAlgorithm::with_concrete"
+    )]
+    #[inline(always)]
+    fn visit<A: WordAlgorithm<State = S>>(self, alg: &A) -> (Decision, bool) {
+        let CellCheck {
+            word,
+            t,
+            n,
+            accept,
+            each,
+        } = self;
+        cas_loop(word, |word| {
+            let (decision, next) = alg.decide_each(alg.unpack(word), t, n, each);
+            if decision.allowed && !accept(&decision) {
+                return ((decision, false), None);
+            }
+            ((decision, true), next.map(|s| alg.pack(s)))
+        })
     }
 }
 

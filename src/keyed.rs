@@ -372,8 +372,15 @@ impl KeyedLimiter {
 
     /// A keyed limiter serving several tiers (free, paid, internal), one
     /// config per tier, on the TSC clock: each check names its key's tier
-    /// ([`KeyedLimiter::check_tier`]), and a check that names none is
-    /// tier 0's. One table holds every key whatever its tier.
+    /// ([`KeyedLimiter::check_tier`], [`KeyedLimiter::check_batch_tier`]
+    /// with a tier per request, [`KeyedLimiter::acquire_tier`]). One table
+    /// holds every key whatever its tier.
+    ///
+    /// Tier 0 is the default tier: every call that names no tier
+    /// ([`KeyedLimiter::check`], [`KeyedLimiter::check_batch`],
+    /// [`KeyedLimiter::acquire`], ...) is tier 0's, as on a limiter built
+    /// without tiers, whose one tier is tier 0. List the tier most keys
+    /// belong to (or the strictest) first.
     ///
     /// A key whose tier changes keeps its state, read by its new tier's
     /// limits at its next check, as a live reconfiguration reads every
@@ -426,6 +433,16 @@ impl KeyedLimiter {
         tiers: &[&[Config]],
         clock: Clock,
     ) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::with_hasher_tiered_multi(tiers, clock, KeyHasher::random())
+    }
+
+    /// [`KeyedLimiter::with_clock_tiered_multi`] hashing keys with
+    /// `hasher` (a restored snapshot's).
+    pub(crate) fn with_hasher_tiered_multi(
+        tiers: &[&[Config]],
+        clock: Clock,
+        hasher: KeyHasher,
+    ) -> Result<KeyedLimiter, Error> {
         let built = crate::tiers::tiers(tiers)?;
         let config = tiers[0][0];
         let allow = config.overflow == Overflow::Allow;
@@ -439,7 +456,7 @@ impl KeyedLimiter {
             configs: tiers[0].into(),
             names: vec![None; built.limits()].into(),
         };
-        let mut keyed = KeyedLimiter::assemble(tables, owner, limits, clock, KeyHasher::random());
+        let mut keyed = KeyedLimiter::assemble(tables, owner, limits, clock, hasher);
         keyed.tiers = tiers.iter().map(|t| (*t).into()).collect();
         Ok(keyed)
     }
@@ -585,6 +602,178 @@ impl KeyedLimiter {
         now_ns: u64,
     ) -> Result<MultiDecision, TierError> {
         self.decide_tier(self.hash_bytes(key), now_ns, cost, tier)
+    }
+
+    /// [`KeyedLimiter::check_batch`] with a tier per request: `keys[i]`
+    /// under tier `tiers[i]` at cost `costs[i]` (1 each when `costs` is
+    /// `None`), in order, with one clock read, writing `out[i]`; the
+    /// decisions are those of the same [`KeyedLimiter::check_tier_at`]
+    /// calls made one by one. Every tier is checked first: a tier the
+    /// limiter does not have refuses the whole batch, nothing decided or
+    /// written.
+    ///
+    /// # Panics
+    /// If `tiers`, `costs` or `out` is not as long as `keys`.
+    pub fn check_batch_tier(
+        &self,
+        keys: &[u64],
+        tiers: &[usize],
+        costs: Option<&[u64]>,
+        out: &mut [Decision],
+    ) -> Result<(), TierError> {
+        self.check_batch_tier_at(keys, tiers, costs, self.clock.now_ns(), out)
+    }
+
+    /// [`KeyedLimiter::check_batch_tier`] at an explicit time.
+    ///
+    /// # Panics
+    /// If `tiers`, `costs` or `out` is not as long as `keys`.
+    pub fn check_batch_tier_at(
+        &self,
+        keys: &[u64],
+        tiers: &[usize],
+        costs: Option<&[u64]>,
+        now_ns: u64,
+        out: &mut [Decision],
+    ) -> Result<(), TierError> {
+        assert_eq!(
+            out.len(),
+            keys.len(),
+            "check_batch_tier: out.len() != keys.len()"
+        );
+        self.check_batch_tier_with(keys, tiers, costs, now_ns, |i, d| out[i] = d)
+    }
+
+    /// [`KeyedLimiter::check_batch_tier_at`], handing each decision to
+    /// `each(index, decision)` (see [`KeyedLimiter::check_batch_with`]).
+    ///
+    /// # Panics
+    /// If `tiers` or `costs` is not as long as `keys`.
+    pub fn check_batch_tier_with(
+        &self,
+        keys: &[u64],
+        tiers: &[usize],
+        costs: Option<&[u64]>,
+        now_ns: u64,
+        each: impl FnMut(usize, Decision),
+    ) -> Result<(), TierError> {
+        assert_eq!(
+            tiers.len(),
+            keys.len(),
+            "check_batch_tier: tiers.len() != keys.len()"
+        );
+        self.batch_tiers(keys, |i| tiers[i], costs, now_ns, each)
+    }
+
+    /// The tiered batch, request `i`'s tier read by `tier_of(i)` (the C
+    /// ABI's are `u32`): every tier checked, then the one batch loop.
+    pub(crate) fn batch_tiers(
+        &self,
+        keys: &[u64],
+        tier_of: impl Fn(usize) -> usize,
+        costs: Option<&[u64]>,
+        now_ns: u64,
+        mut each: impl FnMut(usize, Decision),
+    ) -> Result<(), TierError> {
+        if let Some(c) = costs {
+            assert_eq!(
+                c.len(),
+                keys.len(),
+                "check_batch: costs.len() != keys.len()"
+            );
+        }
+        let tiers = self.tiers();
+        if let Some(tier) = (0..keys.len()).map(&tier_of).find(|&t| t >= tiers) {
+            return Err(TierError { tier, tiers });
+        }
+        let checked = "every tier was checked before the batch";
+        match &self.tables {
+            Tables::TieredWord(t) => {
+                let all = t.alg().get();
+                self.batch(
+                    |h| t.prefetch(h),
+                    |i, h, cost| {
+                        let alg = all.get(tier_of(i)).expect(checked);
+                        t.check_as(alg, h, now_ns, cost, u64::MAX, &mut []).0
+                    },
+                    keys,
+                    costs,
+                    &mut each,
+                );
+            }
+            Tables::TieredBlock(t) => {
+                let all = t.alg().get();
+                self.batch(
+                    |h| t.prefetch(h),
+                    |i, h, cost| {
+                        let alg = all.get(tier_of(i)).expect(checked);
+                        t.check_as(alg, h, now_ns, cost, &mut [])
+                    },
+                    keys,
+                    costs,
+                    &mut each,
+                );
+            }
+            // One tier: every request named tier 0, the limiter's limits.
+            _ => self.check_batch_with(keys, costs, now_ns, each),
+        }
+        Ok(())
+    }
+
+    /// [`KeyedLimiter::acquire`] under tier `tier`'s limits: waits until a
+    /// request of `cost` for `key` is admitted by that tier. The outer
+    /// error is a tier the limiter does not have (refused at once,
+    /// nothing checked); the inner result is the acquire's own.
+    pub fn acquire_tier(
+        &self,
+        key: u64,
+        tier: usize,
+        cost: u64,
+        timeout: Duration,
+    ) -> Result<Result<Decision, AcquireError>, TierError> {
+        self.acquire_tier_hashed(self.hash_u64(key), tier, cost, timeout)
+    }
+
+    /// [`KeyedLimiter::acquire_tier`] for a byte-string key.
+    pub fn acquire_bytes_tier(
+        &self,
+        key: &[u8],
+        tier: usize,
+        cost: u64,
+        timeout: Duration,
+    ) -> Result<Result<Decision, AcquireError>, TierError> {
+        self.acquire_tier_hashed(self.hash_bytes(key), tier, cost, timeout)
+    }
+
+    fn acquire_tier_hashed(
+        &self,
+        h: u64,
+        tier: usize,
+        cost: u64,
+        timeout: Duration,
+    ) -> Result<Result<Decision, AcquireError>, TierError> {
+        let counted = |(d, taken): (Decision, bool)| {
+            if taken {
+                self.checks.record(d.allowed);
+            }
+            (d, taken)
+        };
+        Ok(match &self.tables {
+            Tables::TieredWord(t) => {
+                let alg = t.alg().get().get(tier)?;
+                acquire(&self.clock, timeout, |at, max_wait| {
+                    counted(t.check_as(alg, h, at, cost, max_wait, &mut []))
+                })
+            }
+            Tables::TieredBlock(t) => {
+                let alg = t.alg().get().get(tier)?;
+                acquire(&self.clock, timeout, |at, _| {
+                    counted((t.check_as(alg, h, at, cost, &mut []), true))
+                })
+            }
+            _ if tier == 0 => self.acquire_hashed(h, cost, timeout),
+            _ => return Err(TierError { tier, tiers: 1 }),
+        })
     }
 
     /// Names the limits, in order ([`crate::Limiter::with_names`]).
@@ -904,17 +1093,25 @@ impl KeyedLimiter {
                 "check_batch: costs.len() != keys.len()"
             );
         }
-        with_table!(&self.tables, table => self.batch(table, keys, costs, now_ns, &mut each));
+        with_table!(&self.tables, table => self.batch(
+            |h| table.prefetch(h),
+            |_, h, cost| table.decide(h, now_ns, cost, u64::MAX).0,
+            keys,
+            costs,
+            &mut each,
+        ));
     }
 
-    /// The batch loop, compiled once per table type.
+    /// The batch loop, compiled once per table type: `prefetch(h)` starts
+    /// loading the key hashed to `h`, `decide(i, h, cost)` decides request
+    /// `i` (the untiered batch and the tiered one differ only there).
     #[inline]
     fn batch(
         &self,
-        table: &impl KeyedTable,
+        prefetch: impl Fn(u64),
+        mut decide: impl FnMut(usize, u64, u64) -> Decision,
         keys: &[u64],
         costs: Option<&[u64]>,
-        now_ns: u64,
         each: &mut impl FnMut(usize, Decision),
     ) {
         // The batch's decisions are counted once, at the end (or when `each`
@@ -928,17 +1125,17 @@ impl KeyedLimiter {
         let mut ahead = [0u64; PREFETCH_DISTANCE];
         for (i, &key) in keys.iter().take(PREFETCH_DISTANCE).enumerate() {
             ahead[i] = self.hash_u64(key);
-            table.prefetch(ahead[i]);
+            prefetch(ahead[i]);
         }
         for i in 0..keys.len() {
             let h = ahead[i % PREFETCH_DISTANCE];
             if let Some(&next) = keys.get(i + PREFETCH_DISTANCE) {
                 let hn = self.hash_u64(next);
                 ahead[i % PREFETCH_DISTANCE] = hn;
-                table.prefetch(hn);
+                prefetch(hn);
             }
             let cost = costs.map_or(1, |c| c[i]);
-            let (decision, _) = table.decide(h, now_ns, cost, u64::MAX);
+            let decision = decide(i, h, cost);
             tally.allowed += u64::from(decision.allowed);
             tally.denied += u64::from(!decision.allowed);
             each(i, decision);

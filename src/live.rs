@@ -187,6 +187,17 @@ impl<A: WordAlgorithm> WordAlgorithm for Live<A> {
         self.get().decide_each(state, t, n, each)
     }
 
+    /// The current block's concrete form: one load of the block decides
+    /// the whole check, as for every other call.
+    #[allow(
+        clippy::inline_always,
+        reason = "a transparent call, as WordAlgorithm::with_concrete"
+    )]
+    #[inline(always)]
+    fn with_concrete<V: crate::algorithm::Visit<A::State>>(&self, visit: V) -> V::Out {
+        self.get().with_concrete(visit)
+    }
+
     #[inline]
     fn is_fresh_at(&self, state: A::State, t: u64) -> bool {
         self.get().is_fresh_at(state, t)

@@ -3,6 +3,12 @@
 //! and `u64::MAX`) through every exported `ratecell_*` function, for a
 //! bounded time.
 //!
+//! Limiters are made of one limit (`ratecell_limiter_new`), several
+//! (`ratecell_limiter_new_multi`) and tiers (`ratecell_limiter_new_tiered*`),
+//! and every call runs on each kind, the multi-limit (`ratecell_check_each*`)
+//! and tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
+//! `ratecell_acquire*_tier`) calls included.
+//!
 //! It checks what the ABI promises: no `RATECELL_PANIC` (this test runs the
 //! library in a debug build, so an arithmetic overflow anywhere behind the
 //! boundary is a panic and fails it), no status outside the enum,
@@ -23,7 +29,10 @@
 #![cfg(not(ratecell_loom))]
 
 use ratecell::ffi::*;
-use ratecell::{Clock, Decision, KeyedLimiter, Limiter, ManualClock};
+use ratecell::{
+    AcquireError, Clock, Config, Decision, KeyedLimiter, Limiter, ManualClock, MultiDecision,
+    TierError,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
@@ -164,6 +173,47 @@ impl RawDecision {
     }
 }
 
+/// A multi-limit decision's storage as raw bytes, as [`RawDecision`].
+#[repr(C, align(8))]
+struct RawMulti([u8; size_of::<ratecell_multi_decision>()]);
+
+impl RawMulti {
+    fn new() -> RawMulti {
+        RawMulti([SENTINEL; size_of::<ratecell_multi_decision>()])
+    }
+    fn ptr(&mut self) -> *mut ratecell_multi_decision {
+        self.0.as_mut_ptr().cast()
+    }
+    fn untouched(&self) -> bool {
+        self.0.iter().all(|&b| b == SENTINEL)
+    }
+    /// The decision, once a call reported writing it.
+    fn get(&self) -> ratecell_multi_decision {
+        let m: ratecell_multi_decision = {
+            // Every `allowed` byte is checked before the struct is read.
+            let off = std::mem::offset_of!(ratecell_multi_decision, decision);
+            assert!(self.0[off] <= 1, "allowed is not a bool");
+            let limits = std::mem::offset_of!(ratecell_multi_decision, limits);
+            for i in 0..RATECELL_MAX_LIMITS {
+                let at = limits + i * size_of::<ratecell_decision>();
+                assert!(self.0[at] <= 1, "limit {i}'s allowed is not a bool");
+            }
+            // SAFETY: written by the library as a ratecell_multi_decision,
+            // every bool checked above.
+            unsafe { std::ptr::read(self.0.as_ptr().cast()) }
+        };
+        m
+    }
+}
+
+/// How a limiter was made through the ABI: the configs, and for a tiered
+/// limiter the limits per tier (`configs` then holds every tier's, tier
+/// by tier).
+enum Made<'a> {
+    Limits(&'a [ratecell_config]),
+    Tiers(&'a [ratecell_config], usize),
+}
+
 /// The Rust-API twin of a limiter made through the ABI: the same
 /// configuration and (for a keyed limiter) the same hash key, on a manual
 /// clock set to each call's time.
@@ -181,15 +231,25 @@ enum TwinLimiter {
 }
 
 impl Twin {
-    /// The twin of the ABI limiter `l`, just made from `cfg`. A keyed
+    /// The twin of the ABI limiter `l`, just made as `made` says. A keyed
     /// limiter hashes with a random key: the twin takes it from a snapshot
     /// of `l` (empty, so it restores no state).
-    fn of(l: *const ratecell_limiter, cfg: &ratecell_config, seed: u64) -> Twin {
-        let (config, clock) = cfg.to_rust().expect("the ABI accepted it");
+    fn of(l: *const ratecell_limiter, made: &Made<'_>, seed: u64) -> Twin {
+        let (raw, per_tier) = match *made {
+            Made::Limits(raw) => (raw, None),
+            Made::Tiers(raw, n) => (raw, Some(n)),
+        };
+        let configs: Vec<Config> = raw
+            .iter()
+            .map(|c| c.to_rust().expect("the ABI accepted it").0)
+            .collect();
+        let clock = raw[0].to_rust().expect("the ABI accepted it").1;
+        let config = configs[0];
         let (manual, hand) = Clock::manual(T0);
         let limiter = if config.capacity == 0 {
             TwinLimiter::Direct(Box::new(
-                Limiter::with_clock(config, manual).expect("the ABI accepted the configuration"),
+                Limiter::with_clock_multi(&configs, manual)
+                    .expect("the ABI accepted the configuration"),
             ))
         } else {
             let dir = std::env::temp_dir();
@@ -198,9 +258,15 @@ impl Twin {
             // SAFETY: `l` is live; the path is NUL-terminated.
             let s = unsafe { ratecell_snapshot_save_at(l, c_path.as_ptr(), T0) };
             assert_eq!(s, ratecell_status::RATECELL_OK, "seed {seed}: snapshot");
-            let file = std::fs::File::open(&path).unwrap();
-            let keyed = KeyedLimiter::restore(std::io::BufReader::new(file), config, manual)
-                .expect("a fresh limiter's snapshot restores");
+            let file = std::io::BufReader::new(std::fs::File::open(&path).unwrap());
+            let keyed = match per_tier {
+                None => KeyedLimiter::restore_multi(file, &configs, manual),
+                Some(n) => {
+                    let tiers: Vec<&[Config]> = configs.chunks(n).collect();
+                    KeyedLimiter::restore_tiered(file, &tiers, manual)
+                }
+            }
+            .expect("a fresh limiter's snapshot restores");
             std::fs::remove_file(&path).unwrap();
             TwinLimiter::Keyed(Box::new(keyed))
         };
@@ -243,6 +309,56 @@ impl Twin {
         }
     }
 
+    fn check_each(&self, key: Option<u64>, bytes: &[u8], cost: u64, t: u64) -> MultiDecision {
+        match (&self.limiter, key) {
+            (TwinLimiter::Direct(d), _) => d.check_each_at(cost, t),
+            (TwinLimiter::Keyed(k), Some(key)) => k.check_each_at(key, cost, t),
+            (TwinLimiter::Keyed(k), None) => k.check_bytes_each_at(bytes, cost, t),
+        }
+    }
+
+    /// A check under `tier` (a direct limiter has tier 0 only), of the u64
+    /// `key` or, when it is None, of `bytes`.
+    fn check_tier(
+        &self,
+        key: Option<u64>,
+        bytes: &[u8],
+        tier: u32,
+        cost: u64,
+        t: u64,
+    ) -> Result<MultiDecision, TierError> {
+        let tier = tier as usize;
+        match (&self.limiter, key) {
+            (TwinLimiter::Direct(d), _) if tier == 0 => Ok(d.check_each_at(cost, t)),
+            (TwinLimiter::Direct(_), _) => Err(TierError { tier, tiers: 1 }),
+            (TwinLimiter::Keyed(k), Some(key)) => k.check_tier_each_at(key, tier, cost, t),
+            (TwinLimiter::Keyed(k), None) => k.check_bytes_tier_each_at(bytes, tier, cost, t),
+        }
+    }
+
+    fn acquire_tier(
+        &self,
+        key: &[u8],
+        tier: u32,
+        cost: u64,
+        t: u64,
+    ) -> Result<Result<Decision, AcquireError>, TierError> {
+        self.hand.set(t);
+        let (zero, tier) = (Duration::ZERO, tier as usize);
+        match &self.limiter {
+            TwinLimiter::Direct(d) if tier == 0 => Ok(d.acquire(cost, zero)),
+            TwinLimiter::Direct(_) => Err(TierError { tier, tiers: 1 }),
+            TwinLimiter::Keyed(k) => k.acquire_bytes_tier(key, tier, cost, zero),
+        }
+    }
+
+    fn tiers(&self) -> usize {
+        match &self.limiter {
+            TwinLimiter::Direct(_) => 1,
+            TwinLimiter::Keyed(k) => k.tiers(),
+        }
+    }
+
     fn stats(&self) -> ratecell::Stats {
         match &self.limiter {
             TwinLimiter::Direct(d) => d.stats(),
@@ -255,6 +371,9 @@ struct Fuzz {
     rng: Rng,
     seed: u64,
     made: u64,
+    /// Of `made`: limiters of several limits, and tiered ones.
+    made_multi: u64,
+    made_tiered: u64,
     refused: u64,
     calls: u64,
     /// Each slot's twin, while its calls' times are known.
@@ -362,45 +481,51 @@ impl Fuzz {
         self.compared += 1;
     }
 
-    fn config(&mut self) -> ratecell_config {
+    /// A valid config, so the other calls have limiters to work on.
+    fn valid_config(&mut self) -> ratecell_config {
         let r = &mut self.rng;
         let mut cfg: ratecell_config = poisoned();
+        // SAFETY: cfg is a valid, writable config.
+        unsafe {
+            ratecell_config_init(
+                &mut cfg,
+                1 + r.below(7) as u32,
+                1 + r.below(20),
+                60_000_000 * (1 + r.below(100)),
+            )
+        };
+        cfg.capacity = if r.chance(3) { 0 } else { 1 + r.below(64) };
+        cfg.overflow = r.below(2) as u32;
+        // Mostly the coarse clock: its time is known around a call, so
+        // the twin can follow the calls that read the limiter's clock.
+        cfg.clock = u32::from(!r.chance(4));
+        cfg
+    }
+
+    fn config(&mut self) -> ratecell_config {
+        if self.rng.chance(2) {
+            return self.valid_config();
+        }
+        let r = &mut self.rng;
+        let mut cfg: ratecell_config = poisoned();
+        let (alg, limit, period) = (r.below(10) as u32, r.any(LIMITS), r.any(PERIODS));
+        // SAFETY: cfg is a valid, writable config.
+        unsafe { ratecell_config_init(&mut cfg, alg, limit, period) };
+        if r.chance(4) {
+            cfg.algorithm = r.next() as u32;
+        }
         if r.chance(2) {
-            // Valid, so the other calls have limiters to work on.
-            // SAFETY: cfg is a valid, writable config.
-            unsafe {
-                ratecell_config_init(
-                    &mut cfg,
-                    1 + r.below(7) as u32,
-                    1 + r.below(20),
-                    60_000_000 * (1 + r.below(100)),
-                )
-            };
-            cfg.capacity = if r.chance(3) { 0 } else { 1 + r.below(64) };
-            cfg.overflow = r.below(2) as u32;
-            // Mostly the coarse clock: its time is known around a call, so
-            // the twin can follow the calls that read the limiter's clock.
-            cfg.clock = u32::from(!r.chance(4));
-        } else {
-            let (alg, limit, period) = (r.below(10) as u32, r.any(LIMITS), r.any(PERIODS));
-            // SAFETY: as above.
-            unsafe { ratecell_config_init(&mut cfg, alg, limit, period) };
-            if r.chance(4) {
-                cfg.algorithm = r.next() as u32;
-            }
-            if r.chance(2) {
-                cfg.burst = r.any(LIMITS);
-            }
-            if r.chance(2) {
-                cfg.sub_windows = r.any(SUB_WINDOWS) as u32;
-            }
-            cfg.capacity = CAPACITIES[r.below(CAPACITIES.len() as u64) as usize];
-            if r.chance(8) {
-                cfg.overflow = r.below(4) as u32;
-            }
-            if r.chance(16) {
-                cfg.clock = r.below(3) as u32;
-            }
+            cfg.burst = r.any(LIMITS);
+        }
+        if r.chance(2) {
+            cfg.sub_windows = r.any(SUB_WINDOWS) as u32;
+        }
+        cfg.capacity = CAPACITIES[r.below(CAPACITIES.len() as u64) as usize];
+        if r.chance(8) {
+            cfg.overflow = r.below(4) as u32;
+        }
+        if r.chance(16) {
+            cfg.clock = r.below(3) as u32;
         }
         cfg
     }
@@ -425,7 +550,22 @@ impl Fuzz {
         // with it, or the length is impossible (> PTRDIFF_MAX), which the
         // library must refuse before reading.
         unsafe {
-            match self.rng.below(17) {
+            match self.rng.below(24) {
+                17 => self.make_multi(slot, slots),
+                18 => self.make_tiered(slot, slots),
+                19 => self.check_each(l, slot, slots, &bytes),
+                20 => self.check_tier(l, slot, slots, &bytes),
+                21 => self.batch_tier(l, slot, slots),
+                22 => self.acquire_tier(l, slot, slots, &bytes),
+                23 => {
+                    let n = ratecell_limiter_tiers(l);
+                    if l.is_null() {
+                        assert_eq!(n, 0);
+                    } else if let Some(twin) = self.twin(l, slot, slots) {
+                        assert_eq!(n as usize, twin.tiers(), "seed {}: tiers", self.seed);
+                        self.compared += 1;
+                    }
+                }
                 0 => {
                     let cfg = self.config();
                     let mut out: *mut ratecell_limiter = poisoned();
@@ -448,7 +588,8 @@ impl Fuzz {
                         assert_eq!((back.limit, back.capacity), (cfg.limit, cfg.capacity));
                         ratecell_limiter_free(slots[slot]);
                         slots[slot] = out;
-                        self.twins[slot] = Some(Twin::of(out, &cfg, self.seed));
+                        let made = Made::Limits(std::slice::from_ref(&cfg));
+                        self.twins[slot] = Some(Twin::of(out, &made, self.seed));
                     } else {
                         self.refused += 1;
                         assert!(untouched(&out), "seed {}", self.seed);
@@ -718,6 +859,458 @@ impl Fuzz {
         }
     }
 
+    /// `n` configs (at least 1) for a limiter of several limits or a
+    /// tier: the first any, the others valid and mostly sharing its
+    /// capacity, overflow and clock.
+    fn related_configs(&mut self, n: usize) -> Vec<ratecell_config> {
+        let first = self.config();
+        let mut out = vec![first];
+        for _ in 1..n.max(1) {
+            let mut c = if self.rng.chance(8) {
+                self.config()
+            } else {
+                self.valid_config()
+            };
+            if !self.rng.chance(8) {
+                (c.capacity, c.overflow, c.clock) = (first.capacity, first.overflow, first.clock);
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// Installs a limiter the ABI made (or counts a refusal) in `slot`.
+    fn made(
+        &mut self,
+        s: ratecell_status,
+        out: *mut ratecell_limiter,
+        made: &Made<'_>,
+        slot: usize,
+        slots: &mut [*mut ratecell_limiter; 4],
+    ) {
+        self.status(s);
+        if s == ratecell_status::RATECELL_OK {
+            self.made += 1;
+            match made {
+                Made::Tiers(..) => self.made_tiered += 1,
+                Made::Limits(c) if c.len() > 1 => self.made_multi += 1,
+                Made::Limits(_) => {}
+            }
+            // SAFETY: the slot's limiter is NULL or live, freed once.
+            unsafe { ratecell_limiter_free(slots[slot]) };
+            slots[slot] = out;
+            self.twins[slot] = Some(Twin::of(out, made, self.seed));
+        } else {
+            self.refused += 1;
+            assert!(untouched(&out), "seed {}", self.seed);
+        }
+    }
+
+    fn make_multi(&mut self, slot: usize, slots: &mut [*mut ratecell_limiter; 4]) {
+        let n = match self.rng.below(8) {
+            0 => 0,
+            1 => RATECELL_MAX_LIMITS + 1 + self.rng.below(3) as usize,
+            _ => 1 + self.rng.below(4) as usize,
+        };
+        let configs = self.related_configs(n);
+        let ptr = if self.rng.chance(40) {
+            null()
+        } else {
+            configs.as_ptr()
+        };
+        let mut out: *mut ratecell_limiter = poisoned();
+        // SAFETY: `configs` holds at least `n` configs, or `ptr` is NULL.
+        let s = unsafe { ratecell_limiter_new_multi(ptr, n, &mut out) };
+        if n == 0 || n > RATECELL_MAX_LIMITS {
+            assert_eq!(
+                s,
+                ratecell_status::RATECELL_INVALID_LENGTH,
+                "seed {}",
+                self.seed
+            );
+        }
+        self.made(s, out, &Made::Limits(&configs[..n.max(1)]), slot, slots);
+    }
+
+    fn make_tiered(&mut self, slot: usize, slots: &mut [*mut ratecell_limiter; 4]) {
+        let r = &mut self.rng;
+        let n_limits = match r.below(8) {
+            0 => 0,
+            1 => RATECELL_MAX_LIMITS + 1,
+            _ => 1 + r.below(3) as usize,
+        };
+        let n_tiers = match r.below(8) {
+            0 => 0,
+            1 => RATECELL_MAX_TIERS + 1,
+            _ => 1 + r.below(4) as usize,
+        };
+        let mut first = self.related_configs(n_limits);
+        if first[0].capacity == 0 && !self.rng.chance(5) {
+            let capacity = 1 + self.rng.below(64);
+            for c in &mut first {
+                c.capacity = capacity;
+            }
+        }
+        // Every tier tier 0's limits with their own values, now and then
+        // another algorithm (refused by name).
+        let mut configs = Vec::new();
+        for t in 0..n_tiers.max(1) {
+            for c in &first {
+                let mut c = *c;
+                if t > 0 && !self.rng.chance(4) {
+                    c.limit = 1 + self.rng.below(40);
+                    c.burst = c.limit;
+                }
+                if t > 0 && self.rng.chance(32) {
+                    c.algorithm = 1 + self.rng.below(7) as u32;
+                }
+                configs.push(c);
+            }
+        }
+        let ptr = if self.rng.chance(40) {
+            null()
+        } else {
+            configs.as_ptr()
+        };
+        let mut out: *mut ratecell_limiter = poisoned();
+        // SAFETY: `configs` holds `n_limits * n_tiers` configs (or one row
+        // when a count is 0, which is refused before any is read).
+        let s = unsafe {
+            if n_limits == 1 && self.rng.chance(2) {
+                ratecell_limiter_new_tiered(ptr, n_tiers, &mut out)
+            } else {
+                ratecell_limiter_new_tiered_multi(ptr, n_limits, n_tiers, &mut out)
+            }
+        };
+        let counts_ok = (1..=RATECELL_MAX_LIMITS).contains(&n_limits)
+            && (1..=RATECELL_MAX_TIERS).contains(&n_tiers);
+        if !counts_ok {
+            assert_eq!(
+                s,
+                ratecell_status::RATECELL_INVALID_LENGTH,
+                "seed {}",
+                self.seed
+            );
+        }
+        self.made(s, out, &Made::Tiers(&configs, n_limits.max(1)), slot, slots);
+    }
+
+    /// After a call writing one multi-limit decision.
+    #[track_caller]
+    fn after_multi(&self, s: ratecell_status, m: &RawMulti) {
+        self.status(s);
+        if s == ratecell_status::RATECELL_OK {
+            let m = m.get();
+            self.coherent(&m.decision);
+            assert!((1..=RATECELL_MAX_LIMITS as u32).contains(&m.count));
+        } else {
+            assert!(m.untouched(), "seed {}: written on {s:?}", self.seed);
+        }
+    }
+
+    /// Compares the ABI's multi-limit decision with the twin's, field by
+    /// field.
+    #[track_caller]
+    fn same_multi(&mut self, abi: &ratecell_multi_decision, twin: &MultiDecision, what: &str) {
+        self.same(&abi.decision, twin.decision, what);
+        let denied = (abi.denied_by != RATECELL_NO_LIMIT).then_some(abi.denied_by as usize);
+        assert_eq!(
+            denied, twin.denied_by,
+            "seed {}: {what}: denied_by",
+            self.seed
+        );
+        assert_eq!(
+            abi.count as usize,
+            twin.limits().len(),
+            "seed {}: {what}",
+            self.seed
+        );
+        for (a, t) in abi.limits.iter().zip(twin.limits()) {
+            self.same(a, *t, what);
+        }
+    }
+
+    fn check_each(
+        &mut self,
+        l: *const ratecell_limiter,
+        slot: usize,
+        slots: &[*mut ratecell_limiter; 4],
+        bytes: &[u8],
+    ) {
+        let mut m = RawMulti::new();
+        let r = &mut self.rng;
+        let (key, cost, len) = (r.below(16), r.any(COSTS), r.below(9) as usize);
+        let at = r.chance(2).then(|| a_time(r));
+        let by_bytes = r.chance(2);
+        let out = if r.chance(40) { null_mut() } else { m.ptr() };
+        let kb = &bytes[..len];
+        // SAFETY: `l` is NULL or live; `kb` is `len` readable bytes.
+        let s = unsafe {
+            let before = ratecell_now_ns(l);
+            let s = match (by_bytes, at) {
+                (false, Some(t)) => ratecell_check_each_at(l, key, cost, t, out),
+                (false, None) => ratecell_check_each(l, key, cost, out),
+                (true, Some(t)) => ratecell_check_bytes_each_at(l, kb.as_ptr(), len, cost, t, out),
+                (true, None) => ratecell_check_bytes_each(l, kb.as_ptr(), len, cost, out),
+            };
+            self.after_multi(s, &m);
+            (s, before)
+        };
+        let (s, before) = s;
+        if s == ratecell_status::RATECELL_OK && self.twin(l, slot, slots).is_some() {
+            let t = at.or_else(|| self.time_of(slot, l, before));
+            if let Some(t) = t {
+                let key = (!by_bytes).then_some(key);
+                let expected = self.twins[slot]
+                    .as_ref()
+                    .unwrap()
+                    .check_each(key, kb, cost, t);
+                self.same_multi(&m.get(), &expected, "check_each");
+            }
+        }
+    }
+
+    /// A tier mostly below 5 (so some are past a limiter's last), now and
+    /// then any.
+    fn a_tier(&mut self) -> u32 {
+        match self.rng.below(8) {
+            0 => self.rng.next() as u32,
+            1 => u32::MAX,
+            _ => self.rng.below(5) as u32,
+        }
+    }
+
+    fn check_tier(
+        &mut self,
+        l: *const ratecell_limiter,
+        slot: usize,
+        slots: &[*mut ratecell_limiter; 4],
+        bytes: &[u8],
+    ) {
+        use ratecell_status::*;
+        let tier = self.a_tier();
+        let r = &mut self.rng;
+        let (key, cost, len, form) = (r.below(16), r.any(COSTS), r.below(9) as usize, r.below(5));
+        let t_given = a_time(r);
+        let null_out = r.chance(40);
+        let kb = &bytes[..len];
+        let (mut d, mut m) = (RawDecision::new(), RawMulti::new());
+        let (dp, mp) = if null_out {
+            (null_mut(), null_mut())
+        } else {
+            (d.ptr(), m.ptr())
+        };
+        // SAFETY: `l` is NULL or live; `kb` is `len` readable bytes.
+        let (s, before) = unsafe {
+            let before = ratecell_now_ns(l);
+            let s = match form {
+                0 => ratecell_check_tier(l, key, tier, cost, dp),
+                1 => ratecell_check_tier_at(l, key, tier, cost, t_given, dp),
+                2 => ratecell_check_bytes_tier(l, kb.as_ptr(), len, tier, cost, dp),
+                3 => ratecell_check_bytes_tier_at(l, kb.as_ptr(), len, tier, cost, t_given, dp),
+                _ => ratecell_check_tier_each_at(l, key, tier, cost, t_given, mp),
+            };
+            (s, before)
+        };
+        if form == 4 {
+            self.after_multi(s, &m);
+        } else {
+            self.after(s, &d);
+        }
+        if !matches!(s, RATECELL_OK | RATECELL_INVALID_TIER) || self.twin(l, slot, slots).is_none()
+        {
+            return;
+        }
+        let at = matches!(form, 1 | 3 | 4);
+        let t = if at {
+            Some(t_given)
+        } else if s == RATECELL_OK {
+            self.time_of(slot, l, before)
+        } else {
+            // Refused before any clock read: the twin refuses at any time.
+            Some(t_given)
+        };
+        let Some(t) = t else { return };
+        let key = matches!(form, 0 | 1 | 4).then_some(key);
+        let expected = self.twins[slot]
+            .as_ref()
+            .unwrap()
+            .check_tier(key, kb, tier, cost, t);
+        match (s, expected) {
+            (RATECELL_INVALID_TIER, Err(_)) => self.compared += 1,
+            (RATECELL_OK, Ok(want)) if form == 4 => self.same_multi(&m.get(), &want, "check_tier"),
+            (RATECELL_OK, Ok(want)) => self.same(&d.get(), want.decision, "check_tier"),
+            (s, want) => panic!(
+                "seed {}: tier {tier}: the ABI says {s:?}, the twin {want:?}",
+                self.seed
+            ),
+        }
+    }
+
+    fn batch_tier(
+        &mut self,
+        l: *const ratecell_limiter,
+        slot: usize,
+        slots: &[*mut ratecell_limiter; 4],
+    ) {
+        use ratecell_status::*;
+        const MAX: usize = 32;
+        let r = &mut self.rng;
+        let n = r.below(MAX as u64 + 1) as usize;
+        let keys: Vec<u64> = (0..MAX).map(|_| r.below(8)).collect();
+        let costs: Vec<u64> = (0..MAX).map(|_| r.any(COSTS)).collect();
+        // Mostly tiers every limiter of that many has; now and then one
+        // past them, which refuses the whole batch.
+        let most = 1 + r.below(4);
+        let mut tiers: Vec<u32> = (0..MAX).map(|_| r.below(most) as u32).collect();
+        if r.chance(8) {
+            let i = r.below(MAX as u64) as usize;
+            tiers[i] = r.next() as u32;
+        }
+        let mut allowed = [SENTINEL; MAX];
+        let mut decisions: Vec<RawDecision> = (0..MAX).map(|_| RawDecision::new()).collect();
+        let tp = if r.chance(16) { null() } else { tiers.as_ptr() };
+        let c = if r.chance(2) { costs.as_ptr() } else { null() };
+        let ds = if r.chance(2) {
+            decisions[0].ptr()
+        } else {
+            null_mut()
+        };
+        let at = r.chance(2).then(|| a_time(r));
+        // SAFETY: `l` is NULL or live; buffers of MAX >= n elements.
+        let (s, before) = unsafe {
+            let before = ratecell_now_ns(l);
+            let k = keys.as_ptr();
+            let a = allowed.as_mut_ptr();
+            let s = match at {
+                Some(t) => ratecell_check_batch_tier_at(l, k, tp, c, n, t, a, ds),
+                None => ratecell_check_batch_tier(l, k, tp, c, n, a, ds),
+            };
+            (s, before)
+        };
+        self.status(s);
+        if !l.is_null() && tp.is_null() && n > 0 {
+            assert_eq!(s, RATECELL_NULL_ARGUMENT, "seed {}", self.seed);
+        }
+        if s != RATECELL_OK {
+            assert!(allowed.iter().all(|&b| b == SENTINEL), "seed {}", self.seed);
+            assert!(decisions.iter().all(RawDecision::untouched));
+        }
+        let Some(twin) = self.twin(l, slot, slots) else {
+            return;
+        };
+        let beyond = tiers[..n].iter().any(|&t| t as usize >= twin.tiers());
+        if tp.is_null() || !matches!(s, RATECELL_OK | RATECELL_INVALID_TIER) {
+            return;
+        }
+        assert_eq!(
+            s == RATECELL_INVALID_TIER,
+            beyond,
+            "seed {}: batch_tier {s:?}",
+            self.seed
+        );
+        if s != RATECELL_OK {
+            self.compared += 1;
+            return;
+        }
+        let Some(t) = at.or_else(|| self.time_of(slot, l, before)) else {
+            return;
+        };
+        // The batch is the same tiered checks made one by one.
+        for i in 0..n {
+            let cost = if c.is_null() { 1 } else { costs[i] };
+            let twin = self.twins[slot].as_ref().unwrap();
+            let expected = twin
+                .check_tier(Some(keys[i]), &[], tiers[i], cost, t)
+                .expect("every tier was below the twin's")
+                .decision;
+            if ds.is_null() {
+                assert_eq!(
+                    allowed[i] == 1,
+                    expected.allowed,
+                    "seed {}: batch_tier",
+                    self.seed
+                );
+                self.compared += 1;
+            } else {
+                self.same(&decisions[i].get(), expected, "batch_tier");
+            }
+        }
+    }
+
+    fn acquire_tier(
+        &mut self,
+        l: *const ratecell_limiter,
+        slot: usize,
+        slots: &[*mut ratecell_limiter; 4],
+        bytes: &[u8],
+    ) {
+        use ratecell_status::*;
+        let tier = self.a_tier();
+        let r = &mut self.rng;
+        // Short time-outs keep the run bounded.
+        let timeout = if r.chance(8) { r.below(1_000_000) } else { 0 };
+        let cost = r.any(COSTS);
+        let key: Vec<u8> = if r.chance(2) {
+            r.below(8).to_le_bytes().to_vec()
+        } else {
+            bytes[..r.below(9) as usize].to_vec()
+        };
+        let by_u64 = key.len() == 8 && r.chance(2);
+        let mut d = RawDecision::new();
+        // SAFETY: `l` is NULL or live; `key` is `key.len()` readable bytes.
+        let (s, before) = unsafe {
+            let before = ratecell_now_ns(l);
+            let s = if by_u64 {
+                let k = u64::from_le_bytes(key[..].try_into().unwrap());
+                ratecell_acquire_tier(l, k, tier, cost, timeout, d.ptr())
+            } else {
+                ratecell_acquire_bytes_tier(
+                    l,
+                    key.as_ptr(),
+                    key.len(),
+                    tier,
+                    cost,
+                    timeout,
+                    d.ptr(),
+                )
+            };
+            (s, before)
+        };
+        self.after(s, &d);
+        let decided = matches!(
+            s,
+            RATECELL_OK | RATECELL_TIMED_OUT | RATECELL_COST_EXCEEDS_LIMIT
+        );
+        if !(decided || s == RATECELL_INVALID_TIER) || self.twin(l, slot, slots).is_none() {
+            return;
+        }
+        let t = if s == RATECELL_INVALID_TIER {
+            Some(T0)
+        } else if timeout == 0 {
+            self.time_of(slot, l, before)
+        } else {
+            // With time to wait, the ABI's acquire may decide again after a
+            // sleep, at a time the twin cannot know.
+            self.twins[slot] = None;
+            self.lost += 1;
+            None
+        };
+        let Some(t) = t else { return };
+        let twin = self.twins[slot].as_ref().unwrap();
+        let (status, expected) = match twin.acquire_tier(&key, tier, cost, t) {
+            Err(_) => (RATECELL_INVALID_TIER, None),
+            Ok(Ok(d)) => (RATECELL_OK, Some(d)),
+            Ok(Err(AcquireError::TimedOut(d))) => (RATECELL_TIMED_OUT, Some(d)),
+            Ok(Err(AcquireError::Unsatisfiable(d))) => (RATECELL_COST_EXCEEDS_LIMIT, Some(d)),
+        };
+        assert_eq!(s, status, "seed {}: acquire_tier {tier}", self.seed);
+        match expected {
+            Some(want) => self.same(&d.get(), want, "acquire_tier"),
+            None => self.compared += 1,
+        }
+    }
+
     /// Compares the ABI limiter's counters with its twin's.
     fn same_stats(&mut self, l: *const ratecell_limiter, slot: usize) {
         let mut st: ratecell_stats = poisoned();
@@ -883,6 +1476,8 @@ fn random_call_sequences_never_panic_leak_or_lie() {
         rng: Rng(seed.wrapping_mul(2) | 1),
         seed,
         made: 0,
+        made_multi: 0,
+        made_tiered: 0,
         refused: 0,
         calls: 0,
         twins: Default::default(),
@@ -904,14 +1499,22 @@ fn random_call_sequences_never_panic_leak_or_lie() {
     let live_after = LIVE.load(Relaxed);
     assert_eq!(live_after, live_before, "allocations leaked (seed {seed})");
     assert!(
-        fuzz.made > 0 && fuzz.refused > 0,
-        "seed {seed}: {} made, {} refused",
+        fuzz.made > 0 && fuzz.refused > 0 && fuzz.made_multi > 0 && fuzz.made_tiered > 0,
+        "seed {seed}: {} made ({} of several limits, {} tiered), {} refused",
         fuzz.made,
+        fuzz.made_multi,
+        fuzz.made_tiered,
         fuzz.refused
     );
     println!(
-        "{} calls, {} limiters made, {} configs refused, {} results compared with a twin, {} twins lost to unknown times (seed {seed})",
-        fuzz.calls, fuzz.made, fuzz.refused, fuzz.compared, fuzz.lost
+        "{} calls, {} limiters made ({} of several limits, {} tiered), {} configs refused, {} results compared with a twin, {} twins lost to unknown times (seed {seed})",
+        fuzz.calls,
+        fuzz.made,
+        fuzz.made_multi,
+        fuzz.made_tiered,
+        fuzz.refused,
+        fuzz.compared,
+        fuzz.lost
     );
     // Not vacuous: most results were compared.
     assert!(

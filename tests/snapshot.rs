@@ -400,12 +400,12 @@ fn empty_truncated_and_flipped_snapshots_are_refused() {
             Err(SnapshotError::Damaged(_))
         ));
         let mut other_version = bytes.clone();
-        other_version[8] = 3;
+        other_version[8] = 4;
         assert!(matches!(
             KeyedLimiter::restore(&other_version[..], cfg, clock()),
             Err(SnapshotError::UnsupportedVersion {
-                found: 3,
-                supported: 2
+                found: 4,
+                supported: 3
             })
         ));
     }

@@ -113,15 +113,81 @@ fn prefetch<T>(ptr: *const T) {
 /// word table (1.45 slots per key of capacity, whole 64-byte buckets of
 /// four), one multiplicative hash, one slot, one load and one CAS per check.
 pub struct BareTable {
-    slots: Box<[AtomicU128]>,
+    slots: Slots,
 }
 
 impl BareTable {
     pub fn new(capacity: usize) -> BareTable {
-        let slots = (capacity * 145).div_ceil(100).div_ceil(4) * 4;
         BareTable {
-            slots: huge_page_slots(slots),
+            slots: huge_page_slots(Self::slots(capacity)),
         }
+    }
+
+    /// [`BareTable::new`] with its slots in a file at `path` mapped
+    /// shared, set up as ratecell sets up a shared region
+    /// (`src/shared/region.rs`): sized with `ftruncate`, mapped
+    /// `MAP_SHARED`, advised `MADV_HUGEPAGE`, every page faulted in with
+    /// `MADV_POPULATE_WRITE`. The file is removed at once (the mapping
+    /// keeps its pages). The floor of a shared table: what the memory
+    /// alone costs, with nothing of ratecell in it.
+    #[allow(dead_code)] // only the bench group `shared` uses it
+    pub fn in_file(capacity: usize, path: &str) -> BareTable {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        let len = Self::slots(capacity);
+        let bytes = len * size_of::<AtomicU128>();
+        let cpath = std::ffi::CString::new(path).unwrap();
+        let fail = |what: &str| -> ! {
+            panic!(
+                "bare table in {path}: {what}: {}",
+                std::io::Error::last_os_error()
+            )
+        };
+        // SAFETY: a valid C string; a new file of our own.
+        let fd = unsafe {
+            libc::open(
+                cpath.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        if fd < 0 {
+            fail("open");
+        }
+        // SAFETY: fd is ours, open read-write; the mapping is fresh.
+        let ptr = unsafe {
+            if libc::ftruncate(fd, bytes as libc::off_t) != 0 {
+                fail("ftruncate");
+            }
+            let ptr = libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
+            if ptr == libc::MAP_FAILED {
+                fail("mmap");
+            }
+            libc::madvise(ptr, bytes, libc::MADV_HUGEPAGE);
+            if libc::madvise(ptr, bytes, MADV_POPULATE_WRITE) != 0 {
+                fail("MADV_POPULATE_WRITE");
+            }
+            libc::close(fd);
+            libc::unlink(cpath.as_ptr());
+            ptr
+        };
+        BareTable {
+            slots: Slots {
+                ptr: ptr.cast(),
+                len,
+            },
+        }
+    }
+
+    /// 1.45 slots per key of capacity, in whole buckets of four.
+    fn slots(capacity: usize) -> usize {
+        (capacity * 145).div_ceil(100).div_ceil(4) * 4
     }
 
     #[inline]
@@ -203,31 +269,75 @@ impl BareTable {
     }
 }
 
-/// `len` zeroed slots on memory allocated as ratecell allocates its tables:
-/// zeroed pages, the whole 2 MiB pages inside advised to be huge pages, and
-/// every page touched now. The baseline gets the same TLB reach as the
-/// table it is the limit of.
-fn huge_page_slots(len: usize) -> Box<[AtomicU128]> {
-    use std::alloc::{Layout, alloc_zeroed};
+/// A bare table's slots: a mapping of zeroed memory (anonymous, or of a
+/// file), unmapped on drop.
+struct Slots {
+    ptr: *mut AtomicU128,
+    len: usize,
+}
+
+// SAFETY: the slots are plain memory accessed only through atomics, as a
+// boxed slice of them is.
+unsafe impl Send for Slots {}
+// SAFETY: as above.
+unsafe impl Sync for Slots {}
+
+impl std::ops::Deref for Slots {
+    type Target = [AtomicU128];
+
+    #[inline]
+    fn deref(&self) -> &[AtomicU128] {
+        // SAFETY: `len` zeroed slots are mapped read-write at ptr until drop.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        // SAFETY: exactly the mapping made for these slots; nothing
+        // borrows it past the table.
+        unsafe { libc::munmap(self.ptr.cast(), self.len * size_of::<AtomicU128>()) };
+    }
+}
+
+/// `len` zeroed slots on memory set up as ratecell sets up its tables:
+/// the whole 2 MiB pages inside advised to be huge pages, then every page
+/// faulted in. The baseline gets the same TLB reach as the table it is
+/// the limit of. Mapped directly, not through the allocator: once a
+/// process has freed a large block (a table of an earlier case), glibc
+/// serves the next one from its heap, whose pages already faulted in at
+/// 4 KiB stay so whatever the advice (the baseline had then no huge pages).
+fn huge_page_slots(len: usize) -> Slots {
     const HUGE: usize = 2 << 20;
     assert!(len > 0, "bare table: no slots");
-    let layout = Layout::array::<AtomicU128>(len).unwrap();
-    // SAFETY: non-zero size; all-zero bits are a valid AtomicU128.
-    let ptr = unsafe { alloc_zeroed(layout) };
-    assert!(!ptr.is_null(), "bare table: out of memory");
+    let bytes = len * size_of::<AtomicU128>();
+    // SAFETY: a fresh private anonymous mapping chosen by the kernel.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert!(ptr != libc::MAP_FAILED, "bare table: out of memory");
     let start = (ptr as usize).next_multiple_of(HUGE);
-    let end = (ptr as usize + layout.size()) & !(HUGE - 1);
+    let end = (ptr as usize + bytes) & !(HUGE - 1);
     if end > start {
-        // SAFETY: a page-aligned range inside the allocation; advice only.
+        // SAFETY: a page-aligned range inside the mapping; advice only.
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
-    for offset in (0..layout.size()).step_by(4096) {
-        // SAFETY: inside the allocation; writes the zero already there.
+    let ptr = ptr.cast::<u8>();
+    for offset in (0..bytes).step_by(4096) {
+        // SAFETY: inside the mapping; writes the zero already there.
         unsafe { ptr.add(offset).write_volatile(0) };
     }
-    // SAFETY: the allocation holds `len` zeroed AtomicU128, laid out as an
-    // array; the Box frees it with the same layout.
-    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr.cast(), len)) }
+    Slots {
+        ptr: ptr.cast(),
+        len,
+    }
 }
 
 /// The physical limit of a direct limiter: one load and one CAS on a word

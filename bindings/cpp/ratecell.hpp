@@ -147,6 +147,24 @@ inline std::vector<ratecell_config> raw_configs(const std::vector<Config> &limit
     }
     return raw;
 }
+
+/// Tiers laid out as the C ABI takes them, tier by tier; `per_tier` gets
+/// the limits per tier. Error(RATECELL_INVALID_LENGTH) when the tiers are
+/// not as long as each other.
+inline std::vector<ratecell_config> tier_configs(const std::vector<std::vector<Config>> &tiers,
+                                                 std::size_t &per_tier) {
+    std::vector<ratecell_config> raw;
+    per_tier = tiers.empty() ? 0 : tiers[0].size();
+    for (const std::vector<Config> &tier : tiers) {
+        if (tier.size() != per_tier) {
+            throw Error(RATECELL_INVALID_LENGTH);
+        }
+        for (const Config &c : tier) {
+            raw.push_back(c.raw());
+        }
+    }
+    return raw;
+}
 }  // namespace detail
 
 /// A rate limiter (ratecell_limiter), owned. Move-only.
@@ -291,7 +309,9 @@ public:
 
     /// A keyed limiter serving tiers (free, paid, internal...), one config
     /// per tier (ratecell_limiter_new_tiered); each check names the key's
-    /// tier (check_tier), and every call that names none is tier 0's. A
+    /// tier (check_tier; check_batch_tier a tier per request,
+    /// acquire_tier), and every call that names none is tier 0's, the
+    /// default tier. A
     /// key whose tier changes keeps what it spent, read by its new tier's
     /// limits (docs/ALGORITHMS.md, "A quota per tier"). Throws Error with
     /// RATECELL_INVALID_LENGTH for 0 or more than RATECELL_MAX_TIERS tiers,
@@ -307,19 +327,35 @@ public:
     /// every tier lists the same limits in the same order, with its own
     /// values; RATECELL_INVALID_LENGTH when they are not as many.
     static Limiter tiered(const std::vector<std::vector<Config>> &tiers) {
-        std::vector<ratecell_config> raw;
-        std::size_t per_tier = tiers.empty() ? 0 : tiers[0].size();
-        for (const std::vector<Config> &tier : tiers) {
-            if (tier.size() != per_tier) {
-                throw Error(RATECELL_INVALID_LENGTH);
-            }
-            for (const Config &c : tier) {
-                raw.push_back(c.raw());
-            }
-        }
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
         ratecell_limiter *l = nullptr;
         detail::check(
             ::ratecell_limiter_new_tiered_multi(raw.data(), per_tier, tiers.size(), &l));
+        return Limiter(l);
+    }
+
+    /// A tiered limiter (as tiered makes it) from the snapshot file at
+    /// `path` (ratecell_limiter_restore_tiered): the snapshot must hold the
+    /// same tiers of the same limits, else Error with
+    /// RATECELL_SNAPSHOT_CONFIG_MISMATCH (also for a snapshot of a limiter
+    /// made without tiers). restore(path) takes the tiers from the file.
+    static Limiter restore_tiered(const std::vector<std::vector<Config>> &tiers,
+                                  const std::string &path) {
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
+        ratecell_limiter *l = nullptr;
+        detail::check(::ratecell_limiter_restore_tiered(raw.data(), per_tier, tiers.size(),
+                                                        path.c_str(), &l));
+        return Limiter(l);
+    }
+
+    /// restore_tiered for tiers of one limit each.
+    static Limiter restore_tiered(const std::vector<Config> &tiers, const std::string &path) {
+        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
+        ratecell_limiter *l = nullptr;
+        detail::check(
+            ::ratecell_limiter_restore_tiered(raw.data(), 1, raw.size(), path.c_str(), &l));
         return Limiter(l);
     }
 
@@ -367,6 +403,40 @@ public:
         MultiDecision d{};
         detail::check(::ratecell_check_tier_each_at(handle_, key, tier, cost, now_ns, &d));
         return d;
+    }
+
+    /// check_batch with a tier per request: keys[i] under tier tiers[i]
+    /// (ratecell_check_batch_tier). Every tier is checked first: one not
+    /// below tiers() throws Error(RATECELL_INVALID_TIER), nothing decided.
+    std::vector<Decision> check_batch_tier(const std::vector<std::uint64_t> &keys,
+                                           const std::vector<std::uint32_t> &tiers,
+                                           const std::vector<std::uint64_t> &costs = {}) const {
+        return batch(keys, costs, nullptr, &tiers);
+    }
+
+    std::vector<Decision> check_batch_tier_at(const std::vector<std::uint64_t> &keys,
+                                              const std::vector<std::uint32_t> &tiers,
+                                              const std::vector<std::uint64_t> &costs,
+                                              std::uint64_t now_ns) const {
+        return batch(keys, costs, &now_ns, &tiers);
+    }
+
+    /// acquire under tier `tier`'s limits (ratecell_acquire_tier). Throws
+    /// Error(RATECELL_INVALID_TIER) at once when `tier` is not below
+    /// tiers().
+    Decision acquire_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                          std::chrono::nanoseconds timeout) const {
+        Decision d{};
+        return acquired(::ratecell_acquire_tier(handle_, key, tier, cost, timeout_ns(timeout), &d),
+                        d);
+    }
+
+    Decision acquire_bytes_tier(std::string_view key, std::uint32_t tier, std::uint64_t cost,
+                                std::chrono::nanoseconds timeout) const {
+        Decision d{};
+        return acquired(::ratecell_acquire_bytes_tier(handle_, bytes(key), key.size(), tier, cost,
+                                                      timeout_ns(timeout), &d),
+                        d);
     }
 
     /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
@@ -443,22 +513,15 @@ public:
     Decision acquire(std::uint64_t key, std::uint64_t cost,
                      std::chrono::nanoseconds timeout) const {
         Decision d{};
-        ratecell_status s = ::ratecell_acquire(handle_, key, cost, timeout_ns(timeout), &d);
-        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
-            detail::check(s);
-        }
-        return d;
+        return acquired(::ratecell_acquire(handle_, key, cost, timeout_ns(timeout), &d), d);
     }
 
     Decision acquire_bytes(std::string_view key, std::uint64_t cost,
                            std::chrono::nanoseconds timeout) const {
         Decision d{};
-        ratecell_status s = ::ratecell_acquire_bytes(handle_, bytes(key), key.size(), cost,
-                                                     timeout_ns(timeout), &d);
-        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
-            detail::check(s);
-        }
-        return d;
+        return acquired(::ratecell_acquire_bytes(handle_, bytes(key), key.size(), cost,
+                                                 timeout_ns(timeout), &d),
+                        d);
     }
 
     void reset_key(std::uint64_t key) const { detail::check(::ratecell_reset_key(handle_, key)); }
@@ -496,9 +559,25 @@ private:
         return timeout.count() < 0 ? 0 : static_cast<std::uint64_t>(timeout.count());
     }
 
+    /// An acquire's decision: a give-up (time-out, or a cost never
+    /// admitted) is a denied decision, any other failure an Error.
+    static Decision acquired(ratecell_status s, const Decision &d) {
+        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
+            detail::check(s);
+        }
+        return d;
+    }
+
+    /// Every batch; `tiers` null is the untiered one.
     std::vector<Decision> batch(const std::vector<std::uint64_t> &keys,
                                 const std::vector<std::uint64_t> &costs,
-                                const std::uint64_t *now_ns) const {
+                                const std::uint64_t *now_ns,
+                                const std::vector<std::uint32_t> *tiers = nullptr) const {
+        if (tiers != nullptr && tiers->size() != keys.size()) {
+            throw Error(RATECELL_INVALID_LENGTH,
+                        "check_batch_tier: tiers.size() = " + std::to_string(tiers->size()) +
+                            " != keys.size() = " + std::to_string(keys.size()));
+        }
         if (!costs.empty() && costs.size() != keys.size()) {
             throw Error(RATECELL_INVALID_LENGTH,
                         "check_batch: costs.size() = " + std::to_string(costs.size()) +
@@ -515,6 +594,16 @@ private:
             throw Error(RATECELL_INVALID_LENGTH);
         }
         const std::uint64_t *c = costs.empty() ? nullptr : costs.data();
+        if (tiers != nullptr) {
+            detail::check(
+                now_ns != nullptr
+                    ? ::ratecell_check_batch_tier_at(handle_, keys.data(), tiers->data(), c,
+                                                     keys.size(), *now_ns, allowed.data(),
+                                                     decisions.data())
+                    : ::ratecell_check_batch_tier(handle_, keys.data(), tiers->data(), c,
+                                                  keys.size(), allowed.data(), decisions.data()));
+            return decisions;
+        }
         detail::check(now_ns != nullptr
                           ? ::ratecell_check_batch_at(handle_, keys.data(), c, keys.size(),
                                                       *now_ns, allowed.data(), decisions.data())
@@ -551,6 +640,33 @@ public:
         std::vector<ratecell_config> raw = detail::raw_configs(limits);
         detail::check(::ratecell_persisted_open_multi(raw.data(), raw.size(), path.c_str(),
                                                       nanos(every), &handle_));
+    }
+
+    /// A tiered limiter (Limiter::tiered), one config per tier, saved every
+    /// period with every tier (ratecell_persisted_open_tiered): restored
+    /// from `path` if the file exists, else made fresh. A file of other
+    /// tiers, another number of them, or of a limiter made without tiers
+    /// throws Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH). Check it with
+    /// check_tier*; the calls that name no tier are tier 0's.
+    static Persisted tiered(const std::vector<Config> &tiers, const std::string &path,
+                            std::chrono::nanoseconds every) {
+        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
+        ratecell_persisted *p = nullptr;
+        detail::check(::ratecell_persisted_open_tiered(raw.data(), 1, raw.size(), path.c_str(),
+                                                       nanos(every), &p));
+        return Persisted(p);
+    }
+
+    /// Tiers of several limits each (Limiter::tiered of several): every
+    /// tier lists the same limits in the same order, with its own values.
+    static Persisted tiered(const std::vector<std::vector<Config>> &tiers,
+                            const std::string &path, std::chrono::nanoseconds every) {
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
+        ratecell_persisted *p = nullptr;
+        detail::check(::ratecell_persisted_open_tiered(raw.data(), per_tier, tiers.size(),
+                                                       path.c_str(), nanos(every), &p));
+        return Persisted(p);
     }
 
     ~Persisted() { ::ratecell_persisted_close(handle_); }
@@ -595,6 +711,34 @@ public:
         return d;
     }
 
+    /// How many tiers the limiter serves (1 when made without tiers).
+    std::uint32_t tiers() const { return ::ratecell_limiter_tiers(get()); }
+
+    /// Decides a request of `cost` for `key` under tier `tier`'s limits,
+    /// now. Throws Error(RATECELL_INVALID_TIER) when `tier` is not below
+    /// tiers().
+    Decision check_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost = 1) const {
+        Decision d{};
+        detail::check(::ratecell_check_tier(get(), key, tier, cost, &d));
+        return d;
+    }
+
+    /// check_tier at the caller's time (UNIX ns).
+    Decision check_tier_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                           std::uint64_t now_ns) const {
+        Decision d{};
+        detail::check(::ratecell_check_tier_at(get(), key, tier, cost, now_ns, &d));
+        return d;
+    }
+
+    /// check_tier_at with each limit's own decision and the denying index.
+    MultiDecision check_tier_each_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
+                                     std::uint64_t now_ns) const {
+        MultiDecision d{};
+        detail::check(::ratecell_check_tier_each_at(get(), key, tier, cost, now_ns, &d));
+        return d;
+    }
+
     /// Saves now, in the calling thread.
     void save() const { detail::check(::ratecell_persisted_save(handle_)); }
 
@@ -603,6 +747,8 @@ public:
     void close() { detail::check(::ratecell_persisted_close(std::exchange(handle_, nullptr))); }
 
 private:
+    explicit Persisted(ratecell_persisted *adopted) noexcept : handle_(adopted) {}
+
     static std::uint64_t nanos(std::chrono::nanoseconds every) {
         return every.count() < 0 ? 0 : static_cast<std::uint64_t>(every.count());
     }

@@ -2,7 +2,8 @@ package ratecell
 
 // This file owns periodic saving (docs/SNAPSHOT.md, "Periodic saving"): a
 // Limiter restored from its file at start and saved there by a background
-// thread of the library (ratecell_persisted_*), and RestoreMulti.
+// thread of the library (ratecell_persisted_*), of one limit, several, or
+// tiers; and RestoreMulti.
 
 /*
 #include <stdlib.h>
@@ -49,28 +50,74 @@ func OpenPersistedMulti(path string, limits []Limit, every time.Duration) (*Pers
 	}
 	p := C.CString(path)
 	defer C.free(unsafe.Pointer(p))
-	ns := uint64(0)
-	if every > 0 {
-		ns = uint64(every)
-	}
 	var persisted *C.ratecell_persisted
-	status := C.ratecell_persisted_open_multi(&configs[0], C.size_t(len(configs)), p, C.uint64_t(ns), &persisted)
+	status := C.ratecell_persisted_open_multi(&configs[0], C.size_t(len(configs)), p, everyNs(every), &persisted)
 	if err := statusError("open_persisted", status); err != nil {
 		return nil, err
 	}
+	var names []Limit
+	if len(limits) > 1 {
+		names = append([]Limit(nil), limits...)
+	}
+	return adoptPersisted(persisted, leaky, names), nil
+}
+
+// OpenPersistedTiered is OpenPersisted for a tiered limiter (NewTiered,
+// one Config per tier): restored from path with every tier if the file
+// exists, else made fresh, and saved there every `every` with every tier.
+// A file saved with other tiers, another number of them, or by a limiter
+// made without tiers gives ErrSnapshotConfigMismatch. CheckTier and the
+// other tier methods name a key's tier; the methods that name none are
+// tier 0's.
+func OpenPersistedTiered(path string, tiers []Config, every time.Duration) (*Persisted, error) {
+	rows := make([][]Config, len(tiers))
+	for i := range tiers {
+		rows[i] = tiers[i : i+1]
+	}
+	return OpenPersistedTieredMulti(path, rows, every)
+}
+
+// OpenPersistedTieredMulti is OpenPersistedTiered for tiers of several
+// limits each (NewTieredMulti).
+func OpenPersistedTieredMulti(path string, tiers [][]Config, every time.Duration) (*Persisted, error) {
+	configs, perTier, leaky, err := cTiers("open_persisted_tiered", tiers)
+	if err != nil {
+		return nil, err
+	}
+	p := C.CString(path)
+	defer C.free(unsafe.Pointer(p))
+	var persisted *C.ratecell_persisted
+	status := C.ratecell_persisted_open_tiered(&configs[0], C.size_t(perTier), C.size_t(len(tiers)), p, everyNs(every), &persisted)
+	if err := statusError("open_persisted_tiered", status); err != nil {
+		return nil, err
+	}
+	return adoptPersisted(persisted, leaky, nil), nil
+}
+
+// everyNs is a saving period as the C ABI takes it (a negative one is 0,
+// which the library raises to 1 ms).
+func everyNs(every time.Duration) C.uint64_t {
+	if every > 0 {
+		return C.uint64_t(every)
+	}
+	return 0
+}
+
+// adoptPersisted wraps an opened persisted handle: its limiter is used as
+// any other, and releasing it (Close of any copy, or the cleanup) closes
+// the persisted handle, saving a last time. limits are the names of
+// several limits, or nil.
+func adoptPersisted(persisted *C.ratecell_persisted, leaky bool, limits []Limit) *Persisted {
 	var handle *C.ratecell_limiter
 	// Cannot fail: both pointers are valid.
 	C.ratecell_persisted_limiter(persisted, &handle)
-	owner := &core{handle: handle, leaky: leaky}
-	if len(limits) > 1 {
-		owner.limits = append([]Limit(nil), limits...)
-	}
+	owner := &core{handle: handle, leaky: leaky, limits: limits}
 	closeErr := new(error)
 	owner.free = func() {
 		*closeErr = statusError("close_persisted", C.ratecell_persisted_close(persisted))
 	}
 	owner.cleanup = runtime.AddCleanup(owner, func(p *C.ratecell_persisted) { C.ratecell_persisted_close(p) }, persisted)
-	return &Persisted{Limiter: &Limiter{core: owner}, persisted: persisted, closeErr: closeErr}, nil
+	return &Persisted{Limiter: &Limiter{core: owner}, persisted: persisted, closeErr: closeErr}
 }
 
 // SaveNow saves in the calling goroutine (the periodic saves go on).

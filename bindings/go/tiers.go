@@ -4,19 +4,26 @@ package ratecell
 // checks that name a tier.
 
 /*
+#include <stdlib.h>
 #include "ratecell.h"
 */
 import "C"
 
-import "math"
+import (
+	"context"
+	"math"
+	"unsafe"
+)
 
 // MaxTiers is the most tiers NewTiered takes (RATECELL_MAX_TIERS).
 const MaxTiers = C.RATECELL_MAX_TIERS
 
 // NewTiered makes one keyed limiter serving several tiers (free, paid,
 // internal...), one Config per tier, numbered from 0 in order: CheckTier
-// names a key's tier on each check, and every method that names none
-// (Check, Allow, CheckBatch, Acquire, ...) is tier 0's.
+// names a key's tier on each check, CheckBatchTier one per request of a
+// batch, AcquireTier the tier to wait for. Tier 0 is the default tier:
+// every method that names none (Check, Allow, CheckBatch, Acquire, ...) is
+// tier 0's.
 //
 // A key whose tier changes keeps its state, read by its new tier's limits
 // at its next check (the carry-over rules of Reconfigure, for that one
@@ -39,23 +46,9 @@ func NewTiered(tiers []Config) (*Limiter, error) {
 // NewMulti): every tier lists the same limits in the same order, with its
 // own values (ErrInvalidLength when they are not as many).
 func NewTieredMulti(tiers [][]Config) (*Limiter, error) {
-	if len(tiers) == 0 || len(tiers) > MaxTiers {
-		return nil, statusError("new_tiered", C.RATECELL_INVALID_LENGTH)
-	}
-	perTier := len(tiers[0])
-	if perTier == 0 || perTier > MaxLimits {
-		return nil, statusError("new_tiered", C.RATECELL_INVALID_LENGTH)
-	}
-	configs := make([]C.struct_ratecell_config, 0, perTier*len(tiers))
-	leaky := false
-	for _, tier := range tiers {
-		if len(tier) != perTier {
-			return nil, statusError("new_tiered", C.RATECELL_INVALID_LENGTH)
-		}
-		for _, c := range tier {
-			configs = append(configs, cConfig(c))
-			leaky = leaky || c.Algorithm == LeakyBucket
-		}
+	configs, perTier, leaky, err := cTiers("new_tiered", tiers)
+	if err != nil {
+		return nil, err
 	}
 	var handle *C.ratecell_limiter
 	status := C.ratecell_limiter_new_tiered_multi(&configs[0], C.size_t(perTier), C.size_t(len(tiers)), &handle)
@@ -151,4 +144,115 @@ func (l *Limiter) CheckTierEachAt(key uint64, tier int, cost, nowNs uint64) (Mul
 	status := C.ratecell_check_tier_each_at(h, C.uint64_t(key), cTier(tier), C.uint64_t(cost), C.uint64_t(nowNs), &m)
 	l.exit()
 	return multiDecision(&m, status)
+}
+
+// CheckBatchTier is CheckBatch with a tier per request: keys[i] under tier
+// tiers[i]. tiers must have len(keys) elements (else ErrInvalidLength).
+// Every tier is checked first: one not below Tiers() gives ErrInvalidTier,
+// and nothing is decided, stored or written.
+func (l *Limiter) CheckBatchTier(keys []uint64, tiers []uint32, costs []uint64, allowed []bool, decisions []Decision) error {
+	return l.batchTier(keys, tiers, costs, false, 0, allowed, decisions)
+}
+
+// CheckBatchTierAt is CheckBatchTier at the caller's time nowNs (UNIX
+// nanoseconds).
+func (l *Limiter) CheckBatchTierAt(keys []uint64, tiers []uint32, costs []uint64, nowNs uint64, allowed []bool, decisions []Decision) error {
+	return l.batchTier(keys, tiers, costs, true, nowNs, allowed, decisions)
+}
+
+// batchTier passes CheckBatchTier's buffers to the C ABI, which reads them
+// in place (the batch itself is the library's).
+func (l *Limiter) batchTier(keys []uint64, tiers []uint32, costs []uint64, at bool, nowNs uint64, allowed []bool, decisions []Decision) error {
+	n := len(keys)
+	if len(tiers) != n || (costs != nil && len(costs) != n) || (decisions != nil && len(decisions) != n) ||
+		(allowed != nil && len(allowed) != n) || (allowed == nil && decisions == nil && n > 0) {
+		return &Error{Op: "check batch tier", Status: StatusInvalidLength}
+	}
+	if allowed == nil {
+		allowed = make([]bool, n)
+	}
+	h, err := l.enter()
+	if err != nil {
+		return err
+	}
+	keysPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(keys)))
+	tiersPtr := (*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(tiers)))
+	costsPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(costs)))
+	// A Go bool is one byte holding 0 or 1, which is what the library writes.
+	allowedPtr := (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(allowed)))
+	var decisionsPtr *C.struct_ratecell_decision
+	if decisions != nil {
+		decisionsPtr = unsafe.SliceData(decisions).cDecision()
+	}
+	var status C.ratecell_status
+	if at {
+		status = C.ratecell_check_batch_tier_at(h, keysPtr, tiersPtr, costsPtr, C.size_t(n), C.uint64_t(nowNs), allowedPtr, decisionsPtr)
+	} else {
+		status = C.ratecell_check_batch_tier(h, keysPtr, tiersPtr, costsPtr, C.size_t(n), allowedPtr, decisionsPtr)
+	}
+	l.exit()
+	if status == C.RATECELL_OK {
+		for i := range decisions {
+			decisions[i].saturate()
+		}
+	}
+	return statusError("check batch tier", status)
+}
+
+// AcquireTier is Acquire under tier's limits: it waits until that tier
+// admits the request. A tier not below Tiers() gives ErrInvalidTier at
+// once, nothing checked.
+func (l *Limiter) AcquireTier(ctx context.Context, key uint64, tier int, cost uint64) (Decision, error) {
+	return l.acquire(ctx, "acquire tier", cost, func(c uint64) (Decision, error) { return l.CheckTier(key, tier, c) })
+}
+
+// AcquireBytesTier is AcquireTier for a byte-string key (see CheckBytes).
+func (l *Limiter) AcquireBytesTier(ctx context.Context, key []byte, tier int, cost uint64) (Decision, error) {
+	return l.acquire(ctx, "acquire bytes tier", cost, func(c uint64) (Decision, error) { return l.CheckBytesTier(key, tier, c) })
+}
+
+// RestoreTiered builds a tiered limiter (as NewTieredMulti makes it) from
+// the snapshot file at path: the snapshot must hold the same tiers of the
+// same limits in the same order, else ErrSnapshotConfigMismatch before
+// anything is allocated (a snapshot of a limiter made without tiers is
+// refused so too). Each key keeps the state it had. Restore(path) takes
+// the tiers from the file instead.
+func RestoreTiered(tiers [][]Config, path string) (*Limiter, error) {
+	configs, perTier, leaky, err := cTiers("restore tiered", tiers)
+	if err != nil {
+		return nil, err
+	}
+	p := C.CString(path)
+	defer C.free(unsafe.Pointer(p))
+	var handle *C.ratecell_limiter
+	status := C.ratecell_limiter_restore_tiered(&configs[0], C.size_t(perTier), C.size_t(len(tiers)), p, &handle)
+	if err := statusError("restore tiered", status); err != nil {
+		return nil, err
+	}
+	return wrap(handle, leaky), nil
+}
+
+// cTiers lays tiers out as the C ABI takes them, tier by tier, with the
+// number of limits per tier and whether they are leaky buckets;
+// ErrInvalidLength for no tiers, too many, or tiers of unequal lengths.
+func cTiers(op string, tiers [][]Config) ([]C.struct_ratecell_config, int, bool, error) {
+	if len(tiers) == 0 || len(tiers) > MaxTiers {
+		return nil, 0, false, statusError(op, C.RATECELL_INVALID_LENGTH)
+	}
+	perTier := len(tiers[0])
+	if perTier == 0 || perTier > MaxLimits {
+		return nil, 0, false, statusError(op, C.RATECELL_INVALID_LENGTH)
+	}
+	configs := make([]C.struct_ratecell_config, 0, perTier*len(tiers))
+	leaky := false
+	for _, tier := range tiers {
+		if len(tier) != perTier {
+			return nil, 0, false, statusError(op, C.RATECELL_INVALID_LENGTH)
+		}
+		for _, c := range tier {
+			configs = append(configs, cConfig(c))
+			leaky = leaky || c.Algorithm == LeakyBucket
+		}
+	}
+	return configs, perTier, leaky, nil
 }

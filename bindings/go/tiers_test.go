@@ -1,7 +1,10 @@
 package ratecell
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -178,5 +181,261 @@ func TestTiersOfSeveralLimitsAndBadInput(t *testing.T) {
 	}
 	if _, err := plain.CheckTierAt(1, 1, 1, tiersT0); !errors.Is(err, ErrInvalidTier) {
 		t.Errorf("tier 1 of 1: %v", err)
+	}
+}
+
+// A batch names a tier per request and decides as the checks one by one;
+// a tier out of range anywhere decides nothing. AcquireTier waits for the
+// named tier.
+func TestTiersBatchAndAcquireNameTheTier(t *testing.T) {
+	free := Config{Algorithm: TokenBucket, Limit: 3, Period: time.Hour, Capacity: 100}
+	paid := free
+	paid.Limit = 30
+	lim, err := NewTiered([]Config{free, paid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	keys := []uint64{1, 1, 1, 1, 2, 2}
+	tiers := []uint32{0, 0, 0, 0, 1, 1}
+	allowed := make([]bool, len(keys))
+	decisions := make([]Decision, len(keys))
+	if err := lim.CheckBatchTierAt(keys, tiers, nil, tiersT0, allowed, decisions); err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, true, true, false, true, true}
+	for i := range want {
+		if allowed[i] != want[i] {
+			t.Errorf("request %d: allowed %v, want %v", i, allowed[i], want[i])
+		}
+	}
+	if decisions[5].Limit != 30 || decisions[5].Remaining != 28 {
+		t.Errorf("paid key: %+v", decisions[5])
+	}
+	if err := lim.CheckBatchTier([]uint64{3}, []uint32{1}, nil, allowed[:1], nil); err != nil || !allowed[0] {
+		t.Errorf("now: %v %v", allowed[0], err)
+	}
+	allowed[0], allowed[1] = false, false
+	err = lim.CheckBatchTierAt([]uint64{9, 9}, []uint32{1, 2}, nil, tiersT0, allowed[:2], nil)
+	if !errors.Is(err, ErrInvalidTier) {
+		t.Errorf("tier 2: %v", err)
+	}
+	if d, _ := lim.CheckTierAt(9, 1, 0, tiersT0); d.Remaining != 30 {
+		t.Errorf("a refused batch stored something: %+v", d)
+	}
+	if err := lim.CheckBatchTier([]uint64{9, 9}, []uint32{1}, nil, allowed[:2], nil); !errors.Is(err, ErrInvalidLength) {
+		t.Errorf("short tiers: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for i := 0; i < 3; i++ {
+		if d, err := lim.AcquireTier(ctx, 7, 0, 1); err != nil || d.Limit != 3 {
+			t.Fatalf("acquire %d: %+v %v", i, d, err)
+		}
+	}
+	if _, err := lim.AcquireTier(ctx, 7, 0, 1); !errors.Is(err, ErrTimedOut) {
+		t.Errorf("a fourth free acquire: %v", err)
+	}
+	if d, err := lim.AcquireBytesTier(ctx, []byte("p"), 1, 1); err != nil || d.Limit != 30 {
+		t.Errorf("paid bytes: %+v %v", d, err)
+	}
+	if _, err := lim.AcquireTier(ctx, 7, 2, 1); !errors.Is(err, ErrInvalidTier) {
+		t.Errorf("tier 2: %v", err)
+	}
+}
+
+// A tiered limiter's snapshot keeps its tiers: restored with them, or
+// from the file alone; other tiers are refused.
+func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
+	free := Config{Algorithm: FixedWindow, Limit: 3, Period: time.Minute, Capacity: 100}
+	paid := free
+	paid.Limit = 30
+	lim, err := NewTiered([]Config{free, paid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	if _, err := lim.CheckTierAt(1, 1, 10, tiersT0); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/tiers.snap"
+	if err := lim.SaveAt(path, tiersT0); err != nil {
+		t.Fatal(err)
+	}
+	back, err := RestoreTiered([][]Config{{free}, {paid}}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if d, _ := back.CheckTierAt(1, 1, 0, tiersT0); d.Remaining != 20 {
+		t.Errorf("restored paid key: %+v", d)
+	}
+	fromFile, err := Restore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fromFile.Close()
+	if fromFile.Tiers() != 2 {
+		t.Errorf("Restore: %d tiers", fromFile.Tiers())
+	}
+	other := paid
+	other.Limit = 40
+	if _, err := RestoreTiered([][]Config{{free}, {other}}, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("another paid limit: %v", err)
+	}
+	if _, err := RestoreConfig(free, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("no tiers: %v", err)
+	}
+	if _, err := RestoreTiered(nil, path); !errors.Is(err, ErrInvalidLength) {
+		t.Errorf("no tiers given: %v", err)
+	}
+}
+
+// waitForFile waits for the file at path to appear (a periodic save
+// renaming it into place), for at most 30 s.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no periodic save of %s", path)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A tiered limiter saved every millisecond: the file as its saving thread
+// (not its Close) left it, as a process killed then would leave it,
+// reopens into a limiter deciding the rest of a trace as the original.
+// Other tiers, or none, are refused by name.
+func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiers.snap")
+	tiers := [][]Config{
+		{{Algorithm: GCRA, Limit: 5, Period: time.Hour, Capacity: 100}, {Algorithm: TokenBucket, Limit: 8, Period: time.Hour, Capacity: 100}},
+		{{Algorithm: GCRA, Limit: 50, Period: time.Hour, Capacity: 100}, {Algorithm: TokenBucket, Limit: 80, Period: time.Hour, Capacity: 100}},
+	}
+	request := func(i int) (key uint64, tier int, cost uint64) {
+		key = uint64(i * 7 % 5)
+		tier = int(key % 2)
+		if i%4 == 0 {
+			tier = i / 4 % 2
+		}
+		return key, tier, 1 + uint64(i%4)
+	}
+	p, err := OpenPersistedTieredMulti(path, tiers, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Tiers() != 2 {
+		t.Fatalf("tiers %d", p.Tiers())
+	}
+	// The first half before the limiter's clock (by which the saver judges
+	// which states are live), the rest after every save.
+	now, _ := p.Now()
+	start := now - 10*uint64(time.Second)
+	for i := 0; i < 60; i++ {
+		key, tier, cost := request(i)
+		if _, err := p.CheckTierEachAt(key, tier, cost, start+uint64(i)*uint64(100*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A save may have been under way during the checks; the one after the
+	// first to rename began after them (the thread saves one at a time).
+	os.Remove(path)
+	waitForFile(t, path)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitForFile(t, path)
+	saved, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(dir, "copy.snap")
+	if err := os.WriteFile(copyPath, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	back, err := OpenPersistedTieredMulti(copyPath, tiers, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	now, _ = p.Now()
+	rest := now + uint64(time.Second)
+	denied := 0
+	for i := 60; i < 120; i++ {
+		key, tier, cost := request(i)
+		at := rest + uint64(i-60)*uint64(100*time.Millisecond)
+		want, err := p.CheckTierEachAt(key, tier, cost, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := back.CheckTierEachAt(key, tier, cost, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same := got.Decision == want.Decision && got.DeniedBy == want.DeniedBy && len(got.Limits) == len(want.Limits)
+		for j := range got.Limits {
+			same = same && j < len(want.Limits) && got.Limits[j] == want.Limits[j]
+		}
+		if !same {
+			t.Fatalf("request %d (key %d tier %d cost %d): reopened %+v, original %+v", i, key, tier, cost, got, want)
+		}
+		if !want.Decision.Allowed {
+			denied++
+		}
+	}
+	if denied == 0 {
+		t.Fatal("the trace never reached a limit: it tests nothing restored")
+	}
+	if err := back.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another number of tiers, another tier's limit, no tiers at all.
+	if _, err := OpenPersistedTieredMulti(path, tiers[:1], time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("one tier: %v", err)
+	}
+	other := [][]Config{tiers[0], {tiers[1][0], tiers[1][1]}}
+	other[1][1].Limit = 81
+	if _, err := OpenPersistedTieredMulti(path, other, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("another limit: %v", err)
+	}
+	if _, err := OpenPersisted(path, tiers[0][0], time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("untiered open of a tiered file: %v", err)
+	}
+	plain := filepath.Join(dir, "plain.snap")
+	untiered, err := OpenPersisted(plain, tiers[0][0], time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := untiered.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenPersistedTiered(plain, []Config{tiers[0][0], tiers[1][0]}, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+		t.Errorf("tiered open of an untiered file: %v", err)
+	}
+	if _, err := OpenPersistedTiered(path, nil, time.Hour); !errors.Is(err, ErrInvalidLength) {
+		t.Errorf("no tiers: %v", err)
+	}
+	// One limit per tier, fresh: the tiers are there.
+	single, err := OpenPersistedTiered(filepath.Join(dir, "single.snap"), []Config{tiers[0][0], tiers[1][0]}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := single.CheckTierAt(1, 1, 1, tiersT0); err != nil || d.Limit != 50 {
+		t.Errorf("tier 1 of a fresh file: %+v %v", d, err)
+	}
+	if err := single.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

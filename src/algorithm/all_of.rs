@@ -35,7 +35,7 @@
 //! conjunction of the limits.
 
 use super::{
-    BlockAlgorithm, WordAlgorithm, Words, bucketed_window::BucketedWindow,
+    BlockAlgorithm, Visit, WordAlgorithm, Words, bucketed_window::BucketedWindow,
     fixed_window::FixedWindow, gcra::Gcra, mask, sliding_log::SlidingLog,
     sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
@@ -148,10 +148,8 @@ impl Rule {
     /// beyond its state, a packing that re-packs to itself, and a state the
     /// algorithm allows (a restored snapshot is checked with it).
     fn word_is_valid(&self, packed: u128) -> bool {
-        with_rule!(self, a => word: {
-            let state = a.unpack(packed);
-            packed & !mask(a.state_bits()) == 0 && a.pack(state) == packed && a.is_valid(state)
-        }, block: unreachable!("a multi-word rule {a:?} has no packed state"))
+        with_rule!(self, a => word: packed_is_valid(a, packed),
+            block: unreachable!("a multi-word rule {a:?} has no packed state"))
     }
 
     #[inline]
@@ -324,6 +322,173 @@ impl AllOf {
     }
 }
 
+impl AllOf {
+    /// Runs `visit` with the composite's concrete form when it has one (one
+    /// or two limits in the word layout), else `other`. One dispatch on the
+    /// rules, here, instead of one per rule per decision. (Not a `Result`
+    /// of `visit`'s output: merged from every arm through an enum, the
+    /// decision went through the stack, a store-forwarding stall per check.)
+    #[allow(
+        clippy::inline_always,
+        reason = "each arm is the body of a check, compiled for its rules"
+    )]
+    #[inline(always)]
+    fn concrete<V: Visit<u128>>(&self, visit: V, other: impl FnOnce(V) -> V::Out) -> V::Out {
+        const WORD: &str = "a multi-word rule in a word layout";
+        match self.parts() {
+            [p] if self.word => {
+                with_word_rule!(&p.rule, a => visit.visit(&One { a: *a, bits: p.bits }),
+                else unreachable!("{WORD}"))
+            }
+            [p, q] if self.word => with_word_rule!(&p.rule, a => with_word_rule!(&q.rule, b => {
+                visit.visit(&Pair { a: *a, b: *b, at: q.at, size: self.size })
+            }, else unreachable!("{WORD}")), else unreachable!("{WORD}")),
+            _ => other(visit),
+        }
+    }
+}
+
+/// [`AllOf`]'s decision as a [`Visit`] (its one- and two-limit forms).
+struct Decide<'a> {
+    state: u128,
+    t: u64,
+    n: u64,
+    out: &'a mut [Decision],
+}
+
+impl Visit<u128> for Decide<'_> {
+    type Out = (Decision, Option<u128>);
+    #[allow(clippy::inline_always, reason = "as AllOf::concrete")]
+    #[inline(always)]
+    fn visit<D: WordAlgorithm<State = u128>>(self, alg: &D) -> Self::Out {
+        alg.decide_each(self.state, self.t, self.n, self.out)
+    }
+}
+
+/// Whether a single-word rule could have stored `packed`: no bits beyond
+/// its state, a packing that re-packs to itself, and a state the algorithm
+/// allows (a restored snapshot is checked with it).
+fn packed_is_valid<A: WordAlgorithm>(a: &A, packed: u128) -> bool {
+    let state = a.unpack(packed);
+    packed & !mask(a.state_bits()) == 0 && a.pack(state) == packed && a.is_valid(state)
+}
+
+/// A composite of one single-word limit with its rule's type known (a tier
+/// of one limit, `crate::tiers`): its own decision is the combined one,
+/// denied or not; nothing to decide again or combine.
+#[derive(Clone, Copy, Debug)]
+struct One<A> {
+    a: A,
+    bits: u32,
+}
+
+impl<A: WordAlgorithm> WordAlgorithm for One<A> {
+    type State = u128;
+
+    #[inline]
+    fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
+        self.decide_each(state, t, n, &mut [])
+    }
+
+    #[allow(clippy::inline_always, reason = "as decide_pair")]
+    #[inline(always)]
+    fn decide_each(
+        &self,
+        state: u128,
+        t: u64,
+        n: u64,
+        out: &mut [Decision],
+    ) -> (Decision, Option<u128>) {
+        let own = state & mask(self.bits);
+        let (d, stored) = self.a.decide(self.a.unpack(own), t, n);
+        if let Some(o) = out.first_mut() {
+            *o = d;
+        }
+        let stored = stored.map(|s| self.a.pack(s));
+        (d, (d.allowed && n > 0).then(|| stored.unwrap_or(own)))
+    }
+
+    fn is_fresh_at(&self, state: u128, t: u64) -> bool {
+        self.a.is_fresh_at(self.a.unpack(state), t)
+    }
+
+    #[inline]
+    fn pack(&self, state: u128) -> u128 {
+        state
+    }
+
+    #[inline]
+    fn unpack(&self, word: u128) -> u128 {
+        word & mask(self.bits)
+    }
+
+    fn state_bits(&self) -> u32 {
+        self.bits
+    }
+
+    fn is_valid(&self, state: u128) -> bool {
+        packed_is_valid(&self.a, state)
+    }
+}
+
+/// A composite of two single-word limits with both rules' types known:
+/// the first's state in the low bits, the second's from bit `at`.
+#[derive(Clone, Copy, Debug)]
+struct Pair<A, B> {
+    a: A,
+    b: B,
+    at: u32,
+    size: u32,
+}
+
+impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<A, B> {
+    type State = u128;
+
+    #[inline]
+    fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
+        self.decide_each(state, t, n, &mut [])
+    }
+
+    #[allow(clippy::inline_always, reason = "as decide_pair")]
+    #[inline(always)]
+    fn decide_each(
+        &self,
+        state: u128,
+        t: u64,
+        n: u64,
+        out: &mut [Decision],
+    ) -> (Decision, Option<u128>) {
+        // Each state's bits above its own are ignored by its `unpack`.
+        let (sa, sb) = (state, state >> self.at);
+        let (d, next) = decide_pair(&self.a, &self.b, (sa, sb), t, n, out);
+        (d, next.map(|(na, nb)| na | nb << self.at))
+    }
+
+    fn is_fresh_at(&self, state: u128, t: u64) -> bool {
+        self.a.is_fresh_at(self.a.unpack(state), t)
+            && self.b.is_fresh_at(self.b.unpack(state >> self.at), t)
+    }
+
+    #[inline]
+    fn pack(&self, state: u128) -> u128 {
+        state
+    }
+
+    #[inline]
+    fn unpack(&self, word: u128) -> u128 {
+        word & mask(self.size)
+    }
+
+    fn state_bits(&self) -> u32 {
+        self.size
+    }
+
+    fn is_valid(&self, state: u128) -> bool {
+        packed_is_valid(&self.a, state & mask(self.at))
+            && packed_is_valid(&self.b, (state >> self.at) & mask(self.size - self.at))
+    }
+}
+
 /// The combined decision of the limits' own decisions (already adjusted to
 /// their states after the decision), and which limit denied: the one whose
 /// wait is the combined `retry_after_ns` (the lowest index on ties); `None`
@@ -433,8 +598,13 @@ fn denied_pair<A: WordAlgorithm, B: WordAlgorithm>(
 )]
 #[inline(always)]
 fn combine_pair(da: Decision, db: Decision, allowed: bool, out: &mut [Decision]) -> Decision {
-    for (o, d) in out.iter_mut().zip([da, db]) {
-        *o = d;
+    // Not a loop over `out.iter_mut().zip([da, db])`: that zip was left
+    // out of line, a call per check.
+    if let Some(o) = out.get_mut(0) {
+        *o = da;
+    }
+    if let Some(o) = out.get_mut(1) {
+        *o = db;
     }
     let least = if db.remaining < da.remaining { db } else { da };
     Decision {
@@ -485,28 +655,20 @@ impl WordAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> (Decision, Option<u128>) {
-        if self.len == 1 {
-            // One limit (a tier of one limit, `crate::tiers`): its own
-            // decision is the combined one, denied or not; nothing to
-            // decide again or combine.
-            let p = &self.parts[0];
-            let own = state & mask(p.bits);
-            let (d, stored) = p.rule.decide_word(own, t, n);
-            if let Some(o) = out.first_mut() {
-                *o = d;
-            }
-            return (d, (d.allowed && n > 0).then(|| stored.unwrap_or(own)));
-        }
-        if let [p, q] = self.parts() {
-            // Each state's bits above its own are ignored by its `unpack`.
-            let (sa, sb) = (state, state >> q.at);
-            return with_word_rule!(&p.rule, a => with_word_rule!(&q.rule, b => {
-                let (d, next) = decide_pair(a, b, (sa, sb), t, n, out);
-                (d, next.map(|(na, nb)| na | nb << q.at))
-            }, else unreachable!("a multi-word rule in a word layout")),
-            else unreachable!("a multi-word rule in a word layout"));
-        }
-        self.decide_many(state, t, n, out)
+        self.concrete(Decide { state, t, n, out }, |d| {
+            self.decide_many(d.state, d.t, d.n, d.out)
+        })
+    }
+
+    /// One or two limits: [`One`] or [`Pair`], after one dispatch on the
+    /// rules; three or more: the composite itself.
+    #[allow(
+        clippy::inline_always,
+        reason = "each arm is the body of a check, compiled for its rules"
+    )]
+    #[inline(always)]
+    fn with_concrete<V: Visit<u128>>(&self, visit: V) -> V::Out {
+        self.concrete(visit, |v| v.visit(self))
     }
 
     fn is_fresh_at(&self, state: u128, t: u64) -> bool {

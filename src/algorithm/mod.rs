@@ -74,6 +74,22 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
     /// How many low bits of the word the packed state uses.
     fn state_bits(&self) -> u32;
 
+    /// Runs `visit` with the form of this algorithm that decides fastest:
+    /// itself, unless it is a composite whose rules are only known at run
+    /// time (`all_of`), which dispatches once on them and passes a form
+    /// with each rule's type known. The cell and the table put their whole
+    /// check (CAS loop included) in `visit`, so a composite's check is
+    /// compiled once per pair of rules, with each rule's decision inlined
+    /// and every decision kept in registers as a single rule's is.
+    #[allow(
+        clippy::inline_always,
+        reason = "a transparent call: the check it wraps must stay where it was inlined"
+    )]
+    #[inline(always)]
+    fn with_concrete<V: Visit<Self::State>>(&self, visit: V) -> V::Out {
+        visit.visit(self)
+    }
+
     #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Whether this algorithm could have stored `state` (a restored
     /// snapshot is checked with it, so a damaged or hostile file cannot
@@ -82,6 +98,13 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
         let _ = state;
         true
     }
+}
+
+/// What [`WordAlgorithm::with_concrete`] runs: a check generic over the
+/// algorithm it decides with (a closure cannot be generic).
+pub(crate) trait Visit<S> {
+    type Out;
+    fn visit<D: WordAlgorithm<State = S>>(self, alg: &D) -> Self::Out;
 }
 
 /// Word storage that a [`BlockAlgorithm`] reads and writes while it holds

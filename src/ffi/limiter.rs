@@ -288,7 +288,7 @@ pub unsafe extern "C" fn ratecell_check(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
-        answer!(out, l.check(key, cost, None).into())
+        answer_decision!(out, l.check(key, cost, None))
     }
 }
 
@@ -307,7 +307,7 @@ pub unsafe extern "C" fn ratecell_check_at(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
-        answer!(out, l.check(key, cost, Some(now_ns)).into())
+        answer_decision!(out, l.check(key, cost, Some(now_ns)))
     }
 }
 
@@ -399,7 +399,7 @@ pub unsafe extern "C" fn ratecell_check_bytes(
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
         let key = try_slice!(key, key_len);
-        answer!(out, l.check_bytes(key, cost, None).into())
+        answer_decision!(out, l.check_bytes(key, cost, None))
     }
 }
 
@@ -419,7 +419,7 @@ pub unsafe extern "C" fn ratecell_check_bytes_at(
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
         let key = try_slice!(key, key_len);
-        answer!(out, l.check_bytes(key, cost, Some(now_ns)).into())
+        answer_decision!(out, l.check_bytes(key, cost, Some(now_ns)))
     }
 }
 
@@ -452,7 +452,7 @@ pub unsafe extern "C" fn ratecell_check_batch(
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
         // SAFETY: forwarded with the caller's promises.
-        unsafe { check_batch(l, keys, costs, n, None, allowed_out, decisions_out) }
+        unsafe { check_batch(l, keys, std::ptr::null(), costs, n, None, allowed_out, decisions_out) }
     }
 }
 
@@ -473,18 +473,29 @@ pub unsafe extern "C" fn ratecell_check_batch_at(
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
         // SAFETY: forwarded with the caller's promises.
-        unsafe { check_batch(l, keys, costs, n, Some(now_ns), allowed_out, decisions_out) }
+        unsafe {
+            check_batch(l, keys, std::ptr::null(), costs, n, Some(now_ns), allowed_out, decisions_out)
+        }
     }
 }
 
-/// The batch check behind both exported forms; `now_ns` None reads the
-/// clock once, after every argument has been checked.
+/// The batch check behind every exported form; `now_ns` None reads the
+/// clock once, after every argument has been checked. `tiers` NULL is the
+/// untiered batch (tier 0); else request `i` is decided under `tiers[i]`
+/// (`ratecell_check_batch_tier`), every tier checked before anything is
+/// decided or written.
 ///
 /// # Safety
-/// As for `ratecell_check_batch`.
-unsafe fn check_batch(
+/// As for `ratecell_check_batch`; `tiers` is NULL or points to `n`
+/// readable `uint32_t`.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the C signature's arguments, one to one"
+)]
+pub(super) unsafe fn check_batch(
     l: &ratecell_limiter,
     keys: *const u64,
+    tiers: *const u32,
     costs: *const u64,
     n: usize,
     now_ns: Option<u64>,
@@ -497,6 +508,11 @@ unsafe fn check_batch(
         return RATECELL_INVALID_LENGTH;
     }
     let keys = try_slice!(keys, n);
+    let tiers = if tiers.is_null() {
+        None
+    } else {
+        Some(try_slice!(tiers, n))
+    };
     let costs = if costs.is_null() {
         None
     } else {
@@ -518,13 +534,24 @@ unsafe fn check_batch(
             decisions.write(i, d.into());
         }
     };
-    match &l.inner {
-        Inner::Direct(direct) => {
+    match (&l.inner, tiers) {
+        (Inner::Direct(_), Some(tiers)) if tiers.iter().any(|&t| t != 0) => {
+            return RATECELL_INVALID_TIER;
+        }
+        (Inner::Direct(direct), _) => {
             for i in 0..n {
                 each(i, direct.check_at(costs.map_or(1, |c| c[i]), now_ns));
             }
         }
-        Inner::Keyed(keyed) => keyed.check_batch_with(keys, costs, now_ns, each),
+        (Inner::Keyed(keyed), None) => keyed.check_batch_with(keys, costs, now_ns, each),
+        (Inner::Keyed(keyed), Some(tiers)) => {
+            let tier_of = |i: usize| tiers[i] as usize;
+            try_status!(
+                keyed
+                    .batch_tiers(keys, tier_of, costs, now_ns, each)
+                    .map_err(|_| RATECELL_INVALID_TIER)
+            );
+        }
     }
     RATECELL_OK
 }
@@ -592,7 +619,7 @@ pub unsafe extern "C" fn ratecell_acquire_bytes(
 ///
 /// # Safety
 /// `out` is non-NULL and writable.
-unsafe fn finish_acquire(
+pub(super) unsafe fn finish_acquire(
     result: Result<Decision, AcquireError>,
     out: *mut ratecell_decision,
 ) -> ratecell_status {

@@ -105,6 +105,18 @@ macro_rules! answer {
     }};
 }
 
+/// `answer!` for a decision: the decision written field by field
+/// (`ratecell_decision::write_fields`, which says why).
+macro_rules! answer_decision {
+    ($out:expr, $decision:expr) => {{
+        let out = try_status!($crate::ffi::out_ptr($out));
+        let d: $crate::Decision = $decision;
+        // SAFETY: non-NULL, and writable as the function's contract says.
+        unsafe { $crate::ffi::ratecell_decision::write_fields(out, &d) };
+        $crate::ffi::ratecell_status::RATECELL_OK
+    }};
+}
+
 mod info;
 mod limiter;
 mod multi;

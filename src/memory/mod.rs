@@ -35,6 +35,9 @@ pub(crate) struct AlignedWords<T> {
     ptr: std::ptr::NonNull<T>,
     #[cfg(not(ratecell_loom))]
     len: usize,
+    /// Mapped by `mapped_now` (unmapped on drop), not from the allocator.
+    #[cfg(not(ratecell_loom))]
+    mapped: bool,
     #[cfg(ratecell_loom)]
     items: Box<[T]>,
 }
@@ -88,6 +91,15 @@ impl<T> Drop for AlignedWords<T> {
         }
         // The atomic integers callers use need no drop of their own.
         let layout = Self::layout(self.len).expect("the layout was valid when allocated");
+        if self.mapped {
+            // SAFETY: mapped in `mapped_now` with exactly this size, unmapped
+            // once.
+            #[cfg(target_os = "linux")]
+            unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), layout.size())
+            };
+            return;
+        }
         // SAFETY: allocated in zeroed_slice with this very layout, freed once.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast::<u8>(), layout) };
     }
@@ -96,7 +108,9 @@ impl<T> Drop for AlignedWords<T> {
 /// Allocates `len` zeroed atomic words, or reports how many bytes failed.
 ///
 /// Outside loom this is one `alloc_zeroed` (calloc: the kernel hands back
-/// zero pages, so a large table costs no time to clear), aligned to [`LINE`].
+/// zero pages, so a large table costs no time to clear), aligned to [`LINE`];
+/// on Linux an array of 2 MiB or more made resident now is a mapping of its
+/// own (`mapped_now`).
 pub(crate) fn zeroed_words(
     len: usize,
     residency: Residency,
@@ -124,6 +138,7 @@ fn zeroed_slice<T>(
         return Ok(AlignedWords {
             ptr: std::ptr::NonNull::dangling(),
             len: 0,
+            mapped: false,
         });
     }
     let layout = AlignedWords::<T>::layout(len).ok_or(bytes)?;
@@ -131,6 +146,10 @@ fn zeroed_slice<T>(
         return Err(bytes);
     }
     let now = residency == Residency::Now;
+    #[cfg(target_os = "linux")]
+    if now && bytes >= MAP_FROM {
+        return mapped_now(len, bytes);
+    }
     // A table made resident now is zeroed only after the huge-page advice
     // and the population: `alloc_zeroed` at cache-line alignment writes
     // the zeros itself (the allocator cannot use calloc's fresh-page
@@ -165,7 +184,58 @@ fn zeroed_slice<T>(
     // The allocation holds `len` values of T laid out as an array; all-zero
     // bits are a valid value for the atomic integers callers use; `AlignedWords`
     // frees it with the same layout.
-    Ok(AlignedWords { ptr, len })
+    Ok(AlignedWords {
+        ptr,
+        len,
+        mapped: false,
+    })
+}
+
+/// From this size up, an array made resident now is mapped directly
+/// ([`mapped_now`]) rather than taken from the allocator.
+#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+const MAP_FROM: usize = 2 << 20;
+
+/// `len` values (`bytes` bytes) of fresh anonymous memory, its whole 2 MiB
+/// pages advised huge, every page faulted in now.
+///
+/// Mapped directly, not through the allocator: once a process has freed a
+/// block this large (a table dropped before), glibc raises its mmap
+/// threshold and serves the next one from its heap, whose pages are
+/// already faulted in at 4 KiB and stay so whatever the advice. A table
+/// built after another was dropped then had no huge pages at all (`cargo
+/// bench --bench ratecell -- shared_1M` with the floor built first: 0 MiB
+/// where a fresh process gets 20 MiB, and each check 1.1-1.2x slower).
+/// A fresh mapping is page-aligned (so on a cache line) and reads zero.
+#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+fn mapped_now<T>(len: usize, bytes: usize) -> Result<AlignedWords<T>, usize> {
+    let size = AlignedWords::<T>::layout(len).ok_or(bytes)?.size();
+    // SAFETY: a fresh private anonymous mapping chosen by the kernel.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(bytes);
+    }
+    advise_huge_pages(ptr.cast(), size);
+    // SAFETY: the range is the mapping; populating leaves its zeros.
+    if !unsafe { resident::populate(ptr.cast(), size) } {
+        // SAFETY: the mapping made above, not handed out.
+        unsafe { libc::munmap(ptr, size) };
+        return Err(bytes);
+    }
+    Ok(AlignedWords {
+        ptr: std::ptr::NonNull::new(ptr.cast()).ok_or(bytes)?,
+        len,
+        mapped: true,
+    })
 }
 
 /// Asks the kernel to back the 2 MiB-aligned interior of a large, resident
@@ -247,6 +317,25 @@ mod tests {
                     .for_each(|w| w.store(u128::MAX, Ordering::Relaxed));
             }
         }
+    }
+
+    #[test]
+    fn large_arrays_made_resident_now_are_mappings_of_their_own_that_read_zero() {
+        // A block this large freed first raises glibc's mmap threshold, so
+        // an allocator-made array would now come from the heap.
+        drop(vec![1u8; 8 << 20]);
+        let len = (3 << 20) / 16 + 5;
+        for _ in 0..2 {
+            let wide = zeroed_wide_words(len, Residency::Now).unwrap();
+            assert_eq!(wide.mapped, cfg!(target_os = "linux"));
+            assert_eq!(wide.len(), len);
+            assert_eq!(wide.as_ptr() as usize % LINE, 0);
+            assert!(wide.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+            wide.iter()
+                .for_each(|w| w.store(u128::MAX, Ordering::Relaxed));
+        }
+        assert!(!zeroed_wide_words(len, Residency::OnUse).unwrap().mapped);
+        assert!(!zeroed_wide_words(1000, Residency::Now).unwrap().mapped);
     }
 
     #[test]

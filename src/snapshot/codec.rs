@@ -1,6 +1,7 @@
-//! The snapshot format, versions 1 and 2 (docs/SNAPSHOT.md is the normative
+//! The snapshot format, versions 1 to 3 (docs/SNAPSHOT.md is the normative
 //! description): a fixed header (version 2: followed by a table of the
-//! further limits of a limiter of several) with its own checksum, the
+//! further limits of a limiter of several; version 3: then every further
+//! tier's limits, for a tiered limiter) with its own checksum, the
 //! states, and a footer with the record count and a checksum of everything
 //! before it.
 //!
@@ -23,6 +24,7 @@ use crate::sync::AtomicU64;
 use crate::table::KeyHasher;
 use crate::table::block::BlockTable;
 use crate::table::word::WordTable;
+use crate::tiers::MAX_TIERS;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -31,11 +33,18 @@ use std::sync::atomic::Ordering::Relaxed;
 /// ends damages the magic, not the states).
 pub(crate) const MAGIC: [u8; 8] = *b"\x89RCSNAP\n";
 
-/// The newest format version this build writes and reads: 2, which adds
-/// the table of limits of a limiter of several limits. A limiter of one
-/// limit is still written in version 1 (its layout is version 2's with no
-/// table), and version 1 files are read as ever.
-pub const VERSION: u32 = 2;
+/// The newest format version this build writes and reads: 3, which adds
+/// the tiers of a tiered limiter (`KeyedLimiter::new_tiered`). Each
+/// snapshot is written in the oldest version that holds it: a limiter of
+/// one limit in version 1, of several in version 2 (version 1 with a table
+/// of limits), a tiered one in version 3 (version 2 with every tier's
+/// limits); a build that reads only older versions refuses a tiered
+/// snapshot as [`SnapshotError::UnsupportedVersion`], and reads the others
+/// as ever.
+pub const VERSION: u32 = 3;
+
+/// The version that adds tiers.
+const TIERED: u32 = 3;
 
 const DIRECT: u32 = 1;
 const KEYED: u32 = 2;
@@ -213,9 +222,12 @@ struct Header {
     hash_k1: u64,
     places: u64,
     fingerprint_bits: u64,
-    /// Only `limits[..count]` are limits.
-    limits: [LimitFields; MAX_LIMITS],
+    /// Only `limits[t][..count]` are limits, of tiers `t < tiers.max(1)`.
+    limits: [[LimitFields; MAX_LIMITS]; MAX_TIERS],
     count: usize,
+    /// 0 for a limiter built without tiers (versions 1 and 2), else how
+    /// many tiers (version 3).
+    tiers: usize,
 }
 
 impl Header {
@@ -223,8 +235,8 @@ impl Header {
     /// `MAX_LIMITS`, sharing capacity and overflow).
     fn of(configs: &[Config], saved_at_ns: u64, state_words: u64) -> Header {
         let first = &configs[0];
-        let mut limits = [LimitFields::default(); MAX_LIMITS];
-        for (l, c) in limits.iter_mut().zip(configs) {
+        let mut limits = [[LimitFields::default(); MAX_LIMITS]; MAX_TIERS];
+        for (l, c) in limits[0].iter_mut().zip(configs) {
             *l = LimitFields::of(c);
         }
         Header {
@@ -239,22 +251,40 @@ impl Header {
             fingerprint_bits: 0,
             limits,
             count: configs.len(),
+            tiers: 0,
         }
     }
 
-    /// The version this header is written in: 1 for one limit (so builds
-    /// that read only version 1 still read it), 2 for several.
+    /// This header with the tiers of a tiered limiter (each a list of as
+    /// many limits as tier 0, sharing capacity and overflow).
+    fn with_tiers<'a>(mut self, tiers: impl ExactSizeIterator<Item = &'a [Config]>) -> Header {
+        self.tiers = tiers.len();
+        for (row, tier) in self.limits.iter_mut().zip(tiers) {
+            for (l, c) in row.iter_mut().zip(tier) {
+                *l = LimitFields::of(c);
+            }
+        }
+        self
+    }
+
+    /// The version this header is written in, the oldest that holds it: 1
+    /// for one limit (so builds that read only version 1 still read it), 2
+    /// for several, 3 for tiers.
     fn version(&self) -> u32 {
-        if self.count == 1 { 1 } else { VERSION }
+        match (self.tiers, self.count) {
+            (0, 1) => 1,
+            (0, _) => 2,
+            _ => TIERED,
+        }
     }
 
     fn write<W: Write>(&self, out: &mut Out<W>) -> Result<(), SnapshotError> {
         let mut b = [0u8; HEADER_LEN];
         b[..8].copy_from_slice(&MAGIC);
-        let first = self.limits[0];
+        let first = self.limits[0][0];
         // Bytes 28..32: reserved (0) in version 1, the number of limits in
-        // version 2.
-        let count = if self.count == 1 {
+        // versions 2 and 3.
+        let count = if self.version() == 1 {
             0
         } else {
             self.count as u32
@@ -288,10 +318,20 @@ impl Header {
         let mut crc = Crc32c::new();
         crc.update(&b);
         out.bytes(&b)?;
-        for limit in &self.limits[1..self.count] {
-            let entry = limit.to_bytes();
-            crc.update(&entry);
-            out.bytes(&entry)?;
+        let mut entry = |bytes: &[u8]| {
+            crc.update(bytes);
+            out.bytes(bytes)
+        };
+        for limit in &self.limits[0][1..self.count] {
+            entry(&limit.to_bytes())?;
+        }
+        if self.tiers > 0 {
+            entry(&(self.tiers as u32).to_le_bytes())?;
+            for tier in &self.limits[1..self.tiers] {
+                for limit in &tier[..self.count] {
+                    entry(&limit.to_bytes())?;
+                }
+            }
         }
         out.bytes(&crc.value().to_le_bytes())
     }
@@ -323,13 +363,14 @@ impl Header {
         // The number of limits bounds the table read next (at most
         // `MAX_LIMITS - 1` entries, into a fixed buffer), before the
         // checksum can vouch for it.
+        let fewest = if version == TIERED { 1 } else { 2 };
         let count = match (version, u32_at(28)) {
             (1, 0) => 1,
             (1, _) => return Err(damaged("the header's reserved bytes are not zero")),
-            (_, n) if (2..=MAX_LIMITS as u32).contains(&n) => n as usize,
+            (_, n) if (fewest..=MAX_LIMITS as u32).contains(&n) => n as usize,
             (_, n) => {
                 return Err(damaged(format!(
-                    "the header counts {n} limits (a version 2 snapshot holds 2 to {MAX_LIMITS})"
+                    "the header counts {n} limits (a version {version} snapshot holds {fewest} to {MAX_LIMITS})"
                 )));
             }
         };
@@ -337,22 +378,49 @@ impl Header {
         let table = &mut table[..LIMIT_LEN * (count - 1)];
         input.fill(table)?;
         crc.update(table);
+        // Version 3: the number of tiers, which bounds the tiers' table
+        // read next (into a fixed buffer) before the checksum can vouch
+        // for it, then every tier's limits after tier 0's.
+        let mut tiers = 0;
+        let mut tier_buf = [0u8; LIMIT_LEN * MAX_LIMITS * (MAX_TIERS - 1)];
+        let mut tier_table: &mut [u8] = &mut [];
+        if version == TIERED {
+            let n: [u8; 4] = input.bytes()?;
+            crc.update(&n);
+            tiers = u32::from_le_bytes(n) as usize;
+            if !(1..=MAX_TIERS).contains(&tiers) {
+                return Err(damaged(format!(
+                    "the header counts {tiers} tiers (a version 3 snapshot holds 1 to {MAX_TIERS})"
+                )));
+            }
+            tier_table = &mut tier_buf[..LIMIT_LEN * count * (tiers - 1)];
+            input.fill(tier_table)?;
+            crc.update(tier_table);
+        }
         if u32::from_le_bytes(input.bytes()?) != crc.value() {
             return Err(damaged("the header's checksum does not match the header"));
         }
-        let mut limits = [LimitFields::default(); MAX_LIMITS];
-        limits[0] = LimitFields {
+        let mut limits = [[LimitFields::default(); MAX_LIMITS]; MAX_TIERS];
+        limits[0][0] = LimitFields {
             algorithm: u32_at(16),
             sub_windows: u32_at(20),
             limit: u64_at(32),
             period_ns: u64_at(40),
             burst: u64_at(48),
         };
-        for (l, entry) in limits[1..count]
+        for (l, entry) in limits[0][1..count]
             .iter_mut()
             .zip(table.chunks_exact(LIMIT_LEN))
         {
             *l = LimitFields::from_bytes(entry);
+        }
+        for (row, entries) in limits[1..]
+            .iter_mut()
+            .zip(tier_table.chunks_exact(LIMIT_LEN * count))
+        {
+            for (l, entry) in row.iter_mut().zip(entries.chunks_exact(LIMIT_LEN)) {
+                *l = LimitFields::from_bytes(entry);
+            }
         }
         Ok(Header {
             kind: u32_at(12),
@@ -366,17 +434,32 @@ impl Header {
             fingerprint_bits: u64_at(104),
             limits,
             count,
+            tiers,
         })
     }
 
-    /// The configurations saved, in order (burst and sub-windows resolved).
+    /// The configurations saved, in order (burst and sub-windows
+    /// resolved); tier 0's for a tiered limiter.
     fn configs(&self) -> Result<Vec<Config>, SnapshotError> {
+        self.tier_configs(0)
+    }
+
+    /// Every tier's configurations, in order (one tier for a limiter
+    /// built without tiers).
+    fn all_tiers(&self) -> Result<Vec<Vec<Config>>, SnapshotError> {
+        (0..self.tiers.max(1))
+            .map(|t| self.tier_configs(t))
+            .collect()
+    }
+
+    /// Tier `tier`'s configurations (burst and sub-windows resolved).
+    fn tier_configs(&self, tier: usize) -> Result<Vec<Config>, SnapshotError> {
         let overflow = match self.overflow {
             0 => Overflow::Deny,
             1 => Overflow::Allow,
             v => return Err(damaged(format!("overflow {v} is not a policy"))),
         };
-        self.limits[..self.count]
+        self.limits[tier][..self.count]
             .iter()
             .map(|l| {
                 let algorithm = Algorithm::from_u32(l.algorithm)
@@ -406,6 +489,43 @@ impl Header {
             // capacity and overflow); its layout is not needed here.
             crate::multi::all_of(wanted, 128)?;
         }
+        self.check_tier_count(0)?;
+        self.check_limits(0, wanted)?;
+        self.check_kind(wanted)
+    }
+
+    /// [`Header::check`] for a tiered limiter: the number of tiers
+    /// ([`Field::Tiers`]), then each tier's limits as `check` compares
+    /// them, `limit` in a mismatch being the index in the tiers' flat
+    /// list (tier `t`'s limit `i` is `t × limits + i`).
+    fn check_tiers(&self, wanted: &[&[Config]]) -> Result<(), SnapshotError> {
+        // The constructor's own checks, as in `check`.
+        crate::tiers::tiers(wanted)?;
+        self.check_tier_count(wanted.len())?;
+        for (t, tier) in wanted.iter().enumerate() {
+            self.check_limits(t, tier)?;
+        }
+        self.check_kind(wanted[0])
+    }
+
+    /// Refuses a snapshot of another number of tiers than `wanted` (0: a
+    /// limiter built without tiers, whose states are laid out otherwise
+    /// than a tiered limiter's of one tier).
+    fn check_tier_count(&self, wanted: usize) -> Result<(), SnapshotError> {
+        if self.tiers != wanted {
+            return Err(SnapshotError::ConfigMismatch {
+                limit: 0,
+                field: Field::Tiers,
+                saved: self.tiers as u64,
+                wanted: wanted as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a snapshot whose tier `tier` holds other limits than
+    /// `wanted` (validated), naming the first field that differs.
+    fn check_limits(&self, tier: usize, wanted: &[Config]) -> Result<(), SnapshotError> {
         let mut resolved = [LimitFields::default(); MAX_LIMITS];
         for (r, c) in resolved.iter_mut().zip(wanted) {
             let p = c.params().map_err(crate::config::Error::from)?;
@@ -419,13 +539,17 @@ impl Header {
         }
         if wanted.len() != self.count {
             return Err(SnapshotError::ConfigMismatch {
-                limit: 0,
+                limit: tier * self.count,
                 field: Field::Limits,
                 saved: self.count as u64,
                 wanted: wanted.len() as u64,
             });
         }
-        for (i, (saved, want)) in self.limits[..self.count].iter().zip(&resolved).enumerate() {
+        for (i, (saved, want)) in self.limits[tier][..self.count]
+            .iter()
+            .zip(&resolved)
+            .enumerate()
+        {
             let pairs = [
                 (
                     Field::Algorithm,
@@ -445,7 +569,7 @@ impl Header {
             for (field, saved, wanted) in pairs {
                 if saved != wanted {
                     return Err(SnapshotError::ConfigMismatch {
-                        limit: i,
+                        limit: tier * self.count + i,
                         field,
                         saved,
                         wanted,
@@ -453,6 +577,11 @@ impl Header {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Refuses a header whose kind does not fit `wanted`'s capacity.
+    fn check_kind(&self, wanted: &[Config]) -> Result<(), SnapshotError> {
         let kind = if wanted[0].capacity == 0 {
             DIRECT
         } else {
@@ -508,6 +637,15 @@ pub fn saved_config(input: impl Read) -> Result<Config, SnapshotError> {
 /// limits ([`crate::Limiter::new_multi`]).
 pub fn saved_configs(input: impl Read) -> Result<Vec<Config>, SnapshotError> {
     Header::read(&mut In::new(input))?.configs()
+}
+
+/// Every tier's configurations saved in a snapshot (tier by tier, each
+/// tier's limits in order), read from its header alone, and whether the
+/// snapshot is of a tiered limiter ([`KeyedLimiter::new_tiered`]); for a
+/// limiter built without tiers, one tier: [`saved_configs`]'s list.
+pub fn saved_tiers(input: impl Read) -> Result<(Vec<Vec<Config>>, bool), SnapshotError> {
+    let header = Header::read(&mut In::new(input))?;
+    Ok((header.all_tiers()?, header.tiers > 0))
 }
 
 /// Words of a word algorithm's state in a record: the packed 128-bit word.
@@ -692,12 +830,20 @@ impl KeyedLimiter {
         let mut out = Out::new(out);
         let (tables, hasher) = self.parts();
         let (k0, k1) = hasher.keys();
-        let header = |places: usize, state_words: u64| Header {
-            hash_k0: k0,
-            hash_k1: k1,
-            places: places as u64,
-            fingerprint_bits: u64::from(self.fingerprint_bits()),
-            ..Header::of(self.limits(), now_ns, state_words)
+        let header = |places: usize, state_words: u64| {
+            let header = Header {
+                hash_k0: k0,
+                hash_k1: k1,
+                places: places as u64,
+                fingerprint_bits: u64::from(self.fingerprint_bits()),
+                ..Header::of(self.limits(), now_ns, state_words)
+            };
+            match tables {
+                Tables::TieredWord(_) | Tables::TieredBlock(_) => header.with_tiers(
+                    (0..self.tiers()).map(|t| self.tier_limits(t).expect("below tiers()")),
+                ),
+                _ => header,
+            }
         };
         let records = match tables {
             Tables::Gcra(t) => save_words(&mut out, header(t.places(), 2), t, now_ns),
@@ -717,7 +863,11 @@ impl KeyedLimiter {
                 let h = header(t.places(), BlockAlgorithm::words(t.alg()) as u64);
                 save_blocks(&mut out, h, t, now_ns)
             }
-            Tables::TieredWord(_) | Tables::TieredBlock(_) => Err(tiered()),
+            Tables::TieredWord(t) => save_words(&mut out, header(t.places(), 2), t, now_ns),
+            Tables::TieredBlock(t) => {
+                let h = header(t.places(), BlockAlgorithm::words(t.alg()) as u64);
+                save_blocks(&mut out, h, t, now_ns)
+            }
         }?;
         out.finish(records)
     }
@@ -748,6 +898,31 @@ impl KeyedLimiter {
         header.check(configs)?;
         let hasher = KeyHasher::from_keys(header.hash_k0, header.hash_k1);
         let limiter = KeyedLimiter::with_hasher_multi(configs, clock, hasher)?;
+        let records = restore_records(&header, &mut input, &limiter)?;
+        input.finish(records)?;
+        Ok(limiter)
+    }
+
+    /// [`KeyedLimiter::restore`] for a tiered limiter
+    /// ([`KeyedLimiter::new_tiered_multi`]; one limit per tier is
+    /// `&[&[free], &[paid]]`): `tiers` must be the saved tiers, each with
+    /// the saved limits in the same order, else
+    /// [`SnapshotError::ConfigMismatch`] names the first that differs:
+    /// [`Field::Tiers`] when the number of tiers does (a snapshot of a
+    /// limiter without tiers counts 0), else the field, with `limit` the
+    /// index in the tiers' flat list (tier `t`'s limit `i` is
+    /// `t × limits + i`). Keys keep the states they had, under whichever
+    /// tier they name next.
+    pub fn restore_tiered(
+        input: impl Read,
+        tiers: &[&[Config]],
+        clock: Clock,
+    ) -> Result<KeyedLimiter, SnapshotError> {
+        let mut input = In::new(input);
+        let header = Header::read(&mut input)?;
+        header.check_tiers(tiers)?;
+        let hasher = KeyHasher::from_keys(header.hash_k0, header.hash_k1);
+        let limiter = KeyedLimiter::with_hasher_tiered_multi(tiers, clock, hasher)?;
         let records = restore_records(&header, &mut input, &limiter)?;
         input.finish(records)?;
         Ok(limiter)
@@ -836,17 +1011,9 @@ fn restore_records<R: Read>(
         Tables::BucketedWindow(t) => restore_blocks(header, input, t, bits),
         Tables::SlidingLog(t) => restore_blocks(header, input, t, bits),
         Tables::AllOfBlock(t) => restore_blocks(header, input, t, bits),
-        Tables::TieredWord(_) | Tables::TieredBlock(_) => Err(tiered()),
+        Tables::TieredWord(t) => restore_words(header, input, t, bits),
+        Tables::TieredBlock(t) => restore_blocks(header, input, t, bits),
     }
-}
-
-/// The refusal of a snapshot of a tiered limiter: the format records one
-/// list of limits, not one per tier.
-fn tiered() -> SnapshotError {
-    SnapshotError::Limiter(crate::Error::Config(crate::ConfigError {
-        field: Field::Tiers,
-        message: "a tiered limiter cannot be saved: a snapshot records one list of limits, not one per tier".into(),
-    }))
 }
 
 fn save_words<W: Write, A: WordAlgorithm>(

@@ -143,6 +143,15 @@ impl KeyedLimiter {
     ) -> Result<KeyedLimiter, SnapshotError> {
         KeyedLimiter::restore_multi(BufReader::new(File::open(path)?), configs, clock)
     }
+
+    /// [`KeyedLimiter::restore_tiered`] from the file at `path`.
+    pub fn load_tiered(
+        path: impl AsRef<Path>,
+        tiers: &[&[Config]],
+        clock: Clock,
+    ) -> Result<KeyedLimiter, SnapshotError> {
+        KeyedLimiter::restore_tiered(BufReader::new(File::open(path)?), tiers, clock)
+    }
 }
 
 /// A limiter that can be saved to a file (what [`Persisted`] needs to run).
@@ -267,19 +276,91 @@ impl<L: Persist> Persisted<L> {
         path: impl AsRef<Path>,
         every: Duration,
     ) -> Result<Self, SnapshotError> {
-        let path = path.as_ref();
-        let limiter = match L::load_from(path, configs, clock.clone()) {
-            Ok(limiter) => limiter,
-            Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-                L::build(configs, clock)?
-            }
-            Err(e) => return Err(e),
-        };
-        Persisted::start(limiter, path, every)
+        Persisted::open_or_build(
+            path.as_ref(),
+            every,
+            |path| L::load_from(path, configs, clock.clone()),
+            || L::build(configs, clock.clone()),
+        )
+    }
+}
+
+impl Persisted<KeyedLimiter> {
+    /// [`Persisted::open`] for a tiered limiter
+    /// ([`KeyedLimiter::new_tiered`], one limit per tier): restored from
+    /// `path` with every tier if the file exists, else built fresh. A file
+    /// saved with other tiers, another number of them, or without tiers is
+    /// refused ([`SnapshotError::ConfigMismatch`] naming the field, as
+    /// [`KeyedLimiter::restore_tiered`] refuses it).
+    pub fn open_tiered(
+        tiers: &[Config],
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
+        Persisted::open_tiered_with_clock(tiers, Clock::tsc(), path, every)
+    }
+
+    /// [`Persisted::open_tiered`] on `clock`.
+    pub fn open_tiered_with_clock(
+        tiers: &[Config],
+        clock: Clock,
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
+        let rows: Vec<&[Config]> = tiers.iter().map(std::slice::from_ref).collect();
+        Persisted::open_tiered_multi_with_clock(&rows, clock, path, every)
+    }
+
+    /// [`Persisted::open_tiered`] for tiers of several limits each
+    /// ([`KeyedLimiter::new_tiered_multi`]).
+    pub fn open_tiered_multi(
+        tiers: &[&[Config]],
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
+        Persisted::open_tiered_multi_with_clock(tiers, Clock::tsc(), path, every)
+    }
+
+    /// [`Persisted::open_tiered_multi`] on `clock`.
+    pub fn open_tiered_multi_with_clock(
+        tiers: &[&[Config]],
+        clock: Clock,
+        path: impl AsRef<Path>,
+        every: Duration,
+    ) -> Result<Self, SnapshotError> {
+        Persisted::open_or_build(
+            path.as_ref(),
+            every,
+            |path| KeyedLimiter::load_tiered(path, tiers, clock.clone()),
+            || KeyedLimiter::with_clock_tiered_multi(tiers, clock.clone()),
+        )
     }
 }
 
 impl<L: Save> Persisted<L> {
+    /// Every `open`: the limiter `load` restores from `path` if the file
+    /// exists, else the one `build` makes, saved every `every` from now on.
+    /// Only a missing file means "start fresh": any other failure to
+    /// restore (a damaged file, another configuration) is returned, so
+    /// nothing saved is silently dropped. The C ABI's `ratecell_persisted`
+    /// opens through here too.
+    pub(crate) fn open_or_build<B>(
+        path: &Path,
+        every: Duration,
+        load: impl FnOnce(&Path) -> Result<L, SnapshotError>,
+        build: impl FnOnce() -> Result<L, B>,
+    ) -> Result<Self, SnapshotError>
+    where
+        SnapshotError: From<B>,
+    {
+        let limiter = match load(path) {
+            Ok(limiter) => limiter,
+            Err(SnapshotError::Io(e)) if e.kind() == io::ErrorKind::NotFound => build()?,
+            Err(e) => return Err(e),
+        };
+        Persisted::start(limiter, path, every)
+    }
+
     /// Saves `limiter` to `path` every `every` (at least 1 ms) from now on,
     /// on a background thread (for a limiter restored or built by hand).
     pub fn start(

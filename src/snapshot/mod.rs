@@ -13,7 +13,7 @@ mod codec;
 mod crc;
 mod file;
 
-pub use codec::{VERSION, saved_config, saved_configs};
+pub use codec::{VERSION, saved_config, saved_configs, saved_tiers};
 pub use file::{Persist, Persisted, Save};
 
 use crate::config::{Error, Field};
@@ -44,9 +44,12 @@ pub enum SnapshotError {
     /// The snapshot was taken of a limiter configured differently from the
     /// one asked for (see docs/SNAPSHOT.md for what may differ).
     ConfigMismatch {
-        /// The limit (its index in the list, 0 for a limiter of one limit)
-        /// whose field differs; 0 when the number of limits differs
-        /// (`field` is then [`Field::Limits`]).
+        /// The limit (its index in the list, 0 for a limiter of one limit;
+        /// for a tiered limiter, tier `t`'s limit `i` is `t × limits + i`)
+        /// whose field differs; 0 when the number of tiers differs
+        /// (`field` is then [`Field::Tiers`], a limiter built without
+        /// tiers counting 0); when the number of limits differs (`field`
+        /// is then [`Field::Limits`]), its first limit's.
         limit: usize,
         /// The first field that differs.
         field: Field,
@@ -80,6 +83,15 @@ impl fmt::Display for SnapshotError {
             } => write!(
                 f,
                 "the snapshot holds {saved} limits, the configuration gives {wanted}"
+            ),
+            SnapshotError::ConfigMismatch {
+                field: Field::Tiers,
+                saved,
+                wanted,
+                ..
+            } => write!(
+                f,
+                "the snapshot holds {saved} tiers, the configuration gives {wanted} (0: a limiter built without tiers)"
             ),
             SnapshotError::ConfigMismatch {
                 limit,

@@ -11,7 +11,7 @@
 use super::place::{Pass, Place, Windows};
 use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
-use crate::algorithm::{WordAlgorithm, mask};
+use crate::algorithm::{Visit, WordAlgorithm, mask};
 use crate::cell::{AtomicWord, cas_loop_from};
 use crate::clock::At;
 use crate::config::{ConfigError, Error, Field};
@@ -46,6 +46,36 @@ pub(crate) struct WordTable<A: WordAlgorithm> {
     fingerprint_shift: u32,
     capacity: u64,
     allow_overflow: bool,
+}
+
+/// [`WordTable::check_as`]'s check, run with the algorithm's concrete form.
+struct CheckAs<'a, A: WordAlgorithm, T: At> {
+    table: &'a WordTable<A>,
+    h: u64,
+    at: T,
+    n: u64,
+    max_wait: u64,
+    each: &'a mut [Decision],
+}
+
+impl<A: WordAlgorithm, T: At> Visit<A::State> for CheckAs<'_, A, T> {
+    type Out = (Decision, bool);
+    #[allow(
+        clippy::inline_always,
+        reason = "a transparent call, as WordAlgorithm::with_concrete"
+    )]
+    #[inline(always)]
+    fn visit<D: WordAlgorithm<State = A::State>>(self, alg: &D) -> (Decision, bool) {
+        let CheckAs {
+            table,
+            h,
+            at,
+            n,
+            max_wait,
+            each,
+        } = self;
+        table.check_concrete(alg, h, at, n, max_wait, each)
+    }
 }
 
 /// What happened to a check.
@@ -183,14 +213,16 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// the bucket, it waits the miss out. Prefetched, the miss runs during
     /// the read. (The measurements behind both choices are in
     /// docs/ARCHITECTURE.md, "Why the keyed check is shaped as it is".)
-    #[inline]
+    #[allow(clippy::inline_always, reason = "see check_concrete")]
+    #[inline(always)]
     pub(crate) fn check(&self, h: u64, at: impl At, n: u64, max_wait: u64) -> (Decision, bool) {
         self.check_each(h, at, n, max_wait, &mut [])
     }
 
     /// [`WordTable::check`], writing each limit's own decision to `each`
     /// (several limits as one, `algorithm::all_of`).
-    #[inline]
+    #[allow(clippy::inline_always, reason = "see check_concrete")]
+    #[inline(always)]
     pub(crate) fn check_each(
         &self,
         h: u64,
@@ -206,8 +238,40 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// table's own algorithm: one of several tiers that read the same
     /// state layout (`crate::tiers`). Eviction still asks the table's
     /// algorithm whether a state may be dropped.
-    #[inline]
+    #[allow(clippy::inline_always, reason = "see check_concrete")]
+    #[inline(always)]
     pub(crate) fn check_as<D: WordAlgorithm<State = A::State>>(
+        &self,
+        alg: &D,
+        h: u64,
+        at: impl At,
+        n: u64,
+        max_wait: u64,
+        each: &mut [Decision],
+    ) -> (Decision, bool) {
+        alg.with_concrete(CheckAs {
+            table: self,
+            h,
+            at,
+            n,
+            max_wait,
+            each,
+        })
+    }
+
+    /// [`WordTable::check_as`] with the algorithm's concrete form
+    /// ([`WordAlgorithm::with_concrete`]).
+    ///
+    /// Always inlined, as is everything from [`KeyedTable::decide`] down to
+    /// here: a two-limit table's check is one copy of this per pair of
+    /// rules, and left to the inliner one level of it was kept out of line
+    /// (a different level at each try), the decision then returned through
+    /// the stack and copied in 16-byte moves over 8-byte stores: a failed
+    /// store-to-load forward per check, most of the samples of a keyed
+    /// two-limit check (`perf record -e cpu-clock`, then `perf annotate`).
+    #[allow(clippy::inline_always, reason = "see above")]
+    #[inline(always)]
+    fn check_concrete<D: WordAlgorithm<State = A::State>>(
         &self,
         alg: &D,
         h: u64,
@@ -278,7 +342,8 @@ impl<A: WordAlgorithm> WordTable<A> {
 
     /// One step of the update of the key's slot holding `word`: the
     /// decision, and the word to install (`None`: nothing to write).
-    #[inline]
+    #[allow(clippy::inline_always, reason = "see check_concrete")]
+    #[inline(always)]
     #[allow(
         clippy::too_many_arguments,
         reason = "the check's inputs, passed down unchanged"
@@ -514,7 +579,8 @@ impl<A: WordAlgorithm> KeyedTable for WordTable<A> {
         }
     }
 
-    #[inline]
+    #[allow(clippy::inline_always, reason = "see WordTable::check_concrete")]
+    #[inline(always)]
     fn decide(&self, h: u64, at: impl At, n: u64, max_wait: u64) -> (Decision, bool) {
         self.check(h, at, n, max_wait)
     }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -382,6 +383,105 @@ void test_snapshots_of_several_limits() {
     std::remove(path.c_str());
 }
 
+// Waits for the file at `path` to appear (a periodic save renaming it into
+// place); false after 30 s.
+bool wait_for(const std::string &path) {
+    for (int i = 0; i < 30000; i++) {
+        if (::access(path.c_str(), F_OK) == 0) {
+            return true;
+        }
+        std::this_thread::sleep_for(1ms);
+    }
+    return false;
+}
+
+// The status `open` threw, or RATECELL_OK when it did not throw.
+template <typename F> ratecell_status thrown(F open) {
+    try {
+        open();
+        return RATECELL_OK;
+    } catch (const Error &e) {
+        return e.status();
+    }
+}
+
+// A tiered Persisted saving every millisecond: the file as its thread (not
+// its close) left it reopens into one deciding the rest of a trace as the
+// original; other tiers, or none, are refused by name.
+void test_persisted_tiers() {
+    const std::string path = "/tmp/ratecell-cpp-ptiers-" + std::to_string(::getpid()) + ".snap";
+    const std::string copy = path + ".copy";
+    std::remove(path.c_str());
+    const Config free = Config(Algorithm::TokenBucket, 4, 3600s).capacity(100);
+    const Config paid = Config(Algorithm::TokenBucket, 40, 3600s).capacity(100);
+    auto request = [](int i, std::uint64_t &key, std::uint32_t &tier, std::uint64_t &cost) {
+        key = static_cast<std::uint64_t>(i * 7 % 5);
+        tier = i % 4 == 0 ? static_cast<std::uint32_t>(i / 4 % 2)
+                          : static_cast<std::uint32_t>(key % 2);
+        cost = 1 + static_cast<std::uint64_t>(i % 3);
+    };
+    ratecell::Persisted p = ratecell::Persisted::tiered({free, paid}, path, 1ms);
+    CHECK(p.tiers() == 2);
+    // The first half before the limiter's clock (by which the saver judges
+    // which states are live), the rest after every save.
+    const std::uint64_t start = ::ratecell_now_ns(p.get()) - 10 * SECOND;
+    for (int i = 0; i < 40; i++) {
+        std::uint64_t key = 0, cost = 0;
+        std::uint32_t tier = 0;
+        request(i, key, tier, cost);
+        p.check_tier_at(key, tier, cost, start + static_cast<std::uint64_t>(i) * 100000000);
+    }
+    // One save may have been under way during the checks; the one after
+    // the first to rename began after them.
+    std::remove(path.c_str());
+    CHECK(wait_for(path));
+    CHECK(std::remove(path.c_str()) == 0);
+    CHECK(wait_for(path));
+    {
+        std::ifstream in(path, std::ios::binary);
+        std::ofstream out(copy, std::ios::binary);
+        out << in.rdbuf();
+    }
+    ratecell::Persisted back = ratecell::Persisted::tiered({free, paid}, copy, 1h);
+    const std::uint64_t rest = ::ratecell_now_ns(p.get()) + SECOND;
+    bool alike = true;
+    int denied = 0;
+    for (int i = 40; i < 80; i++) {
+        std::uint64_t key = 0, cost = 0;
+        std::uint32_t tier = 0;
+        request(i, key, tier, cost);
+        const std::uint64_t t = rest + static_cast<std::uint64_t>(i - 40) * 100000000;
+        ratecell::Decision want = p.check_tier_at(key, tier, cost, t);
+        ratecell::Decision got = back.check_tier_at(key, tier, cost, t);
+        alike = alike && got.allowed == want.allowed && got.remaining == want.remaining &&
+                got.retry_after_ns == want.retry_after_ns && got.limit == want.limit;
+        denied += want.allowed ? 0 : 1;
+    }
+    CHECK(alike);
+    CHECK(denied > 0);
+    CHECK(back.check_tier_each_at(0, 1, 0, rest).limits[0].limit == 40);
+    back.close();
+    p.close();
+
+    CHECK(thrown([&] { ratecell::Persisted::tiered({free}, path, 1h); }) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(thrown([&] { ratecell::Persisted::tiered({free, Config(Algorithm::TokenBucket, 41, 3600s).capacity(100)}, path, 1h); }) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(thrown([&] { ratecell::Persisted(free, path, 1h); }) ==
+          RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(thrown([&] {
+              ratecell::Persisted::tiered(std::vector<std::vector<Config>>{{free}, {}}, path, 1h);
+          }) == RATECELL_INVALID_LENGTH);
+    CHECK(thrown([&] { ratecell::Persisted::tiered(std::vector<Config>{}, path, 1h); }) ==
+          RATECELL_INVALID_LENGTH);
+    ratecell::Persisted both =
+        ratecell::Persisted::tiered(std::vector<std::vector<Config>>{{free}, {paid}}, path, 1h);
+    CHECK(both.tiers() == 2);
+    both.close();
+    std::remove(path.c_str());
+    std::remove(copy.c_str());
+}
+
 void test_shared_region_is_one_limit_for_every_handle() {
     const std::string path = "/dev/shm/ratecell-cpp-test-" + std::to_string(::getpid());
     const Config cfg = Config(Algorithm::Gcra, 5, 1h).capacity(100);
@@ -488,6 +588,65 @@ void test_tiers() {
     CHECK(status == RATECELL_INVALID_LENGTH);
 }
 
+// A batch with a tier per request, and an acquire naming the tier.
+void test_tiered_batch_and_acquire() {
+    using namespace std::chrono_literals;
+    Config free = Config(Algorithm::TokenBucket, 3, 3600s).capacity(100);
+    Limiter l = Limiter::tiered({free, Config(Algorithm::TokenBucket, 30, 3600s).capacity(100)});
+    std::vector<ratecell::Decision> ds = l.check_batch_tier_at({1, 1, 1, 1, 2}, {0, 0, 0, 0, 1}, {}, T0);
+    CHECK(ds.size() == 5);
+    CHECK(ds[2].allowed && !ds[3].allowed);
+    CHECK(ds[4].allowed && ds[4].limit == 30 && ds[4].remaining == 29);
+    CHECK(l.check_batch_tier({3}, {1}, {2})[0].remaining == 28);
+    ratecell_status status = RATECELL_OK;
+    try {
+        l.check_batch_tier_at({9, 9}, {1, 2}, {}, T0);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_TIER);
+    CHECK(l.check_tier_at(9, 1, 0, T0).remaining == 30);
+    status = RATECELL_OK;
+    try {
+        l.check_batch_tier({9, 9}, {1});
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_LENGTH);
+
+    for (int i = 0; i < 3; i++) {
+        CHECK(l.acquire_tier(7, 0, 1, 0ns).allowed);
+    }
+    CHECK(!l.acquire_tier(7, 0, 1, 0ns).allowed);
+    CHECK(l.acquire_bytes_tier("p", 1, 1, 0ns).limit == 30);
+    CHECK(l.acquire_bytes_tier("p", 1, 31, 0ns).retry_after_ns == UINT64_MAX);
+    status = RATECELL_OK;
+    try {
+        l.acquire_tier(7, 2, 1, 0ns);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_INVALID_TIER);
+
+    // Saved with the tiers, restored with them.
+    const std::string path = "/tmp/ratecell-cpp-tiers-" + std::to_string(::getpid()) + ".snap";
+    l.save_at(path, T0);
+    Config paid = Config(Algorithm::TokenBucket, 30, 3600s).capacity(100);
+    Limiter back = Limiter::restore_tiered({free, paid}, path);
+    CHECK(back.tiers() == 2);
+    CHECK(back.check_tier_at(2, 1, 0, T0).remaining == 29);
+    Limiter both = Limiter::restore_tiered(std::vector<std::vector<Config>>{{free}, {paid}}, path);
+    CHECK(both.check_tier_at(1, 0, 1, T0).allowed == false);
+    status = RATECELL_OK;
+    try {
+        Limiter::restore_tiered({free, free}, path);
+    } catch (const Error &e) {
+        status = e.status();
+    }
+    CHECK(status == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    std::remove(path.c_str());
+}
+
 int main() {
     RUN(test_limiter_is_move_only);
     RUN(test_config_errors_throw_with_their_status);
@@ -501,8 +660,10 @@ int main() {
     RUN(test_several_limits_as_one);
     RUN(test_reconfigure_keeps_the_spent);
     RUN(test_tiers);
+    RUN(test_tiered_batch_and_acquire);
     RUN(test_snapshots_save_restore_and_persist);
     RUN(test_snapshots_of_several_limits);
+    RUN(test_persisted_tiers);
     RUN(test_shared_region_is_one_limit_for_every_handle);
     return harness_finish();
 }

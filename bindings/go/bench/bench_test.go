@@ -18,6 +18,7 @@ package bench_test
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,6 +123,32 @@ func mustRatecellKeyed(b *testing.B) *ratecell.Limiter {
 
 var sink bool
 
+// timed runs loop(b.N), the measured loop, with the goroutine locked to its
+// thread, and reports beside ns/op (wall time) the thread's CPU time per op
+// (cpu-ns/op): on a machine shared with other jobs the wall time counts the
+// slices they take, the CPU time does not. Compare ratios of one run.
+func timed(b *testing.B, loop func(n int)) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := bench.ThreadCPUNs()
+	loop(b.N)
+	cpu := bench.ThreadCPUNs() - start
+	b.StopTimer()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+}
+
+func mustDirect(b *testing.B, capacity uint64) bench.Direct {
+	b.Helper()
+	d, err := bench.NewDirect(capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(d.Close)
+	return d
+}
+
 func BenchmarkOneKey(b *testing.B) {
 	coarse := benchConfig(0)
 	coarse.Clock = ratecell.ClockCoarse
@@ -135,49 +162,61 @@ func BenchmarkOneKey(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			l := mustRatecell(b, c.cfg)
-			b.ReportAllocs()
-			b.ResetTimer()
 			ok := true
-			for i := 0; i < b.N; i++ {
-				if c.allow {
-					allowed, _ := l.Allow(0)
-					ok = ok && allowed
-				} else {
-					d, _ := l.Check(0, 1)
-					ok = ok && d.Allowed
+			timed(b, func(n int) {
+				for i := 0; i < n; i++ {
+					if c.allow {
+						allowed, _ := l.Allow(0)
+						ok = ok && allowed
+					} else {
+						d, _ := l.Check(0, 1)
+						ok = ok && d.Allowed
+					}
 				}
-			}
+			})
 			sink = ok
 		})
 	}
+	// The floor of Allow through any cgo binding: ratecell_allow_key
+	// called from C, one cgo call per request, nothing else.
+	b.Run("floor-c-abi-allow", func(b *testing.B) {
+		d := mustDirect(b, 0)
+		n := 0
+		timed(b, func(ops int) {
+			for i := 0; i < ops; i++ {
+				n += d.Allow(0)
+			}
+		})
+		sink = n >= 0
+	})
 	b.Run("ratecell-batch", func(b *testing.B) {
 		l := mustRatecell(b, benchConfig(0))
 		keys := make([]uint64, ratecellBatch)
 		allowed := make([]bool, ratecellBatch)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i += ratecellBatch {
-			n := min(ratecellBatch, b.N-i)
-			l.CheckBatch(keys[:n], nil, allowed[:n], nil)
-		}
+		timed(b, func(ops int) {
+			for i := 0; i < ops; i += ratecellBatch {
+				n := min(ratecellBatch, ops-i)
+				l.CheckBatch(keys[:n], nil, allowed[:n], nil)
+			}
+		})
 	})
 	b.Run("x-time-rate", func(b *testing.B) {
 		l := newXRate()
-		b.ReportAllocs()
-		b.ResetTimer()
 		ok := true
-		for i := 0; i < b.N; i++ {
-			ok = ok && l.Allow()
-		}
+		timed(b, func(n int) {
+			for i := 0; i < n; i++ {
+				ok = ok && l.Allow()
+			}
+		})
 		sink = ok
 	})
 	b.Run("uber-ratelimit", func(b *testing.B) {
 		l := newUber()
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			l.Take()
-		}
+		timed(b, func(n int) {
+			for i := 0; i < n; i++ {
+				l.Take()
+			}
+		})
 	})
 }
 
@@ -185,9 +224,11 @@ func BenchmarkOneKey(b *testing.B) {
 // through the binding can cost, in the same run as the others.
 func BenchmarkCgoFloor(b *testing.B) {
 	var n int
-	for i := 0; i < b.N; i++ {
-		n += bench.EmptyCall(nil, uint64(i))
-	}
+	timed(b, func(ops int) {
+		for i := 0; i < ops; i++ {
+			n += bench.EmptyCall(0, uint64(i))
+		}
+	})
 	sink = n >= 0
 }
 
@@ -196,27 +237,72 @@ const keys1K = 1 << 10
 
 func BenchmarkKeys1K(b *testing.B) {
 	keys := benchKeySet()[:keys1K]
-	b.Run("ratecell", func(b *testing.B) {
-		l := mustRatecell(b, benchConfig(keys1K))
+	coarse := benchConfig(keys1K)
+	coarse.Clock = ratecell.ClockCoarse
+	for _, c := range []struct {
+		name string
+		cfg  ratecell.Config
+	}{{"ratecell", benchConfig(keys1K)}, {"ratecell-coarse-clock", coarse}} {
+		b.Run(c.name, func(b *testing.B) {
+			l := mustRatecell(b, c.cfg)
+			for _, k := range keys {
+				l.Check(k, 1)
+			}
+			ok := true
+			timed(b, func(n int) {
+				for i := 0; i < n; i++ {
+					d, _ := l.Check(keys[i&(keys1K-1)], 1)
+					ok = ok && d.Allowed
+				}
+			})
+			sink = ok
+		})
+	}
+	// The floor of Check through any cgo binding: ratecell_check called
+	// from C, one cgo call per request, nothing else.
+	b.Run("floor-c-abi-check", func(b *testing.B) {
+		d := mustDirect(b, keys1K)
 		for _, k := range keys {
-			l.Check(k, 1)
+			d.Check(k)
 		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			l.Check(keys[i&(keys1K-1)], 1)
+		ok := true
+		timed(b, func(n int) {
+			for i := 0; i < n; i++ {
+				ok = d.Check(keys[i&(keys1K-1)]) && ok
+			}
+		})
+		sink = ok
+	})
+	// The same with the whole decision written to Go memory and every field
+	// read, as a Check that returns a Decision must.
+	b.Run("floor-c-abi-check-decision", func(b *testing.B) {
+		d := mustDirect(b, keys1K)
+		for _, k := range keys {
+			d.Check(k)
 		}
+		var sum uint64
+		ok := true
+		timed(b, func(n int) {
+			for i := 0; i < n; i++ {
+				var x bench.Decision
+				ok = d.CheckInto(keys[i&(keys1K-1)], &x) && x.Allowed && ok
+				sum += x.Limit + x.Remaining + x.RetryAfter + x.ResetAfter + x.Wait
+			}
+		})
+		sink = ok && sum > 0
 	})
 	b.Run("x-time-rate-map-mutex", func(b *testing.B) {
 		p := &mutexMap[*rate.Limiter]{m: make(map[uint64]*rate.Limiter, keys1K), newOne: newXRate}
 		for _, k := range keys {
 			p.get(k).Allow()
 		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			p.get(keys[i&(keys1K-1)]).Allow()
-		}
+		ok := true
+		timed(b, func(n int) {
+			for i := 0; i < n; i++ {
+				ok = p.get(keys[i&(keys1K-1)]).Allow() && ok
+			}
+		})
+		sink = ok
 	})
 }
 

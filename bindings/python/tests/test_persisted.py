@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +66,63 @@ def test_saves_happen_restore_at_start_and_close_stops_the_saver(tmp_path: Path)
     with ratecell.Limiter("gcra", 3, HOUR, capacity=100, persist=path, every=3600) as lim:
         assert lim.check(7, 1).remaining == 1
         assert "ratecell.Limiter gcra" in repr(lim)
+
+
+def written_bytes() -> int:
+    """Bytes this process has handed to write() so far (Linux)."""
+    with open("/proc/self/io") as io:
+        for line in io:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/self/io")
+def test_close_saves_once_and_still_raises(tmp_path: Path) -> None:
+    path = tmp_path / "limits.snap"
+    lim = ratecell.Limiter("gcra", 3, HOUR, capacity=20_000, persist=path, every=3600)
+    for key in range(10_000):
+        lim.check(key, 1)
+    before = written_bytes()
+    lim.close()
+    written = written_bytes() - before
+    size = path.stat().st_size
+    assert size > 100_000, "a snapshot large enough to tell one save from two"
+    assert size <= written < 2 * size, f"close wrote {written} bytes, the snapshot is {size}"
+    # Still one save, and its failure is still raised.
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    lim = ratecell.Limiter("gcra", 3, HOUR, capacity=100, persist=gone / "x.snap", every=3600)
+    lim.check(1, 1)
+    gone.rmdir()
+    with pytest.raises(ratecell.SnapshotIO):
+        lim.close()
+    assert lim.closed
+
+
+def test_close_during_a_call_keeps_what_the_call_admits(tmp_path: Path) -> None:
+    path = tmp_path / "limits.snap"
+    lim = ratecell.Limiter("gcra", 1, SECOND, capacity=10, persist=path, every=3600)
+    config = lim.config
+    assert lim.check(7, 1).allowed
+    entered = threading.Event()
+    got: list[ratecell.Decision] = []
+
+    def wait_for_the_next() -> None:
+        entered.set()
+        got.append(lim.acquire(7, 1, timeout=10.0))
+
+    waiter = threading.Thread(target=wait_for_the_next)
+    waiter.start()
+    entered.wait()
+    time.sleep(0.3)  # inside acquire, asleep in C
+    lim.close()
+    waiter.join()
+    assert got and got[0].allowed
+    # Saved again when the call returned: both admissions are in the file,
+    # so the key waits a second from the second.
+    with ratecell.Limiter.restore(path, config) as back:
+        assert not back.check(7, 0).allowed
 
 
 def test_a_file_that_does_not_fit_is_refused_and_bad_arguments_named(tmp_path: Path) -> None:

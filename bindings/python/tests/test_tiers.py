@@ -1,10 +1,11 @@
 """A quota per tier: ``TieredLimiter`` holds each key to the tier its check
-names, a key moving tiers keeps what it spent, and bad input raises the
-exception naming the field."""
+names, a key moving tiers keeps what it spent, bad input raises the
+exception naming the field, and ``persist=`` saves and restores every tier."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from conftest import T0
@@ -99,3 +100,163 @@ def test_threads_at_one_instant_admit_exactly_each_tiers_limit():
             t.join()
         for k in range(keys):
             assert sum(c[k] for c in counts) == limits[k % 3]
+
+
+def test_a_batch_names_a_tier_per_request():
+    with tiered([3, 30]) as lim:
+        flags, ds = lim.check_batch_tier_at(
+            [1, 1, 1, 1, 2, 2], [0, 0, 0, 0, 1, 1], None, T0, decisions=True
+        )
+        assert list(flags) == [1, 1, 1, 0, 1, 1]
+        assert (ds[5].limit, ds[5].remaining) == (30, 28)
+        # Each as check_tier_at would decide it, one by one.
+        assert lim.check_tier_at(2, 1, 0, T0).remaining == 28
+        assert list(lim.check_batch_tier([3, 4], [1, 0])) == [1, 1]
+        # A tier no limiter has anywhere: nothing decided, nothing stored.
+        with pytest.raises(ratecell.InvalidTier, match="tier 2"):
+            lim.check_batch_tier_at([9, 9], [1, 2], None, T0)
+        assert lim.check_tier_at(9, 1, 0, T0).remaining == 30
+        with pytest.raises(ratecell.InvalidTier):
+            lim.check_batch_tier([9], [-1])
+        with pytest.raises(TypeError):
+            lim.check_batch_tier([9], [1.0])
+        with pytest.raises(ValueError, match="2 keys but 1 tiers"):
+            lim.check_batch_tier([9, 9], [1])
+
+
+def test_acquire_waits_for_the_named_tier():
+    with tiered([1, 3], algorithm=Algorithm.TOKEN_BUCKET, period=3600.0) as lim:
+        for _ in range(3):
+            assert lim.acquire_tier(7, 1, timeout=0).allowed
+        with pytest.raises(ratecell.TimedOut):
+            lim.acquire_tier(7, 1, timeout=0)
+        assert lim.acquire_tier(b"free", 0, timeout=0).limit == 1
+        with pytest.raises(ratecell.TimedOut):
+            lim.acquire(b"free", timeout=0)  # no tier named: tier 0's
+        with pytest.raises(ratecell.CostExceedsLimit):
+            lim.acquire_tier(8, 1, cost=4, timeout=0)
+        with pytest.raises(ratecell.InvalidTier, match="tier 2"):
+            lim.acquire_tier(8, 2, timeout=0)
+
+
+def test_a_snapshot_keeps_the_tiers(tmp_path):
+    path = tmp_path / "tiers.snap"
+    free, paid = (
+        Limit(Algorithm.FIXED_WINDOW, 3, period=60.0),
+        Limit(Algorithm.FIXED_WINDOW, 30, period=60.0),
+    )
+    with ratecell.TieredLimiter([free, paid], capacity=100) as lim:
+        lim.check_tier_at(1, 1, 10, T0)
+        lim.save(path, now_ns=T0)
+    with ratecell.TieredLimiter.restore(path, [free, paid], capacity=100) as back:
+        assert back.tiers == 2
+        assert back.check_tier_at(1, 1, 0, T0).remaining == 20
+        assert not back.check_tier_at(1, 0, 1, T0).allowed
+    with ratecell.TieredLimiter.restore(path) as back:
+        assert back.tiers == 2
+        assert back.check_tier_at(1, 1, 0, T0).remaining == 20
+    other = Limit(Algorithm.FIXED_WINDOW, 40, period=60.0)
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter.restore(path, [free, other], capacity=100)
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.Limiter.restore(
+            path, ratecell.Limiter("fixed_window", 3, 60 * 10**9, capacity=100).config
+        )
+    with pytest.raises(TypeError, match="capacity"):
+        ratecell.TieredLimiter.restore(path, [free, paid])
+
+
+def wait_for_file(path):
+    """Waits for ``path`` to appear (a periodic save renaming it into
+    place), for at most 30 s."""
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no periodic save of {path}")
+        time.sleep(0.001)
+
+
+def trace_request(i):
+    """Request ``i`` of a fixed trace: a key of 5, mostly its own tier."""
+    key = i * 7 % 5
+    tier = i // 4 % 2 if i % 4 == 0 else key % 2
+    return key, tier, 1 + i % 4
+
+
+def test_persist_saves_every_tier_and_the_reopened_limiter_decides_alike(tmp_path):
+    """Half a trace on a ``TieredLimiter(..., persist=)`` saving every
+    millisecond; the file as its saving thread (not its close) left it,
+    as a process killed then would leave it, reopens into a limiter that
+    decides the rest as the original."""
+    path = tmp_path / "tiers.snap"
+    hour = 3600.0
+    tiers = [
+        [Limit(Algorithm.GCRA, 5, period=hour), Limit(Algorithm.TOKEN_BUCKET, 8, period=hour)],
+        [Limit(Algorithm.GCRA, 50, period=hour), Limit(Algorithm.TOKEN_BUCKET, 80, period=hour)],
+    ]
+    with ratecell.TieredLimiter(tiers, capacity=100, persist=path, every=0.001) as lim:
+        assert lim.tiers == 2
+        # The first half before the limiter's clock (by which the saver
+        # judges which states are live), the rest after every save.
+        start = lim.now_ns() - 10 * 10**9
+        for i in range(60):
+            key, tier, cost = trace_request(i)
+            lim.check_tier_each_at(key, tier, cost, start + i * 10**8)
+        # A save may have been under way during the checks; the one after
+        # the first to rename began after them (one save at a time).
+        path.unlink(missing_ok=True)
+        wait_for_file(path)
+        path.unlink()
+        wait_for_file(path)
+        copy = tmp_path / "copy.snap"
+        copy.write_bytes(path.read_bytes())
+        with ratecell.TieredLimiter(tiers, capacity=100, persist=copy, every=hour) as back:
+            assert back.tiers == 2
+            rest = lim.now_ns() + 10**9
+            denied = 0
+            for i in range(60, 120):
+                key, tier, cost = trace_request(i)
+                at = rest + (i - 60) * 10**8
+                want = lim.check_tier_each_at(key, tier, cost, at)
+                got = back.check_tier_each_at(key, tier, cost, at)
+                assert got == want, (i, key, tier, cost)
+                denied += not want.decision.allowed
+            assert denied > 0, "the trace never reached a limit: it tests nothing restored"
+
+
+def test_persist_refuses_other_tiers_by_name(tmp_path):
+    path = tmp_path / "tiers.snap"
+    free, paid = (
+        Limit(Algorithm.TOKEN_BUCKET, 2, period=3600.0),
+        Limit(Algorithm.TOKEN_BUCKET, 20, period=3600.0),
+    )
+    with ratecell.TieredLimiter([free, paid], capacity=100, persist=path, every=3600) as lim:
+        assert lim.tiers == 2
+        assert lim.check_tier(1, 1, 15).allowed
+    with ratecell.TieredLimiter([free, paid], capacity=100, persist=path, every=3600) as back:
+        assert back.check_tier(1, 1, 0).remaining == 5
+        assert not back.check_tier(1, 0, 1).allowed
+    saved = path.read_bytes()
+    assert saved[8:12] == (3).to_bytes(4, "little"), "format version 3"
+    # Another number of tiers, another tier's limit, no tiers at all.
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter([free], capacity=100, persist=path)
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter(
+            [free, Limit(Algorithm.TOKEN_BUCKET, 30, period=3600.0)], capacity=100, persist=path
+        )
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.Limiter("token_bucket", 2, 3600 * 10**9, capacity=100, persist=path)
+    plain = tmp_path / "plain.snap"
+    ratecell.Limiter("token_bucket", 2, 3600 * 10**9, capacity=100, persist=plain).close()
+    with pytest.raises(ratecell.SnapshotConfigMismatch):
+        ratecell.TieredLimiter([free, paid], capacity=100, persist=plain)
+    # Bad tiers are named as without persist, and make no file.
+    with pytest.raises(ratecell.InvalidLength):
+        ratecell.TieredLimiter([], capacity=100, persist=tmp_path / "x.snap")
+    with pytest.raises(ratecell.InvalidCapacity):
+        ratecell.TieredLimiter([free, paid], capacity=0, persist=tmp_path / "x.snap")
+    with pytest.raises(ValueError, match="every"):
+        ratecell.TieredLimiter([free], capacity=100, persist=tmp_path / "x.snap", every=0)
+    assert not (tmp_path / "x.snap").exists()
+    assert path.read_bytes() == saved, "a refused open leaves the file as it was"

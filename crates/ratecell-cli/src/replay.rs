@@ -654,6 +654,17 @@ fn snapshot_error(option: &str, path: &Path, e: SnapshotError) -> CliError {
             ),
         ),
         SnapshotError::ConfigMismatch {
+            field: Field::Tiers,
+            saved,
+            ..
+        } => CliError::option(
+            "replay",
+            format!(
+                "{at}: the snapshot is of a limiter of {}; replay restores snapshots without tiers",
+                count(saved, "tier")
+            ),
+        ),
+        SnapshotError::ConfigMismatch {
             limit,
             field,
             saved,
@@ -833,9 +844,10 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
 }
 
 /// Every tier's config (tier 0 the options', then each `--tier`), or just
-/// the options' when there is no `--tier`. Tiers take one limit each and
-/// have no snapshot format, so `--tier` with `--also` or a snapshot option
-/// is refused by name.
+/// the options' when there is no `--tier`. The command's tiers take one
+/// limit each, and its snapshot options save and restore limiters without
+/// tiers (the library saves tiers, docs/SNAPSHOT.md; the command does not
+/// yet), so `--tier` with `--also` or a snapshot option is refused by name.
 fn tier_configs(a: &ReplayArgs, configs: &[Config]) -> Result<Vec<Config>, CliError> {
     let mut tiers = vec![configs[0]];
     if a.tiers.is_empty() {
@@ -847,8 +859,7 @@ fn tier_configs(a: &ReplayArgs, configs: &[Config]) -> Result<Vec<Config>, CliEr
     }
     if a.from_snapshot.is_some() || a.to_snapshot.is_some() {
         return refuse(
-            "a limiter of tiers cannot be saved to a snapshot; drop --from-snapshot and --to-snapshot"
-                .into(),
+            "replay does not save or restore tiers; drop --from-snapshot and --to-snapshot".into(),
         );
     }
     if a.tiers.len() >= ratecell::MAX_TIERS {

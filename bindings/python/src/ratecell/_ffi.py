@@ -265,9 +265,29 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
         _STATUS,
         [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CMultiDecision)],
     ),
+    "ratecell_check_batch_tier": (
+        _STATUS,
+        [c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p],
+    ),
+    "ratecell_check_batch_tier_at": (
+        _STATUS,
+        [c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_uint64, c_void_p, c_void_p],
+    ),
+    "ratecell_acquire_tier": (
+        _STATUS,
+        [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_acquire_bytes_tier": (
+        _STATUS,
+        [c_void_p, c_void_p, c_size_t, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
+    ),
     "ratecell_snapshot_save": (_STATUS, [c_void_p, c_char_p]),
     "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),
     "ratecell_limiter_restore": (_STATUS, [c_char_p, POINTER(c_void_p)]),
+    "ratecell_limiter_restore_tiered": (
+        _STATUS,
+        [POINTER(CConfig), c_size_t, c_size_t, c_char_p, POINTER(c_void_p)],
+    ),
     "ratecell_limiter_restore_config": (_STATUS, [POINTER(CConfig), c_char_p, POINTER(c_void_p)]),
     "ratecell_limiter_restore_multi": (
         _STATUS,
@@ -276,6 +296,10 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_persisted_open_multi": (
         _STATUS,
         [POINTER(CConfig), c_size_t, c_char_p, c_uint64, POINTER(c_void_p)],
+    ),
+    "ratecell_persisted_open_tiered": (
+        _STATUS,
+        [POINTER(CConfig), c_size_t, c_size_t, c_char_p, c_uint64, POINTER(c_void_p)],
     ),
     "ratecell_persisted_limiter": (_STATUS, [c_void_p, POINTER(c_void_p)]),
     "ratecell_persisted_save": (_STATUS, [c_void_p]),
@@ -339,6 +363,28 @@ class PersistedHandle(LimiterHandle):
             _close(self.persisted)  # type: ignore[operator]
             self.persisted = None
         self.value = None
+
+    def close_now(self) -> int | None:
+        """Closes the persisted limiter now (its saver stopped, one last
+        save) and returns that save's status, when no other thread is
+        inside a call on it; None, doing nothing, when one is (or this
+        Python cannot tell).
+
+        A thread inside a call holds a reference in its frame (see
+        ``LimiterHandle``), so the references counted here are the calls
+        in flight: the caller's local and ``getrefcount``'s argument are
+        the only ones when there are none."""
+        getrefcount = getattr(sys, "getrefcount", None)
+        if getrefcount is None or getrefcount(self) > _OWN_REFERENCES:
+            return None
+        persisted, self.persisted, self.value = self.persisted, None, None
+        status: int = lib.ratecell_persisted_close(persisted)
+        return status
+
+
+# In `PersistedHandle.close_now`: the closing method's local and
+# getrefcount's argument.
+_OWN_REFERENCES = 3
 
 
 NOT_COPYABLE = (

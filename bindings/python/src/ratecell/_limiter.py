@@ -393,7 +393,13 @@ class Limiter:
         h = self._h
         self._h = None
         if isinstance(h, _ffi.PersistedHandle) and h.persisted:
-            status = _lib.ratecell_persisted_save(h.persisted)
+            status = h.close_now()
+            if status is None:
+                # A call still runs in another thread and holds the handle:
+                # the C object (and its last save) must wait for it, so the
+                # error is raised from a save made now; the close when that
+                # call returns saves once more, keeping what it admitted.
+                status = _lib.ratecell_persisted_save(h.persisted)
             if status:
                 raise _errors.error_for_status(status)
 
@@ -614,7 +620,18 @@ class Limiter:
         """``check_batch`` at the caller's time ``now_ns``."""
         return self._batch(keys, costs, _u64(now_ns, "now_ns"), decisions, out)
 
-    def _batch(self, keys: Any, costs: Any, now_ns: int | None, decisions: bool, out: Any) -> Any:
+    def _batch(
+        self,
+        keys: Any,
+        costs: Any,
+        now_ns: int | None,
+        decisions: bool,
+        out: Any,
+        tiers: array[int] | None = None,
+    ) -> Any:
+        """The batch behind every ``check_batch*``; ``tiers`` (one u32 per
+        key, ``TieredLimiter.check_batch_tier``) names each request's
+        tier."""
         h = self._handle()
         key_ptr, n, key_keep = _u64_buffer(keys, "keys")
         cost_ptr, cost_keep = None, None
@@ -622,11 +639,23 @@ class Limiter:
             cost_ptr, m, cost_keep = _u64_buffer(costs, "costs")
             if m != n:
                 raise ValueError(f"{n} keys but {m} costs")
+        if tiers is not None and len(tiers) != n:
+            raise ValueError(f"{n} keys but {len(tiers)} tiers")
         flags, flag_ptr = _out_flags(out, n)
         _refuse_overlap(_address(flag_ptr), n, _address(key_ptr), 8 * n, "keys")
         _refuse_overlap(_address(flag_ptr), n, _address(cost_ptr), 8 * n, "costs")
         full = (_CDecision * n)() if decisions and n else None
-        if now_ns is None:
+        if tiers is not None:
+            tier_ptr = tiers.buffer_info()[0]
+            if now_ns is None:
+                status = _lib.ratecell_check_batch_tier(
+                    h, key_ptr, tier_ptr, cost_ptr, n, flag_ptr, full
+                )
+            else:
+                status = _lib.ratecell_check_batch_tier_at(
+                    h, key_ptr, tier_ptr, cost_ptr, n, now_ns, flag_ptr, full
+                )
+        elif now_ns is None:
             status = _check_batch(h, key_ptr, cost_ptr, n, flag_ptr, full)
         else:
             status = _check_batch_at(h, key_ptr, cost_ptr, n, now_ns, flag_ptr, full)
@@ -660,15 +689,27 @@ class Limiter:
         The wait happens in C with the GIL released: other Python threads
         keep running. A ``KeyboardInterrupt`` is seen when it returns.
         """
+        return self._acquire(key, cost, timeout, None)
+
+    def _acquire(self, key: Any, cost: Any, timeout: Any, tier: int | None) -> Decision:
+        """The acquire behind ``acquire`` and, naming ``tier``,
+        ``TieredLimiter.acquire_tier``."""
         h = self._handle()
         timeout_ns = _timeout_ns(timeout)
         cost = _u64(cost, "cost")
         out = _CDecision()
         if _is_bytes_key(key):
             raw = _bytes_key(key)
-            status = _acquire_bytes(h, raw, len(raw), cost, timeout_ns, out)
-        else:
+            if tier is None:
+                status = _acquire_bytes(h, raw, len(raw), cost, timeout_ns, out)
+            else:
+                status = _lib.ratecell_acquire_bytes_tier(
+                    h, raw, len(raw), tier, cost, timeout_ns, out
+                )
+        elif tier is None:
             status = _acquire(h, _u64(key, "key"), cost, timeout_ns, out)
+        else:
+            status = _lib.ratecell_acquire_tier(h, _u64(key, "key"), tier, cost, timeout_ns, out)
         if status == 0:
             return decision_from_c(out)
         if status == _TIMED_OUT:
@@ -825,13 +866,23 @@ def _snapshot_path(path: Any, name: str) -> bytes:
     return p
 
 
-def _open_persisted(configs: Any, path: Any, every: Any) -> _ffi.PersistedHandle:
+def _open_persisted(
+    configs: Any, path: Any, every: Any, per_tier: int | None = None
+) -> _ffi.PersistedHandle:
     """Restores (or makes) the limiter of ``configs`` and starts its saver
-    (``ratecell_persisted_open_multi``); the handle closes it when freed."""
+    (``ratecell_persisted_open_multi``; with ``per_tier``, ``configs`` are
+    tiers of that many limits each, tier by tier:
+    ``ratecell_persisted_open_tiered``); the handle closes it when freed."""
     every_ns = _every_ns(every)
     p = _snapshot_path(path, "persist")
     persisted = ctypes.c_void_p()
-    status = _lib.ratecell_persisted_open_multi(configs, len(configs), p, every_ns, persisted)
+    if per_tier is None:
+        status = _lib.ratecell_persisted_open_multi(configs, len(configs), p, every_ns, persisted)
+    else:
+        n_tiers = len(configs) // per_tier
+        status = _lib.ratecell_persisted_open_tiered(
+            configs, per_tier, n_tiers, p, every_ns, persisted
+        )
     if status:
         raise _config_error(status, configs[0])
     handle = _ffi.PersistedHandle()
