@@ -2,7 +2,7 @@
 # The one command for performance: runs the criterion suite
 # (benches/ratecell.rs, every case beside its peers in the same run) and the
 # resident-memory probe (examples/rss.rs, a fresh process per limiter), then
-# prints one Markdown table with ratios and the issue-6 goals.
+# prints one Markdown table with ratios and the Rust goals of issue 22.
 #
 #   scripts/bench.sh            # full run, about 10 minutes on 2 cores
 #   scripts/bench.sh --quick    # shorter windows, about 3 minutes, noisier

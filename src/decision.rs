@@ -50,3 +50,20 @@ impl Decision {
 pub(crate) fn saturate(ns: u128) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
+
+/// A copy of `d` made field by field, for a decision an out-of-line call
+/// wrote through a pointer (`Engine::decision` in `limiter.rs` says why
+/// the call gets a place of its own): the compiler then keeps the copy in
+/// registers, where a copy of the whole struct would give the call's
+/// pointer the place where every arm's decision meets.
+#[inline(always)]
+pub(crate) fn by_fields(d: &Decision) -> Decision {
+    Decision {
+        allowed: d.allowed,
+        limit: d.limit,
+        remaining: d.remaining,
+        retry_after_ns: d.retry_after_ns,
+        reset_after_ns: d.reset_after_ns,
+        wait_ns: d.wait_ns,
+    }
+}

@@ -13,7 +13,7 @@ use criterion::Throughput;
 use criterion::measurement::{Measurement, ValueFormatter};
 
 /// CPU time of the calling thread, ns.
-fn thread_cpu_ns() -> u64 {
+pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

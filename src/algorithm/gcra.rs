@@ -8,7 +8,7 @@
 //! before 2^63 ns (the year 2262); a request whose new `tat` would pass
 //! `u64::MAX` is denied, never stored wrapped.
 
-use super::{WordAlgorithm, effective_cost};
+use super::{Divisor, WordAlgorithm, effective_cost};
 use crate::config::Params;
 use crate::decision::{Decision, saturate};
 
@@ -17,6 +17,8 @@ use crate::decision::{Decision, saturate};
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Gcra {
     interval: u64,
+    /// Divides by `interval` (`remaining`, on every check).
+    per_interval: Divisor,
     tolerance: u64,
     burst: u64,
     queue: bool,
@@ -26,6 +28,7 @@ impl Gcra {
     pub(crate) fn new(p: &Params, queue: bool) -> Gcra {
         Gcra {
             interval: p.interval,
+            per_interval: Divisor::new(p.interval),
             // Below 2^62 by validation.
             tolerance: p.burst * p.interval,
             burst: p.burst,
@@ -51,7 +54,9 @@ impl WordAlgorithm for Gcra {
         let allowed = wait <= u128::from(self.tolerance) && new <= u128::from(u64::MAX);
         let stored = if allowed && n > 0 { new as u64 } else { tat };
         let reset_after = stored.max(t) - t;
-        let remaining = self.tolerance.saturating_sub(reset_after) / self.interval;
+        let remaining = self
+            .per_interval
+            .divide(self.tolerance.saturating_sub(reset_after));
         let retry_after_ns = if allowed {
             0
         } else if q > self.burst || new > u128::from(u64::MAX) {

@@ -87,8 +87,21 @@ pub(crate) struct CheckCounters {
 impl CheckCounters {
     #[inline]
     pub(crate) fn record(&self, allowed: bool) {
-        let i = stripe();
-        self.add(i, usize::from(!allowed), 1);
+        self.tally().record(allowed);
+    }
+
+    /// Where this thread counts its next check: take it before deciding,
+    /// and record once decided. The lookup of the thread's stripe may call
+    /// out (its first use on a thread takes a stripe); made after the
+    /// decision, it made the compiler keep the decision across that call
+    /// on the stack, whose reload stalled on store forwarding and cost a
+    /// direct check 10 ns (`examples/hotpath.rs`, `direct-gcra-tsc`).
+    #[inline]
+    pub(crate) fn tally(&self) -> Tally<'_> {
+        Tally {
+            counters: self,
+            stripe: stripe(),
+        }
     }
 
     /// Counts a batch's decisions at once: two adds, not one per key.
@@ -119,6 +132,21 @@ impl CheckCounters {
             stats.denied += denied;
             stats.checks += allowed + denied;
         }
+    }
+}
+
+/// A thread's stripe of [`CheckCounters`], resolved before a check
+/// decides ([`CheckCounters::tally`]).
+pub(crate) struct Tally<'a> {
+    counters: &'a CheckCounters,
+    stripe: usize,
+}
+
+impl Tally<'_> {
+    /// Counts one decision.
+    #[inline]
+    pub(crate) fn record(self, allowed: bool) {
+        self.counters.add(self.stripe, usize::from(!allowed), 1);
     }
 }
 
