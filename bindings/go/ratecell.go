@@ -622,24 +622,31 @@ func (l *Limiter) checkBytes(key *byte, n int, cost uint64, at bool, nowNs uint6
 // ErrInvalidLength). allowed may be nil only when decisions is not (it is
 // then allocated: pass it to keep the call allocation-free).
 func (l *Limiter) CheckBatch(keys, costs []uint64, allowed []bool, decisions []Decision) error {
-	return l.batch(keys, costs, false, 0, allowed, decisions)
+	return l.batch(keys, nil, false, costs, false, 0, allowed, decisions)
 }
 
 // CheckBatchAt is CheckBatch at the caller's time nowNs (UNIX nanoseconds).
 func (l *Limiter) CheckBatchAt(keys, costs []uint64, nowNs uint64, allowed []bool, decisions []Decision) error {
-	return l.batch(keys, costs, true, nowNs, allowed, decisions)
+	return l.batch(keys, nil, false, costs, true, nowNs, allowed, decisions)
 }
 
-func (l *Limiter) batch(keys, costs []uint64, at bool, nowNs uint64, allowed []bool, decisions []Decision) error {
+// batch passes CheckBatch's and CheckBatchTier's buffers to the C ABI,
+// which reads them in place (the batch itself is the library's); tiered
+// says which of the two, tiers being one tier per key for the second.
+func (l *Limiter) batch(keys []uint64, tiers []uint32, tiered bool, costs []uint64, at bool, nowNs uint64, allowed []bool, decisions []Decision) error {
+	op := "check batch"
+	if tiered {
+		op = "check batch tier"
+	}
 	n := len(keys)
-	if (costs != nil && len(costs) != n) || (decisions != nil && len(decisions) != n) ||
+	if (tiered && len(tiers) != n) || (costs != nil && len(costs) != n) || (decisions != nil && len(decisions) != n) ||
 		(allowed != nil && len(allowed) != n) || (allowed == nil && decisions == nil && n > 0) {
-		return &Error{Op: "check batch", Status: StatusInvalidLength}
+		return &Error{Op: op, Status: StatusInvalidLength}
 	}
 	if allowed == nil {
 		allowed = make([]bool, n)
 	}
-	h, err := l.enterAddr()
+	h, err := l.enter()
 	if err != nil {
 		return err
 	}
@@ -652,16 +659,26 @@ func (l *Limiter) batch(keys, costs []uint64, at bool, nowNs uint64, allowed []b
 		decisionsPtr = unsafe.SliceData(decisions).cDecision()
 	}
 	var status C.ratecell_status
-	if at {
-		status = C.rc_check_batch_at(h, keysPtr, costsPtr, C.size_t(n), C.uint64_t(nowNs), allowedPtr, decisionsPtr)
-	} else {
-		status = C.rc_check_batch(h, keysPtr, costsPtr, C.size_t(n), allowedPtr, decisionsPtr)
+	switch {
+	case tiered:
+		tiersPtr := (*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(tiers)))
+		if at {
+			status = C.ratecell_check_batch_tier_at(h, keysPtr, tiersPtr, costsPtr, C.size_t(n), C.uint64_t(nowNs), allowedPtr, decisionsPtr)
+		} else {
+			status = C.ratecell_check_batch_tier(h, keysPtr, tiersPtr, costsPtr, C.size_t(n), allowedPtr, decisionsPtr)
+		}
+	case at:
+		status = C.rc_check_batch_at(C.uintptr_t(uintptr(unsafe.Pointer(h))), keysPtr, costsPtr, C.size_t(n), C.uint64_t(nowNs), allowedPtr, decisionsPtr)
+	default:
+		status = C.rc_check_batch(C.uintptr_t(uintptr(unsafe.Pointer(h))), keysPtr, costsPtr, C.size_t(n), allowedPtr, decisionsPtr)
 	}
 	l.exit()
-	for i := range decisions {
-		decisions[i].saturate()
+	if status == C.RATECELL_OK {
+		for i := range decisions {
+			decisions[i].saturate()
+		}
 	}
-	return statusError("check batch", status)
+	return statusError(op, status)
 }
 
 // ResetKey forgets key's state: its next request is decided as a fresh

@@ -151,52 +151,13 @@ func (l *Limiter) CheckTierEachAt(key uint64, tier int, cost, nowNs uint64) (Mul
 // Every tier is checked first: one not below Tiers() gives ErrInvalidTier,
 // and nothing is decided, stored or written.
 func (l *Limiter) CheckBatchTier(keys []uint64, tiers []uint32, costs []uint64, allowed []bool, decisions []Decision) error {
-	return l.batchTier(keys, tiers, costs, false, 0, allowed, decisions)
+	return l.batch(keys, tiers, true, costs, false, 0, allowed, decisions)
 }
 
 // CheckBatchTierAt is CheckBatchTier at the caller's time nowNs (UNIX
 // nanoseconds).
 func (l *Limiter) CheckBatchTierAt(keys []uint64, tiers []uint32, costs []uint64, nowNs uint64, allowed []bool, decisions []Decision) error {
-	return l.batchTier(keys, tiers, costs, true, nowNs, allowed, decisions)
-}
-
-// batchTier passes CheckBatchTier's buffers to the C ABI, which reads them
-// in place (the batch itself is the library's).
-func (l *Limiter) batchTier(keys []uint64, tiers []uint32, costs []uint64, at bool, nowNs uint64, allowed []bool, decisions []Decision) error {
-	n := len(keys)
-	if len(tiers) != n || (costs != nil && len(costs) != n) || (decisions != nil && len(decisions) != n) ||
-		(allowed != nil && len(allowed) != n) || (allowed == nil && decisions == nil && n > 0) {
-		return &Error{Op: "check batch tier", Status: StatusInvalidLength}
-	}
-	if allowed == nil {
-		allowed = make([]bool, n)
-	}
-	h, err := l.enter()
-	if err != nil {
-		return err
-	}
-	keysPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(keys)))
-	tiersPtr := (*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(tiers)))
-	costsPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(costs)))
-	// A Go bool is one byte holding 0 or 1, which is what the library writes.
-	allowedPtr := (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(allowed)))
-	var decisionsPtr *C.struct_ratecell_decision
-	if decisions != nil {
-		decisionsPtr = unsafe.SliceData(decisions).cDecision()
-	}
-	var status C.ratecell_status
-	if at {
-		status = C.ratecell_check_batch_tier_at(h, keysPtr, tiersPtr, costsPtr, C.size_t(n), C.uint64_t(nowNs), allowedPtr, decisionsPtr)
-	} else {
-		status = C.ratecell_check_batch_tier(h, keysPtr, tiersPtr, costsPtr, C.size_t(n), allowedPtr, decisionsPtr)
-	}
-	l.exit()
-	if status == C.RATECELL_OK {
-		for i := range decisions {
-			decisions[i].saturate()
-		}
-	}
-	return statusError("check batch tier", status)
+	return l.batch(keys, tiers, true, costs, true, nowNs, allowed, decisions)
 }
 
 // AcquireTier is Acquire under tier's limits: it waits until that tier
