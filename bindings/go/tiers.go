@@ -4,6 +4,18 @@ package ratecell
 // checks that name a tier.
 
 /*
+// The tier checks neither keep nor call back into Go, so their decisions
+// stay on the Go stack (without this, cgo moves each to the heap).
+#cgo noescape ratecell_check_tier
+#cgo nocallback ratecell_check_tier
+#cgo noescape ratecell_check_tier_at
+#cgo nocallback ratecell_check_tier_at
+#cgo noescape ratecell_check_bytes_tier
+#cgo nocallback ratecell_check_bytes_tier
+#cgo noescape ratecell_check_bytes_tier_at
+#cgo nocallback ratecell_check_bytes_tier_at
+#cgo noescape ratecell_check_tier_each_at
+#cgo nocallback ratecell_check_tier_each_at
 #include <stdlib.h>
 #include "ratecell.h"
 */

@@ -439,3 +439,31 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A tier check allocates nothing: its decision stays on the Go stack (the
+// tier functions are declared noescape in the cgo preamble).
+func TestTierChecksDoNotAllocate(t *testing.T) {
+	cfg := func(limit uint64) Config {
+		return Config{Algorithm: FixedWindow, Limit: limit, Period: time.Minute, Capacity: 64}
+	}
+	lim, err := NewTiered([]Config{cfg(10), cfg(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	key := []byte("k")
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := lim.CheckTierAt(7, 1, 1, tiersT0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lim.CheckBytesTierAt(key, 1, 1, tiersT0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lim.CheckTier(7, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a tier check allocated %.1f times per run", allocs)
+	}
+}
