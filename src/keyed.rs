@@ -999,20 +999,18 @@ impl KeyedLimiter {
             Tables::AllOfWord(t) => t.check(h, at, n, u64::MAX).0,
             _ => {
                 // Counted there.
-                let mut d = Decision::default();
-                self.decision_elsewhere(h, at, n, &mut d);
-                return crate::decision::by_fields(&d);
+                return self.decision_elsewhere(h, at, n).decision();
             }
         };
         tally.record(decision.allowed);
         decision
     }
 
-    /// [`KeyedLimiter::decision`] for the block and tiered tables, written
-    /// to `out` (see `Engine::decision_elsewhere` in `limiter.rs`).
+    /// [`KeyedLimiter::decision`] for the block and tiered tables, as words
+    /// (see `Engine::decision_elsewhere` in `limiter.rs`).
     #[inline(never)]
-    fn decision_elsewhere(&self, h: u64, at: impl At, n: u64, out: &mut Decision) {
-        *out = self.decide(h, at, n, u64::MAX).0;
+    fn decision_elsewhere(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
+        crate::decision::Words::of(self.decide(h, at, n, u64::MAX).0)
     }
 
     /// Decides a request of `cost` for `key` now.
