@@ -59,7 +59,7 @@ pub(crate) fn saturate(ns: u128) -> u64 {
 /// stores failed store-to-load forwarding.
 #[derive(Clone, Copy)]
 #[repr(C)]
-pub(crate) struct Words([u64; 6]);
+pub(crate) struct Words(pub(crate) [u64; 6]);
 
 impl Words {
     #[inline(always)]
