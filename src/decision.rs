@@ -51,19 +51,48 @@ pub(crate) fn saturate(ns: u128) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
-/// A copy of `d` made field by field, for a decision an out-of-line call
-/// wrote through a pointer (`Engine::decision` in `limiter.rs` says why
-/// the call gets a place of its own): the compiler then keeps the copy in
-/// registers, where a copy of the whole struct would give the call's
-/// pointer the place where every arm's decision meets.
-#[inline(always)]
-pub(crate) fn by_fields(d: &Decision) -> Decision {
-    Decision {
-        allowed: d.allowed,
-        limit: d.limit,
-        remaining: d.remaining,
-        retry_after_ns: d.retry_after_ns,
-        reset_after_ns: d.reset_after_ns,
-        wait_ns: d.wait_ns,
+/// A decision as six words, for one an out-of-line call returns
+/// (`Engine::decision` in `limiter.rs` says why the call is out of line).
+/// Every byte is written and read as part of a `u64`: a `Decision` comes
+/// back through memory, its `bool` stored as one byte beside seven of
+/// padding, and the caller's 16-byte copy over the callee's narrower
+/// stores failed store-to-load forwarding.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub(crate) struct Words(pub(crate) [u64; 6]);
+
+impl Words {
+    #[inline(always)]
+    pub(crate) fn of(d: Decision) -> Words {
+        Words([
+            u64::from(d.allowed),
+            d.limit,
+            d.remaining,
+            d.retry_after_ns,
+            d.reset_after_ns,
+            d.wait_ns,
+        ])
+    }
+
+    /// The decision, built field by field so the compiler keeps it in
+    /// registers.
+    #[inline(always)]
+    pub(crate) fn decision(self) -> Decision {
+        let [
+            allowed,
+            limit,
+            remaining,
+            retry_after_ns,
+            reset_after_ns,
+            wait_ns,
+        ] = self.0;
+        Decision {
+            allowed: allowed != 0,
+            limit,
+            remaining,
+            retry_after_ns,
+            reset_after_ns,
+            wait_ns,
+        }
     }
 }

@@ -10,7 +10,7 @@ use crate::algorithm::{
 };
 use crate::clock::{At, Clock};
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow, Params};
-use crate::decision::Decision;
+use crate::decision::{Decision, Words};
 use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::shared::SharedOptions;
@@ -479,7 +479,11 @@ impl KeyedLimiter {
     /// of a tiered table, writes each limit's own decision to `each` (as
     /// many as fit) and counts it: the decision and how many limits a tier
     /// has. `None` for a limiter without tiers, which decides nothing.
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "a call would return the result through memory"
+    )]
+    #[inline(always)]
     fn decide_in_tier(
         &self,
         h: u64,
@@ -488,21 +492,54 @@ impl KeyedLimiter {
         tier: usize,
         each: &mut [Decision],
     ) -> Result<Option<(Decision, usize)>, TierError> {
+        let [words @ .., len, tiers] = self.decide_in_tier_words(h, at, n, tier, each);
+        match (len, tiers) {
+            (0, 0) => Ok(None),
+            (0, tiers) => Err(TierError {
+                tier,
+                tiers: tiers as usize,
+            }),
+            (len, _) => Ok(Some((Words(words).decision(), len as usize))),
+        }
+    }
+
+    /// [`KeyedLimiter::decide_in_tier`] out of line, its result as words:
+    /// the decision's six, then the tier's number of limits, then 0 (or,
+    /// when there is no tier `tier`, 0 limits and the number of tiers; 0
+    /// limits and 0 for a limiter without tiers). Returned as a
+    /// `Result<Option<(Decision, usize)>, TierError>`, it came back
+    /// through memory, copied with wider loads than its stores.
+    #[inline(never)]
+    fn decide_in_tier_words(
+        &self,
+        h: u64,
+        at: impl At,
+        n: u64,
+        tier: usize,
+        each: &mut [Decision],
+    ) -> [u64; 8] {
         let (d, len) = match &self.tables {
             Tables::TieredWord(t) => {
                 let tiers = t.alg().get();
-                let alg = tiers.get(tier)?;
+                let alg = match tiers.get(tier) {
+                    Ok(alg) => alg,
+                    Err(e) => return [0, 0, 0, 0, 0, 0, 0, e.tiers as u64],
+                };
                 (t.check_as(alg, h, at, n, u64::MAX, each).0, tiers.limits())
             }
             Tables::TieredBlock(t) => {
                 let tiers = t.alg().get();
-                let alg = tiers.get(tier)?;
+                let alg = match tiers.get(tier) {
+                    Ok(alg) => alg,
+                    Err(e) => return [0, 0, 0, 0, 0, 0, 0, e.tiers as u64],
+                };
                 (t.check_as(alg, h, at, n, each), tiers.limits())
             }
-            _ => return Ok(None),
+            _ => return [0; 8],
         };
         self.checks.record(d.allowed);
-        Ok(Some((d, len)))
+        let Words([a, b, c, e, f, g]) = Words::of(d);
+        [a, b, c, e, f, g, len as u64, 0]
     }
 
     /// Decides one request for the key hashed to `h` under `tier`'s limits,
@@ -999,20 +1036,18 @@ impl KeyedLimiter {
             Tables::AllOfWord(t) => t.check(h, at, n, u64::MAX).0,
             _ => {
                 // Counted there.
-                let mut d = Decision::default();
-                self.decision_elsewhere(h, at, n, &mut d);
-                return crate::decision::by_fields(&d);
+                return self.decision_elsewhere(h, at, n).decision();
             }
         };
         tally.record(decision.allowed);
         decision
     }
 
-    /// [`KeyedLimiter::decision`] for the block and tiered tables, written
-    /// to `out` (see `Engine::decision_elsewhere` in `limiter.rs`).
+    /// [`KeyedLimiter::decision`] for the block and tiered tables, as words
+    /// (see `Engine::decision_elsewhere` in `limiter.rs`).
     #[inline(never)]
-    fn decision_elsewhere(&self, h: u64, at: impl At, n: u64, out: &mut Decision) {
-        *out = self.decide(h, at, n, u64::MAX).0;
+    fn decision_elsewhere(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
+        crate::decision::Words::of(self.decide(h, at, n, u64::MAX).0)
     }
 
     /// Decides a request of `cost` for `key` now.
