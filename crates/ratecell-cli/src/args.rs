@@ -384,34 +384,62 @@ fn spec_field_for(field: Field) -> &'static str {
 
 /// The library's refusal, shown against the option that carried the field.
 pub fn config_error(command: &str, e: Error) -> CliError {
+    refusal(command, e, |field| option_for(field).to_owned())
+}
+
+/// The library's refusal, shown against the name `field_name` gives its
+/// field.
+fn refusal(command: &str, e: Error, field_name: impl Fn(Field) -> String) -> CliError {
     match e {
         Error::Config(ConfigError { field, message }) => {
-            CliError::option(command, format!("{}: {message}", option_for(field)))
+            CliError::option(command, format!("{}: {message}", field_name(field)))
         }
         other => CliError::io(other.to_string()),
     }
 }
 
-impl PolicyArgs {
-    /// The policy's first limit as a configuration the library accepts.
-    /// Validation is the library's: a direct limiter is built and dropped.
-    pub fn config(&self, command: &str) -> Result<Config, CliError> {
-        let mut config = Config::new(self.algorithm, self.limit, self.period).burst(self.burst);
-        if let Some(n) = self.sub_windows {
-            if self.algorithm != Algorithm::BucketedWindow {
-                return Err(CliError::option(
-                    command,
-                    format!(
-                        "--sub-windows: applies only to bucketed_window, not {}",
-                        self.algorithm
-                    ),
-                ));
-            }
-            config = config.sub_windows(n);
+/// A limit's configuration as the library accepts it: built from its
+/// parts and validated by the library (a direct limiter is built and
+/// dropped). `field_name` says where each field came from (an option, or a
+/// field of an `--also`), so that every refusal names it.
+fn validated_config(
+    command: &str,
+    (algorithm, limit, period, burst, sub_windows): (Algorithm, u64, u64, u64, Option<u32>),
+    field_name: impl Fn(Field) -> String,
+) -> Result<Config, CliError> {
+    let mut config = Config::new(algorithm, limit, period).burst(burst);
+    if let Some(n) = sub_windows {
+        if algorithm != Algorithm::BucketedWindow {
+            return Err(CliError::option(
+                command,
+                format!(
+                    "{}: applies only to bucketed_window, not {algorithm}",
+                    field_name(Field::SubWindows)
+                ),
+            ));
         }
-        let (clock, _) = Clock::manual(0);
-        Limiter::with_clock(config, clock).map_err(|e| config_error(command, e))?;
-        Ok(config)
+        config = config.sub_windows(n);
+    }
+    let (clock, _) = Clock::manual(0);
+    Limiter::with_clock(config, clock).map_err(|e| refusal(command, e, &field_name))?;
+    Ok(config)
+}
+
+impl PolicyArgs {
+    /// The policy's first limit as a configuration the library accepts;
+    /// errors name the option.
+    pub fn config(&self, command: &str) -> Result<Config, CliError> {
+        validated_config(
+            command,
+            (
+                self.algorithm,
+                self.limit,
+                self.period,
+                self.burst,
+                self.sub_windows,
+            ),
+            |field| option_for(field).to_owned(),
+        )
     }
 
     /// Every limit of the policy: the first (the options), then each
@@ -439,31 +467,20 @@ impl PolicyArgs {
 }
 
 impl LimitSpec {
-    /// The limit as a configuration the library accepts (a direct limiter
-    /// is built and dropped); errors name `which` and the field.
+    /// The limit as a configuration the library accepts; errors name
+    /// `which` and the field.
     pub fn config(&self, command: &str, which: &str) -> Result<Config, CliError> {
-        let mut config = Config::new(self.algorithm, self.limit, self.period).burst(self.burst);
-        if let Some(n) = self.sub_windows {
-            if self.algorithm != Algorithm::BucketedWindow {
-                return Err(CliError::option(
-                    command,
-                    format!(
-                        "{which}: field 'sub-windows': applies only to bucketed_window, not {}",
-                        self.algorithm
-                    ),
-                ));
-            }
-            config = config.sub_windows(n);
-        }
-        let (clock, _) = Clock::manual(0);
-        Limiter::with_clock(config, clock).map_err(|e| match e {
-            Error::Config(ConfigError { field, message }) => CliError::option(
-                command,
-                format!("{which}: field '{}': {message}", spec_field_for(field)),
+        validated_config(
+            command,
+            (
+                self.algorithm,
+                self.limit,
+                self.period,
+                self.burst,
+                self.sub_windows,
             ),
-            other => CliError::io(other.to_string()),
-        })?;
-        Ok(config)
+            |field| format!("{which}: field '{}'", spec_field_for(field)),
+        )
     }
 }
 
