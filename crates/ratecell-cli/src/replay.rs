@@ -602,8 +602,9 @@ impl Replay<'_> {
 }
 
 /// The option that gives `field` of limit `limit` (0: the first limit's
-/// options; then each --also in order).
-fn option_of(limit: usize, field: Field) -> String {
+/// options; then each --also in order, or each --tier when `tiered`, whose
+/// tiers take one limit each).
+fn option_of(limit: usize, field: Field, tiered: bool) -> String {
     let option = match field {
         Field::Algorithm => "--algorithm",
         Field::Limit => "--limit",
@@ -616,10 +617,10 @@ fn option_of(limit: usize, field: Field) -> String {
         // A field the command has no option for (Field is non-exhaustive).
         _ => return "the policy".to_string(),
     };
-    if limit == 0 {
-        option.to_string()
-    } else {
-        format!("--also #{limit} field '{}'", &option[2..])
+    match (limit, tiered) {
+        (0, _) => option.to_string(),
+        (_, false) => format!("--also #{limit} field '{}'", &option[2..]),
+        (_, true) => format!("--tier #{limit} field '{}'", &option[2..]),
     }
 }
 
@@ -636,34 +637,47 @@ fn show_value(field: Field, value: u64) -> String {
 }
 
 /// A snapshot that cannot be read or does not fit, as the command's error:
-/// a mismatch names the option that differs.
-fn snapshot_error(option: &str, path: &Path, e: SnapshotError) -> CliError {
+/// a mismatch names the option that differs (`tiered`: the options give
+/// tiers, so a limit's index is its tier's).
+fn snapshot_error(option: &str, path: &Path, e: SnapshotError, tiered: bool) -> CliError {
     let at = format!("{option} {}", path.display());
+    let refuse = |why: String| CliError::option("replay", format!("{at}: {why}"));
     match e {
         SnapshotError::Io(e) => CliError::io(format!("{at}: {e}")),
         SnapshotError::ConfigMismatch {
             field: Field::Limits,
             saved,
+            ..
+        } if tiered => refuse(format!(
+            "the snapshot's tiers hold {} each, replay's tiers one (drop --also)",
+            count(saved, "limit")
+        )),
+        SnapshotError::ConfigMismatch {
+            field: Field::Limits,
+            saved,
             wanted,
             ..
-        } => CliError::option(
-            "replay",
-            format!(
-                "{at}: the snapshot holds {}, the options give {wanted} (the first, then one per --also)",
-                count(saved, "limit")
-            ),
-        ),
+        } => refuse(format!(
+            "the snapshot holds {}, the options give {wanted} (the first, then one per --also)",
+            count(saved, "limit")
+        )),
+        // A snapshot of a limiter without tiers counts 0 tiers.
         SnapshotError::ConfigMismatch {
             field: Field::Tiers,
             saved,
+            wanted,
             ..
-        } => CliError::option(
-            "replay",
-            format!(
-                "{at}: the snapshot is of a limiter of {}; replay restores snapshots without tiers",
+        } => refuse(match (saved, wanted) {
+            (0, _) => "the snapshot is of a limiter without tiers; drop --tier".to_string(),
+            (_, 0) => format!(
+                "the snapshot is of a limiter of {}; give them with --tier (tier 0 the options', then one per --tier)",
                 count(saved, "tier")
             ),
-        ),
+            _ => format!(
+                "the snapshot holds {}, the options give {wanted} (tier 0 the options', then one per --tier)",
+                count(saved, "tier")
+            ),
+        }),
         SnapshotError::ConfigMismatch {
             limit,
             field,
@@ -673,7 +687,7 @@ fn snapshot_error(option: &str, path: &Path, e: SnapshotError) -> CliError {
             "replay",
             format!(
                 "{at}: saved with {} {}, the options give {}",
-                option_of(limit, field),
+                option_of(limit, field, tiered),
                 show_value(field, saved),
                 show_value(field, wanted)
             ),
@@ -685,13 +699,14 @@ fn snapshot_error(option: &str, path: &Path, e: SnapshotError) -> CliError {
 
 pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut configs = a.policy.configs("replay")?;
+    let tiered = !a.tiers.is_empty();
     let capacity = match (a.capacity, &a.from_snapshot) {
         (Some(capacity), _) => capacity,
         // The snapshot's own table, so the options need not repeat it.
         (None, Some(path)) => std::fs::File::open(path)
             .map_err(SnapshotError::from)
             .and_then(|f| ratecell::snapshot::saved_config(std::io::BufReader::new(f)))
-            .map_err(|e| snapshot_error("--from-snapshot", path, e))?
+            .map_err(|e| snapshot_error("--from-snapshot", path, e, tiered))?
             .capacity
             .max(1),
         (None, None) => default_capacity(&configs),
@@ -713,8 +728,13 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
         ),
         Some(path) => {
             let (clock, _) = Clock::manual(crate::engine::EPOCH_NS);
-            let keyed = KeyedLimiter::load_multi(path, &configs, clock)
-                .map_err(|e| snapshot_error("--from-snapshot", path, e))?;
+            let keyed = if tiered {
+                let tiers: Vec<&[Config]> = tiers.iter().map(std::slice::from_ref).collect();
+                KeyedLimiter::load_tiered(path, &tiers, clock)
+            } else {
+                KeyedLimiter::load_multi(path, &configs, clock)
+            };
+            let keyed = keyed.map_err(|e| snapshot_error("--from-snapshot", path, e, tiered))?;
             let keys = keyed.stats().keys_tracked;
             (Policy::Keyed(keyed), Some((path.as_path(), keys)))
         }
@@ -828,7 +848,7 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
             };
             keyed
                 .save_at(path, at)
-                .map_err(|e| snapshot_error("--to-snapshot", path, e))?;
+                .map_err(|e| snapshot_error("--to-snapshot", path, e, tiered))?;
             Some((path.as_path(), at))
         }
     };
@@ -845,9 +865,7 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
 
 /// Every tier's config (tier 0 the options', then each `--tier`), or just
 /// the options' when there is no `--tier`. The command's tiers take one
-/// limit each, and its snapshot options save and restore limiters without
-/// tiers (the library saves tiers, docs/SNAPSHOT.md; the command does not
-/// yet), so `--tier` with `--also` or a snapshot option is refused by name.
+/// limit each, so `--tier` with `--also` is refused by name.
 fn tier_configs(a: &ReplayArgs, configs: &[Config]) -> Result<Vec<Config>, CliError> {
     let mut tiers = vec![configs[0]];
     if a.tiers.is_empty() {
@@ -856,11 +874,6 @@ fn tier_configs(a: &ReplayArgs, configs: &[Config]) -> Result<Vec<Config>, CliEr
     let refuse = |why: String| Err(CliError::option("replay", format!("--tier: {why}")));
     if configs.len() > 1 {
         return refuse("replay takes tiers of one limit each; drop --also".into());
-    }
-    if a.from_snapshot.is_some() || a.to_snapshot.is_some() {
-        return refuse(
-            "replay does not save or restore tiers; drop --from-snapshot and --to-snapshot".into(),
-        );
     }
     if a.tiers.len() >= ratecell::MAX_TIERS {
         return refuse(format!(

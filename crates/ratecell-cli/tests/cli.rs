@@ -1263,3 +1263,102 @@ fn replay_holds_each_key_to_the_tier_its_line_names() {
     );
     assert!(err.contains("--tier") && err.contains("--also"), "{err}");
 }
+
+#[test]
+fn replay_carries_tiers_over_a_snapshot() {
+    // A generated trace whose lines name tier 0 or 1 by key.
+    let lines: Vec<String> = generated_trace(600)
+        .into_iter()
+        .map(|l| {
+            let tier = u8::from(l.contains("user-1"));
+            format!("{l},{tier}")
+        })
+        .collect();
+    let whole = temp_path("tiers-whole.csv");
+    let first = temp_path("tiers-first.csv");
+    let second = temp_path("tiers-second.csv");
+    let snap = temp_path("tiers.snap");
+    std::fs::write(&whole, lines.join("\n")).unwrap();
+    std::fs::write(&first, lines[..300].join("\n")).unwrap();
+    std::fs::write(&second, lines[300..].join("\n")).unwrap();
+    let (snap_s, tier) = (snap.to_str().unwrap(), "algorithm=gcra,limit=20,period=1s");
+    let run = |file: &Path, extra: &[&str]| {
+        let mut args = vec![file.to_str().unwrap(), "--decisions", "--limit", "6"];
+        args.extend_from_slice(&["--period", "1s", "--tier", tier]);
+        args.extend_from_slice(extra);
+        ok(&[&["replay"], &args[..]].concat())
+    };
+    let all = decisions(&run(&whole, &[]));
+    let out = run(&first, &["--to-snapshot", snap_s]);
+    assert!(out.contains("saved to the snapshot"), "{out}");
+    assert_eq!(decisions(&out)[..], all[..300]);
+    let out = run(&second, &["--from-snapshot", snap_s]);
+    assert!(out.contains("started from the snapshot"), "{out}");
+    assert_eq!(
+        decisions(&out)[..],
+        all[300..],
+        "the rest after the restart"
+    );
+    assert!(all[300..].iter().any(|d| d.contains("denied")));
+    assert_ne!(decisions(&run(&second, &[]))[..], all[300..]);
+
+    // The tiers must be the saved ones; each mismatch names its option.
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "a limiter of 2 tiers; give them with --tier"),
+        (
+            &["--tier", tier, "--tier", tier],
+            "holds 2 tiers, the options give 3",
+        ),
+        (
+            &["--tier", "algorithm=gcra,limit=21,period=1s"],
+            "saved with --tier #1 field 'limit' 20, the options give 21",
+        ),
+    ];
+    for (tiers, says) in cases {
+        let mut args = vec![
+            "replay",
+            second.to_str().unwrap(),
+            "--from-snapshot",
+            snap_s,
+        ];
+        args.extend_from_slice(&["--limit", "6", "--period", "1s"]);
+        args.extend_from_slice(tiers);
+        let err = fails(&args, 2);
+        assert!(err.contains(says), "{tiers:?}: {err}");
+    }
+    // A snapshot without tiers, restored with them.
+    let plain = temp_path("tiers-plain.csv");
+    std::fs::write(&plain, generated_trace(10).join("\n")).unwrap();
+    ok(&[
+        "replay",
+        plain.to_str().unwrap(),
+        "--limit",
+        "6",
+        "--period",
+        "1s",
+        "--to-snapshot",
+        snap_s,
+    ]);
+    let err = fails(
+        &[
+            "replay",
+            second.to_str().unwrap(),
+            "--limit",
+            "6",
+            "--period",
+            "1s",
+            "--tier",
+            tier,
+            "--from-snapshot",
+            snap_s,
+        ],
+        2,
+    );
+    assert!(
+        err.contains("a limiter without tiers; drop --tier"),
+        "{err}"
+    );
+    for path in [&whole, &first, &second, &plain, &snap] {
+        let _ = std::fs::remove_file(path);
+    }
+}
