@@ -74,6 +74,11 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
     /// How many low bits of the word the packed state uses.
     fn state_bits(&self) -> u32;
 
+    /// [`Self::state_bits`] when every configuration packs its state in
+    /// the same bits (GCRA: 64), so a composite placing another state
+    /// above this one shifts by a constant (`all_of`'s `Pair`).
+    const FIXED_BITS: Option<u32> = None;
+
     /// Runs `visit` with the form of this algorithm that decides fastest:
     /// itself, unless it is a composite whose rules are only known at run
     /// time (`all_of`), which dispatches once on them and passes a form
