@@ -71,16 +71,28 @@ macro_rules! with_rule {
     };
 }
 
-/// Runs `$word` with `$a` bound to a single-word rule, or `$other` for a
-/// multi-word one (whose value is not bound).
-macro_rules! with_word_rule {
-    ($rule:expr, $a:ident => $word:expr, else $other:expr) => {
-        match $rule {
-            Rule::Gcra($a) => $word,
-            Rule::TokenBucket($a) => $word,
-            Rule::FixedWindow($a) => $word,
-            Rule::SlidingWindow($a) => $word,
-            Rule::BucketedWindow(_) | Rule::SlidingLog(_) => $other,
+/// Runs `$pair!(A, B)` for the form of two single-word rules of kinds
+/// `A` and `B` ([`AllOf`]'s `form`, [`Rule::word_kind`]), else `$other`.
+macro_rules! by_pair_form {
+    ($form:expr, $pair:ident, $other:expr) => {
+        match $form {
+            5 => $pair!(Gcra, Gcra),
+            6 => $pair!(Gcra, TokenBucket),
+            7 => $pair!(Gcra, FixedWindow),
+            8 => $pair!(Gcra, SlidingWindow),
+            9 => $pair!(TokenBucket, Gcra),
+            10 => $pair!(TokenBucket, TokenBucket),
+            11 => $pair!(TokenBucket, FixedWindow),
+            12 => $pair!(TokenBucket, SlidingWindow),
+            13 => $pair!(FixedWindow, Gcra),
+            14 => $pair!(FixedWindow, TokenBucket),
+            15 => $pair!(FixedWindow, FixedWindow),
+            16 => $pair!(FixedWindow, SlidingWindow),
+            17 => $pair!(SlidingWindow, Gcra),
+            18 => $pair!(SlidingWindow, TokenBucket),
+            19 => $pair!(SlidingWindow, FixedWindow),
+            20 => $pair!(SlidingWindow, SlidingWindow),
+            _ => $other,
         }
     };
 }
@@ -199,6 +211,9 @@ pub(crate) struct AllOf {
     /// of kind `a`, `5 + 4 × a + b` two of kinds `a` and `b`
     /// ([`Rule::word_kind`]).
     form: u8,
+    /// The form of two single-word limits in the block layout (two 64-bit
+    /// words each, from word 0 and word 2), else 0.
+    block_pair: u8,
 }
 
 impl AllOf {
@@ -227,9 +242,14 @@ impl AllOf {
         }
         let kinds: Vec<Option<u8>> = rules.iter().map(Rule::word_kind).collect();
         let form = match kinds[..] {
-            [Some(a)] if word => 1 + a,
-            [Some(a), Some(b)] if word => 5 + 4 * a + b,
+            [Some(a)] => 1 + a,
+            [Some(a), Some(b)] => 5 + 4 * a + b,
             _ => 0,
+        };
+        let (form, block_pair) = match (word, form) {
+            (true, _) => (form, 0),
+            (false, 5..) => (0, form),
+            (false, _) => (0, 0),
         };
         AllOf {
             parts,
@@ -238,6 +258,7 @@ impl AllOf {
             size_mask: mask(at),
             word,
             form,
+            block_pair,
         }
     }
 
@@ -394,23 +415,7 @@ impl AllOf {
             2 => one!(TokenBucket),
             3 => one!(FixedWindow),
             4 => one!(SlidingWindow),
-            5 => pair!(Gcra, Gcra),
-            6 => pair!(Gcra, TokenBucket),
-            7 => pair!(Gcra, FixedWindow),
-            8 => pair!(Gcra, SlidingWindow),
-            9 => pair!(TokenBucket, Gcra),
-            10 => pair!(TokenBucket, TokenBucket),
-            11 => pair!(TokenBucket, FixedWindow),
-            12 => pair!(TokenBucket, SlidingWindow),
-            13 => pair!(FixedWindow, Gcra),
-            14 => pair!(FixedWindow, TokenBucket),
-            15 => pair!(FixedWindow, FixedWindow),
-            16 => pair!(FixedWindow, SlidingWindow),
-            17 => pair!(SlidingWindow, Gcra),
-            18 => pair!(SlidingWindow, TokenBucket),
-            19 => pair!(SlidingWindow, FixedWindow),
-            20 => pair!(SlidingWindow, SlidingWindow),
-            _ => other(visit),
+            form => by_pair_form!(form, pair, other(visit)),
         }
     }
 }
@@ -846,6 +851,15 @@ impl BlockAlgorithm for AllOf {
         BlockAlgorithm::decide_each(self, w, t, n, &mut [])
     }
 
+    /// Two single-word limits, the common case, decide in a copy of
+    /// [`decide_pair`] made for their rules, after one dispatch on
+    /// `block_pair`, inlined into the caller's latched section; any other
+    /// list goes to [`AllOf::decide_block`].
+    #[allow(
+        clippy::inline_always,
+        reason = "the pair's decision is built where the latched check returns it"
+    )]
+    #[inline(always)]
     fn decide_each<W: Words + ?Sized>(
         &self,
         w: &mut W,
@@ -853,58 +867,22 @@ impl BlockAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> Decision {
-        if self.len == 1 {
-            // One limit: decided once, on the real words (a rule writes
-            // only what it admits), as in the word layout.
-            let p = &self.parts[0];
-            let (d, stored) = AllOf::decide_in(p, w, t, n, true);
-            if let (true, Some(next)) = (d.allowed && n > 0, stored) {
-                write_pair(w, p.at as usize, next);
-            }
-            report(&[d], out);
-            return d;
-        }
-        if let [p, q] = self.parts() {
-            let (at_a, at_b) = (p.at as usize, q.at as usize);
-            let pair = with_word_rule!(&p.rule, a => with_word_rule!(&q.rule, b => {
-                let states = (read_pair(w, at_a), read_pair(w, at_b));
-                Some(decide_pair(a, b, states, t, n, out))
-            }, else None), else None);
-            if let Some((d, next)) = pair {
+        macro_rules! pair {
+            ($a:ident, $b:ident) => {{
+                let (Rule::$a(a), Rule::$b(b)) = (&self.parts[0].rule, &self.parts[1].rule) else {
+                    unreachable!("a rule of another kind than its form")
+                };
+                debug_assert_eq!((self.parts[0].at, self.parts[1].at), (0, 2));
+                let states = (read_pair(w, 0), read_pair(w, 2));
+                let (d, next) = decide_pair(a, b, states, t, n, out);
                 if let Some((na, nb)) = next {
-                    write_pair(w, at_a, na);
-                    write_pair(w, at_b, nb);
+                    write_pair(w, 0, na);
+                    write_pair(w, 2, nb);
                 }
-                return d;
-            }
+                d
+            }};
         }
-        let mut each = [Decision::default(); MAX_LIMITS];
-        let mut stored = [None; MAX_LIMITS];
-        for (i, p) in self.parts().iter().enumerate() {
-            (each[i], stored[i]) = AllOf::decide_in(p, w, t, n, false);
-        }
-        let all = each[..self.len].iter().all(|d| d.allowed);
-        if all && n > 0 {
-            for (i, p) in self.parts().iter().enumerate() {
-                if let Some(next) = stored[i] {
-                    write_pair(w, p.at as usize, next);
-                } else if p.rule.state_bits().is_none() {
-                    let again = AllOf::decide_in(p, w, t, n, true).0;
-                    debug_assert_eq!(again, each[i], "a block rule decided twice alike");
-                }
-            }
-        } else if !all {
-            for (i, p) in self.parts().iter().enumerate() {
-                if each[i].allowed {
-                    let never = each[i].limit.saturating_add(1);
-                    let never = AllOf::decide_in(p, w, t, never, false).0;
-                    each[i] = AllOf::unspent(each[i], never);
-                }
-            }
-        }
-        let each = &each[..self.len];
-        report(each, out);
-        combine(each).0
+        by_pair_form!(self.block_pair, pair, self.decide_block(w, t, n, out))
     }
 
     fn is_fresh_at<W: Words + ?Sized>(&self, w: &W, t: u64) -> bool {
@@ -942,6 +920,59 @@ impl BlockAlgorithm for AllOf {
             with_rule!(&p.rule, a => word: { let _ = a; write_pair(w, at, 0) },
                 block: a.clear(&mut View { words: w, at, write: true }));
         }
+    }
+}
+
+impl AllOf {
+    /// [`BlockAlgorithm::decide_each`] for any list but two single-word
+    /// limits: each limit decided on a view that drops writes, then again
+    /// on the real words only when all admit.
+    #[inline(never)]
+    fn decide_block<W: Words + ?Sized>(
+        &self,
+        w: &mut W,
+        t: u64,
+        n: u64,
+        out: &mut [Decision],
+    ) -> Decision {
+        if self.len == 1 {
+            // One limit: decided once, on the real words (a rule writes
+            // only what it admits), as in the word layout.
+            let p = &self.parts[0];
+            let (d, stored) = AllOf::decide_in(p, w, t, n, true);
+            if let (true, Some(next)) = (d.allowed && n > 0, stored) {
+                write_pair(w, p.at as usize, next);
+            }
+            report(&[d], out);
+            return d;
+        }
+        let mut each = [Decision::default(); MAX_LIMITS];
+        let mut stored = [None; MAX_LIMITS];
+        for (i, p) in self.parts().iter().enumerate() {
+            (each[i], stored[i]) = AllOf::decide_in(p, w, t, n, false);
+        }
+        let all = each[..self.len].iter().all(|d| d.allowed);
+        if all && n > 0 {
+            for (i, p) in self.parts().iter().enumerate() {
+                if let Some(next) = stored[i] {
+                    write_pair(w, p.at as usize, next);
+                } else if p.rule.state_bits().is_none() {
+                    let again = AllOf::decide_in(p, w, t, n, true).0;
+                    debug_assert_eq!(again, each[i], "a block rule decided twice alike");
+                }
+            }
+        } else if !all {
+            for (i, p) in self.parts().iter().enumerate() {
+                if each[i].allowed {
+                    let never = each[i].limit.saturating_add(1);
+                    let never = AllOf::decide_in(p, w, t, never, false).0;
+                    each[i] = AllOf::unspent(each[i], never);
+                }
+            }
+        }
+        let each = &each[..self.len];
+        report(each, out);
+        combine(each).0
     }
 }
 
