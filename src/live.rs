@@ -232,12 +232,17 @@ impl<A: BlockAlgorithm> BlockAlgorithm for Live<A> {
         self.get().words()
     }
 
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "a transparent call: as a call of its own it returned the decision through memory once more"
+    )]
+    #[inline(always)]
     fn decide<W: Words + ?Sized>(&self, words: &mut W, t: u64, n: u64) -> Decision {
         self.get().decide(words, t, n)
     }
 
-    #[inline]
+    #[allow(clippy::inline_always, reason = "as decide")]
+    #[inline(always)]
     fn decide_each<W: Words + ?Sized>(
         &self,
         words: &mut W,

@@ -71,16 +71,28 @@ macro_rules! with_rule {
     };
 }
 
-/// Runs `$word` with `$a` bound to a single-word rule, or `$other` for a
-/// multi-word one (whose value is not bound).
-macro_rules! with_word_rule {
-    ($rule:expr, $a:ident => $word:expr, else $other:expr) => {
-        match $rule {
-            Rule::Gcra($a) => $word,
-            Rule::TokenBucket($a) => $word,
-            Rule::FixedWindow($a) => $word,
-            Rule::SlidingWindow($a) => $word,
-            Rule::BucketedWindow(_) | Rule::SlidingLog(_) => $other,
+/// Runs `$pair!(A, B)` for the form of two single-word rules of kinds
+/// `A` and `B` ([`AllOf`]'s `form`, [`Rule::word_kind`]), else `$other`.
+macro_rules! by_pair_form {
+    ($form:expr, $pair:ident, $other:expr) => {
+        match $form {
+            5 => $pair!(Gcra, Gcra),
+            6 => $pair!(Gcra, TokenBucket),
+            7 => $pair!(Gcra, FixedWindow),
+            8 => $pair!(Gcra, SlidingWindow),
+            9 => $pair!(TokenBucket, Gcra),
+            10 => $pair!(TokenBucket, TokenBucket),
+            11 => $pair!(TokenBucket, FixedWindow),
+            12 => $pair!(TokenBucket, SlidingWindow),
+            13 => $pair!(FixedWindow, Gcra),
+            14 => $pair!(FixedWindow, TokenBucket),
+            15 => $pair!(FixedWindow, FixedWindow),
+            16 => $pair!(FixedWindow, SlidingWindow),
+            17 => $pair!(SlidingWindow, Gcra),
+            18 => $pair!(SlidingWindow, TokenBucket),
+            19 => $pair!(SlidingWindow, FixedWindow),
+            20 => $pair!(SlidingWindow, SlidingWindow),
+            _ => $other,
         }
     };
 }
@@ -117,6 +129,18 @@ impl Rule {
             Rule::FixedWindow(a) => Rule::FixedWindow(a.with_count_bits(bits)),
             Rule::SlidingWindow(a) => Rule::SlidingWindow(a.with_count_bits(bits)),
             other => other,
+        }
+    }
+
+    /// A single-word rule's kind, 0 to 3 ([`AllOf`]'s `form`); `None` for
+    /// a multi-word one.
+    fn word_kind(&self) -> Option<u8> {
+        match self {
+            Rule::Gcra(_) => Some(0),
+            Rule::TokenBucket(_) => Some(1),
+            Rule::FixedWindow(_) => Some(2),
+            Rule::SlidingWindow(_) => Some(3),
+            Rule::BucketedWindow(_) | Rule::SlidingLog(_) => None,
         }
     }
 
@@ -181,6 +205,15 @@ pub(crate) struct AllOf {
     /// it.
     size_mask: u128,
     word: bool,
+    /// Which concrete form a check takes, fixed here so that a check
+    /// dispatches once, on this byte ([`AllOf::concrete`]): 0 none (three
+    /// or more limits, or the block layout), `1 + a` one single-word limit
+    /// of kind `a`, `5 + 4 × a + b` two of kinds `a` and `b`
+    /// ([`Rule::word_kind`]).
+    form: u8,
+    /// The form of two single-word limits in the block layout (two 64-bit
+    /// words each, from word 0 and word 2), else 0.
+    block_pair: u8,
 }
 
 impl AllOf {
@@ -207,12 +240,25 @@ impl AllOf {
             };
             at += if word { bits } else { rule.words() as u32 };
         }
+        let kinds: Vec<Option<u8>> = rules.iter().map(Rule::word_kind).collect();
+        let form = match kinds[..] {
+            [Some(a)] => 1 + a,
+            [Some(a), Some(b)] => 5 + 4 * a + b,
+            _ => 0,
+        };
+        let (form, block_pair) = match (word, form) {
+            (true, _) => (form, 0),
+            (false, 5..) => (0, form),
+            (false, _) => (0, 0),
+        };
         AllOf {
             parts,
             len: rules.len(),
             size: at,
             size_mask: mask(at),
             word,
+            form,
+            block_pair,
         }
     }
 
@@ -334,16 +380,42 @@ impl AllOf {
     )]
     #[inline(always)]
     fn concrete<V: Visit<u128>>(&self, visit: V, other: impl FnOnce(V) -> V::Out) -> V::Out {
-        const WORD: &str = "a multi-word rule in a word layout";
-        match self.parts() {
-            [p] if self.word => {
-                with_word_rule!(&p.rule, a => visit.visit(&One { a: *a, bits: p.bits }),
-                else unreachable!("{WORD}"))
-            }
-            [p, q] if self.word => with_word_rule!(&p.rule, a => with_word_rule!(&q.rule, b => {
-                visit.visit(&Pair { a: *a, b: *b, at: q.at, size: self.size })
-            }, else unreachable!("{WORD}")), else unreachable!("{WORD}")),
-            _ => other(visit),
+        // The rules' kinds are the form's (`AllOf::new`), so the `else`
+        // arms are never taken: a compare each, where a match on each rule
+        // was a jump table each (about 35 instructions per two-limit check
+        // with the bounds and layout checks this byte also replaces).
+        const FORM: &str = "a rule of another kind than its form";
+        let (p, q) = (&self.parts[0], &self.parts[1]);
+        macro_rules! one {
+            ($a:ident) => {{
+                let Rule::$a(a) = &p.rule else {
+                    unreachable!("{FORM}")
+                };
+                visit.visit(&One {
+                    a: *a,
+                    bits: p.bits,
+                })
+            }};
+        }
+        macro_rules! pair {
+            ($a:ident, $b:ident) => {{
+                let (Rule::$a(a), Rule::$b(b)) = (&p.rule, &q.rule) else {
+                    unreachable!("{FORM}")
+                };
+                visit.visit(&Pair {
+                    a,
+                    b,
+                    at: q.at,
+                    size: self.size,
+                })
+            }};
+        }
+        match self.form {
+            1 => one!(Gcra),
+            2 => one!(TokenBucket),
+            3 => one!(FixedWindow),
+            4 => one!(SlidingWindow),
+            form => by_pair_form!(form, pair, other(visit)),
         }
     }
 }
@@ -432,16 +504,18 @@ impl<A: WordAlgorithm> WordAlgorithm for One<A> {
 }
 
 /// A composite of two single-word limits with both rules' types known:
-/// the first's state in the low bits, the second's from bit `at`.
+/// the first's state in the low bits, the second's from bit `at`. The
+/// rules by reference: copied into the check, their fields were loaded
+/// once and spilled to the stack (about 20 instructions per check).
 #[derive(Clone, Copy, Debug)]
-struct Pair<A, B> {
-    a: A,
-    b: B,
+struct Pair<'r, A, B> {
+    a: &'r A,
+    b: &'r B,
     at: u32,
     size: u32,
 }
 
-impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<A, B> {
+impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<'_, A, B> {
     type State = u128;
 
     #[inline]
@@ -459,14 +533,15 @@ impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<A, B> {
         out: &mut [Decision],
     ) -> (Decision, Option<u128>) {
         // Each state's bits above its own are ignored by its `unpack`.
-        let (sa, sb) = (state, state >> self.at);
-        let (d, next) = decide_pair(&self.a, &self.b, (sa, sb), t, n, out);
-        (d, next.map(|(na, nb)| na | nb << self.at))
+        let at = self.at();
+        let (sa, sb) = (state, state >> at);
+        let (d, next) = decide_pair(self.a, self.b, (sa, sb), t, n, out);
+        (d, next.map(|(na, nb)| na | nb << at))
     }
 
     fn is_fresh_at(&self, state: u128, t: u64) -> bool {
         self.a.is_fresh_at(self.a.unpack(state), t)
-            && self.b.is_fresh_at(self.b.unpack(state >> self.at), t)
+            && self.b.is_fresh_at(self.b.unpack(state >> self.at()), t)
     }
 
     #[inline]
@@ -474,9 +549,12 @@ impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<A, B> {
         state
     }
 
+    /// The word as it is: each limit's `unpack` ignores the bits above its
+    /// own state, which is all a check needs (the bits above `size` are
+    /// the owner's: the table masks its fingerprint off before this).
     #[inline]
     fn unpack(&self, word: u128) -> u128 {
-        word & mask(self.size)
+        word
     }
 
     fn state_bits(&self) -> u32 {
@@ -484,8 +562,20 @@ impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<A, B> {
     }
 
     fn is_valid(&self, state: u128) -> bool {
-        packed_is_valid(&self.a, state & mask(self.at))
-            && packed_is_valid(&self.b, (state >> self.at) & mask(self.size - self.at))
+        let at = self.at();
+        packed_is_valid(self.a, state & mask(at))
+            && packed_is_valid(self.b, (state >> at) & mask(self.size - at))
+    }
+}
+
+impl<A: WordAlgorithm, B: WordAlgorithm> Pair<'_, A, B> {
+    /// Where the second state starts: a constant when the first's width
+    /// is (`WordAlgorithm::FIXED_BITS`), so the split and the join of the
+    /// two states are no shifts by a variable amount.
+    #[inline]
+    fn at(&self) -> u32 {
+        debug_assert!(A::FIXED_BITS.is_none_or(|bits| bits == self.at));
+        A::FIXED_BITS.unwrap_or(self.at)
     }
 }
 
@@ -763,6 +853,15 @@ impl BlockAlgorithm for AllOf {
         BlockAlgorithm::decide_each(self, w, t, n, &mut [])
     }
 
+    /// Two single-word limits, the common case, decide in a copy of
+    /// [`decide_pair`] made for their rules, after one dispatch on
+    /// `block_pair`, inlined into the caller's latched section; any other
+    /// list goes to [`AllOf::decide_block`].
+    #[allow(
+        clippy::inline_always,
+        reason = "the pair's decision is built where the latched check returns it"
+    )]
+    #[inline(always)]
     fn decide_each<W: Words + ?Sized>(
         &self,
         w: &mut W,
@@ -770,58 +869,22 @@ impl BlockAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> Decision {
-        if self.len == 1 {
-            // One limit: decided once, on the real words (a rule writes
-            // only what it admits), as in the word layout.
-            let p = &self.parts[0];
-            let (d, stored) = AllOf::decide_in(p, w, t, n, true);
-            if let (true, Some(next)) = (d.allowed && n > 0, stored) {
-                write_pair(w, p.at as usize, next);
-            }
-            report(&[d], out);
-            return d;
-        }
-        if let [p, q] = self.parts() {
-            let (at_a, at_b) = (p.at as usize, q.at as usize);
-            let pair = with_word_rule!(&p.rule, a => with_word_rule!(&q.rule, b => {
-                let states = (read_pair(w, at_a), read_pair(w, at_b));
-                Some(decide_pair(a, b, states, t, n, out))
-            }, else None), else None);
-            if let Some((d, next)) = pair {
+        macro_rules! pair {
+            ($a:ident, $b:ident) => {{
+                let (Rule::$a(a), Rule::$b(b)) = (&self.parts[0].rule, &self.parts[1].rule) else {
+                    unreachable!("a rule of another kind than its form")
+                };
+                debug_assert_eq!((self.parts[0].at, self.parts[1].at), (0, 2));
+                let states = (read_pair(w, 0), read_pair(w, 2));
+                let (d, next) = decide_pair(a, b, states, t, n, out);
                 if let Some((na, nb)) = next {
-                    write_pair(w, at_a, na);
-                    write_pair(w, at_b, nb);
+                    write_pair(w, 0, na);
+                    write_pair(w, 2, nb);
                 }
-                return d;
-            }
+                d
+            }};
         }
-        let mut each = [Decision::default(); MAX_LIMITS];
-        let mut stored = [None; MAX_LIMITS];
-        for (i, p) in self.parts().iter().enumerate() {
-            (each[i], stored[i]) = AllOf::decide_in(p, w, t, n, false);
-        }
-        let all = each[..self.len].iter().all(|d| d.allowed);
-        if all && n > 0 {
-            for (i, p) in self.parts().iter().enumerate() {
-                if let Some(next) = stored[i] {
-                    write_pair(w, p.at as usize, next);
-                } else if p.rule.state_bits().is_none() {
-                    let again = AllOf::decide_in(p, w, t, n, true).0;
-                    debug_assert_eq!(again, each[i], "a block rule decided twice alike");
-                }
-            }
-        } else if !all {
-            for (i, p) in self.parts().iter().enumerate() {
-                if each[i].allowed {
-                    let never = each[i].limit.saturating_add(1);
-                    let never = AllOf::decide_in(p, w, t, never, false).0;
-                    each[i] = AllOf::unspent(each[i], never);
-                }
-            }
-        }
-        let each = &each[..self.len];
-        report(each, out);
-        combine(each).0
+        by_pair_form!(self.block_pair, pair, self.decide_block(w, t, n, out))
     }
 
     fn is_fresh_at<W: Words + ?Sized>(&self, w: &W, t: u64) -> bool {
@@ -859,6 +922,59 @@ impl BlockAlgorithm for AllOf {
             with_rule!(&p.rule, a => word: { let _ = a; write_pair(w, at, 0) },
                 block: a.clear(&mut View { words: w, at, write: true }));
         }
+    }
+}
+
+impl AllOf {
+    /// [`BlockAlgorithm::decide_each`] for any list but two single-word
+    /// limits: each limit decided on a view that drops writes, then again
+    /// on the real words only when all admit.
+    #[inline(never)]
+    fn decide_block<W: Words + ?Sized>(
+        &self,
+        w: &mut W,
+        t: u64,
+        n: u64,
+        out: &mut [Decision],
+    ) -> Decision {
+        if self.len == 1 {
+            // One limit: decided once, on the real words (a rule writes
+            // only what it admits), as in the word layout.
+            let p = &self.parts[0];
+            let (d, stored) = AllOf::decide_in(p, w, t, n, true);
+            if let (true, Some(next)) = (d.allowed && n > 0, stored) {
+                write_pair(w, p.at as usize, next);
+            }
+            report(&[d], out);
+            return d;
+        }
+        let mut each = [Decision::default(); MAX_LIMITS];
+        let mut stored = [None; MAX_LIMITS];
+        for (i, p) in self.parts().iter().enumerate() {
+            (each[i], stored[i]) = AllOf::decide_in(p, w, t, n, false);
+        }
+        let all = each[..self.len].iter().all(|d| d.allowed);
+        if all && n > 0 {
+            for (i, p) in self.parts().iter().enumerate() {
+                if let Some(next) = stored[i] {
+                    write_pair(w, p.at as usize, next);
+                } else if p.rule.state_bits().is_none() {
+                    let again = AllOf::decide_in(p, w, t, n, true).0;
+                    debug_assert_eq!(again, each[i], "a block rule decided twice alike");
+                }
+            }
+        } else if !all {
+            for (i, p) in self.parts().iter().enumerate() {
+                if each[i].allowed {
+                    let never = each[i].limit.saturating_add(1);
+                    let never = AllOf::decide_in(p, w, t, never, false).0;
+                    each[i] = AllOf::unspent(each[i], never);
+                }
+            }
+        }
+        let each = &each[..self.len];
+        report(each, out);
+        combine(each).0
     }
 }
 

@@ -93,6 +93,8 @@ impl WordAlgorithm for Gcra {
     fn state_bits(&self) -> u32 {
         64
     }
+
+    const FIXED_BITS: Option<u32> = Some(64);
 }
 
 #[cfg(test)]

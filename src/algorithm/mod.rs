@@ -30,7 +30,8 @@ pub(crate) mod token_bucket;
 use crate::decision::Decision;
 
 /// An algorithm whose state fits one atomic word of at most 128 bits.
-pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
+// Not `'static`: `all_of`'s two-limit form borrows its rules.
+pub(crate) trait WordAlgorithm: Copy + Send + Sync {
     /// The unpacked state, plain integers; `Default` is the fresh state.
     type State: Copy + Default + PartialEq + std::fmt::Debug;
 
@@ -73,6 +74,11 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync + 'static {
 
     /// How many low bits of the word the packed state uses.
     fn state_bits(&self) -> u32;
+
+    /// [`Self::state_bits`] when every configuration packs its state in
+    /// the same bits (GCRA: 64), so a composite placing another state
+    /// above this one shifts by a constant (`all_of`'s `Pair`).
+    const FIXED_BITS: Option<u32> = None;
 
     /// Runs `visit` with the form of this algorithm that decides fastest:
     /// itself, unless it is a composite whose rules are only known at run
@@ -266,8 +272,14 @@ impl Divisor {
         }
     }
 
-    /// `n / d`, exactly.
-    #[inline]
+    /// `n / d`, exactly. Always inlined: a two-limit keyed check, large,
+    /// left it out of line (a call per GCRA decision, about 12 instructions
+    /// and the registers saved around it).
+    #[allow(
+        clippy::inline_always,
+        reason = "see above: a multiply and shifts, cheaper than the call"
+    )]
+    #[inline(always)]
     pub(crate) fn divide(&self, n: u64) -> u64 {
         match self.kind {
             DivKind::Shift => n >> self.shift,
