@@ -51,17 +51,27 @@ impl AtomicWord for AtomicU64 {
     }
 }
 
-impl AtomicWord for AtomicU128 {
-    #[inline]
-    fn load_word(&self) -> u128 {
-        self.load(Ordering::Relaxed)
-    }
-    #[inline]
-    fn cas_word(&self, current: u128, new: u128) -> Result<(), u128> {
-        self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
-            .map(drop)
-    }
+/// The two 128-bit words (`sync::SlotU128` says why there are two): the
+/// same operations.
+macro_rules! atomic_word_u128 {
+    ($word:ty) => {
+        impl AtomicWord for $word {
+            #[inline]
+            fn load_word(&self) -> u128 {
+                self.load(Ordering::Relaxed)
+            }
+            #[inline]
+            fn cas_word(&self, current: u128, new: u128) -> Result<(), u128> {
+                self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
+                    .map(drop)
+            }
+        }
+    };
 }
+
+atomic_word_u128!(AtomicU128);
+#[cfg(all(target_arch = "x86_64", not(ratecell_loom), not(miri)))]
+atomic_word_u128!(crate::sync::SlotU128);
 
 /// Runs `step` on the word's value until the value it proposes is installed
 /// by CAS, or it proposes none. Returns what `step` returned for the value

@@ -15,7 +15,7 @@ use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::shared::SharedOptions;
 use crate::stats::{CheckCounters, Stats};
-use crate::sync::AtomicU128;
+use crate::sync::SlotU128;
 use crate::table::storage::Storage;
 use crate::table::{
     Geometry, KeyHasher, KeyedTable, Shard,
@@ -147,7 +147,7 @@ struct Opening {
     attached: Option<((u64, u64), crate::shared::clock::Calibration)>,
 }
 
-type TableParts = (Storage<CachePadded<Shard>>, Storage<AtomicU128>, bool);
+type TableParts = (Storage<CachePadded<Shard>>, Storage<SlotU128>, bool);
 
 impl Opening {
     fn attach(&mut self, shards: usize, slots: usize) -> Result<TableParts, Error> {

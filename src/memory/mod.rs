@@ -5,7 +5,7 @@
 #[cfg(not(ratecell_loom))]
 pub(crate) mod resident;
 
-use crate::sync::{AtomicU64, AtomicU128};
+use crate::sync::{AtomicU64, SlotU128};
 
 /// Whether an allocation is made resident now or as it is first used.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -122,8 +122,8 @@ pub(crate) fn zeroed_words(
 pub(crate) fn zeroed_wide_words(
     len: usize,
     residency: Residency,
-) -> Result<AlignedWords<AtomicU128>, usize> {
-    zeroed_slice(len, residency, || AtomicU128::new(0))
+) -> Result<AlignedWords<SlotU128>, usize> {
+    zeroed_slice(len, residency, || SlotU128::new(0))
 }
 
 #[cfg(not(ratecell_loom))]

@@ -150,7 +150,7 @@ pub(crate) fn check_supported(path: &Path, config: &Config) -> Result<(), Error>
         return refuse("shared regions are built for Linux only".into());
     }
     #[cfg(not(ratecell_loom))]
-    if !crate::sync::AtomicU128::is_lock_free() {
+    if !crate::sync::SlotU128::is_lock_free() {
         return refuse("this processor has no lock-free 128-bit compare-and-swap (cmpxchg16b), and a lock-based one cannot be shared between processes".into());
     }
     Ok(())
@@ -179,7 +179,7 @@ pub(crate) fn attach(
 #[cfg(not(all(target_os = "linux", not(ratecell_loom))))]
 pub(crate) struct Attached {
     pub shards: crate::table::storage::Storage<crossbeam_utils::CachePadded<crate::table::Shard>>,
-    pub slots: crate::table::storage::Storage<crate::sync::AtomicU128>,
+    pub slots: crate::table::storage::Storage<crate::sync::SlotU128>,
     pub hash_keys: (u64, u64),
     pub calibration: clock::Calibration,
 }

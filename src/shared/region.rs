@@ -4,7 +4,7 @@
 use super::clock::Calibration;
 use super::{SharedError, SharedErrorKind, SharedOptions, StoredConfig, VERSION};
 use crate::config::{Config, Error};
-use crate::sync::AtomicU128;
+use crate::sync::SlotU128;
 use crate::table::Shard;
 use crate::table::storage::Storage;
 use crossbeam_utils::CachePadded;
@@ -82,7 +82,7 @@ impl Layout {
             shards_offset.checked_add(shards.checked_mul(size_of::<CachePadded<Shard>>())?)?;
         let slots_offset = shards_end.checked_next_multiple_of(PAGE)?;
         let total = slots_offset
-            .checked_add(slots.checked_mul(size_of::<AtomicU128>())?)?
+            .checked_add(slots.checked_mul(size_of::<SlotU128>())?)?
             .checked_next_multiple_of(PAGE)?;
         Some(Layout {
             shards_offset,
@@ -116,7 +116,7 @@ impl Drop for Mapping {
 /// the clock.
 pub(crate) struct Attached {
     pub shards: Storage<CachePadded<Shard>>,
-    pub slots: Storage<AtomicU128>,
+    pub slots: Storage<SlotU128>,
     pub hash_keys: (u64, u64),
     pub calibration: Calibration,
 }

@@ -19,7 +19,7 @@ use crate::decision::Decision;
 use crate::memory::prefetch;
 use crate::memory::{Residency, zeroed_wide_words};
 use crate::stats::Stats;
-use crate::sync::AtomicU128;
+use crate::sync::SlotU128;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -34,7 +34,7 @@ pub(crate) struct WordTable<A: WordAlgorithm> {
     alg: A,
     geometry: Geometry,
     shards: Storage<CachePadded<Shard>>,
-    slots: Storage<AtomicU128>,
+    slots: Storage<SlotU128>,
     /// Whether the table lies in a region shared between processes (how a
     /// shard latch's holder is judged: `Shard::lock`).
     shared: bool,
@@ -105,7 +105,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             usize,
             usize,
         )
-            -> Result<(Storage<CachePadded<Shard>>, Storage<AtomicU128>, bool), Error>,
+            -> Result<(Storage<CachePadded<Shard>>, Storage<SlotU128>, bool), Error>,
     ) -> Result<Self, Error> {
         let state_bits = alg.state_bits();
         let fingerprint_bits = (128 - state_bits).min(64);
@@ -181,7 +181,7 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// Stops at the first empty slot: the key would be there or before (see
     /// "Places" in `table`).
     #[inline]
-    fn find(&self, home: Home, tag: u64) -> Option<(&AtomicU128, u128)> {
+    fn find(&self, home: Home, tag: u64) -> Option<(&SlotU128, u128)> {
         for bucket in self.geometry.window(home) {
             for slot in &self.slots[bucket * SLOTS..][..SLOTS] {
                 let word = slot.load_word();
@@ -548,7 +548,7 @@ impl<A: WordAlgorithm> WordTable<A> {
         // A load first: most of these places are taken, and a CAS on each
         // (a locked 16-byte instruction) made restoring a million keys take
         // 15 s instead of well under one.
-        let fill = |slot: &AtomicU128| {
+        let fill = |slot: &SlotU128| {
             if slot.load_word() == 0 {
                 cas_loop_from(slot, 0, |w| ((), (w == 0).then_some(freed)));
             }
@@ -628,7 +628,7 @@ mod tests {
                 .params()
                 .unwrap();
             let table = WordTable::new(Gcra::new(&p, false), capacity, false).unwrap();
-            assert_eq!(SLOTS * size_of::<AtomicU128>(), crate::memory::LINE);
+            assert_eq!(SLOTS * size_of::<SlotU128>(), crate::memory::LINE);
             for bucket in table.slots.chunks(SLOTS) {
                 assert_eq!(
                     bucket.as_ptr() as usize % crate::memory::LINE,
