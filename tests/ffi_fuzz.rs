@@ -7,7 +7,9 @@
 //! (`ratecell_limiter_new_multi`) and tiers (`ratecell_limiter_new_tiered*`),
 //! and every call runs on each kind, the multi-limit (`ratecell_check_each*`)
 //! and tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
-//! `ratecell_acquire*_tier`) calls included.
+//! `ratecell_acquire*_tier`) calls included. Limiters saved periodically
+//! (`ratecell_persisted_open*`) are opened with the same random arguments,
+//! used, saved and closed, and the file they leave must restore.
 //!
 //! It checks what the ABI promises: no `RATECELL_PANIC` (this test runs the
 //! library in a debug build, so an arithmetic overflow anywhere behind the
@@ -374,6 +376,8 @@ struct Fuzz {
     /// Of `made`: limiters of several limits, and tiered ones.
     made_multi: u64,
     made_tiered: u64,
+    /// Limiters opened with `ratecell_persisted_open*`.
+    made_persisted: u64,
     refused: u64,
     calls: u64,
     /// Each slot's twin, while its calls' times are known.
@@ -550,7 +554,8 @@ impl Fuzz {
         // with it, or the length is impossible (> PTRDIFF_MAX), which the
         // library must refuse before reading.
         unsafe {
-            match self.rng.below(24) {
+            match self.rng.below(25) {
+                24 => self.persisted(),
                 17 => self.make_multi(slot, slots),
                 18 => self.make_tiered(slot, slots),
                 19 => self.check_each(l, slot, slots, &bytes),
@@ -906,33 +911,20 @@ impl Fuzz {
         }
     }
 
-    fn make_multi(&mut self, slot: usize, slots: &mut [*mut ratecell_limiter; 4]) {
+    /// A count of limits for a limiter of several (0 and too many now and
+    /// then) and that many related configs (at least one).
+    fn multi_configs(&mut self) -> (Vec<ratecell_config>, usize) {
         let n = match self.rng.below(8) {
             0 => 0,
             1 => RATECELL_MAX_LIMITS + 1 + self.rng.below(3) as usize,
             _ => 1 + self.rng.below(4) as usize,
         };
-        let configs = self.related_configs(n);
-        let ptr = if self.rng.chance(40) {
-            null()
-        } else {
-            configs.as_ptr()
-        };
-        let mut out: *mut ratecell_limiter = poisoned();
-        // SAFETY: `configs` holds at least `n` configs, or `ptr` is NULL.
-        let s = unsafe { ratecell_limiter_new_multi(ptr, n, &mut out) };
-        if n == 0 || n > RATECELL_MAX_LIMITS {
-            assert_eq!(
-                s,
-                ratecell_status::RATECELL_INVALID_LENGTH,
-                "seed {}",
-                self.seed
-            );
-        }
-        self.made(s, out, &Made::Limits(&configs[..n.max(1)]), slot, slots);
+        (self.related_configs(n), n)
     }
 
-    fn make_tiered(&mut self, slot: usize, slots: &mut [*mut ratecell_limiter; 4]) {
+    /// Counts of limits and tiers (0 and too many now and then), and the
+    /// tiers' configs tier by tier (one row when a count is 0).
+    fn tiered_configs(&mut self) -> (Vec<ratecell_config>, usize, usize) {
         let r = &mut self.rng;
         let n_limits = match r.below(8) {
             0 => 0,
@@ -967,21 +959,11 @@ impl Fuzz {
                 configs.push(c);
             }
         }
-        let ptr = if self.rng.chance(40) {
-            null()
-        } else {
-            configs.as_ptr()
-        };
-        let mut out: *mut ratecell_limiter = poisoned();
-        // SAFETY: `configs` holds `n_limits * n_tiers` configs (or one row
-        // when a count is 0, which is refused before any is read).
-        let s = unsafe {
-            if n_limits == 1 && self.rng.chance(2) {
-                ratecell_limiter_new_tiered(ptr, n_tiers, &mut out)
-            } else {
-                ratecell_limiter_new_tiered_multi(ptr, n_limits, n_tiers, &mut out)
-            }
-        };
+        (configs, n_limits, n_tiers)
+    }
+
+    /// Asserts the refusal of impossible counts of limits and tiers.
+    fn counts_refused(&self, s: ratecell_status, n_limits: usize, n_tiers: usize) {
         let counts_ok = (1..=RATECELL_MAX_LIMITS).contains(&n_limits)
             && (1..=RATECELL_MAX_TIERS).contains(&n_tiers);
         if !counts_ok {
@@ -992,7 +974,169 @@ impl Fuzz {
                 self.seed
             );
         }
+    }
+
+    /// A pointer to `configs`, or now and then NULL.
+    fn configs_ptr(&mut self, configs: &[ratecell_config]) -> *const ratecell_config {
+        if self.rng.chance(40) {
+            null()
+        } else {
+            configs.as_ptr()
+        }
+    }
+
+    fn make_multi(&mut self, slot: usize, slots: &mut [*mut ratecell_limiter; 4]) {
+        let (configs, n) = self.multi_configs();
+        let ptr = self.configs_ptr(&configs);
+        let mut out: *mut ratecell_limiter = poisoned();
+        // SAFETY: `configs` holds at least `n` configs, or `ptr` is NULL.
+        let s = unsafe { ratecell_limiter_new_multi(ptr, n, &mut out) };
+        self.counts_refused(s, n, 1);
+        self.made(s, out, &Made::Limits(&configs[..n.max(1)]), slot, slots);
+    }
+
+    fn make_tiered(&mut self, slot: usize, slots: &mut [*mut ratecell_limiter; 4]) {
+        let (configs, n_limits, n_tiers) = self.tiered_configs();
+        let ptr = self.configs_ptr(&configs);
+        let mut out: *mut ratecell_limiter = poisoned();
+        // SAFETY: `configs` holds `n_limits * n_tiers` configs (or one row
+        // when a count is 0, which is refused before any is read).
+        let s = unsafe {
+            if n_limits == 1 && self.rng.chance(2) {
+                ratecell_limiter_new_tiered(ptr, n_tiers, &mut out)
+            } else {
+                ratecell_limiter_new_tiered_multi(ptr, n_limits, n_tiers, &mut out)
+            }
+        };
+        self.counts_refused(s, n_limits, n_tiers);
         self.made(s, out, &Made::Tiers(&configs, n_limits.max(1)), slot, slots);
+    }
+
+    /// Opens a limiter saved periodically (`ratecell_persisted_open*`, one
+    /// limit, several or tiers) with arguments as random as the others'
+    /// (NULLs, bad counts and configs, a path in no directory, any period),
+    /// over the file the last one left (so a restore, or a refused
+    /// mismatch) or none. Once opened: its limiter checks, it saves and
+    /// closes, and the file it leaves restores through the Rust API with
+    /// the same configs.
+    fn persisted(&mut self) {
+        use ratecell_status::*;
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!(
+            "ratecell-fuzz-persisted-{}.snap",
+            std::process::id()
+        ));
+        if self.rng.chance(2) {
+            let _ = std::fs::remove_file(&path);
+        }
+        let nowhere = self.rng.chance(16);
+        let c_path = if nowhere {
+            std::ffi::CString::new("/nonexistent-ratecell-dir/x.snap").unwrap()
+        } else {
+            std::ffi::CString::new(path.to_str().unwrap()).unwrap()
+        };
+        let path_ptr = if self.rng.chance(40) {
+            null()
+        } else {
+            c_path.as_ptr()
+        };
+        let every = self.rng.any(&[0, 1, 1_000_000, 1_000_000_000, u64::MAX]);
+        let mut out: *mut ratecell_persisted = poisoned();
+        let out_ptr = if self.rng.chance(40) {
+            null_mut()
+        } else {
+            &mut out as *mut _
+        };
+        let kind = self.rng.below(3);
+        let (configs, n_limits, n_tiers) = match kind {
+            0 => (vec![self.config()], 1, 1),
+            1 => {
+                let (configs, n) = self.multi_configs();
+                (configs, n, 1)
+            }
+            _ => self.tiered_configs(),
+        };
+        let ptr = self.configs_ptr(&configs);
+        // SAFETY: `configs` holds `n_limits * n_tiers` configs (one row
+        // when a count is 0, refused before any is read) or `ptr` is NULL;
+        // the path is NULL or NUL-terminated; `out_ptr` NULL or writable.
+        let s = unsafe {
+            match kind {
+                0 => ratecell_persisted_open(ptr, path_ptr, every, out_ptr),
+                1 => ratecell_persisted_open_multi(ptr, n_limits, path_ptr, every, out_ptr),
+                _ => {
+                    ratecell_persisted_open_tiered(ptr, n_limits, n_tiers, path_ptr, every, out_ptr)
+                }
+            }
+        };
+        self.status(s);
+        // Refused in this order: no place for the handle, impossible
+        // counts, no configs, a config's field, no path.
+        if out_ptr.is_null() {
+            assert_eq!(s, RATECELL_NULL_ARGUMENT, "seed {}", self.seed);
+        } else {
+            self.counts_refused(s, n_limits, n_tiers);
+            if ptr.is_null() {
+                assert!(
+                    matches!(s, RATECELL_NULL_ARGUMENT | RATECELL_INVALID_LENGTH),
+                    "seed {}: {s:?}",
+                    self.seed
+                );
+            }
+        }
+        assert!(
+            s != RATECELL_OK || !path_ptr.is_null(),
+            "seed {}",
+            self.seed
+        );
+        if s != RATECELL_OK {
+            assert!(untouched(&out), "seed {}: written on {s:?}", self.seed);
+            return;
+        }
+        self.made_persisted += 1;
+        let mut l: *const ratecell_limiter = null();
+        // SAFETY: `out` is live until the close below; `l` is writable.
+        unsafe {
+            assert_eq!(ratecell_persisted_limiter(out, &mut l), RATECELL_OK);
+            assert!(!l.is_null());
+            for key in 0..4 {
+                let mut d = RawDecision::new();
+                let s = ratecell_check(l, key, 1, d.ptr());
+                assert_eq!(s, RATECELL_OK, "seed {}: check", self.seed);
+                self.coherent(&d.get());
+            }
+            // The saving thread may be writing the file too: both succeed,
+            // or, in no directory, both fail by name.
+            let saved = if nowhere {
+                RATECELL_SNAPSHOT_IO
+            } else {
+                RATECELL_OK
+            };
+            assert_eq!(ratecell_persisted_save(out), saved, "seed {}", self.seed);
+            assert_eq!(ratecell_persisted_close(out), saved, "seed {}", self.seed);
+        }
+        if nowhere {
+            return;
+        }
+        let rust: Vec<Config> = configs[..n_limits * n_tiers]
+            .iter()
+            .map(|c| c.to_rust().expect("the ABI accepted it").0)
+            .collect();
+        let (clock, _) = Clock::manual(T0);
+        let restored = match (kind, rust[0].capacity) {
+            (0 | 1, 0) => Limiter::load_multi(&path, &rust, clock).map(drop),
+            (0 | 1, _) => KeyedLimiter::load_multi(&path, &rust, clock).map(drop),
+            _ => {
+                let tiers: Vec<&[Config]> = rust.chunks(n_limits).collect();
+                KeyedLimiter::load_tiered(&path, &tiers, clock).map(drop)
+            }
+        };
+        assert!(
+            restored.is_ok(),
+            "seed {}: the file a close left does not restore: {restored:?}",
+            self.seed
+        );
+        self.compared += 1;
     }
 
     /// After a call writing one multi-limit decision.
@@ -1478,6 +1622,7 @@ fn random_call_sequences_never_panic_leak_or_lie() {
         made: 0,
         made_multi: 0,
         made_tiered: 0,
+        made_persisted: 0,
         refused: 0,
         calls: 0,
         twins: Default::default(),
@@ -1499,19 +1644,25 @@ fn random_call_sequences_never_panic_leak_or_lie() {
     let live_after = LIVE.load(Relaxed);
     assert_eq!(live_after, live_before, "allocations leaked (seed {seed})");
     assert!(
-        fuzz.made > 0 && fuzz.refused > 0 && fuzz.made_multi > 0 && fuzz.made_tiered > 0,
-        "seed {seed}: {} made ({} of several limits, {} tiered), {} refused",
+        fuzz.made > 0
+            && fuzz.refused > 0
+            && fuzz.made_multi > 0
+            && fuzz.made_tiered > 0
+            && fuzz.made_persisted > 0,
+        "seed {seed}: {} made ({} of several limits, {} tiered), {} persisted, {} refused",
         fuzz.made,
         fuzz.made_multi,
         fuzz.made_tiered,
+        fuzz.made_persisted,
         fuzz.refused
     );
     println!(
-        "{} calls, {} limiters made ({} of several limits, {} tiered), {} configs refused, {} results compared with a twin, {} twins lost to unknown times (seed {seed})",
+        "{} calls, {} limiters made ({} of several limits, {} tiered), {} persisted opened, {} configs refused, {} results compared with a twin, {} twins lost to unknown times (seed {seed})",
         fuzz.calls,
         fuzz.made,
         fuzz.made_multi,
         fuzz.made_tiered,
+        fuzz.made_persisted,
         fuzz.refused,
         fuzz.compared,
         fuzz.lost
