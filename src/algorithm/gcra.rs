@@ -49,29 +49,30 @@ impl WordAlgorithm for Gcra {
     fn decide(&self, tat: u64, t: u64, n: u64) -> (Decision, Option<u64>) {
         let q = effective_cost(n);
         let base = tat.max(t);
-        // The new `tat`, base + q·T, and its wait `new - t` (no underflow:
-        // new ≥ base ≥ t), or `None` when it passes u64::MAX, which is
-        // denied (never stored wrapped). In u64 with overflow checks, not
-        // in u128: the same values in half the instructions, on the path
-        // of every check.
-        let wait = q
-            .checked_mul(self.interval)
-            .and_then(|step| base.checked_add(step))
-            .map(|new| (new, new - t));
-        let allowed = matches!(wait, Some((_, w)) if w <= self.tolerance);
-        let stored = match wait {
-            Some((new, _)) if allowed && n > 0 => new,
-            _ => tat,
-        };
-        let reset_after = stored.max(t) - t;
+        // The new `tat`, base + q·T, and its wait `new - t` (new ≥ base ≥ t
+        // unless it passed u64::MAX, `past`, which is denied: never stored
+        // wrapped). In u64 with carries, not in u128 or with `checked_*`
+        // options: the same values in half the instructions, on the path of
+        // every check.
+        let (step, step_past) = q.overflowing_mul(self.interval);
+        let (new, new_past) = base.overflowing_add(step);
+        let past = step_past | new_past;
+        let wait = new.wrapping_sub(t);
+        let allowed = !past & (wait <= self.tolerance);
+        let stores = allowed && n > 0;
+        let stored = if stores { new } else { tat };
+        // stored.max(t) - t
+        let reset_after = if stores { wait } else { base - t };
         let remaining = self
             .per_interval
             .divide(self.tolerance.saturating_sub(reset_after));
-        let retry_after_ns = match wait {
-            _ if allowed => 0,
-            Some((_, w)) if q <= self.burst => w - self.tolerance,
+        let retry_after_ns = if allowed {
+            0
+        } else if past || q > self.burst {
             // Never: a cost beyond the burst, or a `tat` past u64::MAX.
-            _ => u64::MAX,
+            u64::MAX
+        } else {
+            wait - self.tolerance
         };
         let decision = Decision {
             allowed,
@@ -81,7 +82,7 @@ impl WordAlgorithm for Gcra {
             reset_after_ns: reset_after,
             wait_ns: if self.queue && allowed { base - t } else { 0 },
         };
-        (decision, (allowed && n > 0).then_some(stored))
+        (decision, stores.then_some(stored))
     }
 
     #[inline]
