@@ -15,7 +15,7 @@ use crate::algorithm::{
 use crate::cell::{BlockCell, WordCell};
 use crate::clock::Clock;
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
-use crate::decision::{Decision, Words};
+use crate::decision::Decision;
 use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::stats::{CheckCounters, Stats};
@@ -151,13 +151,8 @@ impl Engine {
     ///
     /// The single-word arms return their decision in registers; the block
     /// engines decide out of line ([`Engine::decision_elsewhere`]) and
-    /// return theirs as six words (`decision::Words`). Every arm meets as
-    /// words, and the `Decision` is built once after the match: met as
-    /// `Decision`s, the padding after `allowed` was a value to keep too
-    /// (an arm whose call the inliner leaves out of line returns it in
-    /// memory), copied on every check, GCRA's included (callgrind, hotpath
-    /// `direct-gcra-tsc`: 106 -> 103 instructions, the fixed window's
-    /// direct check 205 -> 197, 14.9 -> 13.0-13.6 ns).
+    /// return theirs as six words (`decision::Words`), built back into a
+    /// `Decision` field by field.
     /// Through the one [`Engine::decide`] match, the block arms' calls
     /// were handed a pointer to the place where every arm's decision
     /// meets, so GCRA's decision went through memory too: stored, copied,
@@ -174,18 +169,16 @@ impl Engine {
     #[inline(always)]
     fn decision(&self, t: u64, n: u64) -> Decision {
         let any = |_: &Decision| true;
-        let words = |d: (Decision, bool)| Words::of(d.0);
         match self {
-            Engine::Gcra(a, cell) => words(cell.decide(a, t, n, any)),
-            Engine::TokenBucket(a, cell) => words(cell.decide(a, t, n, any)),
-            Engine::FixedWindow(a, cell) => words(cell.decide(a, t, n, any)),
-            Engine::SlidingWindow(a, cell) => words(cell.decide(a, t, n, any)),
-            Engine::AllOfWord(a, cell) => words(cell.decide(a, t, n, any)),
+            Engine::Gcra(a, cell) => cell.decide(a, t, n, any).0,
+            Engine::TokenBucket(a, cell) => cell.decide(a, t, n, any).0,
+            Engine::FixedWindow(a, cell) => cell.decide(a, t, n, any).0,
+            Engine::SlidingWindow(a, cell) => cell.decide(a, t, n, any).0,
+            Engine::AllOfWord(a, cell) => cell.decide(a, t, n, any).0,
             Engine::AllOfBlock(..) | Engine::BucketedWindow(..) | Engine::SlidingLog(..) => {
-                self.decision_elsewhere(t, n)
+                self.decision_elsewhere(t, n).decision()
             }
         }
-        .decision()
     }
 
     /// [`Engine::decision`] for the engines that keep their states in a
@@ -197,8 +190,8 @@ impl Engine {
     /// `multi/direct/token_bucket+sliding_window/at` and
     /// `direct_allowed/ratecell/sliding_log/at`, same run).
     #[inline(never)]
-    fn decision_elsewhere(&self, t: u64, n: u64) -> Words {
-        Words::of(self.decide(t, n, u64::MAX).0)
+    fn decision_elsewhere(&self, t: u64, n: u64) -> crate::decision::Words {
+        crate::decision::Words::of(self.decide(t, n, u64::MAX).0)
     }
 
     /// The decision with every limit's own, and the number of limits.
