@@ -1,11 +1,16 @@
 //! Where a limiter's time comes from: UNIX nanoseconds ([SPEC §1](crate::spec#1-time)).
 //!
-//! - [`Clock::tsc`], the default: the CPU's time-stamp counter read through
-//!   `quanta` (one `rdtsc` and a multiply-shift), placed on the UNIX timeline
-//!   by one calibration against the system wall clock when the clock is
-//!   made. It never goes back afterwards, whatever the wall clock does
-//!   (NTP steps, leap smearing). Where the CPU has no invariant TSC, quanta
-//!   falls back to the OS monotonic clock, with the same UNIX calibration.
+//! - [`Clock::tsc`], the default: the CPU's time-stamp counter, placed on
+//!   the UNIX timeline by one calibration against the system wall clock
+//!   when the clock is made. It never goes back afterwards, whatever the
+//!   wall clock does (NTP steps, leap smearing). `quanta` decides whether
+//!   the counter can be used and measures its rate: where it reads the TSC
+//!   (x86-64 with an invariant TSC), ratecell reads the counter itself,
+//!   inline, and converts it with quanta's own rate as one multiply
+//!   (`TscClock`, exactly quanta's result); anywhere else (no invariant
+//!   TSC, where quanta falls back to the OS monotonic clock, or another
+//!   architecture) every read goes through quanta (`QuantaClock`), with
+//!   the same UNIX calibration.
 //! - [`Clock::coarse`], opt-in: a time cached in one atomic word and
 //!   refreshed every [`COARSE_INTERVAL`] by a background thread shared by
 //!   every coarse clock in the process. Reading it costs one load; it lags
@@ -28,9 +33,16 @@ pub const COARSE_INTERVAL: Duration = Duration::from_millis(1);
 #[derive(Clone, Debug)]
 pub struct Clock(Source);
 
+/// `repr(u8)`: a tag of its own, so telling the TSC from the others is
+/// one compare (with quanta's clock's niche as the tag, it was four
+/// instructions more).
 #[derive(Clone, Debug)]
+#[repr(u8)]
 enum Source {
+    /// The TSC, read inline.
     Tsc(TscClock),
+    /// quanta's counter, where the TSC cannot be read inline.
+    Quanta(QuantaClock),
     Coarse(&'static AtomicU64),
     Manual(ManualClock),
     /// A shared region's clock (`crate::shared::clock`).
@@ -41,7 +53,11 @@ enum Source {
 impl Clock {
     /// The time-stamp counter, calibrated to UNIX time now.
     pub fn tsc() -> Clock {
-        Clock(Source::Tsc(TscClock::new()))
+        let clock = quanta::Clock::new();
+        match tsc_rate(&clock) {
+            Some(ns_per_tick) => Clock(Source::Tsc(TscClock::new(ns_per_tick))),
+            None => Clock(Source::Quanta(QuantaClock::new(clock))),
+        }
     }
 
     /// The coarse clock: one atomic load per read, refreshed every
@@ -63,6 +79,12 @@ impl Clock {
     }
 
     /// The current time in UNIX nanoseconds.
+    ///
+    /// The TSC, coarse and shared clocks are read inline; quanta's and
+    /// the manual clock out of line (their reads are calls anyway, or
+    /// their speed does not matter). With three cases and a default this
+    /// is a compare of the tag per case; a `match` of every source was a
+    /// jump table, eight instructions on the path of every check.
     #[inline]
     pub fn now_ns(&self) -> u64 {
         match &self.0 {
@@ -71,9 +93,18 @@ impl Clock {
                 STALE => coarse_restart(time),
                 now => now,
             },
-            Source::Manual(manual) => manual.now_ns(),
             #[cfg(not(ratecell_loom))]
             Source::Shared(shared) => shared.now_ns(),
+            _ => self.now_ns_elsewhere(),
+        }
+    }
+
+    #[inline(never)]
+    fn now_ns_elsewhere(&self) -> u64 {
+        match &self.0 {
+            Source::Quanta(quanta) => quanta.now_ns(),
+            Source::Manual(manual) => manual.now_ns(),
+            _ => self.now_ns(),
         }
     }
 }
@@ -105,39 +136,173 @@ impl At for &Clock {
     }
 }
 
-/// The TSC (through quanta) offset onto the UNIX timeline.
-#[derive(Clone, Debug)]
+/// The TSC, read inline, converted at quanta's rate and offset onto the
+/// UNIX timeline.
+///
+/// Through quanta a read was a call (`quanta::Clock::raw`, which matches
+/// on its clock's kind), a second match and a 128-bit shift by a variable
+/// count: about 30 instructions around the `rdtsc`, where this takes 9.
+/// On an AMD EPYC guest the counter's read costs 9.6 ns and about 60
+/// instructions beside it are free; each further instruction of a check
+/// costs time (`examples/hotpath.rs`, `direct-gcra-tsc`).
+#[derive(Clone, Copy, Debug)]
 struct TscClock {
+    base_tsc: u64,
+    base_unix_ns: u64,
+    /// Nanoseconds per tick as a fraction of 2^64: below one (a counter
+    /// slower than 1 GHz is read through quanta, [`tsc_rate`]).
+    ns_per_tick: u64,
+}
+
+impl TscClock {
+    fn new(ns_per_tick: u64) -> TscClock {
+        let (base_tsc, base_unix_ns) = unix_base(read_tsc);
+        TscClock {
+            base_tsc,
+            base_unix_ns,
+            ns_per_tick,
+        }
+    }
+
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        // A read before the base (another core's TSC a few cycles behind)
+        // counts as the base, so time never precedes creation.
+        let ticks = read_tsc().saturating_sub(self.base_tsc);
+        self.base_unix_ns
+            .saturating_add(scale(ticks, self.ns_per_tick))
+    }
+}
+
+/// `ticks` in nanoseconds, at `ns_per_tick` (a fraction of 2^64): the high
+/// word of one 64 × 64-bit multiply.
+#[inline]
+fn scale(ticks: u64, ns_per_tick: u64) -> u64 {
+    ((u128::from(ticks) * u128::from(ns_per_tick)) >> 64) as u64
+}
+
+/// The time-stamp counter.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn read_tsc() -> u64 {
+    // SAFETY: `rdtsc` is part of every x86-64 processor and touches no
+    // memory. (An OS can make it fault for a process, PR_SET_TSC; quanta
+    // executes the same instruction, so that was never a case ratecell
+    // survived.)
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// No inline counter elsewhere: [`Clock::tsc`] makes a [`QuantaClock`].
+#[cfg(not(target_arch = "x86_64"))]
+fn read_tsc() -> u64 {
+    unreachable!("the TSC is read inline only on x86-64")
+}
+
+/// Nanoseconds per TSC tick as a fraction of 2^64, when `clock` (quanta's)
+/// reads the TSC and this fraction converts every tick count exactly as
+/// `clock.delta_as_nanos` does; `None` otherwise, and then every read goes
+/// through quanta. Measured once per process (quanta calibrates once per
+/// process too).
+///
+/// quanta reads the TSC only where it is invariant (and `rdtscp` exists);
+/// elsewhere its raw counter is the OS monotonic clock in ns. Which one it
+/// chose shows directly: its raw value lies between two TSC reads, or not.
+/// Its conversion is `delta × factor >> shift` with `shift < 64`, so
+/// `delta_as_nanos(0, 2^63)` is `factor << (63 - shift)` exactly, and
+/// twice that (when it fits: a counter faster than 1 GHz) is
+/// `factor << (64 - shift)`, whose multiply's high word is quanta's
+/// result for every delta. The probes check this rather than trust it: a
+/// monotonic clock (a rate of exactly 1) or any other conversion fails
+/// them.
+#[cfg(target_arch = "x86_64")]
+fn tsc_rate(clock: &quanta::Clock) -> Option<u64> {
+    static RATE: OnceLock<Option<u64>> = OnceLock::new();
+    *RATE.get_or_init(|| {
+        // Four tries: a thread moved between cores mid-read may see their
+        // counters a few cycles apart.
+        let reads_tsc = (0..4).any(|_| {
+            let before = read_tsc();
+            let raw = clock.raw();
+            before <= raw && raw <= read_tsc()
+        });
+        if !reads_tsc {
+            return None;
+        }
+        let ns_per_tick = clock.delta_as_nanos(0, 1 << 63).checked_mul(2)?;
+        tsc_probes()
+            .all(|ticks| scale(ticks, ns_per_tick) == clock.delta_as_nanos(0, ticks))
+            .then_some(ns_per_tick)
+    })
+}
+
+/// The TSC is read inline on x86-64 only.
+#[cfg(not(target_arch = "x86_64"))]
+fn tsc_rate(_: &quanta::Clock) -> Option<u64> {
+    None
+}
+
+/// Tick counts on which [`tsc_rate`] compares its conversion with quanta's:
+/// the ends, every power of two and its neighbours, and a pseudo-random
+/// spread.
+#[cfg(target_arch = "x86_64")]
+fn tsc_probes() -> impl Iterator<Item = u64> {
+    let powers = (0..64).flat_map(|b| {
+        let p = 1u64 << b;
+        [p - 1, p, p + 1]
+    });
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    let spread = std::iter::repeat_with(move || {
+        // xorshift64
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    });
+    [0, 1, 1_000, 999_999_937, u64::MAX - 1, u64::MAX]
+        .into_iter()
+        .chain(powers)
+        .chain(spread.take(256))
+}
+
+/// quanta's counter offset onto the UNIX timeline: the clock where the TSC
+/// is not read inline.
+#[derive(Clone, Debug)]
+struct QuantaClock {
     clock: quanta::Clock,
     base_raw: u64,
     base_unix_ns: u64,
 }
 
-impl TscClock {
-    fn new() -> TscClock {
-        let clock = quanta::Clock::new();
-        // Read the counter on both sides of the wall clock and take the
-        // middle, so the offset is off by at most half of one read.
-        let before = clock.raw();
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let after = clock.raw();
-        let base_raw = before + (after.wrapping_sub(before)) / 2;
-        TscClock {
+impl QuantaClock {
+    fn new(clock: quanta::Clock) -> QuantaClock {
+        let (base_raw, base_unix_ns) = unix_base(|| clock.raw());
+        QuantaClock {
             clock,
             base_raw,
-            base_unix_ns: wall,
+            base_unix_ns,
         }
     }
 
     #[inline]
     fn now_ns(&self) -> u64 {
         // delta_as_nanos returns 0 for a read before the base (another
-        // core's TSC a few cycles behind), so time never precedes creation.
+        // core's counter a few cycles behind), so time never precedes
+        // creation.
         self.base_unix_ns
             .saturating_add(self.clock.delta_as_nanos(self.base_raw, self.clock.raw()))
     }
+}
+
+/// A counter value and the UNIX time (ns) of the same instant: the
+/// counter is read on both sides of the wall clock and the middle taken,
+/// so the offset is off by at most half of one read.
+fn unix_base(raw: impl Fn() -> u64) -> (u64, u64) {
+    let before = raw();
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let after = raw();
+    (before + (after.wrapping_sub(before)) / 2, wall)
 }
 
 /// The process-wide coarse time, once a coarse clock has been made.
@@ -146,7 +311,7 @@ static COARSE_TIME: OnceLock<&'static AtomicU64> = OnceLock::new();
 /// The process-wide coarse time, and its refresher thread.
 fn coarse_time() -> &'static AtomicU64 {
     COARSE_TIME.get_or_init(|| {
-        let tsc = TscClock::new();
+        let tsc = Clock::tsc();
         let time: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(tsc.now_ns())));
         refresh_after_fork();
         spawn_refresher(tsc, time).expect("ratecell: cannot start the coarse clock thread");
@@ -156,7 +321,7 @@ fn coarse_time() -> &'static AtomicU64 {
 
 /// Starts the thread that stores the TSC time into `time` every
 /// [`COARSE_INTERVAL`].
-fn spawn_refresher(tsc: TscClock, time: &'static AtomicU64) -> std::io::Result<()> {
+fn spawn_refresher(tsc: Clock, time: &'static AtomicU64) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("ratecell-coarse-clock".into())
         .spawn(move || {
@@ -206,7 +371,7 @@ extern "C" fn coarse_forked() {
 #[cold]
 #[inline(never)]
 fn coarse_restart(time: &'static AtomicU64) -> u64 {
-    let tsc = TscClock::new();
+    let tsc = Clock::tsc();
     let now = tsc.now_ns().max(STALE + 1);
     if RESTARTING
         .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -269,6 +434,56 @@ mod tests {
             let now = clock.now_ns();
             assert!(now >= last);
             last = now;
+        }
+    }
+
+    /// The clock where the TSC is not read inline keeps the same time.
+    #[test]
+    fn quanta_clock_is_unix_time_and_monotonic() {
+        let clock = Clock(Source::Quanta(QuantaClock::new(quanta::Clock::new())));
+        let inline = Clock::tsc();
+        let a = clock.now_ns();
+        assert!(a.abs_diff(inline.now_ns()) < 1_000_000_000, "{a}");
+        let mut last = a;
+        for _ in 0..100_000 {
+            let now = clock.now_ns();
+            assert!(now >= last);
+            last = now;
+        }
+    }
+
+    /// Where quanta reads the TSC (its own test: an invariant TSC and
+    /// `rdtscp`, from `cpuid`), ratecell reads it inline, and converts
+    /// every tick count as quanta does.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn tsc_is_read_inline_wherever_quanta_reads_it_and_converted_alike() {
+        use core::arch::x86_64::__cpuid;
+        // Leaves beyond the highest extended one reported are not asked.
+        let max = __cpuid(0x8000_0000).eax;
+        let invariant = max >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0;
+        let rdtscp = max >= 0x8000_0001 && __cpuid(0x8000_0001).edx & (1 << 27) != 0;
+        let quanta = quanta::Clock::new();
+        let rate = tsc_rate(&quanta);
+        if !(invariant && rdtscp) {
+            assert!(matches!(Clock::tsc().0, Source::Quanta(_)));
+            return;
+        }
+        assert!(matches!(Clock::tsc().0, Source::Tsc(_)));
+        let rate = rate.expect("quanta reads the TSC here");
+        let mut x = 88_172_645_463_325_252_u64;
+        for shift in 0..64 {
+            for _ in 0..1_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let ticks = x >> shift;
+                assert_eq!(
+                    scale(ticks, rate),
+                    quanta.delta_as_nanos(0, ticks),
+                    "{ticks}"
+                );
+            }
         }
     }
 

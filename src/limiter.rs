@@ -213,7 +213,15 @@ impl Engine {
     /// would), without the rest of the decision: each arm is inlined into
     /// the caller, so the arithmetic only the `Decision` needs (GCRA's
     /// division for `remaining`, the retry and reset times) is dropped.
-    #[inline]
+    /// Always inlined: left to the inliner, this match was a call, whose
+    /// entry, exit and spills were a third of `allow()`'s instructions
+    /// (callgrind, hotpath `direct-gcra-tsc-allow`: 85 -> 63 instructions,
+    /// `direct-gcra-coarse-allow` 79 -> 60 and 4.5 -> 3.9 ns).
+    #[allow(
+        clippy::inline_always,
+        reason = "see above: the inliner leaves the eight arms out of line"
+    )]
+    #[inline(always)]
     fn admits(&self, t: u64, n: u64) -> bool {
         let any = |_: &Decision| true;
         match self {

@@ -10,7 +10,7 @@
 
 use super::{Divisor, WordAlgorithm, effective_cost};
 use crate::config::Params;
-use crate::decision::{Decision, saturate};
+use crate::decision::Decision;
 
 /// GCRA with emission interval `T` and tolerance `B·T`; with `queue` set it
 /// is the leaky bucket, and admitted requests learn their place in the queue.
@@ -49,20 +49,30 @@ impl WordAlgorithm for Gcra {
     fn decide(&self, tat: u64, t: u64, n: u64) -> (Decision, Option<u64>) {
         let q = effective_cost(n);
         let base = tat.max(t);
-        let new = u128::from(base) + u128::from(q) * u128::from(self.interval);
-        let wait = new - u128::from(t);
-        let allowed = wait <= u128::from(self.tolerance) && new <= u128::from(u64::MAX);
-        let stored = if allowed && n > 0 { new as u64 } else { tat };
-        let reset_after = stored.max(t) - t;
+        // The new `tat`, base + q·T, and its wait `new - t` (new ≥ base ≥ t
+        // unless it passed u64::MAX, `past`, which is denied: never stored
+        // wrapped). In u64 with carries, not in u128 or with `checked_*`
+        // options: the same values in half the instructions, on the path of
+        // every check.
+        let (step, step_past) = q.overflowing_mul(self.interval);
+        let (new, new_past) = base.overflowing_add(step);
+        let past = step_past | new_past;
+        let wait = new.wrapping_sub(t);
+        let allowed = !past & (wait <= self.tolerance);
+        let stores = allowed && n > 0;
+        let stored = if stores { new } else { tat };
+        // stored.max(t) - t
+        let reset_after = if stores { wait } else { base - t };
         let remaining = self
             .per_interval
             .divide(self.tolerance.saturating_sub(reset_after));
         let retry_after_ns = if allowed {
             0
-        } else if q > self.burst || new > u128::from(u64::MAX) {
+        } else if past || q > self.burst {
+            // Never: a cost beyond the burst, or a `tat` past u64::MAX.
             u64::MAX
         } else {
-            saturate(wait - u128::from(self.tolerance))
+            wait - self.tolerance
         };
         let decision = Decision {
             allowed,
@@ -72,7 +82,7 @@ impl WordAlgorithm for Gcra {
             reset_after_ns: reset_after,
             wait_ns: if self.queue && allowed { base - t } else { 0 },
         };
-        (decision, (allowed && n > 0).then_some(stored))
+        (decision, stores.then_some(stored))
     }
 
     #[inline]
@@ -101,6 +111,7 @@ impl WordAlgorithm for Gcra {
 mod tests {
     use super::*;
     use crate::config::{Algorithm, Config};
+    use proptest::prelude::*;
 
     fn gcra(limit: u64, period: u64, burst: u64) -> Gcra {
         let p = Config::new(Algorithm::Gcra, limit, period)
@@ -130,6 +141,72 @@ mod tests {
         assert_eq!(d.reset_after_ns, 60_000_000);
         let (d, _) = g.decide(tat, t0 + 10_000_000, 1);
         assert!(d.allowed);
+    }
+
+    /// The decision as it was computed in u128 before it moved to u64
+    /// with overflow checks: the reference the u64 form must match.
+    fn decide_u128(g: &Gcra, tat: u64, t: u64, n: u64) -> (Decision, Option<u64>) {
+        use crate::decision::saturate;
+        let q = effective_cost(n);
+        let base = tat.max(t);
+        let new = u128::from(base) + u128::from(q) * u128::from(g.interval);
+        let wait = new - u128::from(t);
+        let allowed = wait <= u128::from(g.tolerance) && new <= u128::from(u64::MAX);
+        let stored = if allowed && n > 0 { new as u64 } else { tat };
+        let reset_after = stored.max(t) - t;
+        let remaining = g
+            .per_interval
+            .divide(g.tolerance.saturating_sub(reset_after));
+        let retry_after_ns = if allowed {
+            0
+        } else if q > g.burst || new > u128::from(u64::MAX) {
+            u64::MAX
+        } else {
+            saturate(wait - u128::from(g.tolerance))
+        };
+        let decision = Decision {
+            allowed,
+            limit: g.burst,
+            remaining,
+            retry_after_ns,
+            reset_after_ns: reset_after,
+            wait_ns: if g.queue && allowed { base - t } else { 0 },
+        };
+        (decision, (allowed && n > 0).then_some(stored))
+    }
+
+    /// Times near a state's `tat`, near u64::MAX and anywhere.
+    fn near(anchor: u64) -> impl Strategy<Value = u64> {
+        prop_oneof![
+            any::<u64>(),
+            (0u64..1 << 40).prop_map(move |d| anchor.saturating_sub(d)),
+            (0u64..1 << 40).prop_map(move |d| anchor.saturating_add(d)),
+            (0u64..1 << 40).prop_map(|d| u64::MAX - d),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        #[test]
+        fn u64_decision_is_the_u128_one(
+            period in prop_oneof![1_000u64..1 << 24, 1_000u64..1 << 40, 1_000u64..31_622_400_000_000_000],
+            limit_seed: u64,
+            burst in prop_oneof![1u64..64, 1u64..1 << 32],
+            queue: bool,
+            tat in near(1 << 62),
+            t in near(1 << 62),
+            n in prop_oneof![0u64..4, any::<u64>(), 0u64..1 << 33],
+        ) {
+            let limit = 1 + limit_seed % period.min(u64::from(u32::MAX));
+            let algorithm = if queue { Algorithm::LeakyBucket } else { Algorithm::Gcra };
+            let p = Config::new(algorithm, limit, period).burst(burst).params();
+            prop_assume!(p.is_ok(), "an invalid config");
+            let p = p.unwrap();
+            let g = Gcra::new(&p, queue);
+            prop_assert_eq!(g.decide(tat, t, n), decide_u128(&g, tat, t, n));
+            // And from a state at the request's own time.
+            prop_assert_eq!(g.decide(t, t, n), decide_u128(&g, t, t, n));
+        }
     }
 
     #[test]
