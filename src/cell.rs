@@ -359,6 +359,23 @@ impl BlockCell {
         alg.decide_each(&mut LatchedWords(&self.words), t, n, each)
     }
 
+    /// [`BlockCell::decide`] out of line, returning the decision as six
+    /// words (`decision::Words`, which says why words): the direct
+    /// limiter's block engines call this from their arm of
+    /// `Engine::decision`, one call level with no match of its own, so
+    /// the decision is written once, to the caller's slot, while the latch
+    /// is still held.
+    #[inline(never)]
+    pub(crate) fn decide_words<A: BlockAlgorithm>(
+        &self,
+        alg: &A,
+        t: u64,
+        n: u64,
+    ) -> crate::decision::Words {
+        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        crate::decision::Words::of(alg.decide_each(&mut LatchedWords(&self.words), t, n, &mut []))
+    }
+
     #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Runs `read` on the block under the latch (a snapshot: checks wait
     /// meanwhile, so what it reads is one state the limiter had).

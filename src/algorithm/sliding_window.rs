@@ -124,7 +124,14 @@ impl WordAlgorithm for SlidingWindow {
             s.cur += n;
         }
         let used = weighted + u128::from(s.cur) * p;
-        let remaining = ((l * p).saturating_sub(used) / p) as u64;
+        let remaining = if s.prev == 0 {
+            // Nothing weighted: (L·P − cur·P) / P, without the 128-bit
+            // division (a call to `__udivti3`, 14% of the samples of a
+            // token bucket + sliding window check).
+            self.limit.saturating_sub(s.cur)
+        } else {
+            ((l * p).saturating_sub(used) / p) as u64
+        };
         let after = |windows: u128| saturate(start + windows * p - u128::from(t));
         let reset_after_ns = if s.cur > 0 {
             after(2)

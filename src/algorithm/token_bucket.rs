@@ -69,9 +69,20 @@ impl TokenBucket {
     }
 
     /// Time from `t` until `need` more tokens have been refilled after `last`.
+    ///
+    /// `need` is at most `burst`, so with a burst no larger than the limit
+    /// (the default, burst = limit) one period always refills it: that
+    /// case takes no division (a hardware `div`, which took 7% of the
+    /// samples of a token bucket + sliding window check; GCRA's
+    /// reciprocal, `Divisor`, measured slower than the `div` here).
     #[inline]
     fn until_refilled(&self, last: u64, need: u64, t: u64) -> u64 {
-        let periods = u128::from(need.div_ceil(self.limit));
+        let periods = if need <= self.limit {
+            u64::from(need != 0)
+        } else {
+            need.div_ceil(self.limit)
+        };
+        let periods = u128::from(periods);
         saturate(u128::from(last) + periods * u128::from(self.period) - u128::from(t))
     }
 }
@@ -174,6 +185,36 @@ mod tests {
         let (d, _) = tb.decide(s, t0 + 61_000_000_000, 1);
         assert!(d.allowed, "refilled one minute after the first take");
         assert_eq!(d.remaining, 2);
+    }
+
+    /// The refill wait without a division (need ≤ limit) agrees with
+    /// `div_ceil` on both sides of the limit, for bursts below, at and
+    /// above it.
+    #[test]
+    fn until_refilled_matches_div_ceil() {
+        for limit in [1u64, 2, 3, 7, 1000] {
+            for burst in [
+                1,
+                limit.saturating_sub(1).max(1),
+                limit,
+                limit + 1,
+                3 * limit,
+            ] {
+                let p = Config::new(Algorithm::TokenBucket, limit, 1_000)
+                    .burst(burst)
+                    .params()
+                    .unwrap();
+                let tb = TokenBucket::new(&p);
+                for need in 0..=burst {
+                    let at = 5_000;
+                    assert_eq!(
+                        tb.until_refilled(at, need, at),
+                        need.div_ceil(limit) * 1_000,
+                        "limit {limit}, burst {burst}, need {need}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
