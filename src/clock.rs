@@ -295,8 +295,9 @@ impl QuantaClock {
 
 /// A counter value and the UNIX time (ns) of the same instant: the
 /// counter is read on both sides of the wall clock and the middle taken,
-/// so the offset is off by at most half of one read.
-fn unix_base(raw: impl Fn() -> u64) -> (u64, u64) {
+/// so the offset is off by at most half of one read. (A shared region's
+/// calibration places its counter the same way.)
+pub(crate) fn unix_base(raw: impl Fn() -> u64) -> (u64, u64) {
     let before = raw();
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)

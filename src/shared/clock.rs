@@ -15,7 +15,7 @@
 //! drifts identically, so they never disagree because of it.
 
 #[cfg(all(target_os = "linux", not(ratecell_loom)))]
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The conversion stored in a region: `unix_ns = base_unix_ns +
 /// ((raw - base_raw) * mult) >> SHIFT`.
@@ -41,14 +41,10 @@ impl Calibration {
         let ticks = r1.wrapping_sub(r0).max(1);
         let ns = u64::try_from((m1 - m0).as_nanos()).unwrap_or(u64::MAX);
         let mult = u64::try_from((u128::from(ns) << SHIFT) / u128::from(ticks)).unwrap_or(u64::MAX);
-        let before = clock.raw();
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let after = clock.raw();
+        let (base_raw, base_unix_ns) = crate::clock::unix_base(|| clock.raw());
         Calibration {
-            base_raw: before + after.wrapping_sub(before) / 2,
-            base_unix_ns: wall,
+            base_raw,
+            base_unix_ns,
             mult,
         }
     }
