@@ -184,11 +184,12 @@ impl Rule {
 }
 
 /// One limit and where its state sits: a bit offset (word layout) or a
-/// word offset (block layout).
+/// word offset (block layout). A `usize`: a sliding log of up to 2^32 − 1
+/// entries takes twice as many words, so the offsets after it pass 2^32.
 #[derive(Clone, Copy, Debug)]
 struct Part {
     rule: Rule,
-    at: u32,
+    at: usize,
     bits: u32,
 }
 
@@ -200,7 +201,7 @@ pub(crate) struct AllOf {
     parts: [Part; MAX_LIMITS],
     len: usize,
     /// Total state bits in the word layout, or total words in the block one.
-    size: u32,
+    size: usize,
     /// `mask(size)` in the word layout, computed once: a check unpacks with
     /// it.
     size_mask: u128,
@@ -230,7 +231,7 @@ impl AllOf {
             bits: 0,
         };
         let mut parts = [first; MAX_LIMITS];
-        let mut at = 0u32;
+        let mut at = 0usize;
         for (part, rule) in parts.iter_mut().zip(rules) {
             let bits = rule.state_bits().unwrap_or(0);
             *part = Part {
@@ -238,7 +239,7 @@ impl AllOf {
                 at,
                 bits,
             };
-            at += if word { bits } else { rule.words() as u32 };
+            at += if word { bits as usize } else { rule.words() };
         }
         let kinds: Vec<Option<u8>> = rules.iter().map(Rule::word_kind).collect();
         let form = match kinds[..] {
@@ -255,7 +256,8 @@ impl AllOf {
             parts,
             len: rules.len(),
             size: at,
-            size_mask: mask(at),
+            // Used in the word layout only, where `at` ≤ 128.
+            size_mask: mask(at.min(128) as u32),
             word,
             form,
             block_pair,
@@ -282,11 +284,11 @@ impl AllOf {
     /// `other` (a live reconfiguration must keep every state in place):
     /// its index and its size in both, in bits for a single-word state,
     /// else in words.
-    pub(crate) fn layout_differs(&self, other: &AllOf) -> Option<(usize, u32, u32)> {
+    pub(crate) fn layout_differs(&self, other: &AllOf) -> Option<(usize, usize, usize)> {
         for (i, (a, b)) in self.parts().iter().zip(other.parts()).enumerate() {
-            let (wa, wb) = (a.rule.words() as u32, b.rule.words() as u32);
+            let (wa, wb) = (a.rule.words(), b.rule.words());
             if a.bits != b.bits || a.at != b.at || self.word != other.word {
-                return Some((i, a.bits, b.bits));
+                return Some((i, a.bits as usize, b.bits as usize));
             }
             if wa != wb {
                 return Some((i, wa, wb));
@@ -405,8 +407,9 @@ impl AllOf {
                 visit.visit(&Pair {
                     a,
                     b,
-                    at: q.at,
-                    size: self.size,
+                    // The word layout: both at most 128.
+                    at: q.at as u32,
+                    size: self.size as u32,
                 })
             }};
         }
@@ -778,7 +781,8 @@ impl WordAlgorithm for AllOf {
     }
 
     fn state_bits(&self) -> u32 {
-        self.size
+        // The word layout: at most 128.
+        self.size as u32
     }
 
     /// Every limit's own state is one its algorithm could have stored
@@ -833,7 +837,7 @@ impl AllOf {
         n: u64,
         write: bool,
     ) -> (Decision, Option<u128>) {
-        let at = p.at as usize;
+        let at = p.at;
         with_rule!(&p.rule, a => word: {
             let _ = (a, write);
             p.rule.decide_word(read_pair(w, at), t, n)
@@ -846,7 +850,7 @@ impl AllOf {
 
 impl BlockAlgorithm for AllOf {
     fn words(&self) -> usize {
-        self.size as usize
+        self.size
     }
 
     fn decide<W: Words + ?Sized>(&self, w: &mut W, t: u64, n: u64) -> Decision {
@@ -889,7 +893,7 @@ impl BlockAlgorithm for AllOf {
 
     fn is_fresh_at<W: Words + ?Sized>(&self, w: &W, t: u64) -> bool {
         self.parts().iter().all(|p| {
-            let at = p.at as usize;
+            let at = p.at;
             with_rule!(&p.rule, a => word: a.is_fresh_at(a.unpack(read_pair(w, at)), t),
                 block: a.is_fresh_at(&Shifted { words: w, at }, t))
         })
@@ -899,7 +903,7 @@ impl BlockAlgorithm for AllOf {
     /// a multi-word limit's own listing, shifted to where its words sit.
     fn saved_words<W: Words + ?Sized>(&self, w: &W, each: &mut dyn FnMut(usize)) {
         for p in self.parts() {
-            let at = p.at as usize;
+            let at = p.at;
             with_rule!(&p.rule, a => word: {
                 let _ = a;
                 each(at);
@@ -910,7 +914,7 @@ impl BlockAlgorithm for AllOf {
 
     fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
         self.parts().iter().all(|p| {
-            let at = p.at as usize;
+            let at = p.at;
             with_rule!(&p.rule, a => word: { let _ = a; p.rule.word_is_valid(read_pair(w, at)) },
                 block: a.is_valid(&Shifted { words: w, at }))
         })
@@ -918,7 +922,7 @@ impl BlockAlgorithm for AllOf {
 
     fn clear<W: Words + ?Sized>(&self, w: &mut W) {
         for p in self.parts() {
-            let at = p.at as usize;
+            let at = p.at;
             with_rule!(&p.rule, a => word: { let _ = a; write_pair(w, at, 0) },
                 block: a.clear(&mut View { words: w, at, write: true }));
         }
@@ -943,7 +947,7 @@ impl AllOf {
             let p = &self.parts[0];
             let (d, stored) = AllOf::decide_in(p, w, t, n, true);
             if let (true, Some(next)) = (d.allowed && n > 0, stored) {
-                write_pair(w, p.at as usize, next);
+                write_pair(w, p.at, next);
             }
             report(&[d], out);
             return d;
@@ -957,7 +961,7 @@ impl AllOf {
         if all && n > 0 {
             for (i, p) in self.parts().iter().enumerate() {
                 if let Some(next) = stored[i] {
-                    write_pair(w, p.at as usize, next);
+                    write_pair(w, p.at, next);
                 } else if p.rule.state_bits().is_none() {
                     let again = AllOf::decide_in(p, w, t, n, true).0;
                     debug_assert_eq!(again, each[i], "a block rule decided twice alike");
@@ -1046,5 +1050,22 @@ mod tests {
             assert_eq!(d.retry_after_ns, each[1].retry_after_ns);
             assert_eq!(d.reset_after_ns, 60 * S - T0 % (60 * S));
         }
+    }
+
+    /// A sliding log of 2^32 − 1 entries takes 2^33 + 1 words: the offsets
+    /// after it, and the composite's size, pass `u32` (once truncated, the
+    /// next limit's state overlapped the log's and a check wrote past the
+    /// block).
+    #[test]
+    fn offsets_after_a_long_sliding_log_are_not_truncated() {
+        let log = rule(Config::new(Algorithm::SlidingLog, u64::from(u32::MAX), S));
+        let bucket = rule(Config::new(Algorithm::TokenBucket, 10, S));
+        let all = AllOf::new(&[log, bucket, log], 96);
+        assert!(!all.is_word());
+        let log_words = 3 + 2 * u32::MAX as usize;
+        assert_eq!(log.words(), log_words);
+        let at: Vec<usize> = all.parts().iter().map(|p| p.at).collect();
+        assert_eq!(at, [0, log_words, log_words + 2]);
+        assert_eq!(BlockAlgorithm::words(&all), 2 * log_words + 2);
     }
 }
