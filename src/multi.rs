@@ -133,7 +133,9 @@ impl Limits {
 /// Errors name the field: `Limits` for no limits or more than
 /// [`MAX_LIMITS`]; any field of any limit as [`Config::params`] would
 /// (the message says which limit); `Capacity` or `Overflow` when a limit's
-/// differs from the first's (all limits share one table).
+/// differs from the first's (all limits share one table); `Limit` when
+/// the limits' states take more than `u32::MAX` words together (a sliding
+/// log of 2^31 entries or more).
 pub(crate) fn all_of(configs: &[Config], max_bits: u32) -> Result<AllOf, Error> {
     Ok(AllOf::new(&rules(configs)?, max_bits))
 }
@@ -179,6 +181,23 @@ pub(crate) fn rules(configs: &[Config]) -> Result<Vec<Rule>, Error> {
             .into());
         }
         rules.push(Rule::new(&p));
+    }
+    // The block layout places each limit's words at a 32-bit offset.
+    let mut words = 0usize;
+    for (i, rule) in rules.iter().enumerate() {
+        words += rule.words();
+        if words > u32::MAX as usize {
+            return Err(ConfigError {
+                field: Field::Limit,
+                message: format!(
+                    "limit {i}: {} takes {} words of state per key, {words} with the limits before it; several limits keep at most {} words (32 GiB) per key together: lower its limit",
+                    configs[i].algorithm.name(),
+                    rule.words(),
+                    u32::MAX
+                ),
+            }
+            .into());
+        }
     }
     Ok(rules)
 }

@@ -194,6 +194,28 @@ fn bad_lists_of_limits_get_named_errors() {
         field(two.with_names(&["only one"]).unwrap_err()),
         Field::Limits
     );
+    // A sliding log of 2^32 - 1 entries takes 2^33 + 1 words per key:
+    // past what several limits address together (its offsets once wrapped
+    // at 2^32 words and a check wrote past the block). Alone, it is only a
+    // question of memory.
+    let log = Config::new(Algorithm::SlidingLog, u64::from(u32::MAX), S);
+    let bucket = Config::new(Algorithm::TokenBucket, 10, S);
+    for e in [
+        Limiter::new_multi(&[bucket, log]).unwrap_err(),
+        KeyedLimiter::new_multi(&[bucket, log].map(|c| c.capacity(10))).unwrap_err(),
+    ] {
+        assert!(
+            e.to_string()
+                .contains("limit 1: sliding_log takes 8589934593 words"),
+            "{e}"
+        );
+        assert_eq!(field(e), Field::Limit);
+    }
+    let longest = Config::new(Algorithm::SlidingLog, (u64::from(u32::MAX) - 5) / 2, S);
+    assert!(matches!(
+        KeyedLimiter::new_multi(&[longest, bucket].map(|c| c.capacity(10))),
+        Err(ratecell::Error::OutOfMemory { .. })
+    ));
 }
 
 #[test]

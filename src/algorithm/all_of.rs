@@ -150,7 +150,7 @@ impl Rule {
     }
 
     /// 64-bit words the state takes in the block layout.
-    fn words(&self) -> usize {
+    pub(crate) fn words(&self) -> usize {
         with_rule!(self, a => word: { let _ = a; 2 }, block: a.words())
     }
 
@@ -184,12 +184,11 @@ impl Rule {
 }
 
 /// One limit and where its state sits: a bit offset (word layout) or a
-/// word offset (block layout). A `usize`: a sliding log of up to 2^32 − 1
-/// entries takes twice as many words, so the offsets after it pass 2^32.
+/// word offset (block layout).
 #[derive(Clone, Copy, Debug)]
 struct Part {
     rule: Rule,
-    at: usize,
+    at: u32,
     bits: u32,
 }
 
@@ -201,7 +200,7 @@ pub(crate) struct AllOf {
     parts: [Part; MAX_LIMITS],
     len: usize,
     /// Total state bits in the word layout, or total words in the block one.
-    size: usize,
+    size: u32,
     /// `mask(size)` in the word layout, computed once: a check unpacks with
     /// it.
     size_mask: u128,
@@ -231,7 +230,7 @@ impl AllOf {
             bits: 0,
         };
         let mut parts = [first; MAX_LIMITS];
-        let mut at = 0usize;
+        let mut at = 0u32;
         for (part, rule) in parts.iter_mut().zip(rules) {
             let bits = rule.state_bits().unwrap_or(0);
             *part = Part {
@@ -239,7 +238,11 @@ impl AllOf {
                 at,
                 bits,
             };
-            at += if word { bits as usize } else { rule.words() };
+            // `multi::rules` refuses a block layout past `u32::MAX` words.
+            let words = u32::try_from(rule.words()).ok();
+            at = (if word { Some(bits) } else { words })
+                .and_then(|w| at.checked_add(w))
+                .expect("several limits' state fits 2^32 words");
         }
         let kinds: Vec<Option<u8>> = rules.iter().map(Rule::word_kind).collect();
         let form = match kinds[..] {
@@ -256,8 +259,7 @@ impl AllOf {
             parts,
             len: rules.len(),
             size: at,
-            // Used in the word layout only, where `at` ≤ 128.
-            size_mask: mask(at.min(128) as u32),
+            size_mask: mask(at),
             word,
             form,
             block_pair,
@@ -407,9 +409,8 @@ impl AllOf {
                 visit.visit(&Pair {
                     a,
                     b,
-                    // The word layout: both at most 128.
-                    at: q.at as u32,
-                    size: self.size as u32,
+                    at: q.at,
+                    size: self.size,
                 })
             }};
         }
@@ -781,8 +782,7 @@ impl WordAlgorithm for AllOf {
     }
 
     fn state_bits(&self) -> u32 {
-        // The word layout: at most 128.
-        self.size as u32
+        self.size
     }
 
     /// Every limit's own state is one its algorithm could have stored
@@ -837,7 +837,7 @@ impl AllOf {
         n: u64,
         write: bool,
     ) -> (Decision, Option<u128>) {
-        let at = p.at;
+        let at = p.at as usize;
         with_rule!(&p.rule, a => word: {
             let _ = (a, write);
             p.rule.decide_word(read_pair(w, at), t, n)
@@ -850,7 +850,7 @@ impl AllOf {
 
 impl BlockAlgorithm for AllOf {
     fn words(&self) -> usize {
-        self.size
+        self.size as usize
     }
 
     fn decide<W: Words + ?Sized>(&self, w: &mut W, t: u64, n: u64) -> Decision {
@@ -893,7 +893,7 @@ impl BlockAlgorithm for AllOf {
 
     fn is_fresh_at<W: Words + ?Sized>(&self, w: &W, t: u64) -> bool {
         self.parts().iter().all(|p| {
-            let at = p.at;
+            let at = p.at as usize;
             with_rule!(&p.rule, a => word: a.is_fresh_at(a.unpack(read_pair(w, at)), t),
                 block: a.is_fresh_at(&Shifted { words: w, at }, t))
         })
@@ -903,7 +903,7 @@ impl BlockAlgorithm for AllOf {
     /// a multi-word limit's own listing, shifted to where its words sit.
     fn saved_words<W: Words + ?Sized>(&self, w: &W, each: &mut dyn FnMut(usize)) {
         for p in self.parts() {
-            let at = p.at;
+            let at = p.at as usize;
             with_rule!(&p.rule, a => word: {
                 let _ = a;
                 each(at);
@@ -914,7 +914,7 @@ impl BlockAlgorithm for AllOf {
 
     fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
         self.parts().iter().all(|p| {
-            let at = p.at;
+            let at = p.at as usize;
             with_rule!(&p.rule, a => word: { let _ = a; p.rule.word_is_valid(read_pair(w, at)) },
                 block: a.is_valid(&Shifted { words: w, at }))
         })
@@ -922,7 +922,7 @@ impl BlockAlgorithm for AllOf {
 
     fn clear<W: Words + ?Sized>(&self, w: &mut W) {
         for p in self.parts() {
-            let at = p.at;
+            let at = p.at as usize;
             with_rule!(&p.rule, a => word: { let _ = a; write_pair(w, at, 0) },
                 block: a.clear(&mut View { words: w, at, write: true }));
         }
@@ -947,7 +947,7 @@ impl AllOf {
             let p = &self.parts[0];
             let (d, stored) = AllOf::decide_in(p, w, t, n, true);
             if let (true, Some(next)) = (d.allowed && n > 0, stored) {
-                write_pair(w, p.at, next);
+                write_pair(w, p.at as usize, next);
             }
             report(&[d], out);
             return d;
@@ -961,7 +961,7 @@ impl AllOf {
         if all && n > 0 {
             for (i, p) in self.parts().iter().enumerate() {
                 if let Some(next) = stored[i] {
-                    write_pair(w, p.at, next);
+                    write_pair(w, p.at as usize, next);
                 } else if p.rule.state_bits().is_none() {
                     let again = AllOf::decide_in(p, w, t, n, true).0;
                     debug_assert_eq!(again, each[i], "a block rule decided twice alike");
@@ -1051,21 +1051,19 @@ mod tests {
             assert_eq!(d.reset_after_ns, 60 * S - T0 % (60 * S));
         }
     }
-
-    /// A sliding log of 2^32 − 1 entries takes 2^33 + 1 words: the offsets
-    /// after it, and the composite's size, pass `u32` (once truncated, the
-    /// next limit's state overlapped the log's and a check wrote past the
-    /// block).
+    /// The block layout's offsets up to the most words `multi::rules`
+    /// accepts (a longer sliding log is refused there: its offsets would
+    /// pass `u32`).
     #[test]
-    fn offsets_after_a_long_sliding_log_are_not_truncated() {
-        let log = rule(Config::new(Algorithm::SlidingLog, u64::from(u32::MAX), S));
+    fn offsets_reach_the_largest_block() {
+        let limit = (u64::from(u32::MAX) - 5) / 2;
+        let log = rule(Config::new(Algorithm::SlidingLog, limit, S));
         let bucket = rule(Config::new(Algorithm::TokenBucket, 10, S));
-        let all = AllOf::new(&[log, bucket, log], 96);
+        let all = AllOf::new(&[log, bucket], 96);
         assert!(!all.is_word());
-        let log_words = 3 + 2 * u32::MAX as usize;
-        assert_eq!(log.words(), log_words);
-        let at: Vec<usize> = all.parts().iter().map(|p| p.at).collect();
-        assert_eq!(at, [0, log_words, log_words + 2]);
-        assert_eq!(BlockAlgorithm::words(&all), 2 * log_words + 2);
+        assert_eq!(log.words() as u32, u32::MAX - 2);
+        let at: Vec<u32> = all.parts().iter().map(|p| p.at).collect();
+        assert_eq!(at, [0, u32::MAX - 2]);
+        assert_eq!(BlockAlgorithm::words(&all), u32::MAX as usize);
     }
 }
