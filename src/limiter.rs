@@ -352,7 +352,9 @@ impl Limiter {
     /// [`crate::KeyedLimiter::new_multi`]). Errors name the field:
     /// [`Field::Limits`] for none or more than [`MAX_LIMITS`], any field
     /// of any limit (the message says which), [`Field::Capacity`] or
-    /// [`Field::Overflow`] when they differ between limits.
+    /// [`Field::Overflow`] when they differ between limits,
+    /// [`Field::Limit`] when their states take more than `u32::MAX` words
+    /// (32 GiB) together (a sliding log of 2^31 entries or more).
     ///
     /// ```
     /// use ratecell::{Algorithm, Config, Limiter};
