@@ -303,25 +303,38 @@ fn race(keyed: bool) {
     });
     let stop = Arc::new(AtomicBool::new(false));
     let admitted = Arc::new(AtomicU64::new(0));
+    let flips = Arc::new(AtomicU64::new(0));
     let flipper = {
-        let (l, stop) = (l.clone(), stop.clone());
+        let (l, stop, flips) = (l.clone(), stop.clone(), flips.clone());
         std::thread::spawn(move || {
-            let mut flips = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let to = if flips % 2 == 0 { &new } else { &old };
+                let to = if flips.load(Ordering::Relaxed) % 2 == 0 {
+                    &new
+                } else {
+                    &old
+                };
                 match &*l {
                     Any::D(d) => d.reconfigure(to).unwrap(),
                     Any::K(k) => k.reconfigure(to).unwrap(),
                 }
-                flips += 1;
+                flips.fetch_add(1, Ordering::Relaxed);
             }
-            flips
         })
     };
     let checkers: Vec<_> = (0..3)
         .map(|_| {
-            let (l, admitted) = (l.clone(), admitted.clone());
+            let (l, admitted, flips) = (l.clone(), admitted.clone(), flips.clone());
             std::thread::spawn(move || {
+                // Start once the flipper runs: on a loaded machine it was
+                // scheduled only after the checkers had finished.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while flips.load(Ordering::Relaxed) == 0 {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the flipper never ran"
+                    );
+                    std::thread::yield_now();
+                }
                 for _ in 0..20_000 {
                     let d = match &*l {
                         Any::D(d) => d.check_each_at(1, T),
@@ -343,8 +356,7 @@ fn race(keyed: bool) {
         c.join().unwrap();
     }
     stop.store(true, Ordering::Relaxed);
-    let flips = flipper.join().unwrap();
-    assert!(flips > 0);
+    flipper.join().unwrap();
     let admitted = admitted.load(Ordering::Relaxed);
     assert!(
         (10..=14).contains(&admitted),
