@@ -22,6 +22,10 @@ use crossbeam_utils::CachePadded;
 
 /// An atomic word of 64 or 128 bits, seen as a `u128`.
 pub(crate) trait AtomicWord: Send + Sync {
+    /// A word holding 0.
+    fn zero() -> Self
+    where
+        Self: Sized;
     fn load_word(&self) -> u128;
     /// On failure returns the value found.
     fn cas_word(&self, current: u128, new: u128) -> Result<(), u128>;
@@ -34,6 +38,9 @@ pub(crate) trait AtomicWord: Send + Sync {
 // words. loom checks both: under loom a 128-bit word is a loom atomic too,
 // with these orderings (`sync::AtomicU128`).
 impl AtomicWord for AtomicU64 {
+    fn zero() -> Self {
+        AtomicU64::new(0)
+    }
     #[inline]
     fn load_word(&self) -> u128 {
         u128::from(self.load(Ordering::Relaxed))
@@ -56,6 +63,9 @@ impl AtomicWord for AtomicU64 {
 macro_rules! atomic_word_u128 {
     ($word:ty) => {
         impl AtomicWord for $word {
+            fn zero() -> Self {
+                <$word>::new(0)
+            }
             #[inline]
             fn load_word(&self) -> u128 {
                 self.load(Ordering::Relaxed)
@@ -121,23 +131,13 @@ pub(crate) struct WordCell<W> {
     word: CachePadded<W>,
 }
 
-impl WordCell<AtomicU64> {
-    pub(crate) fn new() -> Self {
-        WordCell {
-            word: CachePadded::new(AtomicU64::new(0)),
-        }
-    }
-}
-
-impl WordCell<AtomicU128> {
-    pub(crate) fn new() -> Self {
-        WordCell {
-            word: CachePadded::new(AtomicU128::new(0)),
-        }
-    }
-}
-
 impl<W: AtomicWord> WordCell<W> {
+    pub(crate) fn new() -> Self {
+        WordCell {
+            word: CachePadded::new(W::zero()),
+        }
+    }
+
     /// Decides a request; `accept` may veto an admission (the blocking
     /// acquire uses it to refuse a queue place it could not wait for), in
     /// which case nothing is stored and the vetoed decision is returned.

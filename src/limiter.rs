@@ -19,7 +19,7 @@ use crate::decision::Decision;
 use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::stats::{CheckCounters, Stats};
-use crate::sync::{AtomicU64, AtomicU128};
+use crate::sync::{AtomicU64, AtomicU128, SlotU128};
 use std::fmt;
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ pub(crate) enum Engine {
     BucketedWindow(Live<BucketedWindow>, BlockCell),
     SlidingLog(Live<SlidingLog>, BlockCell),
     /// Several limits as one (`crate::multi`), their states in one word...
-    AllOfWord(Live<AllOf>, WordCell<AtomicU128>),
+    AllOfWord(Live<AllOf>, WordCell<SlotU128>),
     /// ...or in one block under its latch.
     AllOfBlock(Live<AllOf>, BlockCell),
 }
@@ -384,10 +384,7 @@ impl Limiter {
         }
         let (engine, owner) = if all.is_word() {
             let (live, owner) = Live::new(all);
-            (
-                Engine::AllOfWord(live, WordCell::<AtomicU128>::new()),
-                owner,
-            )
+            (Engine::AllOfWord(live, WordCell::<SlotU128>::new()), owner)
         } else {
             let cell = BlockCell::new(BlockAlgorithm::words(&all))
                 .map_err(|bytes| Error::OutOfMemory { bytes })?;

@@ -707,8 +707,13 @@ impl Limiter {
             }
             Engine::TokenBucket(_, cell)
             | Engine::FixedWindow(_, cell)
-            | Engine::SlidingWindow(_, cell)
-            | Engine::AllOfWord(_, cell) => {
+            | Engine::SlidingWindow(_, cell) => {
+                let packed = cell.load();
+                header(WORD_STATE_WORDS).write(&mut out)?;
+                return out.word(packed).and_then(|()| out.finish(1));
+            }
+            // Another cell type (`sync::SlotU128`), the same snapshot.
+            Engine::AllOfWord(_, cell) => {
                 let packed = cell.load();
                 header(WORD_STATE_WORDS).write(&mut out)?;
                 return out.word(packed).and_then(|()| out.finish(1));
@@ -781,11 +786,11 @@ impl Limiter {
     }
 }
 
-fn restore_word_cell<R: Read, A: WordAlgorithm>(
+fn restore_word_cell<R: Read, A: WordAlgorithm, W: crate::cell::AtomicWord>(
     header: &Header,
     input: &mut In<R>,
     alg: &A,
-    cell: &crate::cell::WordCell<crate::sync::AtomicU128>,
+    cell: &crate::cell::WordCell<W>,
 ) -> Result<(), SnapshotError> {
     header.check_layout(1, 0, WORD_STATE_WORDS)?;
     let packed = input.word()?;

@@ -1,8 +1,9 @@
 //! The 128-bit atomic word on x86-64, its load and compare-exchange inline
-//! (`sync::SlotU128`, a keyed table's slot).
+//! (`sync::SlotU128`, a keyed table's slot and a direct limiter's two
+//! limits in one word).
 //!
 //! portable-atomic's `AtomicU128` (still the type on every other target,
-//! of the direct cells, and the fallback here) picks its instructions when
+//! of the direct single-limit cells, and the fallback here) picks its instructions when
 //! first called and then calls them through a function pointer: every load
 //! and CAS of a slot was an indirect call, and its CAS returned its result
 //! through memory. Here the pick is one load of a static byte and a branch
