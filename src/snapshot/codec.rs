@@ -699,25 +699,17 @@ impl Limiter {
         let mut out = Out::new(out);
         let mut buf = Vec::new();
         let header = |state_words: u64| Header::of(self.limits(), now_ns, state_words);
+        // A single-word state: one atomic load, from cells of three word types.
+        let save_word = |mut out: Out<_>, packed: u128| {
+            header(WORD_STATE_WORDS).write(&mut out)?;
+            out.word(packed).and_then(|()| out.finish(1))
+        };
         let state_words = match self.engine() {
-            Engine::Gcra(_, cell) => {
-                let packed = cell.load();
-                header(WORD_STATE_WORDS).write(&mut out)?;
-                return out.word(packed).and_then(|()| out.finish(1));
-            }
+            Engine::Gcra(_, cell) => return save_word(out, cell.load()),
             Engine::TokenBucket(_, cell)
             | Engine::FixedWindow(_, cell)
-            | Engine::SlidingWindow(_, cell) => {
-                let packed = cell.load();
-                header(WORD_STATE_WORDS).write(&mut out)?;
-                return out.word(packed).and_then(|()| out.finish(1));
-            }
-            // Another cell type (`sync::SlotU128`), the same snapshot.
-            Engine::AllOfWord(_, cell) => {
-                let packed = cell.load();
-                header(WORD_STATE_WORDS).write(&mut out)?;
-                return out.word(packed).and_then(|()| out.finish(1));
-            }
+            | Engine::SlidingWindow(_, cell) => return save_word(out, cell.load()),
+            Engine::AllOfWord(_, cell) => return save_word(out, cell.load()),
             Engine::BucketedWindow(alg, cell) => {
                 cell.latched(|w| collect(alg, w, &mut buf));
                 alg.words()
