@@ -1019,13 +1019,27 @@ impl KeyedLimiter {
 
     /// The whole decision of a request for the key hashed to `h`, always
     /// taken, and counted: [`KeyedLimiter::decide`] without a queue limit,
-    /// the single-word tables inlined and every other table out of line
-    /// ([`KeyedLimiter::decision_elsewhere`]), for the reason
-    /// `Engine::decision` gives in `limiter.rs`. keyed-1k-u64 went from
-    /// 37.5 to 32.6 ns, at the caller's time from 29.0 to 25.5, two limits
-    /// (GCRA and fixed window, 1k keys) from 81 to 59 (`examples/hotpath.rs`,
-    /// thread CPU time).
-    #[inline]
+    /// the four single-algorithm word tables inlined into the caller and
+    /// every other table out of line ([`KeyedLimiter::decision_other`]).
+    ///
+    /// Always inlined, so the decision stays in registers. As a call (one
+    /// function holding every word table's check, which the compiler did
+    /// not inline), it came back through memory, and the caller copied its
+    /// five `u64` fields in 16-byte loads over the callee's 8-byte stores:
+    /// a failed store-to-load forward on every check, where `perf annotate`
+    /// put most of the benchmark loop's samples (`examples/hotpath.rs
+    /// keyed-1k-u64`, criterion's `keyed_1k/ratecell/gcra/u64`). The copy
+    /// and the reloads also sat among the instructions that wait on the
+    /// slot's load, so over a million keys fewer checks overlapped
+    /// (`bare-table-1M-then-K`). Each call site holds the four fast paths
+    /// (about 7 KB); their slow paths stay out of line
+    /// (`WordTable::check_elsewhere`). Figures in docs/ARCHITECTURE.md,
+    /// "Why the keyed check is shaped as it is".
+    #[allow(
+        clippy::inline_always,
+        reason = "a call returns the decision through memory (see above)"
+    )]
+    #[inline(always)]
     fn decision(&self, h: u64, at: impl At, n: u64) -> Decision {
         let tally = self.checks.tally();
         let decision = match &self.tables {
@@ -1033,6 +1047,26 @@ impl KeyedLimiter {
             Tables::TokenBucket(t) => t.check(h, at, n, u64::MAX).0,
             Tables::FixedWindow(t) => t.check(h, at, n, u64::MAX).0,
             Tables::SlidingWindow(t) => t.check(h, at, n, u64::MAX).0,
+            // Counted there.
+            _ => return self.decision_other(h, at, n),
+        };
+        tally.record(decision.allowed);
+        decision
+    }
+
+    /// [`KeyedLimiter::decision`] for every other table: several limits in
+    /// one word table inline here (a copy per pair of rules, too large for
+    /// every call site), the block and tiered tables out of line again
+    /// ([`KeyedLimiter::decision_elsewhere`]), for the reason
+    /// `Engine::decision` gives in `limiter.rs`. `#[inline]` although the
+    /// compiler keeps it out of line: so it is compiled in the caller's
+    /// crate, for its constant arguments; as `#[inline(never)]` the keyed
+    /// GCRA + fixed window check took 19 instructions more (27.7 against
+    /// 25.2 ns, `examples/hotpath.rs multi-keyed-1k-gcra+fixed_window`).
+    #[inline]
+    fn decision_other(&self, h: u64, at: impl At, n: u64) -> Decision {
+        let tally = self.checks.tally();
+        let decision = match &self.tables {
             Tables::AllOfWord(t) => t.check(h, at, n, u64::MAX).0,
             _ => {
                 // Counted there.

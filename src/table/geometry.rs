@@ -74,6 +74,18 @@ impl Geometry {
         }
     }
 
+    /// The second bucket of the key's probe window (its home again in a
+    /// shard of one bucket).
+    #[inline]
+    pub(crate) fn second(&self, home: Home) -> usize {
+        let next = home.bucket + 1;
+        if next == (home.shard + 1) * self.buckets_per_shard as usize {
+            next - self.buckets_per_shard as usize
+        } else {
+            next
+        }
+    }
+
     /// The buckets of the probe window, in order: home first, wrapping
     /// inside the shard.
     #[inline]
@@ -126,5 +138,11 @@ mod tests {
         assert_eq!(window.len(), PROBE as usize);
         assert_eq!(window[0], 2 * per_shard - 1);
         assert_eq!(window[1], per_shard, "wraps to the shard's first bucket");
+        assert_eq!(g.second(last), window[1]);
+        let inner = Home {
+            bucket: per_shard + 5,
+            ..last
+        };
+        assert_eq!(g.second(inner), g.window(inner).nth(1).unwrap());
     }
 }
