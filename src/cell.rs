@@ -240,6 +240,37 @@ pub(crate) const LATCHED: u64 = 1 << 63;
 pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>, u64> {
     debug_assert_eq!(expected & LATCHED, 0);
     let in_flight = crate::fork::enter();
+    match take(header, expected) {
+        Ok(()) => Ok(LatchGuard {
+            header,
+            release_to: expected,
+            in_flight: Some(in_flight),
+        }),
+        Err(found) => {
+            crate::fork::leave(in_flight);
+            Err(found)
+        }
+    }
+}
+
+/// Takes a direct block's latch (`BlockCell`), not counted in the fork
+/// barrier: the block is registered there, and a fork takes the latch
+/// itself (`crate::fork`, `register_direct`).
+#[inline]
+fn latch_direct(header: &AtomicU64) -> LatchGuard<'_> {
+    take(header, 0).expect("a direct block's header is only ever latched");
+    LatchGuard {
+        header,
+        release_to: 0,
+        in_flight: None,
+    }
+}
+
+/// [`latch`]'s loop: takes the latch of `header` if it holds exactly
+/// `expected`, waiting while another thread holds it; fails, returning what
+/// it found, if the header changed to anything else.
+#[inline]
+fn take(header: &AtomicU64, expected: u64) -> Result<(), u64> {
     let mut spins = 0u32;
     loop {
         match header.compare_exchange_weak(
@@ -248,13 +279,7 @@ pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>,
             Ordering::Acquire,
             Ordering::Relaxed,
         ) {
-            Ok(_) => {
-                return Ok(LatchGuard {
-                    header,
-                    release_to: expected,
-                    in_flight: Some(in_flight),
-                });
-            }
+            Ok(_) => return Ok(()),
             Err(found) if found == expected | LATCHED || found == expected => {
                 // Held by another thread (or a spurious failure): back off,
                 // and give the core away if the holder seems descheduled.
@@ -268,10 +293,7 @@ pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>,
                     yield_now();
                 }
             }
-            Err(found) => {
-                crate::fork::leave(in_flight);
-                return Err(found);
-            }
+            Err(found) => return Err(found),
         }
     }
 }
@@ -323,8 +345,9 @@ impl Words for LatchedWords<'_> {
 /// window and sliding log).
 #[derive(Debug)]
 pub(crate) struct BlockCell {
-    // Padded: the latch word is written by every check.
-    header: CachePadded<AtomicU64>,
+    // Padded: the latch word is written by every check. Boxed: registered
+    // by address in the fork barrier (`crate::fork::register_direct`).
+    header: Box<CachePadded<AtomicU64>>,
     words: crate::memory::AlignedWords<AtomicU64>,
 }
 
@@ -332,14 +355,17 @@ impl BlockCell {
     /// Allocates the block; on failure returns the bytes that were asked for.
     pub(crate) fn new(words: usize) -> Result<BlockCell, usize> {
         crate::fork::install();
-        Ok(BlockCell {
-            header: CachePadded::new(AtomicU64::new(0)),
+        let cell = BlockCell {
+            header: Box::new(CachePadded::new(AtomicU64::new(0))),
             words: crate::memory::zeroed_words(words, Residency::OnUse)?,
-        })
+        };
+        #[cfg(not(ratecell_loom))]
+        crate::fork::register_direct(&cell.header);
+        Ok(cell)
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        size_of_val(&*self.words)
+        size_of_val(&*self.words) + size_of_val(&*self.header)
     }
 
     /// Decides a request under the latch.
@@ -355,7 +381,7 @@ impl BlockCell {
         n: u64,
         each: &mut [Decision],
     ) -> Decision {
-        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        let _guard = latch_direct(&self.header);
         alg.decide_each(&mut LatchedWords(&self.words), t, n, each)
     }
 
@@ -372,7 +398,7 @@ impl BlockCell {
         t: u64,
         n: u64,
     ) -> crate::decision::Words {
-        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        let _guard = latch_direct(&self.header);
         crate::decision::Words::of(alg.decide_each(&mut LatchedWords(&self.words), t, n, &mut []))
     }
 
@@ -380,7 +406,7 @@ impl BlockCell {
     /// Runs `read` on the block under the latch (a snapshot: checks wait
     /// meanwhile, so what it reads is one state the limiter had).
     pub(crate) fn latched<R>(&self, read: impl FnOnce(&LatchedWords) -> R) -> R {
-        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        let _guard = latch_direct(&self.header);
         read(&LatchedWords(&self.words))
     }
 
@@ -394,8 +420,15 @@ impl BlockCell {
     }
 
     pub(crate) fn reset<A: BlockAlgorithm>(&self, alg: &A) {
-        let _guard = latch(&self.header, 0).expect("a direct block's header is only ever latched");
+        let _guard = latch_direct(&self.header);
         alg.clear(&mut LatchedWords(&self.words));
+    }
+}
+
+impl Drop for BlockCell {
+    fn drop(&mut self) {
+        #[cfg(not(ratecell_loom))]
+        crate::fork::unregister_direct(&self.header);
     }
 }
 
