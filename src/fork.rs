@@ -128,6 +128,12 @@ pub(crate) fn unregister_direct(header: &AtomicU64) {
         if let Some(i) = h.iter().position(|&a| a == at) {
             h.swap_remove(i);
         }
+        if h.is_empty() {
+            // Frees the list with the last block: a process whose limiters
+            // are all gone holds nothing of theirs (ffi_fuzz counts every
+            // allocation still live at its end).
+            *h = Vec::new();
+        }
     });
 }
 
