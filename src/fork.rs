@@ -149,17 +149,26 @@ fn latch_direct() {
         // SAFETY: registered headers stay at their address until
         // unregistered, which needs the lock this thread holds.
         let header = unsafe { &*(at as *const AtomicU64) };
-        let mut spins = 0u32;
-        while header
-            .compare_exchange_weak(0, LATCHED, Acquire, Relaxed)
-            .is_err()
-        {
-            spins = spins.saturating_add(1);
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+        spin_until(|| {
+            header
+                .compare_exchange_weak(0, LATCHED, Acquire, Relaxed)
+                .is_ok()
+        });
+    }
+}
+
+/// Waits until `done`: spinning a little (a latch is held for a check,
+/// well under a microsecond), then giving the core away (its holder may
+/// be descheduled).
+#[cfg(unix)]
+fn spin_until(mut done: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while !done() {
+        spins = spins.saturating_add(1);
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
         }
     }
 }
@@ -246,15 +255,7 @@ extern "C" fn prepare() {
     latch_direct();
     FORKING.fetch_add(1, SeqCst);
     for slot in &IN_FLIGHT {
-        let mut spins = 0u32;
-        while slot.load(SeqCst) != 0 {
-            spins = spins.saturating_add(1);
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        spin_until(|| slot.load(SeqCst) == 0);
     }
 }
 
