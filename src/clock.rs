@@ -251,17 +251,21 @@ fn tsc_probes() -> impl Iterator<Item = u64> {
         [p - 1, p, p + 1]
     });
     let mut x = 0x9e37_79b9_7f4a_7c15_u64;
-    let spread = std::iter::repeat_with(move || {
-        // xorshift64
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    });
+    let spread = std::iter::repeat_with(move || xorshift64(&mut x));
     [0, 1, 1_000, 999_999_937, u64::MAX - 1, u64::MAX]
         .into_iter()
         .chain(powers)
         .chain(spread.take(256))
+}
+
+/// The next value of a xorshift64 sequence (tick counts spread over every
+/// magnitude, for the conversion's probes and its test).
+#[cfg(target_arch = "x86_64")]
+fn xorshift64(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
 }
 
 /// quanta's counter offset onto the UNIX timeline: the clock where the TSC
@@ -475,10 +479,7 @@ mod tests {
         let mut x = 88_172_645_463_325_252_u64;
         for shift in 0..64 {
             for _ in 0..1_000 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let ticks = x >> shift;
+                let ticks = xorshift64(&mut x) >> shift;
                 assert_eq!(
                     scale(ticks, rate),
                     quanta.delta_as_nanos(0, ticks),

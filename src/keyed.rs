@@ -1048,14 +1048,14 @@ impl KeyedLimiter {
             Tables::FixedWindow(t) => t.check(h, at, n, u64::MAX).0,
             Tables::SlidingWindow(t) => t.check(h, at, n, u64::MAX).0,
             // Counted there.
-            _ => return self.decision_other(h, at, n),
+            _ => return self.decision_other(tally, h, at, n),
         };
         tally.record(decision.allowed);
         decision
     }
 
-    /// [`KeyedLimiter::decision`] for every other table: several limits in
-    /// one word table inline here (a copy per pair of rules, too large for
+    /// [`KeyedLimiter::decision`] for every other table, counted on the
+    /// `tally` it looked up: several limits in one word table inline here (a copy per pair of rules, too large for
     /// every call site), the block and tiered tables out of line again
     /// ([`KeyedLimiter::decision_elsewhere`]), for the reason
     /// `Engine::decision` gives in `limiter.rs`. `#[inline]` although the
@@ -1064,8 +1064,13 @@ impl KeyedLimiter {
     /// GCRA + fixed window check took 19 instructions more (27.7 against
     /// 25.2 ns, `examples/hotpath.rs multi-keyed-1k-gcra+fixed_window`).
     #[inline]
-    fn decision_other(&self, h: u64, at: impl At, n: u64) -> Decision {
-        let tally = self.checks.tally();
+    fn decision_other(
+        &self,
+        tally: crate::stats::Tally<'_>,
+        h: u64,
+        at: impl At,
+        n: u64,
+    ) -> Decision {
         let decision = match &self.tables {
             Tables::AllOfWord(t) => t.check(h, at, n, u64::MAX).0,
             _ => {

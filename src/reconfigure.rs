@@ -120,7 +120,14 @@ pub(crate) fn check(old: &[Config], new: &[Config]) -> Result<Vec<Params>, Error
 }
 
 /// The refusal for a change of layout, blamed on the field that changed.
-fn layout(limit: usize, old: &Config, new: &Config, was: usize, now: usize, unit: &str) -> Error {
+fn layout(
+    limit: usize,
+    old: &Config,
+    new: &Config,
+    was: impl std::fmt::Display,
+    now: impl std::fmt::Display,
+    unit: &str,
+) -> Error {
     let (field, from, to) = if new.limit != old.limit {
         (Field::Limit, old.limit, new.limit)
     } else {
@@ -145,14 +152,7 @@ pub(crate) fn word<A: WordAlgorithm>(
 ) -> Result<(), Error> {
     let (was, now) = (live.get().state_bits(), new.state_bits());
     if was != now {
-        return Err(layout(
-            0,
-            old_config,
-            config,
-            was as usize,
-            now as usize,
-            "bits",
-        ));
+        return Err(layout(0, old_config, config, was, now, "bits"));
     }
     live.swap().replace(new);
     Ok(())

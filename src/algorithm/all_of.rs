@@ -238,11 +238,9 @@ impl AllOf {
                 at,
                 bits,
             };
-            // `multi::rules` refuses a block layout past `u32::MAX` words.
-            let words = u32::try_from(rule.words()).ok();
-            at = (if word { Some(bits) } else { words })
-                .and_then(|w| at.checked_add(w))
-                .expect("several limits' state fits 2^32 words");
+            let size = if word { bits as usize } else { rule.words() };
+            at = u32::try_from(at as usize + size)
+                .expect("multi::rules refuses states past u32::MAX words");
         }
         let kinds: Vec<Option<u8>> = rules.iter().map(Rule::word_kind).collect();
         let form = match kinds[..] {

@@ -78,28 +78,26 @@ impl Geometry {
     /// shard of one bucket).
     #[inline]
     pub(crate) fn second(&self, home: Home) -> usize {
-        let next = home.bucket + 1;
-        if next == (home.shard + 1) * self.buckets_per_shard as usize {
-            next - self.buckets_per_shard as usize
-        } else {
-            next
-        }
+        window_bucket(home, self.buckets_per_shard as usize, 1)
     }
 
     /// The buckets of the probe window, in order: home first, wrapping
     /// inside the shard.
     #[inline]
     pub(crate) fn window(&self, home: Home) -> impl Iterator<Item = usize> {
-        let first = home.shard * self.buckets_per_shard as usize;
-        let local = home.bucket - first;
         let n = self.buckets_per_shard as usize;
-        // local < n and i < n, so one conditional subtraction wraps (no
-        // division on the hot path).
-        (0..PROBE.min(self.buckets_per_shard) as usize).map(move |i| {
-            let b = local + i;
-            first + if b >= n { b - n } else { b }
-        })
+        (0..PROBE.min(self.buckets_per_shard) as usize).map(move |i| window_bucket(home, n, i))
     }
+}
+
+/// Bucket `i` (< `per_shard`) of `home`'s probe window, wrapping inside its
+/// shard of `per_shard` buckets: one conditional subtraction (the local
+/// index and `i` are both below `per_shard`), no division on the hot path.
+#[inline]
+fn window_bucket(home: Home, per_shard: usize, i: usize) -> usize {
+    let first = home.shard * per_shard;
+    let b = home.bucket - first + i;
+    first + if b >= per_shard { b - per_shard } else { b }
 }
 
 #[cfg_attr(ratecell_loom, allow(dead_code))]
