@@ -334,6 +334,21 @@ fn keyed(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
         g.bench_function("bare/u64", |b| {
             b.iter(|| bare.check_u64(*cycle.next_item()))
         });
+        // The floor of a keyed GCRA check (`BareTable::check_gcra`): the
+        // key's SipHash, the time, one slot's load, the decision on plain
+        // words and one CAS, on the TSC clock and at the caller's time.
+        let hasher = std::hash::RandomState::new();
+        let rule = Rule::new(&config).unwrap();
+        let tsc = Clock::tsc();
+        for (id, clock) in [
+            ("floor/sip_gcra/u64", Some(&tsc)),
+            ("floor/sip_gcra_at/u64", None),
+        ] {
+            let t = tsc.now_ns();
+            g.bench_function(id, |b| {
+                b.iter(|| bare.check_gcra(&hasher, *cycle.next_item(), clock, t, &rule))
+            });
+        }
         // The same with a TSC read per check (ratecell's `Clock`): read
         // first, then with the slot prefetched before the read (the order
         // of ratecell's keyed check). A TSC read waits for the loads before

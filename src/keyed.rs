@@ -1048,7 +1048,7 @@ impl KeyedLimiter {
             Tables::FixedWindow(t) => t.check(h, at, n, u64::MAX).0,
             Tables::SlidingWindow(t) => t.check(h, at, n, u64::MAX).0,
             // Counted there.
-            _ => return self.decision_other(tally, h, at, n),
+            _ => return self.decision_other(tally, h, at, n).decision(),
         };
         tally.record(decision.allowed);
         decision
@@ -1063,23 +1063,19 @@ impl KeyedLimiter {
     /// crate, for its constant arguments; as `#[inline(never)]` the keyed
     /// GCRA + fixed window check took 19 instructions more (27.7 against
     /// 25.2 ns, `examples/hotpath.rs multi-keyed-1k-gcra+fixed_window`).
+    /// As words, like `WordTable::check_elsewhere`'s, for the same
+    /// reason: returned as a `Decision`, the call was handed the place
+    /// where every fast path's decision meets, and so the GCRA check's
+    /// decision went through memory.
     #[inline]
-    fn decision_other(
-        &self,
-        tally: crate::stats::Tally<'_>,
-        h: u64,
-        at: impl At,
-        n: u64,
-    ) -> Decision {
+    fn decision_other(&self, tally: crate::stats::Tally<'_>, h: u64, at: impl At, n: u64) -> Words {
         let decision = match &self.tables {
             Tables::AllOfWord(t) => t.check(h, at, n, u64::MAX).0,
-            _ => {
-                // Counted there.
-                return self.decision_elsewhere(h, at, n).decision();
-            }
+            // Counted there.
+            _ => return self.decision_elsewhere(h, at, n),
         };
         tally.record(decision.allowed);
-        decision
+        Words::of(decision)
     }
 
     /// [`KeyedLimiter::decision`] for the block and tiered tables, as words

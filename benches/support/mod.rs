@@ -226,6 +226,37 @@ impl BareTable {
         slot.compare_exchange(old, new, Relaxed, Relaxed).is_ok()
     }
 
+    /// The least a keyed, exact GCRA check on this machine can do, with
+    /// nothing of ratecell's table in it: SipHash-1-3 of the key under a
+    /// random key (`hasher`, std's, as governor's keyed map hashes), the
+    /// time (`clock`, or `t` when `clock` is `None`), one 16-byte load
+    /// of the key's slot, GCRA's decision on the slot's low word
+    /// (`state::Rule`, ratecell's arithmetic on plain words) and one CAS
+    /// of the new state. No fingerprint (any key in the slot is taken as
+    /// this one), no probing, no statistics.
+    #[inline]
+    pub fn check_gcra(
+        &self,
+        hasher: &std::hash::RandomState,
+        key: u64,
+        clock: Option<&ratecell::Clock>,
+        t: u64,
+        rule: &ratecell::state::Rule,
+    ) -> ratecell::Decision {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = hasher.build_hasher();
+        h.write_u64(key);
+        let slot = self.slot(h.finish());
+        prefetch(slot);
+        let t = clock.map_or(t, |c| c.now_ns());
+        let old = slot.load(Relaxed);
+        let mut state = [old as u64];
+        let decision = rule.decide(&mut state, t, 1);
+        let new = (old & !u128::from(u64::MAX)) | u128::from(state[0]);
+        let _ = slot.compare_exchange(old, new, Relaxed, Relaxed);
+        decision
+    }
+
     #[inline]
     pub fn check_u64(&self, key: u64) -> bool {
         Self::bump(self.slot(key.wrapping_mul(MULTIPLIER)))

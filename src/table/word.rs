@@ -15,7 +15,7 @@ use crate::algorithm::{Visit, WordAlgorithm, mask};
 use crate::cell::{AtomicWord, cas_loop_from};
 use crate::clock::At;
 use crate::config::{ConfigError, Error, Field};
-use crate::decision::Decision;
+use crate::decision::{Decision, Words};
 use crate::memory::prefetch;
 use crate::memory::{Residency, zeroed_wide_words};
 use crate::stats::Stats;
@@ -315,7 +315,8 @@ impl<A: WordAlgorithm> WordTable<A> {
                 }
             }
         }
-        self.check_elsewhere(alg, home, tag, t, n, max_wait, each)
+        let (words, taken) = self.check_elsewhere(alg, home, tag, t, n, max_wait, each);
+        (words.decision(), taken)
     }
 
     /// The update of the key's `slot`, found holding `word`, with one CAS;
@@ -347,11 +348,18 @@ impl<A: WordAlgorithm> WordTable<A> {
             #[cfg(ratecell_loom)]
             crate::loom_hooks::saw(crate::loom_hooks::Race::CasLost);
         }
-        self.check_elsewhere(alg, home, tag, t, n, max_wait, each)
+        let (words, taken) = self.check_elsewhere(alg, home, tag, t, n, max_wait, each);
+        (words.decision(), taken)
     }
 
     /// The full check: the whole probe window, the update retried until its
     /// CAS succeeds, and the insert of a new key.
+    ///
+    /// Its decision comes back as words (`decision::Words`, rebuilt field
+    /// by field by the inlined caller): returned as a `Decision`, the
+    /// caller's inline paths wrote theirs to the same place in memory,
+    /// and the benchmark's copy of it read 16 bytes over two 8-byte
+    /// stores, a failed store-to-load forward on every check.
     #[cold]
     #[inline(never)]
     #[allow(
@@ -367,18 +375,18 @@ impl<A: WordAlgorithm> WordTable<A> {
         n: u64,
         max_wait: u64,
         each: &mut [Decision],
-    ) -> (Decision, bool) {
+    ) -> (Words, bool) {
         loop {
             if let Some((slot, word)) = self.find(home, tag) {
                 match cas_loop_from(slot, word, |word| {
                     self.step(alg, word, tag, t, n, max_wait, each)
                 }) {
-                    Outcome::Done(d, taken) => return (d, taken),
+                    Outcome::Done(d, taken) => return (Words::of(d), taken),
                     Outcome::Moved => continue,
                 }
             }
             match self.insert(alg, home, tag, t, n, max_wait, each) {
-                Outcome::Done(d, taken) => return (d, taken),
+                Outcome::Done(d, taken) => return (Words::of(d), taken),
                 // Placed or evicted by another thread meanwhile: look again.
                 Outcome::Moved => {}
             }
