@@ -141,19 +141,34 @@ pub(crate) fn unregister_direct(header: &AtomicU64) {
 /// holder: nothing under a direct block's latch waits for anything but
 /// the CPU.
 #[cfg(unix)]
-fn latch_direct() {
+fn latch_all_direct() {
     lock_direct();
-    // SAFETY: the lock is held (see `Direct`), until `release_direct`.
+    // SAFETY: the lock was just taken, and is held until
+    // `release_all_direct`.
+    unsafe {
+        for_each_direct(|header| {
+            spin_until(|| {
+                header
+                    .compare_exchange_weak(0, LATCHED, Acquire, Relaxed)
+                    .is_ok()
+            });
+        });
+    }
+}
+
+/// Runs `f` on every registered header.
+///
+/// # Safety
+/// The caller holds the lock (`lock_direct`): `headers` is then this
+/// thread's alone, and every address in it is a live header, since
+/// unregistering (before a header is freed) needs that lock too.
+#[cfg(unix)]
+unsafe fn for_each_direct(mut f: impl FnMut(&AtomicU64)) {
+    // SAFETY: the caller's contract.
     let headers = unsafe { &*DIRECT.headers.get() };
     for &at in headers {
-        // SAFETY: registered headers stay at their address until
-        // unregistered, which needs the lock this thread holds.
-        let header = unsafe { &*(at as *const AtomicU64) };
-        spin_until(|| {
-            header
-                .compare_exchange_weak(0, LATCHED, Acquire, Relaxed)
-                .is_ok()
-        });
+        // SAFETY: the caller's contract: a registered, live header.
+        f(unsafe { &*(at as *const AtomicU64) });
     }
 }
 
@@ -173,16 +188,11 @@ fn spin_until(mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Releases what [`latch_direct`] took, then the lock.
+/// Releases what [`latch_all_direct`] took, then the lock.
 #[cfg(unix)]
-fn release_direct() {
-    // SAFETY: the lock is held since `latch_direct`.
-    let headers = unsafe { &*DIRECT.headers.get() };
-    for &at in headers {
-        // SAFETY: as in `latch_direct`.
-        let header = unsafe { &*(at as *const AtomicU64) };
-        header.store(0, Release);
-    }
+fn release_all_direct() {
+    // SAFETY: the lock is held since `latch_all_direct`.
+    unsafe { for_each_direct(|header| header.store(0, Release)) };
     unlock_direct();
 }
 
@@ -252,7 +262,7 @@ fn wait_for_fork() {
 
 #[cfg(unix)]
 extern "C" fn prepare() {
-    latch_direct();
+    latch_all_direct();
     FORKING.fetch_add(1, SeqCst);
     for slot in &IN_FLIGHT {
         spin_until(|| slot.load(SeqCst) == 0);
@@ -262,7 +272,7 @@ extern "C" fn prepare() {
 #[cfg(unix)]
 extern "C" fn parent() {
     FORKING.fetch_sub(1, Release);
-    release_direct();
+    release_all_direct();
 }
 
 #[cfg(unix)]
@@ -274,5 +284,5 @@ extern "C" fn child() {
         slot.store(0, Relaxed);
     }
     FORKING.store(0, Release);
-    release_direct();
+    release_all_direct();
 }

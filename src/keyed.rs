@@ -1055,8 +1055,9 @@ impl KeyedLimiter {
     }
 
     /// [`KeyedLimiter::decision`] for every other table, counted on the
-    /// `tally` it looked up: several limits in one word table inline here (a copy per pair of rules, too large for
-    /// every call site), the block and tiered tables out of line again
+    /// `tally` it looked up: several limits in one word table inline here
+    /// (a copy per pair of rules, too large for every call site), the
+    /// block and tiered tables out of line again
     /// ([`KeyedLimiter::decision_elsewhere`]), for the reason
     /// `Engine::decision` gives in `limiter.rs`. `#[inline]` although the
     /// compiler keeps it out of line: so it is compiled in the caller's
