@@ -51,6 +51,10 @@ const CASES: &[&str] = &[
     "shared-1k-u64-at",
     "governor-keyed-1M-u64",
     "governor-keyed-1k-u64",
+    "floor-sip-gcra-1M",
+    "floor-sip-gcra-1M-at",
+    "floor-sip-gcra-1k",
+    "floor-sip-gcra-1k-at",
     "bare-table-1M",
     "bare-table-1M-bytes16",
     "bare-table-1M-latency",
@@ -115,9 +119,15 @@ fn keyed(n: usize, expiring: bool) -> KeyedLimiter {
     let config = if expiring {
         config(Algorithm::Gcra)
     } else {
-        Config::new(Algorithm::Gcra, 1, 60 * SECOND).burst(1_000_000)
+        lasting()
     };
     KeyedLimiter::new(config.capacity(n as u64).overflow(Overflow::Allow)).unwrap()
+}
+
+/// The quota of the keyed cases that stay live: 1 per minute with a
+/// burst of 10^6.
+fn lasting() -> Config {
+    Config::new(Algorithm::Gcra, 1, 60 * SECOND).burst(1_000_000)
 }
 
 /// How full the table is after the prefill: keys that found no place
@@ -288,6 +298,25 @@ fn main() {
             keys.iter().for_each(|k| assert!(lim.check_key(k).is_ok()));
             let mut cycle = Cycle::new(&keys);
             measured(iters, || lim.check_key(cycle.next_item()).is_ok());
+        }
+        "floor-sip-gcra-1M"
+        | "floor-sip-gcra-1M-at"
+        | "floor-sip-gcra-1k"
+        | "floor-sip-gcra-1k-at" => {
+            // The keyed floor of the benches (`floor/sip_gcra`), beside the
+            // keyed cases above for callgrind and perf.
+            let n = if case.contains("1M") { MILLION } else { 1_000 };
+            let keys = u64_keys(n, 1);
+            let bare = BareTable::new(n);
+            let hasher = std::hash::RandomState::new();
+            let rule = ratecell::state::Rule::new(&lasting()).unwrap();
+            let tsc = Clock::tsc();
+            let clock = (!case.ends_with("-at")).then_some(&tsc);
+            let t = tsc.now_ns();
+            let mut cycle = Cycle::new(&keys);
+            measured(iters, || {
+                bare.check_gcra(&hasher, *cycle.next_item(), clock, t, &rule)
+            });
         }
         "bare-table-1M" => {
             let keys = u64_keys(MILLION, 1);

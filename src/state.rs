@@ -100,6 +100,7 @@ impl Rule {
     ///
     /// # Panics
     /// If `state.len() != self.words()`.
+    #[inline]
     pub fn decide(&self, state: &mut [u64], t: u64, cost: u64) -> Decision {
         assert_eq!(state.len(), self.words(), "state has the wrong length");
         match &self.kind {
