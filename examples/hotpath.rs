@@ -55,6 +55,10 @@ const CASES: &[&str] = &[
     "floor-sip-gcra-1M-at",
     "floor-sip-gcra-1k",
     "floor-sip-gcra-1k-at",
+    "exact-sip-gcra-1M",
+    "exact-sip-gcra-1M-at",
+    "exact-sip-gcra-1k",
+    "exact-sip-gcra-1k-at",
     "bare-table-1M",
     "bare-table-1M-bytes16",
     "bare-table-1M-latency",
@@ -299,12 +303,14 @@ fn main() {
             let mut cycle = Cycle::new(&keys);
             measured(iters, || lim.check_key(cycle.next_item()).is_ok());
         }
-        "floor-sip-gcra-1M"
-        | "floor-sip-gcra-1M-at"
-        | "floor-sip-gcra-1k"
-        | "floor-sip-gcra-1k-at" => {
-            // The keyed floor of the benches (`floor/sip_gcra`), beside the
-            // keyed cases above for callgrind and perf.
+        floor
+            if (floor.starts_with("floor-sip-gcra-") || floor.starts_with("exact-sip-gcra-"))
+                && CASES.contains(&floor) =>
+        {
+            // The keyed floor of the benches (`floor/sip_gcra`), and the
+            // same check on a bare table that tells keys apart
+            // (`BareTable::check_gcra_tagged`), beside the keyed cases
+            // above for callgrind and perf.
             let n = if case.contains("1M") { MILLION } else { 1_000 };
             let keys = u64_keys(n, 1);
             let bare = BareTable::new(n);
@@ -314,9 +320,16 @@ fn main() {
             let clock = (!case.ends_with("-at")).then_some(&tsc);
             let t = tsc.now_ns();
             let mut cycle = Cycle::new(&keys);
-            measured(iters, || {
-                bare.check_gcra(&hasher, *cycle.next_item(), clock, t, &rule)
-            });
+            if case.starts_with("exact") {
+                keys.iter().for_each(|&k| bare.place_tagged(&hasher, k));
+                measured(iters, || {
+                    bare.check_gcra_tagged(&hasher, *cycle.next_item(), clock, t, &rule)
+                });
+            } else {
+                measured(iters, || {
+                    bare.check_gcra(&hasher, *cycle.next_item(), clock, t, &rule)
+                });
+            }
         }
         "bare-table-1M" => {
             let keys = u64_keys(MILLION, 1);

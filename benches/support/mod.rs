@@ -226,14 +226,15 @@ impl BareTable {
         slot.compare_exchange(old, new, Relaxed, Relaxed).is_ok()
     }
 
-    /// The least a keyed, exact GCRA check on this machine can do, with
-    /// nothing of ratecell's table in it: SipHash-1-3 of the key under a
-    /// random key (`hasher`, std's, as governor's keyed map hashes), the
-    /// time (`clock`, or `t` when `clock` is `None`), one 16-byte load
-    /// of the key's slot, GCRA's decision on the slot's low word
-    /// (`state::Rule`, ratecell's arithmetic on plain words) and one CAS
-    /// of the new state. No fingerprint (any key in the slot is taken as
-    /// this one), no probing, no statistics.
+    /// The least a keyed GCRA check on this machine can do, with nothing
+    /// of ratecell's table in it: SipHash-1-3 of the key under a random
+    /// key (`hasher`, std's, as governor's keyed map hashes), the time
+    /// (`clock`, or `t` when `clock` is `None`), one 16-byte load of the
+    /// key's slot, GCRA's decision on the slot's low word (`state::Rule`,
+    /// ratecell's arithmetic on plain words) and one CAS of the new
+    /// state. Not exact: any key in the slot is taken as this one (no
+    /// fingerprint, no probing; [`BareTable::check_gcra_tagged`] tells
+    /// keys apart), and no statistics.
     #[inline]
     pub fn check_gcra(
         &self,
@@ -243,13 +244,103 @@ impl BareTable {
         t: u64,
         rule: &ratecell::state::Rule,
     ) -> ratecell::Decision {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = hasher.build_hasher();
-        h.write_u64(key);
-        let slot = self.slot(h.finish());
+        use std::hash::BuildHasher;
+        let slot = self.slot(hasher.hash_one(key));
         prefetch(slot);
         let t = clock.map_or(t, |c| c.now_ns());
-        let old = slot.load(Relaxed);
+        Self::gcra(slot, slot.load(Relaxed), t, rule)
+    }
+
+    /// Places `key` for [`BareTable::check_gcra_tagged`]: its SipHash in
+    /// the high half of the first empty slot of its bucket of four, or of
+    /// the buckets after it. Only on a table that no other case uses
+    /// (only `examples/hotpath.rs` runs this table).
+    #[allow(dead_code)]
+    pub fn place_tagged(&self, hasher: &std::hash::RandomState, key: u64) {
+        let tag = Self::tag(hasher, key);
+        let buckets = self.slots.len() / 4;
+        let home = self.bucket(tag);
+        let empty = (0..buckets)
+            .flat_map(|i| &self.slots[(home + i) % buckets * 4..][..4])
+            .find(|slot| slot.load(Relaxed) == 0)
+            .expect("the bare table has room for its capacity");
+        empty.store(u128::from(tag) << 64, Relaxed);
+    }
+
+    /// [`BareTable::check_gcra`] on a table that tells keys apart: the
+    /// key's slot found by comparing the four slots of its bucket with
+    /// its hash (kept whole in the high half: no fingerprint to derive,
+    /// no shard, no insert path), then GCRA and one CAS; keys placed
+    /// beyond their home bucket (`place_tagged`) are looked up out of
+    /// line. What telling keys apart costs beside `check_gcra`, not a
+    /// floor of ratecell's check: its 16-byte loads and
+    /// `state::Rule::decide` are calls here, about as many instructions
+    /// as ratecell's whole check over 1k keys.
+    #[allow(dead_code)]
+    #[inline]
+    pub fn check_gcra_tagged(
+        &self,
+        hasher: &std::hash::RandomState,
+        key: u64,
+        clock: Option<&ratecell::Clock>,
+        t: u64,
+        rule: &ratecell::state::Rule,
+    ) -> ratecell::Decision {
+        let tag = Self::tag(hasher, key);
+        let home = self.bucket(tag);
+        let bucket = &self.slots[home * 4..][..4];
+        prefetch(&raw const bucket[0]);
+        let t = clock.map_or(t, |c| c.now_ns());
+        for slot in bucket {
+            let old = slot.load(Relaxed);
+            if (old >> 64) as u64 == tag {
+                return Self::gcra(slot, old, t, rule);
+            }
+        }
+        self.check_gcra_beyond(tag, home, t, rule)
+    }
+
+    #[allow(dead_code)]
+    #[inline(never)]
+    fn check_gcra_beyond(
+        &self,
+        tag: u64,
+        home: usize,
+        t: u64,
+        rule: &ratecell::state::Rule,
+    ) -> ratecell::Decision {
+        let buckets = self.slots.len() / 4;
+        (1..buckets)
+            .flat_map(|i| &self.slots[(home + i) % buckets * 4..][..4])
+            .find_map(|slot| {
+                let old = slot.load(Relaxed);
+                ((old >> 64) as u64 == tag).then(|| Self::gcra(slot, old, t, rule))
+            })
+            .expect("every key checked was placed")
+    }
+
+    /// A key's tag: its SipHash, never 0 (an empty slot).
+    #[allow(dead_code)]
+    #[inline]
+    fn tag(hasher: &std::hash::RandomState, key: u64) -> u64 {
+        use std::hash::BuildHasher;
+        hasher.hash_one(key) | 1
+    }
+
+    #[allow(dead_code)]
+    #[inline]
+    fn bucket(&self, tag: u64) -> usize {
+        ((u128::from(tag) * (self.slots.len() / 4) as u128) >> 64) as usize
+    }
+
+    /// GCRA on the low half of `slot`, found holding `old`, and one CAS.
+    #[inline]
+    fn gcra(
+        slot: &AtomicU128,
+        old: u128,
+        t: u64,
+        rule: &ratecell::state::Rule,
+    ) -> ratecell::Decision {
         let mut state = [old as u64];
         let decision = rule.decide(&mut state, t, 1);
         let new = (old & !u128::from(u64::MAX)) | u128::from(state[0]);
