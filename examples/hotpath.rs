@@ -303,9 +303,10 @@ fn main() {
             let mut cycle = Cycle::new(&keys);
             measured(iters, || lim.check_key(cycle.next_item()).is_ok());
         }
-        floor
-            if (floor.starts_with("floor-sip-gcra-") || floor.starts_with("exact-sip-gcra-"))
-                && CASES.contains(&floor) =>
+        sip_gcra
+            if (sip_gcra.starts_with("floor-sip-gcra-")
+                || sip_gcra.starts_with("exact-sip-gcra-"))
+                && CASES.contains(&sip_gcra) =>
         {
             // The keyed floor of the benches (`floor/sip_gcra`), and the
             // same check on a bare table that tells keys apart
