@@ -258,10 +258,8 @@ impl BareTable {
     #[allow(dead_code)]
     pub fn place_tagged(&self, hasher: &std::hash::RandomState, key: u64) {
         let tag = Self::tag(hasher, key);
-        let buckets = self.slots.len() / 4;
-        let home = self.bucket(tag);
-        let empty = (0..buckets)
-            .flat_map(|i| &self.slots[(home + i) % buckets * 4..][..4])
+        let empty = self
+            .slots_from(self.bucket(tag))
             .find(|slot| slot.load(Relaxed) == 0)
             .expect("the bare table has room for its capacity");
         empty.store(u128::from(tag) << 64, Relaxed);
@@ -309,9 +307,8 @@ impl BareTable {
         t: u64,
         rule: &ratecell::state::Rule,
     ) -> ratecell::Decision {
-        let buckets = self.slots.len() / 4;
-        (1..buckets)
-            .flat_map(|i| &self.slots[(home + i) % buckets * 4..][..4])
+        self.slots_from(home)
+            .skip(4)
             .find_map(|slot| {
                 let old = slot.load(Relaxed);
                 ((old >> 64) as u64 == tag).then(|| Self::gcra(slot, old, t, rule))
@@ -331,6 +328,14 @@ impl BareTable {
     #[inline]
     fn bucket(&self, tag: u64) -> usize {
         ((u128::from(tag) * (self.slots.len() / 4) as u128) >> 64) as usize
+    }
+
+    /// The slots of bucket `home` and of every bucket after it, wrapping:
+    /// where `place_tagged` puts a key and `check_gcra_beyond` finds it.
+    #[allow(dead_code)]
+    fn slots_from(&self, home: usize) -> impl Iterator<Item = &AtomicU128> {
+        let buckets = self.slots.len() / 4;
+        (0..buckets).flat_map(move |i| &self.slots[(home + i) % buckets * 4..][..4])
     }
 
     /// GCRA on the low half of `slot`, found holding `old`, and one CAS.
