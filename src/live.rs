@@ -24,7 +24,7 @@
 //! refuses a change of layout), so a state packed under the old block
 //! unpacks the same under the new.
 
-use crate::algorithm::{BlockAlgorithm, WordAlgorithm, Words};
+use crate::algorithm::{BlockAlgorithm, StateError, WordAlgorithm, Words};
 use crate::decision::Decision;
 use crate::sync::{AtomicPtr, Ordering};
 use std::ptr::NonNull;
@@ -171,6 +171,10 @@ impl<A: Send + Sync + 'static> Live<A> {
 impl<A: WordAlgorithm> WordAlgorithm for Live<A> {
     type State = A::State;
 
+    fn algorithm(&self) -> crate::config::Algorithm {
+        self.get().algorithm()
+    }
+
     #[inline]
     fn decide(&self, state: A::State, t: u64, n: u64) -> (Decision, Option<A::State>) {
         self.get().decide(state, t, n)
@@ -222,8 +226,8 @@ impl<A: WordAlgorithm> WordAlgorithm for Live<A> {
         self.get().state_bits()
     }
 
-    fn is_valid(&self, state: A::State) -> bool {
-        self.get().is_valid(state)
+    fn validate(&self, state: A::State) -> Result<(), StateError> {
+        self.get().validate(state)
     }
 }
 
@@ -269,7 +273,7 @@ impl<A: BlockAlgorithm> BlockAlgorithm for Live<A> {
         self.get().saved_words(words, each)
     }
 
-    fn is_valid<W: Words + ?Sized>(&self, words: &W) -> bool {
-        self.get().is_valid(words)
+    fn validate<W: Words + ?Sized>(&self, words: &W) -> Result<(), StateError> {
+        self.get().validate(words)
     }
 }

@@ -31,7 +31,25 @@
 //! assert_eq!(denied.retry_after_ns, 500_000_000);
 //! assert!(rule.is_fresh_at(&state, t + denied.reset_after_ns));
 //! ```
+//!
+//! A state read from outside the process (a Redis RDB file, a `RESTORE`
+//! payload, a replicated write) goes through [`Rule::validate`] before its
+//! first decision: it refuses what no sequence of decisions could have
+//! stored ([SPEC §4](crate::spec#what-a-loader-accepts), "What a loader
+//! accepts"), with a [`StateError`] that names the word.
+//!
+//! ```
+//! use ratecell::{Algorithm, Config, state::Rule};
+//!
+//! let rule = Rule::new(&Config::new(Algorithm::BucketedWindow, 10, 1_000_000_000)).unwrap();
+//! let mut state = vec![0u64; rule.words()];
+//! state[0] = u64::MAX; // the newest sub-window: no time has it
+//! let e = rule.validate(&state).unwrap_err();
+//! assert_eq!(e.word, Some(0));
+//! assert!(e.to_string().starts_with("bucketed_window: word 0 (newest sub-window)"));
+//! ```
 
+pub use crate::algorithm::StateError;
 use crate::algorithm::{
     BlockAlgorithm, WordAlgorithm, bucketed_window::BucketedWindow, fixed_window, gcra::Gcra,
     sliding_log::SlidingLog, sliding_window, token_bucket,
@@ -110,6 +128,37 @@ impl Rule {
             Kind::SlidingWindow(a) => word(a, state, t, cost),
             Kind::BucketedWindow(a) => a.decide(state, t, cost),
             Kind::SlidingLog(a) => a.decide(state, t, cost),
+        }
+    }
+
+    /// Refuses a state that no sequence of [`Rule::decide`] calls could
+    /// have stored, under this rule or under another with the same
+    /// algorithm, period and sub-windows (a limit or burst may change
+    /// between calls, so counts above this rule's are accepted: they
+    /// deny). The rules, per algorithm, are SPEC §4's "What a loader
+    /// accepts"; a state of the wrong length is refused too. Call it on
+    /// every state read from outside the process, before its first
+    /// decision. It reads each word once: O(`words`), no allocation
+    /// unless it refuses.
+    pub fn validate(&self, state: &[u64]) -> Result<(), StateError> {
+        if state.len() != self.words() {
+            return Err(StateError {
+                algorithm: self.config.algorithm,
+                word: None,
+                message: format!(
+                    "the state has {} words, this rule's layout {}",
+                    state.len(),
+                    self.words()
+                ),
+            });
+        }
+        match &self.kind {
+            Kind::Gcra(a) => a.validate(a.get(state)),
+            Kind::TokenBucket(a) => a.validate(a.get(state)),
+            Kind::FixedWindow(a) => a.validate(a.get(state)),
+            Kind::SlidingWindow(a) => a.validate(a.get(state)),
+            Kind::BucketedWindow(a) => a.validate(state),
+            Kind::SlidingLog(a) => a.validate(state),
         }
     }
 
@@ -258,6 +307,85 @@ mod tests {
             assert!(wide.decide(&mut state, t, 4).allowed, "{alg}");
             let d = narrow.decide(&mut state, t, 1);
             assert!(!d.allowed && d.remaining == 0, "{alg}: {d:?}");
+        }
+    }
+
+    /// Issue 33 §2: a bucketed window whose newest sub-window is
+    /// `u64::MAX` walked about 2^64 sub-windows on its next check (a debug
+    /// build panicked on `s_e + 1` first). `validate` refuses it, naming the
+    /// word; `decide` on it returns anyway, within N sub-windows.
+    #[test]
+    fn a_newest_sub_window_no_time_has_is_refused_and_decides_in_bounded_time() {
+        let rule = Rule::new(&Config::new(Algorithm::BucketedWindow, 10, 1_000_000_000)).unwrap();
+        let mut state = vec![0; rule.words()];
+        state[0] = u64::MAX;
+        let e = rule.validate(&state).unwrap_err();
+        assert_eq!(e.word, Some(0));
+        assert_eq!(
+            e.to_string(),
+            "bucketed_window: word 0 (newest sub-window) 18446744073709551615 is above \
+             184467440737, the last sub-window any time has"
+        );
+        let t = 1_700_000_000_000_000_000;
+        let (done, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let peek = rule.decide(&mut state, t, 0);
+            let take = rule.decide(&mut state, t, 1);
+            let _ = done.send((peek, take));
+        });
+        let (peek, take) = answer
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a check on the stored state returns");
+        assert!(peek.allowed && take.allowed, "its counters are all 0");
+    }
+
+    /// A sliding log's `head` and `len` out of the ring, and running totals
+    /// that add more than the limit: refused by name, and decided (read
+    /// within range, counted as at most the limit) without a panic.
+    #[test]
+    fn a_sliding_log_ring_out_of_range_is_refused_and_decides_without_panic() {
+        let rule = Rule::new(&Config::new(Algorithm::SlidingLog, 3, 1_000_000_000)).unwrap();
+        let t = 1_700_000_000_000_000_000;
+        for (word, value, says) in [
+            (0, u64::MAX, "word 0 (head) 18446744073709551615 is above 2"),
+            (1, u64::MAX, "word 1 (len) 18446744073709551615 is above 3"),
+        ] {
+            let mut state = vec![0; rule.words()];
+            state[word] = value;
+            let e = rule.validate(&state).unwrap_err();
+            assert!(e.to_string().contains(says), "{e}");
+            for cost in [0, 1, 3, 4] {
+                rule.decide(&mut state, t, cost);
+            }
+        }
+        // One entry at t adding 2^63 units (the ring is [head, len, base,
+        // ts, total, ...]).
+        let mut state = vec![0; rule.words()];
+        state[1] = 1;
+        state[3] = t;
+        state[4] = 1 << 63;
+        let e = rule.validate(&state).unwrap_err();
+        assert_eq!(e.word, Some(4), "{e}");
+        let d = rule.decide(&mut state, t, 1);
+        assert!(!d.allowed && d.remaining == 0, "{d:?}");
+    }
+
+    #[test]
+    fn validate_accepts_what_decide_stores_and_counts_a_lowered_limit_left() {
+        let t = 1_700_000_000_000_000_000;
+        for alg in Algorithm::ALL {
+            let rule = Rule::new(&Config::new(alg, 5, 1_000_000)).unwrap();
+            let mut state = vec![0; rule.words()];
+            assert_eq!(rule.validate(&state), Ok(()), "{alg}: fresh");
+            for i in 0..50 {
+                rule.decide(&mut state, t + i * 37_000, i % 3);
+                assert_eq!(rule.validate(&state), Ok(()), "{alg}: {state:?}");
+            }
+            assert!(rule.validate(&state[1..]).is_err(), "{alg}: too short");
+            if alg != Algorithm::SlidingLog {
+                let narrow = Rule::new(&Config::new(alg, 1, 1_000_000)).unwrap();
+                assert_eq!(narrow.validate(&state), Ok(()), "{alg}: limit lowered");
+            }
         }
     }
 

@@ -37,7 +37,7 @@
 //! [`TierError`]; it touches no atomic.
 
 use crate::algorithm::all_of::AllOf;
-use crate::algorithm::{BlockAlgorithm, WordAlgorithm, Words};
+use crate::algorithm::{BlockAlgorithm, StateError, WordAlgorithm, Words};
 use crate::config::{Config, ConfigError, Error, Field};
 use crate::decision::Decision;
 use crate::table::word::MIN_FINGERPRINT_BITS;
@@ -198,6 +198,10 @@ fn carry_over(j: usize, e: Error) -> Error {
 impl WordAlgorithm for Tiers {
     type State = u128;
 
+    fn algorithm(&self) -> crate::config::Algorithm {
+        WordAlgorithm::algorithm(&self.tiers[0])
+    }
+
     #[inline]
     fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
         WordAlgorithm::decide(&self.tiers[0], state, t, n)
@@ -244,9 +248,18 @@ impl WordAlgorithm for Tiers {
         WordAlgorithm::state_bits(&self.tiers[0])
     }
 
-    /// A state some tier could have stored.
-    fn is_valid(&self, state: u128) -> bool {
-        self.all().iter().any(|a| WordAlgorithm::is_valid(a, state))
+    /// A state some tier could have stored (else the first tier's reason).
+    fn validate(&self, state: u128) -> Result<(), StateError> {
+        let first = WordAlgorithm::validate(&self.tiers[0], state);
+        if first.is_ok()
+            || self
+                .all()
+                .iter()
+                .any(|a| WordAlgorithm::validate(a, state).is_ok())
+        {
+            return Ok(());
+        }
+        first
     }
 }
 
@@ -293,10 +306,17 @@ impl BlockAlgorithm for Tiers {
         BlockAlgorithm::saved_words(&self.tiers[0], words, each);
     }
 
-    fn is_valid<W: Words + ?Sized>(&self, words: &W) -> bool {
-        self.all()
-            .iter()
-            .any(|a| BlockAlgorithm::is_valid(a, words))
+    fn validate<W: Words + ?Sized>(&self, words: &W) -> Result<(), StateError> {
+        let first = BlockAlgorithm::validate(&self.tiers[0], words);
+        if first.is_ok()
+            || self
+                .all()
+                .iter()
+                .any(|a| BlockAlgorithm::validate(a, words).is_ok())
+        {
+            return Ok(());
+        }
+        first
     }
 }
 

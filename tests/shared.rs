@@ -566,3 +566,56 @@ fn a_region_larger_than_its_file_system_is_refused_when_made() {
     assert!(lim.check_at(7, 2, T0).allowed);
     assert!(!lim.check_at(7, 1, T0).allowed);
 }
+
+/// Cells any process that can write the file may change (issue 33 §2):
+/// opening a region checks its header, not its cells (SPEC §4, "What a
+/// loader accepts"), so every check must survive whatever they hold.
+/// The slots are the region's last pages; random words written over them
+/// (fingerprints, tombstones and states alike) make no check panic or
+/// hang, on this process's attachment or a new one.
+#[test]
+fn hostile_cells_make_no_check_panic_or_hang() {
+    use std::os::unix::fs::FileExt;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for algorithm in SHAREABLE {
+        let region = Region::new("hostile");
+        // 4096 keys: at least 64 KiB of slots, so the last 32 KiB are slots.
+        let cfg = Config::new(algorithm, 1 + next() % 40, HOUR).capacity(4096);
+        let limiter = KeyedLimiter::open_shared(&region.0, cfg).unwrap();
+        for key in 0..500 {
+            limiter.check_at(key, 1, T0);
+        }
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&region.0)
+            .unwrap();
+        let len = file.metadata().unwrap().len();
+        let mut page = vec![0u8; 32 * 1024];
+        for (i, b) in page.iter_mut().enumerate() {
+            // Mostly random words, some all-ones and zero runs.
+            *b = match (i / 16) % 4 {
+                0 => 0xff,
+                1 => 0,
+                _ => next() as u8,
+            };
+        }
+        file.write_all_at(&page, len - page.len() as u64).unwrap();
+        let again = KeyedLimiter::open_shared(&region.0, cfg).unwrap();
+        for l in [&limiter, &again] {
+            for i in 0..20_000u64 {
+                let t = match i % 3 {
+                    0 => T0 + next() % (2 * HOUR),
+                    1 => next(),
+                    _ => u64::MAX - next() % HOUR,
+                };
+                l.check_at(next() % 8192, next() % (cfg.limit + 2), t);
+            }
+        }
+    }
+}

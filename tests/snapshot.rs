@@ -557,3 +557,301 @@ fn a_process_killed_while_saving_leaves_a_snapshot_that_restores() {
     assert!(restored_keys.iter().all(|&k| k > 0), "{restored_keys:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// Damaged states behind valid checksums (issue 33 §2): a snapshot written
+// by a trace, its bytes flipped or overwritten, both checksums computed
+// again, so that only the state checks (SPEC §4, "What a loader accepts")
+// stand between the bytes and the limiter. A restore either refuses with
+// an error or gives a limiter that obeys, for every key, requests at times
+// in [T, T + P) in any order admitting at most what the algorithm admits
+// over one period from a full state: B + L for GCRA, the leaky bucket and
+// the token bucket, 2·L for the three windows, L for the sliding log; for
+// several limits, the least of theirs.
+
+/// CRC-32C, bit by bit (the snapshot's checksum, docs/SNAPSHOT.md).
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// Where the header's checksum sits: after the fixed 112 bytes and the
+/// tables of further limits and tiers, the first place where the checksum
+/// of what comes before is found.
+fn header_end(bytes: &[u8]) -> usize {
+    (112..bytes.len() - 4)
+        .find(|&h| crc32c(&bytes[..h]).to_le_bytes() == bytes[h..h + 4])
+        .expect("a snapshot has a header checksum")
+}
+
+/// Damages the states of `bytes` (after the header) and computes the
+/// footer's checksum again; with `header`, may damage the header too and
+/// then computes its checksum again.
+fn damage_states(bytes: &mut [u8], rng: &mut Rng, header: bool) {
+    let h = header_end(bytes);
+    let from = if header { 0 } else { h + 4 };
+    let body = bytes.len() - 12; // the footer: record count, checksum
+    if body <= from {
+        return;
+    }
+    for _ in 0..1 + rng.below(3) {
+        let at = from + rng.below((body - from) as u64) as usize;
+        match rng.below(3) {
+            0 => bytes[at] ^= 1 << rng.below(8),
+            1 => bytes[at] = 0xff,
+            _ => {
+                let at = at.min(body - 8);
+                let word =
+                    [0, 1, u64::MAX, u64::MAX >> 1, 1 << 32, rng.next()][rng.below(6) as usize];
+                bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
+            }
+        }
+    }
+    if header {
+        let c = crc32c(&bytes[..h]);
+        bytes[h..h + 4].copy_from_slice(&c.to_le_bytes());
+    }
+    let end = bytes.len() - 4;
+    let c = crc32c(&bytes[..end]);
+    bytes[end..].copy_from_slice(&c.to_le_bytes());
+}
+
+/// The most one period from a full state admits (see above).
+fn period_bound(configs: &[Config]) -> u64 {
+    configs
+        .iter()
+        .map(|c| {
+            let l = c.limit;
+            match c.algorithm {
+                Algorithm::Gcra | Algorithm::LeakyBucket | Algorithm::TokenBucket => {
+                    (if c.burst == 0 { l } else { c.burst }) + l
+                }
+                Algorithm::SlidingLog => l,
+                _ => 2 * l,
+            }
+        })
+        .min()
+        .unwrap()
+}
+
+/// Requests for `keys` at times in `[at, at + P)`: checks each with
+/// `check(key, cost, t) -> allowed` and asserts the bound per key.
+fn obeys_the_bound(
+    configs: &[Config],
+    keys: u64,
+    at: u64,
+    rng: &mut Rng,
+    mut check: impl FnMut(u64, u64, u64) -> bool,
+) -> Result<(), TestCaseError> {
+    let period = configs.iter().map(|c| c.period_ns).min().unwrap();
+    let mut admitted = vec![0u64; keys as usize];
+    for _ in 0..40 * keys {
+        let key = rng.below(keys);
+        let t = at + rng.below(period);
+        let cost = rng.below(configs[0].limit + 2);
+        if check(key, cost, t) {
+            admitted[key as usize] += cost;
+        }
+    }
+    let bound = period_bound(configs);
+    for (key, &a) in admitted.iter().enumerate() {
+        prop_assert!(
+            a <= bound,
+            "key {key} admitted {a} > {bound} under {configs:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Limits small enough that the trace fills them and the bound is tight,
+/// with a period of 1 s (10 sub-windows).
+fn state_fuzz_config(rng: &mut Rng, algorithm: Algorithm) -> Config {
+    let limit = 1 + rng.below(6);
+    let c = config(algorithm, limit);
+    if matches!(
+        algorithm,
+        Algorithm::Gcra | Algorithm::LeakyBucket | Algorithm::TokenBucket
+    ) {
+        c.burst(1 + rng.below(2 * limit))
+    } else {
+        c
+    }
+}
+
+const FUZZ_KEYS: u64 = 4;
+
+/// Fills `check` with a trace before `T0`; returns the time to restore at.
+fn fill(rng: &mut Rng, mut check: impl FnMut(u64, u64, u64)) -> u64 {
+    let mut t = T0 - SECOND + rng.below(SECOND);
+    for _ in 0..rng.below(30) {
+        check(rng.below(FUZZ_KEYS), rng.below(5), t);
+        t += rng.below(SECOND / 5);
+    }
+    t
+}
+
+fn direct_and_keyed_case(seed: u64) -> Result<(), TestCaseError> {
+    let mut rng = Rng(seed | 1);
+    let algorithm = Algorithm::ALL[rng.below(7) as usize];
+    let cfg = state_fuzz_config(&mut rng, algorithm);
+    let header = rng.below(4) == 0;
+    // Direct.
+    let l = Limiter::with_clock(cfg, clock()).unwrap();
+    let at = fill(&mut rng, |_, cost, t| {
+        l.check_at(cost, t);
+    });
+    let mut bytes = Vec::new();
+    l.snapshot_at(&mut bytes, at).unwrap();
+    damage_states(&mut bytes, &mut rng, header);
+    if let Ok(back) = Limiter::restore(&bytes[..], cfg, clock()) {
+        obeys_the_bound(&[cfg], 1, at, &mut rng, |_, cost, t| {
+            back.check_at(cost, t).allowed
+        })?;
+    }
+    // Keyed.
+    let keyed_cfg = cfg.capacity(16);
+    let l = KeyedLimiter::with_clock(keyed_cfg, clock()).unwrap();
+    let at = fill(&mut rng, |key, cost, t| {
+        l.check_at(key, cost, t);
+    });
+    let mut bytes = snapshot_bytes_keyed(&l, at);
+    damage_states(&mut bytes, &mut rng, header);
+    if let Ok(back) = KeyedLimiter::restore(&bytes[..], keyed_cfg, clock()) {
+        obeys_the_bound(&[cfg], FUZZ_KEYS, at, &mut rng, |key, cost, t| {
+            back.check_at(key, cost, t).allowed
+        })?;
+    }
+    Ok(())
+}
+
+fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
+    let mut rng = Rng(seed | 1);
+    let mut pick = |rng: &mut Rng| {
+        let algorithm = Algorithm::ALL[rng.below(7) as usize];
+        state_fuzz_config(rng, algorithm)
+    };
+    let limits = [pick(&mut rng), pick(&mut rng)];
+    let header = rng.below(4) == 0;
+    // Direct, two limits.
+    let l = Limiter::with_clock_multi(&limits, clock()).unwrap();
+    let at = fill(&mut rng, |_, cost, t| {
+        l.check_at(cost, t);
+    });
+    let mut bytes = Vec::new();
+    l.snapshot_at(&mut bytes, at).unwrap();
+    damage_states(&mut bytes, &mut rng, header);
+    if let Ok(back) = Limiter::restore_multi(&bytes[..], &limits, clock()) {
+        obeys_the_bound(&limits, 1, at, &mut rng, |_, cost, t| {
+            back.check_at(cost, t).allowed
+        })?;
+    }
+    // Keyed, two limits.
+    let keyed = limits.map(|c| c.capacity(16));
+    let l = KeyedLimiter::with_clock_multi(&keyed, clock()).unwrap();
+    let at = fill(&mut rng, |key, cost, t| {
+        l.check_at(key, cost, t);
+    });
+    let mut bytes = snapshot_bytes_keyed(&l, at);
+    damage_states(&mut bytes, &mut rng, header);
+    if let Ok(back) = KeyedLimiter::restore_multi(&bytes[..], &keyed, clock()) {
+        obeys_the_bound(&limits, FUZZ_KEYS, at, &mut rng, |key, cost, t| {
+            back.check_at(key, cost, t).allowed
+        })?;
+    }
+    // Tiered: two tiers of one limit, the second's limit the largest
+    // packed in as many bits (the sliding log's ring fixes its limit).
+    let free = keyed[0];
+    let paid = Config {
+        limit: if free.algorithm == Algorithm::SlidingLog {
+            free.limit
+        } else {
+            u64::MAX >> free.limit.leading_zeros()
+        },
+        ..free
+    };
+    let tiers = [free, paid];
+    // Tiers may differ only as a live reconfiguration may (the same
+    // layout): when these may not, the case ends here.
+    let Ok(l) = KeyedLimiter::with_clock_tiered(&tiers, clock()) else {
+        return Ok(());
+    };
+    let at = fill(&mut rng, |key, cost, t| {
+        let _ = l.check_tier_at(key, (key % 2) as usize, cost, t);
+    });
+    let mut bytes = snapshot_bytes_keyed(&l, at);
+    damage_states(&mut bytes, &mut rng, header);
+    let tier_lists: [&[Config]; 2] = [&tiers[..1], &tiers[1..]];
+    if let Ok(back) = KeyedLimiter::restore_tiered(&bytes[..], &tier_lists, clock()) {
+        for tier in 0..2 {
+            obeys_the_bound(
+                &tiers[tier..=tier],
+                FUZZ_KEYS,
+                at,
+                &mut rng,
+                |key, cost, t| back.check_tier_at(key, tier, cost, t).unwrap().allowed,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// Direct and keyed limiters of one limit, every algorithm.
+    #[test]
+    fn resealed_damaged_states_are_refused_or_obey_the_bound(seed: u64) {
+        direct_and_keyed_case(seed)?;
+    }
+
+    /// Limiters of two limits, direct and keyed, and tiered ones.
+    #[test]
+    fn resealed_damaged_multi_and_tiered_states_are_refused_or_obey_the_bound(seed: u64) {
+        multi_and_tiered_case(seed)?;
+    }
+}
+
+/// Issue 33 §2's bucketed state (newest sub-window 2^64 − 1) in a
+/// snapshot with both checksums right: refused by name, direct and keyed.
+#[test]
+fn a_snapshot_holding_the_bucketed_state_that_hung_a_check_is_refused() {
+    let cfg = config(Algorithm::BucketedWindow, 4);
+    let l = Limiter::with_clock(cfg, clock()).unwrap();
+    l.check_at(1, T0);
+    let mut bytes = Vec::new();
+    l.snapshot_at(&mut bytes, T0).unwrap();
+    let state = header_end(&bytes) + 4;
+    bytes[state..state + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let end = bytes.len() - 4;
+    let c = crc32c(&bytes[..end]);
+    bytes[end..].copy_from_slice(&c.to_le_bytes());
+    match Limiter::restore(&bytes[..], cfg, clock()) {
+        Err(SnapshotError::Damaged(why)) => assert!(
+            why.contains("bucketed_window: word 0 (newest sub-window) 18446744073709551615"),
+            "{why}"
+        ),
+        other => panic!("expected Damaged, got {:?}", other.map(|_| ())),
+    }
+    let keyed = cfg.capacity(8);
+    let l = KeyedLimiter::with_clock(keyed, clock()).unwrap();
+    l.check_at(7, 1, T0);
+    let mut bytes = snapshot_bytes_keyed(&l, T0);
+    let state = header_end(&bytes) + 4 + 16; // place, fingerprint
+    bytes[state..state + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let end = bytes.len() - 4;
+    let c = crc32c(&bytes[..end]);
+    bytes[end..].copy_from_slice(&c.to_le_bytes());
+    match KeyedLimiter::restore(&bytes[..], keyed, clock()) {
+        Err(SnapshotError::Damaged(why)) => assert!(why.contains("newest sub-window"), "{why}"),
+        other => panic!("expected Damaged, got {:?}", other.map(|_| ())),
+    }
+}

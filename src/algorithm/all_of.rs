@@ -35,8 +35,8 @@
 //! conjunction of the limits.
 
 use super::{
-    BlockAlgorithm, Visit, WordAlgorithm, Words, bucketed_window::BucketedWindow,
-    fixed_window::FixedWindow, gcra::Gcra, mask, sliding_log::SlidingLog,
+    BlockAlgorithm, StateError, Visit, WordAlgorithm, Words, bucketed_window::BucketedWindow,
+    fixed_window::FixedWindow, gcra::Gcra, mask, packed_validate, sliding_log::SlidingLog,
     sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
 use crate::config::{Algorithm, Params};
@@ -110,6 +110,18 @@ impl Rule {
         }
     }
 
+    /// The algorithm this rule decides by.
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        match self {
+            Rule::Gcra(a) => a.algorithm(),
+            Rule::TokenBucket(_) => Algorithm::TokenBucket,
+            Rule::FixedWindow(_) => Algorithm::FixedWindow,
+            Rule::SlidingWindow(_) => Algorithm::SlidingWindow,
+            Rule::BucketedWindow(_) => Algorithm::BucketedWindow,
+            Rule::SlidingLog(_) => Algorithm::SlidingLog,
+        }
+    }
+
     /// The bits a single-word state packs each count in, for the rules
     /// whose width follows their limit or burst; `None` for the others.
     pub(crate) fn count_bits(&self) -> Option<u32> {
@@ -168,11 +180,10 @@ impl Rule {
     }
 
     #[cfg_attr(ratecell_loom, allow(dead_code))]
-    /// Whether a single-word rule could have stored `packed`: no bits
-    /// beyond its state, a packing that re-packs to itself, and a state the
-    /// algorithm allows (a restored snapshot is checked with it).
-    fn word_is_valid(&self, packed: u128) -> bool {
-        with_rule!(self, a => word: packed_is_valid(a, packed),
+    /// Refuses a packed state a single-word rule could not have stored
+    /// (see [`packed_validate`]).
+    fn word_validate(&self, packed: u128) -> Result<(), StateError> {
+        with_rule!(self, a => word: packed_validate(a, packed),
             block: unreachable!("a multi-word rule {a:?} has no packed state"))
     }
 
@@ -439,14 +450,6 @@ impl Visit<u128> for Decide<'_> {
     }
 }
 
-/// Whether a single-word rule could have stored `packed`: no bits beyond
-/// its state, a packing that re-packs to itself, and a state the algorithm
-/// allows (a restored snapshot is checked with it).
-fn packed_is_valid<A: WordAlgorithm>(a: &A, packed: u128) -> bool {
-    let state = a.unpack(packed);
-    packed & !mask(a.state_bits()) == 0 && a.pack(state) == packed && a.is_valid(state)
-}
-
 /// A composite of one single-word limit with its rule's type known (a tier
 /// of one limit, `crate::tiers`): its own decision is the combined one,
 /// denied or not; nothing to decide again or combine.
@@ -458,6 +461,10 @@ struct One<A> {
 
 impl<A: WordAlgorithm> WordAlgorithm for One<A> {
     type State = u128;
+
+    fn algorithm(&self) -> Algorithm {
+        self.a.algorithm()
+    }
 
     #[inline]
     fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
@@ -500,8 +507,8 @@ impl<A: WordAlgorithm> WordAlgorithm for One<A> {
         self.bits
     }
 
-    fn is_valid(&self, state: u128) -> bool {
-        packed_is_valid(&self.a, state)
+    fn validate(&self, state: u128) -> Result<(), StateError> {
+        packed_validate(&self.a, state)
     }
 }
 
@@ -519,6 +526,10 @@ struct Pair<'r, A, B> {
 
 impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<'_, A, B> {
     type State = u128;
+
+    fn algorithm(&self) -> Algorithm {
+        self.a.algorithm()
+    }
 
     #[inline]
     fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
@@ -563,10 +574,10 @@ impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<'_, A, B> {
         self.size
     }
 
-    fn is_valid(&self, state: u128) -> bool {
+    fn validate(&self, state: u128) -> Result<(), StateError> {
         let at = self.at();
-        packed_is_valid(self.a, state & mask(at))
-            && packed_is_valid(self.b, (state >> at) & mask(self.size - at))
+        packed_validate(self.a, state & mask(at))?;
+        packed_validate(self.b, (state >> at) & mask(self.size - at))
     }
 }
 
@@ -728,6 +739,10 @@ impl WordAlgorithm for AllOf {
     /// The limits' packed states side by side.
     type State = u128;
 
+    fn algorithm(&self) -> Algorithm {
+        self.parts()[0].rule.algorithm()
+    }
+
     #[inline]
     fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
         WordAlgorithm::decide_each(self, state, t, n, &mut [])
@@ -786,10 +801,10 @@ impl WordAlgorithm for AllOf {
     /// Every limit's own state is one its algorithm could have stored
     /// (the composite's bits above `size` are checked by the caller, as
     /// for any word algorithm).
-    fn is_valid(&self, state: u128) -> bool {
+    fn validate(&self, state: u128) -> Result<(), StateError> {
         self.parts()
             .iter()
-            .all(|p| p.rule.word_is_valid((state >> p.at) & mask(p.bits)))
+            .try_for_each(|p| p.rule.word_validate((state >> p.at) & mask(p.bits)))
     }
 }
 
@@ -910,11 +925,11 @@ impl BlockAlgorithm for AllOf {
         }
     }
 
-    fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
-        self.parts().iter().all(|p| {
+    fn validate<W: Words + ?Sized>(&self, w: &W) -> Result<(), StateError> {
+        self.parts().iter().try_for_each(|p| {
             let at = p.at as usize;
-            with_rule!(&p.rule, a => word: { let _ = a; p.rule.word_is_valid(read_pair(w, at)) },
-                block: a.is_valid(&Shifted { words: w, at }))
+            with_rule!(&p.rule, a => word: { let _ = a; p.rule.word_validate(read_pair(w, at)) },
+                block: a.validate(&Shifted { words: w, at }))
         })
     }
 

@@ -8,8 +8,8 @@
 //! contents are never read, so moving `s_max` forward clears only the
 //! positions it passes over.
 
-use super::{BlockAlgorithm, Words, effective_cost};
-use crate::config::Params;
+use super::{BlockAlgorithm, StateError, Words, at_most, effective_cost};
+use crate::config::{Algorithm, MAX_LIMIT, Params};
 use crate::decision::{Decision, saturate};
 
 #[derive(Clone, Copy, Debug)]
@@ -45,10 +45,13 @@ impl BucketedWindow {
     }
 
     /// The sub-windows counted at `t`: `(s_e, first live j, newest stored j)`.
+    /// `first ≥ s_e − (N − 1)` whatever word 0 holds, so every walk from
+    /// `first` to `newest ≤ s_e` visits at most N sub-windows (`s_e + 1`
+    /// would wrap for a stored `s_max` of `u64::MAX`, and the walk with it).
     fn live<W: Words + ?Sized>(&self, w: &W, t: u64) -> (u64, u64, u64) {
         let s_max = w.get(0);
         let s_e = (t / self.sub_period).max(s_max);
-        ((s_e), (s_e + 1).saturating_sub(self.n), s_max)
+        (s_e, s_e.saturating_sub(self.n - 1), s_max)
     }
 
     fn sum<W: Words + ?Sized>(&self, w: &W, first: u64, newest: u64) -> u64 {
@@ -134,15 +137,43 @@ impl BlockAlgorithm for BucketedWindow {
         }
     }
 
-    /// Every counter holds one of the last N sub-windows as of `s_max`
-    /// (moving `s_max` clears the positions it passes), and their sum was
-    /// at most the limit when it was stored; an odd N leaves the last
-    /// word's high half 0; `s_max` is a sub-window some time has (so
-    /// `s_max + 1` cannot overflow).
-    fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
+    /// `s_max` is a sub-window some time has (`s_max ≤ u64::MAX / S`);
+    /// an odd N leaves the last word's high half 0; every counter holds
+    /// one of the last N sub-windows as of `s_max` (moving `s_max` clears
+    /// the positions it passes), so their sum is at most the largest limit
+    /// any configuration has (a lowered limit keeps a larger sum, which
+    /// then denies).
+    fn validate<W: Words + ?Sized>(&self, w: &W) -> Result<(), StateError> {
+        let alg = Algorithm::BucketedWindow;
+        at_most(
+            alg,
+            0,
+            "newest sub-window",
+            w.get(0),
+            u64::MAX / self.sub_period,
+            "the last sub-window any time has",
+        )?;
+        if self.n % 2 == 1 && w.get(self.words() - 1) >> 32 != 0 {
+            let last = self.words() - 1;
+            return Err(StateError::new(
+                alg,
+                Some(last),
+                format!(
+                    "word {last} ({} counters hold its low half) has a high half of {}, not 0",
+                    self.n,
+                    w.get(last) >> 32
+                ),
+            ));
+        }
         let sum: u64 = (0..self.n).map(|j| self.counter(w, j)).sum();
-        let spare_half_clear = self.n % 2 == 0 || w.get(self.words() - 1) >> 32 == 0;
-        sum <= self.limit && spare_half_clear && w.get(0) <= u64::MAX / self.sub_period
+        if sum > MAX_LIMIT {
+            return Err(StateError::new(
+                alg,
+                None,
+                format!("its counters sum to {sum}, above the largest limit {MAX_LIMIT}"),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -5,8 +5,8 @@
 //! (at most 32): at most 87 bits, so a keyed table keeps at least 41 bits of
 //! fingerprint beside it.
 
-use super::{WordAlgorithm, bits_for, effective_cost, mask};
-use crate::config::Params;
+use super::{StateError, WordAlgorithm, at_most, bits_for, effective_cost, mask};
+use crate::config::{Algorithm, MAX_LIMIT, Params};
 use crate::decision::{Decision, saturate};
 
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +49,10 @@ impl FixedWindow {
 
 impl WordAlgorithm for FixedWindow {
     type State = State;
+
+    fn algorithm(&self) -> Algorithm {
+        Algorithm::FixedWindow
+    }
 
     /// [`WordAlgorithm::decide_each`], always inlined: a forwarding call.
     /// Through the trait's default (`#[inline]` only), the direct fixed
@@ -135,8 +139,20 @@ impl WordAlgorithm for FixedWindow {
         self.window_bits + self.count_bits
     }
 
-    fn is_valid(&self, s: State) -> bool {
-        s.count <= self.limit
+    /// The window is one some time has (`w ≤ u64::MAX / P`); the count
+    /// is at most the largest limit any configuration has (a lowered
+    /// limit keeps a larger count: it is denied until the window ends).
+    fn validate(&self, s: State) -> Result<(), StateError> {
+        let alg = Algorithm::FixedWindow;
+        at_most(
+            alg,
+            0,
+            "window",
+            s.window,
+            u64::MAX / self.period,
+            "the last window any time has",
+        )?;
+        at_most(alg, 1, "count", s.count, MAX_LIMIT, "the largest limit")
     }
 }
 

@@ -9,7 +9,7 @@
 //! `u64::MAX` is denied, never stored wrapped.
 
 use super::{Divisor, WordAlgorithm, effective_cost};
-use crate::config::Params;
+use crate::config::{Algorithm, Params};
 use crate::decision::Decision;
 
 /// GCRA with emission interval `T` and tolerance `B·T`; with `queue` set it
@@ -40,6 +40,14 @@ impl Gcra {
 impl WordAlgorithm for Gcra {
     /// `tat`; 0 is fresh.
     type State = u64;
+
+    fn algorithm(&self) -> Algorithm {
+        if self.queue {
+            Algorithm::LeakyBucket
+        } else {
+            Algorithm::Gcra
+        }
+    }
 
     #[allow(
         clippy::inline_always,
@@ -105,6 +113,10 @@ impl WordAlgorithm for Gcra {
     }
 
     const FIXED_BITS: Option<u32> = Some(64);
+
+    // `validate` is the default: every `tat` is one some time stores (at
+    // `t`, any `tat ≤ t + B·T` that fits a `u64`), and a `tat` far ahead
+    // of the clock only keeps its key denied until then.
 }
 
 #[cfg(test)]

@@ -27,7 +27,62 @@ pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;
 
+use crate::config::Algorithm;
 use crate::decision::Decision;
+use std::fmt;
+
+/// A stored state that a loader refuses ([`crate::state::Rule::validate`],
+/// a snapshot restore): no sequence of checks could have produced it
+/// ([SPEC §4](crate::spec#what-a-loader-accepts), "What a loader accepts").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateError {
+    /// The algorithm the state was read as.
+    pub algorithm: Algorithm,
+    /// The first word at fault, as an index into the layout of
+    /// [`crate::state::Rule`] (for a state packed in a cell or a table
+    /// slot, the index of the same field); `None` when no single word is:
+    /// a wrong length, a total over several words, a packing.
+    pub word: Option<usize>,
+    /// What is wrong: the field, the value found, and the bound it breaks.
+    pub message: String,
+}
+
+impl StateError {
+    pub(crate) fn new(algorithm: Algorithm, word: Option<usize>, message: String) -> StateError {
+        StateError {
+            algorithm,
+            word,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.algorithm, self.message)
+    }
+}
+
+impl std::error::Error for StateError {}
+
+/// Refuses `value`, the field `what` at `word`, when it is above `max`.
+pub(crate) fn at_most(
+    algorithm: Algorithm,
+    word: usize,
+    what: &str,
+    value: u64,
+    max: u64,
+    bound: &str,
+) -> Result<(), StateError> {
+    if value > max {
+        return Err(StateError::new(
+            algorithm,
+            Some(word),
+            format!("word {word} ({what}) {value} is above {max}, {bound}"),
+        ));
+    }
+    Ok(())
+}
 
 /// An algorithm whose state fits one atomic word of at most 128 bits.
 // Not `'static`: `all_of`'s two-limit form borrows its rules.
@@ -97,12 +152,17 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync {
     }
 
     #[cfg_attr(ratecell_loom, allow(dead_code))]
-    /// Whether this algorithm could have stored `state` (a restored
-    /// snapshot is checked with it, so a damaged or hostile file cannot
-    /// hand `decide` a count above the limit).
-    fn is_valid(&self, state: Self::State) -> bool {
+    /// The algorithm a [`StateError`] names (a composite: its first
+    /// limit's).
+    fn algorithm(&self) -> Algorithm;
+
+    #[cfg_attr(ratecell_loom, allow(dead_code))]
+    /// Refuses a state this algorithm could not have stored (every loader
+    /// checks with it, so a damaged or hostile file cannot hand `decide`
+    /// a value out of its range); by default every state is one it could.
+    fn validate(&self, state: Self::State) -> Result<(), StateError> {
         let _ = state;
-        true
+        Ok(())
     }
 }
 
@@ -182,9 +242,27 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
     }
 
     #[cfg_attr(ratecell_loom, allow(dead_code))]
-    /// Whether this algorithm could have stored `words` (see
-    /// [`WordAlgorithm::is_valid`]); only the saved words are read.
-    fn is_valid<W: Words + ?Sized>(&self, words: &W) -> bool;
+    /// Refuses words this algorithm could not have stored (see
+    /// [`WordAlgorithm::validate`]); only the saved words are read.
+    fn validate<W: Words + ?Sized>(&self, words: &W) -> Result<(), StateError>;
+}
+
+/// Refuses a packed state a single-word rule could not have stored: bits
+/// beyond its state, a packing that does not re-pack to itself, or a state
+/// the algorithm refuses.
+pub(crate) fn packed_validate<A: WordAlgorithm>(a: &A, packed: u128) -> Result<(), StateError> {
+    let state = a.unpack(packed);
+    if packed & !mask(a.state_bits()) != 0 || a.pack(state) != packed {
+        return Err(StateError::new(
+            a.algorithm(),
+            None,
+            format!(
+                "the packed state {packed:#x} has bits outside its {}-bit layout",
+                a.state_bits()
+            ),
+        ));
+    }
+    a.validate(state)
 }
 
 /// How many bits an unsigned value up to `max` needs.

@@ -19,8 +19,8 @@
 //! asks for 64 GiB) is refused with `Error::OutOfMemory`. A keyed table makes
 //! its whole budget resident at construction.
 
-use super::{BlockAlgorithm, Words, effective_cost};
-use crate::config::Params;
+use super::{BlockAlgorithm, StateError, Words, at_most, effective_cost};
+use crate::config::{Algorithm, Params};
 use crate::decision::{Decision, saturate};
 
 const HEAD: usize = 0;
@@ -84,13 +84,23 @@ impl SlidingLog {
         }
     }
 
+    /// The ring, its `head` and `len` read within range whatever the
+    /// words hold (a state from a shared region is not validated): every
+    /// index stays inside the block and `head + i` cannot overflow. On a
+    /// valid state both `min`s change nothing.
     fn ring<'a, W: Words + ?Sized>(&self, w: &'a W) -> Ring<'a, W> {
         Ring {
             w,
-            head: w.get(HEAD),
-            len: w.get(LEN),
+            head: w.get(HEAD).min(self.limit - 1),
+            len: w.get(LEN).min(self.limit),
             cap: self.limit,
         }
+    }
+
+    /// Whether the stored `head` and `len` are in range (the ring then
+    /// reads them as they are).
+    fn ring_in_range<W: Words + ?Sized>(&self, w: &W) -> bool {
+        w.get(HEAD) < self.limit && w.get(LEN) <= self.limit
     }
 
     /// `t_e`, and the index of the first entry still inside `(t_e − P, t_e]`.
@@ -102,9 +112,10 @@ impl SlidingLog {
         (t_e, first)
     }
 
-    /// When the entry at index `i` leaves the window, relative to `t`.
+    /// When an entry at `ts` leaves the window, relative to `t` (0 if it
+    /// has: only an invalid ring, out of order, asks for such an entry).
     fn leaves(&self, ts: u64, t: u64) -> u64 {
-        saturate(u128::from(ts) + u128::from(self.period) - u128::from(t))
+        saturate((u128::from(ts) + u128::from(self.period)).saturating_sub(u128::from(t)))
     }
 }
 
@@ -118,11 +129,14 @@ impl BlockAlgorithm for SlidingLog {
         let r = self.ring(w);
         let (t_e, first) = self.first_live(&r, t);
         let (r_len, newest) = (r.len, if r.len > 0 { r.ts(r.len - 1) } else { 0 });
+        // At most L on a valid ring; the `min` keeps an invalid one's
+        // difference of running totals from wrapping what follows.
         let mut sum = if first < r.len {
             r.total(r.len - 1).wrapping_sub(r.before(first))
         } else {
             0
-        };
+        }
+        .min(self.limit);
         let allowed = u128::from(sum) + u128::from(q) <= u128::from(self.limit);
         if !allowed {
             let retry_after_ns = if q > self.limit {
@@ -213,7 +227,7 @@ impl BlockAlgorithm for SlidingLog {
     fn saved_words<W: Words + ?Sized>(&self, w: &W, each: &mut dyn FnMut(usize)) {
         (HEAD..ENTRIES).for_each(&mut *each);
         let r = self.ring(w);
-        if r.head < r.cap && r.len <= r.cap {
+        if self.ring_in_range(w) {
             for i in 0..r.len {
                 each(r.slot(i));
                 each(r.slot(i) + 1);
@@ -221,24 +235,65 @@ impl BlockAlgorithm for SlidingLog {
         }
     }
 
-    /// Timestamps never decrease along the ring, each entry adds 1 to L
-    /// units to the running total, and the entries sum to at most L (an
-    /// append drops the expired entries first).
-    fn is_valid<W: Words + ?Sized>(&self, w: &W) -> bool {
+    /// `head < L` and `len ≤ L`; timestamps never decrease along the
+    /// ring, each entry adds 1 to L units to the running total, and the
+    /// entries sum to at most L (an append drops the expired entries
+    /// first). `base` is a running total, which wraps: any value.
+    fn validate<W: Words + ?Sized>(&self, w: &W) -> Result<(), StateError> {
+        let alg = Algorithm::SlidingLog;
+        let last = self.limit - 1;
+        at_most(
+            alg,
+            HEAD,
+            "head",
+            w.get(HEAD),
+            last,
+            "the ring's last entry",
+        )?;
+        at_most(
+            alg,
+            LEN,
+            "len",
+            w.get(LEN),
+            self.limit,
+            "the ring's L entries",
+        )?;
         let r = self.ring(w);
-        if r.head >= r.cap || r.len > r.cap {
-            return false;
-        }
         let (mut last_ts, mut sum) = (0, 0u64);
         for i in 0..r.len {
-            let added = r.total(i).wrapping_sub(r.before(i));
-            sum = sum.saturating_add(added);
-            if r.ts(i) < last_ts || added == 0 || sum > self.limit {
-                return false;
+            let (ts, added) = (r.ts(i), r.total(i).wrapping_sub(r.before(i)));
+            let at = r.slot(i);
+            if ts < last_ts {
+                return Err(StateError::new(
+                    alg,
+                    Some(at),
+                    format!(
+                        "word {at} (entry {i}'s timestamp) {ts} is before the entry it follows ({last_ts})"
+                    ),
+                ));
             }
-            last_ts = r.ts(i);
+            if added == 0 || added > self.limit {
+                return Err(StateError::new(
+                    alg,
+                    Some(at + 1),
+                    format!(
+                        "word {} (entry {i}'s running total) adds {added} units, outside 1..={}",
+                        at + 1,
+                        self.limit
+                    ),
+                ));
+            }
+            sum += added;
+            if sum > self.limit {
+                return Err(StateError::new(
+                    alg,
+                    None,
+                    format!("its entries sum to more than the limit {}", self.limit),
+                ));
+            }
+            last_ts = ts;
         }
-        true
+        Ok(())
     }
 }
 

@@ -9,8 +9,8 @@
 //! state exceeds 96 bits (for example limit ≥ 2^20 with a 1 µs period; any
 //! limit below 2^20 fits every period).
 
-use super::{WordAlgorithm, bits_for, effective_cost, mask};
-use crate::config::Params;
+use super::{StateError, WordAlgorithm, at_most, bits_for, effective_cost, mask};
+use crate::config::{Algorithm, MAX_LIMIT, Params};
 use crate::decision::{Decision, saturate};
 
 #[derive(Clone, Copy, Debug)]
@@ -106,6 +106,10 @@ impl SlidingWindow {
 impl WordAlgorithm for SlidingWindow {
     type State = State;
 
+    fn algorithm(&self) -> Algorithm {
+        Algorithm::SlidingWindow
+    }
+
     #[allow(
         clippy::inline_always,
         reason = "two limits in a block decide in one generic body, too large for the inliner's own choice; a call passes the decision through memory"
@@ -185,8 +189,35 @@ impl WordAlgorithm for SlidingWindow {
         self.window_bits + 2 * self.count_bits
     }
 
-    fn is_valid(&self, s: State) -> bool {
-        s.prev <= self.limit && s.cur <= self.limit
+    /// The window is one some time has (`w ≤ u64::MAX / P`); each count
+    /// is at most the largest limit any configuration has (a lowered
+    /// limit keeps larger counts, which then deny).
+    fn validate(&self, s: State) -> Result<(), StateError> {
+        let alg = Algorithm::SlidingWindow;
+        at_most(
+            alg,
+            0,
+            "window",
+            s.window,
+            u64::MAX / self.period,
+            "the last window any time has",
+        )?;
+        at_most(
+            alg,
+            1,
+            "previous count",
+            s.prev,
+            MAX_LIMIT,
+            "the largest limit",
+        )?;
+        at_most(
+            alg,
+            2,
+            "current count",
+            s.cur,
+            MAX_LIMIT,
+            "the largest limit",
+        )
     }
 }
 

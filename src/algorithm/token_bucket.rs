@@ -7,8 +7,8 @@
 //! Limits: none beyond SPEC's, a 128-bit word leaves at least 32 bits for a
 //! keyed table's fingerprint.
 
-use super::{WordAlgorithm, bits_for, effective_cost, mask};
-use crate::config::Params;
+use super::{StateError, WordAlgorithm, at_most, bits_for, effective_cost, mask};
+use crate::config::{Algorithm, MAX_LIMIT, Params};
 use crate::decision::{Decision, saturate};
 
 #[derive(Clone, Copy, Debug)]
@@ -90,6 +90,10 @@ impl TokenBucket {
 impl WordAlgorithm for TokenBucket {
     type State = State;
 
+    fn algorithm(&self) -> Algorithm {
+        Algorithm::TokenBucket
+    }
+
     #[allow(
         clippy::inline_always,
         reason = "two limits in a block decide in one generic body, too large for the inliner's own choice; a call passes the decision through memory"
@@ -151,8 +155,18 @@ impl WordAlgorithm for TokenBucket {
         64 + self.used_bits
     }
 
-    fn is_valid(&self, s: State) -> bool {
-        s.used <= self.burst
+    /// `used` is at most the largest burst any configuration has (a
+    /// lowered burst keeps a larger `used`, read as an empty bucket);
+    /// `last` is a time, and every `u64` is one.
+    fn validate(&self, s: State) -> Result<(), StateError> {
+        at_most(
+            Algorithm::TokenBucket,
+            0,
+            "tokens used",
+            s.used,
+            MAX_LIMIT,
+            "the largest burst",
+        )
     }
 }
 

@@ -13,7 +13,7 @@
 
 use super::SnapshotError;
 use super::crc::Crc32c;
-use crate::algorithm::{BlockAlgorithm, WordAlgorithm, Words, mask};
+use crate::algorithm::{BlockAlgorithm, StateError, WordAlgorithm, Words, packed_validate};
 use crate::cell::LatchedWords;
 use crate::clock::Clock;
 use crate::config::{Algorithm, Config, Field, Overflow};
@@ -651,13 +651,14 @@ pub fn saved_tiers(input: impl Read) -> Result<(Vec<Vec<Config>>, bool), Snapsho
 /// Words of a word algorithm's state in a record: the packed 128-bit word.
 const WORD_STATE_WORDS: u64 = 2;
 
-/// Refuses a packed state a word algorithm cannot have stored.
+/// Refuses a packed state a word algorithm cannot have stored (SPEC §4,
+/// "What a loader accepts").
 fn check_word<A: WordAlgorithm>(alg: &A, packed: u128) -> Result<(), SnapshotError> {
-    let state = alg.unpack(packed);
-    if packed & !mask(alg.state_bits()) != 0 || alg.pack(state) != packed || !alg.is_valid(state) {
-        return Err(damaged("a state the algorithm cannot have stored"));
-    }
-    Ok(())
+    packed_validate(alg, packed).map_err(cannot_have_stored)
+}
+
+fn cannot_have_stored(e: StateError) -> SnapshotError {
+    damaged(format!("a state the algorithm cannot have stored: {e}"))
 }
 
 /// Copies the saved words of a block (under its latch) into `buf`.
@@ -802,10 +803,7 @@ fn restore_block_cell<R: Read, A: BlockAlgorithm>(
     // is held while the caller's reader runs (a fork would wait for it).
     cell.unshared(|w| {
         read_block(input, alg, w.0)?;
-        if !alg.is_valid(w) {
-            return Err(damaged("a state the algorithm cannot have stored"));
-        }
-        Ok(())
+        alg.validate(w).map_err(cannot_have_stored)
     })
 }
 
@@ -1139,6 +1137,7 @@ mod tests {
     //! Hostile snapshots: well-formed, with both checksums right, but
     //! holding what no limiter writes. Each must be refused by name.
     use super::*;
+    use crate::algorithm::mask;
     use crate::config::Algorithm;
 
     const T0: u64 = 1_700_000_000_000_000_000;
@@ -1227,16 +1226,26 @@ mod tests {
 
     #[test]
     fn states_no_limiter_stores_are_refused() {
-        // A fixed window's count above the limit.
+        // A fixed window's window beyond the last any time has.
         let (cfg, bytes) = keyed(Algorithm::FixedWindow, 5, 1);
         let mut b = bytes.clone();
         let window_bits = crate::algorithm::bits_for(u64::MAX / SECOND);
         let packed = u128::from(get(&b, FIRST + 16)) | (u128::from(get(&b, FIRST + 24)) << 64);
+        let beyond = (packed & !mask(window_bits)) | mask(window_bits);
+        put(&mut b, FIRST + 16, beyond as u64);
+        put(&mut b, FIRST + 24, (beyond >> 64) as u64);
+        reseal(&mut b);
+        refused(cfg, &b, "word 0 (window) 34359738367 is above 18446744073");
+        // A count above the limit (6 of 5) is one a lowered limit leaves
+        // (SPEC §4, "What a loader accepts"): restored, and it denies.
+        let mut b = bytes.clone();
         let count_6 = (packed & mask(window_bits)) | (6u128 << window_bits);
         put(&mut b, FIRST + 16, count_6 as u64);
         put(&mut b, FIRST + 24, (count_6 >> 64) as u64);
         reseal(&mut b);
-        refused(cfg, &b, "cannot have stored");
+        let l = KeyedLimiter::restore(&b[..], cfg, clock()).unwrap();
+        let key = (0..64).find(|&k| !l.check_at(k, 0, T0).allowed);
+        assert!(key.is_some(), "the key holding 6 of 5 is denied");
         // Bits above the state's width.
         let mut b = bytes.clone();
         put(&mut b, FIRST + 24, 1 << 40);

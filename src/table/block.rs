@@ -328,9 +328,9 @@ impl<A: BlockAlgorithm> BlockTable<A> {
         i: usize,
         fingerprint: u64,
         mut fill: impl FnMut(usize, &[AtomicU64]) -> Result<(), E>,
-    ) -> Result<Result<(), &'static str>, E> {
+    ) -> Result<Result<(), String>, E> {
         if fingerprint <= FREED || fingerprint >> FINGERPRINT_BITS != 0 {
-            return Ok(Err("a fingerprint no key has"));
+            return Ok(Err("a fingerprint no key has".into()));
         }
         let block = self.block(i);
         self.alg.clear(&mut self.block(i));
@@ -341,8 +341,10 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             }
         });
         result?;
-        if !self.alg.is_valid(&block) {
-            return Ok(Err("a state the algorithm cannot have stored"));
+        if let Err(e) = self.alg.validate(&block) {
+            return Ok(Err(format!(
+                "a state the algorithm cannot have stored: {e}"
+            )));
         }
         let bucket = i / SLOTS;
         // A load first: most of these places are taken (see WordTable::restore).

@@ -11,7 +11,7 @@
 use super::place::{Pass, Place, Windows};
 use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
-use crate::algorithm::{Visit, WordAlgorithm, mask};
+use crate::algorithm::{Visit, WordAlgorithm, mask, packed_validate};
 use crate::cell::{AtomicWord, cas_loop_from};
 use crate::clock::At;
 use crate::config::{ConfigError, Error, Field};
@@ -579,23 +579,19 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// Only for a table that no other thread uses yet, with slots restored
     /// in increasing order. Refuses (naming the fault) a fingerprint no key
     /// has or a state this algorithm could not have stored.
-    pub(crate) fn restore(
-        &self,
-        i: usize,
-        fingerprint: u64,
-        packed: u128,
-    ) -> Result<(), &'static str> {
+    pub(crate) fn restore(&self, i: usize, fingerprint: u64, packed: u128) -> Result<(), String> {
         let bits = self.geometry.fingerprint_bits();
         if fingerprint <= FREED || (bits < 64 && fingerprint >> bits != 0) {
-            return Err("a fingerprint no key has");
+            return Err("a fingerprint no key has".into());
         }
+        if packed & !self.state_mask != 0 {
+            return Err(format!(
+                "a state with bits beyond the slot's state: {packed:#x}"
+            ));
+        }
+        packed_validate(&self.alg, packed)
+            .map_err(|e| format!("a state the algorithm cannot have stored: {e}"))?;
         let state = self.alg.unpack(packed);
-        if packed & !self.state_mask != 0
-            || self.alg.pack(state) != packed
-            || !self.alg.is_valid(state)
-        {
-            return Err("a state the algorithm cannot have stored");
-        }
         let bucket = i / SLOTS;
         let freed = self.freed();
         // A load first: most of these places are taken, and a CAS on each
