@@ -33,13 +33,18 @@ pub struct Request<'a> {
     pub at: Option<u64>,
 }
 
-/// An argument quoted in an error: control bytes (a NUL would cut the C
-/// string Redis replies with) become `?`, and long ones are cut.
+/// The most bytes of an argument an error quotes.
+const QUOTED: usize = 64;
+
+/// An argument quoted in an error: printable ASCII as it is, every other
+/// byte as `\xNN`, at most [`QUOTED`] bytes of it (then `...`). A reply
+/// holds nothing a client sent that is not printable ASCII.
 pub fn text(arg: &[u8]) -> String {
-    String::from_utf8_lossy(&arg[..arg.len().min(64)])
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
+    let mut out = crate::reply::printable(&arg[..arg.len().min(QUOTED)]);
+    if arg.len() > QUOTED {
+        out.push_str("...");
+    }
+    out
 }
 
 /// Parses a decimal `u64` for the argument called `name`.
@@ -211,9 +216,17 @@ fn limit<'a>(
                 }
                 *at = Some(number(value("AT")?, "AT", "0..=2^64-1 (UNIX ns)")?);
             }
+            _ if is("AT") => {
+                return Err("ERR AT must come first, before the first LIMIT".into());
+            }
             _ => {
+                let expected = if allow_at {
+                    "BURST, SUBWINDOWS, COST or AT"
+                } else {
+                    "BURST, SUBWINDOWS, COST or LIMIT"
+                };
                 return Err(format!(
-                    "ERR unknown option '{}' (expected BURST, SUBWINDOWS, COST or AT)",
+                    "ERR unknown option '{}' (expected {expected})",
                     text(name)
                 ));
             }

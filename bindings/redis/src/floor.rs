@@ -1,7 +1,8 @@
 //! Benchmark floors, built only with the `floor` feature (never in a
-//! release module): two commands that do part of what `RATECELL.CHECK`
-//! must do inside Redis, so `scripts/redis-floor.sh` can show how much of a
-//! check's cost is Redis's own work.
+//! release module): commands that do part of what `RATECELL.CHECK` must do
+//! inside Redis, so `scripts/redis-floor.sh` can show how much of a check's
+//! cost is Redis's own work, and `scripts/redis-memory.sh` how much of a
+//! key's memory is.
 //!
 //! - `RATECELL.FLOOR.NOOP <key> [args...]`: replies `0`; the cost of a
 //!   module command with a check's arguments.
@@ -9,11 +10,16 @@
 //!   must do in Redis, with no parsing and no decision: open the key, add
 //!   one to a one-word GCRA state in place (or create it), set its expiry,
 //!   replicate the state as `RATECELL.RESTORE` and reply six integers.
+//! - `RATECELL.FLOOR.BARE <key> <ttl_ms>`: stores a value of the floor type
+//!   [`FLOOR_TYPE`], which allocates nothing (the module value is not a
+//!   pointer), with an expiry: what any module data type costs per key.
 
-use crate::{RATECELL_TYPE, RawCommand, publish, stored::Stored};
+use crate::key::{Held, Key};
+use crate::value::{Shape, Value};
+use crate::{RawCommand, publish};
 use ratecell::{Algorithm, Config};
-use redis_module::{Context, RedisString, raw};
-use std::ffi::c_int;
+use redis_module::raw;
+use std::ffi::{c_int, c_void};
 
 unsafe extern "C" fn noop(
     ctx: *mut raw::RedisModuleCtx,
@@ -29,42 +35,28 @@ unsafe extern "C" fn write(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    let context = Context::new(ctx);
     if argc < 2 {
         // SAFETY: a reply to the calling client.
         return unsafe { raw::RedisModule_WrongArity.expect("WrongArity")(ctx) };
     }
-    // SAFETY: Redis passes argc valid arguments; argv[1] is the key,
-    // borrowed (ManuallyDrop: not released here).
+    // SAFETY: Redis passes argc valid arguments; argv[1] is the key.
     let name = unsafe { *argv.add(1) };
-    let borrowed = std::mem::ManuallyDrop::new(RedisString::from_redis_module_string(
-        std::ptr::null_mut(),
-        name,
-    ));
-    let key = context.open_key_writable(&borrowed);
+    let rule = crate::args::rule(Config::new(Algorithm::Gcra, 100, 3_600_000_000_000))
+        .expect("a valid limit");
+    let mut key = Key::open(ctx, name);
     let t = 1_000_000_000;
-    let stored = match key.get_value::<Stored>(&RATECELL_TYPE) {
-        Ok(Some(s)) => {
-            s.words[0] += 1;
-            s
+    let written = match key.held(&rule) {
+        Ok(Held::Value(mut v)) => {
+            v.words_mut()[0] += 1;
+            publish(ctx, &mut key, name, &v, t, 3_600_000_000_000)
         }
-        Ok(None) => {
-            let fresh = Stored {
-                config: Config::new(Algorithm::Gcra, 100, 3_600_000_000_000),
-                at: false,
-                words: vec![1],
-            };
-            if key.set_value(&RATECELL_TYPE, fresh).is_err() {
-                return raw::Status::Err as c_int;
-            }
-            match key.get_value::<Stored>(&RATECELL_TYPE) {
-                Ok(Some(s)) => s,
-                _ => return raw::Status::Err as c_int,
-            }
+        Ok(Held::Empty) => {
+            let v = Value::new(Shape::of(&rule), false, &[1]);
+            crate::store_new(ctx, &mut key, name, &rule, v, t, 3_600_000_000_000)
         }
-        Err(_) => return raw::Status::Err as c_int,
+        _ => return raw::Status::Err as c_int,
     };
-    if publish(&context, &key, name, stored, t, false, 3_600_000_000_000).is_err() {
+    if written.is_err() {
         return raw::Status::Err as c_int;
     }
     // SAFETY: a reply of six integers to the calling client.
@@ -77,8 +69,85 @@ unsafe extern "C" fn write(
     raw::Status::Ok as c_int
 }
 
+/// The floor data type: its values are the address 8, never dereferenced.
+pub static FLOOR_TYPE: redis_module::native_types::RedisType =
+    redis_module::native_types::RedisType::new(
+        "rcfloor00",
+        1,
+        raw::RedisModuleTypeMethods {
+            version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+            rdb_load: Some(bare_load),
+            rdb_save: Some(bare_save),
+            aof_rewrite: None,
+            free: Some(bare_free),
+            mem_usage: None,
+            digest: None,
+            aux_load: None,
+            aux_save: None,
+            aux_save2: None,
+            aux_save_triggers: 0,
+            free_effort: None,
+            unlink: None,
+            copy: None,
+            defrag: None,
+            copy2: None,
+            free_effort2: None,
+            mem_usage2: None,
+            unlink2: None,
+        },
+    );
+
+const BARE: *mut c_void = 8 as *mut c_void;
+
+unsafe extern "C" fn bare_free(_value: *mut c_void) {}
+
+unsafe extern "C" fn bare_save(rdb: *mut raw::RedisModuleIO, _value: *mut c_void) {
+    raw::save_unsigned(rdb, 0);
+}
+
+unsafe extern "C" fn bare_load(rdb: *mut raw::RedisModuleIO, _encver: c_int) -> *mut c_void {
+    let _ = raw::load_unsigned(rdb);
+    BARE
+}
+
+unsafe extern "C" fn bare(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    if argc != 3 {
+        // SAFETY: a reply to the calling client.
+        return unsafe { raw::RedisModule_WrongArity.expect("WrongArity")(ctx) };
+    }
+    // SAFETY: Redis passes argc valid arguments: the key, then the ttl.
+    let (name, ttl) = unsafe { (*argv.add(1), *argv.add(2)) };
+    let mut ms: std::ffi::c_longlong = 0;
+    // SAFETY: as above; the key is opened, set and closed here.
+    unsafe {
+        if raw::RedisModule_StringToLongLong.expect("StringToLongLong")(ttl, &mut ms)
+            != raw::Status::Ok as c_int
+        {
+            return raw::RedisModule_ReplyWithError.expect("ReplyWithError")(
+                ctx,
+                c"ERR ttl_ms".as_ptr(),
+            );
+        }
+        let mode = (raw::KeyMode::READ | raw::KeyMode::WRITE).bits();
+        let key = raw::RedisModule_OpenKey.expect("OpenKey")(ctx, name, mode);
+        raw::RedisModule_ModuleTypeSetValue.expect("ModuleTypeSetValue")(
+            key.cast(),
+            *FLOOR_TYPE.raw_type.borrow(),
+            BARE,
+        );
+        raw::RedisModule_SetExpire.expect("SetExpire")(key.cast(), ms);
+        raw::RedisModule_CloseKey.expect("CloseKey")(key.cast());
+        raw::RedisModule_ReplyWithLongLong.expect("ReplyWithLongLong")(ctx, 1)
+    }
+}
+
 /// The floor commands, for [`crate::init`] to register.
-pub const COMMANDS: [(&std::ffi::CStr, RawCommand); 2] = [
-    (c"ratecell.floor.noop", noop),
-    (c"ratecell.floor.write", write),
+pub const COMMANDS: [(&std::ffi::CStr, RawCommand, &std::ffi::CStr); 3] = [
+    (c"ratecell.floor.noop", noop, c"write deny-oom fast"),
+    (c"ratecell.floor.write", write, c"write deny-oom fast"),
+    (c"ratecell.floor.bare", bare, c"write deny-oom fast"),
 ];

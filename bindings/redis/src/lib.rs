@@ -19,6 +19,10 @@
 //! Redis runs one command at a time, so a check reads, decides and writes
 //! its key(s) with no other command in between.
 
+//!
+//! Every command and callback is a panic boundary ([`reply::boundary`]):
+//! nothing a client sends or a stored byte holds can unwind into Redis.
+
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 // Unit tests cover the parsers; the commands run only inside a server.
 #![cfg_attr(test, allow(dead_code))]
@@ -26,46 +30,50 @@
 pub mod args;
 #[cfg(feature = "floor")]
 pub mod floor;
-pub mod stored;
+mod key;
+mod reply;
+pub mod throttle;
+pub mod value;
 
-use args::Limit;
-use ratecell::{Algorithm, Config, Decision};
-use redis_module::{
-    Context, InfoContext, RedisError, RedisResult, RedisString, RedisValue, Status,
-    key::RedisKeyWritable, native_types::RedisType, raw,
-};
-use std::ffi::{CString, c_int, c_void};
+use key::{Held, Key};
+use ratecell::{Decision, state::Rule};
+use redis_module::{Context, InfoContext, RedisError, RedisString, Status, raw};
+use reply::Reply;
+use std::ffi::{c_int, c_void};
+use std::mem::ManuallyDrop;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use stored::Stored;
+use value::{Shape, Value};
 
 /// The data type: 9 characters, as Redis requires; the encoding version is
-/// [`stored::ENCODING`].
-pub static RATECELL_TYPE: RedisType = RedisType::new(
-    "ratecell1",
-    stored::ENCODING as i32,
-    raw::RedisModuleTypeMethods {
-        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-        rdb_load: Some(rdb_load),
-        rdb_save: Some(rdb_save),
-        aof_rewrite: Some(aof_rewrite),
-        free: Some(free),
-        mem_usage: Some(mem_usage),
-        digest: None,
-        aux_load: None,
-        aux_save: None,
-        aux_save2: None,
-        aux_save_triggers: 0,
-        free_effort: None,
-        unlink: None,
-        copy: None,
-        defrag: None,
-        copy2: None,
-        free_effort2: None,
-        mem_usage2: None,
-        unlink2: None,
-    },
-);
+/// [`value::ENCODING`] (RDB files of encoding 1 still load).
+pub static RATECELL_TYPE: redis_module::native_types::RedisType =
+    redis_module::native_types::RedisType::new(
+        "ratecell1",
+        value::ENCODING as i32,
+        raw::RedisModuleTypeMethods {
+            version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+            rdb_load: Some(rdb_load),
+            rdb_save: Some(rdb_save),
+            aof_rewrite: Some(aof_rewrite),
+            free: Some(free),
+            mem_usage: Some(mem_usage),
+            digest: None,
+            aux_load: None,
+            aux_save: None,
+            aux_save2: None,
+            aux_save_triggers: 0,
+            free_effort: None,
+            unlink: None,
+            copy: None,
+            defrag: None,
+            copy2: None,
+            free_effort2: None,
+            mem_usage2: None,
+            unlink2: None,
+        },
+    );
 
 /// The INFO counters: requests checked, admitted and denied (a
 /// `RATECELL.CHECKALL` counts once).
@@ -73,32 +81,69 @@ static CHECKS: AtomicU64 = AtomicU64::new(0);
 static ADMITTED: AtomicU64 = AtomicU64::new(0);
 static DENIED: AtomicU64 = AtomicU64::new(0);
 
+fn tally(admitted: bool) {
+    CHECKS.fetch_add(1, Relaxed);
+    if admitted {
+        ADMITTED.fetch_add(1, Relaxed);
+    } else {
+        DENIED.fetch_add(1, Relaxed);
+    }
+}
+
 unsafe extern "C" fn free(value: *mut c_void) {
-    // SAFETY: Redis hands back the pointer set_value boxed, once.
-    drop(unsafe { Box::from_raw(value.cast::<Stored>()) });
+    // SAFETY: Redis hands back a pointer from Value::into_raw, once.
+    drop(unsafe { Value::from_raw(value) });
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    // SAFETY: a value of this type is always a boxed Stored.
-    let s = unsafe { &*value.cast::<Stored>() };
-    std::mem::size_of::<Stored>() + 8 * s.words.capacity()
+    // SAFETY: a value of this type came from Value::into_raw; borrowed.
+    let v = ManuallyDrop::new(unsafe { Value::from_raw(value.cast_mut()) });
+    v.heap_bytes()
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: a value of this type is always a boxed Stored.
-    let s = unsafe { &*value.cast::<Stored>() };
-    for v in s.integers() {
-        raw::save_unsigned(rdb, v);
+    // SAFETY: as in mem_usage.
+    let v = ManuallyDrop::new(unsafe { Value::from_raw(value) });
+    for i in v.integers() {
+        raw::save_unsigned(rdb, i);
     }
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver as u64 != stored::ENCODING {
-        return std::ptr::null_mut();
+    // A file's bytes decide what happens here: never unwind into Redis.
+    // The RDB holds the encoding's own version word too (both encodings
+    // save it first), so the type version only has to be one we read.
+    let loaded = catch_unwind(AssertUnwindSafe(|| {
+        if !matches!(encver as u64, value::ENCODING_V1 | value::ENCODING) {
+            return Err(format!("unknown encoding version {encver}"));
+        }
+        Value::from_integers(|| raw::load_unsigned(rdb).ok())
+    }));
+    match loaded {
+        Ok(Ok(v)) => v.into_raw(),
+        Ok(Err(e)) => {
+            log_io_error(rdb, &format!("ratecell: refused a stored state: {e}"));
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            log_io_error(rdb, "ratecell: internal error loading a state");
+            std::ptr::null_mut()
+        }
     }
-    match Stored::from_integers(|| raw::load_unsigned(rdb).ok()) {
-        Ok(s) => Box::into_raw(Box::new(s)).cast(),
-        Err(_) => std::ptr::null_mut(),
+}
+
+/// Logs a loading error in Redis's log, as printable ASCII.
+fn log_io_error(rdb: *mut raw::RedisModuleIO, message: &str) {
+    let line = std::ffi::CString::new(reply::printable(message.as_bytes()))
+        .expect("printable ASCII holds no NUL");
+    // SAFETY: the IO handle of the running load; "%s" takes one C string.
+    unsafe {
+        raw::RedisModule_LogIOError.expect("LogIOError")(
+            rdb,
+            c"warning".as_ptr(),
+            c"%s".as_ptr(),
+            line.as_ptr(),
+        );
     }
 }
 
@@ -107,18 +152,18 @@ unsafe extern "C" fn aof_rewrite(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // SAFETY: a value of this type is always a boxed Stored.
-    let bytes = unsafe { &*value.cast::<Stored>() }.to_bytes();
-    let cmd = CString::new("RATECELL.RESTORE").expect("no NUL");
-    let fmt = CString::new("sb").expect("no NUL");
+    // SAFETY: as in mem_usage.
+    let v = ManuallyDrop::new(unsafe { Value::from_raw(value) });
+    let mut bytes = Vec::new();
+    v.encode_into(&mut bytes);
     // SAFETY: "sb" takes a RedisModuleString and a buffer with its length;
     // Redis copies both before returning. The key's expiry is emitted by
     // Redis itself after this callback.
     unsafe {
         raw::RedisModule_EmitAOF.expect("EmitAOF")(
             aof,
-            cmd.as_ptr(),
-            fmt.as_ptr(),
+            c"RATECELL.RESTORE".as_ptr(),
+            c"sb".as_ptr(),
             key,
             bytes.as_ptr(),
             bytes.len(),
@@ -129,11 +174,11 @@ unsafe extern "C" fn aof_rewrite(
 fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// A Redis string holding any bytes (`Context::create_string` goes through
-/// a C string and refuses a NUL, which states and keys may contain).
+/// a C string and refuses a NUL, which keys may contain).
 fn bytes(data: &[u8]) -> RedisString {
     // SAFETY: CreateString copies `len` bytes from the pointer; with a NULL
     // context the string is ours. RedisString::new retains it once more, so
@@ -154,148 +199,82 @@ fn err(message: String) -> RedisError {
     RedisError::String(message)
 }
 
-fn reply(d: &Decision) -> RedisValue {
-    let never = |v: u64| if v == u64::MAX { -1 } else { v as i64 };
-    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    RedisValue::Array(vec![
-        RedisValue::Integer(i64::from(d.allowed)),
-        RedisValue::Integer(clamp(d.limit)),
-        RedisValue::Integer(clamp(d.remaining)),
-        RedisValue::Integer(never(d.retry_after_ns)),
-        RedisValue::Integer(clamp(d.reset_after_ns)),
-        RedisValue::Integer(clamp(d.wait_ns)),
-    ])
-}
-
-/// One key's part of a request: its open key, the value it held, and the
-/// value to write if the request is admitted.
-struct Work {
-    key: RedisKeyWritable,
-    name: RedisString,
-    existed: Option<Stored>,
-    next: Stored,
-}
-
-/// Opens a limit's key and checks that it may be decided under the limit's
-/// rule.
-fn open(ctx: &Context, limit: &Limit<'_>, at: bool) -> Result<Work, RedisError> {
-    let name = bytes(limit.key);
-    let key = ctx.open_key_writable(&name);
-    let existed = key
-        .get_value::<Stored>(&RATECELL_TYPE)
-        .map_err(|_| RedisError::WrongType)?
-        .cloned();
-    if let Some(s) = &existed {
-        s.check_compatible(&limit.rule, limit.key).map_err(err)?;
-    }
-    let words = match &existed {
-        Some(s) => s.words.clone(),
-        None => vec![0; limit.rule.words()],
-    };
-    Ok(Work {
-        key,
-        name,
-        next: Stored {
-            config: *limit.rule.config(),
-            at,
-            words,
-        },
-        existed,
-    })
-}
-
-/// Writes a decided state (or deletes a fresh one) and replicates the
-/// result, never the command.
-fn commit(ctx: &Context, w: Work, t: u64) -> RedisResult<()> {
-    let Work {
-        key,
-        name,
-        existed,
-        next,
-    } = w;
-    let rule = args::rule(next.config).map_err(err)?;
-    let changed = existed.as_ref() != Some(&next);
-    if !next.at && rule.is_fresh_at(&next.words, t) {
-        // Equivalent to fresh on the server's clock: hold nothing.
-        if existed.is_some() {
-            key.delete()?;
-            ctx.replicate("DEL", &[&name]);
+/// The six integers of a decision (SPEC.md §7): `-1` for a retry that can
+/// never succeed, other values clamped to `i64`.
+fn six(d: &Decision) -> [i64; 6] {
+    let never = |v: u64| {
+        if v == u64::MAX {
+            -1
+        } else {
+            i64::try_from(v).unwrap_or(i64::MAX)
         }
-        return Ok(());
-    }
-    if existed.is_none() && next.words.iter().all(|&w| w == 0) {
-        return Ok(()); // a denied request or a peek on a fresh key
-    }
-    // A state written with AT has no expiry; a request without AT ends that.
-    let stale_expiry = !next.at && existed.as_ref().is_some_and(|s| s.at);
-    if !changed && !stale_expiry {
-        return Ok(());
-    }
-    let at = next.at;
-    // A peek at the state to store gives its reset_after: when it becomes
-    // equivalent to fresh.
-    let reset_after = rule.decide(&mut next.words.clone(), t, 0).reset_after_ns;
-    key.set_value(&RATECELL_TYPE, next)?;
-    let stored = key
-        .get_value::<Stored>(&RATECELL_TYPE)?
-        .expect("the value just set");
-    publish(ctx, &key, name.inner, stored, t, at, reset_after)
+    };
+    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    [
+        i64::from(d.allowed),
+        clamp(d.limit),
+        clamp(d.remaining),
+        never(d.retry_after_ns),
+        clamp(d.reset_after_ns),
+        clamp(d.wait_ns),
+    ]
 }
 
-/// Gives a stored state its expiry (none for an `AT` state; else when it
-/// becomes equivalent to fresh: `reset_after` from `t`, rounded up to
-/// Redis's milliseconds) and replicates it as `RATECELL.RESTORE`.
-fn publish(
-    ctx: &Context,
-    key: &RedisKeyWritable,
+fn replicate_del(ctx: *mut raw::RedisModuleCtx, name: *mut raw::RedisModuleString) {
+    // SAFETY: "s" takes one RedisModuleString; Redis copies it.
+    unsafe {
+        raw::RedisModule_Replicate.expect("Replicate")(ctx, c"DEL".as_ptr(), c"s".as_ptr(), name);
+    }
+}
+
+/// Gives the value a key now holds its expiry (none for an `AT` state;
+/// else when it becomes equivalent to fresh: `reset_after` from `t`,
+/// rounded up to Redis's milliseconds) and replicates it as
+/// `RATECELL.RESTORE`.
+pub(crate) fn publish(
+    ctx: *mut raw::RedisModuleCtx,
+    key: &mut Key,
     name: *mut raw::RedisModuleString,
-    stored: &Stored,
+    value: &Value,
     t: u64,
-    at: bool,
     reset_after: u64,
-) -> RedisResult<()> {
+) -> Result<(), RedisError> {
     thread_local! {
         // Commands run on Redis's main thread: one buffer, reused.
         static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    let cmd = c"RATECELL.RESTORE";
-    // SAFETY: the API table is filled once when the module loads and only
-    // read afterwards.
+    let at = value.at();
+    let ms = reset_after.div_ceil(1_000_000).max(1);
+    key.expire((!at).then(|| Duration::from_millis(ms)))?;
+    // SAFETY: the API table is filled once when the module loads.
     let replicate = unsafe { raw::RedisModule_Replicate }.expect("Replicate");
-    if at {
-        key.remove_expire()?;
-    } else {
-        let ms = reset_after.div_ceil(1_000_000).max(1);
-        key.set_expire(Duration::from_millis(ms))?;
-    }
     BUFFER.with_borrow_mut(|buf| {
         buf.clear();
-        stored.encode_into(buf);
+        value.encode_into(buf);
         // SAFETY: the format matches the arguments ("s": a RedisModuleString,
         // "b": a pointer and its length, "c": a C string, "l": a long long);
         // Redis copies them before returning.
         unsafe {
             if at {
                 replicate(
-                    ctx.get_raw(),
-                    cmd.as_ptr(),
+                    ctx,
+                    c"RATECELL.RESTORE".as_ptr(),
                     c"sb".as_ptr(),
                     name,
                     buf.as_ptr(),
                     buf.len(),
                 );
             } else {
-                let ms = reset_after.div_ceil(1_000_000).max(1);
-                let pxat = (t / 1_000_000 + ms) as std::ffi::c_longlong;
+                let pxat = (t / 1_000_000).saturating_add(ms);
                 replicate(
-                    ctx.get_raw(),
-                    cmd.as_ptr(),
+                    ctx,
+                    c"RATECELL.RESTORE".as_ptr(),
                     c"sbcl".as_ptr(),
                     name,
                     buf.as_ptr(),
                     buf.len(),
                     c"PXAT".as_ptr(),
-                    pxat,
+                    std::ffi::c_longlong::try_from(pxat).unwrap_or(std::ffi::c_longlong::MAX),
                 );
             }
         }
@@ -303,84 +282,140 @@ fn publish(
     Ok(())
 }
 
-/// `RATECELL.CHECK` and `CL.THROTTLE`: one limit on one key, decided in
-/// place on the stored value (no copy), written back only if it changed.
+/// Stores a new value in an empty key and publishes it.
+pub(crate) fn store_new(
+    ctx: *mut raw::RedisModuleCtx,
+    key: &mut Key,
+    name: *mut raw::RedisModuleString,
+    rule: &Rule,
+    value: Value,
+    t: u64,
+    reset_after: u64,
+) -> Result<(), RedisError> {
+    key.set(value)?;
+    let Held::Value(stored) = key.held(rule)? else {
+        return Err(RedisError::Str("ERR the value just set is gone"));
+    };
+    publish(ctx, key, name, &stored, t, reset_after)
+}
+
+/// `RATECELL.CHECK`: one limit on one key, decided in place on the stored
+/// value (no copy), written back only if it changed.
 fn check_one(
-    ctx: &Context,
+    ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
     name_bytes: &[u8],
-    rule: &ratecell::state::Rule,
+    rule: &Rule,
     cost: u64,
     at: Option<u64>,
 ) -> Result<Decision, RedisError> {
     let t = at.unwrap_or_else(now_ns);
-    // Borrowed from argv, not retained: ManuallyDrop keeps it unreleased.
-    let borrowed = std::mem::ManuallyDrop::new(RedisString::from_redis_module_string(
-        std::ptr::null_mut(),
-        name,
-    ));
-    let key = ctx.open_key_writable(&borrowed);
-    let stored = key
-        .get_value::<Stored>(&RATECELL_TYPE)
-        .map_err(|_| RedisError::WrongType)?;
-    let config = *rule.config();
-    let d = match stored {
-        Some(s) => {
-            s.check_compatible(rule, name_bytes).map_err(err)?;
-            let d = rule.decide(&mut s.words, t, cost);
-            let wrote = d.allowed && cost > 0;
-            if wrote || s.config != config || s.at != at.is_some() {
-                s.config = config;
-                s.at = at.is_some();
-                if !s.at && rule.is_fresh_at(&s.words, t) {
-                    key.delete()?;
-                    // SAFETY: "s" takes one RedisModuleString.
-                    unsafe {
-                        raw::RedisModule_Replicate.expect("Replicate")(
-                            ctx.get_raw(),
-                            c"DEL".as_ptr(),
-                            c"s".as_ptr(),
-                            name,
-                        );
-                    }
+    let mut key = Key::open(ctx, name);
+    let d = match key.held(rule)? {
+        Held::Other(shape) => return Err(err(shape.admits(rule, name_bytes).unwrap_err())),
+        Held::Value(mut v) => {
+            let d = rule.decide(v.words_mut(), t, cost);
+            if (d.allowed && cost > 0) || v.at() != at.is_some() {
+                v.set_at(at.is_some());
+                if at.is_none() && rule.is_fresh_at(v.words(), t) {
+                    key.delete();
+                    replicate_del(ctx, name);
                 } else {
-                    publish(ctx, &key, name, s, t, s.at, d.reset_after_ns)?;
+                    publish(ctx, &mut key, name, &v, t, d.reset_after_ns)?;
                 }
             }
             d
         }
-        None => {
+        Held::Empty => {
             let mut words = vec![0; rule.words()];
             let d = rule.decide(&mut words, t, cost);
             if d.allowed && cost > 0 {
-                key.set_value(
-                    &RATECELL_TYPE,
-                    Stored {
-                        config,
-                        at: at.is_some(),
-                        words,
-                    },
-                )?;
-                let s = key
-                    .get_value::<Stored>(&RATECELL_TYPE)?
-                    .expect("the value just set");
-                publish(ctx, &key, name, s, t, at.is_some(), d.reset_after_ns)?;
+                let v = Value::new(Shape::of(rule), at.is_some(), &words);
+                store_new(ctx, &mut key, name, rule, v, t, d.reset_after_ns)?;
             }
             d
         }
     };
-    CHECKS.fetch_add(1, Relaxed);
-    if d.allowed {
-        ADMITTED.fetch_add(1, Relaxed);
-    } else {
-        DENIED.fetch_add(1, Relaxed);
-    }
+    tally(d.allowed);
     Ok(d)
+}
+
+/// One key's part of a `RATECELL.CHECKALL`: its open key, the words it held
+/// (and their `AT` flag), and the words to write if the request is
+/// admitted, under the last rule that decided them.
+struct Work {
+    key: Key,
+    name: RedisString,
+    rule: Rule,
+    existed: Option<(Vec<u64>, bool)>,
+    words: Vec<u64>,
+}
+
+/// Opens a limit's key and checks that it may be decided under the
+/// limit's rule.
+fn open(ctx: *mut raw::RedisModuleCtx, limit: &args::Limit<'_>) -> Result<Work, RedisError> {
+    let name = bytes(limit.key);
+    let mut key = Key::open(ctx, name.inner);
+    let existed = match key.held(&limit.rule)? {
+        Held::Empty => None,
+        Held::Value(v) => Some((v.words().to_vec(), v.at())),
+        Held::Other(shape) => {
+            return Err(err(shape.admits(&limit.rule, limit.key).unwrap_err()));
+        }
+    };
+    let words = existed
+        .as_ref()
+        .map_or_else(|| vec![0; limit.rule.words()], |(w, _)| w.clone());
+    Ok(Work {
+        key,
+        name,
+        rule: limit.rule,
+        existed,
+        words,
+    })
+}
+
+/// Writes a decided state (or deletes a fresh one) and replicates the
+/// result, never the command.
+fn commit(ctx: *mut raw::RedisModuleCtx, w: Work, t: u64, at: bool) -> Result<(), RedisError> {
+    let Work {
+        mut key,
+        name,
+        rule,
+        existed,
+        words,
+    } = w;
+    if !at && rule.is_fresh_at(&words, t) {
+        // Equivalent to fresh on the server's clock: hold nothing.
+        if existed.is_some() {
+            key.delete();
+            replicate_del(ctx, name.inner);
+        }
+        return Ok(());
+    }
+    if existed.is_none() && words.iter().all(|&w| w == 0) {
+        return Ok(()); // a denied request or a peek on a fresh key
+    }
+    // A state written with AT has no expiry; a request without AT ends that.
+    let unchanged = existed
+        .as_ref()
+        .is_some_and(|(old, old_at)| *old == words && *old_at == at);
+    if unchanged {
+        return Ok(());
+    }
+    // A peek at the state to store gives its reset_after: when it becomes
+    // equivalent to fresh.
+    let reset_after = rule.decide(&mut words.clone(), t, 0).reset_after_ns;
+    let value = Value::new(Shape::of(&rule), at, &words);
+    store_new(ctx, &mut key, name.inner, &rule, value, t, reset_after)
 }
 
 /// Decides every limit of a request on its key, and stores the results only
 /// if every limit admits.
-fn run(ctx: &Context, req: args::Request<'_>) -> Result<(bool, Vec<Decision>), RedisError> {
+fn run(
+    ctx: *mut raw::RedisModuleCtx,
+    req: args::Request<'_>,
+) -> Result<(bool, Vec<Decision>), RedisError> {
     let t = req.at.unwrap_or_else(now_ns);
     let at = req.at.is_some();
     let mut works: Vec<Work> = Vec::with_capacity(req.limits.len());
@@ -391,18 +426,15 @@ fn run(ctx: &Context, req: args::Request<'_>) -> Result<(bool, Vec<Decision>), R
         let d = match same {
             Some(i) => {
                 let w = &mut works[i];
-                let prev = Stored {
-                    config: w.next.config,
-                    at,
-                    words: w.next.words.clone(),
-                };
-                prev.check_compatible(&limit.rule, limit.key).map_err(err)?;
-                w.next.config = *limit.rule.config();
-                limit.rule.decide(&mut w.next.words, t, limit.cost)
+                Shape::of(&w.rule)
+                    .admits(&limit.rule, limit.key)
+                    .map_err(err)?;
+                w.rule = limit.rule;
+                limit.rule.decide(&mut w.words, t, limit.cost)
             }
             None => {
-                let mut w = open(ctx, limit, at)?;
-                let d = limit.rule.decide(&mut w.next.words, t, limit.cost);
+                let mut w = open(ctx, limit)?;
+                let d = limit.rule.decide(&mut w.words, t, limit.cost);
                 works.push(w);
                 d
             }
@@ -410,14 +442,12 @@ fn run(ctx: &Context, req: args::Request<'_>) -> Result<(bool, Vec<Decision>), R
         decisions.push(d);
     }
     let admitted = decisions.iter().all(|d| d.allowed);
-    CHECKS.fetch_add(1, Relaxed);
+    tally(admitted);
     if admitted {
-        ADMITTED.fetch_add(1, Relaxed);
         for w in works {
-            commit(ctx, w, t)?;
+            commit(ctx, w, t, at)?;
         }
     } else {
-        DENIED.fetch_add(1, Relaxed);
         // Nothing is stored. A limit that would have admitted reports a
         // peek at its unchanged state, so `remaining` is what is left now.
         if req.limits.len() > 1 {
@@ -427,7 +457,7 @@ fn run(ctx: &Context, req: args::Request<'_>) -> Result<(bool, Vec<Decision>), R
                         .iter()
                         .find(|w| w.name.as_slice() == l.key)
                         .and_then(|w| w.existed.as_ref())
-                        .map_or_else(|| vec![0; l.rule.words()], |s| s.words.clone());
+                        .map_or_else(|| vec![0; l.rule.words()], |(w, _)| w.clone());
                     *d = l.rule.decide(&mut words, t, 0);
                 }
             }
@@ -435,18 +465,14 @@ fn run(ctx: &Context, req: args::Request<'_>) -> Result<(bool, Vec<Decision>), R
         // A state written with AT, checked without: it now expires.
         if !at {
             for mut w in works {
-                if let Some(old) = w.existed.clone().filter(|s| s.at) {
-                    w.next.words = old.words;
-                    commit(ctx, w, t)?;
+                if let Some((old, true)) = w.existed.clone() {
+                    w.words = old;
+                    commit(ctx, w, t, false)?;
                 }
             }
         }
     }
     Ok((admitted, decisions))
-}
-
-fn strs(args: &[RedisString]) -> Vec<&[u8]> {
-    args.iter().skip(1).map(RedisString::as_slice).collect()
 }
 
 /// A Redis string's bytes, borrowed for as long as the command runs.
@@ -463,128 +489,157 @@ unsafe fn slice<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
     }
 }
 
-/// The signature of a command registered without the crate's wrapper.
+/// The signature of a command as Redis calls it.
 type RawCommand = unsafe extern "C" fn(
     *mut raw::RedisModuleCtx,
     *mut *mut raw::RedisModuleString,
     c_int,
 ) -> c_int;
 
-/// A one-key command's body: the context, the key as Redis passed it, and
-/// every argument after the command name (the key first); N integers back.
-type OneKey<const N: usize> =
-    fn(&Context, *mut raw::RedisModuleString, &[&[u8]]) -> Result<[i64; N], RedisError>;
+/// A command's arguments: Redis's argv strings (the command name first)
+/// and their bytes, borrowed for the command's duration.
+struct Argv<'a> {
+    /// The strings, as Redis passed them.
+    pub strings: &'a [*mut raw::RedisModuleString],
+    /// The bytes of every argument after the command name.
+    pub words: &'a [&'a [u8]],
+}
 
-/// Runs a one-key command on Redis's own argv and replies with integers.
-///
-/// `RATECELL.CHECK` and `CL.THROTTLE` skip redis-module's command wrapper,
-/// which retains every argument into a new `Vec<RedisString>` and builds
-/// the reply as a vector of values: three allocations and a retain/release
-/// per argument on a command whose decision costs less than that. Here the
-/// words are borrowed slices in a stack array and the reply is written
-/// directly.
+/// Runs a command body on Redis's own argv inside the panic boundary and
+/// replies with what it returns. The words are borrowed slices, in a stack
+/// array when they fit (every valid one-key call does), so the hot
+/// commands allocate nothing for their arguments.
 ///
 /// # Safety
 /// `argv` holds `argc` valid strings for the duration of the call (Redis's
 /// contract with a command function).
-unsafe fn run_raw<const N: usize>(
+unsafe fn run_command(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
-    command: OneKey<N>,
+    body: impl FnOnce(&Argv<'_>) -> Result<(), RedisError>,
 ) -> c_int {
-    const WORDS: usize = 16;
-    let context = Context::new(ctx);
-    // SAFETY: Redis's contract above.
-    let argv = unsafe { std::slice::from_raw_parts(argv, usize::try_from(argc).unwrap_or(0)) };
-    let result = match argv.len() {
-        0 | 1 => Err(RedisError::WrongArity),
-        // Every valid call fits the stack array; a longer one is refused
-        // by the parser, with the word it names.
-        n if n <= WORDS + 1 => {
-            let mut words: [&[u8]; WORDS] = [&[]; WORDS];
-            for (w, &s) in words.iter_mut().zip(&argv[1..]) {
+    reply::boundary(ctx, || {
+        const WORDS: usize = 16;
+        // SAFETY: Redis's contract above.
+        let strings =
+            unsafe { std::slice::from_raw_parts(argv, usize::try_from(argc).unwrap_or(0)) };
+        let rest = strings.get(1..).unwrap_or(&[]);
+        let mut stack: [&[u8]; WORDS] = [&[]; WORDS];
+        let heap: Vec<&[u8]>;
+        let words: &[&[u8]] = if rest.len() <= WORDS {
+            for (w, &s) in stack.iter_mut().zip(rest) {
                 // SAFETY: argv's strings live until the command returns.
                 *w = unsafe { slice(s) };
             }
-            command(&context, argv[1], &words[..n - 1])
-        }
-        _ => {
+            &stack[..rest.len()]
+        } else {
             // SAFETY: as above.
-            let words: Vec<&[u8]> = argv[1..].iter().map(|&s| unsafe { slice(s) }).collect();
-            command(&context, argv[1], &words)
+            heap = rest.iter().map(|&s| unsafe { slice(s) }).collect();
+            &heap
+        };
+        if let Err(e) = body(&Argv { strings, words }) {
+            reply::error(ctx, &e);
         }
-    };
-    match result {
-        Ok(values) => {
-            // SAFETY: a reply of N integers to the calling client, N
-            // announced first.
-            unsafe {
-                raw::RedisModule_ReplyWithArray.expect("ReplyWithArray")(
-                    ctx,
-                    N as std::ffi::c_long,
-                );
-                for v in values {
-                    raw::RedisModule_ReplyWithLongLong.expect("ReplyWithLongLong")(ctx, v);
-                }
-            }
-            raw::Status::Ok as c_int
-        }
-        Err(e) => context.reply(Err(e)) as c_int,
-    }
+        raw::Status::Ok as c_int
+    })
 }
 
-/// The six integers of a decision (SPEC.md §7): `-1` for a retry that can
-/// never succeed, other values clamped to `i64`.
-fn six(d: &Decision) -> [i64; 6] {
-    let never = |v: u64| if v == u64::MAX { -1 } else { v as i64 };
-    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    [
-        i64::from(d.allowed),
-        clamp(d.limit),
-        clamp(d.remaining),
-        never(d.retry_after_ns),
-        clamp(d.reset_after_ns),
-        clamp(d.wait_ns),
-    ]
-}
-
+/// `RATECELL.CHECK <key> <algorithm> <limit> <period> [options]`.
 unsafe extern "C" fn check_command(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
+    let body = |a: &Argv<'_>| {
+        if a.words.len() < 4 {
+            return Err(RedisError::WrongArity);
+        }
+        let (rule, cost, at) = parse_cached(a.words)?;
+        let d = check_one(ctx, a.strings[1], a.words[0], &rule, cost, at)?;
+        reply::send_ints(ctx, &six(&d));
+        Ok(())
+    };
     // SAFETY: Redis calls a command with argc valid arguments.
-    unsafe { run_raw(ctx, argv, argc, check) }
+    unsafe { run_command(ctx, argv, argc, body) }
 }
 
+/// `CL.THROTTLE <key> <max_burst> <count> <period_s> [quantity]`:
+/// redis-cell's command and answers ([`throttle`]).
 unsafe extern "C" fn throttle_command(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
+    let body = |a: &Argv<'_>| {
+        let answer = throttle(ctx, a)?;
+        reply::send_ints(ctx, &answer);
+        Ok(())
+    };
     // SAFETY: Redis calls a command with argc valid arguments.
-    unsafe { run_raw(ctx, argv, argc, throttle) }
+    unsafe { run_command(ctx, argv, argc, body) }
 }
 
-fn check(
-    ctx: &Context,
-    name: *mut raw::RedisModuleString,
-    words: &[&[u8]],
-) -> Result<[i64; 6], RedisError> {
-    if words.len() < 4 {
-        return Err(RedisError::WrongArity);
-    }
-    let (rule, cost, at) = parse_cached(words)?;
-    let d = check_one(ctx, name, words[0], &rule, cost, at)?;
-    Ok(six(&d))
+/// `RATECELL.CHECKALL [AT now_ns] LIMIT ... [LIMIT ...]`.
+unsafe extern "C" fn check_all_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let body = |a: &Argv<'_>| {
+        // SAFETY: the running command's context.
+        if unsafe { raw::RedisModule_IsKeysPositionRequest.expect("IsKeysPositionRequest")(ctx) }
+            != 0
+        {
+            for pos in args::check_all_key_positions(a.words) {
+                // SAFETY: as above; positions count the command name.
+                unsafe {
+                    raw::RedisModule_KeyAtPos.expect("KeyAtPos")(
+                        ctx,
+                        c_int::try_from(pos).unwrap_or(c_int::MAX),
+                    );
+                }
+            }
+            return Ok(());
+        }
+        if a.words.is_empty() {
+            return Err(RedisError::WrongArity);
+        }
+        let req = args::check_all(a.words).map_err(err)?;
+        let (admitted, decisions) = run(ctx, req)?;
+        let mut out = vec![Reply::Int(i64::from(admitted))];
+        out.extend(
+            decisions
+                .iter()
+                .map(|d| Reply::Array(six(d).map(Reply::Int).into())),
+        );
+        reply::send(ctx, &Reply::Array(out));
+        Ok(())
+    };
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_command(ctx, argv, argc, body) }
+}
+
+/// `RATECELL.RESTORE <key> <state> [PXAT <unix_ms>]`.
+unsafe extern "C" fn restore_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let body = |a: &Argv<'_>| {
+        restore(ctx, a)?;
+        reply::send(ctx, &Reply::Ok);
+        Ok(())
+    };
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_command(ctx, argv, argc, body) }
 }
 
 /// A `RATECELL.CHECK`'s words after the key, each as its length (`u64`,
 /// little-endian) and its bytes, and what they parse to.
 struct Parsed {
     words: Vec<u8>,
-    rule: ratecell::state::Rule,
+    rule: Rule,
     cost: u64,
     at: Option<u64>,
 }
@@ -608,10 +663,10 @@ impl Parsed {
 
 /// Parses a `RATECELL.CHECK`'s words (the key first), or reuses the last
 /// parse when the words after the key are the same bytes: a client sends
-/// the same limit on every call, and the parser (algorithm name, numbers,
-/// period units, the configuration's validation) was a tenth of the
-/// module's own instructions per check.
-fn parse_cached(words: &[&[u8]]) -> Result<(ratecell::state::Rule, u64, Option<u64>), RedisError> {
+/// the same limit on every call, and parsing it (algorithm name, numbers,
+/// period units, the configuration's validation) costs more than the
+/// comparison.
+fn parse_cached(words: &[&[u8]]) -> Result<(Rule, u64, Option<u64>), RedisError> {
     thread_local! {
         // Commands run on Redis's main thread: one entry.
         static LAST: std::cell::RefCell<Option<Parsed>> = const { std::cell::RefCell::new(None) };
@@ -637,36 +692,14 @@ fn parse_cached(words: &[&[u8]]) -> Result<(ratecell::state::Rule, u64, Option<u
     })
 }
 
-fn check_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let words = strs(&args);
-    if ctx.is_keys_position_request() {
-        for pos in args::check_all_key_positions(&words) {
-            ctx.key_at_pos(pos as i32);
-        }
-        return Ok(RedisValue::NoReply);
-    }
-    if words.is_empty() {
-        return Err(RedisError::WrongArity);
-    }
-    let req = args::check_all(&words).map_err(err)?;
-    let (admitted, decisions) = run(ctx, req)?;
-    let mut out = vec![RedisValue::Integer(i64::from(admitted))];
-    out.extend(decisions.iter().map(reply));
-    Ok(RedisValue::Array(out))
-}
-
-/// redis-cell's `CL.THROTTLE`: GCRA with `burst = max_burst + 1`, `count`
-/// per `period` seconds; the reply is `[limited, limit, remaining,
-/// retry_after_s (-1 when admitted), reset_after_s]`, seconds rounded up.
-fn throttle(
-    ctx: &Context,
-    name: *mut raw::RedisModuleString,
-    words: &[&[u8]],
-) -> Result<[i64; 5], RedisError> {
+/// `CL.THROTTLE`: redis-cell's rule ([`throttle::Throttle`]) on a GCRA
+/// state, so `RATECELL.CHECK <key> gcra <count> <period>s` reads the same
+/// key.
+fn throttle(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<[i64; 5], RedisError> {
+    let words = a.words;
     if !(4..=5).contains(&words.len()) {
         return Err(RedisError::WrongArity);
     }
-    let max = ratecell::MAX_LIMIT;
     let max_burst = args::number(words[1], "max_burst", "0..=4294967294").map_err(err)?;
     let count = args::number(words[2], "count", "1..=4294967295").map_err(err)?;
     let period_s = args::number(words[3], "period", "1..=31622400 (seconds)").map_err(err)?;
@@ -674,49 +707,68 @@ fn throttle(
         Some(q) => args::number(q, "quantity", "0..=2^64-1").map_err(err)?,
         None => 1,
     };
-    if max_burst >= max {
-        return Err(err(format!(
-            "ERR max_burst must be in 0..={}, got {max_burst}",
-            max - 1
-        )));
-    }
-    if count == 0 {
-        return Err(err(format!("ERR count must be in 1..={max}, got 0")));
-    }
-    let period_ns = period_s
-        .checked_mul(1_000_000_000)
-        .filter(|p| (1_000_000_000..=ratecell::MAX_PERIOD_NS).contains(p))
-        .ok_or_else(|| {
-            err(format!(
-                "ERR period must be in 1..=31622400 (seconds), got {period_s}"
-            ))
-        })?;
-    let config = Config::new(Algorithm::Gcra, count, period_ns).burst(max_burst + 1);
-    let rule = args::rule(config).map_err(err)?;
-    let d = check_one(ctx, name, words[0], &rule, quantity, None)?;
-    let secs = |ns: u64| i64::try_from(ns.div_ceil(1_000_000_000)).unwrap_or(i64::MAX);
-    Ok([
-        i64::from(!d.allowed),
-        d.limit as i64,
-        d.remaining as i64,
-        // -1 when admitted (redis-cell's answer), and when it never can be.
-        if d.allowed || d.retry_after_ns == u64::MAX {
-            -1
+    let limit = throttle::Throttle::new(max_burst, count, period_s).map_err(err)?;
+    // The key's shape: a GCRA state of this period (the limit only names
+    // the shape; CL.THROTTLE's own rule decides).
+    let shape_rule = args::rule(ratecell::Config::new(
+        ratecell::Algorithm::Gcra,
+        1,
+        period_s * 1_000_000_000,
+    ))
+    .map_err(err)?;
+    let name = a.strings[1];
+    let t = now_ns();
+    let mut key = Key::open(ctx, name);
+    let (answer, stored) = match key.held(&shape_rule)? {
+        Held::Other(shape) => {
+            return Err(err(shape.admits(&shape_rule, words[0]).unwrap_err()));
+        }
+        Held::Value(mut v) => {
+            let old = v.words()[0];
+            let (answer, stored) = limit.decide(Some(old), t, quantity);
+            // A peek stores what it read: nothing to write.
+            let stored = stored.filter(|&tat| tat != old || v.at());
+            if let Some(tat) = stored {
+                v.words_mut()[0] = tat;
+                v.set_at(false);
+            }
+            (answer, stored.map(|tat| (tat, Some(v))))
+        }
+        Held::Empty => {
+            let (answer, stored) = limit.decide(None, t, quantity);
+            (answer, stored.map(|tat| (tat, None)))
+        }
+    };
+    if let Some((tat, existing)) = stored {
+        if tat <= t {
+            // Nothing ahead of now: as if new.
+            if existing.is_some() {
+                key.delete();
+                replicate_del(ctx, name);
+            }
         } else {
-            secs(d.retry_after_ns)
-        },
-        secs(d.reset_after_ns),
-    ])
+            let reset_after = tat - t;
+            match existing {
+                Some(v) => publish(ctx, &mut key, name, &v, t, reset_after)?,
+                None => {
+                    let v = Value::new(Shape::of(&shape_rule), false, &[tat]);
+                    store_new(ctx, &mut key, name, &shape_rule, v, t, reset_after)?;
+                }
+            }
+        }
+    }
+    tally(!answer.limited);
+    Ok(answer.reply())
 }
 
 /// `RATECELL.RESTORE <key> <state> [PXAT <unix_ms>]`: sets a key to an
-/// encoded state (the form replicas and the AOF receive).
-fn restore(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let words = strs(&args);
+/// encoded state (the form replicas and the AOF receive), validated first.
+fn restore(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<(), RedisError> {
+    let words = a.words;
     if words.len() != 2 && words.len() != 4 {
         return Err(RedisError::WrongArity);
     }
-    let value = Stored::from_bytes(words[1]).map_err(|e| err(format!("ERR state: {e}")))?;
+    let value = Value::from_bytes(words[1]).map_err(|e| err(format!("ERR state: {e}")))?;
     let pxat = match words.get(2..4) {
         Some([px, ms]) if px.eq_ignore_ascii_case(b"PXAT") => {
             Some(args::number(ms, "PXAT", "0..=2^64-1 (UNIX ms)").map_err(err)?)
@@ -724,32 +776,25 @@ fn restore(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         Some(_) => return Err(err("ERR expected PXAT <unix_ms>".into())),
         None => None,
     };
-    let key = ctx.open_key_writable(&args[1]);
-    if key.get_value::<Stored>(&RATECELL_TYPE).is_err() {
-        return Err(RedisError::WrongType);
-    }
+    let mut key = Key::open(ctx, a.strings[1]);
+    key.raw_value()?;
     let now_ms = now_ns() / 1_000_000;
     match pxat {
-        Some(ms) if ms <= now_ms && !is_loading(ctx) => {
-            key.delete()?;
-        }
+        Some(ms) if ms <= now_ms && !is_loading(ctx) => key.delete(),
         _ => {
-            key.set_value(&RATECELL_TYPE, value)?;
-            match pxat {
-                Some(ms) => {
-                    key.set_expire(Duration::from_millis(ms.saturating_sub(now_ms).max(1)))?
-                }
-                None => key.remove_expire()?,
-            };
+            key.set(value)?;
+            key.expire(pxat.map(|ms| Duration::from_millis(ms.saturating_sub(now_ms))))?;
         }
     }
-    ctx.replicate_verbatim();
-    Ok(RedisValue::SimpleStringStatic("OK"))
+    // SAFETY: the running command's context.
+    unsafe { raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx) };
+    Ok(())
 }
 
-fn is_loading(ctx: &Context) -> bool {
-    ctx.get_flags()
-        .contains(redis_module::ContextFlags::LOADING)
+fn is_loading(ctx: *mut raw::RedisModuleCtx) -> bool {
+    // SAFETY: the running command's context.
+    let flags = unsafe { raw::RedisModule_GetContextFlags.expect("GetContextFlags")(ctx) };
+    flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0
 }
 
 fn info(ctx: &InfoContext, _for_crash_report: bool) {
@@ -763,16 +808,36 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) {
         .and_then(|b| b.build_info());
 }
 
-/// Registers the two one-key commands without the crate's wrapper (see
-/// [`run_raw`]); the others go through `redis_module!`.
+/// Registers the commands, each on Redis's own API behind the panic
+/// boundary ([`run_command`]).
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    let commands: [(&std::ffi::CStr, RawCommand); 2] = [
-        (c"ratecell.check", check_command),
-        (c"cl.throttle", throttle_command),
+    // A short or damaged RDB value (a file, or a DUMP payload given to
+    // RESTORE) makes Redis panic in the loader unless the module says it
+    // handles IO errors: rdb_load then sees the error and refuses the value.
+    // SAFETY: called from OnLoad with its context.
+    unsafe {
+        raw::RedisModule_SetModuleOptions.expect("SetModuleOptions")(
+            ctx.get_raw(),
+            raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int,
+        );
+    }
+    let commands: [(&std::ffi::CStr, RawCommand, &std::ffi::CStr); 4] = [
+        (c"ratecell.check", check_command, c"write deny-oom fast"),
+        (c"cl.throttle", throttle_command, c"write deny-oom fast"),
+        (
+            c"ratecell.checkall",
+            check_all_command,
+            c"write deny-oom getkeys-api",
+        ),
+        (c"ratecell.restore", restore_command, c"write deny-oom"),
     ];
     #[cfg(feature = "floor")]
+    if floor::FLOOR_TYPE.create_data_type(ctx.get_raw()).is_err() {
+        return Status::Err;
+    }
+    #[cfg(feature = "floor")]
     let commands = commands.into_iter().chain(floor::COMMANDS);
-    for (name, command) in commands {
+    for (name, command, flags) in commands {
         // SAFETY: called from OnLoad with its context; the strings are
         // static; the key is argument 1.
         let status = unsafe {
@@ -780,7 +845,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
                 ctx.get_raw(),
                 name.as_ptr(),
                 Some(command),
-                c"write deny-oom fast".as_ptr(),
+                flags.as_ptr(),
                 1,
                 1,
                 1,
@@ -800,6 +865,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 #[allow(missing_docs)]
 mod entry {
     use super::*;
+    // Named by the macro's expansion.
+    use redis_module::RedisResult;
 
     redis_module::redis_module! {
         name: "ratecell",
@@ -808,10 +875,7 @@ mod entry {
         data_types: [RATECELL_TYPE],
         init: init,
         info: info,
-        commands: [
-            ["ratecell.checkall", check_all, "write deny-oom getkeys-api", 1, 1, 1, ""],
-            ["ratecell.restore", restore, "write deny-oom", 1, 1, 1, ""],
-        ],
+        commands: [],
     }
 }
 
