@@ -1,236 +1,14 @@
-//! The module on real servers: redis-server processes started on free
-//! loopback ports, each stopped when its handle drops (also on a failed
-//! assertion). Every test is `#[ignore]`d in a plain `cargo test`, which has
-//! neither a server nor the built module; `scripts/redis-tests.sh` builds
-//! the module, sets `RATECELL_REDIS_MODULE` and runs them with `--ignored`.
+//! The module on real servers: decisions, persistence, replication,
+//! cluster routing and errors (the harness is in `support/`).
 
-use ratecell::{Algorithm, Clock, Config, Decision, Limiter};
+mod support;
+
+use ratecell::{Algorithm, Config, Limiter};
 use redis::{Connection, Value};
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
-
-const T0: u64 = 1_700_000_000_000_000_000;
-
-fn module() -> PathBuf {
-    let path = std::env::var_os("RATECELL_REDIS_MODULE")
-        .expect("set RATECELL_REDIS_MODULE to the built module (scripts/redis-tests.sh does)");
-    let path = PathBuf::from(path);
-    assert!(path.exists(), "{} does not exist", path.display());
-    path
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// A redis-server with the module loaded, in its own directory; killed on
-/// drop.
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-    /// Stopped to be restarted: its directory (RDB, AOF) stays.
-    keep_dir: bool,
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Server {
-        let dir = std::env::temp_dir().join(format!(
-            "ratecell-redis-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Server::start_in(dir, free_port(), extra)
-    }
-
-    fn start_in(dir: PathBuf, port: u16, extra: &[&str]) -> Server {
-        let module = module();
-        let mut args: Vec<String> = vec![
-            "--port".into(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--dir".into(),
-            dir.display().to_string(),
-            "--save".into(),
-            "".into(),
-            "--loadmodule".into(),
-            module.display().to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new("redis-server")
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH");
-        let server = Server {
-            child,
-            port,
-            dir,
-            keep_dir: false,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut c) = server.try_conn() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    break;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on {port} did not start"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn try_conn(&self) -> redis::RedisResult<Connection> {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?;
-        client.get_connection_with_timeout(Duration::from_secs(5))
-    }
-
-    fn conn(&self) -> Connection {
-        let c = self.try_conn().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        c
-    }
-
-    fn stop(mut self) -> (PathBuf, u16) {
-        self.keep_dir = true;
-        (self.dir.clone(), self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if !self.keep_dir {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-/// The six-integer reply as a Decision (`-1` is `u64::MAX`).
-fn decision(v: &[i64]) -> Decision {
-    assert_eq!(v.len(), 6, "six integers: {v:?}");
-    let u = |x: i64| if x == -1 { u64::MAX } else { x as u64 };
-    Decision {
-        allowed: v[0] == 1,
-        limit: u(v[1]),
-        remaining: u(v[2]),
-        retry_after_ns: u(v[3]),
-        reset_after_ns: u(v[4]),
-        wait_ns: u(v[5]),
-    }
-}
-
-fn check_cmd(key: &str, c: &Config, cost: u64, at: Option<u64>) -> redis::Cmd {
-    let mut cmd = redis::cmd("RATECELL.CHECK");
-    cmd.arg(key)
-        .arg(c.algorithm.name())
-        .arg(c.limit)
-        .arg(format!("{}ns", c.period_ns));
-    if c.burst != 0 {
-        cmd.arg("BURST").arg(c.burst);
-    }
-    if c.algorithm == Algorithm::BucketedWindow {
-        cmd.arg("SUBWINDOWS").arg(c.sub_windows);
-    }
-    cmd.arg("COST").arg(cost);
-    if let Some(t) = at {
-        cmd.arg("AT").arg(t);
-    }
-    cmd
-}
-
-fn check(con: &mut Connection, key: &str, c: &Config, cost: u64, at: Option<u64>) -> Decision {
-    decision(&check_cmd(key, c, cost, at).query::<Vec<i64>>(con).unwrap())
-}
-
-fn error_of(con: &mut Connection, args: &[&str]) -> String {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    match cmd.query::<Value>(con) {
-        Err(e) => e.to_string(),
-        Ok(v) => panic!("{args:?} answered {v:?}, not an error"),
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// Configurations that exercise every algorithm, small and odd ones too.
-fn configs() -> Vec<Config> {
-    let mut out = Vec::new();
-    for alg in Algorithm::ALL {
-        out.push(Config::new(alg, 5, 1_000_000_000));
-        out.push(Config::new(alg, 3, 7_000_000).sub_windows(7));
-        if alg.has_burst() {
-            out.push(Config::new(alg, 10, 60_000_000_000).burst(4));
-        }
-    }
-    out
-}
-
-/// A random trace: mostly forward, sometimes back; costs 0, in range and
-/// above the limit.
-fn trace(rng: &mut Rng, c: &Config, len: usize) -> Vec<(u64, u64)> {
-    let mut t = T0;
-    (0..len)
-        .map(|_| {
-            let step = rng.below(c.period_ns / 2 + 1);
-            t = if rng.below(8) == 0 {
-                t - step.min(t - T0 + c.period_ns)
-            } else {
-                t + step
-            };
-            let cost = match rng.below(10) {
-                0 => 0,
-                1 => c.limit + 1 + rng.below(3),
-                _ => 1 + rng.below(c.limit.min(4)),
-            };
-            (t, cost)
-        })
-        .collect()
-}
-
-fn limiter(c: &Config) -> Limiter {
-    Limiter::with_clock(*c, Clock::manual(T0).0).unwrap()
-}
-
-/// Runs a trace through the server (pipelined, with AT) and the in-process
-/// limiter and asserts identical decisions.
-fn assert_same(con: &mut Connection, key: &str, c: &Config, trace: &[(u64, u64)], l: &Limiter) {
-    let mut pipe = redis::pipe();
-    for &(t, cost) in trace {
-        pipe.add_command(check_cmd(key, c, cost, Some(t)));
-    }
-    let replies: Vec<Vec<i64>> = pipe.query(con).unwrap();
-    for (i, (&(t, cost), r)) in trace.iter().zip(&replies).enumerate() {
-        let want = l.check_at(cost, t);
-        assert_eq!(decision(r), want, "{c:?}, step {i}: cost {cost} at {t}");
-    }
-}
+use support::*;
 
 #[test]
 #[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
@@ -782,6 +560,90 @@ fn cl_throttle_answers_in_redis_cells_shape() {
     assert_eq!(replies[5][..3], [1, 5, 0]);
     assert!((9..=10).contains(&replies[5][3]), "{:?}", replies[5]);
     assert!((49..=50).contains(&replies[5][4]), "{:?}", replies[5]);
+}
+
+/// `encoding1.rdb` was saved by the module before its values were made
+/// compact (encoding 1): seven keys `v1:<algorithm>`, each `<algorithm> 5
+/// 1s` (bucketed window: 5 sub-windows) checked three times with `AT` at
+/// T0, T0 + 1 ms and T0 + 2 ms, and one CL.THROTTLE key made persistent.
+/// It still loads, and every state carries on as the in-process limiter
+/// would.
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn an_rdb_of_the_first_encoding_still_loads() {
+    let dir = std::env::temp_dir().join(format!(
+        "ratecell-redis-v1-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("dump.rdb"), include_bytes!("encoding1.rdb")).unwrap();
+    let server = Server::start_in(dir, free_port(), &["--enable-debug-command", "yes"]);
+    let mut con = server.conn();
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(keys, 8);
+    for alg in Algorithm::ALL {
+        let c = Config::new(alg, 5, 1_000_000_000).sub_windows(5);
+        let l = limiter(&c);
+        for i in 0..3 {
+            l.check_at(1, T0 + i * 1_000_000);
+        }
+        for i in 3..8 {
+            let t = T0 + i * 1_000_000;
+            let key = format!("v1:{}", alg.name());
+            assert_eq!(
+                check(&mut con, &key, &c, 1, Some(t)),
+                l.check_at(1, t),
+                "{alg} at {i} ms"
+            );
+        }
+    }
+    let kind: String = redis::cmd("TYPE")
+        .arg("v1:throttle")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(kind, "ratecell1");
+    // Saved again, it is saved in the current encoding, and loads again.
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(keys, 8);
+}
+
+/// Replays `redis_cell_replies.csv`, recorded from redis-cell 0.5.0: every
+/// key's requests pipelined on a fresh key, as recorded, and every reply
+/// equal to redis-cell's.
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn cl_throttle_answers_as_redis_cell_did() {
+    let server = Server::start(&[]);
+    let mut con = server.conn();
+    let recorded = include_str!("redis_cell_replies.csv");
+    // Per key: its requests (max_burst, count, period, quantity), replies.
+    type Group = (String, Vec<[i64; 4]>, Vec<Vec<i64>>);
+    let mut groups: Vec<Group> = Vec::new();
+    for line in recorded.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<i64> = line.split(',').map(|v| v.parse().unwrap()).collect();
+        let key = format!("cell:{}", f[0]);
+        if groups.last().is_none_or(|g| g.0 != key) {
+            groups.push((key.clone(), Vec::new(), Vec::new()));
+        }
+        let g = groups.last_mut().unwrap();
+        g.1.push([f[1], f[2], f[3], f[4]]);
+        g.2.push(f[5..].to_vec());
+    }
+    let mut compared = 0;
+    for (key, requests, want) in &groups {
+        let mut pipe = redis::pipe();
+        for r in requests {
+            pipe.cmd("CL.THROTTLE").arg(key).arg(&r[..]);
+        }
+        let got: Vec<Vec<i64>> = pipe.query(&mut con).unwrap();
+        for ((r, w), g) in requests.iter().zip(want).zip(&got) {
+            assert_eq!(g, w, "CL.THROTTLE {key} {r:?}");
+            compared += 1;
+        }
+    }
+    assert!(compared > 9_000, "{compared}");
 }
 
 /// Sends a command to the node that owns its slot, following MOVED.

@@ -64,6 +64,12 @@ impl Server {
             "--loadmodule".into(),
             module.display().to_string(),
         ];
+        // RATECELL_REDIS_LOG=<dir>: keep each server's log there (its
+        // port in the name), for a test that fails.
+        if let Some(logs) = std::env::var_os("RATECELL_REDIS_LOG") {
+            let log = PathBuf::from(logs).join(format!("redis-{port}.log"));
+            args.extend(["--logfile".into(), log.display().to_string()]);
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new("redis-server")
             .args(&args)
