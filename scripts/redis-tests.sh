@@ -6,12 +6,16 @@
 #      bindgen step);
 #   2. cargo fmt --check, clippy -D warnings and the unit tests of
 #      ratecell-redis; cargo build --release of the module;
-#   3. the server tests (bindings/redis/tests/server.rs, run with --ignored):
+#   3. the server tests (bindings/redis/tests/*.rs, run with --ignored):
 #      each starts its own redis-server(s) on free 127.0.0.1 ports and stops
 #      them when it ends, passing or not (AT traces equal to the in-process
-#      Limiter, PTTL, a million keys' memory, RDB/AOF restarts, a replica
-#      promoted, a three-master cluster, one-instant races, named errors and
-#      an argument fuzz);
+#      Limiter, PTTL, a million keys' memory, RDB/AOF restarts, an RDB of
+#      the first encoding, a replica promoted, a three-master cluster,
+#      one-instant races, named errors, CL.THROTTLE against replies recorded
+#      from redis-cell, hostile arguments in every position and hostile
+#      stored states through RATECELL.RESTORE and RESTORE of DUMP payloads);
+#      then memory per key against the floor of any module data type
+#      (scripts/redis-memory.sh, which builds the module with `floor`);
 #   4. the Python client (ratecell.redis, installed with the `redis` extra
 #      into a venv under the target dir, plus uvicorn and starlette for the
 #      HTTP middlewares' tests) and the Go client
@@ -63,7 +67,7 @@ step clippy-floor timeout 1800 cargo clippy -p ratecell-redis --all-targets --re
 step build timeout 1800 cargo build -p ratecell-redis --release --quiet
 step unit timeout 600 cargo test -p ratecell-redis --release --quiet --lib
 step servers env RATECELL_REDIS_MODULE="$module" \
-    timeout 900 cargo test -p ratecell-redis --release --quiet --test server -- --ignored --test-threads 2
+    timeout 900 cargo test -p ratecell-redis --release --quiet --tests -- --ignored --test-threads 2
 
 # One server for the clients, stopped on exit whatever happens.
 port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
@@ -71,6 +75,7 @@ dir="$(mktemp -d)"
 redis_pid=""
 stop_server() {
     [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+    redis_pid=""
     rm -rf "$dir"
 }
 trap stop_server EXIT
@@ -115,5 +120,11 @@ go_client() {
         RATECELL_REDIS_ADDR="127.0.0.1:$port" timeout 300 "$go" test -count=1 ./...)
 }
 step go go_client
+
+# Memory per key against the floor of any module type, in one run (the
+# table in bindings/redis/README.md comes from the same script at N=100000).
+# Last: it rebuilds the module with the `floor` feature in place.
+stop_server
+step memory env N=20000 CHECK=1 timeout 600 scripts/redis-memory.sh
 
 steps_summary
