@@ -735,7 +735,7 @@ fn direct_and_keyed_case(seed: u64) -> Result<(), TestCaseError> {
 
 fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
     let mut rng = Rng(seed | 1);
-    let mut pick = |rng: &mut Rng| {
+    let pick = |rng: &mut Rng| {
         let algorithm = Algorithm::ALL[rng.below(7) as usize];
         state_fuzz_config(rng, algorithm)
     };

@@ -1007,7 +1007,7 @@ impl<W: Words + ?Sized> Words for Shifted<'_, W> {
         self.words.get(self.at + i)
     }
     fn set(&mut self, _: usize, _: u64) {
-        unreachable!("is_fresh_at, is_valid and saved_words only read")
+        unreachable!("is_fresh_at, validate and saved_words only read")
     }
 }
 
