@@ -187,7 +187,9 @@ impl Config {
         if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&period) {
             return err(
                 Field::PeriodNs,
-                format!("{period} is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (1 µs to 366 days)"),
+                format!(
+                    "{period} ns is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} ns (1 µs to 366 days)"
+                ),
             );
         }
         let burst = match self.burst {

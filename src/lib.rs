@@ -74,6 +74,7 @@ mod cell;
 mod clock;
 mod config;
 mod decision;
+mod duration;
 mod fork;
 /// The specification every limiter follows: what a request decides, for
 /// each algorithm, and the C ABI's contract. The API docs cite it as
@@ -108,6 +109,7 @@ pub use config::{
     MAX_PERIOD_NS, MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow, ReconfigureError,
 };
 pub use decision::Decision;
+pub use duration::{DurationError, parse_duration};
 pub use keyed::KeyedLimiter;
 pub use limiter::Limiter;
 pub use multi::{MAX_LIMITS, MultiDecision};

@@ -5,8 +5,8 @@
 //! tested without a server.
 
 use ratecell::{
-    Algorithm, Config, ConfigError, Field, MAX_LIMIT, MAX_PERIOD_NS, MAX_SUB_WINDOWS,
-    MIN_PERIOD_NS, state::Rule,
+    Algorithm, Config, ConfigError, Field, MAX_PERIOD_NS, MAX_SUB_WINDOWS, MIN_PERIOD_NS,
+    state::Rule,
 };
 
 /// The largest sliding-log limit the module accepts: its state keeps one
@@ -61,35 +61,14 @@ pub fn number(arg: &[u8], name: &str, range: &str) -> Result<u64, String> {
         })
 }
 
-/// Parses a period: a positive integer with one of the units
-/// `ns us ms s m h d` (SPEC.md §7).
+/// Parses a period in the library's grammar (SPEC.md §2: `250ms`, `1.5s`,
+/// `1h`), from 1 µs to 366 days.
 pub fn period(arg: &[u8]) -> Result<u64, String> {
-    let bad = || {
-        format!(
-            "ERR period must be a positive integer with a unit (ns, us, ms, s, m, h, d) from 1us to 366d, got '{}'",
-            text(arg)
-        )
-    };
-    let s = std::str::from_utf8(arg).map_err(|_| bad())?;
-    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
-    let (value, unit) = s.split_at(digits);
-    let scale: u64 = match unit {
-        "ns" => 1,
-        "us" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "m" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        "d" => 86_400_000_000_000,
-        _ => return Err(bad()),
-    };
-    let ns = value
-        .parse::<u64>()
-        .ok()
-        .and_then(|v| v.checked_mul(scale))
-        .ok_or_else(bad)?;
+    let bad = |why: String| format!("ERR period '{}' {why}", text(arg));
+    let s = std::str::from_utf8(arg).map_err(|_| bad("is not a duration".into()))?;
+    let ns = ratecell::parse_duration(s).map_err(|e| bad(e.to_string()))?;
     if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&ns) {
-        return Err(bad());
+        return Err(bad(format!("is outside 1us..=366d ({ns} ns)")));
     }
     Ok(ns)
 }
@@ -185,10 +164,8 @@ fn limit<'a>(
         match () {
             _ if is("BURST") => {
                 dup(&mut seen_burst, "BURST")?;
-                let b = number(value("BURST")?, "BURST", "1..=4294967295")?;
-                if b == 0 {
-                    return Err(format!("ERR BURST must be in 1..={MAX_LIMIT}, got 0"));
-                }
+                // 0 is "the limit", as in every other form (SPEC.md §2).
+                let b = number(value("BURST")?, "BURST", "0..=4294967295")?;
                 config = config.burst(b);
             }
             _ if is("SUBWINDOWS") => {
@@ -324,9 +301,9 @@ mod tests {
         assert_eq!(period(b"250ms").unwrap(), 250_000_000);
         assert_eq!(period(b"1us").unwrap(), 1_000);
         assert_eq!(period(b"2d").unwrap(), 2 * 86_400_000_000_000);
-        for bad in [
-            "", "1", "ms", "1.5s", "-1s", "1S", "0s", "999ns", "367d", "1 s",
-        ] {
+        assert_eq!(period(b"1.5s").unwrap(), 1_500_000_000);
+        assert_eq!(period(b"250\xc2\xb5s").unwrap(), 250_000);
+        for bad in ["", "1", "ms", "-1s", "1S", "0s", "999ns", "367d", "1 s"] {
             assert!(
                 period(bad.as_bytes()).unwrap_err().contains("period"),
                 "{bad}"
@@ -353,7 +330,7 @@ mod tests {
             ("k gcra x 1s", "limit"),
             ("k nope 1 1s", "algorithm"),
             ("k gcra 1 1x", "period"),
-            ("k gcra 1 1s BURST 0", "BURST"),
+            ("k gcra 1 1s BURST x", "BURST"),
             ("k gcra 1 1s BURST", "BURST"),
             ("k bucketed_window 1 1s SUBWINDOWS 7", "SUBWINDOWS"),
             ("k bucketed_window 1 1s SUBWINDOWS 65", "SUBWINDOWS"),

@@ -327,7 +327,15 @@ fn bad_arguments_are_named_errors_and_random_ones_never_crash() {
         (&["RATECELL.CHECK", "k", "gcra", "1", "1"], "period"),
         (&["RATECELL.CHECK", "k", "gcra", "1", "0s"], "period"),
         (
-            &["RATECELL.CHECK", "k", "gcra", "1", "1s", "BURST", "0"],
+            &[
+                "RATECELL.CHECK",
+                "k",
+                "gcra",
+                "1",
+                "1s",
+                "BURST",
+                "4294967296",
+            ],
             "BURST",
         ),
         (

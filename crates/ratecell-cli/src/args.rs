@@ -484,42 +484,11 @@ impl LimitSpec {
     }
 }
 
-/// Parses `1s`, `1.5s`, `100ms`, `250us` (or `µs`), `10ns`, `1m`/`1min`,
-/// `1h`, `1d`; a plain number is nanoseconds. Exact: no floating point.
-pub fn parse_duration(s: &str) -> Result<u64, &'static str> {
-    const BAD: &str = "is not a duration (examples: 1s, 1.5s, 100ms, 1m, 250us, 1500ns)";
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let scale: u128 = match unit.trim() {
-        "" | "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "m" | "min" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        "d" => 86_400_000_000_000,
-        _ => return Err(BAD),
-    };
-    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-    let whole = if whole.is_empty() && !frac.is_empty() {
-        0
-    } else {
-        u128::from(parse_u64(whole).ok_or(BAD)?)
-    };
-    let mut ns = whole.checked_mul(scale).ok_or("is too long")?;
-    if !frac.is_empty() {
-        let f = parse_u64(frac).ok_or(BAD)?;
-        let digits = u32::try_from(frac.chars().filter(|&c| c != '_').count()).map_err(|_| BAD)?;
-        let denom = 10u128.checked_pow(digits).ok_or(BAD)?;
-        let part = u128::from(f) * scale;
-        if part % denom != 0 {
-            return Err("is not a whole number of nanoseconds");
-        }
-        ns += part / denom;
-    }
-    u64::try_from(ns).map_err(|_| "is too long")
+/// Parses a duration as SPEC §2 writes it (`1s`, `1.5s`, `100ms`,
+/// `250us`, `1m`): the library's grammar, the one the Redis module and the
+/// bindings read too.
+pub fn parse_duration(s: &str) -> Result<u64, ratecell::DurationError> {
+    ratecell::parse_duration(s)
 }
 
 /// A duration in the largest unit that shows it exactly (or to 3 decimals).
@@ -609,23 +578,6 @@ pub fn describe(config: &Config) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_exactly() {
-        assert_eq!(parse_duration("1s"), Ok(1_000_000_000));
-        assert_eq!(parse_duration("1.5s"), Ok(1_500_000_000));
-        assert_eq!(parse_duration("100ms"), Ok(100_000_000));
-        assert_eq!(parse_duration("1m"), Ok(60_000_000_000));
-        assert_eq!(parse_duration("250us"), Ok(250_000));
-        assert_eq!(parse_duration("250µs"), Ok(250_000));
-        assert_eq!(parse_duration("1500"), Ok(1500));
-        assert_eq!(parse_duration("1500ns"), Ok(1500));
-        assert!(parse_duration("1.0000000001s").is_err());
-        assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("1 parsec").is_err());
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("99999999999d").is_err());
-    }
 
     #[test]
     fn durations_format_back() {

@@ -745,7 +745,7 @@ fn bad_options_name_the_option_and_its_range() {
         ),
         (
             &["simulate", "--period", "10ns"],
-            "--period: 10 is outside 1000..=",
+            "--period: 10 ns is outside 1000..=",
         ),
         (
             &["simulate", "--period", "soon"],
