@@ -57,12 +57,18 @@ venv() {
 run_pytest() {
     local dir="$out/pytest-cwd"
     mkdir -p "$dir"
-    (cd "$dir" && RATECELL_EXPECT_BUNDLED=1 "$1/bin/python" -m pytest -p no:cacheprovider \
+    # -rs lists every skip with its reason: a whole file skipped for a
+    # missing module is a failure (this script installs what they need).
+    (cd "$dir" && RATECELL_EXPECT_BUNDLED=1 "$1/bin/python" -m pytest -p no:cacheprovider -rs \
         -c "$root/bindings/python/pyproject.toml" --rootdir "$root/bindings/python" \
-        "$root/bindings/python/tests")
-    local status=$?
+        "$root/bindings/python/tests") | tee "$dir/pytest.out"
+    local status=${PIPESTATUS[0]}
     if [ "$status" -eq 5 ]; then
         echo "pytest collected no tests" >&2
+        return 1
+    fi
+    if grep -q "could not import" "$dir/pytest.out"; then
+        echo "a test file was skipped for a module this script should have installed" >&2
         return 1
     fi
     return "$status"
@@ -83,7 +89,8 @@ installed() {
 editable() {
     local env="$target/python-venv-editable"
     venv "$env" || return 1
-    "$env/bin/python" -m pip install --quiet --disable-pip-version-check pytest numpy ||
+    "$env/bin/python" -m pip install --quiet --disable-pip-version-check pytest numpy \
+        uvicorn starlette ||
         return 1
     "$env/bin/python" -m pip install --quiet --disable-pip-version-check -e ./bindings/python ||
         return 1

@@ -11,7 +11,8 @@
 #      then a C program via pkg-config and a C++ one via CMake).
 #   7. the Redis module and its Python and Go clients, on real servers
 #      (its clippy and tests run there, after the system packages it needs
-#      are installed, so steps 1-2 leave it out).
+#      are installed, so steps 1-2 leave it out);
+#   8. that no step left a file in the temporary directory.
 # Each step installs or finds what it needs. Prints one line per step and a
 # last line "N passed, M failed" counting steps; exits non-zero if any failed.
 set -uo pipefail
@@ -49,6 +50,17 @@ prune() {
     [ -n "${CI:-}" ] && rm -rf "$@"
     return 0
 }
+# Every step's temporary files go to one fresh directory, which must be
+# empty at the end: a test that leaves a file behind fails the run (pytest's
+# own numbered base directories, which it keeps by design, excepted).
+suite_tmp="$(mktemp -d)"
+export TMPDIR="$suite_tmp"
+nothing_left_behind() {
+    local left
+    left="$(find "$suite_tmp" -mindepth 1 -maxdepth 1 ! -name 'pytest-of-*' | head -20)"
+    [ -z "$left" ] || { echo "left in $suite_tmp: $left" >&2; return 1; }
+    rm -rf "$suite_tmp"
+}
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
 step fmt cargo fmt --all -- --check
@@ -62,5 +74,6 @@ step c-cpp scripts/c-tests.sh
 [ -x scripts/python-tests.sh ] && step python scripts/python-tests.sh
 step install scripts/install-tests.sh
 [ -x scripts/redis-tests.sh ] && step redis scripts/redis-tests.sh
+step tmp nothing_left_behind
 
 steps_summary

@@ -369,6 +369,14 @@ impl Twin {
     }
 }
 
+/// The file persisted limiters are opened on (removed when the run ends).
+fn persisted_path() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "ratecell-fuzz-persisted-{}.snap",
+        std::process::id()
+    ))
+}
+
 struct Fuzz {
     rng: Rng,
     seed: u64,
@@ -1021,11 +1029,7 @@ impl Fuzz {
     /// the same configs.
     fn persisted(&mut self) {
         use ratecell_status::*;
-        let dir = std::env::temp_dir();
-        let path = dir.join(format!(
-            "ratecell-fuzz-persisted-{}.snap",
-            std::process::id()
-        ));
+        let path = persisted_path();
         if self.rng.chance(2) {
             let _ = std::fs::remove_file(&path);
         }
@@ -1641,6 +1645,7 @@ fn random_call_sequences_never_panic_leak_or_lie() {
         unsafe { ratecell_limiter_free(l) };
     }
     fuzz.twins = Default::default();
+    let _ = std::fs::remove_file(persisted_path());
     let live_after = LIVE.load(Relaxed);
     assert_eq!(live_after, live_before, "allocations leaked (seed {seed})");
     assert!(
