@@ -491,7 +491,11 @@ pub fn parse_duration(s: &str) -> Result<u64, ratecell::DurationError> {
     ratecell::parse_duration(s)
 }
 
-/// A duration in the largest unit that shows it exactly (or to 3 decimals).
+/// A duration in the largest unit that shows it exactly with at most
+/// three decimals and fewer than a thousand whole units (`1.5ms`, `65s`,
+/// never a rounded `1.083m`), so a period prints as it parses back; a
+/// duration no unit shows so (a trace's span) is rounded to three decimals
+/// of the largest unit (`1157.481d`).
 pub fn format_duration(ns: u64) -> String {
     const UNITS: [(u64, &str); 6] = [
         (86_400_000_000_000, "d"),
@@ -499,23 +503,31 @@ pub fn format_duration(ns: u64) -> String {
         (60_000_000_000, "m"),
         (1_000_000_000, "s"),
         (1_000_000, "ms"),
-        (1_000, "µs"),
+        (1_000, "us"),
     ];
     if ns == 0 {
         return "0s".to_string();
     }
-    for (scale, unit) in UNITS {
-        if ns >= scale {
-            if ns % scale == 0 {
-                return format!("{}{unit}", ns / scale);
-            }
-            let x = ns as f64 / scale as f64;
-            let s = format!("{x:.3}");
-            let s = s.trim_end_matches('0').trim_end_matches('.');
-            return format!("{s}{unit}");
-        }
+    let exact = UNITS.iter().find(|&&(scale, _)| {
+        let whole = ns / scale;
+        whole >= 1 && (whole < 1_000 || scale == UNITS[0].0) && ns % (scale / 1_000) == 0
+    });
+    if let Some(&(scale, unit)) = exact {
+        let (whole, rest) = (ns / scale, (ns % scale) / (scale / 1_000));
+        return if rest == 0 {
+            format!("{whole}{unit}")
+        } else {
+            let decimals = format!("{rest:03}");
+            format!("{whole}.{}{unit}", decimals.trim_end_matches('0'))
+        };
     }
-    format!("{ns}ns")
+    match UNITS.iter().find(|&&(scale, _)| ns >= scale) {
+        Some(&(scale, unit)) => {
+            let s = format!("{:.3}", ns as f64 / scale as f64);
+            format!("{}{unit}", s.trim_end_matches('0').trim_end_matches('.'))
+        }
+        None => format!("{ns}ns"),
+    }
 }
 
 /// A number without trailing zeros: `decimals` places at 1 and above, and
@@ -581,12 +593,16 @@ mod tests {
 
     #[test]
     fn durations_format_back() {
-        for s in ["1s", "1.5s", "100ms", "1m", "250µs", "1500ns", "2h", "366d"] {
+        for s in [
+            "1s", "1.5s", "100ms", "1m", "250us", "1500ns", "2h", "366d", "65s", "1.001s",
+        ] {
             let ns = parse_duration(s).unwrap();
             assert_eq!(parse_duration(&format_duration(ns)), Ok(ns), "{s}");
         }
         assert_eq!(format_duration(1_000_000_000), "1s");
         assert_eq!(format_duration(1_500_000), "1.5ms");
+        assert_eq!(format_duration(65_000_000_000), "65s");
+        assert_eq!(format_duration(1_234_567), "1.235ms");
     }
 
     #[test]

@@ -94,13 +94,13 @@ fn simulated(out: &mut dyn Write) -> Result<(), CliError> {
         );
     }
     t.row(
-        std::iter::once("(seed, Java)".to_string())
+        std::iter::once("article (Java)".to_string())
             .chain(SEED_TOKEN_BUCKET.iter().map(|x| format!("{x:.2}"))),
     );
     write!(out, "{}", t.render())?;
     writeln!(
         out,
-        "  (seed, Java): what the seed's own token bucket measured, for reference.\n"
+        "  article (Java): the token bucket of \"Rate Limiting Part 1\", as that article measured it.\n"
     )?;
 
     writeln!(

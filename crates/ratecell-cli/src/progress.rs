@@ -3,7 +3,7 @@
 //! lasted about a second, so short runs and piped output never see one.
 //! The bar is erased when the run ends: the report follows on stdout.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -38,16 +38,22 @@ impl Progress {
             let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::hidden());
             let counts = match unit {
                 Unit::Bytes => "{binary_bytes}/{binary_total_bytes}  {binary_bytes_per_sec}",
-                Unit::Items(_) => "{human_pos}/{human_len} {msg}  {per_sec}",
+                Unit::Items(_) => "{human_pos}/{human_len} {msg}  {rate}",
             };
             let template = match total {
                 Some(_) => {
                     format!("{{prefix}} [{{bar:30}}] {{percent:>3}}%  {counts}  eta {{eta}}")
                 }
-                None => "{prefix} {spinner} {human_pos} {msg}  {per_sec}".to_string(),
+                None => "{prefix} {spinner} {human_pos} {msg}  {rate}".to_string(),
             };
             let style = ProgressStyle::with_template(&template)
                 .expect("the templates are valid")
+                .with_key(
+                    "rate",
+                    |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = w.write_str(&rate(state.per_sec()));
+                    },
+                )
                 .progress_chars("#>-");
             bar.set_style(style);
             bar.set_prefix(message);
@@ -90,5 +96,33 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// Items per second in three significant figures with a k or M suffix
+/// (`3.57M/s`, `812/s`): indicatif's own shows every digit and four
+/// decimals.
+fn rate(per_sec: f64) -> String {
+    let (value, suffix) = match per_sec {
+        r if r >= 1e6 => (r / 1e6, "M"),
+        r if r >= 1e3 => (r / 1e3, "k"),
+        r => (r, ""),
+    };
+    let places = match value {
+        v if v >= 100.0 => 0,
+        v if v >= 10.0 => 1,
+        _ => 2,
+    };
+    format!("{value:.places$}{suffix}/s")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rates_have_three_figures() {
+        assert_eq!(super::rate(3_574_235.503_1), "3.57M/s");
+        assert_eq!(super::rate(81_234.0), "81.2k/s");
+        assert_eq!(super::rate(812.4), "812/s");
+        assert_eq!(super::rate(2.5), "2.50/s");
     }
 }

@@ -81,6 +81,10 @@ pub struct ReplayArgs {
     /// Print every line's decision
     #[arg(long)]
     decisions: bool,
+    /// Skip lines that cannot be read (access logs have some), count them and name the first,
+    /// instead of stopping at the first
+    #[arg(long = "skip-bad-lines")]
+    skip_bad_lines: bool,
     /// How many of the most limited keys to list, 1..=1000
     #[arg(long, value_name = "N", default_value = "10", value_parser = args::u64_in(1, 1000))]
     top: u64,
@@ -526,6 +530,10 @@ struct Replay<'a> {
     /// The first of them and the one furthest back: line, how far back.
     first_backwards: Option<(u64, u64)>,
     largest_backwards: Option<(u64, u64)>,
+    /// Lines skipped as unreadable (--skip-bad-lines), and the first's
+    /// number and reason.
+    bad: u64,
+    first_bad: Option<String>,
 }
 
 impl Replay<'_> {
@@ -782,6 +790,8 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
         backwards: 0,
         first_backwards: None,
         largest_backwards: None,
+        bad: 0,
+        first_bad: None,
     };
     let mut csv = CsvLine::new();
     let mut raw = Vec::new();
@@ -815,6 +825,12 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
         match parsed {
             Ok(Some(r)) => replay.request(line, &r, out)?,
             Ok(None) => {}
+            Err(BadField { field, problem }) if a.skip_bad_lines => {
+                replay.bad += 1;
+                replay
+                    .first_bad
+                    .get_or_insert_with(|| format!("line {line}: field '{field}': {problem}"));
+            }
             Err(BadField { field, problem }) => {
                 out.flush()?;
                 // A first line that cannot be read may be a wrong guess.
@@ -941,8 +957,15 @@ fn report(
         count(total.requests, "request"),
         count(replay.per_key.len() as u64, "key"),
         format_duration(replay.span.map_or(0, |(a, b)| b - a)),
-        lines - total.requests
+        lines - total.requests - replay.bad
     )?;
+    if let Some(first) = &replay.first_bad {
+        writeln!(
+            out,
+            "  {} skipped as unreadable (the first, {first})",
+            count(replay.bad, "bad line"),
+        )?;
+    }
     if let (Some((first, first_back)), Some((far, far_back))) =
         (replay.first_backwards, replay.largest_backwards)
     {

@@ -722,6 +722,15 @@ fn a_bad_line_names_its_number_and_field() {
         err.trim_end(),
         "ratecell: bad_cost.csv:4: field 'cost': \"abc\" is not an unsigned integer"
     );
+    // Skipped, counted and named on request; the other lines replayed.
+    let report = ok(&["replay", "bad_cost.csv", "--skip-bad-lines"]);
+    assert!(report.contains("3 requests"), "{report}");
+    assert!(
+        report.contains(
+            "1 bad line skipped as unreadable (the first, line 4: field 'cost': \"abc\" is not an unsigned integer)"
+        ),
+        "{report}"
+    );
     let err = fails(&["replay", "bad_time.log"], 2);
     assert!(err.contains("bad_time.log:3: field 'time':"), "{err}");
     assert!(err.contains("31/Nov/2023"), "{err}");
