@@ -139,12 +139,10 @@ impl At for &Clock {
 /// The TSC, read inline, converted at quanta's rate and offset onto the
 /// UNIX timeline.
 ///
-/// Through quanta a read was a call (`quanta::Clock::raw`, which matches
-/// on its clock's kind), a second match and a 128-bit shift by a variable
-/// count: about 30 instructions around the `rdtsc`, where this takes 9.
-/// On an AMD EPYC guest the counter's read costs 9.6 ns and about 60
-/// instructions beside it are free; each further instruction of a check
-/// costs time (`examples/hotpath.rs`, `direct-gcra-tsc`).
+/// Read inline rather than through quanta, whose read is a call
+/// (`quanta::Clock::raw` matches on its clock's kind), a second match and
+/// a 128-bit shift by a variable count: a check issues its instructions
+/// beside the counter's read, and only so many fit there for free.
 #[derive(Clone, Copy, Debug)]
 struct TscClock {
     base_tsc: u64,

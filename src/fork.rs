@@ -42,10 +42,9 @@
 //! key) is not counted: its header is registered here when the block is
 //! made, and the prepare handler takes every registered latch itself (so
 //! none is held by another thread across the fork, and every block is
-//! whole), releasing them in both parent and child. Counting cost a
-//! latched two-limit check about 3 ns of 27.6 (`examples/hotpath.rs`,
-//! `multi-direct-token_bucket+sliding_window`): the count's store and the
-//! flag's load, not the RMW's lock (a plain store measured the same).
+//! whole), releasing them in both parent and child. Counting would put a
+//! store and a load on every latched check for an event (a fork) that
+//! almost never happens.
 //!
 //! The alternative, a holder word per block and a takeover in the child
 //! that marks the block spent, costs a word per key and a write per check,

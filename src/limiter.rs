@@ -123,9 +123,7 @@ impl Engine {
     /// Always inlined: with the several-limits arms' pair dispatch in it,
     /// the inliner otherwise keeps this match out of line and inlines its
     /// caller instead, and a single-limit check then gets its decision
-    /// back through memory: 11.5 -> 15.8 ns for GCRA at the caller's time,
-    /// 14.6 -> 27.5 ns for the token bucket (`examples/hotpath.rs`, cases
-    /// `direct-*-at`), for the same instruction count.
+    /// back through memory (a store-forwarding stall on every check).
     #[allow(
         clippy::inline_always,
         reason = "see above: the inliner's own choice costs a single-limit check a third"
@@ -153,15 +151,10 @@ impl Engine {
     /// engines decide out of line ([`Engine::decision_elsewhere`]) and
     /// return theirs as six words (`decision::Words`), built back into a
     /// `Decision` field by field.
-    /// Through the one [`Engine::decide`] match, the block arms' calls
-    /// were handed a pointer to the place where every arm's decision
-    /// meets, so GCRA's decision went through memory too: stored, copied,
-    /// and loaded back stalled on store forwarding (perf put a quarter of
-    /// a check's samples on that load). GCRA's `check(1)` went from 23.9
-    /// to 13.0 ns on the TSC clock and from 12.1 to 6.0 at the caller's
-    /// time (`examples/hotpath.rs`, `direct-gcra-tsc` and
-    /// `direct-gcra-at`, thread CPU time, with the reciprocal of
-    /// `algorithm::Divisor`).
+    /// Not through the one [`Engine::decide`] match: there the block arms'
+    /// calls are handed a pointer to the place where every arm's decision
+    /// meets, so the word arms' decisions would go through memory too,
+    /// and be loaded back with a store-forwarding stall.
     #[allow(
         clippy::inline_always,
         reason = "as for `decide`: a call would return the decision through memory"
@@ -182,22 +175,16 @@ impl Engine {
     }
 
     /// [`Engine::decision`] for the engines that keep their states in a
-    /// block (one limit or several), as words. Written to a `&mut Decision`
-    /// and copied back, the caller's 16-byte loads over the callee's
-    /// one-byte `allowed` and its padding failed store forwarding: as
-    /// words, token bucket and sliding window together take 37.5 ns
-    /// instead of 40.8, sliding log 43.7 instead of 48.3 (criterion,
-    /// `multi/direct/token_bucket+sliding_window/at` and
-    /// `direct_allowed/ratecell/sliding_log/at`, same run).
+    /// block (one limit or several), as words: written to a `&mut
+    /// Decision` and copied back, the caller's 16-byte loads over the
+    /// callee's one-byte `allowed` and its padding fail store forwarding.
     ///
     /// Only the block arms, each handing over to its cell's own
     /// out-of-line check (`BlockCell::decide_words`, a tail call that
     /// writes the words straight to the caller's slot): through the whole
-    /// [`Engine::decide`] match, this function saved every register the
-    /// word arms use and copied the block's decision from one slot to
-    /// another: 32.7 -> 29.4 ns, 490 -> 451 instructions for token bucket
-    /// and sliding window together (`examples/hotpath.rs`,
-    /// `multi-direct-token_bucket+sliding_window`).
+    /// [`Engine::decide`] match, this function would save every register
+    /// the word arms use and copy the block's decision from one slot to
+    /// another.
     #[inline(never)]
     fn decision_elsewhere(&self, t: u64, n: u64) -> crate::decision::Words {
         match self {
@@ -227,10 +214,9 @@ impl Engine {
     /// would), without the rest of the decision: each arm is inlined into
     /// the caller, so the arithmetic only the `Decision` needs (GCRA's
     /// division for `remaining`, the retry and reset times) is dropped.
-    /// Always inlined: left to the inliner, this match was a call, whose
-    /// entry, exit and spills were a third of `allow()`'s instructions
-    /// (callgrind, hotpath `direct-gcra-tsc-allow`: 85 -> 63 instructions,
-    /// `direct-gcra-coarse-allow` 79 -> 60 and 4.5 -> 3.9 ns).
+    /// Always inlined: left to the inliner, this match is a call, whose
+    /// entry, exit and spills would be a third of `allow()`'s
+    /// instructions.
     #[allow(
         clippy::inline_always,
         reason = "see above: the inliner leaves the eight arms out of line"

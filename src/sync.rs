@@ -25,8 +25,7 @@ pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
 /// bucket, fixed and sliding window): portable-atomic's, whose load and CAS
 /// are calls. Not [`SlotU128`]: inline, the two operations' feature test
 /// and fallback call make the cell's check too big for the inliner, whose
-/// decision then comes back through memory (a token bucket's direct check
-/// 9.4 → 29.8 ns, `hotpath direct-token_bucket-at`).
+/// decision then comes back through memory.
 #[cfg(not(ratecell_loom))]
 pub(crate) use portable_atomic::AtomicU128;
 
@@ -36,10 +35,8 @@ pub(crate) use portable_atomic::AtomicU128;
 /// [`AtomicU128`]. Both checks are out of line anyway (the table's; the
 /// two limits' one copy per pair of rules, too large for the inliner), so
 /// the size costs nothing there, and the two calls, their spills and the
-/// CAS's result through memory go (direct GCRA + fixed window: 272 → 262
-/// instructions, 17.9 → 17.4 ns, `hotpath multi-direct-gcra+fixed_window`);
-/// elsewhere, and under Miri (which runs no inline assembly),
-/// portable-atomic's.
+/// CAS's result through memory go; elsewhere, and under Miri (which runs
+/// no inline assembly), portable-atomic's.
 #[cfg(all(target_arch = "x86_64", not(ratecell_loom), not(miri)))]
 pub(crate) use x86_64::AtomicU128 as SlotU128;
 

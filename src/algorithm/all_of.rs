@@ -395,8 +395,8 @@ impl AllOf {
     fn concrete<V: Visit<u128>>(&self, visit: V, other: impl FnOnce(V) -> V::Out) -> V::Out {
         // The rules' kinds are the form's (`AllOf::new`), so the `else`
         // arms are never taken: a compare each, where a match on each rule
-        // was a jump table each (about 35 instructions per two-limit check
-        // with the bounds and layout checks this byte also replaces).
+        // would be a jump table each, beside the bounds and layout checks
+        // this byte also replaces.
         const FORM: &str = "a rule of another kind than its form";
         let (p, q) = (&self.parts[0], &self.parts[1]);
         macro_rules! one {
@@ -514,8 +514,8 @@ impl<A: WordAlgorithm> WordAlgorithm for One<A> {
 
 /// A composite of two single-word limits with both rules' types known:
 /// the first's state in the low bits, the second's from bit `at`. The
-/// rules by reference: copied into the check, their fields were loaded
-/// once and spilled to the stack (about 20 instructions per check).
+/// rules by reference: copied into the check, their fields would be
+/// loaded once and spilled to the stack.
 #[derive(Clone, Copy, Debug)]
 struct Pair<'r, A, B> {
     a: &'r A,
@@ -666,8 +666,7 @@ fn decide_pair<A: WordAlgorithm, B: WordAlgorithm>(
 /// state ([`AllOf::unspent`]), then the two decisions combine as
 /// [`combine`] combines any list. Always inlined, as [`decide_pair`] is: a
 /// denied check is as common as an admitted one under load, and left to
-/// the inliner this became a call (about 80 more instructions per keyed
-/// two-limit denial).
+/// the inliner this is a call on the denial's path.
 #[allow(
     clippy::inline_always,
     reason = "part of decide_pair's body, whose decisions stay in registers"

@@ -290,10 +290,8 @@ pub(crate) fn effective_cost(n: u64) -> u64 {
 /// Division by a divisor fixed when a limiter is configured, as a multiply
 /// by its precomputed reciprocal and shifts: exact for every `u64`
 /// dividend (the method of Granlund and Montgomery, as libdivide words
-/// it). A `div` on the check's path measured 20.0 against 12.8 ns per
-/// GCRA `check(1)` on the TSC clock on an AMD EPYC guest
-/// (`examples/hotpath.rs`, `direct-gcra-tsc`): it would not overlap the
-/// time-stamp counter's read.
+/// it). A `div` on the check's path would not overlap the time-stamp
+/// counter's read, and costs more than the read itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Divisor {
     magic: u64,

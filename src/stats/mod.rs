@@ -7,9 +7,9 @@
 //! made every check a coherence miss once two threads sweep the same
 //! shards.) A stripe has one writer, so a bump is a plain load and store,
 //! not a `lock`ed add: beside a TSC read, one more locked instruction costs
-//! 7–9 ns (`bare/tsc_then_cas_u64_and_count` against
-//! `bare/tsc_then_cas_u64` in the benchmarks), against 2–4 ns without the
-//! read. Threads beyond [`STRIPES`] at once share one more stripe, bumped
+//! several times what it costs without the read
+//! (`bare/tsc_then_cas_u64_and_count` against `bare/tsc_then_cas_u64` in
+//! the benchmarks show it). Threads beyond [`STRIPES`] at once share one more stripe, bumped
 //! with atomic adds. The rare events (keys placed, evicted,
 //! overflowing) are counted per shard, under the shard's insert latch.
 
@@ -94,8 +94,7 @@ impl CheckCounters {
     /// and record once decided. The lookup of the thread's stripe may call
     /// out (its first use on a thread takes a stripe); made after the
     /// decision, it made the compiler keep the decision across that call
-    /// on the stack, whose reload stalled on store forwarding and cost a
-    /// direct check 10 ns (`examples/hotpath.rs`, `direct-gcra-tsc`).
+    /// on the stack, whose reload stalled on store forwarding.
     #[inline]
     pub(crate) fn tally(&self) -> Tally<'_> {
         Tally {
