@@ -95,6 +95,9 @@ fn the_status_text_names_the_fingerprint_bits() {
     use ratecell::ffi::*;
     use std::ffi::CStr;
     let mut cfg = std::mem::MaybeUninit::<ratecell_config>::uninit();
+    // SAFETY: `cfg` is writable and initialised by ratecell_config_init
+    // before it is read; `limiter` is a place for the handle; the status
+    // text is a static C string.
     let limiter = unsafe {
         ratecell_config_init(
             cfg.as_mut_ptr(),
@@ -124,6 +127,8 @@ fn a_batch_writes_into_garbage_buffers() {
     use ratecell::ffi::*;
     use std::mem::MaybeUninit;
     let mut cfg = MaybeUninit::<ratecell_config>::uninit();
+    // SAFETY: `cfg` is initialised by ratecell_config_init before it is
+    // read; every buffer below is as long as the count passed with it.
     unsafe {
         ratecell_config_init(
             cfg.as_mut_ptr(),

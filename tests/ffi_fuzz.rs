@@ -557,10 +557,10 @@ impl Fuzz {
         for b in &mut bytes {
             *b = self.rng.next() as u8;
         }
-        // SAFETY (every call below): `l` is NULL or live, every non-NULL
-        // pointer points to a buffer at least as long as the length passed
-        // with it, or the length is impossible (> PTRDIFF_MAX), which the
-        // library must refuse before reading.
+        // SAFETY: for every call below, `l` is NULL or live, every
+        // non-NULL pointer points to a buffer at least as long as the
+        // length passed with it, or the length is impossible
+        // (> PTRDIFF_MAX), which the library must refuse before reading.
         unsafe {
             match self.rng.below(25) {
                 24 => self.persisted(),
@@ -1463,10 +1463,8 @@ impl Fuzz {
     fn same_stats(&mut self, l: *const ratecell_limiter, slot: usize) {
         let mut st: ratecell_stats = poisoned();
         // SAFETY: `l` is live, `st` writable.
-        assert_eq!(
-            unsafe { ratecell_stats(l, &mut st) },
-            ratecell_status::RATECELL_OK
-        );
+        let status = unsafe { ratecell_stats(l, &mut st) };
+        assert_eq!(status, ratecell_status::RATECELL_OK);
         // Field by field, as in `same`.
         let twin = self.twins[slot].as_ref().unwrap().stats();
         let abi = [

@@ -518,13 +518,15 @@ pub(super) unsafe fn check_batch(
     } else {
         Some(try_slice!(costs, n))
     };
-    // SAFETY (both): the caller promises buffers of `n` elements, disjoint
-    // from everything else. Written element by element, never borrowed as
-    // slices: the caller's buffers may be uninitialised.
+    // Written element by element, never borrowed as slices: the caller's
+    // buffers may be uninitialised.
+    // SAFETY: the caller promises a buffer of `n` elements, disjoint from
+    // everything else.
     let mut allowed = try_status!(unsafe { output(allowed_out, n) });
     let mut decisions = if decisions_out.is_null() {
         None
     } else {
+        // SAFETY: as for `allowed_out`.
         Some(try_status!(unsafe { output(decisions_out, n) }))
     };
     let now_ns = now_ns.unwrap_or_else(|| l.inner.now_ns());
