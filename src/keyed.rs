@@ -36,11 +36,13 @@ const PREFETCH_DISTANCE: usize = 16;
 ///
 /// A new key takes a free place or, when its neighbourhood of the table is
 /// full, the place of a key whose state is equivalent to fresh (nothing is
-/// lost). When neither exists the configured [`Overflow`](crate::Overflow) policy decides,
-/// and the event is counted. A table holds its `capacity` live keys: it has
-/// 1.45 places per key, and a new key may look as far as 128 places (32
-/// buckets of 4; 256 for the multi-word algorithms), though its search
-/// stops at the first empty place, nearly always in its home bucket.
+/// lost). When neither exists the configured [`Overflow`](crate::Overflow)
+/// policy decides (deny the key, admit it untracked, or evict the live state
+/// nearest to fresh for it), and the event is counted. A table holds its
+/// `capacity` live keys: it has 1.45 places per key, and a new key may look
+/// as far as 128 places (32 buckets of 4; 256 for the multi-word
+/// algorithms), though its search stops at the first empty place, nearly
+/// always in its home bucket.
 ///
 /// # Keys and collisions
 /// Keys are hashed with SipHash-1-3 under a 128-bit key drawn at random for
