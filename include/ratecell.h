@@ -197,6 +197,10 @@ enum ratecell_overflow
   RATECELL_OVERFLOW_DENY = 0,
   // Admit the request as an untracked fresh key (fail open).
   RATECELL_OVERFLOW_ALLOW = 1,
+  // Evict the live state nearest to fresh among the key's places and
+  // track the new key there (docs/SPEC.md §5 bounds what the evicted
+  // key gains). Counted in `ratecell_stats.evicted_live`.
+  RATECELL_OVERFLOW_EVICT = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -304,12 +308,16 @@ struct ratecell_stats {
   uint64_t keys_tracked;
   // Entries dropped because they were equivalent to fresh.
   uint64_t evictions;
-  // New keys that found no free or evictable place (overflow events).
+  // New keys that found no free or evictable place and were denied or
+  // admitted untracked (`RATECELL_OVERFLOW_DENY`, `_ALLOW`).
   uint64_t overflows;
   // Keys the table was sized for (0 for a limiter of capacity 0).
   uint64_t capacity;
   // Bytes of state allocated at construction.
   uint64_t bytes_allocated;
+  // Live states evicted for new keys (`RATECELL_OVERFLOW_EVICT`). Last,
+  // so the fields before it keep their offsets.
+  uint64_t evicted_live;
 };
 
 // One request's answer from a limiter of several limits.

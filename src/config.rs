@@ -80,7 +80,9 @@ impl fmt::Display for Algorithm {
 }
 
 /// What a keyed limiter does with a new key when its table has no free or
-/// evictable place for it ([SPEC §5](crate::spec#5-keyed-limiters)). The event is counted either way.
+/// evictable (equivalent to fresh) place for it ([SPEC §5](crate::spec#5-keyed-limiters)). The event is
+/// counted: as an overflow under `Deny` and `Allow`, as a live eviction
+/// ([`Stats::evicted_live`](crate::Stats::evicted_live)) under `Evict`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Overflow {
@@ -89,6 +91,11 @@ pub enum Overflow {
     Deny = 0,
     /// Admit the request as a fresh, untracked key (fail open).
     Allow = 1,
+    /// Evict the live state nearest to fresh among the key's places and
+    /// track the new key there: every new key is tracked, so a flood of
+    /// new keys cannot lock out the next legitimate one, at the price of
+    /// a bounded gain for the evicted key (SPEC §5 states it).
+    Evict = 2,
 }
 
 /// The largest `limit` and `burst`: counters are 32-bit in every state.

@@ -9,7 +9,7 @@ use crate::algorithm::{
     sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
 use crate::clock::{At, Clock};
-use crate::config::{Algorithm, Config, ConfigError, Error, Field, Overflow, Params};
+use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
 use crate::decision::{Decision, Words};
 use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
@@ -36,11 +36,13 @@ const PREFETCH_DISTANCE: usize = 16;
 ///
 /// A new key takes a free place or, when its neighbourhood of the table is
 /// full, the place of a key whose state is equivalent to fresh (nothing is
-/// lost). When neither exists the configured [`Overflow`] policy decides,
-/// and the event is counted. A table holds its `capacity` live keys: it has
-/// 1.45 places per key, and a new key may look as far as 128 places (32
-/// buckets of 4; 256 for the multi-word algorithms), though its search
-/// stops at the first empty place, nearly always in its home bucket.
+/// lost). When neither exists the configured [`Overflow`](crate::Overflow)
+/// policy decides (deny the key, admit it untracked, or evict the live state
+/// nearest to fresh for it), and the event is counted. A table holds its
+/// `capacity` live keys: it has 1.45 places per key, and a new key may look
+/// as far as 128 places (32 buckets of 4; 256 for the multi-word
+/// algorithms), though its search stops at the first empty place, nearly
+/// always in its home bucket.
 ///
 /// # Keys and collisions
 /// Keys are hashed with SipHash-1-3 under a 128-bit key drawn at random for
@@ -171,12 +173,12 @@ fn word_table<A: WordAlgorithm>(
     opening: &mut Option<Opening>,
     owner: &mut Option<Owner>,
 ) -> Result<WordTable<Live<A>>, Error> {
-    let allow = config.overflow == Overflow::Allow;
+    let overflow = config.overflow;
     let (alg, own) = Live::new(alg);
     *owner = Some(own);
     match opening {
-        None => WordTable::new(alg, config.capacity, allow),
-        Some(o) => WordTable::new_in(alg, config.capacity, allow, |shards, slots| {
+        None => WordTable::new(alg, config.capacity, overflow),
+        Some(o) => WordTable::new_in(alg, config.capacity, overflow, |shards, slots| {
             o.attach(shards, slots)
         }),
     }
@@ -190,7 +192,7 @@ fn block_table<A: BlockAlgorithm>(
 ) -> Result<BlockTable<Live<A>>, Error> {
     let (alg, own) = Live::new(alg);
     *owner = Some(own);
-    BlockTable::new(alg, config.capacity, config.overflow == Overflow::Allow)
+    BlockTable::new(alg, config.capacity, config.overflow)
 }
 
 impl Tables {
@@ -356,12 +358,12 @@ impl KeyedLimiter {
             // One limit needs no composite; capacity 0 is refused there.
             return KeyedLimiter::with_hasher(config, clock, hasher);
         }
-        let allow = config.overflow == Overflow::Allow;
+        let overflow = config.overflow;
         let (live, owner) = Live::new(all);
         let tables = if all.is_word() {
-            Tables::AllOfWord(WordTable::new(live, config.capacity, allow)?)
+            Tables::AllOfWord(WordTable::new(live, config.capacity, overflow)?)
         } else {
-            Tables::AllOfBlock(BlockTable::new(live, config.capacity, allow)?)
+            Tables::AllOfBlock(BlockTable::new(live, config.capacity, overflow)?)
         };
         let limits = Limits {
             configs: configs.into(),
@@ -445,12 +447,12 @@ impl KeyedLimiter {
     ) -> Result<KeyedLimiter, Error> {
         let built = crate::tiers::tiers(tiers)?;
         let config = tiers[0][0];
-        let allow = config.overflow == Overflow::Allow;
+        let overflow = config.overflow;
         let (live, owner) = Live::new(built);
         let tables = if built.is_word() {
-            Tables::TieredWord(WordTable::new(live, config.capacity, allow)?)
+            Tables::TieredWord(WordTable::new(live, config.capacity, overflow)?)
         } else {
-            Tables::TieredBlock(BlockTable::new(live, config.capacity, allow)?)
+            Tables::TieredBlock(BlockTable::new(live, config.capacity, overflow)?)
         };
         let limits = Limits {
             configs: tiers[0].into(),

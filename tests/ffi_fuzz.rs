@@ -507,7 +507,7 @@ impl Fuzz {
             )
         };
         cfg.capacity = if r.chance(3) { 0 } else { 1 + r.below(64) };
-        cfg.overflow = r.below(2) as u32;
+        cfg.overflow = r.below(3) as u32;
         // Mostly the coarse clock: its time is known around a call, so
         // the twin can follow the calls that read the limiter's clock.
         cfg.clock = u32::from(!r.chance(4));
@@ -1476,6 +1476,7 @@ impl Fuzz {
             st.overflows,
             st.capacity,
             st.bytes_allocated,
+            st.evicted_live,
         ];
         let twin = [
             twin.checks,
@@ -1486,6 +1487,7 @@ impl Fuzz {
             twin.overflows,
             twin.capacity,
             twin.bytes_allocated,
+            twin.evicted_live,
         ];
         assert_eq!(
             abi, twin,

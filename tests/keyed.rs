@@ -158,6 +158,138 @@ fn fail_open_admits_untracked_keys_when_full() {
     assert!(lim.stats().overflows > 0);
 }
 
+fn evicting(algorithm: Algorithm, limit: u64, capacity: u64) -> KeyedLimiter {
+    let config = config(algorithm, limit)
+        .capacity(capacity)
+        .overflow(Overflow::Evict);
+    KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap()
+}
+
+/// Under `Overflow::Evict` a new key in a full table takes the place of
+/// the live state nearest to fresh (the least `reset_after_ns`): the key
+/// that spent 1 a fifth of a period earlier, among keys that spent their
+/// whole limit. Every other key keeps its state; the victim comes back
+/// fresh. (A fixed window's earlier state would be fresh, and evicted
+/// losslessly.)
+#[test]
+fn evict_takes_the_live_state_nearest_to_fresh() {
+    for algorithm in Algorithm::ALL {
+        if algorithm == Algorithm::FixedWindow {
+            continue;
+        }
+        // Capacity 16: one shard whose every place (24) is in every
+        // key's window, for the word table and the block table alike.
+        let lim = evicting(algorithm, 3, 16);
+        let places = 24u64;
+        assert!(lim.check_at(0, 1, T0 - SECOND / 5).allowed, "{algorithm}");
+        for key in 1..places {
+            assert!(lim.check_at(key, 3, T0).allowed, "{algorithm}");
+        }
+        let stats = lim.stats();
+        assert_eq!((stats.keys_tracked, stats.evicted_live), (places, 0));
+        let t = T0 + SECOND / 100;
+        let d = lim.check_at(100, 1, t);
+        assert!(d.allowed, "{algorithm}: a new key is let in");
+        let stats = lim.stats();
+        assert_eq!(
+            (stats.evicted_live, stats.evictions, stats.overflows),
+            (1, 0, 0),
+            "{algorithm}"
+        );
+        assert_eq!(stats.keys_tracked, places, "{algorithm}");
+        assert_eq!(lim.check_at(100, 0, t).remaining, 2, "{algorithm}");
+        assert_eq!(
+            lim.check_at(0, 0, t).remaining,
+            3,
+            "{algorithm}: the key nearest to fresh was evicted"
+        );
+        for key in 1..places {
+            assert!(
+                !lim.check_at(key, 0, t).allowed,
+                "{algorithm}: key {key} kept its spent state"
+            );
+        }
+    }
+}
+
+/// Under `Overflow::Evict` a flood of 10× capacity new keys is let in and
+/// tracked, key by key: no overflow, and every live eviction counted.
+/// Keys that spent their whole limit are farther from fresh than the
+/// flood's under GCRA and the leaky bucket, so they keep their state
+/// there (in the window algorithms and the token bucket, a state goes
+/// fresh a period after its first request, whatever it spent).
+#[test]
+fn evict_tracks_every_new_key_of_a_flood() {
+    for algorithm in Algorithm::ALL {
+        let capacity = 2_000;
+        let lim = evicting(algorithm, 10, capacity);
+        let reference = keyed(algorithm, 10, capacity);
+        for key in 0..500u64 {
+            assert!(lim.check_at(key, 10, T0).allowed);
+            assert!(reference.check_at(key, 10, T0).allowed);
+        }
+        let later = T0 + SECOND / 10;
+        for key in 1_000_000..1_000_000 + 10 * capacity {
+            assert!(lim.check_at(key, 1, later).allowed, "{algorithm}");
+            assert_eq!(lim.check_at(key, 0, later).remaining, 9, "{algorithm}");
+        }
+        let stats = lim.stats();
+        assert_eq!(stats.overflows, 0, "{algorithm}");
+        assert!(stats.evicted_live > 0, "{algorithm}");
+        assert!(stats.keys_tracked <= (capacity as f64 * 1.45) as u64 + 8);
+        if matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket) {
+            for key in 0..500u64 {
+                assert_eq!(
+                    lim.check_at(key, 1, later),
+                    reference.check_at(key, 1, later),
+                    "{algorithm}: spent key {key} was evicted before the flood's"
+                );
+            }
+        }
+    }
+}
+
+/// SPEC §5's bound on what a live eviction gives: the evicted key starts
+/// fresh, and over any later requests of cost 1 it is admitted at most
+/// `limit − remaining` more than its kept state would have admitted
+/// (`remaining` as a peek at its state said at the eviction). Checked as
+/// two keys of one limiter, one spent and one fresh, fed the same later
+/// requests.
+#[test]
+fn an_evicted_key_gains_at_most_what_its_state_had_used() {
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for algorithm in Algorithm::ALL {
+        let limit = 5;
+        for trial in 0..300 {
+            let lim = keyed(algorithm, limit, 16);
+            let (spent, fresh) = (1u64, 2u64);
+            let mut t = T0;
+            for _ in 0..next(12) {
+                t += next(SECOND / 4);
+                lim.check_at(spent, 1 + next(2), t);
+            }
+            t += next(SECOND / 4);
+            let used = limit - lim.check_at(spent, 0, t).remaining;
+            let mut gain = 0i64;
+            for _ in 0..40 {
+                t += next(SECOND / 8);
+                gain += i64::from(lim.check_at(fresh, 1, t).allowed);
+                gain -= i64::from(lim.check_at(spent, 1, t).allowed);
+                assert!(
+                    gain <= used as i64,
+                    "{algorithm} trial {trial}: gained {gain} > {used} used at the eviction"
+                );
+            }
+        }
+    }
+}
+
 /// A table sized for `capacity` keys holds `capacity` live keys.
 #[test]
 fn capacity_live_keys_fit() {

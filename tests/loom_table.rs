@@ -10,7 +10,7 @@
 #![cfg(ratecell_loom)]
 
 use loom::thread;
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter};
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Overflow};
 use std::sync::Arc;
 
 const T0: u64 = 1_000_000_000_000;
@@ -167,6 +167,54 @@ fn overflow_never_evicts_a_live_state() {
             assert!(!b, "{algorithm}: key 0 is still spent");
             assert_eq!(lim.stats().overflows, 1, "{algorithm}");
             assert_eq!(lim.stats().evictions, 0, "{algorithm}");
+        });
+    }
+}
+
+/// Under `Overflow::Evict`, a new key (100) evicts the live state nearest
+/// to fresh (key 0, which spent 1 where the others spent their limit, or
+/// the first of equals) while key 0 is being updated. No state is shared,
+/// none is counted twice, every other key keeps its own, and the outcome is
+/// one of a sequential order's:
+/// - the update lands first, and the eviction, judging the window again,
+///   takes key 0 (which ends fresh), or, where the update moved key 0 past
+///   the others (the sliding log's newer entry), another key;
+/// - the eviction lands first, and the update, finding key 0 gone, places
+///   it anew in the place of the state nearest to fresh then: key 100's,
+///   or (the sliding log, whose key 100 holds the newest entry) another's.
+#[test]
+fn live_eviction_races_update_of_its_victim() {
+    for algorithm in KINDS {
+        model(move || {
+            let config = Config::new(algorithm, 3, SECOND)
+                .sub_windows(2)
+                .capacity(2)
+                .overflow(Overflow::Evict);
+            let lim = Arc::new(KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap());
+            let full = places(algorithm);
+            assert!(lim.check_at(0, 1, T0).allowed);
+            for key in 1..full {
+                assert!(lim.check_at(key, 3, T0).allowed);
+            }
+            let t = T0 + 1;
+            let other = lim.clone();
+            let a = thread::spawn(move || other.check_at(100, 1, t));
+            let b = lim.check_at(0, 1, t);
+            let a = a.join().unwrap();
+            assert!(a.allowed && b.allowed, "{algorithm}");
+            let stats = lim.stats();
+            assert_eq!(stats.keys_tracked, full, "{algorithm}: {stats:?}");
+            assert_eq!(stats.overflows, 0, "{algorithm}");
+            // A peek at an untracked key under Evict says fresh (3).
+            let left = |key| lim.check_at(key, 0, t).remaining;
+            let fresh_others = (1..full).filter(|&key| left(key) == 3).count();
+            let spent_others = (1..full).filter(|&key| left(key) == 0).count() as u64;
+            assert_eq!(fresh_others as u64 + spent_others, full - 1, "{algorithm}");
+            let seen = (left(0), left(100), stats.evicted_live, fresh_others);
+            assert!(
+                [(3, 2, 1, 0), (1, 2, 1, 1), (2, 3, 2, 0), (2, 2, 2, 1)].contains(&seen),
+                "{algorithm}: (key 0, key 100, live evictions, other keys fresh) = {seen:?}"
+            );
         });
     }
 }

@@ -48,6 +48,7 @@ enum class Algorithm : std::uint32_t {
 enum class Overflow : std::uint32_t {
     Deny = RATECELL_OVERFLOW_DENY,
     Allow = RATECELL_OVERFLOW_ALLOW,
+    Evict = RATECELL_OVERFLOW_EVICT,
 };
 
 enum class Clock : std::uint32_t {

@@ -184,6 +184,11 @@ const (
 	OverflowDeny Overflow = C.RATECELL_OVERFLOW_DENY
 	// OverflowAllow admits it as an untracked fresh key (fail open).
 	OverflowAllow Overflow = C.RATECELL_OVERFLOW_ALLOW
+	// OverflowEvict evicts the live state nearest to fresh and tracks the
+	// new key there: a flood of new keys cannot lock out the next client
+	// (the policy to use behind ratehttp; SPEC §5 bounds what the evicted
+	// key gains).
+	OverflowEvict Overflow = C.RATECELL_OVERFLOW_EVICT
 )
 
 // Clock is which clock a limiter reads for the calls without "At".
@@ -313,9 +318,10 @@ type Stats struct {
 	Denied         uint64 // requests denied (overflow denials included)
 	KeysTracked    uint64 // keys with a state in the table now (0 without a table)
 	Evictions      uint64 // entries dropped because they were equivalent to fresh
-	Overflows      uint64 // new keys that found no free or evictable place
+	Overflows      uint64 // new keys that found no free or evictable place, denied or admitted untracked
 	Capacity       uint64 // keys the table was sized for (0 without a table)
 	BytesAllocated uint64 // bytes of state allocated by New
+	EvictedLive    uint64 // live states evicted for new keys (OverflowEvict)
 }
 
 // Version is the library's version, e.g. "0.1.0" (ratecell_version).
@@ -723,6 +729,7 @@ func (l *Limiter) Stats() (Stats, error) {
 		Overflows:      uint64(s.overflows),
 		Capacity:       uint64(s.capacity),
 		BytesAllocated: uint64(s.bytes_allocated),
+		EvictedLive:    uint64(s.evicted_live),
 	}, nil
 }
 

@@ -222,7 +222,7 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"window burst other than limit", ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 5, Period: time.Second, Burst: 3}, ratecell.ErrInvalidBurst, ratecell.StatusInvalidBurst},
 		{"sub_windows 65", ratecell.Config{Algorithm: ratecell.BucketedWindow, Limit: 5, Period: 65 * time.Second, SubWindows: 65}, ratecell.ErrInvalidSubWindows, ratecell.StatusInvalidSubWindows},
 		{"sub_windows not dividing", ratecell.Config{Algorithm: ratecell.BucketedWindow, Limit: 5, Period: time.Second, SubWindows: 7}, ratecell.ErrInvalidSubWindows, ratecell.StatusInvalidSubWindows},
-		{"overflow 2", with(func(c *ratecell.Config) { c.Overflow = 2 }), ratecell.ErrInvalidOverflow, ratecell.StatusInvalidOverflow},
+		{"overflow 3", with(func(c *ratecell.Config) { c.Overflow = 3 }), ratecell.ErrInvalidOverflow, ratecell.StatusInvalidOverflow},
 		{"clock 2", with(func(c *ratecell.Config) { c.Clock = 2 }), ratecell.ErrInvalidClock, ratecell.StatusInvalidClock},
 	}
 	for _, tc := range cases {
@@ -585,6 +585,26 @@ func TestOverflowPolicy(t *testing.T) {
 		if admittedCount != want {
 			t.Fatalf("%v: %d admitted, want %d (%+v)", policy, admittedCount, want, s)
 		}
+	}
+}
+
+// A full table under OverflowEvict: every new key is admitted and tracked,
+// in the place of a live state, and the evictions are counted.
+func TestOverflowEvict(t *testing.T) {
+	l := newLimiter(t, ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 1, Period: time.Hour, Capacity: 16, Overflow: ratecell.OverflowEvict})
+	now := at(6, 0, 0)
+	const keys = 2000
+	for k := uint64(0); k < keys; k++ {
+		if d, _ := l.CheckAt(k, 1, now); !d.Allowed {
+			t.Fatalf("key %d refused: %+v", k, d)
+		}
+	}
+	s, _ := l.Stats()
+	if s.Overflows != 0 || s.EvictedLive == 0 || s.KeysTracked+s.EvictedLive != keys {
+		t.Fatalf("%+v", s)
+	}
+	if d, _ := l.CheckAt(keys-1, 1, now); d.Allowed {
+		t.Fatalf("the last key is tracked and spent: %+v", d)
 	}
 }
 

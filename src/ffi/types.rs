@@ -303,6 +303,10 @@ pub enum ratecell_overflow {
     RATECELL_OVERFLOW_DENY = 0,
     /// Admit the request as an untracked fresh key (fail open).
     RATECELL_OVERFLOW_ALLOW = 1,
+    /// Evict the live state nearest to fresh among the key's places and
+    /// track the new key there (docs/SPEC.md §5 bounds what the evicted
+    /// key gains). Counted in `ratecell_stats.evicted_live`.
+    RATECELL_OVERFLOW_EVICT = 2,
 }
 
 /// Which clock a limiter reads for the calls without `_at`
@@ -373,6 +377,7 @@ impl ratecell_config {
         let overflow = match self.overflow {
             0 => Overflow::Deny,
             1 => Overflow::Allow,
+            2 => Overflow::Evict,
             _ => return Err(RATECELL_INVALID_OVERFLOW),
         };
         let clock = match self.clock {
@@ -488,12 +493,16 @@ pub struct ratecell_stats {
     pub keys_tracked: u64,
     /// Entries dropped because they were equivalent to fresh.
     pub evictions: u64,
-    /// New keys that found no free or evictable place (overflow events).
+    /// New keys that found no free or evictable place and were denied or
+    /// admitted untracked (`RATECELL_OVERFLOW_DENY`, `_ALLOW`).
     pub overflows: u64,
     /// Keys the table was sized for (0 for a limiter of capacity 0).
     pub capacity: u64,
     /// Bytes of state allocated at construction.
     pub bytes_allocated: u64,
+    /// Live states evicted for new keys (`RATECELL_OVERFLOW_EVICT`). Last,
+    /// so the fields before it keep their offsets.
+    pub evicted_live: u64,
 }
 
 impl From<Stats> for ratecell_stats {
@@ -507,6 +516,7 @@ impl From<Stats> for ratecell_stats {
             overflows: s.overflows,
             capacity: s.capacity,
             bytes_allocated: s.bytes_allocated,
+            evicted_live: s.evicted_live,
         }
     }
 }

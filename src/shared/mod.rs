@@ -209,6 +209,7 @@ impl StoredConfig {
             overflow: match config.overflow {
                 Overflow::Deny => 0,
                 Overflow::Allow => 1,
+                Overflow::Evict => 2,
             },
             limit: p.limit,
             period_ns: p.period,

@@ -40,8 +40,12 @@ pub struct Stats {
     pub keys_tracked: u64,
     /// Entries dropped because they were equivalent to fresh.
     pub evictions: u64,
-    /// New keys that found no free or evictable place.
+    /// New keys that found no free or evictable place, and so were denied
+    /// or admitted untracked (overflow policies `Deny` and `Allow`).
     pub overflows: u64,
+    /// Live states (not equivalent to fresh) evicted to place a new key
+    /// that found no free or evictable place (overflow policy `Evict`).
+    pub evicted_live: u64,
     /// Keys the table was sized for (0 for a direct limiter).
     pub capacity: u64,
     /// Bytes of state allocated at construction.
@@ -56,6 +60,9 @@ pub(crate) struct TableCounters {
     pub tracked: CounterU64,
     pub evictions: CounterU64,
     pub overflows: CounterU64,
+    /// Last, so that a shared region made before it was added reads it
+    /// from the shard's padding (zero).
+    pub evicted_live: CounterU64,
 }
 
 impl TableCounters {
@@ -64,6 +71,7 @@ impl TableCounters {
         stats.keys_tracked += self.tracked.load(Relaxed);
         stats.evictions += self.evictions.load(Relaxed);
         stats.overflows += self.overflows.load(Relaxed);
+        stats.evicted_live += self.evicted_live.load(Relaxed);
     }
 }
 

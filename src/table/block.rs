@@ -9,13 +9,13 @@
 //! window: `8·(1 + ceil(N/2))` bytes; sliding log: `8·(3 + 2L)` bytes), times
 //! 1.45 places per key of capacity, all allocated at construction.
 
-use super::place::{Pass, Place, Windows};
+use super::place::{Pass, Place, Took, Windows};
 use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{BlockAlgorithm, Words};
 use crate::cell::{LATCHED, LatchGuard, LatchedWords, latch};
 use crate::clock::At;
-use crate::config::Error;
+use crate::config::{Error, Overflow};
 use crate::decision::Decision;
 use crate::memory::prefetch;
 use crate::memory::{Residency, zeroed_words};
@@ -38,7 +38,7 @@ pub(crate) struct BlockTable<A: BlockAlgorithm> {
     blocks: crate::memory::AlignedWords<AtomicU64>,
     words: usize,
     capacity: u64,
-    allow_overflow: bool,
+    overflow: Overflow,
 }
 
 /// The fresh state, read-only: decisions for keys with no state. Writes are
@@ -54,7 +54,7 @@ impl Words for Fresh {
 }
 
 impl<A: BlockAlgorithm> BlockTable<A> {
-    pub(crate) fn new(alg: A, capacity: u64, allow_overflow: bool) -> Result<Self, Error> {
+    pub(crate) fn new(alg: A, capacity: u64, overflow: Overflow) -> Result<Self, Error> {
         crate::fork::install();
         let (geometry, shards) = Geometry::new(capacity, SLOTS as u64, FINGERPRINT_BITS);
         let places = geometry.buckets(shards) * SLOTS;
@@ -71,7 +71,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             blocks,
             words,
             capacity,
-            allow_overflow,
+            overflow,
         })
     }
 
@@ -190,7 +190,12 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 let header = &self.headers[i];
                 let owner = header.load(Ordering::Relaxed);
                 let free = owner == 0 || owner == FREED;
-                if free != (pass == Pass::Free) {
+                if pass == Pass::Free && !free {
+                    return Place::Kept { frees_in: u64::MAX };
+                }
+                if pass == Pass::Evict && free {
+                    // Free since the first pass (a reset): the next
+                    // insert's first pass takes it.
                     return Place::Kept { frees_in: u64::MAX };
                 }
                 // Latch the place as it is (empty or another key's), so no
@@ -198,24 +203,27 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 let Some(held) = Self::latch_as_is(header, owner) else {
                     #[cfg(ratecell_loom)]
                     crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
-                    return Place::Kept { frees_in: 1 };
+                    return Place::Busy { frees_in: 1 };
                 };
                 let mut block = self.block(i);
-                if !free {
-                    if !self.alg.is_fresh_at(&block, t) {
-                        return Place::Kept {
-                            frees_in: self.alg.fresh_after_ns(&mut block, t),
-                        };
+                let took = if free {
+                    Took::Free
+                } else if self.alg.is_fresh_at(&block, t) {
+                    Took::Fresh
+                } else {
+                    let frees_in = self.alg.fresh_after_ns(&mut block, t);
+                    match pass {
+                        Pass::Live { within } if frees_in <= within => Took::Live,
+                        _ => return Place::Kept { frees_in },
                     }
+                };
+                if took != Took::Free {
                     shard.evicting_at(t);
                 }
                 self.alg.clear(&mut block);
                 let decision = alg.decide_each(&mut block, t, n, each);
                 held.release_as(home.fingerprint);
-                Place::Taken {
-                    decision,
-                    evicted: !free,
-                }
+                Place::Taken { decision, took }
             },
         )
     }
@@ -260,7 +268,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
             geometry: &self.geometry,
             per_bucket: SLOTS,
             shared: false,
-            allow_overflow: self.allow_overflow,
+            overflow: self.overflow,
         }
     }
 
@@ -397,7 +405,7 @@ mod tests {
             .params()
             .unwrap();
         for capacity in [1, 16, 1000, 100_000] {
-            let table = BlockTable::new(BucketedWindow::new(&p), capacity, false).unwrap();
+            let table = BlockTable::new(BucketedWindow::new(&p), capacity, Overflow::Deny).unwrap();
             assert_eq!(SLOTS * size_of::<AtomicU64>(), crate::memory::LINE);
             for bucket in table.headers.chunks(SLOTS) {
                 assert_eq!(
@@ -421,7 +429,7 @@ mod tests {
             .params()
             .unwrap();
         // Capacity 1: one shard of one bucket of eight places.
-        let table = BlockTable::new(BucketedWindow::new(&p), 1, false).unwrap();
+        let table = BlockTable::new(BucketedWindow::new(&p), 1, Overflow::Deny).unwrap();
         assert_eq!(table.headers.len(), SLOTS);
         let hashes: Vec<u64> = (1..=SLOTS as u64 + 1).map(|i| i << 32).collect();
         for &h in &hashes[..SLOTS] {

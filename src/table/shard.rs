@@ -2,6 +2,7 @@
 //! and its counters of table events.
 
 use super::no_room;
+use super::place::Took;
 use crate::cell::{LatchGuard, latch_recording};
 use crate::decision::Decision;
 use crate::shared::holder;
@@ -48,6 +49,16 @@ impl Shard {
             return fresh;
         }
         no_room(fresh, frees_in)
+    }
+
+    /// Counts a new key placed in a place that held `took`.
+    pub(crate) fn took(&self, took: Took) {
+        let counter = match took {
+            Took::Free => &self.counters.tracked,
+            Took::Fresh => &self.counters.evictions,
+            Took::Live => &self.counters.evicted_live,
+        };
+        counter.fetch_add(1, Relaxed);
     }
 
     /// Records that a state is about to be evicted at `t` (under the latch,

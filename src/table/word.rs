@@ -8,13 +8,13 @@
 //! word (a fingerprint is never 0); a tombstone is the fingerprint
 //! [`FREED`] over a zero state.
 
-use super::place::{Pass, Place, Windows};
+use super::place::{Pass, Place, Took, Windows};
 use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{Visit, WordAlgorithm, mask, packed_validate};
 use crate::cell::{AtomicWord, cas_loop_from};
 use crate::clock::At;
-use crate::config::{ConfigError, Error, Field};
+use crate::config::{ConfigError, Error, Field, Overflow};
 use crate::decision::{Decision, Words};
 use crate::memory::prefetch;
 use crate::memory::{Residency, zeroed_wide_words};
@@ -45,7 +45,7 @@ pub(crate) struct WordTable<A: WordAlgorithm> {
     /// How far a fingerprint is shifted up to the top of the high half.
     fingerprint_shift: u32,
     capacity: u64,
-    allow_overflow: bool,
+    overflow: Overflow,
 }
 
 /// [`WordTable::check_as`]'s check, run with the algorithm's concrete form.
@@ -86,8 +86,8 @@ enum Outcome {
 }
 
 impl<A: WordAlgorithm> WordTable<A> {
-    pub(crate) fn new(alg: A, capacity: u64, allow_overflow: bool) -> Result<Self, Error> {
-        WordTable::new_in(alg, capacity, allow_overflow, |shards, slots| {
+    pub(crate) fn new(alg: A, capacity: u64, overflow: Overflow) -> Result<Self, Error> {
+        WordTable::new_in(alg, capacity, overflow, |shards, slots| {
             let slots = zeroed_wide_words(slots, Residency::Now)
                 .map_err(|bytes| Error::OutOfMemory { bytes })?;
             Ok((new_shards(shards), slots.into(), false))
@@ -100,7 +100,7 @@ impl<A: WordAlgorithm> WordTable<A> {
     pub(crate) fn new_in(
         alg: A,
         capacity: u64,
-        allow_overflow: bool,
+        overflow: Overflow,
         storage: impl FnOnce(
             usize,
             usize,
@@ -132,7 +132,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             owner_mask: u64::MAX << (64 - fingerprint_bits),
             fingerprint_shift: 64 - fingerprint_bits,
             capacity,
-            allow_overflow,
+            overflow,
         })
     }
 
@@ -465,16 +465,20 @@ impl<A: WordAlgorithm> WordTable<A> {
                 let slot = &self.slots[i];
                 let mut word = slot.load_word();
                 loop {
-                    let evicting = word != 0 && word != self.freed();
-                    if evicting {
-                        if pass == Pass::Free {
-                            return Place::Kept { frees_in: u64::MAX };
+                    let took = if word == 0 || word == self.freed() {
+                        Took::Free
+                    } else if pass == Pass::Free {
+                        return Place::Kept { frees_in: u64::MAX };
+                    } else if self.alg.is_fresh_at(self.state(word), t) {
+                        Took::Fresh
+                    } else {
+                        let frees_in = self.alg.fresh_after_ns(self.state(word), t);
+                        match pass {
+                            Pass::Live { within } if frees_in <= within => Took::Live,
+                            _ => return Place::Kept { frees_in },
                         }
-                        if !self.alg.is_fresh_at(self.state(word), t) {
-                            return Place::Kept {
-                                frees_in: self.alg.fresh_after_ns(self.state(word), t),
-                            };
-                        }
+                    };
+                    if took != Took::Free {
                         shard.evicting_at(t);
                     }
                     // One CAS from the exact word judged: a state updated
@@ -483,7 +487,7 @@ impl<A: WordAlgorithm> WordTable<A> {
                         Ok(()) => {
                             return Place::Taken {
                                 decision: fresh,
-                                evicted: evicting,
+                                took,
                             };
                         }
                         Err(found) => {
@@ -519,7 +523,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             geometry: &self.geometry,
             per_bucket: SLOTS,
             shared: self.shared,
-            allow_overflow: self.allow_overflow,
+            overflow: self.overflow,
         }
     }
 
@@ -648,7 +652,7 @@ mod tests {
         let p = Config::new(Algorithm::Gcra, 3, 3_600_000_000_000)
             .params()
             .unwrap();
-        WordTable::new(Gcra::new(&p, false), 16, false).unwrap()
+        WordTable::new(Gcra::new(&p, false), 16, Overflow::Deny).unwrap()
     }
 
     /// Hashes of `n` keys whose home is bucket 0 (the low 32 bits pick the
@@ -676,7 +680,7 @@ mod tests {
             let p = Config::new(Algorithm::Gcra, 3, 3_600_000_000_000)
                 .params()
                 .unwrap();
-            let table = WordTable::new(Gcra::new(&p, false), capacity, false).unwrap();
+            let table = WordTable::new(Gcra::new(&p, false), capacity, Overflow::Deny).unwrap();
             assert_eq!(SLOTS * size_of::<SlotU128>(), crate::memory::LINE);
             for bucket in table.slots.chunks(SLOTS) {
                 assert_eq!(

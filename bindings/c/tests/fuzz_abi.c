@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
                 ratecell_config_init(&cfg, 1 + (uint32_t)below(7), 1 + below(20),
                                      UINT64_C(60000000) * (1 + below(100)));
                 cfg.capacity = below(3) == 0 ? 0 : 1 + below(64);
-                cfg.overflow = (uint32_t)below(2);
+                cfg.overflow = (uint32_t)below(3);
             } else {
                 ratecell_config_init(&cfg, (uint32_t)below(10), any(LIMITS, 9), any(PERIODS, 9));
                 if (below(4) == 0) cfg.algorithm = (uint32_t)next();

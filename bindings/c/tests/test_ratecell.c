@@ -671,7 +671,7 @@ static void test_each_invalid_field_has_its_status(void) {
                  RATECELL_INVALID_SUB_WINDOWS);
     EXPECT_FIELD(RATECELL_ALGORITHM_BUCKETED_WINDOW, sub_windows, 7,
                  RATECELL_INVALID_SUB_WINDOWS);
-    EXPECT_FIELD(RATECELL_ALGORITHM_GCRA, overflow, 2, RATECELL_INVALID_OVERFLOW);
+    EXPECT_FIELD(RATECELL_ALGORITHM_GCRA, overflow, 3, RATECELL_INVALID_OVERFLOW);
     EXPECT_FIELD(RATECELL_ALGORITHM_GCRA, clock, 2, RATECELL_INVALID_CLOCK);
 #undef EXPECT_FIELD
     /* More keys than memory can address. */

@@ -238,6 +238,22 @@ void test_stats_and_config() {
     CHECK(l.now_ns() > T0 / 2);
 }
 
+// A full table under Overflow::Evict: every new key is admitted and
+// tracked, in the place of a live state, and the evictions are counted.
+void test_overflow_evict_tracks_every_new_key() {
+    Limiter l(Config(Algorithm::FixedWindow, 1, 3600s).capacity(16).overflow(ratecell::Overflow::Evict));
+    const std::uint64_t keys = 2000;
+    for (std::uint64_t k = 0; k < keys; k++) {
+        CHECK(l.check_at(k, 1, T0).allowed);
+    }
+    ratecell::Stats s = l.stats();
+    CHECK_EQ_U64(s.overflows, 0);
+    CHECK(s.evicted_live > 0);
+    CHECK_EQ_U64(s.keys_tracked + s.evicted_live, keys);
+    CHECK(!l.check_at(keys - 1, 1, T0).allowed);
+    CHECK_EQ_U64(l.config().raw().overflow, RATECELL_OVERFLOW_EVICT);
+}
+
 void test_four_threads_admit_exactly_the_limit() {
     for (Algorithm a : ALL) {
         Limiter l(Config(a, 500, 1s).capacity(64));
@@ -656,6 +672,7 @@ int main() {
     RUN(test_batch_equals_one_by_one);
     RUN(test_acquire_returns_a_denied_decision_when_it_gives_up);
     RUN(test_stats_and_config);
+    RUN(test_overflow_evict_tracks_every_new_key);
     RUN(test_four_threads_admit_exactly_the_limit);
     RUN(test_several_limits_as_one);
     RUN(test_reconfigure_keeps_the_spent);

@@ -4,9 +4,17 @@
 // on refusal, 429 with Retry-After and an application/problem+json body of
 // the draft's quota-exceeded type.
 //
-//	limiter, _ := ratecell.New(ratecell.Config{Algorithm: ratecell.SlidingWindow, Limit: 100, Period: time.Minute, Capacity: 100_000})
+//	limiter, _ := ratecell.New(ratecell.Config{Algorithm: ratecell.SlidingWindow, Limit: 100, Period: time.Minute,
+//		Capacity: 100_000, Overflow: ratecell.OverflowEvict})
 //	limits, _ := ratehttp.FromLimiter(limiter)
 //	http.ListenAndServe(":8080", ratehttp.Middleware(limits, ratehttp.Options{})(mux))
+//
+// Build keyed limiters for the middleware with OverflowEvict, as above:
+// the middleware's keys come from clients, who can make up new ones at
+// will, and a table full of a flood's states then refuses every new client
+// under the library's default OverflowDeny (and stops limiting them under
+// OverflowAllow). OverflowEvict gives each new key the place of the state
+// nearest to fresh instead (SPEC §5 bounds what that costs).
 //
 // The middleware asks a Limits once per request for every limit's decision.
 // FromLimiter and Single adapt one limiter (anything with CheckBytes: the

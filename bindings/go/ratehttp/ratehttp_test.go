@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,5 +311,44 @@ func TestAFailingLimiterFailsClosedUnlessTold(t *testing.T) {
 	r = get(t, serve(t, broken{}, ratehttp.Options{FailOpen: true}), "/")
 	if r.status != 200 || r.header.Get("RateLimit") != "" {
 		t.Fatalf("fail open: %d %q", r.status, r.header.Get("RateLimit"))
+	}
+}
+
+// Issue 33 §4 through the middleware keyed by an API-key header: a flood
+// of made-up keys fills the table with live states. Under OverflowDeny the
+// next new client is refused; under OverflowEvict, the policy the package
+// documentation builds its limiters with, it is admitted.
+func TestAFloodOfMadeUpKeysLocksOutNewClientsOnlyUnderDeny(t *testing.T) {
+	for _, policy := range []ratecell.Overflow{ratecell.OverflowDeny, ratecell.OverflowEvict} {
+		l, err := ratecell.New(ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 1, Period: time.Hour, Capacity: 16, Overflow: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		now := new(atomic.Uint64)
+		now.Store(t0)
+		limits, err := ratehttp.Single("default", 1, time.Hour, clocked{l, now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := ratehttp.Middleware(limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})(hello)
+		status := func(key string) int {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.Header.Set("X-Api-Key", key)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.Code
+		}
+		for i := 0; i < 1000; i++ {
+			status("flood-" + strconv.Itoa(i))
+		}
+		got := status("a-new-legitimate-client")
+		want := http.StatusOK
+		if policy == ratecell.OverflowDeny {
+			want = http.StatusTooManyRequests
+		}
+		if got != want {
+			t.Fatalf("%v: a new client after the flood got %d, want %d", policy, got, want)
+		}
 	}
 }

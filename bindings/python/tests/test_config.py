@@ -94,7 +94,7 @@ INVALID = [
     (ratecell.InvalidSubWindows, {"algorithm": "bucketed_window", "sub_windows": 2**32}),
     (ratecell.InvalidCapacity, {"capacity": -1}),
     (ratecell.InvalidCapacity, {"capacity": 2**64}),
-    (ratecell.InvalidOverflow, {"overflow": 2}),
+    (ratecell.InvalidOverflow, {"overflow": 3}),
     (ratecell.InvalidOverflow, {"overflow": "maybe"}),
     (ratecell.InvalidClock, {"clock": 2}),
     (ratecell.InvalidClock, {"clock": "sundial"}),

@@ -580,6 +580,17 @@ def test_overflow_policy_and_its_count(make, overflow, admitted):
     assert all(lim.check_at(k, 0, T0).remaining == 0 for k in range(placed))
 
 
+@pytest.mark.parametrize("overflow", ["evict", ratecell.Overflow.EVICT, 2])
+def test_evict_tracks_every_new_key_in_the_place_of_a_live_one(make, overflow):
+    lim = make("fixed_window", 1, HOUR, capacity=1, overflow=overflow)
+    assert all(lim.check_at(k, 1, T0).allowed for k in range(1000))
+    s = lim.stats()
+    assert s.overflows == 0
+    assert s.evicted_live == 1000 - s.keys_tracked > 0
+    # The last key is tracked: spent, not untracked.
+    assert not lim.check_at(999, 1, T0).allowed
+
+
 def test_fresh_entries_are_evicted_losslessly(make):
     lim = make("fixed_window", 1, SECOND, capacity=1)
     placed = _fill(lim, range(1000), T0)

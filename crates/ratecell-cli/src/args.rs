@@ -340,6 +340,8 @@ pub enum OverflowArg {
     Deny,
     /// Admitted, untracked
     Allow,
+    /// Admitted and tracked, in the place of the live state nearest to fresh
+    Evict,
 }
 
 impl From<OverflowArg> for Overflow {
@@ -347,6 +349,7 @@ impl From<OverflowArg> for Overflow {
         match o {
             OverflowArg::Deny => Overflow::Deny,
             OverflowArg::Allow => Overflow::Allow,
+            OverflowArg::Evict => Overflow::Evict,
         }
     }
 }

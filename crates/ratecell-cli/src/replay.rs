@@ -992,13 +992,17 @@ fn report(
         out,
         "  keyed table: capacity {}, overflow {}; {} tracked at the end, {}",
         config.capacity,
-        if config.overflow == Overflow::Allow {
-            "allow"
-        } else {
-            "deny"
+        match config.overflow {
+            Overflow::Deny => "deny",
+            Overflow::Allow => "allow",
+            Overflow::Evict => "evict",
         },
         count(stats.keys_tracked, "key"),
-        count(stats.overflows, "overflow")
+        if config.overflow == Overflow::Evict {
+            count(stats.evicted_live, "live eviction")
+        } else {
+            count(stats.overflows, "overflow")
+        }
     )?;
     if let Some((path, at)) = snapshots.saved {
         writeln!(

@@ -276,6 +276,13 @@ pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             }
         )?;
     }
+    if stats.evicted_live > 0 {
+        writeln!(
+            out,
+            "\n  {} found the table full and took the place of the live state nearest to fresh (overflow evict); raise --capacity to keep them all",
+            args::count(stats.evicted_live, "new key"),
+        )?;
+    }
 
     if let Some((path, format)) = plot {
         let bin_ns = plot_bin(&load, horizon);

@@ -603,6 +603,22 @@ fn replay_default_table_shrinks_for_large_states() {
 }
 
 #[test]
+fn replay_takes_the_evict_overflow_policy_and_counts_live_evictions() {
+    let out = ok(&[
+        "replay",
+        "trace.csv",
+        "--capacity",
+        "1",
+        "--overflow",
+        "evict",
+    ]);
+    assert!(
+        out.contains("capacity 1, overflow evict; 4 keys tracked at the end, 0 live evictions"),
+        "{out}"
+    );
+}
+
+#[test]
 fn replay_reads_standard_input() {
     let mut child = Command::new(BIN)
         .args(["replay", "-", "--limit", "1"])
@@ -832,7 +848,7 @@ fn bad_options_name_the_option_and_its_range() {
         ),
         (
             &["replay", "trace.csv", "--overflow", "maybe"],
-            "--overflow: \"maybe\" is not one of deny, allow",
+            "--overflow: \"maybe\" is not one of deny, allow, evict",
         ),
         (
             &["replay", "a.csv", "b.csv"],

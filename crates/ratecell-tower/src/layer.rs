@@ -73,10 +73,14 @@ struct Settings {
 /// RateLimit fields.
 ///
 /// ```
-/// use ratecell::{Algorithm, Config, KeyedLimiter};
+/// use ratecell::{Algorithm, Config, KeyedLimiter, Overflow};
 /// use ratecell_tower::{Named, RateLimitLayer};
 ///
-/// let config = Config::new(Algorithm::SlidingWindow, 100, 60_000_000_000).capacity(100_000);
+/// // Evict: a flood of made-up keys cannot lock new clients out (see the
+/// // crate's documentation).
+/// let config = Config::new(Algorithm::SlidingWindow, 100, 60_000_000_000)
+///     .capacity(100_000)
+///     .overflow(Overflow::Evict);
 /// let layer = RateLimitLayer::new(Named::keyed(KeyedLimiter::new(config).unwrap()));
 /// let app: axum::Router = axum::Router::new().layer(layer);
 /// # drop(app);

@@ -2,10 +2,13 @@
 //! with the response fields of draft-ietf-httpapi-ratelimit-headers-11.
 //!
 //! ```
-//! use ratecell::{Algorithm, Config, KeyedLimiter};
+//! use ratecell::{Algorithm, Config, KeyedLimiter, Overflow};
 //! use ratecell_tower::{Named, RateLimitLayer};
 //!
-//! let limiter = KeyedLimiter::new(Config::new(Algorithm::Gcra, 10, 1_000_000_000).capacity(10_000)).unwrap();
+//! let config = Config::new(Algorithm::Gcra, 10, 1_000_000_000)
+//!     .capacity(10_000)
+//!     .overflow(Overflow::Evict);
+//! let limiter = KeyedLimiter::new(config).unwrap();
 //! let app: axum::Router = axum::Router::new()
 //!     .route("/", axum::routing::get(|| async { "hello" }))
 //!     .layer(RateLimitLayer::new(Named::keyed(limiter)));
@@ -24,6 +27,14 @@
 //! - [`acquire`]: a future that resolves when a request is admitted.
 //!
 //! Choices the draft leaves open are listed in this crate's README.
+//!
+//! Build the keyed limiters behind a layer with [`Overflow::Evict`](ratecell::Overflow::Evict),
+//! as above: a layer's keys come from clients, who can make up new ones
+//! at will, and a table full of a flood's states then refuses every new
+//! client under the library's default `Deny` (and stops limiting them
+//! under `Allow`). `Evict` gives each new key the place of the state
+//! nearest to fresh instead (ratecell's docs/SPEC.md §5 bounds what that
+//! costs; docs/PERFORMANCE.md, "A flood of new keys", measures it).
 
 #![warn(missing_docs)]
 

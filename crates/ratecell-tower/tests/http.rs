@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, ManualClock};
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, ManualClock, Overflow};
 use ratecell_tower::{MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -338,6 +338,31 @@ async fn concurrent_clients_on_one_key_get_exactly_the_limit() {
         }
     }
     assert_eq!((ok, refused), (25, 55));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_made_up_keys_locks_out_new_clients_only_under_deny() {
+    // Issue 33 §4 through a layer keyed by an API-key header: made-up keys
+    // fill a 16-key table with live states. Under Deny the next new client
+    // is refused; under Evict, the policy the crate's documentation builds
+    // its limiters with, it is admitted.
+    for (overflow, status) in [
+        (Overflow::Deny, StatusCode::TOO_MANY_REQUESTS),
+        (Overflow::Evict, StatusCode::OK),
+    ] {
+        let config = Config::new(Algorithm::FixedWindow, 1, 10 * S)
+            .capacity(16)
+            .overflow(overflow);
+        let limiter = KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap();
+        let layer =
+            RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+        let addr = serve(app(layer)).await;
+        for i in 0..200 {
+            request(addr, "/", Some(("x-api-key", &format!("flood-{i}")))).await;
+        }
+        let reply = request(addr, "/", Some(("x-api-key", "a-new-legitimate-client"))).await;
+        assert_eq!(reply.status, status, "{overflow:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -109,7 +109,7 @@ class InvalidCapacity(InvalidConfig):
 
 
 class InvalidOverflow(InvalidConfig):
-    """RATECELL_INVALID_OVERFLOW: not ``"deny"`` or ``"allow"``."""
+    """RATECELL_INVALID_OVERFLOW: not ``"deny"``, ``"allow"`` or ``"evict"``."""
 
     status = 8
     field = "overflow"

@@ -180,6 +180,7 @@ class CStats(Structure):
         ("overflows", c_uint64),
         ("capacity", c_uint64),
         ("bytes_allocated", c_uint64),
+        ("evicted_live", c_uint64),
     ]
 
 

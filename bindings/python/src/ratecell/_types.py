@@ -60,6 +60,10 @@ class Overflow(enum.IntEnum):
     """Deny the request (fail closed; the default)."""
     ALLOW = 1
     """Admit it as an untracked fresh key (fail open)."""
+    EVICT = 2
+    """Evict the live state nearest to fresh and track the new key there
+    (the HTTP middleware's recommended policy: a flood of new keys cannot
+    lock out the next client; SPEC §5 bounds what an evicted key gains)."""
 
 
 class Clock(enum.IntEnum):
@@ -155,11 +159,14 @@ class Stats:
     evictions: int
     """Entries dropped because they were equivalent to fresh."""
     overflows: int
-    """New keys that found no free or evictable place."""
+    """New keys that found no free or evictable place and were denied or
+    admitted untracked (``Overflow.DENY``, ``Overflow.ALLOW``)."""
     capacity: int
     """Keys the table was sized for (0 for capacity 0)."""
     bytes_allocated: int
     """Bytes of state allocated at construction."""
+    evicted_live: int
+    """Live states evicted for new keys (``Overflow.EVICT``)."""
 
     @classmethod
     def _from_c(cls, c: _ffi.CStats) -> Stats:
@@ -172,6 +179,7 @@ class Stats:
             c.overflows,
             c.capacity,
             c.bytes_allocated,
+            c.evicted_live,
         )
 
 

@@ -6,7 +6,16 @@ admission without blocking the event loop::
     from ratecell import Limiter
     from ratecell.asgi import RateLimitMiddleware
 
-    app = RateLimitMiddleware(app, Limiter("sliding_window", 100, period=60, capacity=100_000))
+    app = RateLimitMiddleware(
+        app, Limiter("sliding_window", 100, period=60, capacity=100_000, overflow="evict")
+    )
+
+Build keyed limiters for the middleware with ``overflow="evict"``, as
+above: the middleware's keys come from clients, who can make up new ones at
+will, and a table full of a flood's states then refuses every new client
+under the library's default ``"deny"`` (and stops limiting them under
+``"allow"``). ``"evict"`` gives each new key the place of the state nearest
+to fresh instead (SPEC §5 bounds what that costs).
 
 Standard library only. See the binding's README for every option and the
 choices the draft leaves open.

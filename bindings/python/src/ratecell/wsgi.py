@@ -4,7 +4,12 @@ with ratecell and sends the fields of draft-ietf-httpapi-ratelimit-headers-11::
     from ratecell import Limiter
     from ratecell.wsgi import RateLimitMiddleware
 
-    app.wsgi_app = RateLimitMiddleware(app.wsgi_app, Limiter("gcra", 10, period=1, capacity=100_000))
+    app.wsgi_app = RateLimitMiddleware(
+        app.wsgi_app, Limiter("gcra", 10, period=1, capacity=100_000, overflow="evict")
+    )
+
+Build keyed limiters for the middleware with ``overflow="evict"``: a flood
+of made-up keys then cannot lock new clients out (see ``ratecell.asgi``).
 
 Standard library only. See the binding's README for every option and the
 choices the draft leaves open.
