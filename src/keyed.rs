@@ -1028,12 +1028,9 @@ impl KeyedLimiter {
     /// function holding every word table's check, which the compiler did
     /// not inline), it came back through memory, and the caller copied its
     /// five `u64` fields in 16-byte loads over the callee's 8-byte stores:
-    /// a failed store-to-load forward on every check, where `perf annotate`
-    /// put most of the benchmark loop's samples (`examples/hotpath.rs
-    /// keyed-1k-u64`, criterion's `keyed_1k/ratecell/gcra/u64`). The copy
-    /// and the reloads also sat among the instructions that wait on the
-    /// slot's load, so over a million keys fewer checks overlapped
-    /// (`bare-table-1M-then-K`). Each call site holds the four fast paths
+    /// a failed store-to-load forward on every check. The copy and the
+    /// reloads also sit among the instructions that wait on the slot's
+    /// load, so over a million keys fewer checks overlap. Each call site holds the four fast paths
     /// (about 7 KB); their slow paths stay out of line
     /// (`WordTable::check_elsewhere`). Figures in docs/ARCHITECTURE.md,
     /// "Why the keyed check is shaped as it is".
@@ -1063,9 +1060,8 @@ impl KeyedLimiter {
     /// ([`KeyedLimiter::decision_elsewhere`]), for the reason
     /// `Engine::decision` gives in `limiter.rs`. `#[inline]` although the
     /// compiler keeps it out of line: so it is compiled in the caller's
-    /// crate, for its constant arguments; as `#[inline(never)]` the keyed
-    /// GCRA + fixed window check took 19 instructions more (27.7 against
-    /// 25.2 ns, `examples/hotpath.rs multi-keyed-1k-gcra+fixed_window`).
+    /// crate, for its constant arguments (as `#[inline(never)]` it cannot
+    /// fold them).
     /// As words, like `WordTable::check_elsewhere`'s, for the same
     /// reason: returned as a `Decision`, the call was handed the place
     /// where every fast path's decision meets, and so the GCRA check's

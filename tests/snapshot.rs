@@ -343,6 +343,12 @@ fn a_different_configuration_is_refused_naming_the_field() {
         saved_config(&bytes[..]).unwrap(),
         cfg.burst(10).sub_windows(1)
     );
+    // Every policy is read back, evict too.
+    for overflow in [Overflow::Deny, Overflow::Allow, Overflow::Evict] {
+        let keyed = KeyedLimiter::with_clock(cfg.overflow(overflow), clock()).unwrap();
+        let saved = snapshot_bytes_keyed(&keyed, T0);
+        assert_eq!(saved_config(&saved[..]).unwrap().overflow, overflow);
+    }
 }
 
 /// A small keyed snapshot of a block algorithm and of a word algorithm.

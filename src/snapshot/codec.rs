@@ -457,6 +457,7 @@ impl Header {
         let overflow = match self.overflow {
             0 => Overflow::Deny,
             1 => Overflow::Allow,
+            2 => Overflow::Evict,
             v => return Err(damaged(format!("overflow {v} is not a policy"))),
         };
         self.limits[tier][..self.count]

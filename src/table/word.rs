@@ -268,8 +268,7 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// rules, and left to the inliner one level of it was kept out of line
     /// (a different level at each try), the decision then returned through
     /// the stack and copied in 16-byte moves over 8-byte stores: a failed
-    /// store-to-load forward per check, most of the samples of a keyed
-    /// two-limit check (`perf record -e cpu-clock`, then `perf annotate`).
+    /// store-to-load forward per check.
     #[allow(clippy::inline_always, reason = "see above")]
     #[inline(always)]
     fn check_concrete<D: WordAlgorithm<State = A::State>>(
@@ -301,11 +300,9 @@ impl<A: WordAlgorithm> WordTable<A> {
         // word says whether a lookup (`find`) would have stopped there.
         // Inline, those keys skip `check_elsewhere`, its call and its
         // second pass over the home bucket; nothing is added before the
-        // home bucket's hit. keyed-1k-u64 26.1 -> 24.9 ns, at the caller's
-        // time 23.1 -> 21.9, keyed-1M-u64 no slower (`examples/hotpath.rs`,
-        // thread CPU time, three interleaved rounds). (Testing every home
-        // word for 0 instead, so as to stop early, put more instructions
-        // behind the slot's load and made keyed-1M-u64 15–20 ns slower.)
+        // home bucket's hit. (Testing every home word for 0 instead, so as
+        // to stop early, puts more instructions behind the slot's load,
+        // which over a large table is the check's wait.)
         if last != 0 {
             for slot in &self.slots[self.geometry.second(home) * SLOTS..][..SLOTS] {
                 let word = slot.load_word();
