@@ -884,6 +884,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn replies_clamp_to_i64_and_never_is_minus_one() {
+        let d = Decision {
+            allowed: false,
+            limit: u64::MAX,
+            remaining: 1,
+            retry_after_ns: (1 << 63) + 1_000,
+            reset_after_ns: u64::MAX - 1,
+            wait_ns: 0,
+        };
+        assert_eq!(six(&d), [0, i64::MAX, 1, i64::MAX, i64::MAX, 0]);
+        let never = Decision {
+            retry_after_ns: u64::MAX,
+            ..d
+        };
+        assert_eq!(six(&never)[3], -1);
+    }
+
+    #[test]
     fn the_parse_cache_matches_only_the_same_words() {
         let words: [&[u8]; 4] = [b"k", b"gcra", b"10", b"1s"];
         let (rule, cost, at) = parse_cached(&words).unwrap();
