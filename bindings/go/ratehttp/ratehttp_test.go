@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,31 @@ func expect(t *testing.T, what, got, want string) {
 	}
 }
 
+func TestSubSecondPeriodsScaleQToTheWindow(t *testing.T) {
+	half := []ratehttp.LimitDecision{{Name: "x", Limit: 10, Period: 500 * time.Millisecond}}
+	expect(t, "policy", ratehttp.PolicyField(half), `"x";q=20;w=1`)
+	for _, c := range []struct {
+		limit  uint64
+		period time.Duration
+		q, w   uint64
+	}{{10, 1500 * time.Millisecond, 13, 2}, {10, time.Minute, 10, 60}, {3, 333_333_333, 9, 1}, {1, time.Microsecond, 1_000_000, 1}, {1 << 62, time.Millisecond, ratehttp.SFIntegerMax, 1}} {
+		if q, w := ratehttp.QuotaWindow(c.limit, c.period); q != c.q || w != c.w {
+			t.Fatalf("%d per %v: q=%d w=%d, want q=%d w=%d", c.limit, c.period, q, w, c.q, c.w)
+		}
+	}
+}
+
+func TestFullTableRefusalCarriesItsWaitNotT0(t *testing.T) {
+	// What a keyed table answers a new key it has no room for: no limit
+	// refused, the table's wait in RetryAfter, ResetAfter 0.
+	items := []ratehttp.LimitDecision{{Name: "k", Limit: 10, Period: time.Second,
+		Decision: ratecell.Decision{Allowed: false, RetryAfter: 4 * time.Second}}}
+	expect(t, "ratelimit", ratehttp.RateLimitField(items), `"k";r=0;t=4`)
+	if s, ok := ratehttp.RetryAfterSeconds(items); !ok || s != 4 {
+		t.Fatalf("retry-after: %d %v", s, ok)
+	}
+}
+
 func TestFieldsForTwoNamedLimits(t *testing.T) {
 	items := []ratehttp.LimitDecision{
 		{Name: "burst", Limit: 10, Period: 1500 * time.Millisecond,
@@ -99,8 +125,9 @@ func TestFieldsForTwoNamedLimits(t *testing.T) {
 		{Name: "daily", Limit: 1000, Period: 24 * time.Hour,
 			Decision: ratecell.Decision{Allowed: true, Remaining: 950, ResetAfter: time.Hour}},
 	}
-	expect(t, "policy", ratehttp.PolicyField(items), `"burst";q=10;w=2, "daily";q=1000;w=86400`)
-	expect(t, "ratelimit", ratehttp.RateLimitField(items), `"burst";r=0;t=14, "daily";r=950;t=3600`)
+	expect(t, "policy", ratehttp.PolicyField(items), `"burst";q=13;w=2, "daily";q=1000;w=86400`)
+	// t of the refusing limit is its wait (Retry-After), not when it is whole.
+	expect(t, "ratelimit", ratehttp.RateLimitField(items), `"burst";r=0;t=3, "daily";r=950;t=3600`)
 	if s, ok := ratehttp.RetryAfterSeconds(items); !ok || s != 3 {
 		t.Fatalf("retry-after: %d %v", s, ok)
 	}
@@ -117,7 +144,7 @@ func TestFieldsForTwoNamedLimits(t *testing.T) {
 	if !strings.HasSuffix(string(ratehttp.ProblemBody(items)), `"violated-policies":["burst","daily"]}`) {
 		t.Fatal(string(ratehttp.ProblemBody(items)))
 	}
-	expect(t, "escape", ratehttp.PolicyField([]ratehttp.LimitDecision{{Name: `a"b\c`, Limit: 1, Period: time.Microsecond}}), `"a\"b\\c";q=1;w=1`)
+	expect(t, "escape", ratehttp.PolicyField([]ratehttp.LimitDecision{{Name: `a"b\c`, Limit: 1, Period: time.Second}}), `"a\"b\\c";q=1;w=1`)
 	for _, bad := range []string{"caf\u00e9", "tab\there"} {
 		if _, err := ratehttp.Single(bad, 1, time.Second, clocked{}); err == nil || !strings.Contains(err.Error(), "policy name") {
 			t.Fatalf("name %q: %v", bad, err)
@@ -169,6 +196,53 @@ func TestFieldsExactAnd429ExactlyWhenTheWindowIsFull(t *testing.T) {
 	if st.Allowed != 4 || st.Denied != 2 {
 		t.Fatalf("stats: %+v", st)
 	}
+}
+
+func TestARefusalHasTEqualToRetryAfter(t *testing.T) {
+	// GCRA, 2 per 10 s: after two requests the next passes in 5 s, while the
+	// quota is whole again only in 10 s. t says the first, as Retry-After.
+	limits, _, _ := newLimits(t, "", ratecell.GCRA, 2, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{})
+	for i := 0; i < 2; i++ {
+		if r := get(t, srv, "/"); r.status != 200 {
+			t.Fatalf("request %d: %d", i, r.status)
+		}
+	}
+	r := get(t, srv, "/")
+	if r.status != 429 {
+		t.Fatalf("third request: %d", r.status)
+	}
+	expect(t, "retry-after", r.header.Get("Retry-After"), "5")
+	expect(t, "ratelimit", r.header.Get("RateLimit"), `"default";r=0;t=5`)
+}
+
+func TestAFullKeyTableRefusalCarriesTheSameWaitAsRetryAfter(t *testing.T) {
+	// A tiny table that fails closed (overflow deny): some new key finds no
+	// place; its refusal carries the table's wait in t and Retry-After.
+	l, err := ratecell.New(ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 5, Period: 10 * time.Second,
+		Capacity: 1, Overflow: ratecell.OverflowDeny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	limits, err := ratehttp.FromLimiter(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
+	for i := 0; i < 10_000; i++ {
+		r := get(t, srv, "/", "X-Api-Key", "k"+strconv.Itoa(i))
+		if r.status != 429 {
+			continue
+		}
+		ra := r.header.Get("Retry-After")
+		if ra == "" || ra == "0" {
+			t.Fatalf("retry-after %q", ra)
+		}
+		expect(t, "ratelimit", r.header.Get("RateLimit"), `"default";r=0;t=`+ra)
+		return
+	}
+	t.Fatal("the table never ran out of room")
 }
 
 func TestDryRunNeverRefuses(t *testing.T) {

@@ -28,6 +28,7 @@ from ratecell._http import (
     Named,
     policy_field,
     problem_body,
+    quota_window,
     ratelimit_field,
     retry_after_seconds,
 )
@@ -81,8 +82,9 @@ def test_fields_for_two_named_limits() -> None:
         LimitDecision("burst", 10, 1_500_000_000, d(False, 0, 2 * S + 1, 14 * S)),
         LimitDecision("daily", 1000, 86_400 * S, d(True, 950, 0, 3600 * S)),
     ]
-    assert policy_field(items) == '"burst";q=10;w=2, "daily";q=1000;w=86400'
-    assert ratelimit_field(items) == '"burst";r=0;t=14, "daily";r=950;t=3600'
+    assert policy_field(items) == '"burst";q=13;w=2, "daily";q=1000;w=86400'
+    # t of the refusing limit is its wait (Retry-After), not when it is whole.
+    assert ratelimit_field(items) == '"burst";r=0;t=3, "daily";r=950;t=3600'
     assert retry_after_seconds(items) == 3
     assert json.loads(problem_body(items)) == {
         "type": QUOTA_EXCEEDED_TYPE,
@@ -95,11 +97,27 @@ def test_fields_for_two_named_limits() -> None:
     assert json.loads(problem_body(items))["violated-policies"] == ["burst", "daily"]
     never = [LimitDecision("x", 1, 1000, d(False, 0, 2**64 - 1, 1))]
     assert retry_after_seconds(never) is None
-    assert policy_field(never) == '"x";q=1;w=1'
+    assert policy_field(never) == '"x";q=1000000;w=1'
     assert policy_field([LimitDecision('a"b\\c', 1, S, d(True))]) == '"a\\"b\\\\c";q=1;w=1'
     assert ratelimit_field([LimitDecision("big", 1, S, d(True, 10**20, 0, 0))]) == (
         '"big";r=999999999999999;t=0'
     )
+
+
+def test_sub_second_periods_scale_q_to_the_window() -> None:
+    assert policy_field([LimitDecision("x", 10, S // 2, d(True))]) == '"x";q=20;w=1'
+    assert quota_window(10, 1_500_000_000) == (13, 2)
+    assert quota_window(10, 60 * S) == (10, 60)
+    assert quota_window(3, 333_333_333) == (9, 1)
+
+
+def test_full_table_refusal_carries_its_wait_not_t0() -> None:
+    # What a keyed table answers a new key it has no room for.
+    items = [LimitDecision("k", 10, S, d(False, 0, 4 * S, 0))]
+    assert ratelimit_field(items) == '"k";r=0;t=4'
+    assert retry_after_seconds(items) == 4
+    two = [*items, LimitDecision("j", 5, S, d(False, 0, 4 * S, 0))]
+    assert ratelimit_field(two) == '"k";r=0;t=4, "j";r=0;t=4'
 
 
 def test_bad_arguments_name_the_field(clocked: Callable[..., Clocked]) -> None:
@@ -230,6 +248,35 @@ def test_fields_exact_and_429_exactly_when_the_window_is_full(kind: Any, clocked
         assert (status, h["ratelimit"]) == (200, '"api";r=2;t=10')
     stats = c.limiter.stats()
     assert (stats.allowed, stats.denied) == (4, 2)
+
+
+@BOTH
+def test_a_refusal_has_t_equal_to_retry_after(kind: Any, clocked: Any) -> None:
+    # GCRA, 2 per 10 s: after two requests the next passes in 5 s, while the
+    # quota is whole again only in 10 s. t says the first, as Retry-After.
+    c = clocked("gcra", 2, 10)
+    with serve(kind, c) as port:
+        for _ in range(2):
+            assert get(port)[0] == 200
+        status, h, _ = get(port)
+        assert (status, h["retry-after"], h["ratelimit"]) == (429, "5", '"default";r=0;t=5')
+
+
+@BOTH
+def test_a_full_key_table_refusal_carries_the_same_wait_as_retry_after(kind: Any) -> None:
+    # A tiny table that fails closed (overflow deny): some new key finds no
+    # place; its refusal carries the table's wait in t and Retry-After.
+    with ratecell.Limiter("fixed_window", 5, period=10, capacity=1, overflow="deny") as lim:
+        with serve(kind, lim, key="x-api-key") as port:
+            for i in range(10_000):
+                status, h, _ = get(port, headers={"x-api-key": f"k{i}"})
+                if status == 429:
+                    break
+            else:
+                pytest.fail("the table never ran out of room")
+            t = h["ratelimit"].rsplit("t=", 1)[1]
+            assert int(h["retry-after"]) >= 1
+            assert t == h["retry-after"], h
 
 
 @BOTH

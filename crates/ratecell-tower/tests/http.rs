@@ -294,6 +294,58 @@ async fn sub_second_period_and_reset_round_up() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_has_t_equal_to_retry_after() {
+    // GCRA, 2 per 10 s: after two requests the next passes in 5 s, while
+    // the quota is whole again only in 10 s. t says the first, as
+    // Retry-After does.
+    let (limiter, _hand) = keyed(Config::new(Algorithm::Gcra, 2, 10 * S));
+    let addr = serve(app(RateLimitLayer::new(Named::keyed(limiter)))).await;
+    for _ in 0..2 {
+        assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    }
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("5"));
+    assert_eq!(r.field("ratelimit"), Some("\"default\";r=0;t=5"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_second_period_advertises_its_real_rate() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::Gcra, 10, S / 2));
+    let addr = serve(app(RateLimitLayer::new(Named::keyed(limiter)))).await;
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.field("ratelimit-policy"), Some("\"default\";q=20;w=1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_key_table_refusal_carries_the_same_wait_as_retry_after() {
+    // A tiny table that fails closed (overflow deny): some new key finds no
+    // place; its refusal carries the table's wait in t and in Retry-After.
+    let (clock, _hand) = Clock::manual(T0);
+    let config = Config::new(Algorithm::FixedWindow, 5, 10 * S)
+        .capacity(1)
+        .overflow(ratecell::Overflow::Deny);
+    let limiter = KeyedLimiter::with_clock(config, clock).unwrap();
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+    let addr = serve(app(layer)).await;
+    for i in 0..10_000 {
+        let key = format!("k{i}");
+        let r = request(addr, "/", Some(("x-api-key", &key))).await;
+        if r.status != StatusCode::TOO_MANY_REQUESTS {
+            continue;
+        }
+        let secs = r.field("retry-after").expect("a wait");
+        assert_ne!(secs, "0");
+        assert_eq!(
+            r.field("ratelimit").unwrap(),
+            format!("\"default\";r=0;t={secs}")
+        );
+        return;
+    }
+    panic!("the table never ran out of room");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_counts_and_sets_fields_but_never_refuses() {
     let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 2, 10 * S));
     let limits = std::sync::Arc::new(Named::keyed(limiter));

@@ -223,34 +223,72 @@ def _sf_string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def quota_window(limit: int, period_ns: int) -> tuple[int, int]:
+    """The ``q`` and ``w`` of a limit of ``limit`` units per ``period_ns``:
+    ``w`` is the period in whole seconds, rounded up (at least 1: the draft's
+    window is a non-zero integer), and when the period is not a whole number
+    of seconds ``q`` is scaled to that window, rounded down, so that ``q/w``
+    is never more than the real rate (10 per 0.5 s is ``q=20;w=1``, 10 per
+    1.5 s is ``q=13;w=2``). Unscaled, a 0.5 s period would advertise half
+    its real rate."""
+    w = max(ceil_seconds(period_ns), 1)
+    if period_ns <= 0 or period_ns % NS_PER_S == 0:
+        return min(limit, SF_INTEGER_MAX), w
+    return min(limit * w * NS_PER_S // period_ns, SF_INTEGER_MAX), w
+
+
 @lru_cache(maxsize=1024)
 def _policy_item(name: str, limit: int, period_ns: int) -> str:
     # Cached: a policy item is the same on every response of its limit.
-    return f"{_sf_string(name)};q={min(limit, SF_INTEGER_MAX)};w={max(ceil_seconds(period_ns), 1)}"
+    q, w = quota_window(limit, period_ns)
+    return f"{_sf_string(name)};q={q};w={w}"
 
 
 def policy_field(items: Sequence[LimitDecision]) -> str:
     """``RateLimit-Policy``: one ``"<name>";q=<limit>;w=<period>`` item per
-    limit, ``w`` in whole seconds rounded up (at least 1)."""
+    limit, as ``quota_window`` gives them."""
     return ", ".join([_policy_item(i.name, i.limit, i.period_ns) for i in items])
 
 
+def reset_seconds(d: Decision) -> int:
+    """The ``t`` of one limit's decision, in whole seconds rounded up: the
+    time until more quota is available (draft-11 §4.3).
+
+    - Refused by this limit: its ``retry_after`` (at least 1), when this
+      same request could pass; the same value as ``Retry-After`` when this
+      limit's wait is the longest. A keyed table with no room for a new key
+      (overflow ``deny``) refuses with the table's wait, so ``t`` carries
+      that wait, never 0. When no wait helps, ``reset_after``.
+    - Admitted: ``reset_after``, when the quota is whole again; more is
+      available by then at the latest (exactly then for a fixed window).
+      0 when the quota is whole.
+    """
+    if not d.allowed and d.retry_after_ns != NEVER:
+        t = -(-d.retry_after_ns // NS_PER_S) or 1
+    else:
+        t = -(-d.reset_after_ns // NS_PER_S)
+    return t if t <= SF_INTEGER_MAX else SF_INTEGER_MAX
+
+
 def ratelimit_field(items: Sequence[LimitDecision]) -> str:
-    """``RateLimit``: one ``"<name>";r=<remaining>;t=<reset_after>`` item per
-    limit, ``t`` in whole seconds rounded up."""
+    """``RateLimit``: one ``"<name>";r=<remaining>;t=<seconds>`` item per
+    limit, ``t`` as ``reset_seconds`` gives it."""
     if len(items) == 1:  # the common case, without a list and a join
         name, _, _, d = items[0]
         r = d.remaining
-        t = -(-d.reset_after_ns // NS_PER_S)
+        if d.allowed:
+            t = -(-d.reset_after_ns // NS_PER_S)
+            if t > SF_INTEGER_MAX:
+                t = SF_INTEGER_MAX
+        else:
+            t = reset_seconds(d)
         if r > SF_INTEGER_MAX:
             r = SF_INTEGER_MAX
-        if t > SF_INTEGER_MAX:
-            t = SF_INTEGER_MAX
         return f"{_sf_string(name)};r={r};t={t}"
     return ", ".join(
         [
             f"{_sf_string(i.name)};r={min(i.decision.remaining, SF_INTEGER_MAX)}"
-            f";t={min(-(-i.decision.reset_after_ns // NS_PER_S), SF_INTEGER_MAX)}"
+            f";t={reset_seconds(i.decision)}"
             for i in items
         ]
     )
