@@ -19,9 +19,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	ratecell "github.com/ratecell/ratecell-go"
@@ -199,27 +201,36 @@ func FromMulti(l *ratecell.Limiter) (Limits, error) {
 	return Multi(policies, l)
 }
 
-// MissingKey says what happens to a request without a key.
+// MissingKey says what happens to a request whose Key function found no
+// key (a header the client did not send).
 type MissingKey int
 
 const (
-	// MissingKeyShared: keyless requests share one key, so together they get
-	// one quota and leaving the key out never buys more. The default.
-	MissingKeyShared MissingKey = iota
+	// MissingKeyReject: the request is refused with 400 and a problem
+	// document. The default: a client that leaves its key out learns it
+	// at once, rather than sharing one quota with every other such client.
+	MissingKeyReject MissingKey = iota
+	// MissingKeyShared: keyless requests share one key, so together they
+	// get one quota and leaving the key out never buys more.
+	MissingKeyShared
 	// MissingKeySkip: the request is not limited and gets no fields.
 	MissingKeySkip
-	// MissingKeyReject: the request is refused with 400 and a problem
-	// document.
-	MissingKeyReject
 )
 
 // Options configure Middleware; the zero value keys by client address,
 // charges 1 per request and enforces.
 type Options struct {
-	// Key returns the request's key; nil or empty means no key. Default:
-	// ClientAddr.
+	// Key returns the request's key; nil or empty means no key, which
+	// MissingKey decides. Default: the client's address, found and grouped
+	// as ClientIP says; a request without a peer address (a Unix socket,
+	// a handler called directly) then gets 500 and a logged error, since
+	// keying them all on one key would share one quota among all clients.
 	Key func(*http.Request) []byte
-	// MissingKey is the policy for requests without a key.
+	// ClientIP configures the default key (trusted proxies, prefixes); it
+	// is not used when Key is set. Middleware panics when it is invalid.
+	ClientIP ClientIPOptions
+	// MissingKey is the policy for requests for which Key found no key
+	// (default: MissingKeyReject).
 	MissingKey MissingKey
 	// Cost returns the request's cost (0 is a peek). Default: 1.
 	Cost func(*http.Request) uint64
@@ -234,9 +245,10 @@ type Options struct {
 	FailOpen bool
 }
 
-// ClientAddr is the key of a request by default: the IP of r.RemoteAddr
-// (the port is dropped: a client opens many connections). Behind a proxy,
-// use Key with the header the proxy sets instead.
+// ClientAddr is the IP of r.RemoteAddr as text (the port is dropped: a
+// client opens many connections), every IPv6 address its own key. The
+// default key is ClientIP's, which groups IPv6 clients by /64 and can read
+// trusted proxies' headers.
 func ClientAddr(r *http.Request) []byte {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -260,14 +272,20 @@ func Header(name string) func(*http.Request) []byte {
 const problemJSON = "application/problem+json"
 
 var missingKeyBody = []byte(`{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request carries no rate-limit key"}`)
+var noClientAddrBody = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limiting: the request has no client address to key on; serve over TCP, or set ratehttp.Options.Key"}`)
 var unavailableBody = []byte(`{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the rate limiter failed"}`)
 
 // Middleware returns the rate-limiting middleware for limits.
 func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 	key := opts.Key
-	if key == nil {
-		key = ClientAddr
+	byAddr := key == nil
+	if byAddr {
+		var err error
+		if key, err = ClientIP(opts.ClientIP); err != nil {
+			panic(err)
+		}
 	}
+	var loggedNoAddr atomic.Bool
 	// A Limits whose policies are fixed says its RateLimit-Policy once.
 	policy := ""
 	if p, ok := limits.(interface{ PolicyField() string }); ok {
@@ -284,12 +302,22 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 				return
 			}
 			k := key(r)
+			if len(k) == 0 && byAddr {
+				// A misconfiguration, not a client's doing: said at the first
+				// request, to the developer (log) and in the answer.
+				if !loggedNoAddr.Swap(true) {
+					log.Printf("ratehttp: request with RemoteAddr %q has no client address to key on: answering 500 (set Options.Key to key such requests)", r.RemoteAddr)
+				}
+				writeProblem(w, http.StatusInternalServerError, noClientAddrBody)
+				return
+			}
 			if len(k) == 0 {
 				switch opts.MissingKey {
 				case MissingKeySkip:
 					next.ServeHTTP(w, r)
 					return
-				case MissingKeyReject:
+				case MissingKeyShared:
+				default:
 					writeProblem(w, http.StatusBadRequest, missingKeyBody)
 					return
 				}

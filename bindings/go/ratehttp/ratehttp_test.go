@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,7 +303,7 @@ func TestConcurrentClientsOnOneKeyGetExactlyTheLimit(t *testing.T) {
 
 func TestHeaderKeysAndMissingKeyPolicies(t *testing.T) {
 	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
-	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), MissingKey: ratehttp.MissingKeyShared})
 	for _, c := range []struct {
 		key    string
 		status int
@@ -319,10 +320,10 @@ func TestHeaderKeysAndMissingKeyPolicies(t *testing.T) {
 	}
 
 	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
-	srv = serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), MissingKey: ratehttp.MissingKeyReject})
+	srv = serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
 	r := get(t, srv, "/")
 	if r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("reject: %d %q", r.status, r.body)
+		t.Fatalf("reject (the default): %d %q", r.status, r.body)
 	}
 	srvSkip := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), MissingKey: ratehttp.MissingKeySkip})
 	for i := 0; i < 3; i++ {
@@ -332,6 +333,93 @@ func TestHeaderKeysAndMissingKeyPolicies(t *testing.T) {
 	}
 	if st, _ := l.Stats(); st.Checks != 0 {
 		t.Fatalf("keyless requests were counted: %+v", st)
+	}
+}
+
+func TestBehindATrustedProxyTheRightMostUntrustedAddressIsTheKey(t *testing.T) {
+	// The server's peer is 127.0.0.1, the "proxy"; 1 request per key.
+	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{ClientIP: ratehttp.ClientIPOptions{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}}})
+	for i, c := range []struct {
+		xff    string
+		status int
+	}{
+		{"1.2.3.4", 200},
+		{"6.6.6.6, 1.2.3.4, 10.0.0.9", 429}, // a spoofed left entry is not another client
+		{"5.6.7.8", 200},
+		{"2001:db8:0:1::1", 200},
+		{"2001:db8:0:1:ffff::2", 429}, // the same /64
+		{"2001:db8:0:2::1", 200},
+	} {
+		if r := get(t, srv, "/", "X-Forwarded-For", c.xff); r.status != c.status {
+			t.Fatalf("%d: X-Forwarded-For %q: %d, want %d", i, c.xff, r.status, c.status)
+		}
+	}
+	// Without trusted proxies the header is ignored: both are 127.0.0.1.
+	limits, _, _ = newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv = serve(t, limits, ratehttp.Options{})
+	if r := get(t, srv, "/", "X-Forwarded-For", "1.2.3.4"); r.status != 200 {
+		t.Fatal(r.status)
+	}
+	if r := get(t, srv, "/", "X-Forwarded-For", "5.6.7.8"); r.status != 429 {
+		t.Fatal(r.status)
+	}
+}
+
+func TestTrustedHopsAndTheForwardedHeader(t *testing.T) {
+	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{ClientIP: ratehttp.ClientIPOptions{TrustedHops: 2, Header: "Forwarded"}})
+	for i, c := range []struct {
+		fwd    string
+		status int
+	}{
+		{"for=6.6.6.6, for=1.2.3.4;proto=http, for=10.0.0.1", 200},
+		{`for=7.7.7.7, for="1.2.3.4:5555", for=10.0.0.1`, 429},
+		{`for="[2001:db8::1]", for=10.0.0.1`, 200},
+		{`for=10.0.0.1`, 200}, // fewer than 2 hops: the peer, 127.0.0.1
+		{`for=10.0.0.2`, 429}, // the peer again
+	} {
+		if r := get(t, srv, "/", "Forwarded", c.fwd); r.status != c.status {
+			t.Fatalf("%d: Forwarded %q: %d, want %d", i, c.fwd, r.status, c.status)
+		}
+	}
+}
+
+func TestClientIPOptionsAreChecked(t *testing.T) {
+	for _, o := range []ratehttp.ClientIPOptions{{IPv4Prefix: 33}, {IPv6Prefix: 129}, {Header: "X-Real-IP"}, {TrustedHops: -1}, {TrustedProxies: []netip.Prefix{{}}}} {
+		if _, err := ratehttp.ClientIP(o); err == nil || !strings.Contains(err.Error(), "ClientIP") {
+			t.Fatalf("%+v: %v", o, err)
+		}
+	}
+	key, err := ratehttp.ClientIP(ratehttp.ClientIPOptions{IPv4Prefix: 24, IPv6Prefix: 48})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]string{
+		"192.0.2.7:80": "192.0.2.0/24", "[2001:db8:1:2::1]:80": "2001:db8:1::/48",
+		"[::ffff:192.0.2.7]:80": "192.0.2.0/24", "": "", "@": "",
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = addr
+		expect(t, addr, string(key(r)), want)
+	}
+}
+
+func TestNoClientAddressIsA500NotASharedQuota(t *testing.T) {
+	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	h := ratehttp.Middleware(limits, ratehttp.Options{})(hello)
+	for i := 0; i < 2; i++ {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "" // what a Unix-socket listener gives
+		h.ServeHTTP(w, r)
+		if w.Code != 500 || !strings.Contains(w.Body.String(), "no client address") {
+			t.Fatalf("request %d: %d %q", i, w.Code, w.Body.String())
+		}
+	}
+	if st, _ := l.Stats(); st.Checks != 0 {
+		t.Fatalf("counted: %+v", st)
 	}
 }
 

@@ -16,6 +16,7 @@ use http::{Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::client_ip::{Cidr, ClientIp, ForwardedHeader, TrustedProxies};
 use crate::fields::{self, LimitDecision};
 use crate::limits::RateLimits;
 
@@ -33,6 +34,8 @@ pub enum Key {
     /// connections). Read from axum's `ConnectInfo<SocketAddr>` (serve with
     /// `into_make_service_with_connect_info`) or, for hyper and other
     /// servers, a `SocketAddr` the server put in the request's extensions.
+    /// Behind proxies, see [`RateLimitLayer::trusted_proxies`]; IPv6
+    /// clients are grouped by /64 ([`RateLimitLayer::ip_prefixes`]).
     ClientAddr,
     /// A header's value, for example an API key. An empty value counts as
     /// no key.
@@ -41,19 +44,21 @@ pub enum Key {
     Fn(PartsFn<Option<Vec<u8>>>),
 }
 
-/// What happens to a request that has no key (no client address, no such
-/// header, or the key function said `None`).
+/// What happens to a request whose header or key function gave no key.
+/// (A request with no client address under [`Key::ClientAddr`] is a
+/// misconfiguration instead: it gets 500, whatever this policy says.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MissingKey {
-    /// All keyless requests share one key, so together they get one quota:
-    /// leaving the key out never buys more. The default.
+    /// The request is refused with 400 and a problem document. The
+    /// default: a client that leaves its key out learns it at once, rather
+    /// than sharing one quota with every other such client.
     #[default]
+    Reject,
+    /// All keyless requests share one key, so together they get one quota:
+    /// leaving the key out never buys more.
     Shared,
     /// The request is not limited and gets no RateLimit fields.
     Skip,
-    /// The request is refused with 400 and a problem document (use with
-    /// [`Key::Header`] when every client must send its API key).
-    Reject,
 }
 
 #[derive(Clone)]
@@ -62,6 +67,7 @@ struct Settings {
     // The limits' RateLimit-Policy when it never changes, formatted once.
     policy: Option<HeaderValue>,
     key: Key,
+    client_ip: ClientIp,
     missing: MissingKey,
     cost: Option<PartsFn<u64>>,
     dry_run: bool,
@@ -104,7 +110,8 @@ impl RateLimitLayer {
                 policy: limits.policy_field().map(header_value),
                 limits: Arc::new(limits),
                 key: Key::ClientAddr,
-                missing: MissingKey::Shared,
+                client_ip: ClientIp::default(),
+                missing: MissingKey::Reject,
                 cost: None,
                 dry_run: false,
                 exempt_paths: Vec::new(),
@@ -137,8 +144,51 @@ impl RateLimitLayer {
         self.key(Key::Fn(Arc::new(f)))
     }
 
-    /// What to do with requests that have no key (default:
-    /// [`MissingKey::Shared`]).
+    /// Peers in these ranges are proxies: the client is the right-most
+    /// address of the forwarding header ([`ForwardedHeader`], default
+    /// `X-Forwarded-For`) outside them. Only a request whose peer is in a
+    /// range has its header read; name exactly your proxies' addresses,
+    /// since any client can send the header. Default: none (the peer is
+    /// the client).
+    pub fn trusted_proxies(self, ranges: impl IntoIterator<Item = Cidr>) -> RateLimitLayer {
+        let ranges = ranges.into_iter().collect();
+        self.edit(|s| s.client_ip.trusted = TrustedProxies::Cidrs(ranges))
+    }
+
+    /// `hops` proxies stand in front of the server, each appending the
+    /// address it saw to the forwarding header: the client is the
+    /// header's `hops`-th address from the right (a request with fewer is
+    /// keyed by its peer). For when the proxies' addresses are not known
+    /// (a cloud load balancer); every request must come through them.
+    pub fn trusted_hops(self, hops: usize) -> RateLimitLayer {
+        self.edit(|s| s.client_ip.trusted = TrustedProxies::Hops(hops))
+    }
+
+    /// The header trusted proxies write (default `X-Forwarded-For`).
+    pub fn forwarded_header(self, header: ForwardedHeader) -> RateLimitLayer {
+        self.edit(|s| s.client_ip.header = header)
+    }
+
+    /// Client addresses are keyed by these prefixes (default 32 and 64):
+    /// an IPv6 host is usually given a whole /64, so keying by full address
+    /// would give it 2^64 quotas.
+    ///
+    /// # Panics
+    ///
+    /// When `v4` is above 32 or `v6` above 128.
+    pub fn ip_prefixes(self, v4: u8, v6: u8) -> RateLimitLayer {
+        assert!(
+            v4 <= 32 && v6 <= 128,
+            "ip_prefixes: the IPv4 prefix is at most 32 and the IPv6 one at most 128, not /{v4} and /{v6}"
+        );
+        self.edit(|s| {
+            s.client_ip.v4_prefix = v4;
+            s.client_ip.v6_prefix = v6;
+        })
+    }
+
+    /// What to do with requests whose header or key function gave no key
+    /// (default: [`MissingKey::Reject`]).
     pub fn missing_key(self, policy: MissingKey) -> RateLimitLayer {
         self.edit(|s| s.missing = policy)
     }
@@ -197,6 +247,8 @@ enum Verdict {
     Pass,
     Limited(Vec<LimitDecision>),
     BadRequest,
+    // Keyed by client address, but the server gave none: a misconfiguration.
+    NoClientAddr,
 }
 
 fn client_ip(parts: &Parts) -> Option<IpAddr> {
@@ -211,12 +263,10 @@ fn client_ip(parts: &Parts) -> Option<IpAddr> {
 }
 
 impl Settings {
-    fn key(&self, parts: &Parts) -> Option<Vec<u8>> {
+    /// The key of a header or function (the client address is `decide`'s).
+    fn given_key(&self, parts: &Parts) -> Option<Vec<u8>> {
         let key = match &self.key {
-            Key::ClientAddr => client_ip(parts).map(|ip| match ip {
-                IpAddr::V4(v4) => v4.octets().to_vec(),
-                IpAddr::V6(v6) => v6.octets().to_vec(),
-            }),
+            Key::ClientAddr => None,
             Key::Header(name) => parts.headers.get(name).map(|v| v.as_bytes().to_vec()),
             Key::Fn(f) => f(parts),
         };
@@ -229,12 +279,21 @@ impl Settings {
         {
             return Verdict::Pass;
         }
-        let key = match (self.key(parts), self.missing) {
-            (Some(key), _) => key,
-            // The empty key: no real key is empty (empty ones count as missing).
-            (None, MissingKey::Shared) => Vec::new(),
-            (None, MissingKey::Skip) => return Verdict::Pass,
-            (None, MissingKey::Reject) => return Verdict::BadRequest,
+        let key = if let Key::ClientAddr = self.key {
+            match client_ip(parts) {
+                Some(peer) => self
+                    .client_ip
+                    .key(self.client_ip.client(peer, &parts.headers)),
+                None => return Verdict::NoClientAddr,
+            }
+        } else {
+            match (self.given_key(parts), self.missing) {
+                (Some(key), _) => key,
+                // The empty key: no real key is empty (empty ones count as missing).
+                (None, MissingKey::Shared) => Vec::new(),
+                (None, MissingKey::Skip) => return Verdict::Pass,
+                (None, MissingKey::Reject) => return Verdict::BadRequest,
+            }
         };
         let cost = self.cost.as_ref().map_or(1, |f| f(parts));
         Verdict::Limited(self.limits.check(&key, cost))
@@ -286,6 +345,19 @@ fn missing_key<B: From<Bytes>>() -> Response<B> {
         StatusCode::BAD_REQUEST,
         "{\"type\":\"about:blank\",\"title\":\"Bad Request\",\"status\":400,\
          \"detail\":\"the request carries no rate-limit key\"}"
+            .to_owned(),
+    )
+}
+
+fn no_client_addr<B: From<Bytes>>() -> Response<B> {
+    // Like tower-governor's UnableToExtractKey: the developer sees it at the
+    // first request, instead of every client sharing one quota.
+    problem(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{\"type\":\"about:blank\",\"title\":\"Internal Server Error\",\"status\":500,\
+         \"detail\":\"rate limiting by client address, but the request has none: serve axum \
+         with into_make_service_with_connect_info::<SocketAddr>(), put the peer's SocketAddr in \
+         the request's extensions (hyper), or key by header or function\"}"
             .to_owned(),
     )
 }
@@ -372,6 +444,9 @@ where
             }),
             Verdict::BadRequest => wrap(State::Ready {
                 response: Some(missing_key()),
+            }),
+            Verdict::NoClientAddr => wrap(State::Ready {
+                response: Some(no_client_addr()),
             }),
             Verdict::Limited(items) => {
                 if !fields::admitted(&items) && !self.settings.dry_run {

@@ -28,11 +28,13 @@
 #![warn(missing_docs)]
 
 mod acquire;
+mod client_ip;
 pub mod fields;
 mod layer;
 mod limits;
 
 pub use acquire::acquire;
+pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies};
 pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TYPE};
 pub use layer::{
     Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer, ResponseFuture,

@@ -395,7 +395,9 @@ async fn concurrent_clients_on_one_key_get_exactly_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
     let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
-    let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+    let layer = RateLimitLayer::new(Named::keyed(limiter))
+        .key_header("x-api-key".parse().unwrap())
+        .missing_key(MissingKey::Shared);
     let addr = serve(app(layer)).await;
     assert_eq!(
         request(addr, "/", Some(("x-api-key", "a"))).await.status,
@@ -409,7 +411,7 @@ async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
         request(addr, "/", Some(("x-api-key", "b"))).await.status,
         StatusCode::OK
     );
-    // Keyless requests share one quota (the default policy).
+    // Keyless requests share one quota (MissingKey::Shared).
     assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
     assert_eq!(
         request(addr, "/", None).await.status,
@@ -422,9 +424,8 @@ async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
 
     let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
     let limits = std::sync::Arc::new(Named::keyed(limiter));
-    let layer = RateLimitLayer::new(limits.clone())
-        .key_header("x-api-key".parse().unwrap())
-        .missing_key(MissingKey::Reject);
+    // Reject is the default.
+    let layer = RateLimitLayer::new(limits.clone()).key_header("x-api-key".parse().unwrap());
     let addr = serve(app(layer)).await;
     let r = request(addr, "/", None).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
@@ -447,6 +448,102 @@ async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
         StatusCode::OK
     );
     assert_eq!(limits_skip.limiter().stats().checks, 1);
+    assert_eq!(limits.limiter().stats().checks, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key() {
+    // The server's peer is 127.0.0.1, the "proxy"; 1 request per key.
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).trusted_proxies([
+        "127.0.0.0/8".parse().unwrap(),
+        "10.0.0.0/8".parse().unwrap(),
+    ]);
+    let addr = serve(app(layer)).await;
+    let xff = |v: &'static str| Some(("x-forwarded-for", v));
+    assert_eq!(
+        request(addr, "/", xff("1.2.3.4")).await.status,
+        StatusCode::OK
+    );
+    // Spoofing a left entry does not make another client.
+    let r = request(addr, "/", xff("6.6.6.6, 1.2.3.4, 10.0.0.9")).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        request(addr, "/", xff("5.6.7.8")).await.status,
+        StatusCode::OK
+    );
+    // IPv6 clients are keyed by /64.
+    assert_eq!(
+        request(addr, "/", xff("2001:db8:0:1::1")).await.status,
+        StatusCode::OK
+    );
+    let r = request(addr, "/", xff("2001:db8:0:1:ffff::2")).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "same /64");
+    assert_eq!(
+        request(addr, "/", xff("2001:db8:0:2::1")).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_headers_are_ignored_unless_proxies_are_trusted() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let addr = serve(app(RateLimitLayer::new(Named::keyed(limiter)))).await;
+    let r = request(addr, "/", Some(("x-forwarded-for", "1.2.3.4"))).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = request(addr, "/", Some(("x-forwarded-for", "5.6.7.8"))).await;
+    assert_eq!(
+        r.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "both are 127.0.0.1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusted_hops_and_the_forwarded_header() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter))
+        .trusted_hops(2)
+        .forwarded_header(ratecell_tower::ForwardedHeader::Forwarded);
+    let addr = serve(app(layer)).await;
+    let fwd = |v: &'static str| Some(("forwarded", v));
+    let r = request(
+        addr,
+        "/",
+        fwd("for=6.6.6.6, for=1.2.3.4;proto=http, for=10.0.0.1"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = request(
+        addr,
+        "/",
+        fwd("for=7.7.7.7, for=\"1.2.3.4:5555\", for=10.0.0.1"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "the same client");
+    let r = request(addr, "/", fwd("for=\"[2001:db8::1]\", for=10.0.0.1")).await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn axum_without_connect_info_is_a_500_not_a_shared_quota() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The mistake: served without into_make_service_with_connect_info.
+    let router = app(RateLimitLayer::new(limits.clone()));
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    for _ in 0..2 {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(r.field("content-type"), Some("application/problem+json"));
+        assert!(
+            r.body.contains("into_make_service_with_connect_info"),
+            "{}",
+            r.body
+        );
+    }
     assert_eq!(limits.limiter().stats().checks, 0);
 }
 
