@@ -155,7 +155,11 @@ def _wsgi_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
 
 @contextmanager
 def uvicorn_server(app: Any) -> Iterator[int]:
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    # proxy_headers off: uvicorn would otherwise take X-Forwarded-For from a
+    # 127.0.0.1 peer itself, and the middleware's own reading is under test.
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", proxy_headers=False
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -304,14 +308,14 @@ def test_concurrent_clients_on_one_key_get_exactly_the_limit(kind: Any, clocked:
 @BOTH
 def test_header_keys_and_missing_key_policies(kind: Any, clocked: Any) -> None:
     c = clocked("fixed_window", 1, 10)
-    with serve(kind, c, key="X-Api-Key") as port:
+    with serve(kind, c, key="X-Api-Key", missing_key="shared") as port:
         assert get(port, "/", {"X-Api-Key": "a"})[0] == 200
         assert get(port, "/", {"X-Api-Key": "a"})[0] == 429
         assert get(port, "/", {"X-Api-Key": "b"})[0] == 200
         assert get(port)[0] == 200  # keyless requests share one quota
         assert get(port)[0] == 429
     c2 = clocked("fixed_window", 1, 10)
-    with serve(kind, c2, key="X-Api-Key", missing_key="reject") as port:
+    with serve(kind, c2, key="X-Api-Key") as port:  # "reject" is the default
         status, h, body = get(port)
         assert status == 400 and h["content-type"] == "application/problem+json"
         assert b"no rate-limit key" in body
@@ -320,6 +324,88 @@ def test_header_keys_and_missing_key_policies(kind: Any, clocked: Any) -> None:
             status, h, _ = get(port)
             assert status == 200 and "ratelimit" not in h
     assert c2.limiter.stats().checks == 0
+
+
+@BOTH
+def test_behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key(
+    kind: Any, clocked: Any
+) -> None:
+    # The server's peer is 127.0.0.1, the "proxy"; 1 request per key.
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, trusted_proxies=["127.0.0.0/8", "10.0.0.0/8"]) as port:
+        for xff, status in [
+            ("1.2.3.4", 200),
+            ("6.6.6.6, 1.2.3.4, 10.0.0.9", 429),  # a spoofed left entry is not another client
+            ("5.6.7.8", 200),
+            ("2001:db8:0:1::1", 200),
+            ("2001:db8:0:1:ffff::2", 429),  # the same /64
+            ("2001:db8:0:2::1", 200),
+        ]:
+            assert get(port, "/", {"X-Forwarded-For": xff})[0] == status, xff
+    # Without trusted proxies the header is ignored: both are 127.0.0.1.
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c) as port:
+        assert get(port, "/", {"X-Forwarded-For": "1.2.3.4"})[0] == 200
+        assert get(port, "/", {"X-Forwarded-For": "5.6.7.8"})[0] == 429
+
+
+@BOTH
+def test_trusted_hops_and_the_forwarded_header(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, trusted_proxies=2, forwarded_header="forwarded") as port:
+        for fwd, status in [
+            ("for=6.6.6.6, for=1.2.3.4;proto=http, for=10.0.0.1", 200),
+            ('for=7.7.7.7, for="1.2.3.4:5555", for=10.0.0.1', 429),
+            ('for="[2001:db8::1]", for=10.0.0.1', 200),
+            ("for=10.0.0.1", 200),  # fewer than 2 hops: the peer, 127.0.0.1
+            ("for=10.0.0.2", 429),  # the peer again
+        ]:
+            assert get(port, "/", {"Forwarded": fwd})[0] == status, fwd
+
+
+def test_client_ip_options_and_prefixes() -> None:
+    from ratecell._http import ClientIp
+
+    for bad in (
+        {"ipv4_prefix": 33},
+        {"ipv6_prefix": 129},
+        {"forwarded_header": "x-real-ip"},
+        {"trusted_proxies": -1},
+        {"trusted_proxies": ["10.0.0.0/33"]},
+        {"trusted_proxies": "10.0.0.0/8"},
+    ):
+        with pytest.raises((ValueError, TypeError)):
+            ClientIp(**bad)
+    wide = ClientIp(ipv4_prefix=24, ipv6_prefix=48)
+    assert wide.key("192.0.2.7", tuple) == "192.0.2.0/24"
+    assert wide.key("2001:db8:1:2::1", tuple) == "2001:db8:1::/48"
+    assert wide.key("::ffff:192.0.2.7", tuple) == "192.0.2.0/24"
+    assert ClientIp().key("2001:db8:1:2:aaaa::1", tuple) == "2001:db8:1:2::/64"
+    assert ClientIp().key(None, tuple) is None
+
+
+def test_no_client_address_is_a_500_not_a_shared_quota(clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    w = wsgi.RateLimitMiddleware(_wsgi_app, c)
+    got: list[str] = []
+    for _ in range(2):
+        body = b"".join(w({"PATH_INFO": "/"}, lambda status, headers, exc=None: got.append(status)))
+        assert b"no client address" in body
+    assert got == ["500 Internal Server Error"] * 2
+
+    a = asgi.RateLimitMiddleware(_starlette(), c)
+    sent: list[Any] = []
+
+    async def send(m: Any) -> None:
+        sent.append(m)
+
+    async def receive() -> Any:
+        return {"type": "http.request"}
+
+    scope = {"type": "http", "path": "/", "headers": [], "client": None}
+    asyncio.run(a(scope, receive, send))
+    assert sent[0]["status"] == 500 and b"no client address" in sent[1]["body"]
+    assert c.limiter.stats().checks == 0
 
 
 @BOTH

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import ipaddress
+import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import lru_cache
@@ -325,22 +327,160 @@ MISSING_KEY_BODY = (
     b'{"type":"about:blank","title":"Bad Request","status":400,'
     b'"detail":"the request carries no rate-limit key"}'
 )
+NO_CLIENT_ADDR_BODY = (
+    b'{"type":"about:blank","title":"Internal Server Error","status":500,'
+    b'"detail":"rate limiting by client address, but the request has no client address (a Unix socket, '
+    b'a test client without one): give the middleware key= to key such requests"}'
+)
 UNAVAILABLE_BODY = (
     b'{"type":"about:blank","title":"Service Unavailable","status":503,'
     b'"detail":"the rate limiter failed"}'
 )
 
-MissingKey = Literal["shared", "skip", "reject"]
+MissingKey = Literal["reject", "shared", "skip"]
+ForwardedHeader = Literal["x-forwarded-for", "forwarded"]
 R = TypeVar("R")
+
+_log = logging.getLogger("ratecell")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _parse_node(node: str) -> IPAddress | None:
+    """One forwarded address without port, brackets or quotes; None when it
+    is not an address (RFC 7239's ``unknown``, ``_hidden``)."""
+    node = node.strip().strip('"')
+    if node.startswith("["):
+        node = node[1:].partition("]")[0]
+    elif node.count(":") == 1:
+        node = node.partition(":")[0]  # IPv4 with a port
+    try:
+        ip = ipaddress.ip_address(node)
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+class ClientIp:
+    """Finds the client's address and groups it into a key: the peer, or
+    behind trusted proxies the right-most untrusted address of the
+    forwarding header; IPv4 under ``ipv4_prefix`` bits, IPv6 under
+    ``ipv6_prefix`` (an IPv6 host is usually given a whole /64)."""
+
+    __slots__ = ("proxies", "hops", "header", "v4", "v6", "plain")
+
+    def __init__(
+        self,
+        trusted_proxies: Iterable[str] | int | None = None,
+        forwarded_header: ForwardedHeader = "x-forwarded-for",
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
+    ) -> None:
+        self.proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+        self.hops = 0
+        if isinstance(trusted_proxies, bool):
+            raise TypeError("trusted_proxies: give CIDR strings or a hop count, not a bool")
+        if isinstance(trusted_proxies, int):
+            if trusted_proxies < 0:
+                raise ValueError(f"trusted_proxies: a hop count is >= 0, not {trusted_proxies}")
+            self.hops = trusted_proxies
+        elif isinstance(trusted_proxies, str):
+            raise TypeError("trusted_proxies: give a list of CIDRs, not one string")
+        elif trusted_proxies is not None:
+            try:
+                self.proxies = tuple(ipaddress.ip_network(c, strict=False) for c in trusted_proxies)
+            except ValueError as e:
+                raise ValueError(f"trusted_proxies: {e}") from None
+        header = forwarded_header.lower() if isinstance(forwarded_header, str) else forwarded_header
+        if header not in ("x-forwarded-for", "forwarded"):
+            raise ValueError(
+                f"forwarded_header must be 'x-forwarded-for' or 'forwarded', not {forwarded_header!r}"
+            )
+        self.header: str = header
+        for what, bits, top in (("ipv4_prefix", ipv4_prefix, 32), ("ipv6_prefix", ipv6_prefix, 128)):
+            if isinstance(bits, bool) or not isinstance(bits, int) or not 0 <= bits <= top:
+                raise ValueError(f"{what} must be an int in 0..{top}, not {bits!r}")
+        self.v4 = ipv4_prefix
+        self.v6 = ipv6_prefix
+        # The peer is the client and an IPv4 peer's text is its key.
+        self.plain = not self.proxies and not self.hops and ipv4_prefix == 32
+
+    def _trusted(self, ip: IPAddress) -> bool:
+        return any(ip in net for net in self.proxies)
+
+    def client(self, peer: IPAddress, forwarded: Sequence[bytes]) -> IPAddress:
+        """The client's address: ``peer``'s unless it is a trusted proxy.
+        ``forwarded`` are the header's field lines, in order."""
+        if not self.proxies and not self.hops:
+            return peer
+        if self.proxies and not self._trusted(peer):
+            return peer
+        nodes: list[IPAddress | None] = []
+        for line in forwarded:
+            for element in line.decode("latin-1").split(","):
+                if self.header == "forwarded":
+                    for_value = None
+                    for pair in element.split(";"):
+                        k, eq, v = pair.partition("=")
+                        if eq and k.strip().lower() == "for":
+                            for_value = v
+                            break
+                    nodes.append(None if for_value is None else _parse_node(for_value))
+                else:
+                    nodes.append(_parse_node(element))
+        if self.hops:
+            i = len(nodes) - self.hops
+            if i < 0:
+                return peer
+            # The proxy `hops` away wrote it; not an address there: the
+            # nearest that is.
+            return next((n for n in nodes[i:] if n is not None), peer)
+        # From the right: each trusted hop vouches for the one to its left;
+        # the first untrusted one is the client. An entry that is not an
+        # address ends the walk at the last address a trusted proxy reported.
+        client = peer
+        for hop in reversed(nodes):
+            if hop is None:
+                break
+            client = hop
+            if not self._trusted(hop):
+                break
+        return client
+
+    def key(self, peer: str | None, forwarded: Callable[[], Sequence[bytes]]) -> str | None:
+        """The key of a request from ``peer`` (None when it has no
+        address), reading the forwarding header through ``forwarded`` only
+        when the peer is a trusted proxy."""
+        if not peer:
+            return None
+        if self.plain and ":" not in peer:
+            return peer
+        ip = _parse_node(peer)
+        if ip is None:
+            return None
+        if self.proxies or self.hops:
+            ip = self.client(ip, forwarded())
+        return _grouped(ip, self.v4, self.v6)
+
+
+@lru_cache(maxsize=4096)
+def _grouped(ip: IPAddress, v4: int, v6: int) -> str:
+    bits = v4 if ip.version == 4 else v6
+    if bits == ip.max_prefixlen:
+        return str(ip)
+    return str(ipaddress.ip_network((ip, bits), strict=False))
 
 
 class Settings(Generic[R]):
     """Key, cost and exemption rules over a request ``R`` (an ASGI scope or a
-    WSGI environ); ``header_of(request, name)`` and ``client_of(request)``
-    read the framework's request."""
+    WSGI environ); ``header_of(request, name)``, ``headers_of(request,
+    name)`` (every field line) and ``client_of(request)`` read the
+    framework's request."""
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
-                 "fail_open", "name", "policy", "plain")
+                 "fail_open", "name", "policy", "plain", "by_client", "logged_no_client")
 
     def __init__(
         self,
@@ -353,6 +493,8 @@ class Settings(Generic[R]):
         fail_open: bool,
         header_of: Callable[[R, str], bytes | None],
         client_of: Callable[[R], str | None],
+        headers_of: Callable[[R, str], Sequence[bytes]] | None = None,
+        client_ip: ClientIp | None = None,
     ) -> None:
         self.limits = as_limits(limiter)
         # Named, Multi and RedisLimits know their policy field in advance.
@@ -360,11 +502,27 @@ class Settings(Generic[R]):
         self.policy: str | None = policy if isinstance(policy, str) else None
         if missing_key not in ("shared", "skip", "reject"):
             raise ValueError(
-                f"missing_key must be 'shared', 'skip' or 'reject', not {missing_key!r}"
+                f"missing_key must be 'reject', 'shared' or 'skip', not {missing_key!r}"
             )
         self.missing_key = missing_key
+        self.by_client = key is None
+        self.logged_no_client = False
         if key is None:
-            self.key: Callable[[R], bytes | str | None] = client_of
+            ip = client_ip or ClientIp()
+            if ip.plain:
+
+                def by_peer(r: R) -> str | None:
+                    # An IPv4 peer's text is its key, as it comes.
+                    peer = client_of(r)
+                    if peer and ":" not in peer:
+                        return peer
+                    return ip.key(peer, tuple)
+
+                self.key: Callable[[R], bytes | str | None] = by_peer
+            else:
+                lines = headers_of or (lambda r, n: [v] if (v := header_of(r, n)) else [])
+                header = ip.header
+                self.key = lambda r: ip.key(client_of(r), lambda: lines(r, header))
         elif isinstance(key, str):
             if not key:
                 raise ValueError("key: a header name must not be empty")
@@ -398,7 +556,9 @@ class Settings(Generic[R]):
         return (policy_field(items) if policy is None else policy), ratelimit_field(items)
 
     def request_key(self, request: R) -> bytes | None:
-        """The key, or None (skip) / b"" (shared) / raises MissingKeyError."""
+        """The key, or None (skip) / b"" (shared) / raises MissingKeyError,
+        or NoClientAddrError when keyed by a client address the request
+        does not have."""
         k = self.key(request)
         if type(k) is str:
             if k:
@@ -410,6 +570,14 @@ class Settings(Generic[R]):
             k = k.encode()
         if k:
             return bytes(k)
+        if self.by_client:
+            if not self.logged_no_client:
+                self.logged_no_client = True
+                _log.error(
+                    "ratecell: a request has no client address to key on; answering 500 "
+                    "(give the middleware key= to key such requests)"
+                )
+            raise NoClientAddrError
         if self.missing_key == "shared":
             return b""  # the shared key: no real key is empty
         if self.missing_key == "skip":
@@ -425,6 +593,10 @@ class Settings(Generic[R]):
 
 class MissingKeyError(Exception):
     """A request without a key under ``missing_key="reject"``."""
+
+
+class NoClientAddrError(Exception):
+    """A request keyed by client address that has none: a misconfiguration."""
 
 
 def field_headers(fields: tuple[str, str]) -> list[tuple[bytes, bytes]]:

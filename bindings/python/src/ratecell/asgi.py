@@ -23,6 +23,10 @@ from ._errors import CostExceedsLimit, TimedOut
 from ._limiter import U64_MAX, _timeout_ns
 from ._http import (
     MISSING_KEY_BODY,
+    NO_CLIENT_ADDR_BODY,
+    ClientIp,
+    ForwardedHeader,
+    NoClientAddrError,
     NEVER,
     UNAVAILABLE_BODY,
     MissingKey,
@@ -54,6 +58,11 @@ def _header(scope: Scope, name: str) -> bytes | None:
     return None
 
 
+def _headers(scope: Scope, name: str) -> list[bytes]:
+    raw = name.encode("latin-1")
+    return [bytes(v) for k, v in scope.get("headers", ()) if k == raw]
+
+
 def _client(scope: Scope) -> str | None:
     client = scope.get("client")
     return client[0] if client else None
@@ -72,13 +81,25 @@ class RateLimitMiddleware:
       client).
     - ``key``: None for the client address (``scope["client"]``), a header
       name (an API key), or ``f(scope) -> bytes | str | None``.
-    - ``missing_key``: ``"shared"`` (keyless requests share one quota, the
-      default), ``"skip"`` (not limited) or ``"reject"`` (400).
+    - ``missing_key``, for a ``key`` header or function that gave no key:
+      ``"reject"`` (400, the default: the client learns it at once),
+      ``"shared"`` (keyless requests share one quota) or ``"skip"`` (not
+      limited). A request keyed by client address that has none (a Unix
+      socket) is a misconfiguration: 500, logged once on the ``ratecell``
+      logger, whatever ``missing_key`` says.
     - ``cost``: ``f(scope) -> int`` (default 1).
     - ``dry_run``: count and send the fields, never refuse.
     - ``exempt``: a list of paths (exact match) or ``f(scope) -> bool``.
     - ``fail_open``: when the limiter raises, pass the request (default:
       answer 503).
+    - ``trusted_proxies``: CIDRs of your proxies (``["10.0.0.0/8"]``): when
+      the peer is one, the client is the right-most address of
+      ``forwarded_header`` (``"x-forwarded-for"``, the default, or
+      ``"forwarded"``, RFC 7239) outside them; or a hop count (the client
+      is that many addresses from the right). Default None: the peer is the
+      client and the headers are ignored (any client can send them).
+    - ``ipv4_prefix``, ``ipv6_prefix``: client addresses are keyed by these
+      prefixes (32 and 64: an IPv6 host usually holds a whole /64).
 
     Non-HTTP scopes (websocket, lifespan) pass through untouched.
     """
@@ -89,15 +110,20 @@ class RateLimitMiddleware:
         limiter: Any,
         *,
         key: str | Callable[[Scope], bytes | str | None] | None = None,
-        missing_key: MissingKey = "shared",
+        missing_key: MissingKey = "reject",
         cost: Callable[[Scope], int] | None = None,
         dry_run: bool = False,
         exempt: Iterable[str] | Callable[[Scope], bool] | None = None,
         fail_open: bool = False,
+        trusted_proxies: Iterable[str] | int | None = None,
+        forwarded_header: ForwardedHeader = "x-forwarded-for",
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
-            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client
+            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
+            _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -109,6 +135,9 @@ class RateLimitMiddleware:
             return
         try:
             key = s.request_key(scope)
+        except NoClientAddrError:
+            await _respond(send, 500, problem_headers(NO_CLIENT_ADDR_BODY), NO_CLIENT_ADDR_BODY)
+            return
         except MissingKeyError:
             await _respond(send, 400, problem_headers(MISSING_KEY_BODY), MISSING_KEY_BODY)
             return

@@ -18,6 +18,10 @@ from typing import Any
 
 from ._http import (
     MISSING_KEY_BODY,
+    NO_CLIENT_ADDR_BODY,
+    ClientIp,
+    ForwardedHeader,
+    NoClientAddrError,
     UNAVAILABLE_BODY,
     LimitDecision,
     MissingKey,
@@ -38,13 +42,24 @@ WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
 __all__ = ["RateLimitMiddleware", "Named", "Multi", "LimitDecision", "RateLimits"]
 
-_STATUS = {400: "400 Bad Request", 429: "429 Too Many Requests", 503: "503 Service Unavailable"}
+_STATUS = {
+    400: "400 Bad Request",
+    429: "429 Too Many Requests",
+    500: "500 Internal Server Error",
+    503: "503 Service Unavailable",
+}
 
 
 def _header(environ: Environ, name: str) -> bytes | None:
     value = environ.get("HTTP_" + name.upper().replace("-", "_"))
     # WSGI strings are latin-1 decoded bytes (PEP 3333).
     return None if value is None else value.encode("latin-1")
+
+
+def _headers(environ: Environ, name: str) -> list[bytes]:
+    # The server joins repeated field lines with ", " (PEP 3333).
+    v = _header(environ, name)
+    return [] if v is None else [v]
 
 
 def _client(environ: Environ) -> str | None:
@@ -67,15 +82,20 @@ class RateLimitMiddleware:
         limiter: Any,
         *,
         key: str | Callable[[Environ], bytes | str | None] | None = None,
-        missing_key: MissingKey = "shared",
+        missing_key: MissingKey = "reject",
         cost: Callable[[Environ], int] | None = None,
         dry_run: bool = False,
         exempt: Iterable[str] | Callable[[Environ], bool] | None = None,
         fail_open: bool = False,
+        trusted_proxies: Iterable[str] | int | None = None,
+        forwarded_header: ForwardedHeader = "x-forwarded-for",
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
-            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client
+            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
+            _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -84,6 +104,9 @@ class RateLimitMiddleware:
             return self.app(environ, start_response)
         try:
             key = s.request_key(environ)
+        except NoClientAddrError:
+            start_response(_STATUS[500], _str_headers(problem_headers(NO_CLIENT_ADDR_BODY)))
+            return [NO_CLIENT_ADDR_BODY]
         except MissingKeyError:
             start_response(_STATUS[400], _str_headers(problem_headers(MISSING_KEY_BODY)))
             return [MISSING_KEY_BODY]
