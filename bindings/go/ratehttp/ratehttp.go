@@ -243,6 +243,13 @@ type Options struct {
 	// FailOpen passes requests (without fields) when Limits returns an
 	// error; by default they get 503 (fail closed).
 	FailOpen bool
+	// OnRefusal answers refused requests instead of the problem document
+	// (httprate's WithLimitHandler): the RateLimit fields and Retry-After
+	// are already set on w when it is called, and it writes the rest.
+	OnRefusal func(w http.ResponseWriter, r *http.Request, items []LimitDecision)
+	// OnDryRunRefusal sees every request the limits refused in a dry run
+	// (and the middleware let through), before the handler runs.
+	OnDryRunRefusal func(r *http.Request, items []LimitDecision)
 }
 
 // ClientAddr is the IP of r.RemoteAddr as text (the port is dropped: a
@@ -346,12 +353,19 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			}
 			h["Ratelimit"] = []string{RateLimitField(items)}
 			if opts.DryRun {
+				if opts.OnDryRunRefusal != nil && !Admitted(items) {
+					opts.OnDryRunRefusal(r, items)
+				}
 				next.ServeHTTP(w, r)
 				return
 			}
 			if !Admitted(items) {
 				if s, ok := RetryAfterSeconds(items); ok {
-					h.Set("Retry-After", strconv.FormatUint(s, 10))
+					h["Retry-After"] = []string{strconv.FormatUint(s, 10)}
+				}
+				if opts.OnRefusal != nil {
+					opts.OnRefusal(w, r, items)
+					return
 				}
 				writeProblem(w, http.StatusTooManyRequests, ProblemBody(items))
 				return

@@ -423,6 +423,46 @@ func TestNoClientAddressIsA500NotASharedQuota(t *testing.T) {
 	}
 }
 
+func TestARefusalHookAnswers429sAndTheFieldsAreKept(t *testing.T) {
+	limits, _, _ := newLimits(t, "api", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{OnRefusal: func(w http.ResponseWriter, r *http.Request, items []ratehttp.LimitDecision) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "slow down on "+r.URL.Path+" ("+items[0].Name+")")
+	}})
+	if r := get(t, srv, "/"); r.status != 200 {
+		t.Fatal(r.status)
+	}
+	r := get(t, srv, "/")
+	if r.status != 503 || r.body != "slow down on / (api)" {
+		t.Fatalf("hook: %d %q", r.status, r.body)
+	}
+	expect(t, "content-type", r.header.Get("Content-Type"), "text/plain")
+	expect(t, "retry-after", r.header.Get("Retry-After"), "8")
+	expect(t, "ratelimit", r.header.Get("RateLimit"), `"api";r=0;t=8`)
+}
+
+func TestADryRunHookSeesEveryViolation(t *testing.T) {
+	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 2, 10*time.Second)
+	var mu sync.Mutex
+	var seen []string
+	srv := serve(t, limits, ratehttp.Options{DryRun: true, OnDryRunRefusal: func(r *http.Request, items []ratehttp.LimitDecision) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.URL.Path+" "+ratehttp.RateLimitField(items))
+	}})
+	for i := 0; i < 5; i++ {
+		if r := get(t, srv, "/"); r.status != 200 {
+			t.Fatal(r.status)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 3 || seen[0] != `/ "default";r=0;t=8` {
+		t.Fatalf("seen: %q", seen)
+	}
+}
+
 func TestExemptionsAreNeverCounted(t *testing.T) {
 	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
 	srv := serve(t, limits, ratehttp.Options{

@@ -409,6 +409,37 @@ def test_no_client_address_is_a_500_not_a_shared_quota(clocked: Any) -> None:
 
 
 @BOTH
+def test_a_refusal_hook_answers_429s_and_the_fields_are_kept(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+
+    def slow_down(request: Any, items: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+        path = request["path"] if isinstance(request.get("path"), str) else request["PATH_INFO"]
+        body = f"slow down on {path} ({items[0].name})".encode()
+        return 503, [("Content-Type", "text/plain"), ("Retry-After", "60")], body
+
+    with serve(kind, Named(c, "api"), on_refusal=slow_down) as port:
+        assert get(port)[0] == 200
+        status, h, body = get(port)
+        assert (status, body) == (503, b"slow down on / (api)")
+        assert h["content-type"] == "text/plain"
+        assert h["retry-after"] == "60"  # the hook's own wins
+        assert h["ratelimit"] == '"api";r=0;t=8'
+        assert h["ratelimit-policy"] == '"api";q=1;w=10'
+
+
+@BOTH
+def test_a_dry_run_hook_sees_every_violation(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 2, 10)
+    seen: list[str] = []
+    with serve(
+        kind, c, dry_run=True, on_dry_run_refusal=lambda r, items: seen.append(ratelimit_field(items))
+    ) as port:
+        for _ in range(5):
+            assert get(port)[0] == 200
+    assert seen == ['"default";r=0;t=8'] * 3
+
+
+@BOTH
 def test_exempt_paths_and_predicates_are_never_counted(kind: Any, clocked: Any) -> None:
     c = clocked("fixed_window", 1, 10)
     with serve(kind, c, exempt=["/health"]) as port:

@@ -26,6 +26,8 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 type PartsFn<T> = Arc<dyn Fn(&Parts) -> T + Send + Sync>;
+type RefusalFn = Arc<dyn Fn(&Parts, &[LimitDecision]) -> Response<Bytes> + Send + Sync>;
+type ViolationFn = Arc<dyn Fn(&Parts, &[LimitDecision]) + Send + Sync>;
 
 /// Where a request's key comes from.
 #[derive(Clone)]
@@ -71,6 +73,8 @@ struct Settings {
     missing: MissingKey,
     cost: Option<PartsFn<u64>>,
     dry_run: bool,
+    on_refusal: Option<RefusalFn>,
+    on_dry_run_refusal: Option<ViolationFn>,
     exempt_paths: Vec<String>,
     exempt: Option<PartsFn<bool>>,
 }
@@ -114,6 +118,8 @@ impl RateLimitLayer {
                 missing: MissingKey::Reject,
                 cost: None,
                 dry_run: false,
+                on_refusal: None,
+                on_dry_run_refusal: None,
                 exempt_paths: Vec::new(),
                 exempt: None,
             }),
@@ -201,6 +207,29 @@ impl RateLimitLayer {
     /// Dry run: requests are counted and get the fields, but none is refused.
     pub fn dry_run(self, dry_run: bool) -> RateLimitLayer {
         self.edit(|s| s.dry_run = dry_run)
+    }
+
+    /// Refusals are answered by `f(request, decisions)` instead of the
+    /// problem document (tower-governor's `error_handler`, httprate's
+    /// `WithLimitHandler`): an HTML page, another status, a JSON shape of
+    /// your own. The layer adds `RateLimit-Policy`, `RateLimit` and
+    /// `Retry-After` to its response unless `f` set them. Runs on the
+    /// request's task: keep it short.
+    pub fn on_refusal(
+        self,
+        f: impl Fn(&Parts, &[LimitDecision]) -> Response<Bytes> + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        self.edit(|s| s.on_refusal = Some(Arc::new(f)))
+    }
+
+    /// In a dry run, `f(request, decisions)` sees every request the limits
+    /// refused (and the layer let through): log or count the violations
+    /// before enforcing.
+    pub fn on_dry_run_refusal(
+        self,
+        f: impl Fn(&Parts, &[LimitDecision]) + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        self.edit(|s| s.on_dry_run_refusal = Some(Arc::new(f)))
     }
 
     /// Requests to exactly these paths skip the limiter (health checks).
@@ -330,12 +359,30 @@ fn problem<B: From<Bytes>>(status: StatusCode, body: String) -> Response<B> {
     res
 }
 
-fn refusal<B: From<Bytes>>(policy: Option<&HeaderValue>, items: &[LimitDecision]) -> Response<B> {
-    let mut res = problem(StatusCode::TOO_MANY_REQUESTS, fields::problem_body(items));
+fn refusal<B: From<Bytes>>(
+    settings: &Settings,
+    parts: &Parts,
+    items: &[LimitDecision],
+) -> Response<B> {
+    let policy = settings.policy.as_ref();
+    let Some(hook) = &settings.on_refusal else {
+        let mut res = problem(StatusCode::TOO_MANY_REQUESTS, fields::problem_body(items));
+        let headers = res.headers_mut();
+        headers.extend(field_values(policy, items));
+        if let Some(secs) = fields::retry_after_seconds(items) {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        return res;
+    };
+    let mut res = hook(parts, items).map(B::from);
     let headers = res.headers_mut();
-    headers.extend(field_values(policy, items));
+    for (name, value) in field_values(policy, items) {
+        headers.entry(name).or_insert(value);
+    }
     if let Some(secs) = fields::retry_after_seconds(items) {
-        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        headers
+            .entry(RETRY_AFTER)
+            .or_insert_with(|| HeaderValue::from(secs));
     }
     res
 }
@@ -436,10 +483,9 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let (parts, body) = req.into_parts();
         let verdict = self.settings.decide(&parts);
-        let req = Request::from_parts(parts, body);
         match verdict {
             Verdict::Pass => wrap(State::Inner {
-                future: self.inner.call(req),
+                future: self.inner.call(Request::from_parts(parts, body)),
                 fields: None,
             }),
             Verdict::BadRequest => wrap(State::Ready {
@@ -449,11 +495,17 @@ where
                 response: Some(no_client_addr()),
             }),
             Verdict::Limited(items) => {
-                if !fields::admitted(&items) && !self.settings.dry_run {
-                    return wrap(State::Ready {
-                        response: Some(refusal(self.settings.policy.as_ref(), &items)),
-                    });
+                if !fields::admitted(&items) {
+                    if !self.settings.dry_run {
+                        return wrap(State::Ready {
+                            response: Some(refusal(&self.settings, &parts, &items)),
+                        });
+                    }
+                    if let Some(seen) = &self.settings.on_dry_run_refusal {
+                        seen(&parts, &items);
+                    }
                 }
+                let req = Request::from_parts(parts, body);
                 let fields = field_values(self.settings.policy.as_ref(), &items);
                 let wait = queue_wait(&items);
                 if wait == 0 || self.settings.dry_run {

@@ -548,6 +548,54 @@ async fn axum_without_connect_info_is_a_500_not_a_shared_quota() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_hook_answers_429s_and_the_fields_are_kept() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter).name("api").unwrap()).on_refusal(
+        |parts, items| {
+            let body = format!(
+                "slow down on {} ({})",
+                parts.uri.path(),
+                items[0].name.as_str()
+            );
+            Response::builder()
+                .status(StatusCode::SERVICE_UNAVAILABLE)
+                .header("content-type", "text/plain")
+                .header("retry-after", "60")
+                .body(Bytes::from(body))
+                .unwrap()
+        },
+    );
+    let addr = serve(app(layer)).await;
+    assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.body, "slow down on / (api)");
+    assert_eq!(r.field("content-type"), Some("text/plain"));
+    assert_eq!(r.field("retry-after"), Some("60"), "the hook's own wins");
+    assert_eq!(r.field("ratelimit"), Some("\"api\";r=0;t=8"));
+    assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=1;w=10"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_hook_sees_every_violation() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 2, 10 * S));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let layer = RateLimitLayer::new(Named::keyed(limiter))
+        .dry_run(true)
+        .on_dry_run_refusal(move |parts, items| {
+            log.lock()
+                .unwrap()
+                .push((parts.uri.path().to_owned(), items[0].decision.remaining));
+        });
+    let addr = serve(app(layer)).await;
+    for _ in 0..5 {
+        assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    }
+    assert_eq!(*seen.lock().unwrap(), vec![("/".to_owned(), 0); 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exempt_paths_and_predicates_are_never_counted() {
     let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
     let limits = std::sync::Arc::new(Named::keyed(limiter));

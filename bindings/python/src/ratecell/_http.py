@@ -480,7 +480,8 @@ class Settings(Generic[R]):
     framework's request."""
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
-                 "fail_open", "name", "policy", "plain", "by_client", "logged_no_client")
+                 "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
+                 "on_refusal", "on_dry_run_refusal")
 
     def __init__(
         self,
@@ -495,6 +496,8 @@ class Settings(Generic[R]):
         client_of: Callable[[R], str | None],
         headers_of: Callable[[R, str], Sequence[bytes]] | None = None,
         client_ip: ClientIp | None = None,
+        on_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
+        on_dry_run_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
     ) -> None:
         self.limits = as_limits(limiter)
         # Named, Multi and RedisLimits know their policy field in advance.
@@ -535,6 +538,11 @@ class Settings(Generic[R]):
         if cost is not None and not callable(cost):
             raise TypeError(f"cost must be a callable, not {cost!r}")
         self.cost = cost
+        for what, hook in (("on_refusal", on_refusal), ("on_dry_run_refusal", on_dry_run_refusal)):
+            if hook is not None and not callable(hook):
+                raise TypeError(f"{what} must be a callable, not {hook!r}")
+        self.on_refusal = on_refusal
+        self.on_dry_run_refusal = on_dry_run_refusal
         self.dry_run = bool(dry_run)
         self.fail_open = bool(fail_open)
         if exempt is None:
@@ -613,6 +621,27 @@ def refusal_headers(
     secs = retry_after_seconds(items)
     if secs is not None:
         headers.append((b"retry-after", str(secs).encode("ascii")))
+    return headers
+
+
+Refusal = tuple[int, Sequence[tuple[str, str]], bytes]
+"""What an ``on_refusal`` hook answers: status, headers, body."""
+
+
+def hooked_refusal_headers(
+    items: Sequence[LimitDecision], fields: tuple[str, str], given: Sequence[tuple[str, str]]
+) -> list[tuple[bytes, bytes]]:
+    """A hook's headers, plus the RateLimit fields, Retry-After and
+    Content-Length unless it set them."""
+    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in given]
+    present = {k for k, _ in headers}
+    secs = retry_after_seconds(items)
+    for k, v in (
+        *field_headers(fields),
+        *(() if secs is None else ((b"retry-after", str(secs).encode("ascii")),)),
+    ):
+        if k not in present:
+            headers.append((k, v))
     return headers
 
 

@@ -15,8 +15,9 @@ choices the draft leaves open.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from typing import Any
 
 from ._errors import CostExceedsLimit, TimedOut
@@ -31,9 +32,11 @@ from ._http import (
     UNAVAILABLE_BODY,
     MissingKey,
     MissingKeyError,
+    Refusal,
     Settings,
     outcome,
     field_headers,
+    hooked_refusal_headers,
     problem_body,
     problem_headers,
     refusal_headers,
@@ -100,6 +103,12 @@ class RateLimitMiddleware:
       client and the headers are ignored (any client can send them).
     - ``ipv4_prefix``, ``ipv6_prefix``: client addresses are keyed by these
       prefixes (32 and 64: an IPv6 host usually holds a whole /64).
+    - ``on_refusal``: ``f(scope, decisions) -> (status, headers, body)``
+      (or a coroutine of it) answers refusals instead of the problem
+      document; the RateLimit fields and Retry-After are added unless it
+      set them.
+    - ``on_dry_run_refusal``: ``f(scope, decisions)`` (or a coroutine)
+      sees every request refused in a dry run.
 
     Non-HTTP scopes (websocket, lifespan) pass through untouched.
     """
@@ -119,11 +128,15 @@ class RateLimitMiddleware:
         forwarded_header: ForwardedHeader = "x-forwarded-for",
         ipv4_prefix: int = 32,
         ipv6_prefix: int = 64,
+        on_refusal: Callable[[Scope, Sequence[LimitDecision]], Refusal | Awaitable[Refusal]]
+        | None = None,
+        on_dry_run_refusal: Callable[[Scope, Sequence[LimitDecision]], Any] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
+            on_refusal, on_dry_run_refusal,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -156,10 +169,25 @@ class RateLimitMiddleware:
             return
         fields = s.fields(items)
         ok, wait = outcome(items)
-        if not ok and not s.dry_run:
-            body = problem_body(items)
-            await _respond(send, 429, refusal_headers(items, fields, body), body)
-            return
+        if not ok:
+            if not s.dry_run:
+                if s.on_refusal is not None:
+                    got = s.on_refusal(scope, items)
+                    if inspect.isawaitable(got):
+                        got = await got
+                    status, given, body = got
+                    headers = hooked_refusal_headers(items, fields, given)
+                    if not any(k == b"content-length" for k, _ in headers):
+                        headers.append((b"content-length", str(len(body)).encode("ascii")))
+                    await _respond(send, status, headers, body)
+                    return
+                body = problem_body(items)
+                await _respond(send, 429, refusal_headers(items, fields, body), body)
+                return
+            if s.on_dry_run_refusal is not None:
+                seen = s.on_dry_run_refusal(scope, items)
+                if inspect.isawaitable(seen):
+                    await seen
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue: run when its turn comes.
             await asyncio.sleep(wait / 1e9)

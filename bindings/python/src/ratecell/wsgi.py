@@ -13,7 +13,8 @@ choices the draft leaves open.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from http import HTTPStatus
 from typing import Any
 
 from ._http import (
@@ -28,8 +29,10 @@ from ._http import (
     Multi,
     MissingKeyError,
     Named,
+    Refusal,
     RateLimits,
     Settings,
+    hooked_refusal_headers,
     outcome,
     problem_body,
     problem_headers,
@@ -66,6 +69,13 @@ def _client(environ: Environ) -> str | None:
     return environ.get("REMOTE_ADDR") or None
 
 
+def _status_line(status: int) -> str:
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Unknown"
+
+
 def _str_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
 
@@ -91,11 +101,14 @@ class RateLimitMiddleware:
         forwarded_header: ForwardedHeader = "x-forwarded-for",
         ipv4_prefix: int = 32,
         ipv6_prefix: int = 64,
+        on_refusal: Callable[[Environ, Sequence[LimitDecision]], Refusal] | None = None,
+        on_dry_run_refusal: Callable[[Environ, Sequence[LimitDecision]], Any] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
+            on_refusal, on_dry_run_refusal,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -123,10 +136,18 @@ class RateLimitMiddleware:
             return self.app(environ, start_response)
         policy, ratelimit = fields = s.fields(items)
         ok, wait = outcome(items)
-        if not ok and not s.dry_run:
-            body = problem_body(items)
-            start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
-            return [body]
+        if not ok:
+            if not s.dry_run:
+                if s.on_refusal is not None:
+                    status, given, body = s.on_refusal(environ, items)
+                    headers = hooked_refusal_headers(items, fields, given)
+                    start_response(_status_line(status), _str_headers(headers))
+                    return [body]
+                body = problem_body(items)
+                start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
+                return [body]
+            if s.on_dry_run_refusal is not None:
+                s.on_dry_run_refusal(environ, items)
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue; WSGI serves each request
             # on its own thread, so sleeping holds only this request.
