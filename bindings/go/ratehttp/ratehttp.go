@@ -22,6 +22,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -240,6 +241,9 @@ type Options struct {
 	ExemptPaths []string
 	// Exempt, when it returns true, skips the limiter.
 	Exempt func(*http.Request) bool
+	// Methods, when not empty, are the only methods limited (say POST on
+	// a login route); requests with others pass without fields.
+	Methods []string
 	// FailOpen passes requests (without fields) when Limits returns an
 	// error; by default they get 503 (fail closed).
 	FailOpen bool
@@ -302,8 +306,13 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 	for _, p := range opts.ExemptPaths {
 		exempt[p] = struct{}{}
 	}
+	methods := append([]string(nil), opts.Methods...)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if len(methods) > 0 && !slices.Contains(methods, r.Method) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			if _, ok := exempt[r.URL.Path]; ok || (opts.Exempt != nil && opts.Exempt(r)) {
 				next.ServeHTTP(w, r)
 				return

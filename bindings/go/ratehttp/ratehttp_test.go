@@ -463,6 +463,29 @@ func TestADryRunHookSeesEveryViolation(t *testing.T) {
 	}
 }
 
+func TestAMethodFilterLimitsOnlyThoseMethods(t *testing.T) {
+	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{Methods: []string{http.MethodPost}})
+	for i := 0; i < 3; i++ {
+		if r := get(t, srv, "/"); r.status != 200 || r.header.Get("RateLimit") != "" {
+			t.Fatalf("GET: %d %q", r.status, r.header.Get("RateLimit"))
+		}
+	}
+	if st, _ := l.Stats(); st.Checks != 0 {
+		t.Fatalf("GETs were counted: %+v", st)
+	}
+	for i, want := range []int{200, 429} {
+		res, err := srv.Client().Post(srv.URL+"/", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Fatalf("POST %d: %d, want %d", i, res.StatusCode, want)
+		}
+	}
+}
+
 func TestExemptionsAreNeverCounted(t *testing.T) {
 	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
 	srv := serve(t, limits, ratehttp.Options{

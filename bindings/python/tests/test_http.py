@@ -440,6 +440,27 @@ def test_a_dry_run_hook_sees_every_violation(kind: Any, clocked: Any) -> None:
 
 
 @BOTH
+def test_a_method_filter_limits_only_those_methods(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, methods=["post"]) as port:
+        for _ in range(3):
+            status, h, _ = get(port)
+            assert status == 200 and "ratelimit" not in h
+        assert c.limiter.stats().checks == 0
+        statuses = []
+        for _ in range(2):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+            try:
+                conn.request("POST", "/", body=b"")
+                res = conn.getresponse()
+                res.read()
+                statuses.append(res.status)
+            finally:
+                conn.close()
+        assert statuses[0] != 429 and statuses[1] == 429  # (Starlette answers 405 to a POST)
+
+
+@BOTH
 def test_exempt_paths_and_predicates_are_never_counted(kind: Any, clocked: Any) -> None:
     c = clocked("fixed_window", 1, 10)
     with serve(kind, c, exempt=["/health"]) as port:

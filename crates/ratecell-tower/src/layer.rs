@@ -77,6 +77,8 @@ struct Settings {
     on_dry_run_refusal: Option<ViolationFn>,
     exempt_paths: Vec<String>,
     exempt: Option<PartsFn<bool>>,
+    // None: every method is limited.
+    methods: Option<Vec<http::Method>>,
 }
 
 /// Rate-limits every request through a [`RateLimits`] and sends the IETF
@@ -122,6 +124,7 @@ impl RateLimitLayer {
                 on_dry_run_refusal: None,
                 exempt_paths: Vec::new(),
                 exempt: None,
+                methods: None,
             }),
         }
     }
@@ -242,6 +245,13 @@ impl RateLimitLayer {
         self.edit(|s| s.exempt_paths.extend(paths))
     }
 
+    /// Only requests with these methods are limited (say `POST` on a login
+    /// route); the others pass untouched, without fields. Default: all.
+    pub fn methods(self, methods: impl IntoIterator<Item = http::Method>) -> RateLimitLayer {
+        let methods = methods.into_iter().collect();
+        self.edit(|s| s.methods = Some(methods))
+    }
+
     /// Requests for which `f` is true skip the limiter.
     pub fn exempt(self, f: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> RateLimitLayer {
         self.edit(|s| s.exempt = Some(Arc::new(f)))
@@ -303,7 +313,11 @@ impl Settings {
     }
 
     fn decide(&self, parts: &Parts) -> Verdict {
-        if self.exempt_paths.iter().any(|p| p == parts.uri.path())
+        if self
+            .methods
+            .as_ref()
+            .is_some_and(|m| !m.contains(&parts.method))
+            || self.exempt_paths.iter().any(|p| p == parts.uri.path())
             || self.exempt.as_ref().is_some_and(|f| f(parts))
         {
             return Verdict::Pass;

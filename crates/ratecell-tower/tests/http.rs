@@ -596,6 +596,37 @@ async fn a_dry_run_hook_sees_every_violation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_filter_limits_only_those_methods() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter));
+    let layer = RateLimitLayer::new(limits.clone()).methods([http::Method::POST]);
+    let router = Router::new()
+        .route("/", get(|| async { "hello" }).post(|| async { "posted" }))
+        .layer(layer);
+    let addr = serve(router).await;
+    for _ in 0..3 {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.field("ratelimit"), None);
+    }
+    assert_eq!(limits.limiter().stats().checks, 0);
+    let post = || async {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = Request::post("/")
+            .header("host", "127.0.0.1")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        sender.send_request(req).await.unwrap().status()
+    };
+    assert_eq!(post().await, StatusCode::OK);
+    assert_eq!(post().await, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exempt_paths_and_predicates_are_never_counted() {
     let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
     let limits = std::sync::Arc::new(Named::keyed(limiter));

@@ -481,7 +481,7 @@ class Settings(Generic[R]):
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
                  "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
-                 "on_refusal", "on_dry_run_refusal")
+                 "on_refusal", "on_dry_run_refusal", "methods")
 
     def __init__(
         self,
@@ -498,8 +498,14 @@ class Settings(Generic[R]):
         client_ip: ClientIp | None = None,
         on_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
         on_dry_run_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
+        methods: Iterable[str] | None = None,
     ) -> None:
         self.limits = as_limits(limiter)
+        if isinstance(methods, str):
+            raise TypeError("methods: give a list of methods, not one string")
+        self.methods: frozenset[str] | None = (
+            None if methods is None else frozenset(m.upper() for m in methods)
+        )
         # Named, Multi and RedisLimits know their policy field in advance.
         policy = getattr(self.limits, "policy_field", None)
         self.policy: str | None = policy if isinstance(policy, str) else None
@@ -556,7 +562,9 @@ class Settings(Generic[R]):
             self.exempt_paths, self.exempt = frozenset(exempt), None
         # Nothing to decide per request but the check itself: the
         # middlewares take a shorter path.
-        self.plain = not self.exempt_paths and self.exempt is None and cost is None
+        self.plain = (
+            not self.exempt_paths and self.exempt is None and cost is None and self.methods is None
+        )
 
     def fields(self, items: Sequence[LimitDecision]) -> tuple[str, str]:
         """The values of ``RateLimit-Policy`` and ``RateLimit``."""
@@ -595,8 +603,14 @@ class Settings(Generic[R]):
     def request_cost(self, request: R) -> int:
         return 1 if self.cost is None else self.cost(request)
 
-    def is_exempt(self, path: str, request: R) -> bool:
-        return path in self.exempt_paths or (self.exempt is not None and bool(self.exempt(request)))
+    def is_exempt(self, path: str, request: R, method: str = "GET") -> bool:
+        """Whether the request passes unlimited: a method not limited, an
+        exempt path, or the exemption predicate."""
+        return (
+            (self.methods is not None and method not in self.methods)
+            or path in self.exempt_paths
+            or (self.exempt is not None and bool(self.exempt(request)))
+        )
 
 
 class MissingKeyError(Exception):

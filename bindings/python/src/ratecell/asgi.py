@@ -109,6 +109,8 @@ class RateLimitMiddleware:
       set them.
     - ``on_dry_run_refusal``: ``f(scope, decisions)`` (or a coroutine)
       sees every request refused in a dry run.
+    - ``methods``: only requests with these methods are limited (say
+      ``["POST"]``); others pass without fields. Default: all.
 
     Non-HTTP scopes (websocket, lifespan) pass through untouched.
     """
@@ -131,18 +133,19 @@ class RateLimitMiddleware:
         on_refusal: Callable[[Scope, Sequence[LimitDecision]], Refusal | Awaitable[Refusal]]
         | None = None,
         on_dry_run_refusal: Callable[[Scope, Sequence[LimitDecision]], Any] | None = None,
+        methods: Iterable[str] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal,
+            on_refusal, on_dry_run_refusal, methods,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         s = self.settings
         if scope["type"] != "http" or (
-            not s.plain and s.is_exempt(scope.get("path", ""), scope)
+            not s.plain and s.is_exempt(scope.get("path", ""), scope, scope.get("method", "GET"))
         ):
             await self.app(scope, receive, send)
             return

@@ -103,17 +103,20 @@ class RateLimitMiddleware:
         ipv6_prefix: int = 64,
         on_refusal: Callable[[Environ, Sequence[LimitDecision]], Refusal] | None = None,
         on_dry_run_refusal: Callable[[Environ, Sequence[LimitDecision]], Any] | None = None,
+        methods: Iterable[str] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal,
+            on_refusal, on_dry_run_refusal, methods,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         s = self.settings
-        if not s.plain and s.is_exempt(environ.get("PATH_INFO", ""), environ):
+        if not s.plain and s.is_exempt(
+            environ.get("PATH_INFO", ""), environ, environ.get("REQUEST_METHOD", "GET")
+        ):
             return self.app(environ, start_response)
         try:
             key = s.request_key(environ)
