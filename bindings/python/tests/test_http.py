@@ -270,17 +270,17 @@ def test_a_refusal_has_t_equal_to_retry_after(kind: Any, clocked: Any) -> None:
 def test_a_full_key_table_refusal_carries_the_same_wait_as_retry_after(kind: Any) -> None:
     # A tiny table that fails closed (overflow deny): some new key finds no
     # place; its refusal carries the table's wait in t and Retry-After.
-    with ratecell.Limiter("fixed_window", 5, period=10, capacity=1, overflow="deny") as lim:
-        with serve(kind, lim, key="x-api-key") as port:
-            for i in range(10_000):
-                status, h, _ = get(port, headers={"x-api-key": f"k{i}"})
-                if status == 429:
-                    break
-            else:
-                pytest.fail("the table never ran out of room")
-            t = h["ratelimit"].rsplit("t=", 1)[1]
-            assert int(h["retry-after"]) >= 1
-            assert t == h["retry-after"], h
+    lim = ratecell.Limiter("fixed_window", 5, period=10, capacity=1, overflow="deny")
+    with lim, serve(kind, lim, key="x-api-key") as port:
+        for i in range(10_000):
+            status, h, _ = get(port, headers={"x-api-key": f"k{i}"})
+            if status == 429:
+                break
+        else:
+            pytest.fail("the table never ran out of room")
+        t = h["ratelimit"].rsplit("t=", 1)[1]
+        assert int(h["retry-after"]) >= 1
+        assert t == h["retry-after"], h
 
 
 @BOTH
@@ -431,9 +431,10 @@ def test_a_refusal_hook_answers_429s_and_the_fields_are_kept(kind: Any, clocked:
 def test_a_dry_run_hook_sees_every_violation(kind: Any, clocked: Any) -> None:
     c = clocked("fixed_window", 2, 10)
     seen: list[str] = []
-    with serve(
-        kind, c, dry_run=True, on_dry_run_refusal=lambda r, items: seen.append(ratelimit_field(items))
-    ) as port:
+    def violation(request: Any, items: Any) -> None:
+        seen.append(ratelimit_field(items))
+
+    with serve(kind, c, dry_run=True, on_dry_run_refusal=violation) as port:
         for _ in range(5):
             assert get(port)[0] == 200
     assert seen == ['"default";r=0;t=8'] * 3

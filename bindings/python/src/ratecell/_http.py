@@ -396,10 +396,12 @@ class ClientIp:
         header = forwarded_header.lower() if isinstance(forwarded_header, str) else forwarded_header
         if header not in ("x-forwarded-for", "forwarded"):
             raise ValueError(
-                f"forwarded_header must be 'x-forwarded-for' or 'forwarded', not {forwarded_header!r}"
+                "forwarded_header must be 'x-forwarded-for' or 'forwarded', "
+                f"not {forwarded_header!r}"
             )
         self.header: str = header
-        for what, bits, top in (("ipv4_prefix", ipv4_prefix, 32), ("ipv6_prefix", ipv6_prefix, 128)):
+        prefixes = (("ipv4_prefix", ipv4_prefix, 32), ("ipv6_prefix", ipv6_prefix, 128))
+        for what, bits, top in prefixes:
             if isinstance(bits, bool) or not isinstance(bits, int) or not 0 <= bits <= top:
                 raise ValueError(f"{what} must be an int in 0..{top}, not {bits!r}")
         self.v4 = ipv4_prefix
