@@ -462,6 +462,33 @@ def test_a_method_filter_limits_only_those_methods(kind: Any, clocked: Any) -> N
 
 
 @BOTH
+def test_prometheus_metrics_count_outcomes_per_policy(kind: Any, clocked: Any) -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from ratecell.metrics import PrometheusMetrics
+
+    registry = prometheus_client.CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    c = clocked("fixed_window", 2, 10)
+    with serve(kind, Named(c, "api"), metrics=metrics) as port:
+        assert [get(port)[0] for _ in range(3)] == [200, 200, 429]
+    d = clocked("fixed_window", 1, 10)
+    with serve(kind, Named(d, "trial"), metrics=metrics, dry_run=True) as port:
+        assert [get(port)[0] for _ in range(3)] == [200] * 3
+    # Scraped as Prometheus does, over HTTP.
+    with wsgi_server(prometheus_client.make_wsgi_app(registry)) as mport:
+        status, _, body = get(mport, "/metrics")
+    assert status == 200
+    text = body.decode()
+    for line in (
+        'ratecell_http_requests_total{outcome="admitted",policy="api"} 2.0',
+        'ratecell_http_requests_total{outcome="refused",policy="api"} 1.0',
+        'ratecell_http_requests_total{outcome="admitted",policy="trial"} 1.0',
+        'ratecell_http_requests_total{outcome="dry_run_refused",policy="trial"} 2.0',
+    ):
+        assert line in text, text
+
+
+@BOTH
 def test_exempt_paths_and_predicates_are_never_counted(kind: Any, clocked: Any) -> None:
     c = clocked("fixed_window", 1, 10)
     with serve(kind, c, exempt=["/health"]) as port:

@@ -483,7 +483,7 @@ class Settings(Generic[R]):
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
                  "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
-                 "on_refusal", "on_dry_run_refusal", "methods")
+                 "on_refusal", "on_dry_run_refusal", "methods", "metrics")
 
     def __init__(
         self,
@@ -501,8 +501,14 @@ class Settings(Generic[R]):
         on_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
         on_dry_run_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
+        metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
     ) -> None:
         self.limits = as_limits(limiter)
+        if metrics is not None and not callable(metrics):
+            raise TypeError(
+                f"metrics must be a callable (ratecell.metrics.PrometheusMetrics), not {metrics!r}"
+            )
+        self.metrics = metrics
         if isinstance(methods, str):
             raise TypeError("methods: give a list of methods, not one string")
         self.methods: frozenset[str] | None = (

@@ -111,6 +111,9 @@ class RateLimitMiddleware:
       sees every request refused in a dry run.
     - ``methods``: only requests with these methods are limited (say
       ``["POST"]``); others pass without fields. Default: all.
+    - ``metrics``: ``ratecell.metrics.PrometheusMetrics()`` (or any
+      ``f(decisions, admitted, dry_run)``) counts admitted, refused and
+      dry-run-refused requests per policy. Default: none.
 
     Non-HTTP scopes (websocket, lifespan) pass through untouched.
     """
@@ -134,12 +137,13 @@ class RateLimitMiddleware:
         | None = None,
         on_dry_run_refusal: Callable[[Scope, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
+        metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods,
+            on_refusal, on_dry_run_refusal, methods, metrics,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -172,6 +176,8 @@ class RateLimitMiddleware:
             return
         fields = s.fields(items)
         ok, wait = outcome(items)
+        if s.metrics is not None:
+            s.metrics(items, ok, s.dry_run)
         if not ok:
             if not s.dry_run:
                 if s.on_refusal is not None:

@@ -135,7 +135,8 @@ class RouteLimits:
     ``ipv4_prefix``, ``ipv6_prefix``), for every decorated view;
     ``algorithm`` and ``capacity`` make each view's limiter from its rate;
     ``response(status, headers, body)`` builds a refusal in the framework's
-    terms (default: a Starlette ``Response``, or Flask's tuple)."""
+    terms (default: a Starlette ``Response``, or Flask's tuple);
+    ``metrics`` counts outcomes as the middlewares' does."""
 
     def __init__(
         self,
@@ -149,6 +150,7 @@ class RouteLimits:
         ipv4_prefix: int = 32,
         ipv6_prefix: int = 64,
         response: Response | None = None,
+        metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.capacity = capacity
@@ -156,6 +158,7 @@ class RouteLimits:
         self.missing_key: MissingKey = missing_key
         self.client_ip = ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix)
         self.response = response
+        self.metrics = metrics
         self._owned: list[Any] = []
 
     def limit(
@@ -191,7 +194,7 @@ class RouteLimits:
                 got = Settings(
                     limits, key if key is not None else self.key, self.missing_key, cost,
                     False, None, False, header_of, client_of, headers_of, self.client_ip,
-                    None, None, methods,
+                    None, None, methods, self.metrics,
                 )
                 settings[kind] = got
             return got
@@ -223,6 +226,8 @@ class RouteLimits:
             )
             fields = s.fields(items)
             ok, _ = outcome(items)
+            if s.metrics is not None:
+                s.metrics(items, ok, False)
             if not ok:
                 body = problem_body(items)
                 return respond(429, _str_headers(refusal_headers(items, fields, body)), body)

@@ -104,12 +104,13 @@ class RateLimitMiddleware:
         on_refusal: Callable[[Environ, Sequence[LimitDecision]], Refusal] | None = None,
         on_dry_run_refusal: Callable[[Environ, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
+        metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods,
+            on_refusal, on_dry_run_refusal, methods, metrics,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -139,6 +140,8 @@ class RateLimitMiddleware:
             return self.app(environ, start_response)
         policy, ratelimit = fields = s.fields(items)
         ok, wait = outcome(items)
+        if s.metrics is not None:
+            s.metrics(items, ok, s.dry_run)
         if not ok:
             if not s.dry_run:
                 if s.on_refusal is not None:
