@@ -254,6 +254,11 @@ type Options struct {
 	// OnDryRunRefusal sees every request the limits refused in a dry run
 	// (and the middleware let through), before the handler runs.
 	OnDryRunRefusal func(r *http.Request, items []LimitDecision)
+	// Observe sees every limited request's decisions, whether every limit
+	// admitted it, and whether this is a dry run: the place for metrics
+	// (github.com/ratecell/ratecell-go/prometheus counts them per policy).
+	// Default: none.
+	Observe func(items []LimitDecision, admitted, dryRun bool)
 }
 
 // ClientAddr is the IP of r.RemoteAddr as text (the port is dropped: a
@@ -352,6 +357,9 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 					writeProblem(w, http.StatusServiceUnavailable, unavailableBody)
 				}
 				return
+			}
+			if opts.Observe != nil {
+				opts.Observe(items, Admitted(items), opts.DryRun)
 			}
 			h := w.Header()
 			// Canonical keys, set directly: no canonicalization per request.
