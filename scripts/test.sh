@@ -54,6 +54,9 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --exclude ratecell-redis --all-targets --quiet -- -D warnings
 step rust cargo test --workspace --exclude ratecell-redis --quiet
+# The HTTP layer's optional `metrics` feature and its scraped-counter test.
+step tower-metrics-clippy cargo clippy -p ratecell-tower --features metrics --all-targets --quiet -- -D warnings
+step tower-metrics cargo test -p ratecell-tower --features metrics --quiet
 prune "$target/debug"
 step loom scripts/loom.sh
 prune "${LOOM_TARGET_DIR:-$root/target/loom}"

@@ -28,6 +28,7 @@ pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 type PartsFn<T> = Arc<dyn Fn(&Parts) -> T + Send + Sync>;
 type RefusalFn = Arc<dyn Fn(&Parts, &[LimitDecision]) -> Response<Bytes> + Send + Sync>;
 type ViolationFn = Arc<dyn Fn(&Parts, &[LimitDecision]) + Send + Sync>;
+type ObserveFn = Arc<dyn Fn(&[LimitDecision], bool, bool) + Send + Sync>;
 
 /// Where a request's key comes from.
 #[derive(Clone)]
@@ -75,6 +76,7 @@ struct Settings {
     dry_run: bool,
     on_refusal: Option<RefusalFn>,
     on_dry_run_refusal: Option<ViolationFn>,
+    observe: Option<ObserveFn>,
     exempt_paths: Vec<String>,
     exempt: Option<PartsFn<bool>>,
     // None: every method is limited.
@@ -122,6 +124,7 @@ impl RateLimitLayer {
                 dry_run: false,
                 on_refusal: None,
                 on_dry_run_refusal: None,
+                observe: None,
                 exempt_paths: Vec::new(),
                 exempt: None,
                 methods: None,
@@ -233,6 +236,26 @@ impl RateLimitLayer {
         f: impl Fn(&Parts, &[LimitDecision]) + Send + Sync + 'static,
     ) -> RateLimitLayer {
         self.edit(|s| s.on_dry_run_refusal = Some(Arc::new(f)))
+    }
+
+    /// `f(decisions, admitted, dry_run)` sees every limited request's
+    /// decisions: the place for metrics. With the `metrics` feature,
+    /// [`RateLimitLayer::metrics`] is one such `f`.
+    pub fn on_decision(
+        self,
+        f: impl Fn(&[LimitDecision], bool, bool) + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        self.edit(|s| s.observe = Some(Arc::new(f)))
+    }
+
+    /// Counts outcomes on the `metrics` crate's recorder (whatever exporter
+    /// the application installed): `ratecell_http_requests_total` labelled
+    /// `policy` and `outcome`, `admitted` (once per policy of an admitted
+    /// request), `refused` or `dry_run_refused` (under each policy that
+    /// refused it). Off unless called.
+    #[cfg(feature = "metrics")]
+    pub fn metrics(self) -> RateLimitLayer {
+        self.on_decision(crate::metrics::record)
     }
 
     /// Requests to exactly these paths skip the limiter (health checks).
@@ -509,7 +532,11 @@ where
                 response: Some(no_client_addr()),
             }),
             Verdict::Limited(items) => {
-                if !fields::admitted(&items) {
+                let admitted = fields::admitted(&items);
+                if let Some(observe) = &self.settings.observe {
+                    observe(&items, admitted, self.settings.dry_run);
+                }
+                if !admitted {
                     if !self.settings.dry_run {
                         return wrap(State::Ready {
                             response: Some(refusal(&self.settings, &parts, &items)),

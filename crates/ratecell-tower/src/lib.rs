@@ -32,6 +32,8 @@ mod client_ip;
 pub mod fields;
 mod layer;
 mod limits;
+#[cfg(feature = "metrics")]
+mod metrics;
 
 pub use acquire::acquire;
 pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies};
