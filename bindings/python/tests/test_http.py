@@ -384,6 +384,15 @@ def test_client_ip_options_and_prefixes() -> None:
     assert ClientIp().key(None, tuple) is None
 
 
+def test_ipv6_peers_share_their_64(clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    w = wsgi.RateLimitMiddleware(_wsgi_app, c)
+    got: list[str] = []
+    for addr in ("2001:db8:0:1::1", "2001:db8:0:1:ffff::2", "2001:db8:0:2::1", "192.0.2.1"):
+        w({"PATH_INFO": "/", "REMOTE_ADDR": addr}, lambda s, h, e=None: got.append(s[:3]))
+    assert got == ["200", "429", "200", "200"]
+
+
 def test_no_client_address_is_a_500_not_a_shared_quota(clocked: Any) -> None:
     c = clocked("fixed_window", 1, 10)
     w = wsgi.RateLimitMiddleware(_wsgi_app, c)
