@@ -22,6 +22,8 @@
 //! - [`fields`]: the field values and the problem document, as pure
 //!   functions of those decisions.
 //! - [`acquire`]: a future that resolves when a request is admitted.
+//! - [`Cidr`], [`TrustedProxies`], [`ForwardedHeader`]: the client address
+//!   behind proxies (the layer's `trusted_proxies`, `trusted_hops`).
 //!
 //! Choices the draft leaves open are listed in this crate's README.
 

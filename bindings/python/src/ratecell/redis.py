@@ -294,7 +294,7 @@ class RedisLimits:
                 now,
             )
         try:
-            if self._timeout is not None and type(self._client) is _redis.Redis:
+            if self._timeout is not None and isinstance(self._client, _redis.Redis):
                 reply = self._bounded(command, args, self._timeout)
             else:
                 reply = self._client.execute_command(command, *args)
