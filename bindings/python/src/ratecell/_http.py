@@ -329,8 +329,9 @@ MISSING_KEY_BODY = (
 )
 NO_CLIENT_ADDR_BODY = (
     b'{"type":"about:blank","title":"Internal Server Error","status":500,'
-    b'"detail":"rate limiting by client address, but the request has no client address (a Unix socket, '
-    b'a test client without one): give the middleware key= to key such requests"}'
+    b'"detail":"rate limiting by client address, but the request has no client address '
+    b'(a Unix socket, a test client without one): give the middleware key= to key such '
+    b'requests"}'
 )
 UNAVAILABLE_BODY = (
     b'{"type":"about:blank","title":"Service Unavailable","status":503,'
