@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -409,13 +412,29 @@ func TestClientIPOptionsAreChecked(t *testing.T) {
 func TestNoClientAddressIsA500NotASharedQuota(t *testing.T) {
 	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
 	h := ratehttp.Middleware(limits, ratehttp.Options{})(hello)
+	// A real server on a Unix socket: its requests have no client address.
+	sock := filepath.Join(t.TempDir(), "http.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+	}}
 	for i := 0; i < 2; i++ {
-		w := httptest.NewRecorder()
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.RemoteAddr = "" // what a Unix-socket listener gives
-		h.ServeHTTP(w, r)
-		if w.Code != 500 || !strings.Contains(w.Body.String(), "no client address") {
-			t.Fatalf("request %d: %d %q", i, w.Code, w.Body.String())
+		res, err := client.Get("http://unix/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 500 || !strings.Contains(string(body), "no client address") {
+			t.Fatalf("request %d: %d %q", i, res.StatusCode, body)
 		}
 	}
 	if st, _ := l.Stats(); st.Checks != 0 {

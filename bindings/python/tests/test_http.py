@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import socket
 import socketserver
 import threading
 import time
@@ -393,7 +394,7 @@ def test_ipv6_peers_share_their_64(clocked: Any) -> None:
     assert got == ["200", "429", "200", "200"]
 
 
-def test_no_client_address_is_a_500_not_a_shared_quota(clocked: Any) -> None:
+def test_no_client_address_is_a_500_not_a_shared_quota(clocked: Any, tmp_path: Any) -> None:
     c = clocked("fixed_window", 1, 10)
     w = wsgi.RateLimitMiddleware(_wsgi_app, c)
     got: list[str] = []
@@ -402,18 +403,37 @@ def test_no_client_address_is_a_500_not_a_shared_quota(clocked: Any) -> None:
         assert b"no client address" in body
     assert got == ["500 Internal Server Error"] * 2
 
-    a = asgi.RateLimitMiddleware(_starlette(), c)
-    sent: list[Any] = []
+    # uvicorn on a Unix socket: its requests have no client address.
+    sock = str(tmp_path / "http.sock")
+    config = uvicorn.Config(
+        asgi.RateLimitMiddleware(_starlette(), c), uds=sock, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
 
-    async def send(m: Any) -> None:
-        sent.append(m)
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(20)
+            self.sock.connect(sock)
 
-    async def receive() -> Any:
-        return {"type": "http.request"}
-
-    scope = {"type": "http", "path": "/", "headers": [], "client": None}
-    asyncio.run(a(scope, receive, send))
-    assert sent[0]["status"] == 500 and b"no client address" in sent[1]["body"]
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            time.sleep(0.01)
+        for _ in range(2):
+            conn = UnixConnection("localhost", timeout=20)
+            try:
+                conn.request("GET", "/")
+                res = conn.getresponse()
+                assert res.status == 500 and b"no client address" in res.read()
+            finally:
+                conn.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
     assert c.limiter.stats().checks == 0
 
 
