@@ -7,8 +7,10 @@
 #   3. go test -run Parity          (the cross-language trace, on its own)
 #   4. go test -bench . -benchtime 100x   (a smoke run: benchmarks compile
 #                                          and run; the figures mean nothing)
-#   5. the same vet, test and benchmark smoke run in bindings/go/bench, the
-#      separate module of the benchmarks against x/time/rate and uber's
+#   5. go vet and go test -race in bindings/go/prometheus, the separate
+#      module of the HTTP middleware's Prometheus counters (client_golang),
+#      and the same vet, test and benchmark smoke run in bindings/go/bench,
+#      the separate module of the benchmarks against x/time/rate and uber's
 #      ratelimit (so that a user's go.sum never gains them);
 #   6. a user's module outside the checkout that imports the binding through
 #      a replace directive: `go mod tidy` must leave its go.sum empty (the
@@ -80,6 +82,12 @@ step vet "$go" vet ./...
 step test-race "$go" test -race -count=1 ./...
 step parity "$go" test -count=1 -run 'Parity' -v ./...
 step bench-smoke "$go" test -count=1 -run '^$' -bench . -benchtime 100x ./...
+
+# The Prometheus counters' module (client_golang stays out of the core
+# module, as go-redis does).
+in_prometheus() { (cd prometheus && "$@"); }
+step prometheus-module-vet in_prometheus "$go" vet ./...
+step prometheus-module-test in_prometheus "$go" test -race -count=1 ./...
 
 in_bench() { (cd bench && "$@"); }
 step bench-module-vet in_bench "$go" vet ./...

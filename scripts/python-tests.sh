@@ -5,9 +5,10 @@
 #   1. cargo build --release --lib;
 #   2. a venv under the cargo target dir, into which `pip install
 #      ./bindings/python` (the package builds and bundles the library itself)
-#      plus pytest, numpy and limits from PyPI (and uvicorn and starlette,
-#      test-only, for the ASGI middleware's real-server tests; the WSGI ones
-#      use wsgiref); pytest on bindings/python/tests
+#      plus pytest, numpy and limits from PyPI (and uvicorn, starlette,
+#      flask and prometheus-client, test-only, for the HTTP middleware's,
+#      ratecell.routes' and ratecell.metrics' real-server tests; the WSGI
+#      servers are wsgiref); pytest on bindings/python/tests
 #      against that installed package (no tests collected is a failure);
 #   3. a second venv with `pip install -e ./bindings/python`, the same tests;
 #   4. bindings/c/tests/parity.c, built with -std=c11 -Wall -Wextra -Wpedantic
@@ -78,7 +79,7 @@ installed() {
     local env="$target/python-venv"
     venv "$env" || return 1
     "$env/bin/python" -m pip install --quiet --disable-pip-version-check pytest numpy limits \
-        uvicorn starlette ||
+        uvicorn starlette flask prometheus-client ||
         return 1
     # --force-reinstall: the version number does not change between builds.
     "$env/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \

@@ -20,7 +20,9 @@
 #      into a venv under the target dir, plus uvicorn and starlette for the
 #      HTTP middlewares' tests) and the Go client
 #      (bindings/go/redis: gofmt, go vet, go test) against one server this
-#      script starts, with the module, and always stops.
+#      script starts, with the module, and always stops; the store-timeout
+#      tests start their own server from RATECELL_REDIS_MODULE, pause it
+#      with SIGSTOP and always continue and kill it.
 #
 # Honours CARGO_TARGET_DIR, PYTHON and GO. Every step is bounded by
 # `timeout`. Prints each step and "redis: N passed, M failed"; exits non-zero
@@ -98,7 +100,7 @@ python_client() {
     timeout 900 "$venv/bin/pip" install -q "./bindings/python[redis,test]" || return 1
     # The HTTP middlewares' tests with Redis as the store run real servers.
     timeout 900 "$venv/bin/pip" install -q uvicorn starlette || return 1
-    (cd "$dir" && RATECELL_REDIS_URL="redis://127.0.0.1:$port/0" \
+    (cd "$dir" && RATECELL_REDIS_URL="redis://127.0.0.1:$port/0" RATECELL_REDIS_MODULE="$module" \
         timeout 300 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
         "$root/bindings/python/tests_redis")
 }
@@ -117,7 +119,8 @@ go_client() {
             GOFLAGS="${GOFLAGS:-} -mod=mod" &&
         [ -z "$(gofmt -l .)" ] &&
         "$go" vet ./... &&
-        RATECELL_REDIS_ADDR="127.0.0.1:$port" timeout 300 "$go" test -count=1 ./...)
+        RATECELL_REDIS_ADDR="127.0.0.1:$port" RATECELL_REDIS_MODULE="$module" \
+            timeout 300 "$go" test -count=1 ./...)
 }
 step go go_client
 

@@ -69,6 +69,9 @@ step clippy cargo clippy --workspace --exclude ratecell-redis --all-targets --qu
 # they ship); packaged together, so the command's ratecell is this one.
 step package cargo package -p ratecell -p ratecell-cli --no-verify --allow-dirty --quiet
 step rust cargo test --workspace --exclude ratecell-redis --quiet
+# The HTTP layer's optional `metrics` feature and its scraped-counter test.
+step tower-metrics-clippy cargo clippy -p ratecell-tower --features metrics --all-targets --quiet -- -D warnings
+step tower-metrics cargo test -p ratecell-tower --features metrics --quiet
 prune "$target/debug"
 step loom scripts/loom.sh
 prune "${LOOM_TARGET_DIR:-$root/target/loom}"

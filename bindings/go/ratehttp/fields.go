@@ -7,6 +7,7 @@ package ratehttp
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -75,9 +76,28 @@ func sfInt(b *strings.Builder, key string, v uint64) {
 	b.WriteString(strconv.FormatUint(min(v, SFIntegerMax), 10))
 }
 
+// QuotaWindow is the q and w of a limit of limit units per period: w is
+// the period in whole seconds, rounded up (at least 1: the draft's window
+// is a non-zero integer), and when the period is not a whole number of
+// seconds q is scaled to that window, rounded down, so that q/w is never
+// more than the real rate (10 per 500ms is q=20;w=1, 10 per 1.5s is
+// q=13;w=2). Without scaling a 500ms period would advertise half its rate.
+func QuotaWindow(limit uint64, period time.Duration) (q, w uint64) {
+	w = max(CeilSeconds(period), 1)
+	if period <= 0 || period%time.Second == 0 {
+		return min(limit, SFIntegerMax), w
+	}
+	// limit × w s / period in 128 bits: limit may be large.
+	hi, lo := bits.Mul64(limit, w*uint64(time.Second))
+	if hi >= uint64(period) {
+		return SFIntegerMax, w
+	}
+	q, _ = bits.Div64(hi, lo, uint64(period))
+	return min(q, SFIntegerMax), w
+}
+
 // PolicyField is the RateLimit-Policy value: one "<name>";q=<limit>;w=<period>
-// item per limit, w in whole seconds rounded up (at least 1: the draft's
-// window is non-zero).
+// item per limit, as QuotaWindow gives them.
 func PolicyField(items []LimitDecision) string {
 	var b strings.Builder
 	for i, it := range items {
@@ -85,14 +105,33 @@ func PolicyField(items []LimitDecision) string {
 			b.WriteString(", ")
 		}
 		sfString(&b, it.Name)
-		sfInt(&b, "q", it.Limit)
-		sfInt(&b, "w", max(CeilSeconds(it.Period), 1))
+		q, w := QuotaWindow(it.Limit, it.Period)
+		sfInt(&b, "q", q)
+		sfInt(&b, "w", w)
 	}
 	return b.String()
 }
 
-// RateLimitField is the RateLimit value: one "<name>";r=<remaining>;t=<reset>
-// item per limit, t in whole seconds rounded up.
+// ResetSeconds is the t of one limit's decision, in whole seconds rounded
+// up: the time until more quota is available (draft-11 §4.3).
+//
+//   - Refused by this limit: its RetryAfter (at least 1), when this same
+//     request could pass; the same value as Retry-After when this limit's
+//     wait is the longest. A keyed table with no room for a new key
+//     (overflow deny) refuses with the table's wait, so t carries that
+//     wait, never 0. When no wait helps (ratecell.Never), ResetAfter.
+//   - Admitted: ResetAfter, when the quota is whole again; more is
+//     available by then at the latest (exactly then for a fixed window).
+//     0 when the quota is whole.
+func ResetSeconds(d ratecell.Decision) uint64 {
+	if !d.Allowed && d.RetryAfter != ratecell.Never {
+		return max(CeilSeconds(d.RetryAfter), 1)
+	}
+	return CeilSeconds(d.ResetAfter)
+}
+
+// RateLimitField is the RateLimit value: one "<name>";r=<remaining>;t=<seconds>
+// item per limit, t as ResetSeconds gives it.
 func RateLimitField(items []LimitDecision) string {
 	var b strings.Builder
 	for i, it := range items {
@@ -101,7 +140,7 @@ func RateLimitField(items []LimitDecision) string {
 		}
 		sfString(&b, it.Name)
 		sfInt(&b, "r", it.Decision.Remaining)
-		sfInt(&b, "t", CeilSeconds(it.Decision.ResetAfter))
+		sfInt(&b, "t", ResetSeconds(it.Decision))
 	}
 	return b.String()
 }

@@ -27,9 +27,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	ratecell "github.com/ratecell/ratecell-go"
@@ -207,27 +210,36 @@ func FromMulti(l *ratecell.Limiter) (Limits, error) {
 	return Multi(policies, l)
 }
 
-// MissingKey says what happens to a request without a key.
+// MissingKey says what happens to a request whose Key function found no
+// key (a header the client did not send).
 type MissingKey int
 
 const (
-	// MissingKeyShared: keyless requests share one key, so together they get
-	// one quota and leaving the key out never buys more. The default.
-	MissingKeyShared MissingKey = iota
+	// MissingKeyReject: the request is refused with 400 and a problem
+	// document. The default: a client that leaves its key out learns it
+	// at once, rather than sharing one quota with every other such client.
+	MissingKeyReject MissingKey = iota
+	// MissingKeyShared: keyless requests share one key, so together they
+	// get one quota and leaving the key out never buys more.
+	MissingKeyShared
 	// MissingKeySkip: the request is not limited and gets no fields.
 	MissingKeySkip
-	// MissingKeyReject: the request is refused with 400 and a problem
-	// document.
-	MissingKeyReject
 )
 
 // Options configure Middleware; the zero value keys by client address,
 // charges 1 per request and enforces.
 type Options struct {
-	// Key returns the request's key; nil or empty means no key. Default:
-	// ClientAddr.
+	// Key returns the request's key; nil or empty means no key, which
+	// MissingKey decides. Default: the client's address, found and grouped
+	// as ClientIP says; a request without a peer address (a Unix socket,
+	// a handler called directly) then gets 500 and a logged error, since
+	// keying them all on one key would share one quota among all clients.
 	Key func(*http.Request) []byte
-	// MissingKey is the policy for requests without a key.
+	// ClientIP configures the default key (trusted proxies, prefixes); it
+	// is not used when Key is set. Middleware panics when it is invalid.
+	ClientIP ClientIPOptions
+	// MissingKey is the policy for requests for which Key found no key
+	// (default: MissingKeyReject).
 	MissingKey MissingKey
 	// Cost returns the request's cost (0 is a peek). Default: 1.
 	Cost func(*http.Request) uint64
@@ -237,14 +249,30 @@ type Options struct {
 	ExemptPaths []string
 	// Exempt, when it returns true, skips the limiter.
 	Exempt func(*http.Request) bool
+	// Methods, when not empty, are the only methods limited (say POST on
+	// a login route); requests with others pass without fields.
+	Methods []string
 	// FailOpen passes requests (without fields) when Limits returns an
 	// error; by default they get 503 (fail closed).
 	FailOpen bool
+	// OnRefusal answers refused requests instead of the problem document
+	// (httprate's WithLimitHandler): the RateLimit fields and Retry-After
+	// are already set on w when it is called, and it writes the rest.
+	OnRefusal func(w http.ResponseWriter, r *http.Request, items []LimitDecision)
+	// OnDryRunRefusal sees every request the limits refused in a dry run
+	// (and the middleware let through), before the handler runs.
+	OnDryRunRefusal func(r *http.Request, items []LimitDecision)
+	// Observe sees every limited request's decisions, whether every limit
+	// admitted it, and whether this is a dry run: the place for metrics
+	// (github.com/ratecell/ratecell-go/prometheus counts them per policy).
+	// Default: none.
+	Observe func(items []LimitDecision, admitted, dryRun bool)
 }
 
-// ClientAddr is the key of a request by default: the IP of r.RemoteAddr
-// (the port is dropped: a client opens many connections). Behind a proxy,
-// use Key with the header the proxy sets instead.
+// ClientAddr is the IP of r.RemoteAddr as text (the port is dropped: a
+// client opens many connections), every IPv6 address its own key. The
+// default key is ClientIP's, which groups IPv6 clients by /64 and can read
+// trusted proxies' headers.
 func ClientAddr(r *http.Request) []byte {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -268,14 +296,20 @@ func Header(name string) func(*http.Request) []byte {
 const problemJSON = "application/problem+json"
 
 var missingKeyBody = []byte(`{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request carries no rate-limit key"}`)
+var noClientAddrBody = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limiting: the request has no client address to key on; serve over TCP, or set ratehttp.Options.Key"}`)
 var unavailableBody = []byte(`{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the rate limiter failed"}`)
 
 // Middleware returns the rate-limiting middleware for limits.
 func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 	key := opts.Key
-	if key == nil {
-		key = ClientAddr
+	byAddr := key == nil
+	if byAddr {
+		var err error
+		if key, err = ClientIP(opts.ClientIP); err != nil {
+			panic(err)
+		}
 	}
+	var loggedNoAddr atomic.Bool
 	// A Limits whose policies are fixed says its RateLimit-Policy once.
 	policy := ""
 	if p, ok := limits.(interface{ PolicyField() string }); ok {
@@ -285,19 +319,34 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 	for _, p := range opts.ExemptPaths {
 		exempt[p] = struct{}{}
 	}
+	methods := append([]string(nil), opts.Methods...)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if len(methods) > 0 && !slices.Contains(methods, r.Method) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			if _, ok := exempt[r.URL.Path]; ok || (opts.Exempt != nil && opts.Exempt(r)) {
 				next.ServeHTTP(w, r)
 				return
 			}
 			k := key(r)
+			if len(k) == 0 && byAddr {
+				// A misconfiguration, not a client's doing: said at the first
+				// request, to the developer (log) and in the answer.
+				if !loggedNoAddr.Swap(true) {
+					log.Printf("ratehttp: request with RemoteAddr %q has no client address to key on: answering 500 (set Options.Key to key such requests)", r.RemoteAddr)
+				}
+				writeProblem(w, http.StatusInternalServerError, noClientAddrBody)
+				return
+			}
 			if len(k) == 0 {
 				switch opts.MissingKey {
 				case MissingKeySkip:
 					next.ServeHTTP(w, r)
 					return
-				case MissingKeyReject:
+				case MissingKeyShared:
+				default:
 					writeProblem(w, http.StatusBadRequest, missingKeyBody)
 					return
 				}
@@ -317,6 +366,9 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 				}
 				return
 			}
+			if opts.Observe != nil {
+				opts.Observe(items, Admitted(items), opts.DryRun)
+			}
 			h := w.Header()
 			// Canonical keys, set directly: no canonicalization per request.
 			if policy != "" {
@@ -326,12 +378,19 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			}
 			h["Ratelimit"] = []string{RateLimitField(items)}
 			if opts.DryRun {
+				if opts.OnDryRunRefusal != nil && !Admitted(items) {
+					opts.OnDryRunRefusal(r, items)
+				}
 				next.ServeHTTP(w, r)
 				return
 			}
 			if !Admitted(items) {
 				if s, ok := RetryAfterSeconds(items); ok {
-					h.Set("Retry-After", strconv.FormatUint(s, 10))
+					h["Retry-After"] = []string{strconv.FormatUint(s, 10)}
+				}
+				if opts.OnRefusal != nil {
+					opts.OnRefusal(w, r, items)
+					return
 				}
 				writeProblem(w, http.StatusTooManyRequests, ProblemBody(items))
 				return

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +97,31 @@ func expect(t *testing.T, what, got, want string) {
 	}
 }
 
+func TestSubSecondPeriodsScaleQToTheWindow(t *testing.T) {
+	half := []ratehttp.LimitDecision{{Name: "x", Limit: 10, Period: 500 * time.Millisecond}}
+	expect(t, "policy", ratehttp.PolicyField(half), `"x";q=20;w=1`)
+	for _, c := range []struct {
+		limit  uint64
+		period time.Duration
+		q, w   uint64
+	}{{10, 1500 * time.Millisecond, 13, 2}, {10, time.Minute, 10, 60}, {3, 333_333_333, 9, 1}, {1, time.Microsecond, 1_000_000, 1}, {1 << 62, time.Millisecond, ratehttp.SFIntegerMax, 1}} {
+		if q, w := ratehttp.QuotaWindow(c.limit, c.period); q != c.q || w != c.w {
+			t.Fatalf("%d per %v: q=%d w=%d, want q=%d w=%d", c.limit, c.period, q, w, c.q, c.w)
+		}
+	}
+}
+
+func TestFullTableRefusalCarriesItsWaitNotT0(t *testing.T) {
+	// What a keyed table answers a new key it has no room for: no limit
+	// refused, the table's wait in RetryAfter, ResetAfter 0.
+	items := []ratehttp.LimitDecision{{Name: "k", Limit: 10, Period: time.Second,
+		Decision: ratecell.Decision{Allowed: false, RetryAfter: 4 * time.Second}}}
+	expect(t, "ratelimit", ratehttp.RateLimitField(items), `"k";r=0;t=4`)
+	if s, ok := ratehttp.RetryAfterSeconds(items); !ok || s != 4 {
+		t.Fatalf("retry-after: %d %v", s, ok)
+	}
+}
+
 func TestFieldsForTwoNamedLimits(t *testing.T) {
 	items := []ratehttp.LimitDecision{
 		{Name: "burst", Limit: 10, Period: 1500 * time.Millisecond,
@@ -100,8 +129,9 @@ func TestFieldsForTwoNamedLimits(t *testing.T) {
 		{Name: "daily", Limit: 1000, Period: 24 * time.Hour,
 			Decision: ratecell.Decision{Allowed: true, Remaining: 950, ResetAfter: time.Hour}},
 	}
-	expect(t, "policy", ratehttp.PolicyField(items), `"burst";q=10;w=2, "daily";q=1000;w=86400`)
-	expect(t, "ratelimit", ratehttp.RateLimitField(items), `"burst";r=0;t=14, "daily";r=950;t=3600`)
+	expect(t, "policy", ratehttp.PolicyField(items), `"burst";q=13;w=2, "daily";q=1000;w=86400`)
+	// t of the refusing limit is its wait (Retry-After), not when it is whole.
+	expect(t, "ratelimit", ratehttp.RateLimitField(items), `"burst";r=0;t=3, "daily";r=950;t=3600`)
 	if s, ok := ratehttp.RetryAfterSeconds(items); !ok || s != 3 {
 		t.Fatalf("retry-after: %d %v", s, ok)
 	}
@@ -118,7 +148,7 @@ func TestFieldsForTwoNamedLimits(t *testing.T) {
 	if !strings.HasSuffix(string(ratehttp.ProblemBody(items)), `"violated-policies":["burst","daily"]}`) {
 		t.Fatal(string(ratehttp.ProblemBody(items)))
 	}
-	expect(t, "escape", ratehttp.PolicyField([]ratehttp.LimitDecision{{Name: `a"b\c`, Limit: 1, Period: time.Microsecond}}), `"a\"b\\c";q=1;w=1`)
+	expect(t, "escape", ratehttp.PolicyField([]ratehttp.LimitDecision{{Name: `a"b\c`, Limit: 1, Period: time.Second}}), `"a\"b\\c";q=1;w=1`)
 	for _, bad := range []string{"caf\u00e9", "tab\there"} {
 		if _, err := ratehttp.Single(bad, 1, time.Second, clocked{}); err == nil || !strings.Contains(err.Error(), "policy name") {
 			t.Fatalf("name %q: %v", bad, err)
@@ -170,6 +200,53 @@ func TestFieldsExactAnd429ExactlyWhenTheWindowIsFull(t *testing.T) {
 	if st.Allowed != 4 || st.Denied != 2 {
 		t.Fatalf("stats: %+v", st)
 	}
+}
+
+func TestARefusalHasTEqualToRetryAfter(t *testing.T) {
+	// GCRA, 2 per 10 s: after two requests the next passes in 5 s, while the
+	// quota is whole again only in 10 s. t says the first, as Retry-After.
+	limits, _, _ := newLimits(t, "", ratecell.GCRA, 2, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{})
+	for i := 0; i < 2; i++ {
+		if r := get(t, srv, "/"); r.status != 200 {
+			t.Fatalf("request %d: %d", i, r.status)
+		}
+	}
+	r := get(t, srv, "/")
+	if r.status != 429 {
+		t.Fatalf("third request: %d", r.status)
+	}
+	expect(t, "retry-after", r.header.Get("Retry-After"), "5")
+	expect(t, "ratelimit", r.header.Get("RateLimit"), `"default";r=0;t=5`)
+}
+
+func TestAFullKeyTableRefusalCarriesTheSameWaitAsRetryAfter(t *testing.T) {
+	// A tiny table that fails closed (overflow deny): some new key finds no
+	// place; its refusal carries the table's wait in t and Retry-After.
+	l, err := ratecell.New(ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 5, Period: 10 * time.Second,
+		Capacity: 1, Overflow: ratecell.OverflowDeny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	limits, err := ratehttp.FromLimiter(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
+	for i := 0; i < 10_000; i++ {
+		r := get(t, srv, "/", "X-Api-Key", "k"+strconv.Itoa(i))
+		if r.status != 429 {
+			continue
+		}
+		ra := r.header.Get("Retry-After")
+		if ra == "" || ra == "0" {
+			t.Fatalf("retry-after %q", ra)
+		}
+		expect(t, "ratelimit", r.header.Get("RateLimit"), `"default";r=0;t=`+ra)
+		return
+	}
+	t.Fatal("the table never ran out of room")
 }
 
 func TestDryRunNeverRefuses(t *testing.T) {
@@ -229,7 +306,7 @@ func TestConcurrentClientsOnOneKeyGetExactlyTheLimit(t *testing.T) {
 
 func TestHeaderKeysAndMissingKeyPolicies(t *testing.T) {
 	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
-	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), MissingKey: ratehttp.MissingKeyShared})
 	for _, c := range []struct {
 		key    string
 		status int
@@ -246,10 +323,10 @@ func TestHeaderKeysAndMissingKeyPolicies(t *testing.T) {
 	}
 
 	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
-	srv = serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), MissingKey: ratehttp.MissingKeyReject})
+	srv = serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
 	r := get(t, srv, "/")
 	if r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("reject: %d %q", r.status, r.body)
+		t.Fatalf("reject (the default): %d %q", r.status, r.body)
 	}
 	srvSkip := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), MissingKey: ratehttp.MissingKeySkip})
 	for i := 0; i < 3; i++ {
@@ -259,6 +336,172 @@ func TestHeaderKeysAndMissingKeyPolicies(t *testing.T) {
 	}
 	if st, _ := l.Stats(); st.Checks != 0 {
 		t.Fatalf("keyless requests were counted: %+v", st)
+	}
+}
+
+func TestBehindATrustedProxyTheRightMostUntrustedAddressIsTheKey(t *testing.T) {
+	// The server's peer is 127.0.0.1, the "proxy"; 1 request per key.
+	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{ClientIP: ratehttp.ClientIPOptions{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}}})
+	for i, c := range []struct {
+		xff    string
+		status int
+	}{
+		{"1.2.3.4", 200},
+		{"6.6.6.6, 1.2.3.4, 10.0.0.9", 429}, // a spoofed left entry is not another client
+		{"5.6.7.8", 200},
+		{"2001:db8:0:1::1", 200},
+		{"2001:db8:0:1:ffff::2", 429}, // the same /64
+		{"2001:db8:0:2::1", 200},
+	} {
+		if r := get(t, srv, "/", "X-Forwarded-For", c.xff); r.status != c.status {
+			t.Fatalf("%d: X-Forwarded-For %q: %d, want %d", i, c.xff, r.status, c.status)
+		}
+	}
+	// Without trusted proxies the header is ignored: both are 127.0.0.1.
+	limits, _, _ = newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv = serve(t, limits, ratehttp.Options{})
+	if r := get(t, srv, "/", "X-Forwarded-For", "1.2.3.4"); r.status != 200 {
+		t.Fatal(r.status)
+	}
+	if r := get(t, srv, "/", "X-Forwarded-For", "5.6.7.8"); r.status != 429 {
+		t.Fatal(r.status)
+	}
+}
+
+func TestTrustedHopsAndTheForwardedHeader(t *testing.T) {
+	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{ClientIP: ratehttp.ClientIPOptions{TrustedHops: 2, Header: "Forwarded"}})
+	for i, c := range []struct {
+		fwd    string
+		status int
+	}{
+		{"for=6.6.6.6, for=1.2.3.4;proto=http, for=10.0.0.1", 200},
+		{`for=7.7.7.7, for="1.2.3.4:5555", for=10.0.0.1`, 429},
+		{`for="[2001:db8::1]", for=10.0.0.1`, 200},
+		{`for=10.0.0.1`, 200}, // fewer than 2 hops: the peer, 127.0.0.1
+		{`for=10.0.0.2`, 429}, // the peer again
+	} {
+		if r := get(t, srv, "/", "Forwarded", c.fwd); r.status != c.status {
+			t.Fatalf("%d: Forwarded %q: %d, want %d", i, c.fwd, r.status, c.status)
+		}
+	}
+}
+
+func TestClientIPOptionsAreChecked(t *testing.T) {
+	for _, o := range []ratehttp.ClientIPOptions{{IPv4Prefix: 33}, {IPv6Prefix: 129}, {Header: "X-Real-IP"}, {TrustedHops: -1}, {TrustedProxies: []netip.Prefix{{}}}} {
+		if _, err := ratehttp.ClientIP(o); err == nil || !strings.Contains(err.Error(), "ClientIP") {
+			t.Fatalf("%+v: %v", o, err)
+		}
+	}
+	key, err := ratehttp.ClientIP(ratehttp.ClientIPOptions{IPv4Prefix: 24, IPv6Prefix: 48})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]string{
+		"192.0.2.7:80": "192.0.2.0/24", "[2001:db8:1:2::1]:80": "2001:db8:1::/48",
+		"[::ffff:192.0.2.7]:80": "192.0.2.0/24", "": "", "@": "",
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = addr
+		expect(t, addr, string(key(r)), want)
+	}
+}
+
+func TestNoClientAddressIsA500NotASharedQuota(t *testing.T) {
+	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	h := ratehttp.Middleware(limits, ratehttp.Options{})(hello)
+	// A real server on a Unix socket: its requests have no client address.
+	sock := filepath.Join(t.TempDir(), "http.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+	}}
+	for i := 0; i < 2; i++ {
+		res, err := client.Get("http://unix/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 500 || !strings.Contains(string(body), "no client address") {
+			t.Fatalf("request %d: %d %q", i, res.StatusCode, body)
+		}
+	}
+	if st, _ := l.Stats(); st.Checks != 0 {
+		t.Fatalf("counted: %+v", st)
+	}
+}
+
+func TestARefusalHookAnswers429sAndTheFieldsAreKept(t *testing.T) {
+	limits, _, _ := newLimits(t, "api", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{OnRefusal: func(w http.ResponseWriter, r *http.Request, items []ratehttp.LimitDecision) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "slow down on "+r.URL.Path+" ("+items[0].Name+")")
+	}})
+	if r := get(t, srv, "/"); r.status != 200 {
+		t.Fatal(r.status)
+	}
+	r := get(t, srv, "/")
+	if r.status != 503 || r.body != "slow down on / (api)" {
+		t.Fatalf("hook: %d %q", r.status, r.body)
+	}
+	expect(t, "content-type", r.header.Get("Content-Type"), "text/plain")
+	expect(t, "retry-after", r.header.Get("Retry-After"), "8")
+	expect(t, "ratelimit", r.header.Get("RateLimit"), `"api";r=0;t=8`)
+}
+
+func TestADryRunHookSeesEveryViolation(t *testing.T) {
+	limits, _, _ := newLimits(t, "", ratecell.FixedWindow, 2, 10*time.Second)
+	var mu sync.Mutex
+	var seen []string
+	srv := serve(t, limits, ratehttp.Options{DryRun: true, OnDryRunRefusal: func(r *http.Request, items []ratehttp.LimitDecision) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.URL.Path+" "+ratehttp.RateLimitField(items))
+	}})
+	for i := 0; i < 5; i++ {
+		if r := get(t, srv, "/"); r.status != 200 {
+			t.Fatal(r.status)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 3 || seen[0] != `/ "default";r=0;t=8` {
+		t.Fatalf("seen: %q", seen)
+	}
+}
+
+func TestAMethodFilterLimitsOnlyThoseMethods(t *testing.T) {
+	limits, l, _ := newLimits(t, "", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{Methods: []string{http.MethodPost}})
+	for i := 0; i < 3; i++ {
+		if r := get(t, srv, "/"); r.status != 200 || r.header.Get("RateLimit") != "" {
+			t.Fatalf("GET: %d %q", r.status, r.header.Get("RateLimit"))
+		}
+	}
+	if st, _ := l.Stats(); st.Checks != 0 {
+		t.Fatalf("GETs were counted: %+v", st)
+	}
+	for i, want := range []int{200, 429} {
+		res, err := srv.Client().Post(srv.URL+"/", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Fatalf("POST %d: %d, want %d", i, res.StatusCode, want)
+		}
 	}
 }
 

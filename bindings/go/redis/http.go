@@ -7,7 +7,9 @@ package ratecellredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ratecell/ratecell-go/ratehttp"
 )
@@ -37,7 +39,18 @@ type HTTPLimits struct {
 	limiters []*Limiter
 	policies []ratehttp.Policy
 	now      func() uint64
+	timeout  time.Duration
 }
+
+// DefaultTimeout bounds each HTTPLimits check: a store that has not
+// answered by then is an error, which the middleware answers with 503, or
+// by passing the request with Options.FailOpen. Well under a second: a
+// stalled Redis must not stall every request behind it.
+const DefaultTimeout = 250 * time.Millisecond
+
+// ErrTimeout is wrapped by the error of a check the store did not answer
+// within the timeout.
+var ErrTimeout = errors.New("ratecell: the Redis store did not answer in time")
 
 // NewHTTPLimits checks the names (ratehttp.CheckPolicies: printable ASCII,
 // no two equal; a lone unnamed limit is ratehttp.DefaultName) and the
@@ -59,7 +72,19 @@ func NewHTTPLimits(client Client, limits []Named) (*HTTPLimits, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &HTTPLimits{client: client, limiters: limiters, policies: policies}, nil
+	return &HTTPLimits{client: client, limiters: limiters, policies: policies, timeout: DefaultTimeout}, nil
+}
+
+// WithTimeout returns limits whose checks give up after d (0: only the
+// request's context bounds them). The check returns at the deadline even
+// when the client does not watch its context (go-redis without
+// ContextTimeoutEnabled keeps reading until its ReadTimeout): the call
+// then finishes in the background and its answer is dropped. Set
+// ContextTimeoutEnabled on the client so that it stops reading too.
+func (h *HTTPLimits) WithTimeout(d time.Duration) *HTTPLimits {
+	c := *h
+	c.timeout = d
+	return &c
 }
 
 // WithClock returns limits that decide at now() (UNIX ns, the module's AT)
@@ -80,8 +105,34 @@ func (h *HTTPLimits) PolicyField() string {
 	return ratehttp.PolicyField(items)
 }
 
-// Check decides one request for key (ratehttp.Limits).
+// Check decides one request for key (ratehttp.Limits), within the timeout.
 func (h *HTTPLimits) Check(ctx context.Context, key []byte, cost uint64) ([]ratehttp.LimitDecision, error) {
+	if h.timeout <= 0 {
+		return h.check(ctx, key, cost)
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	type answer struct {
+		items []ratehttp.LimitDecision
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		items, err := h.check(ctx, key, cost)
+		done <- answer{items, err}
+	}()
+	select {
+	case a := <-done:
+		return a.items, a.err
+	case <-ctx.Done():
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, fmt.Errorf("%w (%v)", ErrTimeout, h.timeout)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func (h *HTTPLimits) check(ctx context.Context, key []byte, cost uint64) ([]ratehttp.LimitDecision, error) {
 	var nowNs uint64
 	if h.now != nil {
 		nowNs = h.now()

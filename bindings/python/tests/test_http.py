@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import socket
 import socketserver
 import threading
 import time
@@ -28,6 +29,7 @@ from ratecell._http import (
     Named,
     policy_field,
     problem_body,
+    quota_window,
     ratelimit_field,
     retry_after_seconds,
 )
@@ -81,8 +83,9 @@ def test_fields_for_two_named_limits() -> None:
         LimitDecision("burst", 10, 1_500_000_000, d(False, 0, 2 * S + 1, 14 * S)),
         LimitDecision("daily", 1000, 86_400 * S, d(True, 950, 0, 3600 * S)),
     ]
-    assert policy_field(items) == '"burst";q=10;w=2, "daily";q=1000;w=86400'
-    assert ratelimit_field(items) == '"burst";r=0;t=14, "daily";r=950;t=3600'
+    assert policy_field(items) == '"burst";q=13;w=2, "daily";q=1000;w=86400'
+    # t of the refusing limit is its wait (Retry-After), not when it is whole.
+    assert ratelimit_field(items) == '"burst";r=0;t=3, "daily";r=950;t=3600'
     assert retry_after_seconds(items) == 3
     assert json.loads(problem_body(items)) == {
         "type": QUOTA_EXCEEDED_TYPE,
@@ -95,11 +98,27 @@ def test_fields_for_two_named_limits() -> None:
     assert json.loads(problem_body(items))["violated-policies"] == ["burst", "daily"]
     never = [LimitDecision("x", 1, 1000, d(False, 0, 2**64 - 1, 1))]
     assert retry_after_seconds(never) is None
-    assert policy_field(never) == '"x";q=1;w=1'
+    assert policy_field(never) == '"x";q=1000000;w=1'
     assert policy_field([LimitDecision('a"b\\c', 1, S, d(True))]) == '"a\\"b\\\\c";q=1;w=1'
     assert ratelimit_field([LimitDecision("big", 1, S, d(True, 10**20, 0, 0))]) == (
         '"big";r=999999999999999;t=0'
     )
+
+
+def test_sub_second_periods_scale_q_to_the_window() -> None:
+    assert policy_field([LimitDecision("x", 10, S // 2, d(True))]) == '"x";q=20;w=1'
+    assert quota_window(10, 1_500_000_000) == (13, 2)
+    assert quota_window(10, 60 * S) == (10, 60)
+    assert quota_window(3, 333_333_333) == (9, 1)
+
+
+def test_full_table_refusal_carries_its_wait_not_t0() -> None:
+    # What a keyed table answers a new key it has no room for.
+    items = [LimitDecision("k", 10, S, d(False, 0, 4 * S, 0))]
+    assert ratelimit_field(items) == '"k";r=0;t=4'
+    assert retry_after_seconds(items) == 4
+    two = [*items, LimitDecision("j", 5, S, d(False, 0, 4 * S, 0))]
+    assert ratelimit_field(two) == '"k";r=0;t=4, "j";r=0;t=4'
 
 
 def test_bad_arguments_name_the_field(clocked: Callable[..., Clocked]) -> None:
@@ -137,7 +156,11 @@ def _wsgi_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
 
 @contextmanager
 def uvicorn_server(app: Any) -> Iterator[int]:
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    # proxy_headers off: uvicorn would otherwise take X-Forwarded-For from a
+    # 127.0.0.1 peer itself, and the middleware's own reading is under test.
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", proxy_headers=False
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -233,6 +256,35 @@ def test_fields_exact_and_429_exactly_when_the_window_is_full(kind: Any, clocked
 
 
 @BOTH
+def test_a_refusal_has_t_equal_to_retry_after(kind: Any, clocked: Any) -> None:
+    # GCRA, 2 per 10 s: after two requests the next passes in 5 s, while the
+    # quota is whole again only in 10 s. t says the first, as Retry-After.
+    c = clocked("gcra", 2, 10)
+    with serve(kind, c) as port:
+        for _ in range(2):
+            assert get(port)[0] == 200
+        status, h, _ = get(port)
+        assert (status, h["retry-after"], h["ratelimit"]) == (429, "5", '"default";r=0;t=5')
+
+
+@BOTH
+def test_a_full_key_table_refusal_carries_the_same_wait_as_retry_after(kind: Any) -> None:
+    # A tiny table that fails closed (overflow deny): some new key finds no
+    # place; its refusal carries the table's wait in t and Retry-After.
+    lim = ratecell.Limiter("fixed_window", 5, period=10, capacity=1, overflow="deny")
+    with lim, serve(kind, lim, key="x-api-key") as port:
+        for i in range(10_000):
+            status, h, _ = get(port, headers={"x-api-key": f"k{i}"})
+            if status == 429:
+                break
+        else:
+            pytest.fail("the table never ran out of room")
+        t = h["ratelimit"].rsplit("t=", 1)[1]
+        assert int(h["retry-after"]) >= 1
+        assert t == h["retry-after"], h
+
+
+@BOTH
 def test_dry_run_never_refuses(kind: Any, clocked: Any) -> None:
     c = clocked("fixed_window", 2, 10)
     with serve(kind, c, dry_run=True) as port:
@@ -257,14 +309,14 @@ def test_concurrent_clients_on_one_key_get_exactly_the_limit(kind: Any, clocked:
 @BOTH
 def test_header_keys_and_missing_key_policies(kind: Any, clocked: Any) -> None:
     c = clocked("fixed_window", 1, 10)
-    with serve(kind, c, key="X-Api-Key") as port:
+    with serve(kind, c, key="X-Api-Key", missing_key="shared") as port:
         assert get(port, "/", {"X-Api-Key": "a"})[0] == 200
         assert get(port, "/", {"X-Api-Key": "a"})[0] == 429
         assert get(port, "/", {"X-Api-Key": "b"})[0] == 200
         assert get(port)[0] == 200  # keyless requests share one quota
         assert get(port)[0] == 429
     c2 = clocked("fixed_window", 1, 10)
-    with serve(kind, c2, key="X-Api-Key", missing_key="reject") as port:
+    with serve(kind, c2, key="X-Api-Key") as port:  # "reject" is the default
         status, h, body = get(port)
         assert status == 400 and h["content-type"] == "application/problem+json"
         assert b"no rate-limit key" in body
@@ -273,6 +325,196 @@ def test_header_keys_and_missing_key_policies(kind: Any, clocked: Any) -> None:
             status, h, _ = get(port)
             assert status == 200 and "ratelimit" not in h
     assert c2.limiter.stats().checks == 0
+
+
+@BOTH
+def test_behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key(
+    kind: Any, clocked: Any
+) -> None:
+    # The server's peer is 127.0.0.1, the "proxy"; 1 request per key.
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, trusted_proxies=["127.0.0.0/8", "10.0.0.0/8"]) as port:
+        for xff, status in [
+            ("1.2.3.4", 200),
+            ("6.6.6.6, 1.2.3.4, 10.0.0.9", 429),  # a spoofed left entry is not another client
+            ("5.6.7.8", 200),
+            ("2001:db8:0:1::1", 200),
+            ("2001:db8:0:1:ffff::2", 429),  # the same /64
+            ("2001:db8:0:2::1", 200),
+        ]:
+            assert get(port, "/", {"X-Forwarded-For": xff})[0] == status, xff
+    # Without trusted proxies the header is ignored: both are 127.0.0.1.
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c) as port:
+        assert get(port, "/", {"X-Forwarded-For": "1.2.3.4"})[0] == 200
+        assert get(port, "/", {"X-Forwarded-For": "5.6.7.8"})[0] == 429
+
+
+@BOTH
+def test_trusted_hops_and_the_forwarded_header(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, trusted_proxies=2, forwarded_header="forwarded") as port:
+        for fwd, status in [
+            ("for=6.6.6.6, for=1.2.3.4;proto=http, for=10.0.0.1", 200),
+            ('for=7.7.7.7, for="1.2.3.4:5555", for=10.0.0.1', 429),
+            ('for="[2001:db8::1]", for=10.0.0.1', 200),
+            ("for=10.0.0.1", 200),  # fewer than 2 hops: the peer, 127.0.0.1
+            ("for=10.0.0.2", 429),  # the peer again
+        ]:
+            assert get(port, "/", {"Forwarded": fwd})[0] == status, fwd
+
+
+def test_client_ip_options_and_prefixes() -> None:
+    from ratecell._http import ClientIp
+
+    for bad in (
+        {"ipv4_prefix": 33},
+        {"ipv6_prefix": 129},
+        {"forwarded_header": "x-real-ip"},
+        {"trusted_proxies": -1},
+        {"trusted_proxies": ["10.0.0.0/33"]},
+        {"trusted_proxies": "10.0.0.0/8"},
+    ):
+        with pytest.raises((ValueError, TypeError)):
+            ClientIp(**bad)
+    wide = ClientIp(ipv4_prefix=24, ipv6_prefix=48)
+    assert wide.key("192.0.2.7", tuple) == "192.0.2.0/24"
+    assert wide.key("2001:db8:1:2::1", tuple) == "2001:db8:1::/48"
+    assert wide.key("::ffff:192.0.2.7", tuple) == "192.0.2.0/24"
+    assert ClientIp().key("2001:db8:1:2:aaaa::1", tuple) == "2001:db8:1:2::/64"
+    assert ClientIp().key(None, tuple) is None
+
+
+def test_ipv6_peers_share_their_64(clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    w = wsgi.RateLimitMiddleware(_wsgi_app, c)
+    got: list[str] = []
+    for addr in ("2001:db8:0:1::1", "2001:db8:0:1:ffff::2", "2001:db8:0:2::1", "192.0.2.1"):
+        w({"PATH_INFO": "/", "REMOTE_ADDR": addr}, lambda s, h, e=None: got.append(s[:3]))
+    assert got == ["200", "429", "200", "200"]
+
+
+def test_no_client_address_is_a_500_not_a_shared_quota(clocked: Any, tmp_path: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    w = wsgi.RateLimitMiddleware(_wsgi_app, c)
+    got: list[str] = []
+    for _ in range(2):
+        body = b"".join(w({"PATH_INFO": "/"}, lambda status, headers, exc=None: got.append(status)))
+        assert b"no client address" in body
+    assert got == ["500 Internal Server Error"] * 2
+
+    # uvicorn on a Unix socket: its requests have no client address.
+    sock = str(tmp_path / "http.sock")
+    config = uvicorn.Config(
+        asgi.RateLimitMiddleware(_starlette(), c), uds=sock, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(20)
+            self.sock.connect(sock)
+
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            time.sleep(0.01)
+        for _ in range(2):
+            conn = UnixConnection("localhost", timeout=20)
+            try:
+                conn.request("GET", "/")
+                res = conn.getresponse()
+                assert res.status == 500 and b"no client address" in res.read()
+            finally:
+                conn.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert c.limiter.stats().checks == 0
+
+
+@BOTH
+def test_a_refusal_hook_answers_429s_and_the_fields_are_kept(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+
+    def slow_down(request: Any, items: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+        path = request["path"] if isinstance(request.get("path"), str) else request["PATH_INFO"]
+        body = f"slow down on {path} ({items[0].name})".encode()
+        return 503, [("Content-Type", "text/plain"), ("Retry-After", "60")], body
+
+    with serve(kind, Named(c, "api"), on_refusal=slow_down) as port:
+        assert get(port)[0] == 200
+        status, h, body = get(port)
+        assert (status, body) == (503, b"slow down on / (api)")
+        assert h["content-type"] == "text/plain"
+        assert h["retry-after"] == "60"  # the hook's own wins
+        assert h["ratelimit"] == '"api";r=0;t=8'
+        assert h["ratelimit-policy"] == '"api";q=1;w=10'
+
+
+@BOTH
+def test_a_dry_run_hook_sees_every_violation(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 2, 10)
+    seen: list[str] = []
+    def violation(request: Any, items: Any) -> None:
+        seen.append(ratelimit_field(items))
+
+    with serve(kind, c, dry_run=True, on_dry_run_refusal=violation) as port:
+        for _ in range(5):
+            assert get(port)[0] == 200
+    assert seen == ['"default";r=0;t=8'] * 3
+
+
+@BOTH
+def test_a_method_filter_limits_only_those_methods(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, methods=["post"]) as port:
+        for _ in range(3):
+            status, h, _ = get(port)
+            assert status == 200 and "ratelimit" not in h
+        assert c.limiter.stats().checks == 0
+        statuses = []
+        for _ in range(2):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+            try:
+                conn.request("POST", "/", body=b"")
+                res = conn.getresponse()
+                res.read()
+                statuses.append(res.status)
+            finally:
+                conn.close()
+        assert statuses[0] != 429 and statuses[1] == 429  # (Starlette answers 405 to a POST)
+
+
+@BOTH
+def test_prometheus_metrics_count_outcomes_per_policy(kind: Any, clocked: Any) -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from ratecell.metrics import PrometheusMetrics
+
+    registry = prometheus_client.CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    c = clocked("fixed_window", 2, 10)
+    with serve(kind, Named(c, "api"), metrics=metrics) as port:
+        assert [get(port)[0] for _ in range(3)] == [200, 200, 429]
+    d = clocked("fixed_window", 1, 10)
+    with serve(kind, Named(d, "trial"), metrics=metrics, dry_run=True) as port:
+        assert [get(port)[0] for _ in range(3)] == [200] * 3
+    # Scraped as Prometheus does, over HTTP.
+    with wsgi_server(prometheus_client.make_wsgi_app(registry)) as mport:
+        status, _, body = get(mport, "/metrics")
+    assert status == 200
+    text = body.decode()
+    for line in (
+        'ratecell_http_requests_total{outcome="admitted",policy="api"} 2.0',
+        'ratecell_http_requests_total{outcome="refused",policy="api"} 1.0',
+        'ratecell_http_requests_total{outcome="admitted",policy="trial"} 1.0',
+        'ratecell_http_requests_total{outcome="dry_run_refused",policy="trial"} 2.0',
+    ):
+        assert line in text, text
 
 
 @BOTH

@@ -11,7 +11,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
+import socket
 import socketserver
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -230,3 +234,83 @@ def test_redis_limits_arguments_are_checked() -> None:
         RedisLimits(client, [("a", object())])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="at least one"):
         RedisLimits(client, {})
+
+
+@contextmanager
+def pausable_server() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """A redis-server of its own on a free 127.0.0.1 port, with the module
+    (RATECELL_REDIS_MODULE, which scripts/redis-tests.sh sets), to pause
+    with SIGSTOP; always continued and killed at the end."""
+    module = os.environ.get("RATECELL_REDIS_MODULE")
+    assert module, "set RATECELL_REDIS_MODULE (scripts/redis-tests.sh does)"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as d:
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--dir", d, "--loadmodule", module],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            probe = redis.Redis(port=port, socket_timeout=1)
+            for _ in range(100):
+                try:
+                    if probe.ping():
+                        break
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            else:
+                raise RuntimeError("redis-server did not start within 5 s")
+            probe.close()
+            yield port, proc
+        finally:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@KINDS
+def test_a_paused_store_is_answered_within_the_timeout(kind: Any) -> None:
+    make, server = kind
+    with pausable_server() as (port, proc):
+
+        def limits_of(client: Any) -> RedisLimits:
+            return RedisLimits(client, {"": RedisLimiter(client, "gcra", 100, period=1)})
+
+        url = f"redis://127.0.0.1:{port}/0"
+        if make is asgi_app:
+            closed = asgi.RateLimitMiddleware(
+                _starlette(), limits_of(redis.asyncio.Redis.from_url(url))
+            )
+            opened = asgi.RateLimitMiddleware(
+                _starlette(), limits_of(redis.asyncio.Redis.from_url(url)), fail_open=True
+            )
+        else:
+            closed = wsgi.RateLimitMiddleware(_wsgi_app, limits_of(redis.Redis.from_url(url)))
+            opened = wsgi.RateLimitMiddleware(
+                _wsgi_app, limits_of(redis.Redis.from_url(url)), fail_open=True
+            )
+        with server(closed) as closed_port, server(opened) as open_port:
+            # Both connect and answer while the server runs.
+            for p in (closed_port, open_port):
+                status, h, _ = get(p)
+                assert status == 200 and "ratelimit" in h
+            proc.send_signal(signal.SIGSTOP)
+            for p, want in ((closed_port, 503), (open_port, 200)):
+                start = time.monotonic()
+                status, h, _ = get(p)
+                took = time.monotonic() - start
+                assert (status, "ratelimit" in h) == (want, False)
+                assert 0.25 <= took < 2, took
+            proc.send_signal(signal.SIGCONT)
+
+
+def test_redis_limits_timeout_is_checked() -> None:
+    client = redis.Redis.from_url(_url())
+    lim = RedisLimiter(client, "gcra", 1, period=1)
+    for bad in (0, -1, "1", True):
+        with pytest.raises(ValueError, match="timeout"):
+            RedisLimits(client, {"": lim}, timeout=bad)  # type: ignore[arg-type]
+    RedisLimits(client, {"": lim}, timeout=None)

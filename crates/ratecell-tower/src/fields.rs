@@ -99,9 +99,27 @@ fn sf_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// The `q` and `w` of a limit of `limit` units per `period_ns`: `w` is the
+/// period in whole seconds, rounded up (at least 1: the draft's window is a
+/// non-zero integer), and when the period is not a whole number of seconds
+/// `q` is scaled to that window, rounded down, so that `q/w` is never more
+/// than the real rate (10 per 0.5 s is `q=20;w=1`, 10 per 1.5 s is
+/// `q=13;w=2`). Without scaling, a 0.5 s period would advertise half its
+/// real rate.
+pub fn quota_window(limit: u64, period_ns: u64) -> (u64, u64) {
+    let w = ceil_seconds(period_ns).max(1);
+    if period_ns == 0 || period_ns % NS_PER_S == 0 {
+        return (limit.min(SF_INTEGER_MAX), w);
+    }
+    // limit × w s / period, exactly; saturates only past any Integer we send.
+    let q = (u128::from(limit) * u128::from(NS_PER_S))
+        .checked_mul(u128::from(w))
+        .map_or(u128::MAX, |n| n / u128::from(period_ns));
+    (u64::try_from(q).unwrap_or(u64::MAX).min(SF_INTEGER_MAX), w)
+}
+
 /// `RateLimit-Policy`: one `"<name>";q=<limit>;w=<period>` item per limit,
-/// `w` in whole seconds rounded up (at least 1: the draft's window is
-/// non-zero).
+/// as [`quota_window`] gives them.
 pub fn policy_field(items: &[LimitDecision]) -> String {
     let mut out = String::with_capacity(32 * items.len());
     for (i, item) in items.iter().enumerate() {
@@ -109,14 +127,34 @@ pub fn policy_field(items: &[LimitDecision]) -> String {
             out.push_str(", ");
         }
         sf_string(&mut out, item.name.as_str());
-        let w = ceil_seconds(item.period_ns).max(1);
-        let _ = write!(out, ";q={};w={}", item.limit.min(SF_INTEGER_MAX), w);
+        let (q, w) = quota_window(item.limit, item.period_ns);
+        let _ = write!(out, ";q={q};w={w}");
     }
     out
 }
 
-/// `RateLimit`: one `"<name>";r=<remaining>;t=<reset_after>` item per
-/// limit, `t` in whole seconds rounded up.
+/// The `t` of one limit's decision, in whole seconds rounded up: the time
+/// until more quota is available (draft-11 §4.3).
+///
+/// - Refused by this limit: its `retry_after` (at least 1), when this same
+///   request could pass; the same value as `Retry-After` when this limit's
+///   wait is the longest. A table with no room for a new key (overflow
+///   `deny`) refuses with the table's wait, so `t` carries that wait, never
+///   0. When no wait helps (the cost exceeds the limit), `reset_after`.
+/// - Admitted: `reset_after`, when the quota is whole again; more is
+///   available by then at the latest (exactly then for a fixed window;
+///   continuous algorithms return units sooner, which a decision does not
+///   carry). 0 when the quota is whole.
+pub fn reset_seconds(d: &Decision) -> u64 {
+    if !d.allowed && d.retry_after_ns != u64::MAX {
+        ceil_seconds(d.retry_after_ns).max(1)
+    } else {
+        ceil_seconds(d.reset_after_ns)
+    }
+}
+
+/// `RateLimit`: one `"<name>";r=<remaining>;t=<seconds>` item per limit,
+/// `t` as [`reset_seconds`] gives it.
 pub fn ratelimit_field(items: &[LimitDecision]) -> String {
     let mut out = String::with_capacity(32 * items.len());
     for (i, item) in items.iter().enumerate() {
@@ -129,7 +167,7 @@ pub fn ratelimit_field(items: &[LimitDecision]) -> String {
             out,
             ";r={};t={}",
             d.remaining.min(SF_INTEGER_MAX),
-            ceil_seconds(d.reset_after_ns)
+            reset_seconds(d)
         );
     }
     out
@@ -235,11 +273,11 @@ mod tests {
         ];
         assert_eq!(
             policy_field(&items),
-            "\"burst\";q=10;w=2, \"daily\";q=1000;w=86400"
+            "\"burst\";q=13;w=2, \"daily\";q=1000;w=86400"
         );
         assert_eq!(
             ratelimit_field(&items),
-            "\"burst\";r=0;t=14, \"daily\";r=950;t=3600"
+            "\"burst\";r=0;t=3, \"daily\";r=950;t=3600"
         );
         assert_eq!(retry_after_seconds(&items), Some(3));
         assert!(!admitted(&items));
@@ -268,9 +306,44 @@ mod tests {
     #[test]
     fn sub_second_values_round_up_and_never_has_no_retry_after() {
         let items = [item("x", 5, 1_000, decision(false, 0, u64::MAX, 1))];
-        assert_eq!(policy_field(&items), "\"x\";q=5;w=1");
+        assert_eq!(policy_field(&items), "\"x\";q=5000000;w=1");
         assert_eq!(ratelimit_field(&items), "\"x\";r=0;t=1");
         assert_eq!(retry_after_seconds(&items), None);
+    }
+
+    #[test]
+    fn sub_second_periods_scale_q_to_the_one_second_window() {
+        let half = [item("x", 10, NS_PER_S / 2, decision(true, 9, 0, 1))];
+        assert_eq!(policy_field(&half), "\"x\";q=20;w=1");
+        assert_eq!(quota_window(10, 1_500_000_000), (13, 2));
+        assert_eq!(quota_window(10, 60 * NS_PER_S), (10, 60));
+        assert_eq!(quota_window(3, 333_333_333), (9, 1), "rounded down");
+    }
+
+    #[test]
+    fn a_refusal_has_t_equal_to_its_retry_after() {
+        // A sliding window refusing: whole again in 60 s, next pass in 2.1 s.
+        let items = [item(
+            "w",
+            10,
+            60 * NS_PER_S,
+            decision(false, 0, 2_100_000_000, 60 * NS_PER_S),
+        )];
+        assert_eq!(ratelimit_field(&items), "\"w\";r=0;t=3");
+        assert_eq!(retry_after_seconds(&items), Some(3));
+    }
+
+    #[test]
+    fn a_full_table_refusal_carries_its_wait_not_t0() {
+        // What the keyed table answers a new key it has no room for.
+        let items = [item(
+            "k",
+            10,
+            NS_PER_S,
+            decision(false, 0, 4_000_000_000, 0),
+        )];
+        assert_eq!(ratelimit_field(&items), "\"k\";r=0;t=4");
+        assert_eq!(retry_after_seconds(&items), Some(4));
     }
 
     #[test]

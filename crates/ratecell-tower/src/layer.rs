@@ -16,6 +16,7 @@ use http::{Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::client_ip::{Cidr, ClientIp, ForwardedHeader, TrustedProxies};
 use crate::fields::{self, LimitDecision};
 use crate::limits::RateLimits;
 
@@ -25,6 +26,9 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 type PartsFn<T> = Arc<dyn Fn(&Parts) -> T + Send + Sync>;
+type RefusalFn = Arc<dyn Fn(&Parts, &[LimitDecision]) -> Response<Bytes> + Send + Sync>;
+type ViolationFn = Arc<dyn Fn(&Parts, &[LimitDecision]) + Send + Sync>;
+type ObserveFn = Arc<dyn Fn(&[LimitDecision], bool, bool) + Send + Sync>;
 
 /// Where a request's key comes from.
 #[derive(Clone)]
@@ -33,6 +37,8 @@ pub enum Key {
     /// connections). Read from axum's `ConnectInfo<SocketAddr>` (serve with
     /// `into_make_service_with_connect_info`) or, for hyper and other
     /// servers, a `SocketAddr` the server put in the request's extensions.
+    /// Behind proxies, see [`RateLimitLayer::trusted_proxies`]; IPv6
+    /// clients are grouped by /64 ([`RateLimitLayer::ip_prefixes`]).
     ClientAddr,
     /// A header's value, for example an API key. An empty value counts as
     /// no key.
@@ -41,19 +47,21 @@ pub enum Key {
     Fn(PartsFn<Option<Vec<u8>>>),
 }
 
-/// What happens to a request that has no key (no client address, no such
-/// header, or the key function said `None`).
+/// What happens to a request whose header or key function gave no key.
+/// (A request with no client address under [`Key::ClientAddr`] is a
+/// misconfiguration instead: it gets 500, whatever this policy says.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MissingKey {
-    /// All keyless requests share one key, so together they get one quota:
-    /// leaving the key out never buys more. The default.
+    /// The request is refused with 400 and a problem document. The
+    /// default: a client that leaves its key out learns it at once, rather
+    /// than sharing one quota with every other such client.
     #[default]
+    Reject,
+    /// All keyless requests share one key, so together they get one quota:
+    /// leaving the key out never buys more.
     Shared,
     /// The request is not limited and gets no RateLimit fields.
     Skip,
-    /// The request is refused with 400 and a problem document (use with
-    /// [`Key::Header`] when every client must send its API key).
-    Reject,
 }
 
 #[derive(Clone)]
@@ -62,11 +70,17 @@ struct Settings {
     // The limits' RateLimit-Policy when it never changes, formatted once.
     policy: Option<HeaderValue>,
     key: Key,
+    client_ip: ClientIp,
     missing: MissingKey,
     cost: Option<PartsFn<u64>>,
     dry_run: bool,
+    on_refusal: Option<RefusalFn>,
+    on_dry_run_refusal: Option<ViolationFn>,
+    observe: Option<ObserveFn>,
     exempt_paths: Vec<String>,
     exempt: Option<PartsFn<bool>>,
+    // None: every method is limited.
+    methods: Option<Vec<http::Method>>,
 }
 
 /// Rate-limits every request through a [`RateLimits`] and sends the IETF
@@ -108,11 +122,16 @@ impl RateLimitLayer {
                 policy: limits.policy_field().map(header_value),
                 limits: Arc::new(limits),
                 key: Key::ClientAddr,
-                missing: MissingKey::Shared,
+                client_ip: ClientIp::default(),
+                missing: MissingKey::Reject,
                 cost: None,
                 dry_run: false,
+                on_refusal: None,
+                on_dry_run_refusal: None,
+                observe: None,
                 exempt_paths: Vec::new(),
                 exempt: None,
+                methods: None,
             }),
         }
     }
@@ -141,8 +160,51 @@ impl RateLimitLayer {
         self.key(Key::Fn(Arc::new(f)))
     }
 
-    /// What to do with requests that have no key (default:
-    /// [`MissingKey::Shared`]).
+    /// Peers in these ranges are proxies: the client is the right-most
+    /// address of the forwarding header ([`ForwardedHeader`], default
+    /// `X-Forwarded-For`) outside them. Only a request whose peer is in a
+    /// range has its header read; name exactly your proxies' addresses,
+    /// since any client can send the header. Default: none (the peer is
+    /// the client).
+    pub fn trusted_proxies(self, ranges: impl IntoIterator<Item = Cidr>) -> RateLimitLayer {
+        let ranges = ranges.into_iter().collect();
+        self.edit(|s| s.client_ip.trusted = TrustedProxies::Cidrs(ranges))
+    }
+
+    /// `hops` proxies stand in front of the server, each appending the
+    /// address it saw to the forwarding header: the client is the
+    /// header's `hops`-th address from the right (a request with fewer is
+    /// keyed by its peer). For when the proxies' addresses are not known
+    /// (a cloud load balancer); every request must come through them.
+    pub fn trusted_hops(self, hops: usize) -> RateLimitLayer {
+        self.edit(|s| s.client_ip.trusted = TrustedProxies::Hops(hops))
+    }
+
+    /// The header trusted proxies write (default `X-Forwarded-For`).
+    pub fn forwarded_header(self, header: ForwardedHeader) -> RateLimitLayer {
+        self.edit(|s| s.client_ip.header = header)
+    }
+
+    /// Client addresses are keyed by these prefixes (default 32 and 64):
+    /// an IPv6 host is usually given a whole /64, so keying by full address
+    /// would give it 2^64 quotas.
+    ///
+    /// # Panics
+    ///
+    /// When `v4` is above 32 or `v6` above 128.
+    pub fn ip_prefixes(self, v4: u8, v6: u8) -> RateLimitLayer {
+        assert!(
+            v4 <= 32 && v6 <= 128,
+            "ip_prefixes: the IPv4 prefix is at most 32 and the IPv6 one at most 128, not /{v4} and /{v6}"
+        );
+        self.edit(|s| {
+            s.client_ip.v4_prefix = v4;
+            s.client_ip.v6_prefix = v6;
+        })
+    }
+
+    /// What to do with requests whose header or key function gave no key
+    /// (default: [`MissingKey::Reject`]).
     pub fn missing_key(self, policy: MissingKey) -> RateLimitLayer {
         self.edit(|s| s.missing = policy)
     }
@@ -157,6 +219,49 @@ impl RateLimitLayer {
         self.edit(|s| s.dry_run = dry_run)
     }
 
+    /// Refusals are answered by `f(request, decisions)` instead of the
+    /// problem document (tower-governor's `error_handler`, httprate's
+    /// `WithLimitHandler`): an HTML page, another status, a JSON shape of
+    /// your own. The layer adds `RateLimit-Policy`, `RateLimit` and
+    /// `Retry-After` to its response unless `f` set them. Runs on the
+    /// request's task: keep it short.
+    pub fn on_refusal(
+        self,
+        f: impl Fn(&Parts, &[LimitDecision]) -> Response<Bytes> + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        self.edit(|s| s.on_refusal = Some(Arc::new(f)))
+    }
+
+    /// In a dry run, `f(request, decisions)` sees every request the limits
+    /// refused (and the layer let through): log or count the violations
+    /// before enforcing.
+    pub fn on_dry_run_refusal(
+        self,
+        f: impl Fn(&Parts, &[LimitDecision]) + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        self.edit(|s| s.on_dry_run_refusal = Some(Arc::new(f)))
+    }
+
+    /// `f(decisions, admitted, dry_run)` sees every limited request's
+    /// decisions: the place for metrics. With the `metrics` feature,
+    /// [`RateLimitLayer::metrics`] is one such `f`.
+    pub fn on_decision(
+        self,
+        f: impl Fn(&[LimitDecision], bool, bool) + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        self.edit(|s| s.observe = Some(Arc::new(f)))
+    }
+
+    /// Counts outcomes on the `metrics` crate's recorder (whatever exporter
+    /// the application installed): `ratecell_http_requests_total` labelled
+    /// `policy` and `outcome`, `admitted` (once per policy of an admitted
+    /// request), `refused` or `dry_run_refused` (under each policy that
+    /// refused it). Off unless called.
+    #[cfg(feature = "metrics")]
+    pub fn metrics(self) -> RateLimitLayer {
+        self.on_decision(crate::metrics::record)
+    }
+
     /// Requests to exactly these paths skip the limiter (health checks).
     pub fn exempt_paths<I, P>(self, paths: I) -> RateLimitLayer
     where
@@ -165,6 +270,13 @@ impl RateLimitLayer {
     {
         let paths: Vec<String> = paths.into_iter().map(Into::into).collect();
         self.edit(|s| s.exempt_paths.extend(paths))
+    }
+
+    /// Only requests with these methods are limited (say `POST` on a login
+    /// route); the others pass untouched, without fields. Default: all.
+    pub fn methods(self, methods: impl IntoIterator<Item = http::Method>) -> RateLimitLayer {
+        let methods = methods.into_iter().collect();
+        self.edit(|s| s.methods = Some(methods))
     }
 
     /// Requests for which `f` is true skip the limiter.
@@ -201,6 +313,8 @@ enum Verdict {
     Pass,
     Limited(Vec<LimitDecision>),
     BadRequest,
+    // Keyed by client address, but the server gave none: a misconfiguration.
+    NoClientAddr,
 }
 
 fn client_ip(parts: &Parts) -> Option<IpAddr> {
@@ -215,12 +329,10 @@ fn client_ip(parts: &Parts) -> Option<IpAddr> {
 }
 
 impl Settings {
-    fn key(&self, parts: &Parts) -> Option<Vec<u8>> {
+    /// The key of a header or function (the client address is `decide`'s).
+    fn given_key(&self, parts: &Parts) -> Option<Vec<u8>> {
         let key = match &self.key {
-            Key::ClientAddr => client_ip(parts).map(|ip| match ip {
-                IpAddr::V4(v4) => v4.octets().to_vec(),
-                IpAddr::V6(v6) => v6.octets().to_vec(),
-            }),
+            Key::ClientAddr => None,
             Key::Header(name) => parts.headers.get(name).map(|v| v.as_bytes().to_vec()),
             Key::Fn(f) => f(parts),
         };
@@ -228,17 +340,30 @@ impl Settings {
     }
 
     fn decide(&self, parts: &Parts) -> Verdict {
-        if self.exempt_paths.iter().any(|p| p == parts.uri.path())
+        if self
+            .methods
+            .as_ref()
+            .is_some_and(|m| !m.contains(&parts.method))
+            || self.exempt_paths.iter().any(|p| p == parts.uri.path())
             || self.exempt.as_ref().is_some_and(|f| f(parts))
         {
             return Verdict::Pass;
         }
-        let key = match (self.key(parts), self.missing) {
-            (Some(key), _) => key,
-            // The empty key: no real key is empty (empty ones count as missing).
-            (None, MissingKey::Shared) => Vec::new(),
-            (None, MissingKey::Skip) => return Verdict::Pass,
-            (None, MissingKey::Reject) => return Verdict::BadRequest,
+        let key = if let Key::ClientAddr = self.key {
+            match client_ip(parts) {
+                Some(peer) => self
+                    .client_ip
+                    .key(self.client_ip.client(peer, &parts.headers)),
+                None => return Verdict::NoClientAddr,
+            }
+        } else {
+            match (self.given_key(parts), self.missing) {
+                (Some(key), _) => key,
+                // The empty key: no real key is empty (empty ones count as missing).
+                (None, MissingKey::Shared) => Vec::new(),
+                (None, MissingKey::Skip) => return Verdict::Pass,
+                (None, MissingKey::Reject) => return Verdict::BadRequest,
+            }
         };
         let cost = self.cost.as_ref().map_or(1, |f| f(parts));
         Verdict::Limited(self.limits.check(&key, cost))
@@ -275,12 +400,30 @@ fn problem<B: From<Bytes>>(status: StatusCode, body: String) -> Response<B> {
     res
 }
 
-fn refusal<B: From<Bytes>>(policy: Option<&HeaderValue>, items: &[LimitDecision]) -> Response<B> {
-    let mut res = problem(StatusCode::TOO_MANY_REQUESTS, fields::problem_body(items));
+fn refusal<B: From<Bytes>>(
+    settings: &Settings,
+    parts: &Parts,
+    items: &[LimitDecision],
+) -> Response<B> {
+    let policy = settings.policy.as_ref();
+    let Some(hook) = &settings.on_refusal else {
+        let mut res = problem(StatusCode::TOO_MANY_REQUESTS, fields::problem_body(items));
+        let headers = res.headers_mut();
+        headers.extend(field_values(policy, items));
+        if let Some(secs) = fields::retry_after_seconds(items) {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        return res;
+    };
+    let mut res = hook(parts, items).map(B::from);
     let headers = res.headers_mut();
-    headers.extend(field_values(policy, items));
+    for (name, value) in field_values(policy, items) {
+        headers.entry(name).or_insert(value);
+    }
     if let Some(secs) = fields::retry_after_seconds(items) {
-        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        headers
+            .entry(RETRY_AFTER)
+            .or_insert_with(|| HeaderValue::from(secs));
     }
     res
 }
@@ -290,6 +433,19 @@ fn missing_key<B: From<Bytes>>() -> Response<B> {
         StatusCode::BAD_REQUEST,
         "{\"type\":\"about:blank\",\"title\":\"Bad Request\",\"status\":400,\
          \"detail\":\"the request carries no rate-limit key\"}"
+            .to_owned(),
+    )
+}
+
+fn no_client_addr<B: From<Bytes>>() -> Response<B> {
+    // Like tower-governor's UnableToExtractKey: the developer sees it at the
+    // first request, instead of every client sharing one quota.
+    problem(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{\"type\":\"about:blank\",\"title\":\"Internal Server Error\",\"status\":500,\
+         \"detail\":\"rate limiting by client address, but the request has none: serve axum \
+         with into_make_service_with_connect_info::<SocketAddr>(), put the peer's SocketAddr in \
+         the request's extensions (hyper), or key by header or function\"}"
             .to_owned(),
     )
 }
@@ -368,21 +524,33 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let (parts, body) = req.into_parts();
         let verdict = self.settings.decide(&parts);
-        let req = Request::from_parts(parts, body);
         match verdict {
             Verdict::Pass => wrap(State::Inner {
-                future: self.inner.call(req),
+                future: self.inner.call(Request::from_parts(parts, body)),
                 fields: None,
             }),
             Verdict::BadRequest => wrap(State::Ready {
                 response: Some(missing_key()),
             }),
+            Verdict::NoClientAddr => wrap(State::Ready {
+                response: Some(no_client_addr()),
+            }),
             Verdict::Limited(items) => {
-                if !fields::admitted(&items) && !self.settings.dry_run {
-                    return wrap(State::Ready {
-                        response: Some(refusal(self.settings.policy.as_ref(), &items)),
-                    });
+                let admitted = fields::admitted(&items);
+                if let Some(observe) = &self.settings.observe {
+                    observe(&items, admitted, self.settings.dry_run);
                 }
+                if !admitted {
+                    if !self.settings.dry_run {
+                        return wrap(State::Ready {
+                            response: Some(refusal(&self.settings, &parts, &items)),
+                        });
+                    }
+                    if let Some(seen) = &self.settings.on_dry_run_refusal {
+                        seen(&parts, &items);
+                    }
+                }
+                let req = Request::from_parts(parts, body);
                 let fields = field_values(self.settings.policy.as_ref(), &items);
                 let wait = queue_wait(&items);
                 if wait == 0 || self.settings.dry_run {

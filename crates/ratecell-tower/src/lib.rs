@@ -25,6 +25,8 @@
 //! - [`fields`]: the field values and the problem document, as pure
 //!   functions of those decisions.
 //! - [`acquire`]: a future that resolves when a request is admitted.
+//! - [`Cidr`], [`TrustedProxies`], [`ForwardedHeader`]: the client address
+//!   behind proxies (the layer's `trusted_proxies`, `trusted_hops`).
 //!
 //! Choices the draft leaves open are listed in this crate's README.
 //!
@@ -39,11 +41,15 @@
 #![warn(missing_docs)]
 
 mod acquire;
+mod client_ip;
 pub mod fields;
 mod layer;
 mod limits;
+#[cfg(feature = "metrics")]
+mod metrics;
 
 pub use acquire::acquire;
+pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies};
 pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TYPE};
 pub use layer::{
     Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer, ResponseFuture,

@@ -294,6 +294,58 @@ async fn sub_second_period_and_reset_round_up() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_has_t_equal_to_retry_after() {
+    // GCRA, 2 per 10 s: after two requests the next passes in 5 s, while
+    // the quota is whole again only in 10 s. t says the first, as
+    // Retry-After does.
+    let (limiter, _hand) = keyed(Config::new(Algorithm::Gcra, 2, 10 * S));
+    let addr = serve(app(RateLimitLayer::new(Named::keyed(limiter)))).await;
+    for _ in 0..2 {
+        assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    }
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("5"));
+    assert_eq!(r.field("ratelimit"), Some("\"default\";r=0;t=5"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_second_period_advertises_its_real_rate() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::Gcra, 10, S / 2));
+    let addr = serve(app(RateLimitLayer::new(Named::keyed(limiter)))).await;
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.field("ratelimit-policy"), Some("\"default\";q=20;w=1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_key_table_refusal_carries_the_same_wait_as_retry_after() {
+    // A tiny table that fails closed (overflow deny): some new key finds no
+    // place; its refusal carries the table's wait in t and in Retry-After.
+    let (clock, _hand) = Clock::manual(T0);
+    let config = Config::new(Algorithm::FixedWindow, 5, 10 * S)
+        .capacity(1)
+        .overflow(ratecell::Overflow::Deny);
+    let limiter = KeyedLimiter::with_clock(config, clock).unwrap();
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+    let addr = serve(app(layer)).await;
+    for i in 0..10_000 {
+        let key = format!("k{i}");
+        let r = request(addr, "/", Some(("x-api-key", &key))).await;
+        if r.status != StatusCode::TOO_MANY_REQUESTS {
+            continue;
+        }
+        let secs = r.field("retry-after").expect("a wait");
+        assert_ne!(secs, "0");
+        assert_eq!(
+            r.field("ratelimit").unwrap(),
+            format!("\"default\";r=0;t={secs}")
+        );
+        return;
+    }
+    panic!("the table never ran out of room");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_counts_and_sets_fields_but_never_refuses() {
     let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 2, 10 * S));
     let limits = std::sync::Arc::new(Named::keyed(limiter));
@@ -368,7 +420,9 @@ async fn a_flood_of_made_up_keys_locks_out_new_clients_only_under_deny() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
     let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
-    let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
+    let layer = RateLimitLayer::new(Named::keyed(limiter))
+        .key_header("x-api-key".parse().unwrap())
+        .missing_key(MissingKey::Shared);
     let addr = serve(app(layer)).await;
     assert_eq!(
         request(addr, "/", Some(("x-api-key", "a"))).await.status,
@@ -382,7 +436,7 @@ async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
         request(addr, "/", Some(("x-api-key", "b"))).await.status,
         StatusCode::OK
     );
-    // Keyless requests share one quota (the default policy).
+    // Keyless requests share one quota (MissingKey::Shared).
     assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
     assert_eq!(
         request(addr, "/", None).await.status,
@@ -395,9 +449,8 @@ async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
 
     let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
     let limits = std::sync::Arc::new(Named::keyed(limiter));
-    let layer = RateLimitLayer::new(limits.clone())
-        .key_header("x-api-key".parse().unwrap())
-        .missing_key(MissingKey::Reject);
+    // Reject is the default.
+    let layer = RateLimitLayer::new(limits.clone()).key_header("x-api-key".parse().unwrap());
     let addr = serve(app(layer)).await;
     let r = request(addr, "/", None).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
@@ -421,6 +474,181 @@ async fn header_keys_are_separate_and_missing_keys_follow_the_policy() {
     );
     assert_eq!(limits_skip.limiter().stats().checks, 1);
     assert_eq!(limits.limiter().stats().checks, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key() {
+    // The server's peer is 127.0.0.1, the "proxy"; 1 request per key.
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).trusted_proxies([
+        "127.0.0.0/8".parse().unwrap(),
+        "10.0.0.0/8".parse().unwrap(),
+    ]);
+    let addr = serve(app(layer)).await;
+    let xff = |v: &'static str| Some(("x-forwarded-for", v));
+    assert_eq!(
+        request(addr, "/", xff("1.2.3.4")).await.status,
+        StatusCode::OK
+    );
+    // Spoofing a left entry does not make another client.
+    let r = request(addr, "/", xff("6.6.6.6, 1.2.3.4, 10.0.0.9")).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        request(addr, "/", xff("5.6.7.8")).await.status,
+        StatusCode::OK
+    );
+    // IPv6 clients are keyed by /64.
+    assert_eq!(
+        request(addr, "/", xff("2001:db8:0:1::1")).await.status,
+        StatusCode::OK
+    );
+    let r = request(addr, "/", xff("2001:db8:0:1:ffff::2")).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "same /64");
+    assert_eq!(
+        request(addr, "/", xff("2001:db8:0:2::1")).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_headers_are_ignored_unless_proxies_are_trusted() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let addr = serve(app(RateLimitLayer::new(Named::keyed(limiter)))).await;
+    let r = request(addr, "/", Some(("x-forwarded-for", "1.2.3.4"))).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = request(addr, "/", Some(("x-forwarded-for", "5.6.7.8"))).await;
+    assert_eq!(
+        r.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "both are 127.0.0.1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusted_hops_and_the_forwarded_header() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter))
+        .trusted_hops(2)
+        .forwarded_header(ratecell_tower::ForwardedHeader::Forwarded);
+    let addr = serve(app(layer)).await;
+    let fwd = |v: &'static str| Some(("forwarded", v));
+    let r = request(
+        addr,
+        "/",
+        fwd("for=6.6.6.6, for=1.2.3.4;proto=http, for=10.0.0.1"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = request(
+        addr,
+        "/",
+        fwd("for=7.7.7.7, for=\"1.2.3.4:5555\", for=10.0.0.1"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "the same client");
+    let r = request(addr, "/", fwd("for=\"[2001:db8::1]\", for=10.0.0.1")).await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn axum_without_connect_info_is_a_500_not_a_shared_quota() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The mistake: served without into_make_service_with_connect_info.
+    let router = app(RateLimitLayer::new(limits.clone()));
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    for _ in 0..2 {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(r.field("content-type"), Some("application/problem+json"));
+        assert!(
+            r.body.contains("into_make_service_with_connect_info"),
+            "{}",
+            r.body
+        );
+    }
+    assert_eq!(limits.limiter().stats().checks, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_hook_answers_429s_and_the_fields_are_kept() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter).name("api").unwrap()).on_refusal(
+        |parts, items| {
+            let body = format!(
+                "slow down on {} ({})",
+                parts.uri.path(),
+                items[0].name.as_str()
+            );
+            Response::builder()
+                .status(StatusCode::SERVICE_UNAVAILABLE)
+                .header("content-type", "text/plain")
+                .header("retry-after", "60")
+                .body(Bytes::from(body))
+                .unwrap()
+        },
+    );
+    let addr = serve(app(layer)).await;
+    assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.body, "slow down on / (api)");
+    assert_eq!(r.field("content-type"), Some("text/plain"));
+    assert_eq!(r.field("retry-after"), Some("60"), "the hook's own wins");
+    assert_eq!(r.field("ratelimit"), Some("\"api\";r=0;t=8"));
+    assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=1;w=10"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_hook_sees_every_violation() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 2, 10 * S));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let layer = RateLimitLayer::new(Named::keyed(limiter))
+        .dry_run(true)
+        .on_dry_run_refusal(move |parts, items| {
+            log.lock()
+                .unwrap()
+                .push((parts.uri.path().to_owned(), items[0].decision.remaining));
+        });
+    let addr = serve(app(layer)).await;
+    for _ in 0..5 {
+        assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    }
+    assert_eq!(*seen.lock().unwrap(), vec![("/".to_owned(), 0); 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_filter_limits_only_those_methods() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter));
+    let layer = RateLimitLayer::new(limits.clone()).methods([http::Method::POST]);
+    let router = Router::new()
+        .route("/", get(|| async { "hello" }).post(|| async { "posted" }))
+        .layer(layer);
+    let addr = serve(router).await;
+    for _ in 0..3 {
+        let r = request(addr, "/", None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.field("ratelimit"), None);
+    }
+    assert_eq!(limits.limiter().stats().checks, 0);
+    let post = || async {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = Request::post("/")
+            .header("host", "127.0.0.1")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        sender.send_request(req).await.unwrap().status()
+    };
+    assert_eq!(post().await, StatusCode::OK);
+    assert_eq!(post().await, StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import ipaddress
+import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import lru_cache
@@ -223,34 +225,72 @@ def _sf_string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def quota_window(limit: int, period_ns: int) -> tuple[int, int]:
+    """The ``q`` and ``w`` of a limit of ``limit`` units per ``period_ns``:
+    ``w`` is the period in whole seconds, rounded up (at least 1: the draft's
+    window is a non-zero integer), and when the period is not a whole number
+    of seconds ``q`` is scaled to that window, rounded down, so that ``q/w``
+    is never more than the real rate (10 per 0.5 s is ``q=20;w=1``, 10 per
+    1.5 s is ``q=13;w=2``). Unscaled, a 0.5 s period would advertise half
+    its real rate."""
+    w = max(ceil_seconds(period_ns), 1)
+    if period_ns <= 0 or period_ns % NS_PER_S == 0:
+        return min(limit, SF_INTEGER_MAX), w
+    return min(limit * w * NS_PER_S // period_ns, SF_INTEGER_MAX), w
+
+
 @lru_cache(maxsize=1024)
 def _policy_item(name: str, limit: int, period_ns: int) -> str:
     # Cached: a policy item is the same on every response of its limit.
-    return f"{_sf_string(name)};q={min(limit, SF_INTEGER_MAX)};w={max(ceil_seconds(period_ns), 1)}"
+    q, w = quota_window(limit, period_ns)
+    return f"{_sf_string(name)};q={q};w={w}"
 
 
 def policy_field(items: Sequence[LimitDecision]) -> str:
     """``RateLimit-Policy``: one ``"<name>";q=<limit>;w=<period>`` item per
-    limit, ``w`` in whole seconds rounded up (at least 1)."""
+    limit, as ``quota_window`` gives them."""
     return ", ".join([_policy_item(i.name, i.limit, i.period_ns) for i in items])
 
 
+def reset_seconds(d: Decision) -> int:
+    """The ``t`` of one limit's decision, in whole seconds rounded up: the
+    time until more quota is available (draft-11 §4.3).
+
+    - Refused by this limit: its ``retry_after`` (at least 1), when this
+      same request could pass; the same value as ``Retry-After`` when this
+      limit's wait is the longest. A keyed table with no room for a new key
+      (overflow ``deny``) refuses with the table's wait, so ``t`` carries
+      that wait, never 0. When no wait helps, ``reset_after``.
+    - Admitted: ``reset_after``, when the quota is whole again; more is
+      available by then at the latest (exactly then for a fixed window).
+      0 when the quota is whole.
+    """
+    if not d.allowed and d.retry_after_ns != NEVER:
+        t = -(-d.retry_after_ns // NS_PER_S) or 1
+    else:
+        t = -(-d.reset_after_ns // NS_PER_S)
+    return t if t <= SF_INTEGER_MAX else SF_INTEGER_MAX
+
+
 def ratelimit_field(items: Sequence[LimitDecision]) -> str:
-    """``RateLimit``: one ``"<name>";r=<remaining>;t=<reset_after>`` item per
-    limit, ``t`` in whole seconds rounded up."""
+    """``RateLimit``: one ``"<name>";r=<remaining>;t=<seconds>`` item per
+    limit, ``t`` as ``reset_seconds`` gives it."""
     if len(items) == 1:  # the common case, without a list and a join
         name, _, _, d = items[0]
         r = d.remaining
-        t = -(-d.reset_after_ns // NS_PER_S)
+        if d.allowed:
+            t = -(-d.reset_after_ns // NS_PER_S)
+            if t > SF_INTEGER_MAX:
+                t = SF_INTEGER_MAX
+        else:
+            t = reset_seconds(d)
         if r > SF_INTEGER_MAX:
             r = SF_INTEGER_MAX
-        if t > SF_INTEGER_MAX:
-            t = SF_INTEGER_MAX
         return f"{_sf_string(name)};r={r};t={t}"
     return ", ".join(
         [
             f"{_sf_string(i.name)};r={min(i.decision.remaining, SF_INTEGER_MAX)}"
-            f";t={min(-(-i.decision.reset_after_ns // NS_PER_S), SF_INTEGER_MAX)}"
+            f";t={reset_seconds(i.decision)}"
             for i in items
         ]
     )
@@ -287,22 +327,164 @@ MISSING_KEY_BODY = (
     b'{"type":"about:blank","title":"Bad Request","status":400,'
     b'"detail":"the request carries no rate-limit key"}'
 )
+NO_CLIENT_ADDR_BODY = (
+    b'{"type":"about:blank","title":"Internal Server Error","status":500,'
+    b'"detail":"rate limiting by client address, but the request has no client address '
+    b'(a Unix socket, a test client without one): give the middleware key= to key such '
+    b'requests"}'
+)
 UNAVAILABLE_BODY = (
     b'{"type":"about:blank","title":"Service Unavailable","status":503,'
     b'"detail":"the rate limiter failed"}'
 )
 
-MissingKey = Literal["shared", "skip", "reject"]
+MissingKey = Literal["reject", "shared", "skip"]
+ForwardedHeader = Literal["x-forwarded-for", "forwarded"]
 R = TypeVar("R")
+
+_log = logging.getLogger("ratecell")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _parse_node(node: str) -> IPAddress | None:
+    """One forwarded address without port, brackets or quotes; None when it
+    is not an address (RFC 7239's ``unknown``, ``_hidden``)."""
+    node = node.strip().strip('"')
+    if node.startswith("["):
+        node = node[1:].partition("]")[0]
+    elif node.count(":") == 1:
+        node = node.partition(":")[0]  # IPv4 with a port
+    try:
+        ip = ipaddress.ip_address(node)
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+class ClientIp:
+    """Finds the client's address and groups it into a key: the peer, or
+    behind trusted proxies the right-most untrusted address of the
+    forwarding header; IPv4 under ``ipv4_prefix`` bits, IPv6 under
+    ``ipv6_prefix`` (an IPv6 host is usually given a whole /64)."""
+
+    __slots__ = ("proxies", "hops", "header", "v4", "v6", "plain")
+
+    def __init__(
+        self,
+        trusted_proxies: Iterable[str] | int | None = None,
+        forwarded_header: ForwardedHeader = "x-forwarded-for",
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
+    ) -> None:
+        self.proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+        self.hops = 0
+        if isinstance(trusted_proxies, bool):
+            raise TypeError("trusted_proxies: give CIDR strings or a hop count, not a bool")
+        if isinstance(trusted_proxies, int):
+            if trusted_proxies < 0:
+                raise ValueError(f"trusted_proxies: a hop count is >= 0, not {trusted_proxies}")
+            self.hops = trusted_proxies
+        elif isinstance(trusted_proxies, str):
+            raise TypeError("trusted_proxies: give a list of CIDRs, not one string")
+        elif trusted_proxies is not None:
+            try:
+                self.proxies = tuple(ipaddress.ip_network(c, strict=False) for c in trusted_proxies)
+            except ValueError as e:
+                raise ValueError(f"trusted_proxies: {e}") from None
+        header = forwarded_header.lower() if isinstance(forwarded_header, str) else forwarded_header
+        if header not in ("x-forwarded-for", "forwarded"):
+            raise ValueError(
+                "forwarded_header must be 'x-forwarded-for' or 'forwarded', "
+                f"not {forwarded_header!r}"
+            )
+        self.header: str = header
+        prefixes = (("ipv4_prefix", ipv4_prefix, 32), ("ipv6_prefix", ipv6_prefix, 128))
+        for what, bits, top in prefixes:
+            if isinstance(bits, bool) or not isinstance(bits, int) or not 0 <= bits <= top:
+                raise ValueError(f"{what} must be an int in 0..{top}, not {bits!r}")
+        self.v4 = ipv4_prefix
+        self.v6 = ipv6_prefix
+        # The peer is the client and an IPv4 peer's text is its key.
+        self.plain = not self.proxies and not self.hops and ipv4_prefix == 32
+
+    def _trusted(self, ip: IPAddress) -> bool:
+        return any(ip in net for net in self.proxies)
+
+    def client(self, peer: IPAddress, forwarded: Sequence[bytes]) -> IPAddress:
+        """The client's address: ``peer``'s unless it is a trusted proxy.
+        ``forwarded`` are the header's field lines, in order."""
+        if not self.proxies and not self.hops:
+            return peer
+        if self.proxies and not self._trusted(peer):
+            return peer
+        nodes: list[IPAddress | None] = []
+        for line in forwarded:
+            for element in line.decode("latin-1").split(","):
+                if self.header == "forwarded":
+                    for_value = None
+                    for pair in element.split(";"):
+                        k, eq, v = pair.partition("=")
+                        if eq and k.strip().lower() == "for":
+                            for_value = v
+                            break
+                    nodes.append(None if for_value is None else _parse_node(for_value))
+                else:
+                    nodes.append(_parse_node(element))
+        if self.hops:
+            i = len(nodes) - self.hops
+            if i < 0:
+                return peer
+            # The proxy `hops` away wrote it; not an address there: the
+            # nearest that is.
+            return next((n for n in nodes[i:] if n is not None), peer)
+        # From the right: each trusted hop vouches for the one to its left;
+        # the first untrusted one is the client. An entry that is not an
+        # address ends the walk at the last address a trusted proxy reported.
+        client = peer
+        for hop in reversed(nodes):
+            if hop is None:
+                break
+            client = hop
+            if not self._trusted(hop):
+                break
+        return client
+
+    def key(self, peer: str | None, forwarded: Callable[[], Sequence[bytes]]) -> str | None:
+        """The key of a request from ``peer`` (None when it has no
+        address), reading the forwarding header through ``forwarded`` only
+        when the peer is a trusted proxy."""
+        if not peer:
+            return None
+        if self.plain and ":" not in peer:
+            return peer
+        ip = _parse_node(peer)
+        if ip is None:
+            return None
+        if self.proxies or self.hops:
+            ip = self.client(ip, forwarded())
+        return _grouped(ip, self.v4, self.v6)
+
+
+@lru_cache(maxsize=4096)
+def _grouped(ip: IPAddress, v4: int, v6: int) -> str:
+    bits = v4 if ip.version == 4 else v6
+    if bits == ip.max_prefixlen:
+        return str(ip)
+    return str(ipaddress.ip_network((ip, bits), strict=False))
 
 
 class Settings(Generic[R]):
     """Key, cost and exemption rules over a request ``R`` (an ASGI scope or a
-    WSGI environ); ``header_of(request, name)`` and ``client_of(request)``
-    read the framework's request."""
+    WSGI environ); ``header_of(request, name)``, ``headers_of(request,
+    name)`` (every field line) and ``client_of(request)`` read the
+    framework's request."""
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
-                 "fail_open", "name", "policy", "plain")
+                 "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
+                 "on_refusal", "on_dry_run_refusal", "methods", "metrics", "regroup")
 
     def __init__(
         self,
@@ -315,18 +497,46 @@ class Settings(Generic[R]):
         fail_open: bool,
         header_of: Callable[[R, str], bytes | None],
         client_of: Callable[[R], str | None],
+        headers_of: Callable[[R, str], Sequence[bytes]] | None = None,
+        client_ip: ClientIp | None = None,
+        on_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
+        on_dry_run_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
+        methods: Iterable[str] | None = None,
+        metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
     ) -> None:
         self.limits = as_limits(limiter)
+        if metrics is not None and not callable(metrics):
+            raise TypeError(
+                f"metrics must be a callable (ratecell.metrics.PrometheusMetrics), not {metrics!r}"
+            )
+        self.metrics = metrics
+        if isinstance(methods, str):
+            raise TypeError("methods: give a list of methods, not one string")
+        self.methods: frozenset[str] | None = (
+            None if methods is None else frozenset(m.upper() for m in methods)
+        )
         # Named, Multi and RedisLimits know their policy field in advance.
         policy = getattr(self.limits, "policy_field", None)
         self.policy: str | None = policy if isinstance(policy, str) else None
         if missing_key not in ("shared", "skip", "reject"):
             raise ValueError(
-                f"missing_key must be 'shared', 'skip' or 'reject', not {missing_key!r}"
+                f"missing_key must be 'reject', 'shared' or 'skip', not {missing_key!r}"
             )
         self.missing_key = missing_key
+        self.by_client = key is None
+        self.logged_no_client = False
+        self.regroup: ClientIp | None = None
         if key is None:
-            self.key: Callable[[R], bytes | str | None] = client_of
+            ip = client_ip or ClientIp()
+            if ip.plain:
+                # An IPv4 peer's text is its key, as it comes; request_key
+                # groups an IPv6 one (no extra call on the common path).
+                self.key: Callable[[R], bytes | str | None] = client_of
+                self.regroup = ip
+            else:
+                lines = headers_of or (lambda r, n: [v] if (v := header_of(r, n)) else [])
+                header = ip.header
+                self.key = lambda r: ip.key(client_of(r), lambda: lines(r, header))
         elif isinstance(key, str):
             if not key:
                 raise ValueError("key: a header name must not be empty")
@@ -339,6 +549,11 @@ class Settings(Generic[R]):
         if cost is not None and not callable(cost):
             raise TypeError(f"cost must be a callable, not {cost!r}")
         self.cost = cost
+        for what, hook in (("on_refusal", on_refusal), ("on_dry_run_refusal", on_dry_run_refusal)):
+            if hook is not None and not callable(hook):
+                raise TypeError(f"{what} must be a callable, not {hook!r}")
+        self.on_refusal = on_refusal
+        self.on_dry_run_refusal = on_dry_run_refusal
         self.dry_run = bool(dry_run)
         self.fail_open = bool(fail_open)
         if exempt is None:
@@ -352,7 +567,9 @@ class Settings(Generic[R]):
             self.exempt_paths, self.exempt = frozenset(exempt), None
         # Nothing to decide per request but the check itself: the
         # middlewares take a shorter path.
-        self.plain = not self.exempt_paths and self.exempt is None and cost is None
+        self.plain = (
+            not self.exempt_paths and self.exempt is None and cost is None and self.methods is None
+        )
 
     def fields(self, items: Sequence[LimitDecision]) -> tuple[str, str]:
         """The values of ``RateLimit-Policy`` and ``RateLimit``."""
@@ -360,11 +577,17 @@ class Settings(Generic[R]):
         return (policy_field(items) if policy is None else policy), ratelimit_field(items)
 
     def request_key(self, request: R) -> bytes | None:
-        """The key, or None (skip) / b"" (shared) / raises MissingKeyError."""
+        """The key, or None (skip) / b"" (shared) / raises MissingKeyError,
+        or NoClientAddrError when keyed by a client address the request
+        does not have."""
         k = self.key(request)
         if type(k) is str:
             if k:
-                return k.encode()
+                if self.regroup is None or ":" not in k:
+                    return k.encode()
+                k = self.regroup.key(k, tuple)
+                if k:
+                    return k.encode()
         elif type(k) is bytes:
             if k:
                 return k
@@ -372,6 +595,14 @@ class Settings(Generic[R]):
             k = k.encode()
         if k:
             return bytes(k)
+        if self.by_client:
+            if not self.logged_no_client:
+                self.logged_no_client = True
+                _log.error(
+                    "ratecell: a request has no client address to key on; answering 500 "
+                    "(give the middleware key= to key such requests)"
+                )
+            raise NoClientAddrError
         if self.missing_key == "shared":
             return b""  # the shared key: no real key is empty
         if self.missing_key == "skip":
@@ -381,12 +612,22 @@ class Settings(Generic[R]):
     def request_cost(self, request: R) -> int:
         return 1 if self.cost is None else self.cost(request)
 
-    def is_exempt(self, path: str, request: R) -> bool:
-        return path in self.exempt_paths or (self.exempt is not None and bool(self.exempt(request)))
+    def is_exempt(self, path: str, request: R, method: str = "GET") -> bool:
+        """Whether the request passes unlimited: a method not limited, an
+        exempt path, or the exemption predicate."""
+        return (
+            (self.methods is not None and method not in self.methods)
+            or path in self.exempt_paths
+            or (self.exempt is not None and bool(self.exempt(request)))
+        )
 
 
 class MissingKeyError(Exception):
     """A request without a key under ``missing_key="reject"``."""
+
+
+class NoClientAddrError(Exception):
+    """A request keyed by client address that has none: a misconfiguration."""
 
 
 def field_headers(fields: tuple[str, str]) -> list[tuple[bytes, bytes]]:
@@ -403,6 +644,27 @@ def refusal_headers(
     secs = retry_after_seconds(items)
     if secs is not None:
         headers.append((b"retry-after", str(secs).encode("ascii")))
+    return headers
+
+
+Refusal = tuple[int, Sequence[tuple[str, str]], bytes]
+"""What an ``on_refusal`` hook answers: status, headers, body."""
+
+
+def hooked_refusal_headers(
+    items: Sequence[LimitDecision], fields: tuple[str, str], given: Sequence[tuple[str, str]]
+) -> list[tuple[bytes, bytes]]:
+    """A hook's headers, plus the RateLimit fields, Retry-After and
+    Content-Length unless it set them."""
+    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in given]
+    present = {k for k, _ in headers}
+    secs = retry_after_seconds(items)
+    for k, v in (
+        *field_headers(fields),
+        *(() if secs is None else ((b"retry-after", str(secs).encode("ascii")),)),
+    ):
+        if k not in present:
+            headers.append((k, v))
     return headers
 
 

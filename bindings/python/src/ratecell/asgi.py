@@ -24,21 +24,28 @@ choices the draft leaves open.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from typing import Any
 
 from ._errors import CostExceedsLimit, TimedOut
 from ._limiter import U64_MAX, _timeout_ns
 from ._http import (
     MISSING_KEY_BODY,
+    NO_CLIENT_ADDR_BODY,
+    ClientIp,
+    ForwardedHeader,
+    NoClientAddrError,
     NEVER,
     UNAVAILABLE_BODY,
     MissingKey,
     MissingKeyError,
+    Refusal,
     Settings,
     outcome,
     field_headers,
+    hooked_refusal_headers,
     problem_body,
     problem_headers,
     refusal_headers,
@@ -63,6 +70,11 @@ def _header(scope: Scope, name: str) -> bytes | None:
     return None
 
 
+def _headers(scope: Scope, name: str) -> list[bytes]:
+    raw = name.encode("latin-1")
+    return [bytes(v) for k, v in scope.get("headers", ()) if k == raw]
+
+
 def _client(scope: Scope) -> str | None:
     client = scope.get("client")
     return client[0] if client else None
@@ -81,13 +93,36 @@ class RateLimitMiddleware:
       client).
     - ``key``: None for the client address (``scope["client"]``), a header
       name (an API key), or ``f(scope) -> bytes | str | None``.
-    - ``missing_key``: ``"shared"`` (keyless requests share one quota, the
-      default), ``"skip"`` (not limited) or ``"reject"`` (400).
+    - ``missing_key``, for a ``key`` header or function that gave no key:
+      ``"reject"`` (400, the default: the client learns it at once),
+      ``"shared"`` (keyless requests share one quota) or ``"skip"`` (not
+      limited). A request keyed by client address that has none (a Unix
+      socket) is a misconfiguration: 500, logged once on the ``ratecell``
+      logger, whatever ``missing_key`` says.
     - ``cost``: ``f(scope) -> int`` (default 1).
     - ``dry_run``: count and send the fields, never refuse.
     - ``exempt``: a list of paths (exact match) or ``f(scope) -> bool``.
     - ``fail_open``: when the limiter raises, pass the request (default:
       answer 503).
+    - ``trusted_proxies``: CIDRs of your proxies (``["10.0.0.0/8"]``): when
+      the peer is one, the client is the right-most address of
+      ``forwarded_header`` (``"x-forwarded-for"``, the default, or
+      ``"forwarded"``, RFC 7239) outside them; or a hop count (the client
+      is that many addresses from the right). Default None: the peer is the
+      client and the headers are ignored (any client can send them).
+    - ``ipv4_prefix``, ``ipv6_prefix``: client addresses are keyed by these
+      prefixes (32 and 64: an IPv6 host usually holds a whole /64).
+    - ``on_refusal``: ``f(scope, decisions) -> (status, headers, body)``
+      (or a coroutine of it) answers refusals instead of the problem
+      document; the RateLimit fields and Retry-After are added unless it
+      set them.
+    - ``on_dry_run_refusal``: ``f(scope, decisions)`` (or a coroutine)
+      sees every request refused in a dry run.
+    - ``methods``: only requests with these methods are limited (say
+      ``["POST"]``); others pass without fields. Default: all.
+    - ``metrics``: ``ratecell.metrics.PrometheusMetrics()`` (or any
+      ``f(decisions, admitted, dry_run)``) counts admitted, refused and
+      dry-run-refused requests per policy. Default: none.
 
     Non-HTTP scopes (websocket, lifespan) pass through untouched.
     """
@@ -98,26 +133,40 @@ class RateLimitMiddleware:
         limiter: Any,
         *,
         key: str | Callable[[Scope], bytes | str | None] | None = None,
-        missing_key: MissingKey = "shared",
+        missing_key: MissingKey = "reject",
         cost: Callable[[Scope], int] | None = None,
         dry_run: bool = False,
         exempt: Iterable[str] | Callable[[Scope], bool] | None = None,
         fail_open: bool = False,
+        trusted_proxies: Iterable[str] | int | None = None,
+        forwarded_header: ForwardedHeader = "x-forwarded-for",
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
+        on_refusal: Callable[[Scope, Sequence[LimitDecision]], Refusal | Awaitable[Refusal]]
+        | None = None,
+        on_dry_run_refusal: Callable[[Scope, Sequence[LimitDecision]], Any] | None = None,
+        methods: Iterable[str] | None = None,
+        metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
-            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client
+            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
+            _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
+            on_refusal, on_dry_run_refusal, methods, metrics,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         s = self.settings
         if scope["type"] != "http" or (
-            not s.plain and s.is_exempt(scope.get("path", ""), scope)
+            not s.plain and s.is_exempt(scope.get("path", ""), scope, scope.get("method", "GET"))
         ):
             await self.app(scope, receive, send)
             return
         try:
             key = s.request_key(scope)
+        except NoClientAddrError:
+            await _respond(send, 500, problem_headers(NO_CLIENT_ADDR_BODY), NO_CLIENT_ADDR_BODY)
+            return
         except MissingKeyError:
             await _respond(send, 400, problem_headers(MISSING_KEY_BODY), MISSING_KEY_BODY)
             return
@@ -136,10 +185,27 @@ class RateLimitMiddleware:
             return
         fields = s.fields(items)
         ok, wait = outcome(items)
-        if not ok and not s.dry_run:
-            body = problem_body(items)
-            await _respond(send, 429, refusal_headers(items, fields, body), body)
-            return
+        if s.metrics is not None:
+            s.metrics(items, ok, s.dry_run)
+        if not ok:
+            if not s.dry_run:
+                if s.on_refusal is not None:
+                    got = s.on_refusal(scope, items)
+                    if inspect.isawaitable(got):
+                        got = await got
+                    status, given, body = got
+                    headers = hooked_refusal_headers(items, fields, given)
+                    if not any(k == b"content-length" for k, _ in headers):
+                        headers.append((b"content-length", str(len(body)).encode("ascii")))
+                    await _respond(send, status, headers, body)
+                    return
+                body = problem_body(items)
+                await _respond(send, 429, refusal_headers(items, fields, body), body)
+                return
+            if s.on_dry_run_refusal is not None:
+                seen = s.on_dry_run_refusal(scope, items)
+                if inspect.isawaitable(seen):
+                    await seen
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue: run when its turn comes.
             await asyncio.sleep(wait / 1e9)

@@ -24,6 +24,7 @@ redis-py's own exception.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -221,9 +222,21 @@ class RedisLimits:
     ``now_ns``, a function returning UNIX ns, decides at that time instead
     of the server's clock (``AT``: tests and replays; such states never
     expire).
+
+    ``timeout`` (seconds, default 0.25; None for none) bounds each check: a
+    server that has not answered by then raises ``TimeoutError``, which the
+    middlewares answer with 503, or by passing the request with
+    ``fail_open=True``. A stalled Redis must not stall every request
+    behind it. With a ``redis.asyncio`` client the call is cancelled
+    (``asyncio.wait_for``); with a ``redis.Redis`` the reply is awaited on
+    the pooled connection for at most ``timeout``, and the connection is
+    dropped when it does not come. Opening a *new* connection to a stalled
+    server is bounded by the client's own ``socket_connect_timeout`` and
+    ``socket_timeout``: set them too. Other sync clients (a cluster
+    client) are called as they are.
     """
 
-    __slots__ = ("_client", "_limiters", "_policies", "_now_ns", "policy_field")
+    __slots__ = ("_client", "_limiters", "_policies", "_now_ns", "_timeout", "policy_field")
 
     def __init__(
         self,
@@ -231,7 +244,15 @@ class RedisLimits:
         limits: Mapping[str, RedisLimiter] | Sequence[tuple[str, RedisLimiter]],
         *,
         now_ns: Callable[[], int] | None = None,
+        timeout: float | None = 0.25,
     ) -> None:
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise ValueError(
+                f"RedisLimits: timeout must be positive seconds or None, not {timeout!r}"
+            )
+        self._timeout = timeout
         pairs = list(limits.items() if isinstance(limits, Mapping) else limits)
         if not pairs:
             raise ValueError("RedisLimits: give at least one (name, RedisLimiter)")
@@ -273,13 +294,38 @@ class RedisLimits:
                 now,
             )
         try:
-            reply = self._client.execute_command(command, *args)
+            if self._timeout is not None and isinstance(self._client, _redis.Redis):
+                reply = self._bounded(command, args, self._timeout)
+            else:
+                reply = self._client.execute_command(command, *args)
         except _redis.ResponseError as e:
             _raise(e)
             raise
         if inspect.isawaitable(reply):
             return self._later(reply)
         return self._decide(reply)
+
+    def _bounded(self, command: str, args: Sequence[Any], timeout: float) -> Any:
+        """``command`` on a pooled connection of a ``redis.Redis``, its
+        reply awaited for at most ``timeout`` seconds."""
+        pool = self._client.connection_pool
+        try:
+            conn = pool.get_connection()
+        except TypeError:  # redis-py before 5.3 names the command
+            conn = pool.get_connection(command)
+        try:
+            conn.send_command(command, *args)
+            if not conn.can_read(timeout=timeout):
+                conn.disconnect()  # the late reply must not answer the next command
+                raise TimeoutError(f"ratecell.redis: {command}: no answer within {timeout} s")
+            return conn.read_response()
+        except _redis.ResponseError:
+            raise
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
 
     def _decide(self, reply: Any) -> list[LimitDecision]:
         if len(self._limiters) == 1:
@@ -288,7 +334,15 @@ class RedisLimits:
 
     async def _later(self, reply: Awaitable[Any]) -> list[LimitDecision]:
         try:
-            got = await reply
+            if self._timeout is None:
+                got = await reply
+            else:
+                try:
+                    got = await asyncio.wait_for(reply, self._timeout)
+                except asyncio.TimeoutError:
+                    raise TimeoutError(
+                        f"ratecell.redis: no answer within {self._timeout} s"
+                    ) from None
         except _redis.ResponseError as e:
             _raise(e)
             raise

@@ -18,19 +18,26 @@ choices the draft leaves open.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from http import HTTPStatus
 from typing import Any
 
 from ._http import (
     MISSING_KEY_BODY,
+    NO_CLIENT_ADDR_BODY,
+    ClientIp,
+    ForwardedHeader,
+    NoClientAddrError,
     UNAVAILABLE_BODY,
     LimitDecision,
     MissingKey,
     Multi,
     MissingKeyError,
     Named,
+    Refusal,
     RateLimits,
     Settings,
+    hooked_refusal_headers,
     outcome,
     problem_body,
     problem_headers,
@@ -43,7 +50,12 @@ WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
 __all__ = ["RateLimitMiddleware", "Named", "Multi", "LimitDecision", "RateLimits"]
 
-_STATUS = {400: "400 Bad Request", 429: "429 Too Many Requests", 503: "503 Service Unavailable"}
+_STATUS = {
+    400: "400 Bad Request",
+    429: "429 Too Many Requests",
+    500: "500 Internal Server Error",
+    503: "503 Service Unavailable",
+}
 
 
 def _header(environ: Environ, name: str) -> bytes | None:
@@ -52,8 +64,21 @@ def _header(environ: Environ, name: str) -> bytes | None:
     return None if value is None else value.encode("latin-1")
 
 
+def _headers(environ: Environ, name: str) -> list[bytes]:
+    # The server joins repeated field lines with ", " (PEP 3333).
+    v = _header(environ, name)
+    return [] if v is None else [v]
+
+
 def _client(environ: Environ) -> str | None:
     return environ.get("REMOTE_ADDR") or None
+
+
+def _status_line(status: int) -> str:
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Unknown"
 
 
 def _str_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
@@ -72,23 +97,38 @@ class RateLimitMiddleware:
         limiter: Any,
         *,
         key: str | Callable[[Environ], bytes | str | None] | None = None,
-        missing_key: MissingKey = "shared",
+        missing_key: MissingKey = "reject",
         cost: Callable[[Environ], int] | None = None,
         dry_run: bool = False,
         exempt: Iterable[str] | Callable[[Environ], bool] | None = None,
         fail_open: bool = False,
+        trusted_proxies: Iterable[str] | int | None = None,
+        forwarded_header: ForwardedHeader = "x-forwarded-for",
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
+        on_refusal: Callable[[Environ, Sequence[LimitDecision]], Refusal] | None = None,
+        on_dry_run_refusal: Callable[[Environ, Sequence[LimitDecision]], Any] | None = None,
+        methods: Iterable[str] | None = None,
+        metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
-            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client
+            limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
+            _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
+            on_refusal, on_dry_run_refusal, methods, metrics,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         s = self.settings
-        if not s.plain and s.is_exempt(environ.get("PATH_INFO", ""), environ):
+        if not s.plain and s.is_exempt(
+            environ.get("PATH_INFO", ""), environ, environ.get("REQUEST_METHOD", "GET")
+        ):
             return self.app(environ, start_response)
         try:
             key = s.request_key(environ)
+        except NoClientAddrError:
+            start_response(_STATUS[500], _str_headers(problem_headers(NO_CLIENT_ADDR_BODY)))
+            return [NO_CLIENT_ADDR_BODY]
         except MissingKeyError:
             start_response(_STATUS[400], _str_headers(problem_headers(MISSING_KEY_BODY)))
             return [MISSING_KEY_BODY]
@@ -105,10 +145,20 @@ class RateLimitMiddleware:
             return self.app(environ, start_response)
         policy, ratelimit = fields = s.fields(items)
         ok, wait = outcome(items)
-        if not ok and not s.dry_run:
-            body = problem_body(items)
-            start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
-            return [body]
+        if s.metrics is not None:
+            s.metrics(items, ok, s.dry_run)
+        if not ok:
+            if not s.dry_run:
+                if s.on_refusal is not None:
+                    status, given, body = s.on_refusal(environ, items)
+                    headers = hooked_refusal_headers(items, fields, given)
+                    start_response(_status_line(status), _str_headers(headers))
+                    return [body]
+                body = problem_body(items)
+                start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
+                return [body]
+            if s.on_dry_run_refusal is not None:
+                s.on_dry_run_refusal(environ, items)
         if wait and not s.dry_run:
             # A leaky bucket's place in its queue; WSGI serves each request
             # on its own thread, so sleeping holds only this request.

@@ -1,0 +1,114 @@
+"""Per-route limits (ratecell.routes) on real servers on 127.0.0.1: a
+Starlette app under uvicorn and a Flask app under wsgiref, driven by
+http.client over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from test_http import get, uvicorn_server, wsgi_server
+
+from ratecell.routes import RouteLimits, parse_rate
+
+starlette_apps = pytest.importorskip("starlette.applications")
+from starlette.responses import PlainTextResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
+
+
+def test_rates_parse_and_bad_ones_are_named() -> None:
+    assert parse_rate("5/minute") == (5, 60)
+    assert parse_rate("5 per minute") == (5, 60)
+    assert parse_rate("100/day") == (100, 86400)
+    assert parse_rate("10/5 seconds") == (10, 5)
+    assert parse_rate("3/h") == (3, 3600)
+    for bad in ("5", "five/minute", "5/fortnight", "0/minute", "5/0 seconds"):
+        with pytest.raises(ValueError, match="rate"):
+            parse_rate(bad)
+
+
+def test_starlette_views_get_their_own_limits() -> None:
+    with RouteLimits() as limits:
+
+        @limits.limit("2/minute")
+        async def login(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("in")
+
+        @limits.limit("1/minute", name="report", methods=["POST"])
+        def report(request: Any) -> PlainTextResponse:  # a sync view, run in a thread
+            return PlainTextResponse("report")
+
+        async def free(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("free")
+
+        app = starlette_apps.Starlette(
+            routes=[Route("/login", login), Route("/report", report, methods=["GET", "POST"]),
+                    Route("/free", free)]
+        )
+        with uvicorn_server(limits.asgi(app)) as port:
+            for r in (1, 0):
+                status, h, body = get(port, "/login")
+                assert (status, body) == (200, b"in")
+                assert h["ratelimit-policy"] == '"2/minute";q=2;w=60'
+                assert h["ratelimit"].startswith(f'"2/minute";r={r};')
+            status, h, body = get(port, "/login")
+            assert status == 429 and h["content-type"] == "application/problem+json"
+            assert h["retry-after"] == h["ratelimit"].rsplit("t=", 1)[1]
+            assert b'"violated-policies":["2/minute"]' in body
+            for _ in range(3):  # another route, no limit
+                status, h, _ = get(port, "/free")
+                assert status == 200 and "ratelimit" not in h
+            for _ in range(3):  # GET is not limited on /report
+                status, h, _ = get(port, "/report")
+                assert status == 200 and "ratelimit" not in h
+
+
+def test_a_view_outside_the_wrapper_is_an_error() -> None:
+    with RouteLimits() as limits:
+
+        @limits.limit("2/minute")
+        async def view() -> str:
+            return "x"
+
+        with pytest.raises(RuntimeError, match="wrap the application"):
+            asyncio.run(view())
+
+
+def test_flask_views_get_their_own_limits() -> None:
+    flask = pytest.importorskip("flask")
+    app = flask.Flask(__name__)
+    with RouteLimits() as limits:
+
+        @app.post("/login")
+        @limits.limit("1/minute")
+        def login() -> str:
+            return "in"
+
+        @app.get("/other")
+        @limits.limit("5/minute", key="X-Api-Key")
+        def other() -> str:
+            return "other"
+
+        app.wsgi_app = limits.wsgi(app.wsgi_app)  # type: ignore[method-assign]
+        with wsgi_server(app) as port:
+            import http.client
+
+            def post() -> tuple[int, dict[str, str]]:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+                try:
+                    conn.request("POST", "/login", body=b"")
+                    res = conn.getresponse()
+                    res.read()
+                    return res.status, {k.lower(): v for k, v in res.getheaders()}
+                finally:
+                    conn.close()
+
+            status, h = post()
+            assert (status, h["ratelimit-policy"]) == (200, '"1/minute";q=1;w=60')
+            assert h["ratelimit"].startswith('"1/minute";r=0;')
+            status, h = post()
+            assert status == 429 and "retry-after" in h
+            # Keyed by header on /other: no key is refused (the default), keys are separate.
+            assert get(port, "/other")[0] == 400
+            assert get(port, "/other", {"X-Api-Key": "a"})[0] == 200
