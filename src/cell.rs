@@ -16,6 +16,7 @@
 
 use crate::algorithm::{BlockAlgorithm, Visit, WordAlgorithm, Words};
 use crate::decision::Decision;
+use crate::fork::LATCHED;
 use crate::memory::Residency;
 use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, waited, yield_now};
 use crossbeam_utils::CachePadded;
@@ -115,7 +116,7 @@ pub(crate) fn cas_loop_from<W: AtomicWord, R>(
             Ok(()) => return result,
             Err(found) => {
                 #[cfg(ratecell_loom)]
-                crate::loom_hooks::saw(crate::loom_hooks::Race::CasLost);
+                crate::sync::saw(crate::sync::Race::CasLost);
                 current = found;
                 spin_loop();
             }
@@ -225,10 +226,6 @@ impl<S, W: AtomicWord, F: Fn(&Decision) -> bool> Visit<S> for CellCheck<'_, W, F
     }
 }
 
-/// The latch bit of a header word; the other bits belong to the owner (a
-/// keyed table keeps its fingerprint there).
-pub(crate) const LATCHED: u64 = 1 << 63;
-
 /// Takes the latch of `header` if it holds exactly `expected` (unlatched).
 /// Waits while another thread holds it; fails, returning what it found, if
 /// the header changed to anything else.
@@ -284,7 +281,7 @@ fn take(header: &AtomicU64, expected: u64) -> Result<(), u64> {
                 // Held by another thread (or a spurious failure): back off,
                 // and give the core away if the holder seems descheduled.
                 #[cfg(ratecell_loom)]
-                crate::loom_hooks::saw(crate::loom_hooks::Race::LatchBusy);
+                crate::sync::saw(crate::sync::Race::LatchBusy);
                 spins += 1;
                 waited(spins);
                 if spins < 64 {
@@ -481,7 +478,7 @@ pub(crate) fn latch_recording(
             }
             Err(found) => {
                 #[cfg(ratecell_loom)]
-                crate::loom_hooks::saw(crate::loom_hooks::Race::LatchBusy);
+                crate::sync::saw(crate::sync::Race::LatchBusy);
                 turns = turns.wrapping_add(1);
                 waited(turns);
                 if found != 0 && turns % CHECK_HOLDER_EVERY == 0 && !alive(found & !LATCHED) {

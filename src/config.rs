@@ -5,6 +5,7 @@
 //! plain integers the algorithms read on every check.
 
 use std::fmt;
+use std::path::PathBuf;
 
 /// One of the seven algorithms of [SPEC §4](crate::spec#4-the-algorithms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -366,7 +367,7 @@ pub enum Error {
     },
     /// A shared region could not be created or attached
     /// (`KeyedLimiter::open_shared`).
-    Shared(crate::shared::SharedError),
+    Shared(SharedError),
     /// A live reconfiguration (`Limiter::reconfigure`) was refused: the
     /// change has no carry-over rule for the states already kept, or
     /// would change what cannot change while running. Nothing changed.
@@ -426,3 +427,47 @@ impl std::error::Error for Error {
         }
     }
 }
+
+/// What went wrong opening a shared region (see [`SharedError`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedErrorKind {
+    /// The file could not be opened, created, sized or mapped (the message
+    /// holds the OS error).
+    Io,
+    /// The file is not a ratecell region (wrong magic, damaged header).
+    NotARegion,
+    /// The file is shorter than its header says (or than a header).
+    Truncated,
+    /// The region has another layout version.
+    Version,
+    /// The region was made with another configuration (the message names
+    /// the first field that differs).
+    ConfigMismatch,
+    /// The region was made before the machine last booted (its clock
+    /// calibration means nothing now): remove the file.
+    Stale,
+    /// This configuration or platform cannot be shared safely (multi-word
+    /// algorithms, capacity 0, no lock-free 128-bit atomics, another pid
+    /// namespace).
+    Unsupported,
+}
+
+/// A shared region that could not be opened or attached: which kind of
+/// failure, the path, and what exactly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedError {
+    /// What went wrong.
+    pub kind: SharedErrorKind,
+    /// The region's path.
+    pub path: PathBuf,
+    /// A sentence saying what exactly.
+    pub message: String,
+}
+
+impl fmt::Display for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "shared region {}: {}", self.path.display(), self.message)
+    }
+}
+
+impl std::error::Error for SharedError {}

@@ -53,13 +53,17 @@
 
 #![cfg_attr(ratecell_loom, allow(dead_code))]
 
-use crate::cell::LATCHED;
 use crate::stats::{SHARED_STRIPE, STRIPES, stripe};
 use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::sync::Once;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
+
+/// The latch bit of a header word; the other bits belong to the owner (a
+/// keyed table keeps its fingerprint there). The barrier owns it: its
+/// prepare handler takes the latches the cells take.
+pub(crate) const LATCHED: u64 = 1 << 63;
 
 /// Per-key latches held (or being taken) by the threads of each stripe;
 /// the last one is the shared stripe of threads beyond [`STRIPES`].

@@ -146,7 +146,7 @@ struct Opening {
     options: SharedOptions,
     /// The hash key a new region gets (a restored snapshot's), else random.
     hash_keys: Option<(u64, u64)>,
-    attached: Option<((u64, u64), crate::shared::clock::Calibration)>,
+    attached: Option<((u64, u64), crate::clock::shared::Calibration)>,
 }
 
 type TableParts = (Storage<CachePadded<Shard>>, Storage<SlotU128>, bool);
@@ -953,15 +953,15 @@ impl KeyedLimiter {
     }
 
     #[cfg(not(ratecell_loom))]
-    fn shared_clock(calibration: crate::shared::clock::Calibration) -> Clock {
-        Clock::shared(crate::shared::clock::SharedClock::new(
+    fn shared_clock(calibration: crate::clock::shared::Calibration) -> Clock {
+        Clock::shared(crate::clock::shared::SharedClock::new(
             quanta::Clock::new(),
             calibration,
         ))
     }
 
     #[cfg(ratecell_loom)]
-    fn shared_clock(_: crate::shared::clock::Calibration) -> Clock {
+    fn shared_clock(_: crate::clock::shared::Calibration) -> Clock {
         unreachable!("check_supported refuses shared mode under loom")
     }
 

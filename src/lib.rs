@@ -106,14 +106,15 @@ pub use any::AnyLimiter;
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
     Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_GCRA_TOLERANCE_NS, MAX_LIMIT,
-    MAX_PERIOD_NS, MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow, ReconfigureError,
+    MAX_PERIOD_NS, MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow, ReconfigureError, SharedError,
+    SharedErrorKind,
 };
 pub use decision::Decision;
 pub use duration::{DurationError, parse_duration};
 pub use keyed::KeyedLimiter;
 pub use limiter::Limiter;
 pub use multi::{MAX_LIMITS, MultiDecision};
-pub use shared::{SharedError, SharedErrorKind, SharedOptions};
+pub use shared::SharedOptions;
 #[cfg(not(ratecell_loom))]
 pub use snapshot::{Persisted, SnapshotError};
 pub use stats::Stats;
@@ -146,7 +147,7 @@ pub mod loom_hooks {
     /// loom's atomics (every other model keeps the processor's, which
     /// order nothing it checks).
     pub fn model_stripes() {
-        crate::stats::model_stripes();
+        crate::sync::model_stripes();
     }
 
     /// Runs `body(taken_over)` holding the holder-recording latch `word`
@@ -167,49 +168,7 @@ pub mod loom_hooks {
         std::mem::forget(guard);
     }
 
-    /// A racing branch of the cells and tables. The models count how often
-    /// each was taken, so a model that never reaches the race it is about
-    /// fails instead of passing vacuously.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Race {
-        /// A CAS of a state word failed: another thread changed it since
-        /// it was loaded (`cell::cas_loop_from`, the word table's fast path).
-        CasLost,
-        /// A key's slot or header changed owner (evicted or reset) between
-        /// the lookup that found it and the update.
-        Moved,
-        /// An inserter found, under the shard latch, that another thread
-        /// had placed the key (or evicted at a later time) since it looked.
-        PlacedMeanwhile,
-        /// An insert's CAS of a free or evictable place failed, or it found
-        /// the place latched by a check.
-        PlaceContended,
-        /// A state's latch was held by another thread and had to be waited for.
-        LatchBusy,
-    }
-
-    const RACES: usize = 5;
-
-    std::thread_local! {
-        // loom runs a model's threads as coroutines on the test's own OS
-        // thread, so one counter per test thread sees all of a model's.
-        static SEEN: [std::cell::Cell<u64>; RACES] = Default::default();
-    }
-
-    /// Counts one taking of `race`'s branch.
-    pub fn saw(race: Race) {
-        SEEN.with(|seen| seen[race as usize].set(seen[race as usize].get() + 1));
-    }
-
-    /// How often `race`'s branch was taken on this thread since [`clear`].
-    pub fn seen(race: Race) -> u64 {
-        SEEN.with(|seen| seen[race as usize].get())
-    }
-
-    /// Zeroes this thread's counts.
-    pub fn clear() {
-        SEEN.with(|seen| seen.iter().for_each(|c| c.set(0)));
-    }
+    pub use crate::sync::{Race, clear, saw, seen};
 
     /// The global index of the bucket `key` hashes to in `limiter`'s table,
     /// and how many buckets the table has (loom's hash key is fixed, so

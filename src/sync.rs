@@ -174,7 +174,7 @@ pub(crate) struct StripeU64 {
 #[cfg(ratecell_loom)]
 impl StripeU64 {
     pub(crate) fn load(&self, order: Ordering) -> u64 {
-        if crate::stats::modelled() {
+        if stripes_modelled() {
             self.modelled.load(order)
         } else {
             self.plain.load(order)
@@ -182,7 +182,7 @@ impl StripeU64 {
     }
 
     pub(crate) fn store(&self, value: u64, order: Ordering) {
-        if crate::stats::modelled() {
+        if stripes_modelled() {
             self.modelled.store(value, order);
         } else {
             self.plain.store(value, order);
@@ -190,7 +190,7 @@ impl StripeU64 {
     }
 
     pub(crate) fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
-        if crate::stats::modelled() {
+        if stripes_modelled() {
             self.modelled.fetch_add(value, order)
         } else {
             self.plain.fetch_add(value, order)
@@ -204,3 +204,72 @@ pub(crate) use core::sync::atomic::AtomicPtr;
 
 #[cfg(ratecell_loom)]
 pub(crate) use loom::sync::atomic::AtomicPtr;
+
+/// Whether this process's loom models check the statistics stripes
+/// (`stats::stripe` says why only those models do): [`StripeU64`] is then
+/// loom's atomic, and the stripes' thread-local is a loom one.
+#[cfg(ratecell_loom)]
+static STRIPES_MODELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, this process's loom models run the stripes on loom's
+/// atomics.
+#[cfg(ratecell_loom)]
+pub(crate) fn model_stripes() {
+    STRIPES_MODELLED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg(ratecell_loom)]
+#[inline]
+pub(crate) fn stripes_modelled() -> bool {
+    STRIPES_MODELLED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A racing branch of the cells and tables, tallied under loom so that a
+/// model that never reaches the race it is about fails instead of passing
+/// vacuously (the models read the tally through `loom_hooks`).
+#[cfg(ratecell_loom)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Race {
+    /// A CAS of a state word failed: another thread changed it since it
+    /// was loaded (`cell::cas_loop_from`, the word table's fast path).
+    CasLost,
+    /// A key's slot or header changed owner (evicted or reset) between the
+    /// lookup that found it and the update.
+    Moved,
+    /// An inserter found, under the shard latch, that another thread had
+    /// placed the key (or evicted at a later time) since it looked.
+    PlacedMeanwhile,
+    /// An insert's CAS of a free or evictable place failed, or it found the
+    /// place latched by a check.
+    PlaceContended,
+    /// A state's latch was held by another thread and had to be waited for.
+    LatchBusy,
+}
+
+#[cfg(ratecell_loom)]
+const RACES: usize = 5;
+
+#[cfg(ratecell_loom)]
+std::thread_local! {
+    // loom runs a model's threads as coroutines on the test's own OS
+    // thread, so one counter per test thread sees all of a model's.
+    static SEEN: [std::cell::Cell<u64>; RACES] = Default::default();
+}
+
+/// Counts one taking of `race`'s branch.
+#[cfg(ratecell_loom)]
+pub fn saw(race: Race) {
+    SEEN.with(|seen| seen[race as usize].set(seen[race as usize].get() + 1));
+}
+
+/// How often `race`'s branch was taken on this thread since [`clear`].
+#[cfg(ratecell_loom)]
+pub fn seen(race: Race) -> u64 {
+    SEEN.with(|seen| seen[race as usize].get())
+}
+
+/// Zeroes this thread's counts.
+#[cfg(ratecell_loom)]
+pub fn clear() {
+    SEEN.with(|seen| seen.iter().for_each(|c| c.set(0)));
+}

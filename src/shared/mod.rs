@@ -33,62 +33,16 @@
 //! a state under a latch across several writes, whose recovery is not built
 //! yet: they are refused in shared mode ([`SharedErrorKind::Unsupported`]).
 
-pub(crate) mod clock;
 pub(crate) mod holder;
 
 #[cfg(all(target_os = "linux", not(ratecell_loom)))]
 use crate::config::Overflow;
-use crate::config::{Algorithm, Config, Error};
-use std::fmt;
+use crate::config::{Algorithm, Config, Error, SharedError, SharedErrorKind};
 use std::path::{Path, PathBuf};
 
 /// The layout version this build reads and writes.
 #[cfg(all(target_os = "linux", not(ratecell_loom)))]
 pub const VERSION: u32 = 1;
-
-/// What went wrong opening a shared region (see [`SharedError`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SharedErrorKind {
-    /// The file could not be opened, created, sized or mapped (the message
-    /// holds the OS error).
-    Io,
-    /// The file is not a ratecell region (wrong magic, damaged header).
-    NotARegion,
-    /// The file is shorter than its header says (or than a header).
-    Truncated,
-    /// The region has another layout version.
-    Version,
-    /// The region was made with another configuration (the message names
-    /// the first field that differs).
-    ConfigMismatch,
-    /// The region was made before the machine last booted (its clock
-    /// calibration means nothing now): remove the file.
-    Stale,
-    /// This configuration or platform cannot be shared safely (multi-word
-    /// algorithms, capacity 0, no lock-free 128-bit atomics, another pid
-    /// namespace).
-    Unsupported,
-}
-
-/// A shared region that could not be opened or attached: which kind of
-/// failure, the path, and what exactly.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SharedError {
-    /// What went wrong.
-    pub kind: SharedErrorKind,
-    /// The region's path.
-    pub path: PathBuf,
-    /// A sentence saying what exactly.
-    pub message: String,
-}
-
-impl fmt::Display for SharedError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "shared region {}: {}", self.path.display(), self.message)
-    }
-}
-
-impl std::error::Error for SharedError {}
 
 /// How a region is created or attached (`KeyedLimiter::open_shared_with`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,7 +135,7 @@ pub(crate) struct Attached {
     pub shards: crate::table::storage::Storage<crossbeam_utils::CachePadded<crate::table::Shard>>,
     pub slots: crate::table::storage::Storage<crate::sync::SlotU128>,
     pub hash_keys: (u64, u64),
-    pub calibration: clock::Calibration,
+    pub calibration: crate::clock::shared::Calibration,
 }
 
 /// The configuration as stored in a region: the normalised parameters

@@ -1,8 +1,8 @@
 //! The region file on Linux: its header, its creation under a temporary
 //! name and `link`, and its checked attachment (see the parent module).
 
-use super::clock::Calibration;
 use super::{SharedError, SharedErrorKind, SharedOptions, StoredConfig, VERSION};
+use crate::clock::shared::Calibration;
 use crate::config::{Config, Error};
 use crate::sync::SlotU128;
 use crate::table::Shard;

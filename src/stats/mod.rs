@@ -19,10 +19,10 @@ use crate::sync::{CounterU64, StripeU64};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
 use stripe::SHARED;
+#[cfg(ratecell_loom)]
+pub(crate) use stripe::stripes_held;
 /// The stripes are also the fork barrier's (`crate::fork`).
 pub(crate) use stripe::{SHARED as SHARED_STRIPE, STRIPES, stripe};
-#[cfg(ratecell_loom)]
-pub(crate) use stripe::{model_stripes, modelled, stripes_held};
 
 /// A snapshot of a limiter's counters. Counters are read one by one while
 /// checks go on, so a snapshot taken under load is approximate (each counter

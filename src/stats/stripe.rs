@@ -117,23 +117,8 @@ pub(crate) fn stripe() -> usize {
     STRIPE.try_with(|s| s.index).unwrap_or(SHARED)
 }
 
-/// Whether this process's loom models check the stripes (see the module
-/// doc).
 #[cfg(ratecell_loom)]
-static MODELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// From now on, this process's loom models run the stripes on loom's
-/// atomics.
-#[cfg(ratecell_loom)]
-pub(crate) fn model_stripes() {
-    MODELLED.store(true, Relaxed);
-}
-
-#[cfg(ratecell_loom)]
-#[inline]
-pub(crate) fn modelled() -> bool {
-    MODELLED.load(Relaxed)
-}
+use crate::sync::stripes_modelled as modelled;
 
 #[cfg(ratecell_loom)]
 pub(crate) use loom_model::stripes_held;

@@ -13,10 +13,11 @@ use super::place::{Pass, Place, Took, Windows};
 use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{BlockAlgorithm, Words};
-use crate::cell::{LATCHED, LatchGuard, LatchedWords, latch};
+use crate::cell::{LatchGuard, LatchedWords, latch};
 use crate::clock::At;
 use crate::config::{Error, Overflow};
 use crate::decision::Decision;
+use crate::fork::LATCHED;
 use crate::memory::prefetch;
 use crate::memory::{Residency, zeroed_words};
 use crate::stats::Stats;
@@ -151,7 +152,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                     return alg.decide_each(&mut self.block(place), t, n, each);
                 }
                 #[cfg(ratecell_loom)]
-                crate::loom_hooks::saw(crate::loom_hooks::Race::Moved);
+                crate::sync::saw(crate::sync::Race::Moved);
                 continue;
             }
             if let Some(d) = self.insert(alg, home, shard, t, n, each) {
@@ -202,7 +203,7 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 // check of its owner runs while we judge and replace it.
                 let Some(held) = Self::latch_as_is(header, owner) else {
                     #[cfg(ratecell_loom)]
-                    crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
+                    crate::sync::saw(crate::sync::Race::PlaceContended);
                     return Place::Busy { frees_in: 1 };
                 };
                 let mut block = self.block(i);

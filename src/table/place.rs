@@ -95,7 +95,7 @@ impl Windows<'_> {
         let _latch = shard.lock(self.shared);
         if placed() || shard.unfound(fresh, t) != fresh {
             #[cfg(ratecell_loom)]
-            crate::loom_hooks::saw(crate::loom_hooks::Race::PlacedMeanwhile);
+            crate::sync::saw(crate::sync::Race::PlacedMeanwhile);
             return None;
         }
         loop {
@@ -139,7 +139,7 @@ impl Windows<'_> {
                 // loop is lock-free, as a CAS loop.
                 Place::Kept { .. } | Place::Busy { .. } => {
                     #[cfg(ratecell_loom)]
-                    crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
+                    crate::sync::saw(crate::sync::Race::PlaceContended);
                     crate::sync::spin_loop();
                 }
             }

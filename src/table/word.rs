@@ -343,7 +343,7 @@ impl<A: WordAlgorithm> WordTable<A> {
                 return (d, taken);
             }
             #[cfg(ratecell_loom)]
-            crate::loom_hooks::saw(crate::loom_hooks::Race::CasLost);
+            crate::sync::saw(crate::sync::Race::CasLost);
         }
         let (words, taken) = self.check_elsewhere(alg, home, tag, t, n, max_wait, each);
         (words.decision(), taken)
@@ -410,7 +410,7 @@ impl<A: WordAlgorithm> WordTable<A> {
     ) -> (Outcome, Option<u128>) {
         if !self.owned_by(word, tag) {
             #[cfg(ratecell_loom)]
-            crate::loom_hooks::saw(crate::loom_hooks::Race::Moved);
+            crate::sync::saw(crate::sync::Race::Moved);
             return (Outcome::Moved, None);
         }
         let (d, next) = alg.decide_each(self.state(word), t, n, each);
@@ -489,7 +489,7 @@ impl<A: WordAlgorithm> WordTable<A> {
                         }
                         Err(found) => {
                             #[cfg(ratecell_loom)]
-                            crate::loom_hooks::saw(crate::loom_hooks::Race::PlaceContended);
+                            crate::sync::saw(crate::sync::Race::PlaceContended);
                             word = found;
                         }
                     }

@@ -41,7 +41,7 @@ impl Calibration {
         let ticks = r1.wrapping_sub(r0).max(1);
         let ns = u64::try_from((m1 - m0).as_nanos()).unwrap_or(u64::MAX);
         let mult = u64::try_from((u128::from(ns) << SHIFT) / u128::from(ticks)).unwrap_or(u64::MAX);
-        let (base_raw, base_unix_ns) = crate::clock::unix_base(|| clock.raw());
+        let (base_raw, base_unix_ns) = super::base::unix_base(|| clock.raw());
         Calibration {
             base_raw,
             base_unix_ns,

@@ -24,7 +24,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+mod base;
+pub(crate) mod shared;
+
+use base::unix_base;
 
 /// How often the coarse clock's shared time is refreshed.
 pub const COARSE_INTERVAL: Duration = Duration::from_millis(1);
@@ -45,9 +50,9 @@ enum Source {
     Quanta(QuantaClock),
     Coarse(&'static AtomicU64),
     Manual(ManualClock),
-    /// A shared region's clock (`crate::shared::clock`).
+    /// A shared region's clock (`shared`).
     #[cfg(not(ratecell_loom))]
-    Shared(crate::shared::clock::SharedClock),
+    Shared(shared::SharedClock),
 }
 
 impl Clock {
@@ -74,7 +79,7 @@ impl Clock {
 
     /// The clock stored in a shared region.
     #[cfg(not(ratecell_loom))]
-    pub(crate) fn shared(clock: crate::shared::clock::SharedClock) -> Clock {
+    pub(crate) fn shared(clock: shared::SharedClock) -> Clock {
         Clock(Source::Shared(clock))
     }
 
@@ -295,19 +300,6 @@ impl QuantaClock {
     }
 }
 
-/// A counter value and the UNIX time (ns) of the same instant: the
-/// counter is read on both sides of the wall clock and the middle taken,
-/// so the offset is off by at most half of one read. (A shared region's
-/// calibration places its counter the same way.)
-pub(crate) fn unix_base(raw: impl Fn() -> u64) -> (u64, u64) {
-    let before = raw();
-    let wall = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let after = raw();
-    (before + (after.wrapping_sub(before)) / 2, wall)
-}
-
 /// The process-wide coarse time, once a coarse clock has been made.
 static COARSE_TIME: OnceLock<&'static AtomicU64> = OnceLock::new();
 
@@ -420,6 +412,7 @@ impl ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{SystemTime, UNIX_EPOCH};
 
     #[test]
     fn tsc_clock_is_unix_time_and_monotonic() {
