@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from . import _ffi
 
 if TYPE_CHECKING:
-    from ._types import Decision
+    from ._decision import Decision
 
 __all__ = [
     "RatecellError",

@@ -8,20 +8,28 @@ mapping of C statuses to exceptions; the C signatures themselves live in
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import datetime
 import math
 import operator
 import os
 from array import array
+from collections.abc import Sequence
 from ctypes import c_bool, c_char, c_uint64
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _errors, _ffi
 from ._errors import CostExceedsLimit, LimiterClosed, TimedOut
-from ._types import Algorithm, Clock, Config, Decision, Overflow, Stats, decision_from_c
-
-if TYPE_CHECKING:
-    from ._multi import Limit
+from ._decision import decision_from_c
+from ._types import (
+    Algorithm,
+    Clock,
+    Config,
+    Decision,
+    Limit,
+    Overflow,
+    Stats,
+)
 
 __all__ = ["Limiter", "Key", "BytesKey"]
 
@@ -766,9 +774,10 @@ class Limiter:
         an out-of-range field its ``InvalidConfig`` subclass. Nothing
         changes then. Capacity, overflow and clock stay the limiter's.
         """
-        from ._multi import reconfigure
+        self._reconfigured(limits, _reconfigure(self, limits))
 
-        reconfigure(self, limits)
+    def _reconfigured(self, limits: Sequence[Limit], configs: Any) -> None:
+        """What a subclass keeps about its limits after a reconfiguration."""
 
     @property
     def config(self) -> Config:
@@ -900,3 +909,73 @@ def _config_error(status: int, cfg: _ffi.CConfig) -> _errors.RatecellError:
         return err
     value = getattr(cfg, field)
     return type(err)(f"{field} = {value}: {_errors.status_str(status)}")
+
+
+def _c_configs(
+    limits: Sequence[Limit],
+    capacity: Any,
+    overflow: Any,
+    clock: Any,
+) -> Any:
+    """The C configs of ``limits`` sharing ``capacity``, ``overflow`` and
+    ``clock``; bad values raise the ``InvalidConfig`` subclass naming the
+    field (``InvalidLength`` for no limits or more than ``MAX_LIMITS``)."""
+    n = len(limits)
+    if not 1 <= n <= _ffi.MAX_LIMITS:
+        raise _errors.InvalidLength(
+            f"{n} limits: a limiter checks 1 to {_ffi.MAX_LIMITS} limits together"
+        )
+    overflow_value = _enum_value(overflow, Overflow, "overflow", _errors.InvalidOverflow)
+    clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
+    capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
+    configs = (_ffi.CConfig * n)()
+    for cfg, lim in zip(configs, limits, strict=True):
+        period_ns = lim.period_ns
+        if (period_ns is None) == (lim.period is None):
+            raise TypeError("give each Limit exactly one of period_ns (ns) and period (s)")
+        if lim.period is not None:
+            period_ns = _period_ns(lim.period)
+        algorithm = _enum_value(lim.algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
+        limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
+        period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
+        _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
+        cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
+        if lim.sub_windows is not None:
+            cfg.sub_windows = _config_int(
+                lim.sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
+            )
+        cfg.capacity = capacity
+        cfg.overflow = overflow_value
+        cfg.clock = clock_value
+    return configs
+
+
+def _as_given(limits: Sequence[Limit], configs: Any) -> tuple[Limit, ...]:
+    """``limits`` as checked: each period in whole nanoseconds."""
+    return tuple(
+        dataclasses.replace(lim, period_ns=int(cfg.period_ns), period=None)
+        for lim, cfg in zip(limits, configs, strict=True)
+    )
+
+
+def _reconfigure(limiter: Limiter, limits: Sequence[Limit]) -> Any:
+    """``Limiter.reconfigure``: the limiter's own capacity, overflow and
+    clock go with every new limit (they cannot change live). Returns the C
+    configs it applied."""
+    h = limiter._handle()
+    current = _ffi.CConfig()
+    status = _lib.ratecell_limiter_config(h, current)
+    if status:
+        raise _errors.error_for_status(status)
+    configs = _c_configs(limits, current.capacity, current.overflow, current.clock)
+    status = _lib.ratecell_limiter_reconfigure(h, configs, len(configs))
+    if status:
+        raise _first_config_error(status, configs)
+    return configs
+
+
+def _first_config_error(status: int, configs: Any) -> _errors.RatecellError:
+    """The error of a refused list: the field's exception, showing the
+    first config's value of that field (all limits share capacity, overflow
+    and clock; for the others the message names the field, not the limit)."""
+    return _config_error(status, configs[0])

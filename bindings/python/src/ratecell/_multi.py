@@ -14,6 +14,9 @@ from typing import Any
 
 from . import _errors, _ffi
 from ._limiter import (
+    _as_given,
+    _c_configs,
+    _first_config_error,
     U32_MAX,
     U64_MAX,
     Key,
@@ -28,7 +31,8 @@ from ._limiter import (
     _snapshot_path,
     _u64,
 )
-from ._types import Algorithm, Clock, Config, Decision, Overflow, decision_from_c
+from ._decision import decision_from_c
+from ._types import Algorithm, Clock, Config, Decision, Limit, Overflow
 
 __all__ = ["Limit", "MultiDecision", "MultiLimiter", "MAX_LIMITS"]
 
@@ -36,22 +40,6 @@ MAX_LIMITS = _ffi.MAX_LIMITS
 """The most limits one limiter checks together."""
 
 _lib = _ffi.lib
-
-
-@dataclass(frozen=True, slots=True)
-class Limit:
-    """One of several limits: ``limit`` units per period (``period_ns`` in
-    nanoseconds or ``period`` in seconds or a ``timedelta``; give exactly
-    one), with an optional ``name`` (kept for callers that report which
-    limit denied, such as one HTTP header item per limit)."""
-
-    algorithm: Algorithm | str | int
-    limit: int
-    period_ns: int | None = None
-    period: float | datetime.timedelta | None = None
-    burst: int = 0
-    sub_windows: int | None = None
-    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +140,13 @@ class MultiLimiter(Limiter):
         limiter._limits = _as_given(limits, configs)
         return limiter
 
+    def _reconfigured(self, limits: Sequence[Limit], configs: Any) -> None:
+        # Names stay; the limits are the new ones.
+        self._limits = tuple(
+            dataclasses.replace(new, name=old.name)
+            for old, new in zip(self._limits, _as_given(limits, configs), strict=True)
+        )
+
     @property
     def names(self) -> tuple[str, ...]:
         """The limits' names, in order ("" where none was given)."""
@@ -194,77 +189,3 @@ class MultiLimiter(Limiter):
             denied_name=None if denied is None else self._names[denied],
             limits=tuple(decision_from_c(out.limits[i]) for i in range(out.count)),
         )
-
-
-def _c_configs(
-    limits: Sequence[Limit],
-    capacity: Any,
-    overflow: Any,
-    clock: Any,
-) -> Any:
-    """The C configs of ``limits`` sharing ``capacity``, ``overflow`` and
-    ``clock``; bad values raise the ``InvalidConfig`` subclass naming the
-    field (``InvalidLength`` for no limits or more than ``MAX_LIMITS``)."""
-    n = len(limits)
-    if not 1 <= n <= MAX_LIMITS:
-        raise _errors.InvalidLength(
-            f"{n} limits: a limiter checks 1 to {MAX_LIMITS} limits together"
-        )
-    overflow_value = _enum_value(overflow, Overflow, "overflow", _errors.InvalidOverflow)
-    clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
-    capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
-    configs = (_ffi.CConfig * n)()
-    for cfg, lim in zip(configs, limits, strict=True):
-        period_ns = lim.period_ns
-        if (period_ns is None) == (lim.period is None):
-            raise TypeError("give each Limit exactly one of period_ns (ns) and period (s)")
-        if lim.period is not None:
-            period_ns = _period_ns(lim.period)
-        algorithm = _enum_value(lim.algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
-        limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
-        period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
-        _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
-        cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
-        if lim.sub_windows is not None:
-            cfg.sub_windows = _config_int(
-                lim.sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
-            )
-        cfg.capacity = capacity
-        cfg.overflow = overflow_value
-        cfg.clock = clock_value
-    return configs
-
-
-def _as_given(limits: Sequence[Limit], configs: Any) -> tuple[Limit, ...]:
-    """``limits`` as checked: each period in whole nanoseconds."""
-    return tuple(
-        dataclasses.replace(lim, period_ns=int(cfg.period_ns), period=None)
-        for lim, cfg in zip(limits, configs, strict=True)
-    )
-
-
-def reconfigure(limiter: Limiter, limits: Sequence[Limit]) -> None:
-    """``Limiter.reconfigure``: the limiter's own capacity, overflow and
-    clock go with every new limit (they cannot change live)."""
-    h = limiter._handle()
-    current = _ffi.CConfig()
-    status = _lib.ratecell_limiter_config(h, current)
-    if status:
-        raise _errors.error_for_status(status)
-    configs = _c_configs(limits, current.capacity, current.overflow, current.clock)
-    status = _lib.ratecell_limiter_reconfigure(h, configs, len(configs))
-    if status:
-        raise _first_config_error(status, configs)
-    if isinstance(limiter, MultiLimiter):
-        # Names stay; the limits are the new ones.
-        limiter._limits = tuple(
-            dataclasses.replace(new, name=old.name)
-            for old, new in zip(limiter._limits, _as_given(limits, configs), strict=True)
-        )
-
-
-def _first_config_error(status: int, configs: Any) -> _errors.RatecellError:
-    """The error of a refused list: the field's exception, showing the
-    first config's value of that field (all limits share capacity, overflow
-    and clock; for the others the message names the field, not the limit)."""
-    return _config_error(status, configs[0])

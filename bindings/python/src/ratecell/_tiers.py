@@ -12,17 +12,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import _errors, _ffi
+from ._decision import decision_from_c
 from ._limiter import (
     U32_MAX,
     Key,
     Limiter,
     _bytes_key,
+    _c_configs,
+    _first_config_error,
     _is_bytes_key,
     _open_persisted,
     _u64,
 )
-from ._multi import Limit, MultiDecision, _c_configs, _first_config_error
-from ._types import Clock, Decision, Overflow, decision_from_c
+from ._multi import MultiDecision
+from ._types import Clock, Decision, Limit, Overflow
 
 __all__ = ["TieredLimiter", "MAX_TIERS"]
 

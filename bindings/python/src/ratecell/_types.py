@@ -4,24 +4,15 @@ records, with their conversions from the C structures."""
 
 from __future__ import annotations
 
-import ctypes
+import datetime
 import enum
-import math
-import struct
 from ctypes import c_uint32
 from dataclasses import dataclass
 
 from . import _errors, _ffi
+from ._decision import NEVER, Decision
 
-__all__ = ["Algorithm", "Overflow", "Clock", "Decision", "Stats", "Config", "NEVER"]
-
-NEVER = _ffi.U64_MAX
-"""``retry_after_ns`` of a request that no wait can admit (cost above the
-limit or burst); every returned duration also saturates at this value."""
-
-
-def _seconds(ns: int) -> float:
-    return math.inf if ns == NEVER else ns / 1e9
+__all__ = ["Algorithm", "Overflow", "Clock", "Decision", "Stats", "Config", "NEVER", "Limit"]
 
 
 class Algorithm(enum.IntEnum):
@@ -74,74 +65,6 @@ class Clock(enum.IntEnum):
     COARSE = 1
     """A process-wide time refreshed every millisecond (cheaper, up to ~1 ms
     behind)."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The answer to one request (SPEC.md §3).
-
-    Durations are integer nanoseconds from the request's time, saturating at
-    ``2**64 - 1`` (``NEVER``), which ``retry_after_ns`` uses for a cost that
-    can never be admitted. The ``retry_after``, ``reset_after`` and ``wait``
-    properties give the same in seconds (``math.inf`` for never). A decision
-    is truthy when the request was admitted.
-    """
-
-    allowed: bool
-    """Admitted or not (for a peek, cost 0: would a cost-1 request be)."""
-    limit: int
-    """B for GCRA, leaky bucket and token bucket; L for the others."""
-    remaining: int
-    """Cost-1 requests that would be admitted now, after this decision."""
-    retry_after_ns: int
-    """0 when admitted; else the least wait after which this request would be."""
-    reset_after_ns: int
-    """Time until the key is fresh again (remaining == limit); 0 if it is."""
-    wait_ns: int = 0
-    """Leaky bucket only: how long an admitted request waits for its turn."""
-
-    def __bool__(self) -> bool:
-        return self.allowed
-
-    @property
-    def retry_after(self) -> float:
-        """``retry_after_ns`` in seconds; ``math.inf`` when never."""
-        return _seconds(self.retry_after_ns)
-
-    @property
-    def reset_after(self) -> float:
-        """``reset_after_ns`` in seconds."""
-        return _seconds(self.reset_after_ns)
-
-    @property
-    def wait(self) -> float:
-        """``wait_ns`` in seconds."""
-        return _seconds(self.wait_ns)
-
-
-# A frozen dataclass's generated __init__ goes through object.__setattr__
-# once per field, which costs as much as the C call it reports on. Writing
-# the instance's __dict__ directly makes the same object in well under half
-# the time (Decision has no __slots__ for this reason), and one struct unpack
-# reads the C decision faster than six ctypes field reads. Only this module
-# builds decisions this way, from values the library just wrote.
-_new = object.__new__
-_unpack_c = struct.Struct("?7x5Q").unpack_from
-if struct.calcsize("?7x5Q") != ctypes.sizeof(_ffi.CDecision):
-    raise ImportError("ratecell: struct ratecell_decision has an unexpected layout")
-
-
-def decision_from_c(c: _ffi.CDecision) -> Decision:
-    allowed, limit, remaining, retry, reset, wait = _unpack_c(c)
-    d = _new(Decision)
-    fields = d.__dict__
-    fields["allowed"] = allowed
-    fields["limit"] = limit
-    fields["remaining"] = remaining
-    fields["retry_after_ns"] = retry
-    fields["reset_after_ns"] = reset
-    fields["wait_ns"] = wait
-    return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,3 +133,19 @@ class Config:
             Overflow(c.overflow),
             Clock(c.clock),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One of several limits: ``limit`` units per period (``period_ns`` in
+    nanoseconds or ``period`` in seconds or a ``timedelta``; give exactly
+    one), with an optional ``name`` (kept for callers that report which
+    limit denied, such as one HTTP header item per limit)."""
+
+    algorithm: Algorithm | str | int
+    limit: int
+    period_ns: int | None = None
+    period: float | datetime.timedelta | None = None
+    burst: int = 0
+    sub_windows: int | None = None
+    name: str = ""
