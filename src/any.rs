@@ -1,9 +1,14 @@
 //! [`AnyLimiter`]: a direct or a keyed limiter behind one type, for callers
 //! whose configuration, not their code, says which one they need.
 
-use crate::{
-    AcquireError, Clock, Config, Decision, Error, KeyedLimiter, Limiter, MultiDecision, Stats,
-};
+use crate::acquire::AcquireError;
+use crate::clock::Clock;
+use crate::config::{Config, Error};
+use crate::decision::Decision;
+use crate::keyed::KeyedLimiter;
+use crate::limiter::Limiter;
+use crate::multi::MultiDecision;
+use crate::stats::Stats;
 use std::time::Duration;
 
 /// A [`Limiter`] or a [`KeyedLimiter`], as `config.capacity` chooses: 0

@@ -268,7 +268,7 @@ impl Tables {
                 crate::reconfigure::all_of(t.alg(), all, old, configs)
             }
             Tables::TieredWord(_) | Tables::TieredBlock(_) => {
-                Err(Error::Reconfigure(crate::ReconfigureError {
+                Err(Error::Reconfigure(crate::config::ReconfigureError {
                     limit: 0,
                     field: Field::Tiers,
                     message: "a tiered limiter's tiers are fixed at construction; build a new limiter for new tiers".into(),
@@ -1254,7 +1254,7 @@ impl KeyedLimiter {
     pub fn reconfigure(&self, configs: &[Config]) -> Result<(), Error> {
         let _one = self.reconfiguring.lock().unwrap_or_else(|e| e.into_inner());
         if self.shared {
-            return Err(Error::Reconfigure(crate::ReconfigureError {
+            return Err(Error::Reconfigure(crate::config::ReconfigureError {
                 limit: 0,
                 field: Field::Limits,
                 message: "the table lies in a shared region whose other processes keep their own parameters; change the limits by reopening every process with the new config".into(),

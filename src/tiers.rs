@@ -351,7 +351,7 @@ mod tests {
         assert_eq!(field(tiers(&[&[a], &[a, a]])), Field::Limits);
         assert_eq!(field(tiers(&[&[a], &[a.capacity(7)]])), Field::Capacity);
         assert_eq!(field(tiers(&[&[a.capacity(0)]])), Field::Capacity);
-        let open = a.overflow(crate::Overflow::Allow);
+        let open = a.overflow(crate::config::Overflow::Allow);
         assert_eq!(field(tiers(&[&[a], &[open]])), Field::Overflow);
         let tb = keyed(Algorithm::TokenBucket, 10, SEC);
         assert_eq!(field(tiers(&[&[a], &[tb]])), Field::Algorithm);

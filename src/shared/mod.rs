@@ -29,11 +29,9 @@
 //! instant leaves every state either updated or not. The one latch (a
 //! shard's insert latch) records its holder's pid and start time; a waiter
 //! that finds the holder dead takes the latch over (`cell::latch_recording`,
-//! `holder`). The multi-word algorithms (bucketed window, sliding log) keep
+//! `table::holder`). The multi-word algorithms (bucketed window, sliding log) keep
 //! a state under a latch across several writes, whose recovery is not built
 //! yet: they are refused in shared mode ([`SharedErrorKind::Unsupported`]).
-
-pub(crate) mod holder;
 
 #[cfg(all(target_os = "linux", not(ratecell_loom)))]
 use crate::config::Overflow;

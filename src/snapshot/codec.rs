@@ -942,7 +942,7 @@ impl KeyedLimiter {
         input: impl Read,
         region: impl AsRef<std::path::Path>,
         config: Config,
-        options: &crate::SharedOptions,
+        options: &crate::shared::SharedOptions,
     ) -> Result<(KeyedLimiter, bool), SnapshotError> {
         let region = crate::shared::resolve(region.as_ref());
         if region.exists() {

@@ -123,7 +123,7 @@ impl KeyedLimiter {
         snapshot: impl AsRef<Path>,
         region: impl AsRef<Path>,
         config: Config,
-        options: &crate::SharedOptions,
+        options: &crate::shared::SharedOptions,
     ) -> Result<(KeyedLimiter, bool), SnapshotError> {
         match File::open(snapshot) {
             Ok(f) => KeyedLimiter::restore_shared(BufReader::new(f), region, config, options),

@@ -70,6 +70,7 @@
 pub(crate) mod block;
 mod geometry;
 mod hash;
+mod holder;
 mod place;
 mod shard;
 pub(crate) mod storage;

@@ -1,11 +1,11 @@
 //! A shard of a table: its insert latch, the time of its latest eviction,
 //! and its counters of table events.
 
+use super::holder;
 use super::no_room;
 use super::place::Took;
 use crate::cell::{LatchGuard, latch_recording};
 use crate::decision::Decision;
-use crate::shared::holder;
 use crate::stats::{Stats, TableCounters};
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
