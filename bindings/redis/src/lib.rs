@@ -90,23 +90,34 @@ fn tally(admitted: bool) {
     }
 }
 
+/// Runs a data type callback's body; a panic (a bug: the callbacks only
+/// read values this module wrote) gives `fallback` instead of unwinding
+/// into Redis.
+fn guarded<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
 unsafe extern "C" fn free(value: *mut c_void) {
     // SAFETY: Redis hands back a pointer from Value::into_raw, once.
-    drop(unsafe { Value::from_raw(value) });
+    guarded((), || drop(unsafe { Value::from_raw(value) }));
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    // SAFETY: a value of this type came from Value::into_raw; borrowed.
-    let v = ManuallyDrop::new(unsafe { Value::from_raw(value.cast_mut()) });
-    v.heap_bytes()
+    guarded(0, || {
+        // SAFETY: a value of this type came from Value::into_raw; borrowed.
+        let v = ManuallyDrop::new(unsafe { Value::from_raw(value.cast_mut()) });
+        v.heap_bytes()
+    })
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: as in mem_usage.
-    let v = ManuallyDrop::new(unsafe { Value::from_raw(value) });
-    for i in v.integers() {
-        raw::save_unsigned(rdb, i);
-    }
+    guarded((), || {
+        // SAFETY: as in mem_usage.
+        let v = ManuallyDrop::new(unsafe { Value::from_raw(value) });
+        for i in v.integers() {
+            raw::save_unsigned(rdb, i);
+        }
+    });
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -152,10 +163,13 @@ unsafe extern "C" fn aof_rewrite(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // SAFETY: as in mem_usage.
-    let v = ManuallyDrop::new(unsafe { Value::from_raw(value) });
-    let mut bytes = Vec::new();
-    v.encode_into(&mut bytes);
+    let bytes = guarded(Vec::new(), || {
+        // SAFETY: as in mem_usage.
+        let v = ManuallyDrop::new(unsafe { Value::from_raw(value) });
+        let mut bytes = Vec::new();
+        v.encode_into(&mut bytes);
+        bytes
+    });
     // SAFETY: "sb" takes a RedisModuleString and a buffer with its length;
     // Redis copies both before returning. The key's expiry is emitted by
     // Redis itself after this callback.
