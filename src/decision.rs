@@ -53,8 +53,8 @@ pub(crate) fn saturate(ns: u128) -> u64 {
 
 /// A decision as six words, for one an out-of-line call returns
 /// (`Engine::decision` in `limiter.rs` says why the call is out of line;
-/// the keyed check's slow paths, `WordTable::check_elsewhere` and
-/// `KeyedLimiter::decision_other`, return theirs so too).
+/// the keyed check's slow paths, `WordTable::check_beyond_home` and
+/// `KeyedLimiter::composite_decision`, return theirs so too).
 /// Every byte is written and read as part of a `u64`: a `Decision` comes
 /// back through memory, its `bool` stored as one byte beside seven of
 /// padding, and the caller's 16-byte copy over the callee's narrower

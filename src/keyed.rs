@@ -1022,7 +1022,7 @@ impl KeyedLimiter {
     /// The whole decision of a request for the key hashed to `h`, always
     /// taken, and counted: [`KeyedLimiter::decide`] without a queue limit,
     /// the four single-algorithm word tables inlined into the caller and
-    /// every other table out of line ([`KeyedLimiter::decision_other`]).
+    /// every other table out of line ([`KeyedLimiter::composite_decision`]).
     ///
     /// Always inlined, so the decision stays in registers. As a call (one
     /// function holding every word table's check, which the compiler did
@@ -1032,7 +1032,7 @@ impl KeyedLimiter {
     /// reloads also sit among the instructions that wait on the slot's
     /// load, so over a million keys fewer checks overlap. Each call site holds the four fast paths
     /// (about 7 KB); their slow paths stay out of line
-    /// (`WordTable::check_elsewhere`). Figures in docs/ARCHITECTURE.md,
+    /// (`WordTable::check_beyond_home`). Figures in docs/ARCHITECTURE.md,
     /// "Why the keyed check is shaped as it is".
     #[allow(
         clippy::inline_always,
@@ -1047,7 +1047,7 @@ impl KeyedLimiter {
             Tables::FixedWindow(t) => t.check(h, at, n, u64::MAX).0,
             Tables::SlidingWindow(t) => t.check(h, at, n, u64::MAX).0,
             // Counted there.
-            _ => return self.decision_other(tally, h, at, n).decision(),
+            _ => return self.composite_decision(tally, h, at, n).decision(),
         };
         tally.record(decision.allowed);
         decision
@@ -1057,30 +1057,36 @@ impl KeyedLimiter {
     /// `tally` it looked up: several limits in one word table inline here
     /// (a copy per pair of rules, too large for every call site), the
     /// block and tiered tables out of line again
-    /// ([`KeyedLimiter::decision_elsewhere`]), for the reason
+    /// ([`KeyedLimiter::block_or_tiered_decision`]), for the reason
     /// `Engine::decision` gives in `limiter.rs`. `#[inline]` although the
     /// compiler keeps it out of line: so it is compiled in the caller's
     /// crate, for its constant arguments (as `#[inline(never)]` it cannot
     /// fold them).
-    /// As words, like `WordTable::check_elsewhere`'s, for the same
+    /// As words, like `WordTable::check_beyond_home`'s, for the same
     /// reason: returned as a `Decision`, the call was handed the place
     /// where every fast path's decision meets, and so the GCRA check's
     /// decision went through memory.
     #[inline]
-    fn decision_other(&self, tally: crate::stats::Tally<'_>, h: u64, at: impl At, n: u64) -> Words {
+    fn composite_decision(
+        &self,
+        tally: crate::stats::Tally<'_>,
+        h: u64,
+        at: impl At,
+        n: u64,
+    ) -> Words {
         let decision = match &self.tables {
             Tables::AllOfWord(t) => t.check(h, at, n, u64::MAX).0,
             // Counted there.
-            _ => return self.decision_elsewhere(h, at, n),
+            _ => return self.block_or_tiered_decision(h, at, n),
         };
         tally.record(decision.allowed);
         Words::of(decision)
     }
 
     /// [`KeyedLimiter::decision`] for the block and tiered tables, as words
-    /// (see `Engine::decision_elsewhere` in `limiter.rs`).
+    /// (see `Engine::block_decision` in `limiter.rs`).
     #[inline(never)]
-    fn decision_elsewhere(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
+    fn block_or_tiered_decision(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
         crate::decision::Words::of(self.decide(h, at, n, u64::MAX).0)
     }
 

@@ -148,7 +148,7 @@ impl Engine {
     /// ([`Limiter::check_at`]).
     ///
     /// The single-word arms return their decision in registers; the block
-    /// engines decide out of line ([`Engine::decision_elsewhere`]) and
+    /// engines decide out of line ([`Engine::block_decision`]) and
     /// return theirs as six words (`decision::Words`), built back into a
     /// `Decision` field by field.
     /// Not through the one [`Engine::decide`] match: there the block arms'
@@ -169,7 +169,7 @@ impl Engine {
             Engine::SlidingWindow(a, cell) => cell.decide(a, t, n, any).0,
             Engine::AllOfWord(a, cell) => cell.decide(a, t, n, any).0,
             Engine::AllOfBlock(..) | Engine::BucketedWindow(..) | Engine::SlidingLog(..) => {
-                self.decision_elsewhere(t, n).decision()
+                self.block_decision(t, n).decision()
             }
         }
     }
@@ -186,7 +186,7 @@ impl Engine {
     /// the word arms use and copy the block's decision from one slot to
     /// another.
     #[inline(never)]
-    fn decision_elsewhere(&self, t: u64, n: u64) -> crate::decision::Words {
+    fn block_decision(&self, t: u64, n: u64) -> crate::decision::Words {
         match self {
             Engine::AllOfBlock(a, cell) => cell.decide_words(a, t, n),
             Engine::BucketedWindow(a, cell) => cell.decide_words(a, t, n),

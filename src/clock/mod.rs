@@ -100,12 +100,12 @@ impl Clock {
             },
             #[cfg(not(ratecell_loom))]
             Source::Shared(shared) => shared.now_ns(),
-            _ => self.now_ns_elsewhere(),
+            _ => self.now_ns_of_rarer_source(),
         }
     }
 
     #[inline(never)]
-    fn now_ns_elsewhere(&self) -> u64 {
+    fn now_ns_of_rarer_source(&self) -> u64 {
         match &self.0 {
             Source::Quanta(quanta) => quanta.now_ns(),
             Source::Manual(manual) => manual.now_ns(),

@@ -205,7 +205,7 @@ impl<A: WordAlgorithm> WordTable<A> {
     /// CAS succeeds (nine keys in ten are in the home bucket at the fullest
     /// sizing), is this function alone; every other case (further buckets,
     /// a new key, a lost CAS) goes to
-    /// [`WordTable::check_elsewhere`], kept out of line so that what the
+    /// [`WordTable::check_beyond_home`], kept out of line so that what the
     /// common case runs is short.
     ///
     /// The home bucket is requested from memory before the time is read
@@ -289,7 +289,7 @@ impl<A: WordAlgorithm> WordTable<A> {
         for slot in bucket {
             let word = slot.load_word();
             if self.owned_by(word, tag) {
-                return self.update_or_elsewhere(alg, slot, word, home, tag, t, n, max_wait, each);
+                return self.update_or_search(alg, slot, word, home, tag, t, n, max_wait, each);
             }
             last = word;
         }
@@ -298,7 +298,7 @@ impl<A: WordAlgorithm> WordTable<A> {
         // are the last ones (a key takes the first free place of its
         // window, and a taken place is never empty again), so its last
         // word says whether a lookup (`find`) would have stopped there.
-        // Inline, those keys skip `check_elsewhere`, its call and its
+        // Inline, those keys skip `check_beyond_home`, its call and its
         // second pass over the home bucket; nothing is added before the
         // home bucket's hit. (Testing every home word for 0 instead, so as
         // to stop early, puts more instructions behind the slot's load,
@@ -307,24 +307,23 @@ impl<A: WordAlgorithm> WordTable<A> {
             for slot in &self.slots[self.geometry.second(home) * SLOTS..][..SLOTS] {
                 let word = slot.load_word();
                 if self.owned_by(word, tag) {
-                    return self
-                        .update_or_elsewhere(alg, slot, word, home, tag, t, n, max_wait, each);
+                    return self.update_or_search(alg, slot, word, home, tag, t, n, max_wait, each);
                 }
             }
         }
-        let (words, taken) = self.check_elsewhere(alg, home, tag, t, n, max_wait, each);
+        let (words, taken) = self.check_beyond_home(alg, home, tag, t, n, max_wait, each);
         (words.decision(), taken)
     }
 
     /// The update of the key's `slot`, found holding `word`, with one CAS;
-    /// [`WordTable::check_elsewhere`] if the CAS is lost.
+    /// [`WordTable::check_beyond_home`] if the CAS is lost.
     #[allow(clippy::inline_always, reason = "see check_concrete")]
     #[inline(always)]
     #[allow(
         clippy::too_many_arguments,
         reason = "the check's inputs, passed down unchanged"
     )]
-    fn update_or_elsewhere<D: WordAlgorithm<State = A::State>>(
+    fn update_or_search<D: WordAlgorithm<State = A::State>>(
         &self,
         alg: &D,
         slot: &SlotU128,
@@ -345,7 +344,7 @@ impl<A: WordAlgorithm> WordTable<A> {
             #[cfg(ratecell_loom)]
             crate::sync::saw(crate::sync::Race::CasLost);
         }
-        let (words, taken) = self.check_elsewhere(alg, home, tag, t, n, max_wait, each);
+        let (words, taken) = self.check_beyond_home(alg, home, tag, t, n, max_wait, each);
         (words.decision(), taken)
     }
 
@@ -363,7 +362,7 @@ impl<A: WordAlgorithm> WordTable<A> {
         clippy::too_many_arguments,
         reason = "the check's inputs, passed down unchanged"
     )]
-    fn check_elsewhere<D: WordAlgorithm<State = A::State>>(
+    fn check_beyond_home<D: WordAlgorithm<State = A::State>>(
         &self,
         alg: &D,
         home: Home,
