@@ -79,7 +79,7 @@ package ratecell
 // (CGO_LDFLAGS=-L<dir>).
 #if defined(__has_include) && !defined(RATECELL_SKIP_LIBRARY_CHECK)
 #if !__has_include("../../target/release/libratecell.a")
-#error "ratecell: ../../target/release/libratecell.a is not built. Run `go generate github.com/ratecell/ratecell-go` (or `cargo build --release --lib` in the repository root); if it is built elsewhere, set CGO_LDFLAGS=-L<that dir> and CGO_CFLAGS=-DRATECELL_SKIP_LIBRARY_CHECK"
+#error "ratecell: the static library is not built. From any directory, run: cargo build --release --lib --manifest-path <the ratecell checkout>/Cargo.toml (the checkout your go.mod's replace directive points into; it writes <checkout>/target/release/libratecell.a). If you build it elsewhere, set CGO_LDFLAGS=-L<that dir> and CGO_CFLAGS=-DRATECELL_SKIP_LIBRARY_CHECK"
 #endif
 #endif
 
