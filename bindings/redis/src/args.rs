@@ -236,6 +236,69 @@ pub fn check_single<'a>(args: &[&'a [u8]]) -> Result<(Limit<'a>, Option<u64>), S
     Ok((limit, at))
 }
 
+/// A parsed `RATECELL.LEASE` (SPEC.md §8).
+#[derive(Debug)]
+pub struct Lease<'a> {
+    /// The key and its rule (the cost is unused).
+    pub limit: Limit<'a>,
+    /// `WANT`: the most units asked for, at least 1.
+    pub want: u64,
+    /// `EXPIRE`: how long a GCRA grant's units last, in ns (`None`: the
+    /// default, a tenth of the period); clamped to one emission interval
+    /// ..= the period.
+    pub expire_ns: Option<u64>,
+    /// `AT`: the request's time in UNIX ns, instead of the server's clock.
+    pub at: Option<u64>,
+}
+
+/// `RATECELL.LEASE <key> <algorithm> <limit> <period> [BURST <b>]
+/// [SUBWINDOWS <n>] WANT <w> [EXPIRE <duration>] [AT <now_ns>]`.
+pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Lease<'a>, String> {
+    // Options come in name/value pairs after the four positional words.
+    if args
+        .iter()
+        .skip(4)
+        .step_by(2)
+        .any(|w| w.eq_ignore_ascii_case(b"COST"))
+    {
+        return Err("ERR COST is not an option of RATECELL.LEASE: WANT says how many units".into());
+    }
+    let mut at = None;
+    let mut it = args.iter().peekable();
+    let limit = limit(&mut it, &["WANT", "EXPIRE"], &mut at, true)?;
+    let (mut want, mut expire_ns) = (None, None);
+    while let Some(&name) = it.next() {
+        let value = *it
+            .next()
+            .ok_or_else(|| format!("ERR {} needs a value", text(name)))?;
+        if name.eq_ignore_ascii_case(b"WANT") && want.is_none() {
+            let w = number(value, "WANT", "1..=4294967295")?;
+            if !(1..=ratecell::MAX_LIMIT).contains(&w) {
+                return Err(format!("ERR WANT must be in 1..=4294967295, got {w}"));
+            }
+            want = Some(w);
+        } else if name.eq_ignore_ascii_case(b"EXPIRE") && expire_ns.is_none() {
+            let bad = |why: String| format!("ERR EXPIRE '{}' {why}", text(value));
+            let s = std::str::from_utf8(value).map_err(|_| bad("is not a duration".into()))?;
+            expire_ns = Some(ratecell::parse_duration(s).map_err(|e| bad(e.to_string()))?);
+        } else if name.eq_ignore_ascii_case(b"AT") && at.is_none() {
+            at = Some(number(value, "AT", "0..=2^64-1 (UNIX ns)")?);
+        } else {
+            return Err(format!(
+                "ERR unknown or repeated option '{}' (expected WANT, EXPIRE or AT)",
+                text(name)
+            ));
+        }
+    }
+    let want = want.ok_or("ERR missing argument: WANT <units>")?;
+    Ok(Lease {
+        limit,
+        want,
+        expire_ns,
+        at,
+    })
+}
+
 /// `RATECELL.CHECKALL [AT <now_ns>] LIMIT <key> <algorithm> <limit>
 /// <period> [BURST <b>] [SUBWINDOWS <n>] [COST <n>] [LIMIT ...]...`
 pub fn check_all<'a>(args: &[&'a [u8]]) -> Result<Request<'a>, String> {
@@ -345,6 +408,27 @@ mod tests {
         ];
         for (args, name) in cases {
             let e = check(&words(args)).unwrap_err();
+            assert!(e.starts_with("ERR ") && e.contains(name), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn leases_parse_and_name_their_errors() {
+        let l = lease(&words("k fixed_window 10 1s WANT 4 EXPIRE 100ms AT 7")).unwrap();
+        assert_eq!((l.want, l.expire_ns, l.at), (4, Some(100_000_000), Some(7)));
+        let l = lease(&words("k gcra 10 1s BURST 5 AT 3 WANT 2")).unwrap();
+        assert_eq!((l.want, l.at, l.limit.rule.config().burst), (2, Some(3), 5));
+        for (args, name) in [
+            ("k gcra 10 1s", "WANT"),
+            ("k gcra 10 1s WANT 0", "WANT"),
+            ("k gcra 10 1s WANT x", "WANT"),
+            ("k gcra 10 1s WANT 1 WANT 2", "WANT"),
+            ("k gcra 10 1s COST 2 WANT 1", "COST"),
+            ("k gcra 10 1s WANT 1 EXPIRE 5", "EXPIRE"),
+            ("k gcra 10 1s WANT 1 FOO 1", "FOO"),
+            ("k gcra 10 1s WANT", "WANT"),
+        ] {
+            let e = lease(&words(args)).unwrap_err();
             assert!(e.starts_with("ERR ") && e.contains(name), "{args}: {e}");
         }
     }

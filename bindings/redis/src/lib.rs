@@ -13,6 +13,9 @@
 //!   [options] [LIMIT ...]...` → `[admitted, [six]...]`, all or nothing.
 //! - `CL.THROTTLE <key> <max_burst> <count> <period_s> [quantity]` →
 //!   redis-cell's five integers.
+//! - `RATECELL.LEASE <key> <algorithm> <limit> <period> [options] WANT <w>
+//!   [EXPIRE d] [AT now_ns]` → `[units, expires_at_ns, retry_after_ns,
+//!   limit, remaining]`: a grant a node spends locally (SPEC.md §8).
 //! - `RATECELL.RESTORE <key> <state> [PXAT ms]`: writes a state; what
 //!   replicas and the AOF receive instead of the commands above.
 //!
@@ -31,6 +34,7 @@ pub mod args;
 #[cfg(feature = "floor")]
 pub mod floor;
 mod key;
+pub mod lease;
 mod reply;
 pub mod throttle;
 pub mod value;
@@ -315,23 +319,26 @@ pub(crate) fn store_new(
 
 /// `RATECELL.CHECK`: one limit on one key, decided in place on the stored
 /// value (no copy), written back only if it changed.
+///
+/// `t` is the request's time; `at` says whether a client gave it (`AT`):
+/// then the state is kept without expiry.
 fn check_one(
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
     name_bytes: &[u8],
     rule: &Rule,
     cost: u64,
-    at: Option<u64>,
+    t: u64,
+    at: bool,
 ) -> Result<Decision, RedisError> {
-    let t = at.unwrap_or_else(now_ns);
     let mut key = Key::open(ctx, name);
     let d = match key.held(rule)? {
         Held::Other(shape) => return Err(err(shape.admits(rule, name_bytes).unwrap_err())),
         Held::Value(mut v) => {
             let d = rule.decide(v.words_mut(), t, cost);
-            if (d.allowed && cost > 0) || v.at() != at.is_some() {
-                v.set_at(at.is_some());
-                if at.is_none() && rule.is_fresh_at(v.words(), t) {
+            if (d.allowed && cost > 0) || v.at() != at {
+                v.set_at(at);
+                if !at && rule.is_fresh_at(v.words(), t) {
                     key.delete();
                     replicate_del(ctx, name);
                 } else {
@@ -344,7 +351,7 @@ fn check_one(
             let mut words = vec![0; rule.words()];
             let d = rule.decide(&mut words, t, cost);
             if d.allowed && cost > 0 {
-                let v = Value::new(Shape::of(rule), at.is_some(), &words);
+                let v = Value::new(Shape::of(rule), at, &words);
                 store_new(ctx, &mut key, name, rule, v, t, d.reset_after_ns)?;
             }
             d
@@ -570,7 +577,8 @@ unsafe extern "C" fn check_command(
             return Err(RedisError::WrongArity);
         }
         let (rule, cost, at) = parse_cached(a.words)?;
-        let d = check_one(ctx, a.strings[1], a.words[0], &rule, cost, at)?;
+        let t = at.unwrap_or_else(now_ns);
+        let d = check_one(ctx, a.strings[1], a.words[0], &rule, cost, t, at.is_some())?;
         reply::send_ints(ctx, &six(&d));
         Ok(())
     };
@@ -643,6 +651,67 @@ unsafe extern "C" fn restore_command(
     let body = |a: &Argv<'_>| {
         restore(ctx, a)?;
         reply::send(ctx, &Reply::Ok);
+        Ok(())
+    };
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_command(ctx, argv, argc, body) }
+}
+
+/// `RATECELL.LEASE <key> <algorithm> <limit> <period> [options] WANT <w>
+/// [EXPIRE <duration>] [AT <now_ns>]` (SPEC.md §8): a grant of up to `w`
+/// units, applied to the key as a check of its cost; replies `[units,
+/// expires_at_ns, retry_after_ns, limit, remaining]`.
+unsafe extern "C" fn lease_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let body = |a: &Argv<'_>| {
+        if a.words.len() < 6 {
+            return Err(RedisError::WrongArity);
+        }
+        let req = args::lease(a.words).map_err(err)?;
+        let rule = req.limit.rule;
+        lease::leasable(rule.config().algorithm).map_err(err)?;
+        let t = req.at.unwrap_or_else(now_ns);
+        let name = a.strings[1];
+        let words = match Key::open(ctx, name).held(&rule)? {
+            Held::Empty => vec![0; rule.words()],
+            Held::Value(v) => v.words().to_vec(),
+            Held::Other(shape) => {
+                return Err(err(shape.admits(&rule, req.limit.key).unwrap_err()));
+            }
+        };
+        let g = lease::grant(&rule, &words, t, req.want, req.expire_ns);
+        if g.units > 0 {
+            // Stored, replicated and given its expiry as a check of the
+            // grant's cost (at `t`, which is the server's clock without AT).
+            let d = check_one(
+                ctx,
+                name,
+                req.limit.key,
+                &rule,
+                g.units,
+                t,
+                req.at.is_some(),
+            )?;
+            if !d.allowed {
+                return Err(RedisError::Str(
+                    "ERR the grant was refused when applied (a bug)",
+                ));
+            }
+        }
+        let d = six(&g.decision);
+        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let retry = if g.retry_after_ns == u64::MAX {
+            -1
+        } else {
+            clamp(g.retry_after_ns)
+        };
+        reply::send_ints(
+            ctx,
+            &[clamp(g.units), clamp(g.expires_at_ns), retry, d[1], d[2]],
+        );
         Ok(())
     };
     // SAFETY: Redis calls a command with argc valid arguments.
@@ -835,7 +904,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int,
         );
     }
-    let commands: [(&std::ffi::CStr, RawCommand, &std::ffi::CStr); 4] = [
+    let commands: [(&std::ffi::CStr, RawCommand, &std::ffi::CStr); 5] = [
         (c"ratecell.check", check_command, c"write deny-oom fast"),
         (c"cl.throttle", throttle_command, c"write deny-oom fast"),
         (
@@ -844,6 +913,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             c"write deny-oom getkeys-api",
         ),
         (c"ratecell.restore", restore_command, c"write deny-oom"),
+        (c"ratecell.lease", lease_command, c"write deny-oom fast"),
     ];
     #[cfg(feature = "floor")]
     if floor::FLOOR_TYPE.create_data_type(ctx.get_raw()).is_err() {

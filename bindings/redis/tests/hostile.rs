@@ -227,6 +227,19 @@ fn hostile_arguments_get_printable_errors_and_never_crash_the_server() {
             "1m",
         ],
         &["RATECELL.RESTORE", "r", "x", "PXAT", "1"],
+        &[
+            "RATECELL.LEASE",
+            "l",
+            "fixed_window",
+            "10",
+            "1s",
+            "WANT",
+            "4",
+            "EXPIRE",
+            "1s",
+            "AT",
+            "5",
+        ],
     ];
     let mut rng = Rng(0x5eed_0fc0_ffee);
     let mut sent = 0;
@@ -250,6 +263,7 @@ fn hostile_arguments_get_printable_errors_and_never_crash_the_server() {
         }
     }
     assert!(sent > 1_000, "{sent}");
+    // Every command still answers.
     assert!(
         server_alive(&server),
         "the server exited during the argument fuzz"

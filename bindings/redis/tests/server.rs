@@ -654,6 +654,71 @@ fn cl_throttle_answers_as_redis_cell_did() {
     assert!(compared > 9_000, "{compared}");
 }
 
+/// SPEC §8's grants on a real server: what remains, until the window's end,
+/// charged to the key as checks of their cost; refused algorithms named.
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn leases_grant_what_remains_and_charge_the_key() {
+    let server = Server::start(&[]);
+    let mut con = server.conn();
+    let second = 1_000_000_000u64;
+    let t = T0 + second / 4;
+    let lease = |con: &mut Connection, key: &str, alg: &str, want: u64, at: u64| {
+        redis::cmd("RATECELL.LEASE")
+            .arg(key)
+            .arg(alg)
+            .arg(10)
+            .arg("1s")
+            .arg("WANT")
+            .arg(want)
+            .arg("AT")
+            .arg(at)
+            .query::<Vec<i64>>(con)
+            .unwrap()
+    };
+    let got: Vec<Vec<i64>> = (0..4)
+        .map(|_| lease(&mut con, "l", "fixed_window", 4, t))
+        .collect();
+    let end = (T0 + second) as i64;
+    assert_eq!(got[0], [4, end, 0, 10, 6]);
+    assert_eq!(got[1], [4, end, 0, 10, 2]);
+    assert_eq!(got[2], [2, end, 0, 10, 0]);
+    assert_eq!(got[3], [0, t as i64, (T0 + second - t) as i64, 10, 0]);
+    // The key holds the charged state: a check sees it spent.
+    let c = Config::new(Algorithm::FixedWindow, 10, second);
+    assert!(!check(&mut con, "l", &c, 1, Some(t)).allowed);
+    assert!(check(&mut con, "l", &c, 1, Some(T0 + second)).allowed);
+    // GCRA: units last a tenth of the period by default.
+    let g = lease(&mut con, "g", "gcra", 3, t);
+    assert_eq!((g[0], g[1]), (3, (t + second / 10) as i64));
+    for (alg, key) in [
+        ("leaky_bucket", "q"),
+        ("sliding_log", "s"),
+        ("bucketed_window", "b"),
+    ] {
+        let e = error_of(
+            &mut con,
+            &["RATECELL.LEASE", key, alg, "10", "1s", "WANT", "1"],
+        );
+        assert!(e.contains(alg) && e.contains("leased"), "{e}");
+    }
+    let e = error_of(
+        &mut con,
+        &[
+            "RATECELL.LEASE",
+            "g",
+            "fixed_window",
+            "10",
+            "1s",
+            "WANT",
+            "1",
+        ],
+    );
+    assert!(e.contains("live"), "{e}");
+    let e = error_of(&mut con, &["RATECELL.LEASE", "g", "gcra", "10", "1s"]);
+    assert!(e.contains("wrong number") || e.contains("WANT"), "{e}");
+}
+
 /// Sends a command to the node that owns its slot, following MOVED.
 fn routed(ports: &[u16], args: &[&str]) -> redis::RedisResult<Value> {
     let mut port = ports[0];
