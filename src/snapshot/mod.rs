@@ -3,18 +3,21 @@
 //! rebuilt from them, in this process or another (docs/SNAPSHOT.md has the
 //! format and the guarantees).
 //!
-//! This module owns the format (`codec`), its checksum (`crc`), the
+//! This module owns the format (`format`), its checksum (`crc`), saving
+//! and restoring each kind of limiter in it (`direct`, `keyed`), the
 //! atomic file write and the periodic saver (`file`). It reads states only
 //! through the hooks of the cells and tables (one atomic load per word
 //! state, the latch for a block), and writes them only into a limiter it
 //! has just built and no other thread can see yet.
 
-mod codec;
 mod crc;
+mod direct;
 mod file;
+mod format;
+mod keyed;
 
-pub use codec::{VERSION, saved_config, saved_configs, saved_tiers};
 pub use file::{Persist, Persisted, Save};
+pub use format::{VERSION, saved_config, saved_configs, saved_tiers};
 
 use crate::config::{Error, Field};
 use std::fmt;
