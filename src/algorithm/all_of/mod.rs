@@ -41,10 +41,10 @@ use super::{
 };
 use crate::config::{Algorithm, Params};
 use crate::decision::Decision;
+use pair::{One, Pair, decide_pair};
 
 /// The most limits one limiter checks together.
 pub const MAX_LIMITS: usize = 8;
-
 /// One limit's rule.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Rule {
@@ -96,7 +96,6 @@ macro_rules! by_pair_form {
         }
     };
 }
-
 impl Rule {
     pub(crate) fn new(p: &Params) -> Rule {
         match p.algorithm {
@@ -193,7 +192,6 @@ impl Rule {
             block: unreachable!("a multi-word rule {a:?} in a word layout"))
     }
 }
-
 /// One limit and where its state sits: a bit offset (word layout) or a
 /// word offset (block layout).
 #[derive(Clone, Copy, Debug)]
@@ -202,7 +200,6 @@ struct Part {
     at: u32,
     bits: u32,
 }
-
 /// The composite of 1 to [`MAX_LIMITS`] limits.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AllOf {
@@ -226,7 +223,6 @@ pub(crate) struct AllOf {
     /// words each, from word 0 and word 2), else 0.
     block_pair: u8,
 }
-
 impl AllOf {
     /// The word layout when every limit has a single-word state and they
     /// fit `max_bits` together, else the block layout. `rules` holds 1 to
@@ -380,7 +376,6 @@ impl AllOf {
         }
     }
 }
-
 impl AllOf {
     /// Runs `visit` with the composite's concrete form when it has one (one
     /// or two limits in the word layout), else `other`. One dispatch on the
@@ -432,7 +427,6 @@ impl AllOf {
         }
     }
 }
-
 /// [`AllOf`]'s decision as a [`Visit`] (its one- and two-limit forms).
 struct Decide<'a> {
     state: u128,
@@ -440,7 +434,6 @@ struct Decide<'a> {
     n: u64,
     out: &'a mut [Decision],
 }
-
 impl Visit<u128> for Decide<'_> {
     type Out = (Decision, Option<u128>);
     #[allow(clippy::inline_always, reason = "as AllOf::concrete")]
@@ -449,149 +442,6 @@ impl Visit<u128> for Decide<'_> {
         alg.decide_each(self.state, self.t, self.n, self.out)
     }
 }
-
-/// A composite of one single-word limit with its rule's type known (a tier
-/// of one limit, `crate::tiers`): its own decision is the combined one,
-/// denied or not; nothing to decide again or combine.
-#[derive(Clone, Copy, Debug)]
-struct One<A> {
-    a: A,
-    bits: u32,
-}
-
-impl<A: WordAlgorithm> WordAlgorithm for One<A> {
-    type State = u128;
-
-    fn algorithm(&self) -> Algorithm {
-        self.a.algorithm()
-    }
-
-    #[inline]
-    fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
-        self.decide_each(state, t, n, &mut [])
-    }
-
-    #[allow(clippy::inline_always, reason = "as decide_pair")]
-    #[inline(always)]
-    fn decide_each(
-        &self,
-        state: u128,
-        t: u64,
-        n: u64,
-        out: &mut [Decision],
-    ) -> (Decision, Option<u128>) {
-        let own = state & mask(self.bits);
-        let (d, stored) = self.a.decide(self.a.unpack(own), t, n);
-        if let Some(o) = out.first_mut() {
-            *o = d;
-        }
-        let stored = stored.map(|s| self.a.pack(s));
-        (d, (d.allowed && n > 0).then(|| stored.unwrap_or(own)))
-    }
-
-    fn is_fresh_at(&self, state: u128, t: u64) -> bool {
-        self.a.is_fresh_at(self.a.unpack(state), t)
-    }
-
-    #[inline]
-    fn pack(&self, state: u128) -> u128 {
-        state
-    }
-
-    #[inline]
-    fn unpack(&self, word: u128) -> u128 {
-        word & mask(self.bits)
-    }
-
-    fn state_bits(&self) -> u32 {
-        self.bits
-    }
-
-    fn validate(&self, state: u128) -> Result<(), StateError> {
-        packed_validate(&self.a, state)
-    }
-}
-
-/// A composite of two single-word limits with both rules' types known:
-/// the first's state in the low bits, the second's from bit `at`. The
-/// rules by reference: copied into the check, their fields would be
-/// loaded once and spilled to the stack.
-#[derive(Clone, Copy, Debug)]
-struct Pair<'r, A, B> {
-    a: &'r A,
-    b: &'r B,
-    at: u32,
-    size: u32,
-}
-
-impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<'_, A, B> {
-    type State = u128;
-
-    fn algorithm(&self) -> Algorithm {
-        self.a.algorithm()
-    }
-
-    #[inline]
-    fn decide(&self, state: u128, t: u64, n: u64) -> (Decision, Option<u128>) {
-        self.decide_each(state, t, n, &mut [])
-    }
-
-    #[allow(clippy::inline_always, reason = "as decide_pair")]
-    #[inline(always)]
-    fn decide_each(
-        &self,
-        state: u128,
-        t: u64,
-        n: u64,
-        out: &mut [Decision],
-    ) -> (Decision, Option<u128>) {
-        // Each state's bits above its own are ignored by its `unpack`.
-        let at = self.at();
-        let (sa, sb) = (state, state >> at);
-        let (d, next) = decide_pair(self.a, self.b, (sa, sb), t, n, out);
-        (d, next.map(|(na, nb)| na | nb << at))
-    }
-
-    fn is_fresh_at(&self, state: u128, t: u64) -> bool {
-        self.a.is_fresh_at(self.a.unpack(state), t)
-            && self.b.is_fresh_at(self.b.unpack(state >> self.at()), t)
-    }
-
-    #[inline]
-    fn pack(&self, state: u128) -> u128 {
-        state
-    }
-
-    /// The word as it is: each limit's `unpack` ignores the bits above its
-    /// own state, which is all a check needs (the bits above `size` are
-    /// the owner's: the table masks its fingerprint off before this).
-    #[inline]
-    fn unpack(&self, word: u128) -> u128 {
-        word
-    }
-
-    fn state_bits(&self) -> u32 {
-        self.size
-    }
-
-    fn validate(&self, state: u128) -> Result<(), StateError> {
-        let at = self.at();
-        packed_validate(self.a, state & mask(at))?;
-        packed_validate(self.b, (state >> at) & mask(self.size - at))
-    }
-}
-
-impl<A: WordAlgorithm, B: WordAlgorithm> Pair<'_, A, B> {
-    /// Where the second state starts: a constant when the first's width
-    /// is (`WordAlgorithm::FIXED_BITS`), so the split and the join of the
-    /// two states are no shifts by a variable amount.
-    #[inline]
-    fn at(&self) -> u32 {
-        debug_assert!(A::FIXED_BITS.is_none_or(|bits| bits == self.at));
-        A::FIXED_BITS.unwrap_or(self.at)
-    }
-}
-
 /// The combined decision of the limits' own decisions (already adjusted to
 /// their states after the decision), and which limit denied: the one whose
 /// wait is the combined `retry_after_ns` (the lowest index on ties); `None`
@@ -640,100 +490,12 @@ pub(crate) fn combine(each: &[Decision]) -> (Decision, Option<usize>) {
     clippy::inline_always,
     reason = "one copy per pair of algorithms, each the body of a check; a call would keep the decisions in memory"
 )]
-#[inline(always)]
-fn decide_pair<A: WordAlgorithm, B: WordAlgorithm>(
-    a: &A,
-    b: &B,
-    (sa, sb): (u128, u128),
-    t: u64,
-    n: u64,
-    out: &mut [Decision],
-) -> (Decision, Option<(u128, u128)>) {
-    let (da, na) = a.decide(a.unpack(sa), t, n);
-    let (db, nb) = b.decide(b.unpack(sb), t, n);
-    if da.allowed && db.allowed {
-        let combined = combine_pair(da, db, true, out);
-        let next = match (na, nb) {
-            (Some(na), Some(nb)) => Some((a.pack(na), b.pack(nb))),
-            _ => None,
-        };
-        return (combined, next);
-    }
-    denied_pair(a, b, (sa, sb), (da, db), t, out)
-}
-
-/// [`decide_pair`]'s denial: a limit that admitted reports its unchanged
-/// state ([`AllOf::unspent`]), then the two decisions combine as
-/// [`combine`] combines any list. Always inlined, as [`decide_pair`] is: a
-/// denied check is as common as an admitted one under load, and left to
-/// the inliner this is a call on the denial's path.
-#[allow(
-    clippy::inline_always,
-    reason = "part of decide_pair's body, whose decisions stay in registers"
-)]
-#[inline(always)]
-fn denied_pair<A: WordAlgorithm, B: WordAlgorithm>(
-    a: &A,
-    b: &B,
-    (sa, sb): (u128, u128),
-    (mut da, mut db): (Decision, Decision),
-    t: u64,
-    out: &mut [Decision],
-) -> (Decision, Option<(u128, u128)>) {
-    if da.allowed {
-        let never = a.decide(a.unpack(sa), t, da.limit.saturating_add(1)).0;
-        da = AllOf::unspent(da, never);
-    }
-    if db.allowed {
-        let never = b.decide(b.unpack(sb), t, db.limit.saturating_add(1)).0;
-        db = AllOf::unspent(db, never);
-    }
-    (combine_pair(da, db, false, out), None)
-}
-
-/// [`combine`] for two decisions, built in registers, and [`report`] of
-/// both to `out`. When denied, an admitting limit's `retry_after_ns` is 0,
-/// so the largest of both is the largest of the denying ones.
-#[allow(
-    clippy::inline_always,
-    reason = "part of decide_pair's body, whose decisions stay in registers"
-)]
-#[inline(always)]
-fn combine_pair(da: Decision, db: Decision, allowed: bool, out: &mut [Decision]) -> Decision {
-    // Not a loop over `out.iter_mut().zip([da, db])`: that zip was left
-    // out of line, a call per check.
-    if let Some(o) = out.get_mut(0) {
-        *o = da;
-    }
-    if let Some(o) = out.get_mut(1) {
-        *o = db;
-    }
-    let least = if db.remaining < da.remaining { db } else { da };
-    Decision {
-        allowed,
-        limit: least.limit,
-        remaining: least.remaining,
-        retry_after_ns: if allowed {
-            0
-        } else {
-            da.retry_after_ns.max(db.retry_after_ns)
-        },
-        reset_after_ns: da.reset_after_ns.max(db.reset_after_ns),
-        wait_ns: if allowed {
-            da.wait_ns.max(db.wait_ns)
-        } else {
-            0
-        },
-    }
-}
-
 /// Copies the limits' decisions to `out` (as many as fit).
 #[inline]
 fn report(each: &[Decision], out: &mut [Decision]) {
     let n = each.len().min(out.len());
     out[..n].copy_from_slice(&each[..n]);
 }
-
 impl WordAlgorithm for AllOf {
     /// The limits' packed states side by side.
     type State = u128;
@@ -807,275 +569,8 @@ impl WordAlgorithm for AllOf {
     }
 }
 
-/// One limit's words inside the block: reads through; writes through only
-/// when `write` (the tentative pass drops them).
-struct View<'a, W: Words + ?Sized> {
-    words: &'a mut W,
-    at: usize,
-    write: bool,
-}
-
-impl<W: Words + ?Sized> Words for View<'_, W> {
-    #[inline]
-    fn get(&self, i: usize) -> u64 {
-        self.words.get(self.at + i)
-    }
-    #[inline]
-    fn set(&mut self, i: usize, value: u64) {
-        if self.write {
-            self.words.set(self.at + i, value);
-        }
-    }
-}
-
-/// A single-word state's two words in the block layout.
-#[inline]
-fn read_pair<W: Words + ?Sized>(w: &W, at: usize) -> u128 {
-    u128::from(w.get(at)) | (u128::from(w.get(at + 1)) << 64)
-}
-
-#[inline]
-fn write_pair<W: Words + ?Sized>(w: &mut W, at: usize, value: u128) {
-    w.set(at, value as u64);
-    w.set(at + 1, (value >> 64) as u64);
-}
-
-impl AllOf {
-    /// One limit's decision in the block layout; writes only when `write`.
-    fn decide_in<W: Words + ?Sized>(
-        p: &Part,
-        w: &mut W,
-        t: u64,
-        n: u64,
-        write: bool,
-    ) -> (Decision, Option<u128>) {
-        let at = p.at as usize;
-        with_rule!(&p.rule, a => word: {
-            let _ = (a, write);
-            p.rule.decide_word(read_pair(w, at), t, n)
-        }, block: {
-            let d = a.decide(&mut View { words: w, at, write }, t, n);
-            (d, None)
-        })
-    }
-}
-
-impl BlockAlgorithm for AllOf {
-    fn words(&self) -> usize {
-        self.size as usize
-    }
-
-    fn decide<W: Words + ?Sized>(&self, w: &mut W, t: u64, n: u64) -> Decision {
-        BlockAlgorithm::decide_each(self, w, t, n, &mut [])
-    }
-
-    /// Two single-word limits, the common case, decide in a copy of
-    /// [`decide_pair`] made for their rules, after one dispatch on
-    /// `block_pair`, inlined into the caller's latched section; any other
-    /// list goes to [`AllOf::decide_block`].
-    #[allow(
-        clippy::inline_always,
-        reason = "the pair's decision is built where the latched check returns it"
-    )]
-    #[inline(always)]
-    fn decide_each<W: Words + ?Sized>(
-        &self,
-        w: &mut W,
-        t: u64,
-        n: u64,
-        out: &mut [Decision],
-    ) -> Decision {
-        macro_rules! pair {
-            ($a:ident, $b:ident) => {{
-                let (Rule::$a(a), Rule::$b(b)) = (&self.parts[0].rule, &self.parts[1].rule) else {
-                    unreachable!("a rule of another kind than its form")
-                };
-                debug_assert_eq!((self.parts[0].at, self.parts[1].at), (0, 2));
-                let states = (read_pair(w, 0), read_pair(w, 2));
-                let (d, next) = decide_pair(a, b, states, t, n, out);
-                if let Some((na, nb)) = next {
-                    write_pair(w, 0, na);
-                    write_pair(w, 2, nb);
-                }
-                d
-            }};
-        }
-        by_pair_form!(self.block_pair, pair, self.decide_block(w, t, n, out))
-    }
-
-    fn is_fresh_at<W: Words + ?Sized>(&self, w: &W, t: u64) -> bool {
-        self.parts().iter().all(|p| {
-            let at = p.at as usize;
-            with_rule!(&p.rule, a => word: a.is_fresh_at(a.unpack(read_pair(w, at)), t),
-                block: a.is_fresh_at(&Shifted { words: w, at }, t))
-        })
-    }
-
-    /// Each limit's saved words in turn: a single-word limit's two words,
-    /// a multi-word limit's own listing, shifted to where its words sit.
-    fn saved_words<W: Words + ?Sized>(&self, w: &W, each: &mut dyn FnMut(usize)) {
-        for p in self.parts() {
-            let at = p.at as usize;
-            with_rule!(&p.rule, a => word: {
-                let _ = a;
-                each(at);
-                each(at + 1);
-            }, block: a.saved_words(&Shifted { words: w, at }, &mut |i| each(at + i)))
-        }
-    }
-
-    fn validate<W: Words + ?Sized>(&self, w: &W) -> Result<(), StateError> {
-        self.parts().iter().try_for_each(|p| {
-            let at = p.at as usize;
-            with_rule!(&p.rule, a => word: { let _ = a; p.rule.word_validate(read_pair(w, at)) },
-                block: a.validate(&Shifted { words: w, at }))
-        })
-    }
-
-    fn clear<W: Words + ?Sized>(&self, w: &mut W) {
-        for p in self.parts() {
-            let at = p.at as usize;
-            with_rule!(&p.rule, a => word: { let _ = a; write_pair(w, at, 0) },
-                block: a.clear(&mut View { words: w, at, write: true }));
-        }
-    }
-}
-
-impl AllOf {
-    /// [`BlockAlgorithm::decide_each`] for any list but two single-word
-    /// limits: each limit decided on a view that drops writes, then again
-    /// on the real words only when all admit.
-    #[inline(never)]
-    fn decide_block<W: Words + ?Sized>(
-        &self,
-        w: &mut W,
-        t: u64,
-        n: u64,
-        out: &mut [Decision],
-    ) -> Decision {
-        if self.len == 1 {
-            // One limit: decided once, on the real words (a rule writes
-            // only what it admits), as in the word layout.
-            let p = &self.parts[0];
-            let (d, stored) = AllOf::decide_in(p, w, t, n, true);
-            if let (true, Some(next)) = (d.allowed && n > 0, stored) {
-                write_pair(w, p.at as usize, next);
-            }
-            report(&[d], out);
-            return d;
-        }
-        let mut each = [Decision::default(); MAX_LIMITS];
-        let mut stored = [None; MAX_LIMITS];
-        for (i, p) in self.parts().iter().enumerate() {
-            (each[i], stored[i]) = AllOf::decide_in(p, w, t, n, false);
-        }
-        let all = each[..self.len].iter().all(|d| d.allowed);
-        if all && n > 0 {
-            for (i, p) in self.parts().iter().enumerate() {
-                if let Some(next) = stored[i] {
-                    write_pair(w, p.at as usize, next);
-                } else if p.rule.state_bits().is_none() {
-                    let again = AllOf::decide_in(p, w, t, n, true).0;
-                    debug_assert_eq!(again, each[i], "a block rule decided twice alike");
-                }
-            }
-        } else if !all {
-            for (i, p) in self.parts().iter().enumerate() {
-                if each[i].allowed {
-                    let never = each[i].limit.saturating_add(1);
-                    let never = AllOf::decide_in(p, w, t, never, false).0;
-                    each[i] = AllOf::unspent(each[i], never);
-                }
-            }
-        }
-        let each = &each[..self.len];
-        report(each, out);
-        combine(each).0
-    }
-}
-
-/// A read-only view of one limit's words (for `is_fresh_at`, which has
-/// only a shared borrow).
-struct Shifted<'a, W: Words + ?Sized> {
-    words: &'a W,
-    at: usize,
-}
-
-impl<W: Words + ?Sized> Words for Shifted<'_, W> {
-    fn get(&self, i: usize) -> u64 {
-        self.words.get(self.at + i)
-    }
-    fn set(&mut self, _: usize, _: u64) {
-        unreachable!("is_fresh_at, validate and saved_words only read")
-    }
-}
-
+// After the macros above, which the files below use.
+mod block;
+mod pair;
 #[cfg(all(test, not(ratecell_loom)))]
-mod tests {
-    use super::*;
-    use crate::config::Config;
-
-    const T0: u64 = 1_700_000_000_000_000_000;
-    const S: u64 = 1_000_000_000;
-
-    fn rule(c: Config) -> Rule {
-        Rule::new(&c.params().unwrap())
-    }
-
-    fn rules() -> Vec<Rule> {
-        vec![
-            rule(Config::new(Algorithm::Gcra, 10, S)),
-            rule(Config::new(Algorithm::FixedWindow, 3, 60 * S)),
-        ]
-    }
-
-    #[test]
-    fn the_tightest_limit_decides_and_a_denial_spends_nothing() {
-        for max_bits in [128, 0] {
-            let all = AllOf::new(&rules(), max_bits);
-            assert_eq!(all.is_word(), max_bits == 128);
-            let mut word = 0u128;
-            let mut block = vec![0u64; BlockAlgorithm::words(&all)];
-            let mut check = |n: u64| {
-                let mut each = [Decision::default(); 2];
-                let d = if all.is_word() {
-                    let (d, next) = WordAlgorithm::decide_each(&all, word, T0, n, &mut each);
-                    if let Some(next) = next {
-                        word = next;
-                    }
-                    d
-                } else {
-                    BlockAlgorithm::decide_each(&all, block.as_mut_slice(), T0, n, &mut each)
-                };
-                (d, each)
-            };
-            for left in [2, 1, 0] {
-                let (d, each) = check(1);
-                assert!(d.allowed);
-                assert_eq!((d.remaining, d.limit), (left, 3), "the window is tighter");
-                assert_eq!(each[0].remaining, 7 + left);
-            }
-            let (d, each) = check(1);
-            assert!(!d.allowed);
-            assert!(each[0].allowed && !each[1].allowed);
-            assert_eq!(each[0].remaining, 7, "GCRA's state is unchanged");
-            assert_eq!(d.retry_after_ns, each[1].retry_after_ns);
-            assert_eq!(d.reset_after_ns, 60 * S - T0 % (60 * S));
-        }
-    }
-    /// The block layout's offsets up to the most words `multi::rules`
-    /// accepts (a longer sliding log is refused there: its offsets would
-    /// pass `u32`).
-    #[test]
-    fn offsets_reach_the_largest_block() {
-        let limit = (u64::from(u32::MAX) - 5) / 2;
-        let log = rule(Config::new(Algorithm::SlidingLog, limit, S));
-        let bucket = rule(Config::new(Algorithm::TokenBucket, 10, S));
-        let all = AllOf::new(&[log, bucket], 96);
-        assert!(!all.is_word());
-        assert_eq!(log.words() as u32, u32::MAX - 2);
-        let at: Vec<u32> = all.parts().iter().map(|p| p.at).collect();
-        assert_eq!(at, [0, u32::MAX - 2]);
-        assert_eq!(BlockAlgorithm::words(&all), u32::MAX as usize);
-    }
-}
+mod tests;
