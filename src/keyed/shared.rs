@@ -1,0 +1,89 @@
+//! A keyed limiter whose table lies in a region shared by the processes
+//! of a machine (`KeyedLimiter::open_shared`).
+
+use super::*;
+
+impl KeyedLimiter {
+    /// A keyed limiter whose table lies in the file `path`, shared by every
+    /// process that opens it: one limit across the processes of a machine.
+    /// A bare name (no `/`) is placed under `/dev/shm`. The first process
+    /// creates the region (mode 0600); the others attach to it, and are
+    /// refused if they ask for another configuration. Only the word
+    /// algorithms (GCRA, leaky bucket, token bucket, fixed window, sliding
+    /// window) and capacity ≥ 1 are allowed. See `docs/SHARED.md` for the
+    /// region's lifecycle, its clock, and what happens when a process dies.
+    ///
+    /// Statistics other than the table's (keys tracked, evictions,
+    /// overflows) count this process's checks only.
+    pub fn open_shared(
+        path: impl AsRef<std::path::Path>,
+        config: Config,
+    ) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::open_shared_with(path, config, &SharedOptions::default())
+    }
+
+    /// [`KeyedLimiter::open_shared`] with a mode for a new region and a
+    /// choice of clock.
+    #[allow(
+        clippy::missing_panics_doc,
+        reason = "its one expect states what Tables::new guarantees, not a caller's error"
+    )]
+    pub fn open_shared_with(
+        path: impl AsRef<std::path::Path>,
+        config: Config,
+        options: &SharedOptions,
+    ) -> Result<KeyedLimiter, Error> {
+        KeyedLimiter::open_shared_keyed(path.as_ref(), config, options, None)
+    }
+
+    /// [`KeyedLimiter::open_shared_with`], a new region getting
+    /// `hash_keys` (a snapshot's) instead of random ones.
+    pub(crate) fn open_shared_keyed(
+        path: &std::path::Path,
+        config: Config,
+        options: &SharedOptions,
+        hash_keys: Option<(u64, u64)>,
+    ) -> Result<KeyedLimiter, Error> {
+        let path = crate::shared::resolve(path);
+        crate::shared::check_supported(&path, &config)?;
+        let mut opening = Some(Opening {
+            path,
+            config,
+            options: *options,
+            hash_keys,
+            attached: None,
+        });
+        let (tables, owner) = Tables::new(&config, &mut opening)?;
+        let (hash_keys, calibration) = opening
+            .and_then(|o| o.attached)
+            .expect("a shared table was attached");
+        let clock = if options.coarse_clock {
+            Clock::coarse()
+        } else {
+            Self::shared_clock(calibration)
+        };
+        let (k0, k1) = hash_keys;
+        let mut keyed = KeyedLimiter::assemble(
+            tables,
+            owner,
+            Limits::one(config),
+            clock,
+            KeyHasher::from_keys(k0, k1),
+        );
+        keyed.shared = true;
+        Ok(keyed)
+    }
+
+    #[cfg(not(ratecell_loom))]
+    fn shared_clock(calibration: crate::clock::shared::Calibration) -> Clock {
+        Clock::shared(crate::clock::shared::SharedClock::new(
+            quanta::Clock::new(),
+            calibration,
+        ))
+    }
+
+    #[cfg(ratecell_loom)]
+    fn shared_clock(_: crate::clock::shared::Calibration) -> Clock {
+        unreachable!("check_supported refuses shared mode under loom")
+    }
+}
