@@ -75,11 +75,14 @@ run_pytest() {
     return "$status"
 }
 
+# What the tests import beyond the package; both passes install all of it,
+# since a test file skipped for a missing module fails the step.
+test_packages=(pytest numpy uvicorn starlette flask prometheus-client)
+
 installed() {
     local env="$target/python-venv"
     venv "$env" || return 1
-    "$env/bin/python" -m pip install --quiet --disable-pip-version-check pytest numpy limits \
-        uvicorn starlette flask prometheus-client ||
+    "$env/bin/python" -m pip install --quiet --disable-pip-version-check "${test_packages[@]}" limits ||
         return 1
     # --force-reinstall: the version number does not change between builds.
     "$env/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
@@ -90,8 +93,7 @@ installed() {
 editable() {
     local env="$target/python-venv-editable"
     venv "$env" || return 1
-    "$env/bin/python" -m pip install --quiet --disable-pip-version-check pytest numpy \
-        uvicorn starlette ||
+    "$env/bin/python" -m pip install --quiet --disable-pip-version-check "${test_packages[@]}" ||
         return 1
     "$env/bin/python" -m pip install --quiet --disable-pip-version-check -e ./bindings/python ||
         return 1
