@@ -159,8 +159,9 @@ missing_library() {
         echo "go build succeeded without the library"
         return 1
     fi
+    # The message names a command that works from a user's own module.
     echo "$out" | grep -m1 'is not built' &&
-        echo "$out" | grep -q 'go generate github.com/ratecell/ratecell-go'
+        echo "$out" | grep -q 'cargo build --release --lib --manifest-path'
 }
 step missing-library missing_library
 
