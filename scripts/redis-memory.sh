@@ -91,6 +91,10 @@ for i in range(n):
     for a in args:
         out.write(b"$%d\r\n%s\r\n" % (len(a), a))
 EOF
+    # Redis grows its key table incrementally (a step per command and a
+    # millisecond per cron tick): measured right after the load, the old
+    # and the new table may both be allocated. A second lets it finish.
+    sleep 1
     after="$(used)"
     local keys
     keys="$(cli DBSIZE)"
@@ -131,12 +135,12 @@ import sys
 rows = {r.split("|")[0]: float(r.split("|")[1]) for r in sys.argv[1:]}
 floor = rows["floor: any module type (RATECELL.FLOOR.BARE)"]
 # A one-word state's block is 16 bytes (head + word); two or three words
-# take jemalloc's 32-byte class. Half a byte of slack for the dicts.
+# take jemalloc's 32-byte class. Two bytes of slack for the dicts' growth.
 limits = {"gcra": 16, "leaky_bucket": 16, "token_bucket": 32, "fixed_window": 32, "sliding_window": 32}
 bad = [
     f"{alg}: {rows[f'RATECELL.CHECK {alg} 100 1h']} > {floor} + {extra}"
     for alg, extra in limits.items()
-    if rows[f"RATECELL.CHECK {alg} 100 1h"] > floor + extra + 0.5
+    if rows[f"RATECELL.CHECK {alg} 100 1h"] > floor + extra + 2
 ]
 if bad:
     sys.exit("memory per key above its bound: " + "; ".join(bad))
