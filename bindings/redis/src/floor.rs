@@ -74,27 +74,13 @@ pub static FLOOR_TYPE: redis_module::native_types::RedisType =
     redis_module::native_types::RedisType::new(
         "rcfloor00",
         1,
-        raw::RedisModuleTypeMethods {
-            version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-            rdb_load: Some(bare_load),
-            rdb_save: Some(bare_save),
-            aof_rewrite: None,
-            free: Some(bare_free),
-            mem_usage: None,
-            digest: None,
-            aux_load: None,
-            aux_save: None,
-            aux_save2: None,
-            aux_save_triggers: 0,
-            free_effort: None,
-            unlink: None,
-            copy: None,
-            defrag: None,
-            copy2: None,
-            free_effort2: None,
-            mem_usage2: None,
-            unlink2: None,
-        },
+        crate::type_methods(
+            Some(bare_load),
+            Some(bare_save),
+            None,
+            Some(bare_free),
+            None,
+        ),
     );
 
 const BARE: *mut c_void = 8 as *mut c_void;

@@ -56,28 +56,45 @@ pub static RATECELL_TYPE: redis_module::native_types::RedisType =
     redis_module::native_types::RedisType::new(
         "ratecell1",
         value::ENCODING as i32,
-        raw::RedisModuleTypeMethods {
-            version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-            rdb_load: Some(rdb_load),
-            rdb_save: Some(rdb_save),
-            aof_rewrite: Some(aof_rewrite),
-            free: Some(free),
-            mem_usage: Some(mem_usage),
-            digest: None,
-            aux_load: None,
-            aux_save: None,
-            aux_save2: None,
-            aux_save_triggers: 0,
-            free_effort: None,
-            unlink: None,
-            copy: None,
-            defrag: None,
-            copy2: None,
-            free_effort2: None,
-            mem_usage2: None,
-            unlink2: None,
-        },
+        type_methods(
+            Some(rdb_load),
+            Some(rdb_save),
+            Some(aof_rewrite),
+            Some(free),
+            Some(mem_usage),
+        ),
     );
+
+/// A data type's callbacks: the five this module gives, none of the rest.
+pub(crate) const fn type_methods(
+    rdb_load: raw::RedisModuleTypeLoadFunc,
+    rdb_save: raw::RedisModuleTypeSaveFunc,
+    aof_rewrite: raw::RedisModuleTypeRewriteFunc,
+    free: raw::RedisModuleTypeFreeFunc,
+    mem_usage: raw::RedisModuleTypeMemUsageFunc,
+) -> raw::RedisModuleTypeMethods {
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load,
+        rdb_save,
+        aof_rewrite,
+        free,
+        mem_usage,
+        digest: None,
+        aux_load: None,
+        aux_save: None,
+        aux_save2: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: None,
+        copy: None,
+        defrag: None,
+        copy2: None,
+        free_effort2: None,
+        mem_usage2: None,
+        unlink2: None,
+    }
+}
 
 /// The INFO counters: requests checked, admitted and denied (a
 /// `RATECELL.CHECKALL` counts once).
@@ -220,22 +237,24 @@ fn err(message: String) -> RedisError {
 /// The six integers of a decision (SPEC.md §7): `-1` for a retry that can
 /// never succeed, other values clamped to `i64`.
 fn six(d: &Decision) -> [i64; 6] {
-    let never = |v: u64| {
-        if v == u64::MAX {
-            -1
-        } else {
-            i64::try_from(v).unwrap_or(i64::MAX)
-        }
-    };
-    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     [
         i64::from(d.allowed),
         clamp(d.limit),
         clamp(d.remaining),
-        never(d.retry_after_ns),
+        or_never(d.retry_after_ns),
         clamp(d.reset_after_ns),
         clamp(d.wait_ns),
     ]
+}
+
+/// A reply's integer: `v`, clamped to `i64`.
+fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A wait as a reply's integer: `-1` for never (`u64::MAX`), else clamped.
+fn or_never(v: u64) -> i64 {
+    if v == u64::MAX { -1 } else { clamp(v) }
 }
 
 fn replicate_del(ctx: *mut raw::RedisModuleCtx, name: *mut raw::RedisModuleString) {
@@ -702,15 +721,15 @@ unsafe extern "C" fn lease_command(
             }
         }
         let d = six(&g.decision);
-        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let retry = if g.retry_after_ns == u64::MAX {
-            -1
-        } else {
-            clamp(g.retry_after_ns)
-        };
         reply::send_ints(
             ctx,
-            &[clamp(g.units), clamp(g.expires_at_ns), retry, d[1], d[2]],
+            &[
+                clamp(g.units),
+                clamp(g.expires_at_ns),
+                or_never(g.retry_after_ns),
+                d[1],
+                d[2],
+            ],
         );
         Ok(())
     };

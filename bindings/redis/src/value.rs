@@ -99,6 +99,12 @@ impl Shape {
         })
     }
 
+    /// Words before the state in a value's block: the head, and the
+    /// extent for the two block algorithms.
+    fn header_words(self) -> usize {
+        if self.has_extent() { 2 } else { 1 }
+    }
+
     fn has_extent(self) -> bool {
         matches!(
             self.algorithm,
@@ -162,7 +168,9 @@ impl Value {
     /// # Panics
     /// If `words` is not as long as the shape's states.
     pub fn new(shape: Shape, at: bool, words: &[u64]) -> Value {
-        let mut block = Vec::with_capacity(2 + words.len());
+        // Exactly the block's length, so turning it into a boxed slice
+        // does not reallocate.
+        let mut block = Vec::with_capacity(shape.header_words() + words.len());
         block.push(shape.head(at));
         if shape.has_extent() {
             block.push(shape.extent);
@@ -188,7 +196,7 @@ impl Value {
     }
 
     fn header_words(&self) -> usize {
-        if self.shape().has_extent() { 2 } else { 1 }
+        self.shape().header_words()
     }
 
     /// The shape of the state.
@@ -283,7 +291,7 @@ impl Value {
     /// `words` state words.
     unsafe fn with_len(raw: *mut std::ffi::c_void, shape: Shape, words: usize) -> Value {
         let block = NonNull::new(raw.cast::<u64>()).expect("a module value is never null");
-        let len = if shape.has_extent() { 2 } else { 1 } + words;
+        let len = shape.header_words() + words;
         Value { block, len }
     }
 
@@ -310,15 +318,9 @@ impl Value {
         let (shape, at) = match get("encoding")? {
             ENCODING => {
                 let head = get("head")?;
-                let mut extent = None;
-                let (shape, at) = Shape::from_head(head, || {
-                    extent = Some(get("extent"));
-                    extent.clone().and_then(Result::ok)
-                })?;
-                if let Some(Err(e)) = extent {
-                    return Err(e);
-                }
-                (shape, at)
+                // The extent follows the head only for the algorithms that
+                // have one; a missing one is the truncation from_head names.
+                Shape::from_head(head, || get("extent").ok())?
             }
             ENCODING_V1 => return Value::from_v1(get),
             other => {
@@ -361,8 +363,10 @@ impl Value {
         let words = (0..n)
             .map(|_| get("words"))
             .collect::<Result<Vec<_>, _>>()?;
-        let shape = Shape::of(&rule);
-        validated(&shape.rule()?, shape, at, &words)
+        // Validation does not depend on the limit or burst the state was
+        // last decided under (SPEC.md §4), so the stored configuration's
+        // rule serves.
+        validated(&rule, Shape::of(&rule), at, &words)
     }
 
     /// The inverse of [`Value::encode_into`] (either encoding); the bytes
