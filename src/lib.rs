@@ -70,6 +70,7 @@
 mod acquire;
 mod algorithm;
 mod any;
+mod builder;
 mod cell;
 mod clock;
 mod config;
@@ -90,6 +91,7 @@ mod live;
 mod memory;
 mod multi;
 mod reconfigure;
+mod request;
 mod shared;
 /// Snapshots: save a limiter's states and restore them after a restart
 /// (docs/SNAPSHOT.md).
@@ -103,6 +105,7 @@ mod tiers;
 
 pub use acquire::AcquireError;
 pub use any::AnyLimiter;
+pub use builder::Builder;
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
     Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_GCRA_TOLERANCE_NS, MAX_LIMIT,
@@ -114,6 +117,7 @@ pub use duration::{DurationError, parse_duration};
 pub use keyed::KeyedLimiter;
 pub use limiter::Limiter;
 pub use multi::{MAX_LIMITS, MultiDecision};
+pub use request::{Batch, Key, Request, Tier};
 pub use shared::SharedOptions;
 #[cfg(not(ratecell_loom))]
 pub use snapshot::{Persisted, SnapshotError};

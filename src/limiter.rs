@@ -7,6 +7,7 @@
 //! multi-word algorithms).
 
 use crate::acquire::{AcquireError, acquire};
+use crate::builder::Builder;
 use crate::algorithm::WordAlgorithm;
 use crate::algorithm::{
     BlockAlgorithm, all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow,
@@ -18,6 +19,7 @@ use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
 use crate::decision::Decision;
 use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
+use crate::request::{Request, Tier};
 use crate::stats::{CheckCounters, Stats};
 use crate::sync::{AtomicU64, AtomicU128, SlotU128};
 use std::fmt;
@@ -291,9 +293,15 @@ impl Limiter {
         Limiter::with_clock(config, Clock::tsc())
     }
 
+    /// A [`Builder`] for a limiter of several limits, another clock or
+    /// named limits.
+    pub fn builder() -> Builder<Limiter> {
+        Builder::new()
+    }
+
     /// A limiter reading `clock` (a manual clock for simulations, or the
     /// coarse clock).
-    pub fn with_clock(config: Config, clock: Clock) -> Result<Limiter, Error> {
+    pub(crate) fn with_clock(config: Config, clock: Clock) -> Result<Limiter, Error> {
         let params = config.params()?;
         if config.capacity != 0 {
             return Err(ConfigError {
@@ -357,12 +365,12 @@ impl Limiter {
     /// assert_eq!(d.decision.remaining, 9, "the tighter of 9 and 999");
     /// assert_eq!(d.limits()[1].remaining, 999);
     /// ```
-    pub fn new_multi(configs: &[Config]) -> Result<Limiter, Error> {
+    pub(crate) fn new_multi(configs: &[Config]) -> Result<Limiter, Error> {
         Limiter::with_clock_multi(configs, Clock::tsc())
     }
 
     /// [`Limiter::new_multi`] reading `clock`.
-    pub fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
+    pub(crate) fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
         let all = crate::multi::all_of(configs, 128)?;
         if configs.len() == 1 || configs[0].capacity != 0 {
             // One limit needs no composite; a capacity is refused there.
@@ -387,7 +395,7 @@ impl Limiter {
     /// Names the limits, in order, for callers that report which limit
     /// denied ([`Limiter::limit_name`]); an empty name is no name. Errors
     /// with [`Field::Limits`] unless there is one name per limit.
-    pub fn with_names(self, names: &[&str]) -> Result<Limiter, Error> {
+    pub(crate) fn with_names(self, names: &[&str]) -> Result<Limiter, Error> {
         let mut limits = self.limits.load().clone();
         limits.name(names)?;
         self.limits.replace(limits);
@@ -405,16 +413,15 @@ impl Limiter {
         self.limits.load().names.get(index)?.as_deref()
     }
 
-    /// Decides a request of `cost` now, with each limit's own decision.
-    pub fn check_each(&self, cost: u64) -> MultiDecision {
-        self.check_each_at(cost, self.clock.now_ns())
-    }
-
-    /// Decides a request of `cost` at `now_ns`, with each limit's own
-    /// decision and which one denied (the same decision as
-    /// [`Limiter::check_at`]).
-    pub fn check_each_at(&self, cost: u64, now_ns: u64) -> MultiDecision {
-        let d = self.engine.decide_each(now_ns, cost);
+    /// Decides `request`, with each limit's own decision and which one
+    /// denied (the same decision as [`Limiter::check`]).
+    pub fn check_each(&self, request: impl Into<Request>) -> MultiDecision {
+        let r = request.into();
+        if r.tier != Tier::DEFAULT {
+            return MultiDecision::of_one(Decision::NEVER);
+        }
+        let now_ns = r.at_ns.unwrap_or_else(|| self.clock.now_ns());
+        let d = self.engine.decide_each(now_ns, r.cost);
         self.counters.record(d.decision.allowed);
         d
     }
@@ -437,34 +444,27 @@ impl Limiter {
         self.clock.now_ns()
     }
 
-    /// Decides a request of `cost` now (`cost` 0 is a peek).
+    /// Decides `request`: a cost (0 is a peek), or a [`Request`] with its
+    /// time. A direct limiter has tier 0 only; a request naming another
+    /// tier is denied ([`Decision::NEVER`]).
     #[inline]
-    pub fn check(&self, cost: u64) -> Decision {
-        self.check_at(cost, self.clock.now_ns())
-    }
-
-    /// Decides a request of `cost` at `now_ns` (UNIX ns, from the caller).
-    #[inline]
-    pub fn check_at(&self, cost: u64, now_ns: u64) -> Decision {
+    pub fn check(&self, request: impl Into<Request>) -> Decision {
+        let r = request.into();
+        if r.tier != Tier::DEFAULT {
+            return Decision::NEVER;
+        }
+        let now_ns = r.at_ns.unwrap_or_else(|| self.clock.now_ns());
         let tally = self.counters.tally();
-        let decision = self.engine.decision(now_ns, cost);
+        let decision = self.engine.decision(now_ns, r.cost);
         tally.record(decision.allowed);
         decision
     }
 
-    /// Whether one request is admitted now: [`Limiter::check`] with cost 1,
-    /// for callers that need only the yes or no.
+    /// Whether one request is admitted now: [`Limiter::check`] of one
+    /// unit, for callers that need only the yes or no.
     #[inline]
     pub fn allow(&self) -> bool {
-        self.allow_at(self.clock.now_ns())
-    }
-
-    /// Whether one request is admitted at `now_ns` (UNIX ns, from the
-    /// caller): [`Limiter::check_at`] with cost 1, for callers that need
-    /// only the yes or no.
-    #[inline]
-    pub fn allow_at(&self, now_ns: u64) -> bool {
-        let allowed = self.engine.admits(now_ns, 1);
+        let allowed = self.engine.admits(self.clock.now_ns(), 1);
         self.counters.record(allowed);
         allowed
     }
@@ -477,9 +477,20 @@ impl Limiter {
     /// do not fit one word (block layout, see [`Limiter::new_multi`])
     /// cannot refuse a queue place, so the wait for it may outlast
     /// `timeout`.
-    pub fn acquire(&self, cost: u64, timeout: Duration) -> Result<Decision, AcquireError> {
+    ///
+    /// The wait is on the limiter's clock: a time set on the request is not
+    /// used. A request naming a tier other than 0 is never admitted.
+    pub fn acquire(
+        &self,
+        request: impl Into<Request>,
+        timeout: Duration,
+    ) -> Result<Decision, AcquireError> {
+        let r = request.into();
+        if r.tier != Tier::DEFAULT {
+            return Err(AcquireError::Unsatisfiable(Decision::NEVER));
+        }
         acquire(&self.clock, timeout, |t, max_wait| {
-            let (decision, taken) = self.engine.decide(t, cost, max_wait);
+            let (decision, taken) = self.engine.decide(t, r.cost, max_wait);
             if taken {
                 self.counters.record(decision.allowed);
             }

@@ -9,8 +9,14 @@ impl KeyedLimiter {
         KeyedLimiter::with_clock(config, Clock::tsc())
     }
 
+    /// A [`Builder`](crate::Builder) for a keyed limiter of several limits,
+    /// tiers, another clock, named limits or a shared table.
+    pub fn builder() -> crate::Builder<KeyedLimiter> {
+        crate::Builder::new()
+    }
+
     /// A keyed limiter reading `clock`.
-    pub fn with_clock(config: Config, clock: Clock) -> Result<KeyedLimiter, Error> {
+    pub(crate) fn with_clock(config: Config, clock: Clock) -> Result<KeyedLimiter, Error> {
         KeyedLimiter::with_hasher(config, clock, KeyHasher::random())
     }
 
@@ -61,12 +67,12 @@ impl KeyedLimiter {
     /// per second), else a block of words under the place's latch. The
     /// collision table above applies with `f` = 128 − the states' bits
     /// (at most 64) in the first case, 62 in the second.
-    pub fn new_multi(configs: &[Config]) -> Result<KeyedLimiter, Error> {
+    pub(crate) fn new_multi(configs: &[Config]) -> Result<KeyedLimiter, Error> {
         KeyedLimiter::with_clock_multi(configs, Clock::tsc())
     }
 
     /// [`KeyedLimiter::new_multi`] reading `clock`.
-    pub fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
+    pub(crate) fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
         KeyedLimiter::with_hasher_multi(configs, clock, KeyHasher::random())
     }
 
@@ -136,12 +142,12 @@ impl KeyedLimiter {
     /// assert_eq!((0..10).filter(|_| limiter.check_tier_at(paid_user, 1, 1, t).unwrap().allowed).count(), 10);
     /// assert!(limiter.check_tier_at(paid_user, 2, 1, t).is_err(), "no tier 2");
     /// ```
-    pub fn new_tiered(tiers: &[Config]) -> Result<KeyedLimiter, Error> {
+    pub(crate) fn new_tiered(tiers: &[Config]) -> Result<KeyedLimiter, Error> {
         KeyedLimiter::with_clock_tiered(tiers, Clock::tsc())
     }
 
     /// [`KeyedLimiter::new_tiered`] reading `clock`.
-    pub fn with_clock_tiered(tiers: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
+    pub(crate) fn with_clock_tiered(tiers: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
         let tiers: Vec<&[Config]> = tiers.iter().map(std::slice::from_ref).collect();
         KeyedLimiter::with_clock_tiered_multi(&tiers, clock)
     }
@@ -151,12 +157,12 @@ impl KeyedLimiter {
     /// the same limits in the same order, with its own values. Errors as
     /// both name them ([`Field::Limits`] when a tier has not as many
     /// limits as tier 0).
-    pub fn new_tiered_multi(tiers: &[&[Config]]) -> Result<KeyedLimiter, Error> {
+    pub(crate) fn new_tiered_multi(tiers: &[&[Config]]) -> Result<KeyedLimiter, Error> {
         KeyedLimiter::with_clock_tiered_multi(tiers, Clock::tsc())
     }
 
     /// [`KeyedLimiter::new_tiered_multi`] reading `clock`.
-    pub fn with_clock_tiered_multi(
+    pub(crate) fn with_clock_tiered_multi(
         tiers: &[&[Config]],
         clock: Clock,
     ) -> Result<KeyedLimiter, Error> {

@@ -15,7 +15,7 @@ impl KeyedLimiter {
     ///
     /// Statistics other than the table's (keys tracked, evictions,
     /// overflows) count this process's checks only.
-    pub fn open_shared(
+    pub(crate) fn open_shared(
         path: impl AsRef<std::path::Path>,
         config: Config,
     ) -> Result<KeyedLimiter, Error> {
@@ -28,7 +28,7 @@ impl KeyedLimiter {
         clippy::missing_panics_doc,
         reason = "its one expect states what Tables::new guarantees, not a caller's error"
     )]
-    pub fn open_shared_with(
+    pub(crate) fn open_shared_with(
         path: impl AsRef<std::path::Path>,
         config: Config,
         options: &SharedOptions,
