@@ -3,7 +3,6 @@
 
 use crate::acquire::AcquireError;
 use crate::builder::Builder;
-use crate::clock::Clock;
 use crate::config::{Config, Error};
 use crate::decision::Decision;
 use crate::keyed::KeyedLimiter;

@@ -71,7 +71,21 @@ impl<L> Builder<L> {
         }
     }
 
-    /// Adds a limit, enforced with every other one added.
+    /// Adds a limit, enforced with every other one added (1 to
+    /// [`crate::MAX_LIMITS`], any algorithms): a request is admitted only
+    /// when every limit admits it, and only then is anything stored; its
+    /// decision is the combined one ([`crate::MultiDecision`]). Every
+    /// limit has the same capacity and overflow policy.
+    ///
+    /// A direct limiter keeps all its limits' states in one cell: one
+    /// 128-bit CAS when they fit 128 bits (any two of GCRA, leaky bucket,
+    /// token bucket, fixed window, sliding window with ordinary limits),
+    /// one latch otherwise. A keyed limiter keeps a key's limits in one
+    /// place of its table: one 128-bit slot updated by one CAS when their
+    /// states fit 96 bits (leaving 32 bits of fingerprint), else a block
+    /// of words under the place's latch; the collision table of
+    /// [`KeyedLimiter`] applies with `f` = 128 − the states' bits (at most
+    /// 64) in the first case, 62 in the second.
     pub fn limit(mut self, config: Config) -> Builder<L> {
         self.limits.push(config);
         self
@@ -83,10 +97,28 @@ impl<L> Builder<L> {
         self
     }
 
-    /// Adds a tier of `configs` limits (a keyed limiter's only): every tier
-    /// lists the same limits in the same order, with its own values. Tier 0
-    /// is the first added, and every request's unless it names another.
-    /// See [`KeyedLimiter::tier`] for what tiers may differ in.
+    /// Adds a tier (free, paid, internal...) of `configs` limits, a keyed
+    /// limiter's only: every tier lists the same limits in the same order,
+    /// with its own values, and one table holds every key whatever its
+    /// tier. Tier 0 is the first added and every request's unless it
+    /// names another ([`KeyedLimiter::tier`]): list the tier most keys
+    /// belong to (or the strictest) first.
+    ///
+    /// A key whose tier changes keeps its state, read by its new tier's
+    /// limits at its next check, as a live reconfiguration reads every
+    /// key's (the carry-over rules in docs/ALGORITHMS.md): what it spent
+    /// under the old tier counts against the new one. So tiers may differ
+    /// in limit, burst and (GCRA, leaky bucket, token bucket) period, and
+    /// not in what [`KeyedLimiter::reconfigure`] refuses to change: the
+    /// algorithm, a window algorithm's period, sub-windows, a sliding log's
+    /// limit, the capacity or the overflow policy. Unlike a live change,
+    /// tiers may be any size apart: each count is packed in the width the
+    /// largest tier needs. A tiered limiter's tiers are fixed: it cannot
+    /// be reconfigured live.
+    ///
+    /// Errors name the field: [`Field::Tiers`] for more than
+    /// [`crate::MAX_TIERS`], [`Field::Capacity`] for capacity 0, and the
+    /// field in which a tier differs from tier 0 where it may not.
     pub fn tier(mut self, configs: &[Config]) -> Builder<L> {
         self.tiers.push(configs.to_vec());
         self

@@ -330,45 +330,6 @@ impl Limiter {
         }
     }
 
-    /// A limiter enforcing every one of `configs` (1 to
-    /// [`MAX_LIMITS`], any algorithms) as one, on the TSC clock: a request
-    /// is admitted only when every limit admits it, and only then is
-    /// anything stored. Every check returns the combined decision (see
-    /// [`MultiDecision`]); [`Limiter::check_each_at`] also returns each
-    /// limit's.
-    ///
-    /// All of the limits' states live in one cell: one 128-bit CAS when
-    /// they fit 128 bits (any two of GCRA, leaky bucket, token bucket,
-    /// fixed window, sliding window with ordinary limits), one latch
-    /// otherwise.
-    ///
-    /// Every config has capacity 0 (a keyed form is
-    /// [`crate::KeyedLimiter::new_multi`]). Errors name the field:
-    /// [`Field::Limits`] for none or more than [`MAX_LIMITS`], any field
-    /// of any limit (the message says which), [`Field::Capacity`] or
-    /// [`Field::Overflow`] when they differ between limits,
-    /// [`Field::Limit`] when their states take more than `u32::MAX` words
-    /// (32 GiB) together (a sliding log of 2^31 entries or more).
-    ///
-    /// ```
-    /// use ratecell::{Algorithm, Config, Limiter};
-    ///
-    /// const S: u64 = 1_000_000_000;
-    /// let limiter = Limiter::new_multi(&[
-    ///     Config::new(Algorithm::Gcra, 10, S),                 // 10 per second
-    ///     Config::new(Algorithm::FixedWindow, 1000, 86_400 * S), // and 1000 per day
-    /// ])
-    /// .unwrap();
-    /// let t = 1_700_000_000_000_000_000;
-    /// let d = limiter.check_each_at(1, t);
-    /// assert!(d.decision.allowed);
-    /// assert_eq!(d.decision.remaining, 9, "the tighter of 9 and 999");
-    /// assert_eq!(d.limits()[1].remaining, 999);
-    /// ```
-    pub(crate) fn new_multi(configs: &[Config]) -> Result<Limiter, Error> {
-        Limiter::with_clock_multi(configs, Clock::tsc())
-    }
-
     /// [`Limiter::new_multi`] reading `clock`.
     pub(crate) fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
         let all = crate::multi::all_of(configs, 128)?;

@@ -117,17 +117,21 @@ macro_rules! answer_decision {
     }};
 }
 
+mod build;
 mod info;
 mod limiter;
 mod multi;
+mod request;
 #[cfg(not(ratecell_loom))]
 mod snapshot;
 mod tiers;
 pub mod types;
 
+pub use build::*;
 pub use info::*;
 pub use limiter::*;
 pub use multi::*;
+pub use request::*;
 #[cfg(not(ratecell_loom))]
 pub use snapshot::*;
 pub use tiers::*;

@@ -3,7 +3,8 @@
 //! background thread (docs/SNAPSHOT.md).
 
 use super::limiter::{Inner, clock_of, handle, put};
-use super::multi::{build_multi, configs_arg};
+use super::build::build_multi;
+use super::multi::configs_arg;
 use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{into_raw, out_ptr, path_arg};

@@ -28,10 +28,6 @@ use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::time::Duration;
 
-mod build;
-mod shared;
-mod tiers;
-
 /// How many keys ahead a batch check starts loading buckets: enough to
 /// cover a memory access with the work of the checks in between.
 const PREFETCH_DISTANCE: usize = 16;
@@ -142,6 +138,11 @@ macro_rules! with_table {
         }
     };
 }
+
+// After the macro, which they use.
+mod build;
+mod shared;
+mod tiers;
 
 /// A shared region being opened: what `Tables::new` needs to attach it,
 /// and what attaching gave besides the table.

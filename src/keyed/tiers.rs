@@ -163,7 +163,6 @@ impl KeyedLimiter {
         now_ns: u64,
         mut each: impl FnMut(usize, Decision),
     ) {
-        let checked = "every tier was checked before the batch";
         match &self.tables {
             Tables::TieredWord(t) => {
                 let all = t.alg().get();
