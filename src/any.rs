@@ -2,7 +2,6 @@
 //! whose configuration, not their code, says which one they need.
 
 use crate::acquire::AcquireError;
-use crate::builder::Builder;
 use crate::config::{Config, Error};
 use crate::decision::Decision;
 use crate::keyed::KeyedLimiter;
@@ -46,13 +45,11 @@ impl AnyLimiter {
     /// A direct limiter when `config.capacity` is 0, else a keyed one, on
     /// the TSC clock.
     pub fn new(config: Config) -> Result<AnyLimiter, Error> {
-        AnyLimiter::builder().limit(config).build()
-    }
-
-    /// A [`Builder`] for several limits, another clock or named limits
-    /// (direct when the first limit's capacity is 0, else keyed).
-    pub fn builder() -> Builder<AnyLimiter> {
-        Builder::new()
+        Ok(if config.capacity == 0 {
+            AnyLimiter::Direct(Limiter::new(config)?)
+        } else {
+            AnyLimiter::Keyed(KeyedLimiter::new(config)?)
+        })
     }
 
     /// The configuration (the first limit's, for a multi-limit limiter).

@@ -59,8 +59,32 @@ pub struct Builder<L> {
     kind: PhantomData<fn() -> L>,
 }
 
+impl Limiter {
+    /// A [`Builder`] for a limiter of several limits, another clock or
+    /// named limits.
+    pub fn builder() -> Builder<Limiter> {
+        Builder::new()
+    }
+}
+
+impl KeyedLimiter {
+    /// A [`Builder`] for a keyed limiter of several limits, tiers, another
+    /// clock, named limits or a shared table.
+    pub fn builder() -> Builder<KeyedLimiter> {
+        Builder::new()
+    }
+}
+
+impl AnyLimiter {
+    /// A [`Builder`] for several limits, another clock or named limits
+    /// (direct when the first limit's capacity is 0, else keyed).
+    pub fn builder() -> Builder<AnyLimiter> {
+        Builder::new()
+    }
+}
+
 impl<L> Builder<L> {
-    pub(crate) fn new() -> Builder<L> {
+    fn new() -> Builder<L> {
         Builder {
             limits: Vec::new(),
             tiers: Vec::new(),

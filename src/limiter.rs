@@ -7,7 +7,6 @@
 //! multi-word algorithms).
 
 use crate::acquire::{AcquireError, acquire};
-use crate::builder::Builder;
 use crate::algorithm::WordAlgorithm;
 use crate::algorithm::{
     BlockAlgorithm, all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow,
@@ -29,15 +28,15 @@ use std::time::Duration;
 /// or in an `Arc`; every method takes `&self`.
 ///
 /// ```
-/// use ratecell::{Algorithm, Config, Limiter};
+/// use ratecell::{Algorithm, Config, Limiter, Request};
 ///
 /// // 10 requests per second, at most 10 at once.
 /// let limiter = Limiter::new(Config::new(Algorithm::Gcra, 10, 1_000_000_000)).unwrap();
 /// let t = 1_700_000_000_000_000_000; // explicit UNIX ns: deterministic
 /// for _ in 0..10 {
-///     assert!(limiter.check_at(1, t).allowed);
+///     assert!(limiter.check(Request::new(1).at(t)).allowed);
 /// }
-/// let denied = limiter.check_at(1, t);
+/// let denied = limiter.check(Request::new(1).at(t));
 /// assert!(!denied.allowed);
 /// assert_eq!(denied.retry_after_ns, 100_000_000); // one emission interval
 /// ```
@@ -147,7 +146,7 @@ impl Engine {
     }
 
     /// The whole decision of a request of cost `n` at `t`, always taken
-    /// ([`Limiter::check_at`]).
+    /// ([`Limiter::check`]).
     ///
     /// The single-word arms return their decision in registers; the block
     /// engines decide out of line ([`Engine::block_decision`]) and
@@ -293,12 +292,6 @@ impl Limiter {
         Limiter::with_clock(config, Clock::tsc())
     }
 
-    /// A [`Builder`] for a limiter of several limits, another clock or
-    /// named limits.
-    pub fn builder() -> Builder<Limiter> {
-        Builder::new()
-    }
-
     /// A limiter reading `clock` (a manual clock for simulations, or the
     /// coarse clock).
     pub(crate) fn with_clock(config: Config, clock: Clock) -> Result<Limiter, Error> {
@@ -435,7 +428,7 @@ impl Limiter {
     /// never spinning. Gives up once `timeout` would pass first.
     ///
     /// One exception: several limits including a leaky bucket whose states
-    /// do not fit one word (block layout, see [`Limiter::new_multi`])
+    /// do not fit one word (block layout, see [`crate::Builder::limit`])
     /// cannot refuse a queue place, so the wait for it may outlast
     /// `timeout`.
     ///
@@ -460,8 +453,8 @@ impl Limiter {
     }
 
     /// Changes the limits while checks run, keeping every state: `configs`
-    /// replaces the limits in order (one config for a limiter made by
-    /// [`Limiter::new`], as many as it has for [`Limiter::new_multi`]).
+    /// replaces the limits in order (as many configs as the limiter was
+    /// built with: one for [`Limiter::new`]).
     ///
     /// No check waits: each decides on the old limits or on the new ones,
     /// never a mix. What a state means right after the change (its
@@ -481,19 +474,21 @@ impl Limiter {
     /// them without any atomic write (see `crate::live`).
     ///
     /// ```
-    /// use ratecell::{Algorithm, Clock, Config, Limiter};
+    /// use ratecell::{Algorithm, Clock, Config, Limiter, Request};
     ///
     /// let t = 1_700_000_000_000_000_000;
     /// let (clock, _hand) = Clock::manual(t);
-    /// let limiter =
-    ///     Limiter::with_clock(Config::new(Algorithm::FixedWindow, 10, 1_000_000_000), clock)
-    ///         .unwrap();
-    /// assert_eq!(limiter.check_at(4, t).remaining, 6);
+    /// let limiter = Limiter::builder()
+    ///     .limit(Config::new(Algorithm::FixedWindow, 10, 1_000_000_000))
+    ///     .clock(clock)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(limiter.check(Request::new(4).at(t)).remaining, 6);
     /// // 10 to 14 per second: the 4 spent this window stay spent.
     /// limiter
     ///     .reconfigure(&[Config::new(Algorithm::FixedWindow, 14, 1_000_000_000)])
     ///     .unwrap();
-    /// assert_eq!(limiter.check_at(0, t).remaining, 10);
+    /// assert_eq!(limiter.check(Request::new(0).at(t)).remaining, 10);
     /// // Another algorithm has no carry-over: refused.
     /// assert!(limiter.reconfigure(&[Config::new(Algorithm::Gcra, 10, 1_000_000_000)]).is_err());
     /// ```

@@ -9,12 +9,6 @@ impl KeyedLimiter {
         KeyedLimiter::with_clock(config, Clock::tsc())
     }
 
-    /// A [`Builder`](crate::Builder) for a keyed limiter of several limits,
-    /// tiers, another clock, named limits or a shared table.
-    pub fn builder() -> crate::Builder<KeyedLimiter> {
-        crate::Builder::new()
-    }
-
     /// A keyed limiter reading `clock`.
     pub(crate) fn with_clock(config: Config, clock: Clock) -> Result<KeyedLimiter, Error> {
         KeyedLimiter::with_hasher(config, clock, KeyHasher::random())
