@@ -22,11 +22,14 @@ typedef struct ratecell_persisted ratecell_persisted;
 typedef struct ratecell_config ratecell_config;
 typedef struct ratecell_decision ratecell_decision;
 typedef struct ratecell_multi_decision ratecell_multi_decision;
+typedef struct ratecell_request ratecell_request;
+typedef struct ratecell_batch ratecell_batch;
+typedef struct ratecell_options ratecell_options;
 /* No typedef for struct ratecell_stats: the function ratecell_stats() has
  * that name. Declare it as `struct ratecell_stats s;`. */
 
-// The most limits one limiter checks together (`n` of
-// `ratecell_limiter_new_multi`).
+// The most limits one limiter checks together (`n_limits` of
+// `ratecell_options`).
 #define RATECELL_MAX_LIMITS 8
 
 // `denied_by` of a `ratecell_multi_decision` when no limit denied.
@@ -35,8 +38,7 @@ typedef struct ratecell_multi_decision ratecell_multi_decision;
 // `at_ns` of a request decided at the limiter's own clock (the default).
 #define RATECELL_NOW UINT64_MAX
 
-// The most tiers one limiter serves (`n_tiers` of
-// `ratecell_limiter_new_tiered`).
+// The most tiers one limiter serves (`n_tiers` of `ratecell_options`).
 #define RATECELL_MAX_TIERS 16
 
 // The result of every fallible `ratecell_*` call. `RATECELL_OK` is 0;
@@ -90,8 +92,8 @@ enum ratecell_status
   RATECELL_COST_EXCEEDS_LIMIT = 13,
   // A length is larger than any buffer can be (a byte length above
   // `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory),
-  // or the `n` of `ratecell_limiter_new_multi` is outside
-  // 1..=`RATECELL_MAX_LIMITS`.
+  // or a struct's `size` this library does not know, or a count of
+  // `ratecell_options` (`n_limits`, `n_tiers`) out of range.
   RATECELL_INVALID_LENGTH = 14,
   // A bug: the library panicked inside the call. The panic was caught
   // and did not cross into C; the limiter is still safe to use and free.
@@ -116,26 +118,26 @@ enum ratecell_status
   // and restored since snapshot format version 2. The number stays so
   // no status is renumbered.
   RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
-  // `ratecell_limiter_open_shared`: the region's file could not be
+  // `ratecell_limiter_build` with a `shared_path`: the region's file could not be
   // opened, created, sized or mapped (permissions, a missing directory,
   // a file system without hard links).
   RATECELL_SHARED_IO = 22,
-  // `ratecell_limiter_open_shared`: the file is not a ratecell region
+  // `ratecell_limiter_build` with a `shared_path`: the file is not a ratecell region
   // (garbage, or a damaged header).
   RATECELL_SHARED_NOT_A_REGION = 23,
-  // `ratecell_limiter_open_shared`: the file is shorter than the region
+  // `ratecell_limiter_build` with a `shared_path`: the file is shorter than the region
   // its header describes.
   RATECELL_SHARED_TRUNCATED = 24,
-  // `ratecell_limiter_open_shared`: the region has another layout
+  // `ratecell_limiter_build` with a `shared_path`: the region has another layout
   // version (made by another release of ratecell).
   RATECELL_SHARED_VERSION = 25,
-  // `ratecell_limiter_open_shared`: the region was made with another
+  // `ratecell_limiter_build` with a `shared_path`: the region was made with another
   // configuration.
   RATECELL_SHARED_CONFIG_MISMATCH = 26,
-  // `ratecell_limiter_open_shared`: the region was made before the
+  // `ratecell_limiter_build` with a `shared_path`: the region was made before the
   // machine last booted; remove the file.
   RATECELL_SHARED_STALE = 27,
-  // `ratecell_limiter_open_shared`: this configuration cannot be shared
+  // `ratecell_limiter_build` with a `shared_path`: this configuration cannot be shared
   // (the bucketed window and sliding log algorithms, capacity 0), or this
   // platform cannot share (not Linux, no lock-free 128-bit CAS, another
   // pid namespace).
@@ -145,8 +147,8 @@ enum ratecell_status
   // ...) or changes what is fixed (number of limits, capacity,
   // overflow, a shared region); nothing changed.
   RATECELL_RECONFIGURE_REFUSED = 29,
-  // `ratecell_check_tier*`: the tier is not below the limiter's number
-  // of tiers (`ratecell_limiter_tiers`); nothing was checked.
+  // A request's tier is not below the limiter's number of tiers
+  // (`ratecell_limiter_tiers`); nothing was checked.
   RATECELL_INVALID_TIER = 30,
 };
 #ifndef __cplusplus
@@ -409,7 +411,7 @@ struct ratecell_decision {
 // largest; `wait_ns` the largest when admitted.
 //
 // `limits[0..count]` are the limits' own decisions, in the order of the
-// configs given to `ratecell_limiter_new_multi` (one for a limiter made by
+// configs given to `ratecell_limiter_build` (one for a limiter made by
 // `ratecell_limiter_new`); the rest is zeroed. A limit that alone would
 // admit a request another denies says `allowed` with the `remaining` and
 // `reset_after_ns` of its unchanged state.
@@ -737,8 +739,8 @@ ratecell_status ratecell_acquire(const struct ratecell_limiter *limiter,
 // unblocking a user). A limiter of capacity 0 forgets its one shared
 // state. Resetting a key that has no state is not an error.
 //
-// Returns `RATECELL_OK`, or as `ratecell_check` for a bad argument.
-// Thread-safe.
+// Returns `RATECELL_OK`, or as `ratecell_check` for a bad argument (but
+// for the tier, which is not read). Thread-safe.
 //
 // # Safety
 // `limiter` is NULL or a live handle; `request` as for `ratecell_check`.
@@ -772,8 +774,8 @@ ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter
 
 // Builds a limiter from the snapshot file at `path`, with the
 // configuration saved in it (every limit, for a limiter of several: the
-// result is as `ratecell_limiter_new_multi` makes it; every tier, for a
-// tiered limiter: as `ratecell_limiter_new_tiered_multi`), on the TSC clock,
+// result is as `ratecell_limiter_build` makes it; every tier, for a
+// tiered limiter), on the TSC clock,
 // and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 // `ratecell_limiter_new` would: restore this way only files you would
 // take a configuration from; `ratecell_limiter_restore_config` refuses
@@ -815,13 +817,13 @@ ratecell_status ratecell_limiter_restore_config(const struct ratecell_config *cf
                                                 struct ratecell_limiter **out);
 
 // `ratecell_limiter_restore_config` for a limiter of several limits
-// (`ratecell_limiter_new_multi`): builds the limiter of `configs[0..n]`
+// (`ratecell_options.n_limits` > 1): builds the limiter of `configs[0..n]`
 // from the snapshot file at `path`. The snapshot must hold the same
 // limits in the same order; otherwise `RATECELL_SNAPSHOT_CONFIG_MISMATCH`
 // before anything is allocated. `n` = 1 is `ratecell_limiter_restore_config`.
 //
 // Returns the statuses of `ratecell_limiter_restore_config`, and those of
-// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out` is
+// `ratecell_limiter_build` for invalid `configs`. On failure `*out` is
 // left unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
 //
 // # Safety
@@ -834,7 +836,7 @@ ratecell_status ratecell_limiter_restore_multi(const struct ratecell_config *con
                                                struct ratecell_limiter **out);
 
 // `ratecell_limiter_restore_config` for a tiered limiter
-// (`ratecell_limiter_new_tiered_multi`): builds the limiter of
+// (`ratecell_options.n_tiers` ≥ 1): builds the limiter of
 // `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from the
 // snapshot file at `path`. The snapshot must hold the same tiers of the
 // same limits in the same order; otherwise
@@ -842,7 +844,7 @@ ratecell_status ratecell_limiter_restore_multi(const struct ratecell_config *con
 // snapshot of a limiter made without tiers is refused so too).
 //
 // Returns the statuses of `ratecell_limiter_restore_config`, and those of
-// `ratecell_limiter_new_tiered_multi` for invalid `configs`. On failure
+// `ratecell_limiter_build` for invalid `configs`. On failure
 // `*out` is left unchanged. Ownership as for `ratecell_limiter_new`.
 // Thread-safe.
 //
@@ -879,13 +881,13 @@ ratecell_status ratecell_persisted_open(const struct ratecell_config *cfg,
                                         struct ratecell_persisted **out);
 
 // `ratecell_persisted_open` for a limiter of several limits checked as
-// one (`ratecell_limiter_new_multi`): restores `configs[0..n]`'s limiter
+// one (`ratecell_options.n_limits` > 1): restores `configs[0..n]`'s limiter
 // from `path` if the file exists (the same limits in the same order, else
 // `RATECELL_SNAPSHOT_CONFIG_MISMATCH`), else makes it fresh, and saves it
 // there every `every_ns`. `n` = 1 is `ratecell_persisted_open`.
 //
 // Returns the statuses of `ratecell_persisted_open`, and those of
-// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out`
+// `ratecell_limiter_build` for invalid `configs`. On failure `*out`
 // is left unchanged. Ownership: release with `ratecell_persisted_close`.
 // Thread-safe.
 //
@@ -900,18 +902,17 @@ ratecell_status ratecell_persisted_open_multi(const struct ratecell_config *conf
                                               struct ratecell_persisted **out);
 
 // `ratecell_persisted_open` for a tiered limiter
-// (`ratecell_limiter_new_tiered_multi`): restores the limiter of
+// (`ratecell_options.n_tiers` ≥ 1): restores the limiter of
 // `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from
 // `path` if the file exists, else makes it fresh, and saves it there
 // every `every_ns` with every tier. A file of other tiers, another number
 // of them, or of a limiter made without tiers is refused with
 // `RATECELL_SNAPSHOT_CONFIG_MISMATCH` (as `ratecell_limiter_restore_tiered`
 // refuses it) before anything is allocated. Every check on its limiter
-// may name a tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
-// `ratecell_acquire*_tier`).
+// may name a tier (`ratecell_request.tier`, `ratecell_batch.tiers`).
 //
 // Returns the statuses of `ratecell_persisted_open`, and those of
-// `ratecell_limiter_new_tiered_multi` for invalid `configs` or counts.
+// `ratecell_limiter_build` for invalid `configs` or counts.
 // On failure `*out` is left unchanged. Ownership: release with
 // `ratecell_persisted_close`. Thread-safe.
 //

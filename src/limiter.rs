@@ -372,7 +372,7 @@ impl Limiter {
     pub fn check_each(&self, request: impl Into<Request>) -> MultiDecision {
         let r = request.into();
         if r.tier != Tier::DEFAULT {
-            return MultiDecision::of_one(Decision::NEVER);
+            return MultiDecision::of_one(self.never());
         }
         let now_ns = r.at_ns.unwrap_or_else(|| self.clock.now_ns());
         let d = self.engine.decide_each(now_ns, r.cost);
@@ -405,13 +405,21 @@ impl Limiter {
     pub fn check(&self, request: impl Into<Request>) -> Decision {
         let r = request.into();
         if r.tier != Tier::DEFAULT {
-            return Decision::NEVER;
+            return self.never();
         }
         let now_ns = r.at_ns.unwrap_or_else(|| self.clock.now_ns());
         let tally = self.counters.tally();
         let decision = self.engine.decision(now_ns, r.cost);
         tally.record(decision.allowed);
         decision
+    }
+
+    /// The decision of a request naming a tier (a direct limiter has tier
+    /// 0 only), counted as a denial.
+    #[cold]
+    fn never(&self) -> Decision {
+        self.counters.record(false);
+        Decision::NEVER
     }
 
     /// Whether one request is admitted now: [`Limiter::check`] of one
@@ -441,7 +449,7 @@ impl Limiter {
     ) -> Result<Decision, AcquireError> {
         let r = request.into();
         if r.tier != Tier::DEFAULT {
-            return Err(AcquireError::Unsatisfiable(Decision::NEVER));
+            return Err(AcquireError::Unsatisfiable(self.never()));
         }
         acquire(&self.clock, timeout, |t, max_wait| {
             let (decision, taken) = self.engine.decide(t, r.cost, max_wait);

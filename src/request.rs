@@ -72,14 +72,15 @@ impl<'a> From<&'a String> for Key<'a> {
     }
 }
 
-/// One of a tiered limiter's tiers, as the limiter that has it names it
-/// ([`crate::KeyedLimiter::tier`], which refuses a tier it does not have):
-/// a check's tier is always one its limiter has.
+/// One of a tiered limiter's tiers: an index checked by the limiter that
+/// made it ([`crate::KeyedLimiter::tier`], which refuses a tier it does
+/// not have), so a mistyped tier is an error where the tier is named, not
+/// a surprise at the check.
 ///
 /// Tier 0 ([`Tier::DEFAULT`], every request's unless it says otherwise)
-/// is every limiter's. A tier named by one limiter and used with another
-/// that has fewer tiers is denied, and never admitted: `retry_after_ns`
-/// `u64::MAX`.
+/// is every limiter's. A `Tier` is an index, not tied to its limiter: used
+/// with another limiter that has fewer tiers, the request is denied, and
+/// never admitted ([`crate::Decision::NEVER`], counted as a denial).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tier(u32);
 

@@ -2,12 +2,12 @@
 //! `ratecell_limiter_new` (several limits, tiers, a shared region) from one
 //! `ratecell_options`, as the Rust `Builder` makes them.
 
-use super::limiter::{Inner, clock_of, publish, ratecell_limiter};
+use super::limiter::{clock_of, publish, ratecell_limiter};
 use super::multi::configs_arg;
 use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{out_ptr, path_arg};
-use crate::{AnyLimiter, Config, SharedOptions};
+use crate::{AnyLimiter, SharedOptions};
 use std::ffi::c_char;
 
 /// What `ratecell_limiter_build` makes. Set it up with
@@ -151,16 +151,4 @@ pub unsafe extern "C" fn ratecell_limiter_build(
         // SAFETY: `out` is non-NULL and, as the caller promises, writable.
         unsafe { publish(inner, clock_kind, out) }
     }
-}
-
-/// A direct or keyed limiter of `configs` (1 to `RATECELL_MAX_LIMITS`) as
-/// one, on the clock `clock_kind` names (a restored snapshot's limits).
-pub(super) fn build_multi(
-    configs: &[Config],
-    clock_kind: ratecell_clock,
-) -> Result<Inner, crate::Error> {
-    AnyLimiter::builder()
-        .limits(configs)
-        .clock(clock_of(clock_kind))
-        .build()
 }

@@ -5,9 +5,7 @@
 //! [`Limiter`](crate::Limiter) (capacity 0: one shared state, keys ignored)
 //! or a [`KeyedLimiter`] (capacity > 0).
 
-use super::types::{
-    ratecell_clock, ratecell_config, ratecell_stats, ratecell_status,
-};
+use super::types::{ratecell_clock, ratecell_config, ratecell_stats, ratecell_status};
 use super::{into_raw, out_ptr};
 use crate::{Clock, Config};
 

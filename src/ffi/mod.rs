@@ -155,7 +155,7 @@ impl PanicDefault for () {
     fn on_panic() -> Self {}
 }
 
-/// `ratecell_allow_key`: a negated status.
+/// `ratecell_allow`: a negated status.
 impl PanicDefault for i32 {
     fn on_panic() -> Self {
         -(ratecell_status::RATECELL_PANIC as i32)

@@ -1,18 +1,19 @@
-//! Several limits as one through the C ABI: `ratecell_limiter_new_multi`
-//! makes an ordinary `ratecell_limiter` (every check, acquire and batch
-//! function returns the combined decision on it), and the `_each` checks
-//! also return each limit's own decision and which limit denied, in one
-//! `ratecell_multi_decision`.
+//! Several limits as one through the C ABI: `ratecell_limiter_build` with
+//! `n_limits` > 1 makes an ordinary `ratecell_limiter` (every check,
+//! acquire and batch returns the combined decision on it), and
+//! `ratecell_check_each` also returns each limit's own decision and which
+//! limit denied, in one `ratecell_multi_decision`; and the live change of
+//! a limiter's limits.
 
+use super::input;
 use super::limiter::{Inner, ratecell_limiter};
 use super::types::{ratecell_clock, ratecell_config, ratecell_decision, ratecell_status};
-use super::input;
 use crate::{Config, MultiDecision};
 
 use ratecell_status::*;
 
-/// The most limits one limiter checks together (`n` of
-/// `ratecell_limiter_new_multi`).
+/// The most limits one limiter checks together (`n_limits` of
+/// `ratecell_options`).
 pub const RATECELL_MAX_LIMITS: usize = 8;
 // A literal for cbindgen, which does not evaluate paths; kept equal here.
 const _: () = assert!(RATECELL_MAX_LIMITS == crate::MAX_LIMITS);
@@ -30,7 +31,7 @@ pub const RATECELL_NO_LIMIT: u32 = u32::MAX;
 /// largest; `wait_ns` the largest when admitted.
 ///
 /// `limits[0..count]` are the limits' own decisions, in the order of the
-/// configs given to `ratecell_limiter_new_multi` (one for a limiter made by
+/// configs given to `ratecell_limiter_build` (one for a limiter made by
 /// `ratecell_limiter_new`); the rest is zeroed. A limit that alone would
 /// admit a request another denies says `allowed` with the `remaining` and
 /// `reset_after_ns` of its unchanged state.
@@ -144,4 +145,3 @@ pub unsafe extern "C" fn ratecell_limiter_reconfigure(
         RATECELL_OK
     }
 }
-

@@ -139,6 +139,27 @@ pub(super) unsafe fn read_sized<T: Copy>(ptr: *const T) -> Result<T, ratecell_st
     Ok(unsafe { ptr.read() })
 }
 
+/// A C request and its key.
+///
+/// # Safety
+/// As for `ratecell_limiter::read`.
+unsafe fn read_key<'a>(
+    request: *const ratecell_request,
+) -> Result<(Key<'a>, ratecell_request), ratecell_status> {
+    // SAFETY: as promised by the caller.
+    let r = unsafe { read_sized(request) }?;
+    let key = if r.key_bytes.is_null() {
+        if r.key_len != 0 {
+            return Err(RATECELL_NULL_ARGUMENT);
+        }
+        Key::Id(r.key_id)
+    } else {
+        // SAFETY: the caller promises `key_len` readable bytes.
+        Key::Bytes(unsafe { input(r.key_bytes, r.key_len) }?)
+    };
+    Ok((key, r))
+}
+
 impl ratecell_limiter {
     /// The tier `tier` names on this limiter, or `RATECELL_INVALID_TIER`.
     fn tier(&self, tier: u32) -> Result<Tier, ratecell_status> {
@@ -159,16 +180,7 @@ impl ratecell_limiter {
         request: *const ratecell_request,
     ) -> Result<(Key<'a>, Request), ratecell_status> {
         // SAFETY: as promised by the caller.
-        let r = unsafe { read_sized(request) }?;
-        let key = if r.key_bytes.is_null() {
-            if r.key_len != 0 {
-                return Err(RATECELL_NULL_ARGUMENT);
-            }
-            Key::Id(r.key_id)
-        } else {
-            // SAFETY: the caller promises `key_len` readable bytes.
-            Key::Bytes(unsafe { input(r.key_bytes, r.key_len) }?)
-        };
+        let (key, r) = unsafe { read_key(request) }?;
         let mut request = Request::new(r.cost).tier(self.tier(r.tier)?);
         if r.at_ns != RATECELL_NOW {
             request = request.at(r.at_ns);
@@ -384,8 +396,8 @@ pub unsafe extern "C" fn ratecell_acquire(
 /// unblocking a user). A limiter of capacity 0 forgets its one shared
 /// state. Resetting a key that has no state is not an error.
 ///
-/// Returns `RATECELL_OK`, or as `ratecell_check` for a bad argument.
-/// Thread-safe.
+/// Returns `RATECELL_OK`, or as `ratecell_check` for a bad argument (but
+/// for the tier, which is not read). Thread-safe.
 ///
 /// # Safety
 /// `limiter` is NULL or a live handle; `request` as for `ratecell_check`.
@@ -397,7 +409,7 @@ pub unsafe extern "C" fn ratecell_reset(
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
         // SAFETY: as promised by the caller.
-        let (key, _) = try_status!(unsafe { l.read(request) });
+        let (key, _) = try_status!(unsafe { read_key(request) });
         l.inner.reset(key);
         RATECELL_OK
     }
@@ -406,7 +418,9 @@ pub unsafe extern "C" fn ratecell_reset(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::{ratecell_config, ratecell_config_init, ratecell_limiter_free, ratecell_limiter_new};
+    use crate::ffi::{
+        ratecell_config, ratecell_config_init, ratecell_limiter_free, ratecell_limiter_new,
+    };
 
     #[test]
     fn allow_returns_the_answer_or_a_negated_status() {
@@ -436,7 +450,10 @@ mod tests {
         // SAFETY: valid pointers to local values; the limiter is freed once.
         unsafe {
             ratecell_config_init(cfg.as_mut_ptr(), 1, 3, 3_600_000_000_000);
-            assert_eq!(ratecell_limiter_new(&cfg.assume_init(), &mut l), RATECELL_OK);
+            assert_eq!(
+                ratecell_limiter_new(&cfg.assume_init(), &mut l),
+                RATECELL_OK
+            );
             ratecell_request_init(request.as_mut_ptr());
             let mut request = request.assume_init();
             assert_eq!(ratecell_check(l, &request, &mut out), RATECELL_OK);
@@ -445,10 +462,16 @@ mod tests {
             assert_eq!(ratecell_check(l, &request, &mut out), RATECELL_INVALID_TIER);
             request.tier = 0;
             request.size -= 8;
-            assert_eq!(ratecell_check(l, &request, &mut out), RATECELL_INVALID_LENGTH);
+            assert_eq!(
+                ratecell_check(l, &request, &mut out),
+                RATECELL_INVALID_LENGTH
+            );
             request.size += 8;
             request.key_len = 3;
-            assert_eq!(ratecell_check(l, &request, &mut out), RATECELL_NULL_ARGUMENT);
+            assert_eq!(
+                ratecell_check(l, &request, &mut out),
+                RATECELL_NULL_ARGUMENT
+            );
             ratecell_limiter_free(l);
         }
     }

@@ -1,18 +1,16 @@
-//! A quota per tier through the C ABI: `ratecell_limiter_new_tiered` makes
-//! an ordinary keyed `ratecell_limiter` whose `ratecell_check_tier*` calls
-//! name the key's tier, as do `ratecell_check_batch_tier*` (a tier per
-//! request) and `ratecell_acquire*_tier`; every other call on it is tier
-//! 0's, the default tier.
+//! A quota per tier through the C ABI: `ratecell_limiter_build` with
+//! `n_tiers` ≥ 1 makes an ordinary keyed `ratecell_limiter` whose requests
+//! name their key's tier (`ratecell_request.tier`, `ratecell_batch.tiers`);
+//! a request that names none is tier 0's, the default tier.
 
+use super::input;
 use super::limiter::{Inner, ratecell_limiter};
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
-use super::input;
 use crate::Config;
 
 use ratecell_status::*;
 
-/// The most tiers one limiter serves (`n_tiers` of
-/// `ratecell_limiter_new_tiered`).
+/// The most tiers one limiter serves (`n_tiers` of `ratecell_options`).
 pub const RATECELL_MAX_TIERS: usize = 16;
 // A literal for cbindgen, which does not evaluate paths; kept equal here.
 const _: () = assert!(RATECELL_MAX_TIERS == crate::MAX_TIERS);

@@ -50,8 +50,12 @@ impl KeyedLimiter {
         }
     }
 
-    /// [`KeyedLimiter::new_multi`] reading `clock`.
-    pub(crate) fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<KeyedLimiter, Error> {
+    /// A keyed limiter of several limits checked as one
+    /// ([`crate::Builder::limit`]), reading `clock`.
+    pub(crate) fn with_clock_multi(
+        configs: &[Config],
+        clock: Clock,
+    ) -> Result<KeyedLimiter, Error> {
         KeyedLimiter::with_hasher_multi(configs, clock, KeyHasher::random())
     }
 
@@ -82,7 +86,8 @@ impl KeyedLimiter {
         Ok(KeyedLimiter::assemble(tables, owner, limits, clock, hasher))
     }
 
-    /// [`KeyedLimiter::new_tiered_multi`] reading `clock`.
+    /// A keyed limiter of tiers ([`crate::Builder::tier`]), reading
+    /// `clock`.
     pub(crate) fn with_clock_tiered_multi(
         tiers: &[&[Config]],
         clock: Clock,

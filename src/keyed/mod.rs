@@ -285,7 +285,7 @@ impl Tables {
 }
 
 impl KeyedLimiter {
-    /// Names the limits, in order ([`crate::Limiter::with_names`]).
+    /// Names the limits, in order ([`crate::Builder::names`]).
     pub(crate) fn with_names(self, names: &[&str]) -> Result<KeyedLimiter, Error> {
         let mut limits = self.limits.load().clone();
         limits.name(names)?;
@@ -344,7 +344,7 @@ impl KeyedLimiter {
             return self.decide_each(h, at, r.cost);
         }
         self.decide_tier(h, at, r.cost, r.tier.index())
-            .unwrap_or_else(|_| MultiDecision::of_one(Decision::NEVER))
+            .unwrap_or_else(|_| MultiDecision::of_one(self.never()))
     }
 
     /// The configuration this limiter was built from (the first limit's,

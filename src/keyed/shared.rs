@@ -1,11 +1,12 @@
 //! A keyed limiter whose table lies in a region shared by the processes
-//! of a machine (`KeyedLimiter::open_shared`).
+//! of a machine (`Builder::shared`).
 
 use super::*;
 
 impl KeyedLimiter {
-    /// [`KeyedLimiter::open_shared`] with a mode for a new region and a
-    /// choice of clock.
+    #[cfg(not(ratecell_loom))]
+    /// A keyed limiter whose table lies in the region at `path`
+    /// ([`crate::Builder::shared`]).
     #[allow(
         clippy::missing_panics_doc,
         reason = "its one expect states what Tables::new guarantees, not a caller's error"

@@ -1,5 +1,5 @@
 //! A keyed limiter's tiers: a quota per tier, the tier named by each
-//! check (`KeyedLimiter::new_tiered`).
+//! check (`Builder::tier`, `KeyedLimiter::tier`).
 
 use super::*;
 
@@ -150,7 +150,14 @@ impl KeyedLimiter {
     #[inline(never)]
     pub(super) fn tier_decision(&self, h: u64, r: Request) -> Decision {
         self.decide_tier_one(h, (r.at_ns, &self.clock), r.cost, r.tier.index())
-            .unwrap_or(Decision::NEVER)
+            .unwrap_or_else(|_| self.never())
+    }
+
+    /// The decision of a request naming a tier this limiter does not have,
+    /// counted as a denial (as a batch counts it).
+    pub(super) fn never(&self) -> Decision {
+        self.checks.record(false);
+        Decision::NEVER
     }
 
     /// The tiered batch: the one batch loop, each request under its tier
@@ -215,7 +222,7 @@ impl KeyedLimiter {
         cost: u64,
         timeout: Duration,
     ) -> Result<Decision, AcquireError> {
-        let unknown = |_: TierError| AcquireError::Unsatisfiable(Decision::NEVER);
+        let unknown = |_: TierError| AcquireError::Unsatisfiable(self.never());
         let counted = |(d, taken): (Decision, bool)| {
             if taken {
                 self.checks.record(d.allowed);
@@ -236,7 +243,7 @@ impl KeyedLimiter {
                 })
             }
             _ if tier == 0 => self.acquire_hashed(h, cost, timeout),
-            _ => Err(AcquireError::Unsatisfiable(Decision::NEVER)),
+            _ => Err(AcquireError::Unsatisfiable(self.never())),
         }
     }
 }

@@ -20,7 +20,7 @@
 //! - [`RateLimits`]: what the layer asks of a limiter, one decision per
 //!   limit for one request. [`Named`] adapts a single ratecell limiter (or a
 //!   function such as a Redis call) and names it; [`Multi`] adapts a
-//!   multi-limit limiter (`new_multi`), one name and one field item per
+//!   multi-limit limiter (several `Builder::limit`s), one name and one field item per
 //!   limit.
 //! - [`fields`]: the field values and the problem document, as pure
 //!   functions of those decisions.

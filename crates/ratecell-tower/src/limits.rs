@@ -60,7 +60,7 @@ fn fixed_policy_field(policies: &[Policy]) -> String {
 /// Wraps a [`KeyedLimiter`] (per-key limits), a [`Limiter`] (one global
 /// limit, the key ignored) or, through [`Named::from_fn`], anything that
 /// answers a `(key, cost)` with a [`Decision`] (a Redis-backed limiter, a
-/// limiter on an explicit clock in tests). A limiter made with `new_multi`
+/// limiter on an explicit clock in tests). A limiter of several limits
 /// goes in [`Multi`] instead, which sends one item per limit.
 pub struct Named<L> {
     name: PolicyName,
@@ -156,7 +156,7 @@ impl<L> Named<L> {
 
 impl RateLimits for Named<KeyedLimiter> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
-        self.item(self.limiter.check_bytes(key, cost))
+        self.item(self.limiter.check(key, cost))
     }
 
     fn policy_field(&self) -> Option<String> {
@@ -187,12 +187,12 @@ where
     }
 }
 
-/// A multi-limit limiter (`KeyedLimiter::new_multi`, `Limiter::new_multi`)
+/// A multi-limit limiter (several `Builder::limit`s, keyed or global)
 /// with one policy name per limit: each request is decided by one
 /// `check_each`, all limits at once and all-or-nothing, and each limit
 /// reports its own decision in its own item.
 ///
-/// Names come from the limiter's `with_names`, or are given to
+/// Names come from the limiter's builder (`Builder::names`), or are given to
 /// [`Multi::keyed_named`] / [`Multi::global_named`]; a lone unnamed limit
 /// is `default`. A limit that would admit a request another limit refuses
 /// is reported as admitting (it spent nothing), so `violated-policies`
@@ -275,7 +275,7 @@ fn policies(
 }
 
 impl Multi<KeyedLimiter> {
-    /// The limiter's limits under the names it was given (`with_names`).
+    /// The limiter's limits under the names it was given (`Builder::names`).
     /// Errors when a name is not an RFC 9651 String, when two limits share
     /// a name, or when one of several limits has none.
     pub fn keyed(limiter: KeyedLimiter) -> Result<Multi<KeyedLimiter>, InvalidLimitNames> {
@@ -345,7 +345,7 @@ impl<L> Multi<L> {
 
 impl RateLimits for Multi<KeyedLimiter> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
-        self.items(&self.limiter.check_bytes_each(key, cost))
+        self.items(&self.limiter.check_each(key, cost))
     }
 
     fn policy_field(&self) -> Option<String> {

@@ -86,7 +86,11 @@ fn app(layer: RateLimitLayer) -> Router {
 fn keyed(config: Config) -> (KeyedLimiter, ManualClock) {
     let (clock, hand) = Clock::manual(T0);
     (
-        KeyedLimiter::with_clock(config.capacity(1024), clock).unwrap(),
+        KeyedLimiter::builder()
+            .limit(config.capacity(1024))
+            .clock(clock)
+            .build()
+            .unwrap(),
         hand,
     )
 }
@@ -148,16 +152,15 @@ async fn two_named_limits_one_item_each_and_all_or_nothing() {
     // key table. At T0 the second has 0.5 s left and the hour 2797.5 s
     // (1_700_000_000 s is 800 s into its hour).
     let (clock, hand) = Clock::manual(T0);
-    let limiter = KeyedLimiter::with_clock_multi(
-        &[
+    let limiter = KeyedLimiter::builder()
+        .limits(&[
             Config::new(Algorithm::FixedWindow, 3, S).capacity(1024),
             Config::new(Algorithm::FixedWindow, 5, 3600 * S).capacity(1024),
-        ],
-        clock,
-    )
-    .unwrap()
-    .with_names(&["burst", "daily"])
-    .unwrap();
+        ])
+        .clock(clock)
+        .names(&["burst", "daily"])
+        .build()
+        .unwrap();
     let limits = std::sync::Arc::new(Multi::keyed(limiter).unwrap());
     let addr = serve(app(RateLimitLayer::new(limits.clone()))).await;
     let policy = "\"burst\";q=3;w=1, \"daily\";q=5;w=3600";
@@ -220,14 +223,14 @@ async fn global_limits_both_refusing_are_both_listed() {
     // wait (the minute: 37.5 s left at T0, 1_700_000_000 s being 20 s into
     // its minute).
     let (clock, _hand) = Clock::manual(T0);
-    let limiter = Limiter::with_clock_multi(
-        &[
+    let limiter = Limiter::builder()
+        .limits(&[
             Config::new(Algorithm::FixedWindow, 2, 10 * S),
             Config::new(Algorithm::FixedWindow, 2, 60 * S),
-        ],
-        clock,
-    )
-    .unwrap();
+        ])
+        .clock(clock)
+        .build()
+        .unwrap();
     let limits = Multi::global_named(limiter, &["ten-seconds", "minute"]).unwrap();
     let addr = serve(app(RateLimitLayer::new(limits))).await;
     for _ in 0..2 {
@@ -250,11 +253,13 @@ async fn global_limits_both_refusing_are_both_listed() {
 #[test]
 fn multi_names_are_checked() {
     let two = || {
-        KeyedLimiter::new_multi(&[
-            Config::new(Algorithm::Gcra, 3, S).capacity(16),
-            Config::new(Algorithm::Gcra, 5, 3600 * S).capacity(16),
-        ])
-        .unwrap()
+        KeyedLimiter::builder()
+            .limits(&[
+                Config::new(Algorithm::Gcra, 3, S).capacity(16),
+                Config::new(Algorithm::Gcra, 5, 3600 * S).capacity(16),
+            ])
+            .build()
+            .unwrap()
     };
     let err = Multi::keyed(two()).unwrap_err().to_string();
     assert!(err.contains("limit 0 has no name"), "{err}");
@@ -274,7 +279,10 @@ fn multi_names_are_checked() {
         err.contains("limit 1") && err.contains("printable ASCII"),
         "{err}"
     );
-    let one = KeyedLimiter::new_multi(&[Config::new(Algorithm::Gcra, 3, S).capacity(16)]).unwrap();
+    let one = KeyedLimiter::builder()
+        .limits(&[Config::new(Algorithm::Gcra, 3, S).capacity(16)])
+        .build()
+        .unwrap();
     assert!(format!("{:?}", Multi::keyed(one).unwrap()).contains("default"));
 }
 
@@ -325,7 +333,11 @@ async fn a_full_key_table_refusal_carries_the_same_wait_as_retry_after() {
     let config = Config::new(Algorithm::FixedWindow, 5, 10 * S)
         .capacity(1)
         .overflow(ratecell::Overflow::Deny);
-    let limiter = KeyedLimiter::with_clock(config, clock).unwrap();
+    let limiter = KeyedLimiter::builder()
+        .limit(config)
+        .clock(clock)
+        .build()
+        .unwrap();
     let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
     let addr = serve(app(layer)).await;
     for i in 0..10_000 {
@@ -405,7 +417,11 @@ async fn a_flood_of_made_up_keys_locks_out_new_clients_only_under_deny() {
         let config = Config::new(Algorithm::FixedWindow, 1, 10 * S)
             .capacity(16)
             .overflow(overflow);
-        let limiter = KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap();
+        let limiter = KeyedLimiter::builder()
+            .limit(config)
+            .clock(Clock::manual(T0).0)
+            .build()
+            .unwrap();
         let layer =
             RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
         let addr = serve(app(layer)).await;
