@@ -19,9 +19,11 @@
 //!   set on it.
 //! - [`RateLimits`]: what the layer asks of a limiter, one decision per
 //!   limit for one request. [`Named`] adapts a single ratecell limiter (or a
-//!   function such as a Redis call) and names it; [`Multi`] adapts a
-//!   multi-limit limiter (`new_multi`), one name and one field item per
-//!   limit.
+//!   function) and names it; [`Multi`] adapts a multi-limit limiter
+//!   (`new_multi`), one name and one field item per limit.
+//! - [`AsyncRateLimits`]: the same asked of a store the layer awaits
+//!   ([`RateLimitLayer::new_async`]), which can fail: then the layer's
+//!   [`FailurePolicy`] answers (503 unless it fails open).
 //! - [`fields`]: the field values and the problem document, as pure
 //!   functions of those decisions.
 //! - [`acquire`]: a future that resolves when a request is admitted.
@@ -52,6 +54,9 @@ pub use acquire::acquire;
 pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies};
 pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TYPE};
 pub use layer::{
-    Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer, ResponseFuture,
+    FailurePolicy, Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer,
+    ResponseFuture,
 };
-pub use limits::{CheckFn, InvalidLimitNames, Multi, Named, RateLimits};
+pub use limits::{
+    AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits, StoreError,
+};
