@@ -16,7 +16,12 @@
 #      stored states through RATECELL.RESTORE and RESTORE of DUMP payloads);
 #      then memory per key against the floor of any module data type
 #      (scripts/redis-memory.sh, which builds the module with `floor`);
-#   4. the Python client (ratecell.redis, installed with the `redis` extra
+#   4. the HTTP layer's Redis store (crates/ratecell-tower, features
+#      `redis` and `metrics`): clippy -D warnings, and its tests, which
+#      start their own servers with the module (two layers sharing one
+#      limit, a server paused with SIGSTOP and one killed, answered by the
+#      failure policy within the store's timeout);
+#   5. the Python client (ratecell.redis, installed with the `redis` extra
 #      into a venv under the target dir, plus uvicorn and starlette for the
 #      HTTP middlewares' tests) and the Go client
 #      (bindings/go/redis: gofmt, go vet, go test) against one server this
@@ -70,6 +75,9 @@ step build timeout 1800 cargo build -p ratecell-redis --release --quiet
 step unit timeout 600 cargo test -p ratecell-redis --release --quiet --lib
 step servers env RATECELL_REDIS_MODULE="$module" \
     timeout 900 cargo test -p ratecell-redis --release --quiet --tests -- --ignored --test-threads 2
+step tower-clippy timeout 1800 cargo clippy -p ratecell-tower --all-features --all-targets --release --quiet -- -D warnings
+step tower env RATECELL_REDIS_MODULE="$module" \
+    timeout 900 cargo test -p ratecell-tower --features redis --release --quiet --test redis_store -- --ignored --test-threads 2
 
 # One server for the clients, stopped on exit whatever happens.
 port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

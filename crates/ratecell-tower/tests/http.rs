@@ -13,7 +13,9 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, ManualClock, Overflow};
-use ratecell_tower::{MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire};
+use ratecell_tower::{
+    FailurePolicy, MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire,
+};
 use tokio::net::{TcpListener, TcpStream};
 
 const S: u64 = 1_000_000_000;
@@ -831,4 +833,103 @@ async fn limits_without_a_fixed_policy_get_the_field_per_request() {
     let r = request(addr, "/", None).await;
     assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=3;w=10"));
     assert_eq!(r.field("ratelimit"), Some("\"api\";r=2;t=8"));
+}
+
+/// A store the layer awaits, standing in for Redis: an in-process limiter
+/// whose decisions arrive after `delay`, or (no limiter) a failure.
+struct Store {
+    limits: Option<Named<KeyedLimiter>>,
+    delay: Duration,
+}
+
+impl ratecell_tower::AsyncRateLimits for Store {
+    fn check(&self, key: Vec<u8>, cost: u64) -> ratecell_tower::LimitsFuture {
+        let result = match &self.limits {
+            Some(limits) => Ok(ratecell_tower::RateLimits::check(limits, &key, cost)),
+            None => Err(ratecell_tower::StoreError::Failed(
+                "connection refused".into(),
+            )),
+        };
+        let delay = self.delay;
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            result
+        })
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        self.limits
+            .as_ref()
+            .and_then(ratecell_tower::RateLimits::policy_field)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awaited_store_decides_as_in_process_limits_do() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 3, 10 * S));
+    let store = Store {
+        limits: Some(Named::keyed(limiter).name("api").unwrap()),
+        delay: Duration::from_millis(20),
+    };
+    let addr = serve(app(
+        RateLimitLayer::new_async(store).exempt_paths(["/health"])
+    ))
+    .await;
+    for remaining in [2, 1, 0] {
+        let r = request(addr, "/", None).await;
+        assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hello"));
+        assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=3;w=10"));
+        assert_eq!(
+            r.field("ratelimit").unwrap(),
+            format!("\"api\";r={remaining};t=8")
+        );
+    }
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("8"));
+    assert_eq!(r.field("ratelimit"), Some("\"api\";r=0;t=8"));
+    assert_eq!(r.body, problem("\"api\""));
+    // Exempt paths never reach the store.
+    assert_eq!(request(addr, "/health", None).await.status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_is_a_503_unless_the_layer_fails_open() {
+    let failing = || Store {
+        limits: None,
+        delay: Duration::from_millis(5),
+    };
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let closed = serve(app(RateLimitLayer::new_async(failing()).on_store_error(
+        move |parts, error| {
+            log.lock()
+                .unwrap()
+                .push(format!("{} {error}", parts.uri.path()))
+        },
+    )))
+    .await;
+    let r = request(closed, "/", None).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.field("content-type"), Some("application/problem+json"));
+    // The Go and Python middlewares' body.
+    assert_eq!(
+        r.body,
+        "{\"type\":\"about:blank\",\"title\":\"Service Unavailable\",\"status\":503,\
+         \"detail\":\"the rate limiter failed\"}"
+    );
+    assert_eq!(r.field("ratelimit"), None);
+    assert_eq!(r.field("ratelimit-policy"), None);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["/ the rate-limit store failed: connection refused"]
+    );
+
+    let open = serve(app(
+        RateLimitLayer::new_async(failing()).failure_policy(FailurePolicy::FailOpen)
+    ))
+    .await;
+    let r = request(open, "/", None).await;
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hello"));
+    assert_eq!(r.field("ratelimit"), None);
 }
