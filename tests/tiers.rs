@@ -29,7 +29,7 @@ use model::{AllOfDecision, AllOfModel};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{
-    Algorithm, Batch, Clock, Config, Decision, Error, Field, KeyedLimiter, MAX_TIERS,
+    Algorithm, Batch, Clock, Config, Decision, Error, Field, KeyedLimiter, Limiter, MAX_TIERS,
     MultiDecision, Request, Tier, TierError,
 };
 use std::sync::Barrier;
@@ -687,8 +687,9 @@ fn acquire_waits_for_the_named_tier() {
         tiered.acquire(8, Request::new(1).tier(foreign_tier(2)), now),
         Err(AcquireError::Unsatisfiable(Decision::NEVER))
     );
+    // The foreign tier's request is counted as a denial, as a batch counts it.
     let stats = tiered.stats();
-    assert_eq!((stats.allowed, stats.denied), (4, 3));
+    assert_eq!((stats.allowed, stats.denied), (4, 4));
     let plain = KeyedLimiter::builder()
         .limit(free)
         .clock(Clock::manual(T0).0)
@@ -834,7 +835,19 @@ fn a_tier_out_of_range_is_refused_per_check_and_stores_nothing() {
             .decision,
         Decision::NEVER
     );
-    assert_eq!(tiered.stats().keys_tracked, 0);
+    let stats = tiered.stats();
+    assert_eq!(stats.keys_tracked, 0);
+    assert_eq!(
+        (stats.checks, stats.denied),
+        (2, 2),
+        "each counted as denied"
+    );
+    let direct = Limiter::new(free.capacity(0)).unwrap();
+    assert_eq!(
+        direct.check(Request::new(1).tier(foreign_tier(1))),
+        Decision::NEVER
+    );
+    assert_eq!((direct.stats().checks, direct.stats().denied), (1, 1));
     assert!(
         TierError { tier: 2, tiers: 2 }
             .to_string()
