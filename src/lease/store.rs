@@ -61,6 +61,16 @@ pub(crate) enum Found<R> {
     Collision,
 }
 
+/// Whether two keys are equal; a `u64` key's 8 bytes in one compare, not
+/// a call to `memcmp`.
+#[inline]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    match (<&[u8; 8]>::try_from(a), <&[u8; 8]>::try_from(b)) {
+        (Ok(a), Ok(b)) => u64::from_ne_bytes(*a) == u64::from_ne_bytes(*b),
+        _ => a == b,
+    }
+}
+
 pub(crate) struct Store<E> {
     hasher: KeyHasher,
     shards: Box<[CachePadded<RwLock<Shard<E>>>]>,
@@ -107,7 +117,7 @@ impl<E: Keyed> Store<E> {
             .read()
             .unwrap_or_else(|e| e.into_inner());
         match map.get(&key.hash) {
-            Some(e) if e.key() == key.bytes => Found::Entry(f(e)),
+            Some(e) if same_key(e.key(), key.bytes) => Found::Entry(f(e)),
             Some(_) => Found::Collision,
             None => Found::Missing,
         }
@@ -128,7 +138,7 @@ impl<E: Keyed> Store<E> {
             .write()
             .unwrap_or_else(|e| e.into_inner());
         if let Some(e) = map.get(&key.hash) {
-            return (e.key() == key.bytes).then(|| e.clone());
+            return same_key(e.key(), key.bytes).then(|| e.clone());
         }
         if map.len() >= self.per_shard {
             map.retain(|_, e| Arc::strong_count(e) > 1 || !idle(e));
