@@ -16,6 +16,7 @@
 #      stored states through RATECELL.RESTORE and RESTORE of DUMP payloads);
 #      then memory per key against the floor of any module data type
 #      (scripts/redis-memory.sh, which builds the module with `floor`);
+#      then the Rust client's tests (crates/ratecell-redis-client);
 #   4. the Python client (ratecell.redis, installed with the `redis` extra
 #      into a venv under the target dir, plus uvicorn and starlette for the
 #      HTTP middlewares' tests) and the Go client
@@ -70,6 +71,11 @@ step build timeout 1800 cargo build -p ratecell-redis --release --quiet
 step unit timeout 600 cargo test -p ratecell-redis --release --quiet --lib
 step servers env RATECELL_REDIS_MODULE="$module" \
     timeout 900 cargo test -p ratecell-redis --release --quiet --tests -- --ignored --test-threads 2
+# The Rust client (crates/ratecell-redis-client): its own servers, four
+# processes sharing a limit, faults (SIGSTOP, a restart) and command counts.
+step client-clippy timeout 1800 cargo clippy -p ratecell-redis-client --all-targets --release --quiet -- -D warnings
+step client env RATECELL_REDIS_MODULE="$module" \
+    timeout 900 cargo test -p ratecell-redis-client --release --quiet -- --test-threads 1
 
 # One server for the clients, stopped on exit whatever happens.
 port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
