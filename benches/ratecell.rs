@@ -2,7 +2,7 @@
 //! run, grouped by scenario, each reported per check (`Throughput::Elements`).
 //!
 //! - `direct_allowed`, `direct_denied`: one shared state, for each algorithm,
-//!   on the TSC clock (`check(1)`), at explicit times (`check_at`) and on the
+//!   on the TSC clock (`check(1)`), at explicit times (`Request::at`) and on the
 //!   coarse clock; governor's direct limiter with the same quota; a bare CAS
 //!   on a padded 8- and 16-byte word (the physical limit).
 //! - `keyed_1`, `keyed_1k`, `keyed_1M`: keyed checks over that many keys in a
@@ -11,7 +11,7 @@
 //!   limiter (DashMap) and a bare table of 16-byte slots with the same keys,
 //!   also with a TSC read per check. `keyed_1M` also runs every other
 //!   algorithm over `u64` keys.
-//! - `batch_1M`: `check_batch_at`/`check_batch` in chunks of 1024 keys, per
+//! - `batch_1M`: `check_batch` (at a time, or on the clock) in chunks of 1024 keys, per
 //!   key, beside the same checks made one by one and the bare table.
 //! - `threads`: one thread, then two threads on the same key and on
 //!   distinct keys. Each case reports wall time over all checks made, so
@@ -33,7 +33,10 @@ mod support;
 use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
 use governor::{Quota, RateLimiter};
 use ratecell::state::Rule;
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, Overflow, Stats};
+use ratecell::{
+    Algorithm, Batch, Clock, Config, KeyedLimiter, Limiter, Overflow, Request, SharedOptions,
+    Stats, Tier,
+};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -170,7 +173,7 @@ fn direct(c: &mut Criterion<ThreadCpuTime>, allowed: bool) {
         };
         let spend = |lim: &Limiter, t: Option<u64>| {
             if !allowed {
-                let d = t.map_or_else(|| lim.check(1), |t| lim.check_at(1, t));
+                let d = t.map_or_else(|| lim.check(1), |t| lim.check(Request::new(1).at(t)));
                 assert!(d.allowed, "the first check of a fresh limiter is admitted");
             }
         };
@@ -197,7 +200,7 @@ fn direct(c: &mut Criterion<ThreadCpuTime>, allowed: bool) {
         g.bench_function(&id, |b| {
             b.iter(|| {
                 t += step;
-                lim.check_at(1, t)
+                lim.check(Request::new(1).at(t))
             })
         });
         expect_decisions(&id, lim.stats(), allowed);
@@ -208,14 +211,22 @@ fn direct(c: &mut Criterion<ThreadCpuTime>, allowed: bool) {
             continue;
         }
         let id = format!("ratecell/{}/coarse", alg.name());
-        let lim = Limiter::with_clock(config, Clock::coarse()).unwrap();
+        let lim = Limiter::builder()
+            .limit(config)
+            .clock(Clock::coarse())
+            .build()
+            .unwrap();
         spend(&lim, None);
         g.bench_function(&id, |b| b.iter(|| lim.check(1)));
         expect_decisions(&id, lim.stats(), allowed);
 
         if alg == Algorithm::Gcra {
             let id = "ratecell/gcra/coarse_allow";
-            let lim = Limiter::with_clock(config, Clock::coarse()).unwrap();
+            let lim = Limiter::builder()
+                .limit(config)
+                .clock(Clock::coarse())
+                .build()
+                .unwrap();
             spend(&lim, None);
             g.bench_function(id, |b| b.iter(|| lim.allow()));
             expect_decisions(id, lim.stats(), allowed);
@@ -303,16 +314,18 @@ fn keyed(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
         // The same checks at the caller's time: no clock read.
         let id = "ratecell/gcra_at/u64";
         let t = lim.now_ns();
-        g.bench_function(id, |b| b.iter(|| lim.check_at(*cycle.next_item(), 1, t)));
+        g.bench_function(id, |b| {
+            b.iter(|| lim.check(*cycle.next_item(), Request::new(1).at(t)))
+        });
         expect_decisions(id, lim.stats(), true);
     }
     {
         // The same on the coarse clock: no TSC read per check.
-        let lim = KeyedLimiter::with_clock(
-            config.capacity(n as u64).overflow(Overflow::Allow),
-            Clock::coarse(),
-        )
-        .unwrap();
+        let lim = KeyedLimiter::builder()
+            .limit(config.capacity(n as u64).overflow(Overflow::Allow))
+            .clock(Clock::coarse())
+            .build()
+            .unwrap();
         keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
         let id = "ratecell/gcra_coarse/u64";
         let mut cycle = Cycle::new(&keys);
@@ -387,12 +400,11 @@ fn keyed(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
     }
     {
         let lim = keyed_limiter(config, n);
-        wide.iter()
-            .for_each(|k| assert!(lim.check_bytes(k, 1).allowed));
+        wide.iter().for_each(|k| assert!(lim.check(k, 1).allowed));
         let id = "ratecell/gcra/bytes16";
         note_overflows(&format!("keyed_{label}/{id}"), &lim, n);
         let mut cycle = Cycle::new(&wide);
-        g.bench_function(id, |b| b.iter(|| lim.check_bytes(cycle.next_item(), 1)));
+        g.bench_function(id, |b| b.iter(|| lim.check(cycle.next_item(), 1)));
         expect_decisions(id, lim.stats(), true);
     }
     {
@@ -457,14 +469,14 @@ fn batch(c: &mut Criterion<ThreadCpuTime>) {
     g.bench_function("ratecell/gcra/check_batch_at", |b| {
         b.iter(|| {
             t += STEP_NS * BATCH as u64;
-            lim.check_batch_at(chunk.next_item(), None, t, &mut out);
+            lim.check_batch(Batch::new(chunk.next_item()).at(t), |i, d| out[i] = d);
             black_box(&out);
         })
     });
     let mut chunk = Cycle::new(&chunks);
     g.bench_function("ratecell/gcra/check_batch", |b| {
         b.iter(|| {
-            lim.check_batch(chunk.next_item(), None, &mut out);
+            lim.check_batch(Batch::new(chunk.next_item()), |i, d| out[i] = d);
             black_box(&out);
         })
     });
@@ -608,12 +620,12 @@ fn multi(c: &mut Criterion<ThreadCpuTime>) {
     ];
     for (name, configs) in &cases {
         let id = format!("direct/{name}/at");
-        let lim = Limiter::new_multi(configs).unwrap();
+        let lim = Limiter::builder().limits(configs).build().unwrap();
         let mut t = T0;
         g.bench_function(&id, |b| {
             b.iter(|| {
                 t += STEP_NS;
-                lim.check_at(1, t)
+                lim.check(Request::new(1).at(t))
             })
         });
         expect_decisions(&id, lim.stats(), true);
@@ -670,15 +682,17 @@ fn multi(c: &mut Criterion<ThreadCpuTime>) {
     ];
     for (name, configs) in &cases {
         let id = format!("keyed_1k/{name}/at");
-        let lim = KeyedLimiter::new_multi(configs).unwrap();
+        let lim = KeyedLimiter::builder().limits(configs).build().unwrap();
         for &k in &keys {
             assert!(
-                lim.check_at(k, 1, T0).allowed,
+                lim.check(k, Request::new(1).at(T0)).allowed,
                 "a fresh key is admitted once"
             );
         }
         let mut cycle = Cycle::new(&keys);
-        g.bench_function(&id, |b| b.iter(|| lim.check_at(*cycle.next_item(), 1, T0)));
+        g.bench_function(&id, |b| {
+            b.iter(|| lim.check(*cycle.next_item(), Request::new(1).at(T0)))
+        });
         let stats = lim.stats();
         assert_eq!(
             stats.allowed,
@@ -702,26 +716,35 @@ fn tiers(c: &mut Criterion<ThreadCpuTime>) {
     for alg in [Algorithm::Gcra, Algorithm::FixedWindow] {
         let config = spent_config(alg).capacity(2_000);
         let plain = KeyedLimiter::new(config).unwrap();
-        let tiered = KeyedLimiter::new_tiered(&[config, config]).unwrap();
+        let tiered = KeyedLimiter::builder()
+            .tier(&[config])
+            .tier(&[config])
+            .build()
+            .unwrap();
+        // Each key's tier, named once (as a caller holds its users' tiers).
+        let tier_of = |k: u64| [Tier::DEFAULT, tiered.tier(1).unwrap()][(k % 2) as usize];
         for &k in &keys {
             assert!(
-                plain.check_at(k, 1, T0).allowed,
+                plain.check(k, Request::new(1).at(T0)).allowed,
                 "a fresh key is admitted once"
             );
-            let tier = (k % 2) as usize;
-            assert!(tiered.check_tier_at(k, tier, 1, T0).unwrap().allowed);
+            assert!(
+                tiered
+                    .check(k, Request::new(1).at(T0).tier(tier_of(k)))
+                    .allowed
+            );
         }
         let id = format!("keyed_1k/{alg}/plain");
         let mut cycle = Cycle::new(&keys);
         g.bench_function(&id, |b| {
-            b.iter(|| plain.check_at(*cycle.next_item(), 1, T0))
+            b.iter(|| plain.check(*cycle.next_item(), Request::new(1).at(T0)))
         });
         let id = format!("keyed_1k/{alg}/tier");
         let mut cycle = Cycle::new(&keys);
         g.bench_function(&id, |b| {
             b.iter(|| {
                 let k = *cycle.next_item();
-                tiered.check_tier_at(k, (k % 2) as usize, 1, T0)
+                tiered.check(k, Request::new(1).at(T0).tier(tier_of(k)))
             })
         });
         for (id, lim) in [("plain", &plain), ("tier", &tiered)] {
@@ -765,7 +788,11 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
             "shared" => {
                 let _ = std::fs::remove_file(&path);
                 (
-                    KeyedLimiter::open_shared(&path, config).unwrap(),
+                    KeyedLimiter::builder()
+                        .limit(config)
+                        .shared(&path, SharedOptions::default())
+                        .build()
+                        .unwrap(),
                     Some(path.clone()),
                 )
             }
@@ -773,7 +800,11 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
                 let Some(dir) = &huge_tmpfs else { continue };
                 let path = format!("{}/{label}", dir.0);
                 (
-                    KeyedLimiter::open_shared(&path, config).unwrap(),
+                    KeyedLimiter::builder()
+                        .limit(config)
+                        .shared(&path, SharedOptions::default())
+                        .build()
+                        .unwrap(),
                     Some(path),
                 )
             }
@@ -789,7 +820,9 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
         g.bench_function(&id, |b| b.iter(|| lim.check(*cycle.next_item(), 1)));
         let t = lim.now_ns();
         let id = format!("{name}/gcra_at/u64");
-        g.bench_function(&id, |b| b.iter(|| lim.check_at(*cycle.next_item(), 1, t)));
+        g.bench_function(&id, |b| {
+            b.iter(|| lim.check(*cycle.next_item(), Request::new(1).at(t)))
+        });
         expect_decisions(&id, lim.stats(), true);
         drop(lim);
         if let Some(region) = &region {

@@ -18,7 +18,10 @@
 mod support;
 
 use governor::{Quota, RateLimiter};
-use ratecell::{Algorithm, Clock, Config, Decision, KeyedLimiter, Limiter, Overflow};
+use ratecell::{
+    Algorithm, Batch, Clock, Config, Decision, KeyedLimiter, Limiter, Overflow, Request,
+    SharedOptions, Tier,
+};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use support::{BareCell, BareTable, Cycle, T0, keys16, u64_keys};
@@ -205,15 +208,23 @@ fn main() {
             let mut t = T0;
             measured(iters, || {
                 t += 2;
-                lim.check_at(1, t)
+                lim.check(Request::new(1).at(t))
             });
         }
         "direct-gcra-coarse" => {
-            let lim = Limiter::with_clock(config(Algorithm::Gcra), Clock::coarse()).unwrap();
+            let lim = Limiter::builder()
+                .limit(config(Algorithm::Gcra))
+                .clock(Clock::coarse())
+                .build()
+                .unwrap();
             measured(iters, || lim.check(1));
         }
         "direct-gcra-coarse-allow" => {
-            let lim = Limiter::with_clock(config(Algorithm::Gcra), Clock::coarse()).unwrap();
+            let lim = Limiter::builder()
+                .limit(config(Algorithm::Gcra))
+                .clock(Clock::coarse())
+                .build()
+                .unwrap();
             measured(iters, || lim.allow());
         }
         "governor-direct" => {
@@ -247,14 +258,22 @@ fn main() {
             let keys = u64_keys(n, 1);
             let mut lim = keyed(n, case.ends_with("expiring"));
             if case.ends_with("coarse") {
-                lim = KeyedLimiter::with_clock(*lim.config(), Clock::coarse()).unwrap();
+                lim = KeyedLimiter::builder()
+                    .limit(*lim.config())
+                    .clock(Clock::coarse())
+                    .build()
+                    .unwrap();
             }
             // The same table in a region under /dev/shm (removed once
             // attached: the mapping outlives the name).
             if case.starts_with("shared") {
                 let path = format!("/dev/shm/ratecell-hotpath-{}", std::process::id());
                 let _ = std::fs::remove_file(&path);
-                lim = KeyedLimiter::open_shared(&path, *lim.config()).unwrap();
+                lim = KeyedLimiter::builder()
+                    .limit(*lim.config())
+                    .shared(&path, SharedOptions::default())
+                    .build()
+                    .unwrap();
                 std::fs::remove_file(&path).unwrap();
             }
             keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
@@ -262,7 +281,9 @@ fn main() {
             let mut cycle = Cycle::new(&keys);
             if case.ends_with("-at") {
                 let t = lim.now_ns();
-                measured(iters, || lim.check_at(*cycle.next_item(), 1, t));
+                measured(iters, || {
+                    lim.check(*cycle.next_item(), Request::new(1).at(t))
+                });
             } else {
                 measured(iters, || lim.check(*cycle.next_item(), 1));
             }
@@ -289,11 +310,10 @@ fn main() {
         "keyed-1M-bytes16" => {
             let keys = keys16(MILLION, 2);
             let lim = keyed(MILLION, false);
-            keys.iter()
-                .for_each(|k| assert!(lim.check_bytes(k, 1).allowed));
+            keys.iter().for_each(|k| assert!(lim.check(k, 1).allowed));
             report(&lim);
             let mut cycle = Cycle::new(&keys);
-            measured(iters, || lim.check_bytes(cycle.next_item(), 1));
+            measured(iters, || lim.check(cycle.next_item(), 1));
         }
         "governor-keyed-1M-u64" | "governor-keyed-1k-u64" => {
             let n = if case.contains("1M") { MILLION } else { 1_000 };
@@ -388,7 +408,7 @@ fn main() {
             report(&lim);
             measured(iters / 1024, || {
                 t += 2048;
-                lim.check_batch_at(chunk.next_item(), None, t, &mut out);
+                lim.check_batch(Batch::new(chunk.next_item()).at(t), |i, d| out[i] = d);
                 out[0].allowed
             });
             report(&lim);
@@ -396,38 +416,45 @@ fn main() {
         multi if multi.starts_with("multi-keyed-1k-") && CASES.contains(&multi) => {
             // The bench's keyed `multi` cases: every check denied.
             let configs = multi_configs(&multi["multi-keyed-1k-".len()..], true);
-            let lim = KeyedLimiter::new_multi(&configs).unwrap();
+            let lim = KeyedLimiter::builder().limits(&configs).build().unwrap();
             let keys = u64_keys(1_000, 15);
             keys.iter()
-                .for_each(|&k| assert!(lim.check_at(k, 1, T0).allowed));
+                .for_each(|&k| assert!(lim.check(k, Request::new(1).at(T0)).allowed));
             let mut cycle = Cycle::new(&keys);
-            measured(iters, || lim.check_at(*cycle.next_item(), 1, T0));
+            measured(iters, || {
+                lim.check(*cycle.next_item(), Request::new(1).at(T0))
+            });
             assert_eq!(lim.stats().allowed, keys.len() as u64);
         }
         tiers if tiers.starts_with("tiers-keyed-1k-") && CASES.contains(&tiers) => {
             // The bench's `tiers` cases: two tiers of one limit, keys
             // alternating between them, every check denied.
             let configs = multi_configs(&tiers["tiers-keyed-1k-".len()..], true);
-            let lim = KeyedLimiter::new_tiered(&[configs[0], configs[0]]).unwrap();
+            let lim = KeyedLimiter::builder()
+                .tier(&[configs[0]])
+                .tier(&[configs[0]])
+                .build()
+                .unwrap();
             let keys = u64_keys(1_000, 15);
-            let tier = |k: u64| (k % 2) as usize;
+            let paid = lim.tier(1).unwrap();
+            let tier = |k: u64| [Tier::DEFAULT, paid][(k % 2) as usize];
             keys.iter()
-                .for_each(|&k| assert!(lim.check_tier_at(k, tier(k), 1, T0).unwrap().allowed));
+                .for_each(|&k| assert!(lim.check(k, Request::new(1).at(T0).tier(tier(k))).allowed));
             let mut cycle = Cycle::new(&keys);
             measured(iters, || {
                 let k = *cycle.next_item();
-                lim.check_tier_at(k, tier(k), 1, T0)
+                lim.check(k, Request::new(1).at(T0).tier(tier(k)))
             });
             assert_eq!(lim.stats().allowed, keys.len() as u64);
         }
         multi if multi.starts_with("multi-direct-") && CASES.contains(&multi) => {
             // The bench's direct `multi` cases: every check admitted.
             let configs = multi_configs(&multi["multi-direct-".len()..], false);
-            let lim = Limiter::new_multi(&configs).unwrap();
+            let lim = Limiter::builder().limits(&configs).build().unwrap();
             let mut t = T0;
             measured(iters, || {
                 t += 2;
-                lim.check_at(1, t)
+                lim.check(Request::new(1).at(t))
             });
             assert_eq!(lim.stats().denied, 0);
         }

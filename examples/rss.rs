@@ -12,7 +12,7 @@
 //! (its default keyed limiter, a DashMap).
 
 use governor::{Quota, RateLimiter};
-use ratecell::{Algorithm, Config, KeyedLimiter, Overflow};
+use ratecell::{Algorithm, Config, KeyedLimiter, Overflow, Request};
 use std::num::NonZeroU32;
 use std::process::Command;
 
@@ -93,7 +93,7 @@ fn measure(case: &str) -> Result<Measured, String> {
             let lim = KeyedLimiter::new(config(Algorithm::Gcra)).map_err(|e| e.to_string())?;
             let t = lim.now_ns();
             keys.iter()
-                .for_each(|k| assert!(lim.check_bytes_at(k.as_bytes(), 1, t).allowed));
+                .for_each(|k| assert!(lim.check(k.as_bytes(), Request::new(1).at(t)).allowed));
             let stats = lim.stats();
             assert_eq!(stats.keys_tracked + stats.overflows, KEYS);
             tracked = stats.keys_tracked;
@@ -108,7 +108,7 @@ fn measure(case: &str) -> Result<Measured, String> {
             let t = lim.now_ns();
             let denied = keys
                 .iter()
-                .filter(|&&k| !lim.check_at(k, 1, t).allowed)
+                .filter(|&&k| !lim.check(k, Request::new(1).at(t)).allowed)
                 .count();
             let stats = lim.stats();
             eprintln!("{denied} {stats:?}");

@@ -12,7 +12,7 @@
 //! bytes (the disk's floor); then the latency percentiles of checks on a
 //! second thread while nothing is saved and while saves run back to back.
 
-use ratecell::{Algorithm, Config, KeyedLimiter};
+use ratecell::{Algorithm, Config, KeyedLimiter, Request};
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -53,10 +53,10 @@ fn main() {
         configs.push(Config::new(Algorithm::FixedWindow, 1000, 86_400_000_000_000).capacity(keys));
     }
     println!("{} limit(s) per key", configs.len());
-    let limiter = Arc::new(KeyedLimiter::new_multi(&configs).unwrap());
+    let limiter = Arc::new(KeyedLimiter::builder().limits(&configs).build().unwrap());
     let t = limiter.now_ns();
     for key in 0..keys {
-        limiter.check_at(key, 1, t);
+        limiter.check(key, Request::new(1).at(t));
     }
     println!("{} keys tracked", limiter.stats().keys_tracked);
 

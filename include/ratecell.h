@@ -22,18 +22,23 @@ typedef struct ratecell_persisted ratecell_persisted;
 typedef struct ratecell_config ratecell_config;
 typedef struct ratecell_decision ratecell_decision;
 typedef struct ratecell_multi_decision ratecell_multi_decision;
+typedef struct ratecell_request ratecell_request;
+typedef struct ratecell_batch ratecell_batch;
+typedef struct ratecell_options ratecell_options;
 /* No typedef for struct ratecell_stats: the function ratecell_stats() has
  * that name. Declare it as `struct ratecell_stats s;`. */
 
-// The most limits one limiter checks together (`n` of
-// `ratecell_limiter_new_multi`).
+// The most limits one limiter checks together (`n_limits` of
+// `ratecell_options`).
 #define RATECELL_MAX_LIMITS 8
 
 // `denied_by` of a `ratecell_multi_decision` when no limit denied.
 #define RATECELL_NO_LIMIT UINT32_MAX
 
-// The most tiers one limiter serves (`n_tiers` of
-// `ratecell_limiter_new_tiered`).
+// `at_ns` of a request decided at the limiter's own clock (the default).
+#define RATECELL_NOW UINT64_MAX
+
+// The most tiers one limiter serves (`n_tiers` of `ratecell_options`).
 #define RATECELL_MAX_TIERS 16
 
 // The result of every fallible `ratecell_*` call. `RATECELL_OK` is 0;
@@ -87,8 +92,8 @@ enum ratecell_status
   RATECELL_COST_EXCEEDS_LIMIT = 13,
   // A length is larger than any buffer can be (a byte length above
   // `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory),
-  // or the `n` of `ratecell_limiter_new_multi` is outside
-  // 1..=`RATECELL_MAX_LIMITS`.
+  // or a struct's `size` this library does not know, or a count of
+  // `ratecell_options` (`n_limits`, `n_tiers`) out of range.
   RATECELL_INVALID_LENGTH = 14,
   // A bug: the library panicked inside the call. The panic was caught
   // and did not cross into C; the limiter is still safe to use and free.
@@ -113,26 +118,26 @@ enum ratecell_status
   // and restored since snapshot format version 2. The number stays so
   // no status is renumbered.
   RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
-  // `ratecell_limiter_open_shared`: the region's file could not be
+  // `ratecell_limiter_build` with a `shared_path`: the region's file could not be
   // opened, created, sized or mapped (permissions, a missing directory,
   // a file system without hard links).
   RATECELL_SHARED_IO = 22,
-  // `ratecell_limiter_open_shared`: the file is not a ratecell region
+  // `ratecell_limiter_build` with a `shared_path`: the file is not a ratecell region
   // (garbage, or a damaged header).
   RATECELL_SHARED_NOT_A_REGION = 23,
-  // `ratecell_limiter_open_shared`: the file is shorter than the region
+  // `ratecell_limiter_build` with a `shared_path`: the file is shorter than the region
   // its header describes.
   RATECELL_SHARED_TRUNCATED = 24,
-  // `ratecell_limiter_open_shared`: the region has another layout
+  // `ratecell_limiter_build` with a `shared_path`: the region has another layout
   // version (made by another release of ratecell).
   RATECELL_SHARED_VERSION = 25,
-  // `ratecell_limiter_open_shared`: the region was made with another
+  // `ratecell_limiter_build` with a `shared_path`: the region was made with another
   // configuration.
   RATECELL_SHARED_CONFIG_MISMATCH = 26,
-  // `ratecell_limiter_open_shared`: the region was made before the
+  // `ratecell_limiter_build` with a `shared_path`: the region was made before the
   // machine last booted; remove the file.
   RATECELL_SHARED_STALE = 27,
-  // `ratecell_limiter_open_shared`: this configuration cannot be shared
+  // `ratecell_limiter_build` with a `shared_path`: this configuration cannot be shared
   // (the bucketed window and sliding log algorithms, capacity 0), or this
   // platform cannot share (not Linux, no lock-free 128-bit CAS, another
   // pid namespace).
@@ -142,8 +147,8 @@ enum ratecell_status
   // ...) or changes what is fixed (number of limits, capacity,
   // overflow, a shared region); nothing changed.
   RATECELL_RECONFIGURE_REFUSED = 29,
-  // `ratecell_check_tier*`: the tier is not below the limiter's number
-  // of tiers (`ratecell_limiter_tiers`); nothing was checked.
+  // A request's tier is not below the limiter's number of tiers
+  // (`ratecell_limiter_tiers`); nothing was checked.
   RATECELL_INVALID_TIER = 30,
 };
 #ifndef __cplusplus
@@ -274,25 +279,31 @@ struct ratecell_config {
   uint32_t clock;
 };
 
-// The answer to one request (docs/SPEC.md §3). Durations are
-// nanoseconds from the request's time and saturate at `UINT64_MAX`, which
-// `retry_after_ns` also uses for "never".
-struct ratecell_decision {
-  // Whether the request was admitted (for a peek, cost 0: whether a
-  // cost-1 request would be).
-  bool allowed;
-  // B for GCRA, leaky bucket and token bucket; L for the others.
-  uint64_t limit;
-  // Cost-1 requests that would be admitted now, after this decision.
-  uint64_t remaining;
-  // 0 when admitted; else the least wait after which this same request
-  // would be admitted; `UINT64_MAX` when it never can.
-  uint64_t retry_after_ns;
-  // Time until the key is fresh again (`remaining == limit`); 0 if it is.
-  uint64_t reset_after_ns;
-  // Leaky bucket only: how long an admitted request waits for its turn
-  // before acting; 0 for every other algorithm.
-  uint64_t wait_ns;
+// What `ratecell_limiter_build` makes. Set it up with
+// `ratecell_options_init`, then set what differs.
+//
+// `configs` holds `n_limits` configs (tier 0's limits) when `n_tiers` is
+// 0, else `n_tiers` rows of `n_limits` configs, tier by tier (tier `t`'s
+// limit `i` is `configs[t * n_limits + i]`): every tier lists the same
+// limits in the same order, with its own values.
+struct ratecell_options {
+  // `sizeof(ratecell_options)` as the caller was compiled with; a size
+  // this library does not know is `RATECELL_INVALID_LENGTH`.
+  uint32_t size;
+  // The permission bits of a shared region this call creates (exactly
+  // `mode & 07777`; the umask is not applied); 0 for 0600. An existing
+  // region keeps its mode.
+  uint32_t shared_mode;
+  // The limits' configs (see above).
+  const struct ratecell_config *configs;
+  // Limits per tier, 1 to `RATECELL_MAX_LIMITS`: a request is admitted
+  // only when every one admits it, and only then is anything stored.
+  size_t n_limits;
+  // Tiers, 0 (none: one list of limits) to `RATECELL_MAX_TIERS`.
+  size_t n_tiers;
+  // NULL, or the file whose region holds the table, shared by every
+  // process that opens it (a name without `/` lies under `/dev/shm`).
+  const char *shared_path;
 };
 
 // A snapshot of a limiter's counters. Each counter is exact on its own;
@@ -320,6 +331,76 @@ struct ratecell_stats {
   uint64_t evicted_live;
 };
 
+// One request: for which key, of what cost, at what time, under which
+// tier. Set it up with `ratecell_request_init` (cost 1, now, tier 0, key
+// id 0), then set what differs.
+//
+// The key is `key_bytes[0 .. key_len)` when `key_bytes` is not NULL, else
+// the number `key_id`. The same bytes always reach the same state, and
+// the `uint64_t` key k is the same key as its 8 little-endian bytes. A
+// limiter of capacity 0 ignores the key. The library keeps no pointer to
+// the key.
+struct ratecell_request {
+  // `sizeof(ratecell_request)` as the caller was compiled with; a size
+  // this library does not know is `RATECELL_INVALID_LENGTH`.
+  uint32_t size;
+  // The tier, below `ratecell_limiter_tiers`; 0 for a limiter without
+  // tiers.
+  uint32_t tier;
+  // The key when `key_bytes` is NULL.
+  uint64_t key_id;
+  // A byte-string key, or NULL for `key_id`.
+  const uint8_t *key_bytes;
+  // The length of `key_bytes`; 0 when it is NULL.
+  size_t key_len;
+  // Units asked for; 0 is a peek (nothing is stored).
+  uint64_t cost;
+  // The time, UNIX nanoseconds from the caller's clock, or
+  // `RATECELL_NOW` for the limiter's.
+  uint64_t at_ns;
+};
+
+// Many requests decided in one call, in order, at one time: request `i`
+// is for `keys[i]`, of cost `costs[i]` (1 each when `costs` is NULL),
+// under tier `tiers[i]` (tier 0 each when `tiers` is NULL). Set it up
+// with `ratecell_batch_init`.
+struct ratecell_batch {
+  // `sizeof(ratecell_batch)` as the caller was compiled with.
+  uint32_t size;
+  // How many requests.
+  size_t n;
+  // `n` keys.
+  const uint64_t *keys;
+  // `n` costs, or NULL.
+  const uint64_t *costs;
+  // `n` tiers, or NULL.
+  const uint32_t *tiers;
+  // The time of every request, or `RATECELL_NOW` for one read of the
+  // limiter's clock.
+  uint64_t at_ns;
+};
+
+// The answer to one request (docs/SPEC.md §3). Durations are
+// nanoseconds from the request's time and saturate at `UINT64_MAX`, which
+// `retry_after_ns` also uses for "never".
+struct ratecell_decision {
+  // Whether the request was admitted (for a peek, cost 0: whether a
+  // cost-1 request would be).
+  bool allowed;
+  // B for GCRA, leaky bucket and token bucket; L for the others.
+  uint64_t limit;
+  // Cost-1 requests that would be admitted now, after this decision.
+  uint64_t remaining;
+  // 0 when admitted; else the least wait after which this same request
+  // would be admitted; `UINT64_MAX` when it never can.
+  uint64_t retry_after_ns;
+  // Time until the key is fresh again (`remaining == limit`); 0 if it is.
+  uint64_t reset_after_ns;
+  // Leaky bucket only: how long an admitted request waits for its turn
+  // before acting; 0 for every other algorithm.
+  uint64_t wait_ns;
+};
+
 // One request's answer from a limiter of several limits.
 //
 // `decision` is the combined decision (what `ratecell_check` returns):
@@ -330,7 +411,7 @@ struct ratecell_stats {
 // largest; `wait_ns` the largest when admitted.
 //
 // `limits[0..count]` are the limits' own decisions, in the order of the
-// configs given to `ratecell_limiter_new_multi` (one for a limiter made by
+// configs given to `ratecell_limiter_build` (one for a limiter made by
 // `ratecell_limiter_new`); the rest is zeroed. A limit that alone would
 // admit a request another denies says `allowed` with the `remaining` and
 // `reset_after_ns` of its unchanged state.
@@ -354,6 +435,64 @@ struct ratecell_multi_decision {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Sets `*options` to one limit (`configs` NULL, to be set), no tiers, not
+// shared, and its size. Does nothing when `options` is NULL.
+//
+// # Safety
+// `options` is NULL or points to a writable `ratecell_options`.
+void ratecell_options_init(struct ratecell_options *options);
+
+// Makes the limiter `*options` describes and writes its handle to `*out`:
+//
+// - **Several limits** (`n_limits` > 1), any algorithms mixed, checked as
+//   one: a request is admitted only when every limit admits it. Every
+//   check returns the combined decision (see `ratecell_multi_decision`);
+//   `ratecell_check_each` also returns each limit's. All configs share
+//   one capacity (0: one shared state; > 0: a table of that many keys),
+//   one overflow policy and one clock.
+// - **Tiers** (`n_tiers` ≥ 1): a keyed limiter serving a quota per tier
+//   (free, paid, internal...); each request names its key's tier
+//   (`ratecell_request.tier`), tier 0 by default. A key whose tier
+//   changes keeps its state, read by its new tier's limits (the
+//   carry-over rules of docs/ALGORITHMS.md, "A quota per tier"), so tiers
+//   may differ in limit, burst and the period of gcra, leaky_bucket and
+//   token_bucket, not in algorithm, a window's period, sub_windows, a
+//   sliding_log's limit, capacity, overflow or clock. A tiered limiter
+//   cannot be reconfigured live.
+// - **Shared** (`shared_path` not NULL): the table lies in that file,
+//   shared by every process that opens it: one limit across the processes
+//   of a machine. One keyed limit (capacity ≥ 1) of a word algorithm
+//   (gcra, leaky_bucket, token_bucket, fixed_window, sliding_window), no
+//   tiers. `configs[0].clock` picks this process's clock:
+//   `RATECELL_CLOCK_TSC` reads the calibration stored in the region, so
+//   every process reads the same time. `ratecell_limiter_free` unmaps it
+//   and never removes the file (docs/SHARED.md: lifecycle).
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `options`, `out`
+// or `configs` is NULL; `RATECELL_INVALID_LENGTH` for a `size` this
+// library does not know, or `n_limits` or `n_tiers` out of range; the
+// `RATECELL_INVALID_*` status naming the first invalid field of the first
+// invalid config, or the field in which a config differs from the first
+// where it may not (`RATECELL_INVALID_CLOCK` for another clock,
+// `RATECELL_INVALID_CAPACITY` for a tiered capacity 0); one of the
+// `RATECELL_SHARED_*` statuses for a shared region (the file, its version
+// or configuration, the platform; `RATECELL_SHARED_UNSUPPORTED` for
+// several limits or tiers); or `RATECELL_OUT_OF_MEMORY`. On failure
+// `*out` is left unchanged.
+//
+// Ownership: the caller owns the new limiter and must release it with
+// `ratecell_limiter_free`; `*options` and what it points to are only
+// read during the call. Thread-safe, and a shared region safe for
+// several processes at once.
+//
+// # Safety
+// `options` is NULL or points to a readable `ratecell_options` whose
+// `configs` points to its `n_limits * max(n_tiers, 1)` readable configs
+// and whose `shared_path` is NULL or NUL-terminated; `out` is NULL or
+// points to a writable `ratecell_limiter *`.
+ratecell_status ratecell_limiter_build(const struct ratecell_options *options,
+                                       struct ratecell_limiter **out);
 
 // Fills `*cfg` with the defaults for `(algorithm, limit, period_ns)`:
 // burst = limit, sub_windows = 10 when 10 divides `period_ns` (else 1),
@@ -425,47 +564,6 @@ ratecell_status ratecell_algorithm_from_name(const uint8_t *name,
 ratecell_status ratecell_limiter_new(const struct ratecell_config *cfg,
                                      struct ratecell_limiter **out);
 
-// Creates or attaches the limiter whose table lies in the file `path`,
-// shared by every process that opens it (one limit across the processes
-// of a machine), writing its handle to `*out`. A `path` without a `/` is a
-// name under `/dev/shm`. A new region gets mode 0600 (see
-// `ratecell_limiter_open_shared_mode`).
-//
-// Only keyed limiters (capacity >= 1) of the word algorithms (gcra,
-// leaky_bucket, token_bucket, fixed_window, sliding_window) can be shared.
-// `cfg->clock` picks this process's clock: `RATECELL_CLOCK_TSC` reads the
-// calibration stored in the region, so every process reads the same time.
-// Every other function works on the result; `ratecell_limiter_free`
-// unmaps it and never removes the file (docs/SHARED.md: lifecycle).
-//
-// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, a
-// `RATECELL_INVALID_*` status for the configuration, one of the
-// `RATECELL_SHARED_*` statuses (the file, the region's version or
-// configuration, the platform), or `RATECELL_OUT_OF_MEMORY` (no room for a
-// new region). On failure `*out` is left unchanged.
-//
-// Ownership as for `ratecell_limiter_new`; `path` and `*cfg` are only read
-// during the call. Thread-safe, and safe for several processes at once.
-//
-// # Safety
-// `path` is NULL or a NUL-terminated string; `cfg` is NULL or points to a
-// readable `ratecell_config`; `out` is NULL or points to a writable
-// `ratecell_limiter *`.
-ratecell_status ratecell_limiter_open_shared(const char *path,
-                                             const struct ratecell_config *cfg,
-                                             struct ratecell_limiter **out);
-
-// `ratecell_limiter_open_shared` with the permission bits of a region this
-// call creates (exactly `mode & 07777`; the umask is not applied), e.g.
-// 0660 to share with the file's group. An existing region keeps its mode.
-//
-// # Safety
-// As `ratecell_limiter_open_shared`.
-ratecell_status ratecell_limiter_open_shared_mode(const char *path,
-                                                  const struct ratecell_config *cfg,
-                                                  uint32_t mode,
-                                                  struct ratecell_limiter **out);
-
 // Releases a limiter made by `ratecell_limiter_new`. NULL is a no-op.
 //
 // Must be the last call on `limiter`: no other thread may be using it, and
@@ -486,198 +584,12 @@ void ratecell_limiter_free(struct ratecell_limiter *limiter);
 ratecell_status ratecell_limiter_config(const struct ratecell_limiter *limiter,
                                         struct ratecell_config *out);
 
-// Decides a request of `cost` for `key` now (`cost` 0 is a peek: nothing
-// is stored) and writes the decision to `*out`. A limiter of capacity 0
-// ignores `key`.
-//
-// A denied request is `RATECELL_OK` with `out->allowed == false`. Returns
-// `RATECELL_NULL_ARGUMENT` when `limiter` or `out` is NULL. Thread-safe.
-//
-// # Safety
-// `limiter` is NULL or a live handle; `out` is NULL or points to a
-// writable `ratecell_decision`.
-ratecell_status ratecell_check(const struct ratecell_limiter *limiter,
-                               uint64_t key,
-                               uint64_t cost,
-                               struct ratecell_decision *out);
-
-// `ratecell_check` at the caller's time `now_ns` (UNIX nanoseconds) instead
-// of the limiter's clock: deterministic, and one clock read saved.
-//
-// # Safety
-// As for `ratecell_check`.
-ratecell_status ratecell_check_at(const struct ratecell_limiter *limiter,
-                                  uint64_t key,
-                                  uint64_t cost,
-                                  uint64_t now_ns,
-                                  struct ratecell_decision *out);
-
-// Whether one request (cost 1) for `key` is admitted now, written to
-// `*allowed`: the `allowed` of `ratecell_check` with cost 1, for callers
-// that need nothing else. A limiter of capacity 0 ignores `key` and
-// computes nothing but the answer.
-//
-// A denied request is `RATECELL_OK` with `*allowed == false`. Returns
-// `RATECELL_NULL_ARGUMENT` when `limiter` or `allowed` is NULL, leaving
-// `*allowed` unchanged. Thread-safe.
-//
-// # Safety
-// `limiter` is NULL or a live handle; `allowed` is NULL or points to a
-// writable `bool`.
-ratecell_status ratecell_allow(const struct ratecell_limiter *limiter, uint64_t key, bool *allowed);
-
-// `ratecell_allow` with the answer as the return value: 1 when one request
-// (cost 1) for `key` is admitted now, 0 when it is denied, and a negated
-// `ratecell_status` (below 0) when the call fails: `-RATECELL_NULL_ARGUMENT`
-// for a NULL `limiter`. The same decision as `ratecell_allow`; it exists
-// because every argument and out-parameter costs a binding whose calls are
-// dear (tens of ns each through Python's ctypes, an escaping pointer in Go).
-// Thread-safe.
-//
-// # Safety
-// `limiter` is NULL or a live handle.
-int32_t ratecell_allow_key(const struct ratecell_limiter *limiter, uint64_t key);
-
-// `ratecell_allow` at the caller's time `now_ns` (UNIX nanoseconds) instead
-// of the limiter's clock: deterministic, and one clock read saved.
-//
-// # Safety
-// As for `ratecell_allow`.
-ratecell_status ratecell_allow_at(const struct ratecell_limiter *limiter,
-                                  uint64_t key,
-                                  uint64_t now_ns,
-                                  bool *allowed);
-
-// Decides a request of `cost` for the byte-string key `key[0 .. key_len)`
-// now. The same bytes always reach the same state, and the `uint64_t` key
-// k is the same key as its 8 little-endian bytes. The library keeps no
-// pointer to `key`. A limiter of capacity 0 ignores the key.
-//
-// `key` may be NULL when `key_len` is 0 (the empty key). Returns
-// `RATECELL_NULL_ARGUMENT` when `limiter` or `out` is NULL, or `key` is
-// NULL with a non-zero `key_len`; `RATECELL_INVALID_LENGTH` when
-// `key_len > PTRDIFF_MAX`. Thread-safe.
-//
-// # Safety
-// `limiter` is NULL or a live handle; `key` points to `key_len` readable
-// bytes (or is NULL); `out` is NULL or points to a writable
-// `ratecell_decision`.
-ratecell_status ratecell_check_bytes(const struct ratecell_limiter *limiter,
-                                     const uint8_t *key,
-                                     size_t key_len,
-                                     uint64_t cost,
-                                     struct ratecell_decision *out);
-
-// `ratecell_check_bytes` at the caller's time `now_ns` (UNIX nanoseconds).
-//
-// # Safety
-// As for `ratecell_check_bytes`.
-ratecell_status ratecell_check_bytes_at(const struct ratecell_limiter *limiter,
-                                        const uint8_t *key,
-                                        size_t key_len,
-                                        uint64_t cost,
-                                        uint64_t now_ns,
-                                        struct ratecell_decision *out);
-
-// Decides `n` requests now, with one clock read: `keys[i]` at cost
-// `costs[i]` (every cost 1 when `costs` is NULL), in order, exactly as `n`
-// calls of `ratecell_check_at` at that time would. Writes
-// `allowed_out[i]` (1 admitted, 0 denied) and, when `decisions_out` is not
-// NULL, `decisions_out[i]`.
-//
-// With `n == 0` the buffers may be NULL and nothing is written. Returns
-// `RATECELL_NULL_ARGUMENT` when `limiter` is NULL or, with `n > 0`, `keys`
-// or `allowed_out` is; `RATECELL_INVALID_LENGTH` when `n` is larger than
-// any buffer of decisions can be. Nothing is written on failure. The
-// buffers are only used during the call. Thread-safe.
-//
-// # Safety
-// `limiter` is NULL or a live handle; `keys` and `costs` (if not NULL)
-// point to `n` readable `uint64_t`; `allowed_out` to `n` writable bytes;
-// `decisions_out` is NULL or points to `n` writable decisions. The output
-// buffers must not overlap the inputs or each other.
-ratecell_status ratecell_check_batch(const struct ratecell_limiter *limiter,
-                                     const uint64_t *keys,
-                                     const uint64_t *costs,
-                                     size_t n,
-                                     uint8_t *allowed_out,
-                                     struct ratecell_decision *decisions_out);
-
-// `ratecell_check_batch` at the caller's time `now_ns` (UNIX nanoseconds).
-//
-// # Safety
-// As for `ratecell_check_batch`.
-ratecell_status ratecell_check_batch_at(const struct ratecell_limiter *limiter,
-                                        const uint64_t *keys,
-                                        const uint64_t *costs,
-                                        size_t n,
-                                        uint64_t now_ns,
-                                        uint8_t *allowed_out,
-                                        struct ratecell_decision *decisions_out);
-
-// Waits until a request of `cost` for `key` is admitted (and, for the
-// leaky bucket, until its `wait_ns` has passed), sleeping by
-// `retry_after_ns` (never spinning), for at most about `timeout_ns`.
-// Blocks the calling thread only.
-//
-// Returns `RATECELL_OK` with the admitting decision in `*out`;
-// `RATECELL_TIMED_OUT` with the last (denied) decision in `*out` when the
-// request would not be admitted in time (nothing is taken from the
-// limit); `RATECELL_COST_EXCEEDS_LIMIT` at once, with its decision
-// (`retry_after_ns == UINT64_MAX`) in `*out`, when no wait can ever admit
-// the cost; `RATECELL_NULL_ARGUMENT` when `limiter` or `out` is NULL.
-// A limiter of capacity 0 ignores `key`. Thread-safe.
-//
-// # Safety
-// `limiter` is NULL or a live handle; `out` is NULL or points to a
-// writable `ratecell_decision`.
-ratecell_status ratecell_acquire(const struct ratecell_limiter *limiter,
-                                 uint64_t key,
-                                 uint64_t cost,
-                                 uint64_t timeout_ns,
-                                 struct ratecell_decision *out);
-
-// `ratecell_acquire` for the byte-string key `key[0 .. key_len)` (see
-// `ratecell_check_bytes` for byte keys).
-//
-// # Safety
-// As for `ratecell_acquire`, and `key` points to `key_len` readable bytes
-// (or is NULL with `key_len` 0).
-ratecell_status ratecell_acquire_bytes(const struct ratecell_limiter *limiter,
-                                       const uint8_t *key,
-                                       size_t key_len,
-                                       uint64_t cost,
-                                       uint64_t timeout_ns,
-                                       struct ratecell_decision *out);
-
 // The limiter's current time in UNIX nanoseconds (what `ratecell_check`
 // uses). Returns 0 when `limiter` is NULL. Thread-safe.
 //
 // # Safety
 // `limiter` is NULL or a live handle.
 uint64_t ratecell_now_ns(const struct ratecell_limiter *limiter);
-
-// Forgets `key`'s state: its next request is decided as a fresh key's (an
-// operator unblocking a user). A limiter of capacity 0 forgets its one
-// shared state. Resetting a key that has no state is not an error.
-//
-// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
-//
-// # Safety
-// `limiter` is NULL or a live handle.
-ratecell_status ratecell_reset_key(const struct ratecell_limiter *limiter, uint64_t key);
-
-// `ratecell_reset_key` for the byte-string key `key[0 .. key_len)`.
-//
-// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT` (NULL `limiter`, or NULL
-// `key` with a non-zero `key_len`) or `RATECELL_INVALID_LENGTH`.
-//
-// # Safety
-// `limiter` is NULL or a live handle; `key` points to `key_len` readable
-// bytes (or is NULL).
-ratecell_status ratecell_reset_bytes(const struct ratecell_limiter *limiter,
-                                     const uint8_t *key,
-                                     size_t key_len);
 
 // Writes a snapshot of the limiter's counters to `*out`.
 //
@@ -688,36 +600,6 @@ ratecell_status ratecell_reset_bytes(const struct ratecell_limiter *limiter,
 // `limiter` is NULL or a live handle; `out` is NULL or points to a
 // writable `ratecell_stats`.
 ratecell_status ratecell_stats(const struct ratecell_limiter *limiter, struct ratecell_stats *out);
-
-// Makes a limiter enforcing every one of `configs[0..n]` as one: a
-// request is admitted only when every limit admits it, and only then is
-// anything stored (nothing is spent and refunded). Any algorithms may be
-// mixed. Every `ratecell_check*`, `ratecell_allow*`, `ratecell_acquire*`
-// and `ratecell_check_batch*` call on it returns the combined decision
-// (see `ratecell_multi_decision`); `ratecell_check_each*` also returns
-// each limit's. `ratecell_limiter_config` returns the first config.
-//
-// All configs share one capacity (0: one shared state; > 0: a table of
-// that many keys, each key holding all its limits in one place), one
-// overflow policy and one clock.
-//
-// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `out` is NULL or
-// `configs` is NULL with `n > 0`; `RATECELL_INVALID_LENGTH` when `n` is 0
-// or above `RATECELL_MAX_LIMITS`; the `RATECELL_INVALID_*` status naming
-// the first invalid field of the first invalid config; and
-// `RATECELL_INVALID_CAPACITY`, `RATECELL_INVALID_OVERFLOW` or
-// `RATECELL_INVALID_CLOCK` when that field differs from `configs[0]`'s;
-// or `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
-//
-// Ownership: as `ratecell_limiter_new`; `configs` is only read during the
-// call. Thread-safe.
-//
-// # Safety
-// `configs` is NULL or points to `n` readable configs; `out` is NULL or
-// points to a writable `ratecell_limiter *`.
-ratecell_status ratecell_limiter_new_multi(const struct ratecell_config *configs,
-                                           size_t n,
-                                           struct ratecell_limiter **out);
 
 // Changes a running limiter's limits to `configs[0..n]`, keeping every
 // state: checks on other threads go on and each sees the old limits or
@@ -748,54 +630,122 @@ ratecell_status ratecell_limiter_reconfigure(const struct ratecell_limiter *limi
                                              const struct ratecell_config *configs,
                                              size_t n);
 
-// `ratecell_check` with each limit's own decision and the denying limit's
-// index, written to `*out` (the same combined decision in `out->decision`,
-// the same effect on the limiter). Works on any limiter: one made by
-// `ratecell_limiter_new` has one limit.
-//
-// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT` (`limiter` or `out`
-// NULL; nothing is checked). Thread-safe.
+// Sets `*request` to its defaults: key id 0, cost 1, now, tier 0, and its
+// size. Does nothing when `request` is NULL.
 //
 // # Safety
-// `limiter` is NULL or a live handle; `out` is NULL or points to a
-// writable `ratecell_multi_decision`.
+// `request` is NULL or points to a writable `ratecell_request`.
+void ratecell_request_init(struct ratecell_request *request);
+
+// Sets `*batch` to no requests, now, and its size. Does nothing when
+// `batch` is NULL.
+//
+// # Safety
+// `batch` is NULL or points to a writable `ratecell_batch`.
+void ratecell_batch_init(struct ratecell_batch *batch);
+
+// Decides `*request` and writes the decision to `*out`.
+//
+// A denied request is `RATECELL_OK` with `out->allowed == false`. Returns
+// `RATECELL_NULL_ARGUMENT` when `limiter`, `request` or `out` is NULL, or
+// the key's bytes are NULL with a non-zero `key_len`;
+// `RATECELL_INVALID_LENGTH` for a `size` this library does not know or a
+// `key_len` above `PTRDIFF_MAX`; `RATECELL_INVALID_TIER` for a tier the
+// limiter does not have. On failure nothing is checked and `*out` is
+// left unchanged. Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle; `request` is NULL or points to a
+// readable `ratecell_request` (its `key_bytes` NULL or `key_len`
+// readable bytes); `out` is NULL or points to a writable
+// `ratecell_decision`.
+ratecell_status ratecell_check(const struct ratecell_limiter *limiter,
+                               const struct ratecell_request *request,
+                               struct ratecell_decision *out);
+
+// `ratecell_check` with each limit's own decision and the denying limit's
+// index, written to `*out` (the same combined decision in
+// `out->decision`, the same effect on the limiter). Works on any limiter:
+// one made by `ratecell_limiter_new` has one limit.
+//
+// Returns as `ratecell_check`.
+//
+// # Safety
+// As for `ratecell_check`; `out` is NULL or points to a writable
+// `ratecell_multi_decision`.
 ratecell_status ratecell_check_each(const struct ratecell_limiter *limiter,
-                                    uint64_t key,
-                                    uint64_t cost,
+                                    const struct ratecell_request *request,
                                     struct ratecell_multi_decision *out);
 
-// `ratecell_check_each` at the caller's time `now_ns` (UNIX nanoseconds).
+// Decides every request of `*batch` in order, with one clock read (or
+// the batch's `at_ns`), writing whether request `i` was admitted to
+// `allowed_out[i]` (1 or 0) and, when `decisions_out` is not NULL, its
+// decision to `decisions_out[i]`. The decisions are those of the same
+// checks made one by one.
+//
+// With `n == 0` the buffers may be NULL and nothing is written. Returns
+// `RATECELL_NULL_ARGUMENT` when `limiter` or `batch` is NULL or, with
+// `n > 0`, `keys` or `allowed_out` is; `RATECELL_INVALID_LENGTH` for a
+// `size` this library does not know or an `n` larger than any buffer of
+// decisions can be; `RATECELL_INVALID_TIER` when any tier is one the
+// limiter does not have (every tier is checked first). Nothing is
+// decided or written on failure. The buffers are only used during the
+// call. Thread-safe.
 //
 // # Safety
-// As for `ratecell_check_each`.
-ratecell_status ratecell_check_each_at(const struct ratecell_limiter *limiter,
-                                       uint64_t key,
-                                       uint64_t cost,
-                                       uint64_t now_ns,
-                                       struct ratecell_multi_decision *out);
+// `limiter` is NULL or a live handle; `batch` is NULL or points to a
+// readable `ratecell_batch` whose `keys`, `costs` and `tiers` (when not
+// NULL) hold `n` readable elements; `allowed_out` points to `n` writable
+// bytes; `decisions_out` is NULL or points to `n` writable decisions. The
+// output buffers must not overlap the inputs or each other.
+ratecell_status ratecell_check_batch(const struct ratecell_limiter *limiter,
+                                     const struct ratecell_batch *batch,
+                                     uint8_t *allowed_out,
+                                     struct ratecell_decision *decisions_out);
 
-// `ratecell_check_each` for a byte-string key (as `ratecell_check_bytes`:
-// `key` may be NULL only when `key_len` is 0).
+// Whether one request (cost 1, now, tier 0) for the key `key` is
+// admitted: 1 when it is, 0 when it is denied, and a negated
+// `ratecell_status` (below 0) when the call fails: `-RATECELL_NULL_ARGUMENT`
+// for a NULL `limiter`. The same decision as `ratecell_check`; it exists
+// because every argument and out-parameter costs a binding whose calls
+// are dear (tens of ns each through Python's ctypes). A direct limiter
+// computes nothing but the answer. Thread-safe.
 //
 // # Safety
-// As for `ratecell_check_each`; `key` is NULL or points to `key_len`
-// readable bytes.
-ratecell_status ratecell_check_bytes_each(const struct ratecell_limiter *limiter,
-                                          const uint8_t *key,
-                                          size_t key_len,
-                                          uint64_t cost,
-                                          struct ratecell_multi_decision *out);
+// `limiter` is NULL or a live handle.
+int32_t ratecell_allow(const struct ratecell_limiter *limiter, uint64_t key);
 
-// `ratecell_check_bytes_each` at the caller's time `now_ns`.
+// Waits until `*request` is admitted (and, for the leaky bucket, until
+// its `wait_ns` has passed), sleeping by `retry_after_ns` (never
+// spinning), for at most about `timeout_ns`, on the limiter's clock (the
+// request's `at_ns` is not used). Blocks the calling thread only.
+//
+// Returns `RATECELL_OK` with the admitting decision in `*out`;
+// `RATECELL_TIMED_OUT` with the last (denied) decision in `*out` when the
+// request would not be admitted in time (nothing is taken from the
+// limit); `RATECELL_COST_EXCEEDS_LIMIT` at once, with its decision
+// (`retry_after_ns == UINT64_MAX`) in `*out`, when no wait can ever admit
+// the cost; otherwise as `ratecell_check`. Thread-safe.
 //
 // # Safety
-// As for `ratecell_check_bytes_each`.
-ratecell_status ratecell_check_bytes_each_at(const struct ratecell_limiter *limiter,
-                                             const uint8_t *key,
-                                             size_t key_len,
-                                             uint64_t cost,
-                                             uint64_t now_ns,
-                                             struct ratecell_multi_decision *out);
+// As for `ratecell_check`.
+ratecell_status ratecell_acquire(const struct ratecell_limiter *limiter,
+                                 const struct ratecell_request *request,
+                                 uint64_t timeout_ns,
+                                 struct ratecell_decision *out);
+
+// Forgets the state of `*request`'s key (its cost, time and tier are not
+// used): its next request is decided as a fresh key's (an operator
+// unblocking a user). A limiter of capacity 0 forgets its one shared
+// state. Resetting a key that has no state is not an error.
+//
+// Returns `RATECELL_OK`, or as `ratecell_check` for a bad argument (but
+// for the tier, which is not read). Thread-safe.
+//
+// # Safety
+// `limiter` is NULL or a live handle; `request` as for `ratecell_check`.
+ratecell_status ratecell_reset(const struct ratecell_limiter *limiter,
+                               const struct ratecell_request *request);
 
 // Saves a snapshot of the limiter (its configuration and every live
 // state, at the limiter's clock) to the file at `path`, atomically: the
@@ -824,8 +774,8 @@ ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter
 
 // Builds a limiter from the snapshot file at `path`, with the
 // configuration saved in it (every limit, for a limiter of several: the
-// result is as `ratecell_limiter_new_multi` makes it; every tier, for a
-// tiered limiter: as `ratecell_limiter_new_tiered_multi`), on the TSC clock,
+// result is as `ratecell_limiter_build` makes it; every tier, for a
+// tiered limiter), on the TSC clock,
 // and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 // `ratecell_limiter_new` would: restore this way only files you would
 // take a configuration from; `ratecell_limiter_restore_config` refuses
@@ -867,13 +817,13 @@ ratecell_status ratecell_limiter_restore_config(const struct ratecell_config *cf
                                                 struct ratecell_limiter **out);
 
 // `ratecell_limiter_restore_config` for a limiter of several limits
-// (`ratecell_limiter_new_multi`): builds the limiter of `configs[0..n]`
+// (`ratecell_options.n_limits` > 1): builds the limiter of `configs[0..n]`
 // from the snapshot file at `path`. The snapshot must hold the same
 // limits in the same order; otherwise `RATECELL_SNAPSHOT_CONFIG_MISMATCH`
 // before anything is allocated. `n` = 1 is `ratecell_limiter_restore_config`.
 //
 // Returns the statuses of `ratecell_limiter_restore_config`, and those of
-// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out` is
+// `ratecell_limiter_build` for invalid `configs`. On failure `*out` is
 // left unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
 //
 // # Safety
@@ -886,7 +836,7 @@ ratecell_status ratecell_limiter_restore_multi(const struct ratecell_config *con
                                                struct ratecell_limiter **out);
 
 // `ratecell_limiter_restore_config` for a tiered limiter
-// (`ratecell_limiter_new_tiered_multi`): builds the limiter of
+// (`ratecell_options.n_tiers` ≥ 1): builds the limiter of
 // `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from the
 // snapshot file at `path`. The snapshot must hold the same tiers of the
 // same limits in the same order; otherwise
@@ -894,7 +844,7 @@ ratecell_status ratecell_limiter_restore_multi(const struct ratecell_config *con
 // snapshot of a limiter made without tiers is refused so too).
 //
 // Returns the statuses of `ratecell_limiter_restore_config`, and those of
-// `ratecell_limiter_new_tiered_multi` for invalid `configs`. On failure
+// `ratecell_limiter_build` for invalid `configs`. On failure
 // `*out` is left unchanged. Ownership as for `ratecell_limiter_new`.
 // Thread-safe.
 //
@@ -931,13 +881,13 @@ ratecell_status ratecell_persisted_open(const struct ratecell_config *cfg,
                                         struct ratecell_persisted **out);
 
 // `ratecell_persisted_open` for a limiter of several limits checked as
-// one (`ratecell_limiter_new_multi`): restores `configs[0..n]`'s limiter
+// one (`ratecell_options.n_limits` > 1): restores `configs[0..n]`'s limiter
 // from `path` if the file exists (the same limits in the same order, else
 // `RATECELL_SNAPSHOT_CONFIG_MISMATCH`), else makes it fresh, and saves it
 // there every `every_ns`. `n` = 1 is `ratecell_persisted_open`.
 //
 // Returns the statuses of `ratecell_persisted_open`, and those of
-// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out`
+// `ratecell_limiter_build` for invalid `configs`. On failure `*out`
 // is left unchanged. Ownership: release with `ratecell_persisted_close`.
 // Thread-safe.
 //
@@ -952,18 +902,17 @@ ratecell_status ratecell_persisted_open_multi(const struct ratecell_config *conf
                                               struct ratecell_persisted **out);
 
 // `ratecell_persisted_open` for a tiered limiter
-// (`ratecell_limiter_new_tiered_multi`): restores the limiter of
+// (`ratecell_options.n_tiers` ≥ 1): restores the limiter of
 // `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from
 // `path` if the file exists, else makes it fresh, and saves it there
 // every `every_ns` with every tier. A file of other tiers, another number
 // of them, or of a limiter made without tiers is refused with
 // `RATECELL_SNAPSHOT_CONFIG_MISMATCH` (as `ratecell_limiter_restore_tiered`
 // refuses it) before anything is allocated. Every check on its limiter
-// may name a tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
-// `ratecell_acquire*_tier`).
+// may name a tier (`ratecell_request.tier`, `ratecell_batch.tiers`).
 //
 // Returns the statuses of `ratecell_persisted_open`, and those of
-// `ratecell_limiter_new_tiered_multi` for invalid `configs` or counts.
+// `ratecell_limiter_build` for invalid `configs` or counts.
 // On failure `*out` is left unchanged. Ownership: release with
 // `ratecell_persisted_close`. Thread-safe.
 //
@@ -1011,204 +960,12 @@ ratecell_status ratecell_persisted_save(const struct ratecell_persisted *persist
 // `persisted` is NULL or a live handle from `ratecell_persisted_open*`.
 ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 
-// Makes a keyed limiter serving `n_tiers` tiers (free, paid, internal...),
-// one config per tier: `configs[0..n_tiers]`. Each check names its key's
-// tier (`ratecell_check_tier`, `ratecell_check_batch_tier`,
-// `ratecell_acquire_tier`); every call that names none (`ratecell_check`,
-// `ratecell_check_batch`, `ratecell_acquire`, ...) is tier 0's, the
-// default tier, as on a limiter made without tiers.
-//
-// A key whose tier changes keeps its state, read by the new tier's limits
-// at its next check by the carry-over rules of live reconfiguration
-// (docs/ALGORITHMS.md, "A quota per tier"): what it spent counts against
-// its new quota. So tiers may differ in limit, burst, and the period of
-// gcra, leaky_bucket and token_bucket; not in algorithm, a window's
-// period, sub_windows, a sliding_log's limit, capacity, overflow or
-// clock.
-//
-// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `out` is NULL or
-// `configs` is NULL with `n_tiers > 0`; `RATECELL_INVALID_LENGTH` when
-// `n_tiers` is 0 or above `RATECELL_MAX_TIERS`; the `RATECELL_INVALID_*`
-// status naming the first invalid field of the first invalid config, or
-// the field in which a tier differs from tier 0 where it may not
-// (`RATECELL_INVALID_CAPACITY` also for capacity 0: tiers are keyed;
-// `RATECELL_INVALID_CLOCK` for another clock); or
-// `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
-//
-// A tiered limiter is saved by `ratecell_snapshot_save*` with every tier
-// (snapshot format version 3), and restored by
-// `ratecell_limiter_restore_tiered` or `ratecell_limiter_restore`
-// (docs/SNAPSHOT.md). It cannot be reconfigured live:
-// `ratecell_limiter_reconfigure` on it returns
-// `RATECELL_RECONFIGURE_REFUSED`.
-//
-// Ownership: as `ratecell_limiter_new`; `configs` is only read during the
-// call. Thread-safe.
-//
-// # Safety
-// `configs` is NULL or points to `n_tiers` readable configs; `out` is NULL
-// or points to a writable `ratecell_limiter *`.
-ratecell_status ratecell_limiter_new_tiered(const struct ratecell_config *configs,
-                                            size_t n_tiers,
-                                            struct ratecell_limiter **out);
-
-// `ratecell_limiter_new_tiered` for tiers of several limits each (as
-// `ratecell_limiter_new_multi`): `configs` holds `n_tiers` rows of
-// `n_limits` configs, tier by tier (tier `t`'s limit `i` is
-// `configs[t * n_limits + i]`); every tier lists the same limits in the
-// same order, with its own values. `RATECELL_INVALID_LENGTH` also when
-// `n_limits` is 0 or above `RATECELL_MAX_LIMITS`.
-//
-// # Safety
-// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
-// `out` is NULL or points to a writable `ratecell_limiter *`.
-ratecell_status ratecell_limiter_new_tiered_multi(const struct ratecell_config *configs,
-                                                  size_t n_limits,
-                                                  size_t n_tiers,
-                                                  struct ratecell_limiter **out);
-
 // How many tiers the limiter serves (1 for one made without tiers); 0
 // for NULL (or an internal panic). Thread-safe.
 //
 // # Safety
 // `limiter` is NULL or a live handle.
 uint32_t ratecell_limiter_tiers(const struct ratecell_limiter *limiter);
-
-// Decides a request of `cost` for `key` under tier `tier`'s limits, now,
-// and writes the decision to `*out` (as `ratecell_check`). A limiter made
-// without tiers has tier 0 only.
-//
-// Returns `RATECELL_OK` (a denial is `out->allowed == false`);
-// `RATECELL_NULL_ARGUMENT` when `limiter` or `out` is NULL;
-// `RATECELL_INVALID_TIER` when `tier` is not below
-// `ratecell_limiter_tiers(limiter)`: nothing is checked or stored and
-// `*out` is left unchanged. Thread-safe.
-//
-// # Safety
-// `limiter` is NULL or a live handle; `out` is NULL or points to a
-// writable `ratecell_decision`.
-ratecell_status ratecell_check_tier(const struct ratecell_limiter *limiter,
-                                    uint64_t key,
-                                    uint32_t tier,
-                                    uint64_t cost,
-                                    struct ratecell_decision *out);
-
-// `ratecell_check_tier` at the caller's time `now_ns` (UNIX nanoseconds).
-//
-// # Safety
-// As for `ratecell_check_tier`.
-ratecell_status ratecell_check_tier_at(const struct ratecell_limiter *limiter,
-                                       uint64_t key,
-                                       uint32_t tier,
-                                       uint64_t cost,
-                                       uint64_t now_ns,
-                                       struct ratecell_decision *out);
-
-// `ratecell_check_tier` for a byte-string key (as `ratecell_check_bytes`:
-// `key` may be NULL only when `key_len` is 0).
-//
-// # Safety
-// As for `ratecell_check_tier`; `key` is NULL or points to `key_len`
-// readable bytes.
-ratecell_status ratecell_check_bytes_tier(const struct ratecell_limiter *limiter,
-                                          const uint8_t *key,
-                                          size_t key_len,
-                                          uint32_t tier,
-                                          uint64_t cost,
-                                          struct ratecell_decision *out);
-
-// `ratecell_check_bytes_tier` at the caller's time `now_ns`.
-//
-// # Safety
-// As for `ratecell_check_bytes_tier`.
-ratecell_status ratecell_check_bytes_tier_at(const struct ratecell_limiter *limiter,
-                                             const uint8_t *key,
-                                             size_t key_len,
-                                             uint32_t tier,
-                                             uint64_t cost,
-                                             uint64_t now_ns,
-                                             struct ratecell_decision *out);
-
-// `ratecell_check_tier_at` with each limit's own decision and the
-// denying limit's index (as `ratecell_check_each_at`), for tiers of
-// several limits. The same statuses as `ratecell_check_tier`.
-//
-// # Safety
-// As for `ratecell_check_tier`, with `out` NULL or pointing to a writable
-// `ratecell_multi_decision`.
-ratecell_status ratecell_check_tier_each_at(const struct ratecell_limiter *limiter,
-                                            uint64_t key,
-                                            uint32_t tier,
-                                            uint64_t cost,
-                                            uint64_t now_ns,
-                                            struct ratecell_multi_decision *out);
-
-// `ratecell_check_batch` with a tier per request: `keys[i]` under tier
-// `tiers[i]` at cost `costs[i]` (every cost 1 when `costs` is NULL), in
-// order, with one clock read, exactly as `n` calls of
-// `ratecell_check_tier_at` at that time would. Writes `allowed_out[i]`
-// and, when `decisions_out` is not NULL, `decisions_out[i]`.
-//
-// Returns the statuses of `ratecell_check_batch` (`RATECELL_NULL_ARGUMENT`
-// also when `tiers` is NULL with `n > 0`), and `RATECELL_INVALID_TIER`
-// when any `tiers[i]` is not below `ratecell_limiter_tiers(limiter)`:
-// every tier is checked first, so then nothing is decided, stored or
-// written. Thread-safe.
-//
-// # Safety
-// As for `ratecell_check_batch`, and `tiers` points to `n` readable
-// `uint32_t`.
-ratecell_status ratecell_check_batch_tier(const struct ratecell_limiter *limiter,
-                                          const uint64_t *keys,
-                                          const uint32_t *tiers,
-                                          const uint64_t *costs,
-                                          size_t n,
-                                          uint8_t *allowed_out,
-                                          struct ratecell_decision *decisions_out);
-
-// `ratecell_check_batch_tier` at the caller's time `now_ns` (UNIX
-// nanoseconds).
-//
-// # Safety
-// As for `ratecell_check_batch_tier`.
-ratecell_status ratecell_check_batch_tier_at(const struct ratecell_limiter *limiter,
-                                             const uint64_t *keys,
-                                             const uint32_t *tiers,
-                                             const uint64_t *costs,
-                                             size_t n,
-                                             uint64_t now_ns,
-                                             uint8_t *allowed_out,
-                                             struct ratecell_decision *decisions_out);
-
-// `ratecell_acquire` under tier `tier`'s limits: waits until a request of
-// `cost` for `key` is admitted by that tier, as `ratecell_acquire` does.
-//
-// Returns the statuses of `ratecell_acquire`, and `RATECELL_INVALID_TIER`
-// at once when `tier` is not below `ratecell_limiter_tiers(limiter)`:
-// nothing is checked or stored and `*out` is left unchanged.
-// Thread-safe.
-//
-// # Safety
-// As for `ratecell_acquire`.
-ratecell_status ratecell_acquire_tier(const struct ratecell_limiter *limiter,
-                                      uint64_t key,
-                                      uint32_t tier,
-                                      uint64_t cost,
-                                      uint64_t timeout_ns,
-                                      struct ratecell_decision *out);
-
-// `ratecell_acquire_tier` for the byte-string key `key[0 .. key_len)`
-// (see `ratecell_check_bytes` for byte keys).
-//
-// # Safety
-// As for `ratecell_acquire_bytes`.
-ratecell_status ratecell_acquire_bytes_tier(const struct ratecell_limiter *limiter,
-                                            const uint8_t *key,
-                                            size_t key_len,
-                                            uint32_t tier,
-                                            uint64_t cost,
-                                            uint64_t timeout_ns,
-                                            struct ratecell_decision *out);
 
 #ifdef __cplusplus
 }  // extern "C"

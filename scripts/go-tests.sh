@@ -123,7 +123,7 @@ func main() {
 	const t0 = 1_700_000_000_000_000_000
 	admitted := 0
 	for i := 0; i < 3; i++ {
-		if d, err := lim.CheckAt(0, 1, t0); err == nil && d.Allowed {
+		if d, err := lim.Check(ratecell.Request{At: t0}); err == nil && d.Allowed {
 			admitted++
 		}
 	}

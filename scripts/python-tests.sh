@@ -154,9 +154,9 @@ assert _limiter._speedups is not None, "ratecell._speedups was not built or not 
 assert _limiter._speedups.__file__.endswith(".abi3.so"), _limiter._speedups.__file__
 t0 = 1_700_000_000 * 10**9
 with ratecell.Limiter("fixed_window", 2, period=1.0) as limiter:
-    got = [limiter.check_at(0, 1, t0).allowed for _ in range(3)]
+    got = [limiter.check(0, 1, at=t0).allowed for _ in range(3)]
     assert got == [True, True, False], got
-    assert limiter.check_at(0, 1, t0 + 10**9).allowed
+    assert limiter.check(0, 1, at=t0 + 10**9).allowed
     assert limiter.check("key").allowed and limiter.allow(7)
 print(f"ratecell {ratecell.__version__} from {lib}: decisions as expected, with ratecell._speedups")
 PY

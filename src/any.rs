@@ -2,12 +2,12 @@
 //! whose configuration, not their code, says which one they need.
 
 use crate::acquire::AcquireError;
-use crate::clock::Clock;
 use crate::config::{Config, Error};
 use crate::decision::Decision;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
 use crate::multi::MultiDecision;
+use crate::request::{Key, Request};
 use crate::stats::Stats;
 use std::time::Duration;
 
@@ -20,15 +20,15 @@ use std::time::Duration;
 /// Code that knows which form it wants uses that type directly.
 ///
 /// ```
-/// use ratecell::{AnyLimiter, Algorithm, Config};
+/// use ratecell::{AnyLimiter, Algorithm, Config, Request};
 ///
 /// let per_user = Config::new(Algorithm::Gcra, 2, 1_000_000_000).capacity(1000);
 /// let limiter = AnyLimiter::new(per_user).unwrap();
 /// assert!(matches!(limiter, AnyLimiter::Keyed(_)));
 /// let t = 1_700_000_000_000_000_000;
-/// assert!(limiter.check_at(7, 2, t).allowed);
-/// assert!(!limiter.check_at(7, 1, t).allowed);
-/// assert!(limiter.check_at(8, 1, t).allowed, "another key, another state");
+/// assert!(limiter.check(7, Request::new(2).at(t)).allowed);
+/// assert!(!limiter.check(7, Request::new(1).at(t)).allowed);
+/// assert!(limiter.check(8, Request::new(1).at(t)).allowed, "another key, another state");
 /// ```
 // A limiter is made once and kept where it is: boxing the larger variant
 // would only add a pointer chase to every check.
@@ -45,25 +45,10 @@ impl AnyLimiter {
     /// A direct limiter when `config.capacity` is 0, else a keyed one, on
     /// the TSC clock.
     pub fn new(config: Config) -> Result<AnyLimiter, Error> {
-        AnyLimiter::with_clock(config, Clock::default())
-    }
-
-    /// [`AnyLimiter::new`] on the given clock.
-    pub fn with_clock(config: Config, clock: Clock) -> Result<AnyLimiter, Error> {
         Ok(if config.capacity == 0 {
-            AnyLimiter::Direct(Limiter::with_clock(config, clock)?)
+            AnyLimiter::Direct(Limiter::new(config)?)
         } else {
-            AnyLimiter::Keyed(KeyedLimiter::with_clock(config, clock)?)
-        })
-    }
-
-    /// Several limits checked as one ([`Limiter::with_clock_multi`] when
-    /// the capacity is 0, else [`KeyedLimiter::with_clock_multi`]).
-    pub fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<AnyLimiter, Error> {
-        Ok(if configs.first().is_some_and(|c| c.capacity == 0) {
-            AnyLimiter::Direct(Limiter::with_clock_multi(configs, clock)?)
-        } else {
-            AnyLimiter::Keyed(KeyedLimiter::with_clock_multi(configs, clock)?)
+            AnyLimiter::Keyed(KeyedLimiter::new(config)?)
         })
     }
 
@@ -83,110 +68,51 @@ impl AnyLimiter {
         }
     }
 
-    /// Decides a request of `cost` for `key` now ([`Limiter::check`],
-    /// [`KeyedLimiter::check`]).
+    /// Decides `request` for `key` ([`Limiter::check`], which ignores
+    /// the key; [`KeyedLimiter::check`]).
     #[inline]
-    pub fn check(&self, key: u64, cost: u64) -> Decision {
+    pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
         match self {
-            AnyLimiter::Direct(l) => l.check(cost),
-            AnyLimiter::Keyed(k) => k.check(key, cost),
-        }
-    }
-
-    /// [`AnyLimiter::check`] at `now_ns` (UNIX ns).
-    #[inline]
-    pub fn check_at(&self, key: u64, cost: u64, now_ns: u64) -> Decision {
-        match self {
-            AnyLimiter::Direct(l) => l.check_at(cost, now_ns),
-            AnyLimiter::Keyed(k) => k.check_at(key, cost, now_ns),
-        }
-    }
-
-    /// [`AnyLimiter::check`] for a byte-string key.
-    #[inline]
-    pub fn check_bytes(&self, key: &[u8], cost: u64) -> Decision {
-        match self {
-            AnyLimiter::Direct(l) => l.check(cost),
-            AnyLimiter::Keyed(k) => k.check_bytes(key, cost),
-        }
-    }
-
-    /// [`AnyLimiter::check_bytes`] at `now_ns` (UNIX ns).
-    #[inline]
-    pub fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Decision {
-        match self {
-            AnyLimiter::Direct(l) => l.check_at(cost, now_ns),
-            AnyLimiter::Keyed(k) => k.check_bytes_at(key, cost, now_ns),
+            AnyLimiter::Direct(l) => l.check(request),
+            AnyLimiter::Keyed(k) => k.check(key, request),
         }
     }
 
     /// [`AnyLimiter::check`] with each limit's own decision.
-    pub fn check_each(&self, key: u64, cost: u64) -> MultiDecision {
-        match self {
-            AnyLimiter::Direct(l) => l.check_each(cost),
-            AnyLimiter::Keyed(k) => k.check_each(key, cost),
-        }
-    }
-
-    /// [`AnyLimiter::check_each`] at `now_ns` (UNIX ns).
-    pub fn check_each_at(&self, key: u64, cost: u64, now_ns: u64) -> MultiDecision {
-        match self {
-            AnyLimiter::Direct(l) => l.check_each_at(cost, now_ns),
-            AnyLimiter::Keyed(k) => k.check_each_at(key, cost, now_ns),
-        }
-    }
-
-    /// [`AnyLimiter::check_each`] for a byte-string key.
-    pub fn check_bytes_each(&self, key: &[u8], cost: u64) -> MultiDecision {
-        match self {
-            AnyLimiter::Direct(l) => l.check_each(cost),
-            AnyLimiter::Keyed(k) => k.check_bytes_each(key, cost),
-        }
-    }
-
-    /// [`AnyLimiter::check_bytes_each`] at `now_ns` (UNIX ns).
-    pub fn check_bytes_each_at(&self, key: &[u8], cost: u64, now_ns: u64) -> MultiDecision {
-        match self {
-            AnyLimiter::Direct(l) => l.check_each_at(cost, now_ns),
-            AnyLimiter::Keyed(k) => k.check_bytes_each_at(key, cost, now_ns),
-        }
-    }
-
-    /// Waits until a request of `cost` for `key` is admitted
-    /// ([`Limiter::acquire`]).
-    pub fn acquire_bytes(
+    pub fn check_each<'k>(
         &self,
-        key: &[u8],
-        cost: u64,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
+    ) -> MultiDecision {
+        match self {
+            AnyLimiter::Direct(l) => l.check_each(request),
+            AnyLimiter::Keyed(k) => k.check_each(key, request),
+        }
+    }
+
+    /// Waits until `request` for `key` is admitted ([`Limiter::acquire`]).
+    pub fn acquire<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
         timeout: Duration,
     ) -> Result<Decision, AcquireError> {
         match self {
-            AnyLimiter::Direct(l) => l.acquire(cost, timeout),
-            AnyLimiter::Keyed(k) => k.acquire_bytes(key, cost, timeout),
+            AnyLimiter::Direct(l) => l.acquire(request, timeout),
+            AnyLimiter::Keyed(k) => k.acquire(key, request, timeout),
         }
     }
 
     /// Forgets `key`'s state; a direct limiter forgets its one state.
     /// Returns whether a keyed limiter had a state for the key (a direct
     /// limiter always answers `true`).
-    pub fn reset_bytes(&self, key: &[u8]) -> bool {
+    pub fn reset<'k>(&self, key: impl Into<Key<'k>>) -> bool {
         match self {
             AnyLimiter::Direct(l) => {
                 l.reset();
                 true
             }
-            AnyLimiter::Keyed(k) => k.reset_bytes(key),
-        }
-    }
-
-    /// [`AnyLimiter::reset_bytes`] for a `u64` key.
-    pub fn reset_key(&self, key: u64) -> bool {
-        match self {
-            AnyLimiter::Direct(l) => {
-                l.reset();
-                true
-            }
-            AnyLimiter::Keyed(k) => k.reset_key(key),
+            AnyLimiter::Keyed(k) => k.reset(key),
         }
     }
 

@@ -366,7 +366,7 @@ pub enum Error {
         bytes: usize,
     },
     /// A shared region could not be created or attached
-    /// (`KeyedLimiter::open_shared`).
+    /// (`Builder::shared`).
     Shared(SharedError),
     /// A live reconfiguration (`Limiter::reconfigure`) was refused: the
     /// change has no carry-over rule for the states already kept, or

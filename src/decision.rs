@@ -28,6 +28,17 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// Denied, and never admitted: the decision of a request no limit of
+    /// the limiter can judge (a [`crate::Tier`] the limiter does not have).
+    pub const NEVER: Decision = Decision {
+        allowed: false,
+        limit: 0,
+        remaining: 0,
+        retry_after_ns: u64::MAX,
+        reset_after_ns: 0,
+        wait_ns: 0,
+    };
+
     /// `retry_after_ns` as a [`Duration`] (`None` when the request can never
     /// be admitted).
     pub fn retry_after(&self) -> Option<Duration> {

@@ -13,15 +13,22 @@
 //! - [`Config`]: what to enforce; refused with a [`ConfigError`] naming the
 //!   field when out of range.
 //! - [`Decision`]: admitted or not, remaining, and when to retry.
+//! - [`Builder`]: every other way to make one (`Limiter::builder()`,
+//!   `KeyedLimiter::builder()`, `AnyLimiter::builder()`): several limits,
+//!   tiers, a clock, names, a shared region.
+//! - [`Request`]: what a check asks besides its key ([`Key`]): its cost,
+//!   its time (UNIX nanoseconds, else the limiter's clock) and its tier;
+//!   a `u64` is a request of that cost, now. [`Batch`]: many at once.
 //! - Several limits as one ("10 per second and 1000 per day"):
-//!   [`Limiter::new_multi`], [`KeyedLimiter::new_multi`]; a request is
-//!   admitted only if every limit admits it, and [`MultiDecision`] says
-//!   which limit denied and what each decided.
+//!   [`Builder::limit`] given more than once; a request is admitted only
+//!   if every limit admits it, and [`MultiDecision`] says which limit
+//!   denied and what each decided.
 //! - A quota per tier (free, paid, internal) in one table:
-//!   [`KeyedLimiter::new_tiered`], each check naming its key's tier
-//!   ([`KeyedLimiter::check_tier`]).
+//!   [`Builder::tier`], each request naming its key's tier
+//!   ([`KeyedLimiter::tier`], [`Request::tier`]).
 //! - [`Clock`]: the TSC clock (default), a coarse cached clock, or a manual
-//!   clock. Every check also has an `_at` form taking UNIX nanoseconds.
+//!   clock ([`Builder::clock`]); a request may give its own time instead
+//!   ([`Request::at`]).
 //! - [`snapshot`]: every limiter saves its states while checks go on and is
 //!   restored from them after a restart; [`Persisted`] does both from one
 //!   line (restore at start, save periodically).
@@ -32,7 +39,7 @@
 //! // 5 requests per second with a sliding window, on a clock we move by hand.
 //! let (clock, hand) = Clock::manual(1_700_000_000_000_000_000);
 //! let config = Config::new(Algorithm::SlidingWindow, 5, 1_000_000_000);
-//! let limiter = Limiter::with_clock(config, clock).unwrap();
+//! let limiter = Limiter::builder().limit(config).clock(clock).build().unwrap();
 //!
 //! let admitted = (0..8).filter(|_| limiter.check(1).allowed).count();
 //! assert_eq!(admitted, 5);
@@ -70,6 +77,7 @@
 mod acquire;
 mod algorithm;
 mod any;
+mod builder;
 mod cell;
 mod clock;
 mod config;
@@ -92,6 +100,7 @@ mod live;
 mod memory;
 mod multi;
 mod reconfigure;
+mod request;
 mod shared;
 /// Snapshots: save a limiter's states and restore them after a restart
 /// (docs/SNAPSHOT.md).
@@ -105,6 +114,7 @@ mod tiers;
 
 pub use acquire::AcquireError;
 pub use any::AnyLimiter;
+pub use builder::Builder;
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
 pub use config::{
     Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_GCRA_TOLERANCE_NS, MAX_LIMIT,
@@ -116,6 +126,7 @@ pub use duration::{DurationError, parse_duration};
 pub use keyed::KeyedLimiter;
 pub use limiter::Limiter;
 pub use multi::{MAX_LIMITS, MultiDecision};
+pub use request::{Batch, Key, Request, Tier};
 pub use shared::SharedOptions;
 #[cfg(not(ratecell_loom))]
 pub use snapshot::{Persisted, SnapshotError};

@@ -18,6 +18,7 @@ use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
 use crate::decision::Decision;
 use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
+use crate::request::{Request, Tier};
 use crate::stats::{CheckCounters, Stats};
 use crate::sync::{AtomicU64, AtomicU128, SlotU128};
 use std::fmt;
@@ -27,15 +28,15 @@ use std::time::Duration;
 /// or in an `Arc`; every method takes `&self`.
 ///
 /// ```
-/// use ratecell::{Algorithm, Config, Limiter};
+/// use ratecell::{Algorithm, Config, Limiter, Request};
 ///
 /// // 10 requests per second, at most 10 at once.
 /// let limiter = Limiter::new(Config::new(Algorithm::Gcra, 10, 1_000_000_000)).unwrap();
 /// let t = 1_700_000_000_000_000_000; // explicit UNIX ns: deterministic
 /// for _ in 0..10 {
-///     assert!(limiter.check_at(1, t).allowed);
+///     assert!(limiter.check(Request::new(1).at(t)).allowed);
 /// }
-/// let denied = limiter.check_at(1, t);
+/// let denied = limiter.check(Request::new(1).at(t));
 /// assert!(!denied.allowed);
 /// assert_eq!(denied.retry_after_ns, 100_000_000); // one emission interval
 /// ```
@@ -145,7 +146,7 @@ impl Engine {
     }
 
     /// The whole decision of a request of cost `n` at `t`, always taken
-    /// ([`Limiter::check_at`]).
+    /// ([`Limiter::check`]).
     ///
     /// The single-word arms return their decision in registers; the block
     /// engines decide out of line ([`Engine::block_decision`]) and
@@ -293,7 +294,7 @@ impl Limiter {
 
     /// A limiter reading `clock` (a manual clock for simulations, or the
     /// coarse clock).
-    pub fn with_clock(config: Config, clock: Clock) -> Result<Limiter, Error> {
+    pub(crate) fn with_clock(config: Config, clock: Clock) -> Result<Limiter, Error> {
         let params = config.params()?;
         if config.capacity != 0 {
             return Err(ConfigError {
@@ -322,47 +323,8 @@ impl Limiter {
         }
     }
 
-    /// A limiter enforcing every one of `configs` (1 to
-    /// [`MAX_LIMITS`], any algorithms) as one, on the TSC clock: a request
-    /// is admitted only when every limit admits it, and only then is
-    /// anything stored. Every check returns the combined decision (see
-    /// [`MultiDecision`]); [`Limiter::check_each_at`] also returns each
-    /// limit's.
-    ///
-    /// All of the limits' states live in one cell: one 128-bit CAS when
-    /// they fit 128 bits (any two of GCRA, leaky bucket, token bucket,
-    /// fixed window, sliding window with ordinary limits), one latch
-    /// otherwise.
-    ///
-    /// Every config has capacity 0 (a keyed form is
-    /// [`crate::KeyedLimiter::new_multi`]). Errors name the field:
-    /// [`Field::Limits`] for none or more than [`MAX_LIMITS`], any field
-    /// of any limit (the message says which), [`Field::Capacity`] or
-    /// [`Field::Overflow`] when they differ between limits,
-    /// [`Field::Limit`] when their states take more than `u32::MAX` words
-    /// (32 GiB) together (a sliding log of 2^31 entries or more).
-    ///
-    /// ```
-    /// use ratecell::{Algorithm, Config, Limiter};
-    ///
-    /// const S: u64 = 1_000_000_000;
-    /// let limiter = Limiter::new_multi(&[
-    ///     Config::new(Algorithm::Gcra, 10, S),                 // 10 per second
-    ///     Config::new(Algorithm::FixedWindow, 1000, 86_400 * S), // and 1000 per day
-    /// ])
-    /// .unwrap();
-    /// let t = 1_700_000_000_000_000_000;
-    /// let d = limiter.check_each_at(1, t);
-    /// assert!(d.decision.allowed);
-    /// assert_eq!(d.decision.remaining, 9, "the tighter of 9 and 999");
-    /// assert_eq!(d.limits()[1].remaining, 999);
-    /// ```
-    pub fn new_multi(configs: &[Config]) -> Result<Limiter, Error> {
-        Limiter::with_clock_multi(configs, Clock::tsc())
-    }
-
     /// [`Limiter::new_multi`] reading `clock`.
-    pub fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
+    pub(crate) fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
         let all = crate::multi::all_of(configs, 128)?;
         if configs.len() == 1 || configs[0].capacity != 0 {
             // One limit needs no composite; a capacity is refused there.
@@ -387,7 +349,7 @@ impl Limiter {
     /// Names the limits, in order, for callers that report which limit
     /// denied ([`Limiter::limit_name`]); an empty name is no name. Errors
     /// with [`Field::Limits`] unless there is one name per limit.
-    pub fn with_names(self, names: &[&str]) -> Result<Limiter, Error> {
+    pub(crate) fn with_names(self, names: &[&str]) -> Result<Limiter, Error> {
         let mut limits = self.limits.load().clone();
         limits.name(names)?;
         self.limits.replace(limits);
@@ -405,16 +367,15 @@ impl Limiter {
         self.limits.load().names.get(index)?.as_deref()
     }
 
-    /// Decides a request of `cost` now, with each limit's own decision.
-    pub fn check_each(&self, cost: u64) -> MultiDecision {
-        self.check_each_at(cost, self.clock.now_ns())
-    }
-
-    /// Decides a request of `cost` at `now_ns`, with each limit's own
-    /// decision and which one denied (the same decision as
-    /// [`Limiter::check_at`]).
-    pub fn check_each_at(&self, cost: u64, now_ns: u64) -> MultiDecision {
-        let d = self.engine.decide_each(now_ns, cost);
+    /// Decides `request`, with each limit's own decision and which one
+    /// denied (the same decision as [`Limiter::check`]).
+    pub fn check_each(&self, request: impl Into<Request>) -> MultiDecision {
+        let r = request.into();
+        if r.tier != Tier::DEFAULT {
+            return MultiDecision::of_one(self.never());
+        }
+        let now_ns = r.at_ns.unwrap_or_else(|| self.clock.now_ns());
+        let d = self.engine.decide_each(now_ns, r.cost);
         self.counters.record(d.decision.allowed);
         d
     }
@@ -437,34 +398,35 @@ impl Limiter {
         self.clock.now_ns()
     }
 
-    /// Decides a request of `cost` now (`cost` 0 is a peek).
+    /// Decides `request`: a cost (0 is a peek), or a [`Request`] with its
+    /// time. A direct limiter has tier 0 only; a request naming another
+    /// tier is denied ([`Decision::NEVER`]).
     #[inline]
-    pub fn check(&self, cost: u64) -> Decision {
-        self.check_at(cost, self.clock.now_ns())
-    }
-
-    /// Decides a request of `cost` at `now_ns` (UNIX ns, from the caller).
-    #[inline]
-    pub fn check_at(&self, cost: u64, now_ns: u64) -> Decision {
+    pub fn check(&self, request: impl Into<Request>) -> Decision {
+        let r = request.into();
+        if r.tier != Tier::DEFAULT {
+            return self.never();
+        }
+        let now_ns = r.at_ns.unwrap_or_else(|| self.clock.now_ns());
         let tally = self.counters.tally();
-        let decision = self.engine.decision(now_ns, cost);
+        let decision = self.engine.decision(now_ns, r.cost);
         tally.record(decision.allowed);
         decision
     }
 
-    /// Whether one request is admitted now: [`Limiter::check`] with cost 1,
-    /// for callers that need only the yes or no.
-    #[inline]
-    pub fn allow(&self) -> bool {
-        self.allow_at(self.clock.now_ns())
+    /// The decision of a request naming a tier (a direct limiter has tier
+    /// 0 only), counted as a denial.
+    #[cold]
+    fn never(&self) -> Decision {
+        self.counters.record(false);
+        Decision::NEVER
     }
 
-    /// Whether one request is admitted at `now_ns` (UNIX ns, from the
-    /// caller): [`Limiter::check_at`] with cost 1, for callers that need
-    /// only the yes or no.
+    /// Whether one request is admitted now: [`Limiter::check`] of one
+    /// unit, for callers that need only the yes or no.
     #[inline]
-    pub fn allow_at(&self, now_ns: u64) -> bool {
-        let allowed = self.engine.admits(now_ns, 1);
+    pub fn allow(&self) -> bool {
+        let allowed = self.engine.admits(self.clock.now_ns(), 1);
         self.counters.record(allowed);
         allowed
     }
@@ -474,12 +436,23 @@ impl Limiter {
     /// never spinning. Gives up once `timeout` would pass first.
     ///
     /// One exception: several limits including a leaky bucket whose states
-    /// do not fit one word (block layout, see [`Limiter::new_multi`])
+    /// do not fit one word (block layout, see [`crate::Builder::limit`])
     /// cannot refuse a queue place, so the wait for it may outlast
     /// `timeout`.
-    pub fn acquire(&self, cost: u64, timeout: Duration) -> Result<Decision, AcquireError> {
+    ///
+    /// The wait is on the limiter's clock: a time set on the request is not
+    /// used. A request naming a tier other than 0 is never admitted.
+    pub fn acquire(
+        &self,
+        request: impl Into<Request>,
+        timeout: Duration,
+    ) -> Result<Decision, AcquireError> {
+        let r = request.into();
+        if r.tier != Tier::DEFAULT {
+            return Err(AcquireError::Unsatisfiable(self.never()));
+        }
         acquire(&self.clock, timeout, |t, max_wait| {
-            let (decision, taken) = self.engine.decide(t, cost, max_wait);
+            let (decision, taken) = self.engine.decide(t, r.cost, max_wait);
             if taken {
                 self.counters.record(decision.allowed);
             }
@@ -488,8 +461,8 @@ impl Limiter {
     }
 
     /// Changes the limits while checks run, keeping every state: `configs`
-    /// replaces the limits in order (one config for a limiter made by
-    /// [`Limiter::new`], as many as it has for [`Limiter::new_multi`]).
+    /// replaces the limits in order (as many configs as the limiter was
+    /// built with: one for [`Limiter::new`]).
     ///
     /// No check waits: each decides on the old limits or on the new ones,
     /// never a mix. What a state means right after the change (its
@@ -509,19 +482,21 @@ impl Limiter {
     /// them without any atomic write (see `crate::live`).
     ///
     /// ```
-    /// use ratecell::{Algorithm, Clock, Config, Limiter};
+    /// use ratecell::{Algorithm, Clock, Config, Limiter, Request};
     ///
     /// let t = 1_700_000_000_000_000_000;
     /// let (clock, _hand) = Clock::manual(t);
-    /// let limiter =
-    ///     Limiter::with_clock(Config::new(Algorithm::FixedWindow, 10, 1_000_000_000), clock)
-    ///         .unwrap();
-    /// assert_eq!(limiter.check_at(4, t).remaining, 6);
+    /// let limiter = Limiter::builder()
+    ///     .limit(Config::new(Algorithm::FixedWindow, 10, 1_000_000_000))
+    ///     .clock(clock)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(limiter.check(Request::new(4).at(t)).remaining, 6);
     /// // 10 to 14 per second: the 4 spent this window stay spent.
     /// limiter
     ///     .reconfigure(&[Config::new(Algorithm::FixedWindow, 14, 1_000_000_000)])
     ///     .unwrap();
-    /// assert_eq!(limiter.check_at(0, t).remaining, 10);
+    /// assert_eq!(limiter.check(Request::new(0).at(t)).remaining, 10);
     /// // Another algorithm has no carry-over: refused.
     /// assert!(limiter.reconfigure(&[Config::new(Algorithm::Gcra, 10, 1_000_000_000)]).is_err());
     /// ```

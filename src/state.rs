@@ -7,7 +7,7 @@
 //! [`Rule::words`] words (all zero is the fresh state), serialises it however
 //! it likes, and hands it to [`Rule::decide`] under whatever exclusion it
 //! provides (Redis runs one command at a time). The decisions are those of
-//! [`Limiter::check_at`](crate::Limiter::check_at) for the same
+//! [`Limiter::check`](crate::Limiter::check) at the same times for the same
 //! configuration and trace: both call the same functions in `algorithm/`.
 //!
 //! Layouts, in words: GCRA and leaky bucket `[tat]`; token bucket
@@ -247,7 +247,7 @@ fn word<A: Plain>(a: &A, state: &mut [u64], t: u64, cost: u64) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Clock, Limiter};
+    use crate::{Clock, Limiter, Request};
 
     /// A small deterministic generator: the trace is the same on every run.
     fn next(x: &mut u64) -> u64 {
@@ -276,7 +276,7 @@ mod tests {
                     t + (r >> 8) % 300_000
                 };
                 let cost = (r >> 40) % 8;
-                let want = limiter.check_at(cost, t);
+                let want = limiter.check(Request::new(cost).at(t));
                 assert_eq!(rule.decide(&mut state, t, cost), want, "{alg} at {t}");
             }
         }

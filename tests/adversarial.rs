@@ -2,7 +2,7 @@
 //! live in the library: peeks on a full table, and evictions followed by a
 //! request from before them.
 
-use ratecell::{Algorithm, Config, KeyedLimiter, Overflow};
+use ratecell::{Algorithm, Config, KeyedLimiter, Overflow, Request};
 
 const HOUR: u64 = 3_600_000_000_000;
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -21,7 +21,7 @@ fn small(algorithm: Algorithm) -> KeyedLimiter {
 /// returns that key (never placed).
 fn fill(limiter: &KeyedLimiter, t: u64) -> u64 {
     for key in 1000..2000 {
-        if !limiter.check_at(key, 1, t).allowed {
+        if !limiter.check(key, Request::new(1).at(t)).allowed {
             assert!(limiter.stats().overflows > 0, "{key} denied for room");
             return key;
         }
@@ -37,8 +37,8 @@ fn a_peek_on_a_full_deny_table_is_the_cost_1_request() {
     for algorithm in Algorithm::ALL {
         let limiter = small(algorithm);
         let outsider = fill(&limiter, T0);
-        let peek = limiter.check_at(outsider, 0, T0);
-        let request = limiter.check_at(outsider, 1, T0);
+        let peek = limiter.check(outsider, Request::new(0).at(T0));
+        let request = limiter.check(outsider, Request::new(1).at(T0));
         assert!(!request.allowed, "{algorithm:?}: no room");
         assert_eq!(peek, request, "{algorithm:?}: the peek is the request");
         assert!(peek.retry_after_ns > 0 && peek.retry_after_ns < u64::MAX);
@@ -46,11 +46,11 @@ fn a_peek_on_a_full_deny_table_is_the_cost_1_request() {
         // stores nothing).
         let later = T0 + 2 * HOUR;
         assert!(
-            limiter.check_at(outsider, 0, later).allowed,
+            limiter.check(outsider, Request::new(0).at(later)).allowed,
             "{algorithm:?}"
         );
         assert!(
-            limiter.check_at(outsider, 1, later).allowed,
+            limiter.check(outsider, Request::new(1).at(later)).allowed,
             "{algorithm:?}"
         );
     }
@@ -65,25 +65,35 @@ fn a_request_from_before_an_eviction_admits_nothing_more() {
     for algorithm in Algorithm::ALL {
         let limiter = small(algorithm);
         for _ in 0..5 {
-            assert!(limiter.check_at(1, 1, T0).allowed, "{algorithm:?}");
+            assert!(
+                limiter.check(1, Request::new(1).at(T0)).allowed,
+                "{algorithm:?}"
+            );
         }
         // Key 1 took the first place of the window; fill the rest.
         let outsider = fill(&limiter, T0);
         let evicted_at = T0 + 3 * HOUR;
-        assert!(limiter.check_at(outsider, 1, evicted_at).allowed);
+        assert!(
+            limiter
+                .check(outsider, Request::new(1).at(evicted_at))
+                .allowed
+        );
         assert_eq!(limiter.stats().evictions, 1, "{algorithm:?}");
-        assert!(limiter.reset_key(outsider), "{algorithm:?}: a free place");
+        assert!(limiter.reset(outsider), "{algorithm:?}: a free place");
         let before = T0 + 1;
         let mut admitted = 0;
         for _ in 0..10 {
-            admitted += u64::from(limiter.check_at(1, 1, before).allowed);
+            admitted += u64::from(limiter.check(1, Request::new(1).at(before)).allowed);
         }
         assert_eq!(admitted, 0, "{algorithm:?}: key 1 spent 5 of 5 at T0");
-        let peek = limiter.check_at(1, 0, before);
+        let peek = limiter.check(1, Request::new(0).at(before));
         assert!(!peek.allowed, "{algorithm:?}: a peek agrees");
         assert!(peek.retry_after_ns <= evicted_at - before);
         // At and after the eviction's time, key 1 is fresh as it was then.
-        assert!(limiter.check_at(1, 1, evicted_at).allowed, "{algorithm:?}");
+        assert!(
+            limiter.check(1, Request::new(1).at(evicted_at)).allowed,
+            "{algorithm:?}"
+        );
     }
 }
 
@@ -151,12 +161,15 @@ fn a_batch_writes_into_garbage_buffers() {
                 .cast::<u8>()
                 .write_bytes(0xAB, size_of::<ratecell_decision>());
         }
-        let status = ratecell_check_batch_at(
+        let mut batch = MaybeUninit::<ratecell_batch>::uninit();
+        ratecell_batch_init(batch.as_mut_ptr());
+        let mut batch = batch.assume_init();
+        batch.keys = keys.as_ptr();
+        batch.n = 4;
+        batch.at_ns = T0;
+        let status = ratecell_check_batch(
             limiter,
-            keys.as_ptr(),
-            std::ptr::null(),
-            4,
-            T0,
+            &batch,
             allowed.as_mut_ptr(),
             decisions.as_mut_ptr().cast(),
         );

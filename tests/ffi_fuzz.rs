@@ -3,11 +3,11 @@
 //! and `u64::MAX`) through every exported `ratecell_*` function, for a
 //! bounded time.
 //!
-//! Limiters are made of one limit (`ratecell_limiter_new`), several
-//! (`ratecell_limiter_new_multi`) and tiers (`ratecell_limiter_new_tiered*`),
-//! and every call runs on each kind, the multi-limit (`ratecell_check_each*`)
-//! and tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
-//! `ratecell_acquire*_tier`) calls included. Limiters saved periodically
+//! Limiters are made of one limit (`ratecell_limiter_new`), several and
+//! tiers (`ratecell_limiter_build`), and every call runs on each kind, the
+//! multi-limit (`ratecell_check_each`) and tier (a `ratecell_request` or
+//! `ratecell_batch` naming tiers, for `ratecell_check`,
+//! `ratecell_check_batch` and `ratecell_acquire`) calls included. Limiters saved periodically
 //! (`ratecell_persisted_open*`) are opened with the same random arguments,
 //! used, saved and closed, and the file they leave must restore.
 //!
@@ -33,7 +33,7 @@
 use ratecell::ffi::*;
 use ratecell::{
     AcquireError, Clock, Config, Decision, KeyedLimiter, Limiter, ManualClock, MultiDecision,
-    TierError,
+    Request, TierError,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::{null, null_mut};
@@ -128,6 +128,69 @@ fn a_time(rng: &mut Rng) -> u64 {
         1 => rng.next(),
         _ => T0 + rng.below(100_000_000_000) - 50_000_000_000,
     }
+}
+
+/// A time a request can give: any `a_time` but `RATECELL_NOW`, which
+/// asks for the limiter's clock.
+fn a_request_time(rng: &mut Rng) -> u64 {
+    let t = a_time(rng);
+    if t == RATECELL_NOW { t - 1 } else { t }
+}
+
+/// A request as `ratecell_request_init` makes it, with what differs: the
+/// `u64` key, or the bytes `(pointer, length)`; the tier, cost and time
+/// (`None`: the limiter's clock).
+fn request(
+    key: u64,
+    bytes: Option<(*const u8, usize)>,
+    tier: u32,
+    cost: u64,
+    at: Option<u64>,
+) -> ratecell_request {
+    let mut r = std::mem::MaybeUninit::<ratecell_request>::uninit();
+    // SAFETY: `r` is writable, and ratecell_request_init sets every field.
+    let mut r = unsafe {
+        ratecell_request_init(r.as_mut_ptr());
+        r.assume_init()
+    };
+    r.key_id = key;
+    if let Some((ptr, len)) = bytes {
+        (r.key_bytes, r.key_len) = (ptr, len);
+    }
+    (r.tier, r.cost, r.at_ns) = (tier, cost, at.unwrap_or(RATECELL_NOW));
+    r
+}
+
+/// A batch as `ratecell_batch_init` makes it, with its requests.
+fn batch(
+    keys: *const u64,
+    costs: *const u64,
+    tiers: *const u32,
+    n: usize,
+    at: Option<u64>,
+) -> ratecell_batch {
+    let mut b = std::mem::MaybeUninit::<ratecell_batch>::uninit();
+    // SAFETY: `b` is writable, and ratecell_batch_init sets every field.
+    let mut b = unsafe {
+        ratecell_batch_init(b.as_mut_ptr());
+        b.assume_init()
+    };
+    (b.keys, b.costs, b.tiers, b.n) = (keys, costs, tiers, n);
+    b.at_ns = at.unwrap_or(RATECELL_NOW);
+    b
+}
+
+/// The options of a limiter of `n_limits` limits, in `n_tiers` tiers (0:
+/// none), from `configs`.
+fn options(configs: *const ratecell_config, n_limits: usize, n_tiers: usize) -> ratecell_options {
+    let mut o = std::mem::MaybeUninit::<ratecell_options>::uninit();
+    // SAFETY: `o` is writable, and ratecell_options_init sets every field.
+    let mut o = unsafe {
+        ratecell_options_init(o.as_mut_ptr());
+        o.assume_init()
+    };
+    (o.configs, o.n_limits, o.n_tiers) = (configs, n_limits, n_tiers);
+    o
 }
 
 /// A value of `T` filled with the sentinel byte, to see whether a failed
@@ -250,7 +313,10 @@ impl Twin {
         let (manual, hand) = Clock::manual(T0);
         let limiter = if config.capacity == 0 {
             TwinLimiter::Direct(Box::new(
-                Limiter::with_clock_multi(&configs, manual)
+                Limiter::builder()
+                    .limits(&configs)
+                    .clock(manual)
+                    .build()
                     .expect("the ABI accepted the configuration"),
             ))
         } else {
@@ -281,15 +347,15 @@ impl Twin {
 
     fn check(&self, key: u64, cost: u64, t: u64) -> Decision {
         match &self.limiter {
-            TwinLimiter::Direct(d) => d.check_at(cost, t),
-            TwinLimiter::Keyed(k) => k.check_at(key, cost, t),
+            TwinLimiter::Direct(d) => d.check(Request::new(cost).at(t)),
+            TwinLimiter::Keyed(k) => k.check(key, Request::new(cost).at(t)),
         }
     }
 
     fn check_bytes(&self, key: &[u8], cost: u64, t: u64) -> Decision {
         match &self.limiter {
-            TwinLimiter::Direct(d) => d.check_at(cost, t),
-            TwinLimiter::Keyed(k) => k.check_bytes_at(key, cost, t),
+            TwinLimiter::Direct(d) => d.check(Request::new(cost).at(t)),
+            TwinLimiter::Keyed(k) => k.check(key, Request::new(cost).at(t)),
         }
     }
 
@@ -297,7 +363,7 @@ impl Twin {
         match &self.limiter {
             TwinLimiter::Direct(d) => d.reset(),
             TwinLimiter::Keyed(k) => {
-                k.reset_bytes(key);
+                k.reset(key);
             }
         }
     }
@@ -307,15 +373,15 @@ impl Twin {
         let zero = Duration::ZERO;
         match &self.limiter {
             TwinLimiter::Direct(d) => d.acquire(cost, zero),
-            TwinLimiter::Keyed(k) => k.acquire_bytes(key, cost, zero),
+            TwinLimiter::Keyed(k) => k.acquire(key, cost, zero),
         }
     }
 
     fn check_each(&self, key: Option<u64>, bytes: &[u8], cost: u64, t: u64) -> MultiDecision {
         match (&self.limiter, key) {
-            (TwinLimiter::Direct(d), _) => d.check_each_at(cost, t),
-            (TwinLimiter::Keyed(k), Some(key)) => k.check_each_at(key, cost, t),
-            (TwinLimiter::Keyed(k), None) => k.check_bytes_each_at(bytes, cost, t),
+            (TwinLimiter::Direct(d), _) => d.check_each(Request::new(cost).at(t)),
+            (TwinLimiter::Keyed(k), Some(key)) => k.check_each(key, Request::new(cost).at(t)),
+            (TwinLimiter::Keyed(k), None) => k.check_each(bytes, Request::new(cost).at(t)),
         }
     }
 
@@ -331,10 +397,15 @@ impl Twin {
     ) -> Result<MultiDecision, TierError> {
         let tier = tier as usize;
         match (&self.limiter, key) {
-            (TwinLimiter::Direct(d), _) if tier == 0 => Ok(d.check_each_at(cost, t)),
+            (TwinLimiter::Direct(d), _) if tier == 0 => Ok(d.check_each(Request::new(cost).at(t))),
             (TwinLimiter::Direct(_), _) => Err(TierError { tier, tiers: 1 }),
-            (TwinLimiter::Keyed(k), Some(key)) => k.check_tier_each_at(key, tier, cost, t),
-            (TwinLimiter::Keyed(k), None) => k.check_bytes_tier_each_at(bytes, tier, cost, t),
+            (TwinLimiter::Keyed(k), key) => {
+                let request = Request::new(cost).at(t).tier(k.tier(tier)?);
+                Ok(match key {
+                    Some(key) => k.check_each(key, request),
+                    None => k.check_each(bytes, request),
+                })
+            }
         }
     }
 
@@ -350,7 +421,9 @@ impl Twin {
         match &self.limiter {
             TwinLimiter::Direct(d) if tier == 0 => Ok(d.acquire(cost, zero)),
             TwinLimiter::Direct(_) => Err(TierError { tier, tiers: 1 }),
-            TwinLimiter::Keyed(k) => k.acquire_bytes_tier(key, tier, cost, zero),
+            TwinLimiter::Keyed(k) => {
+                Ok(k.acquire(key, Request::new(cost).tier(k.tier(tier)?), zero))
+            }
         }
     }
 
@@ -619,14 +692,14 @@ impl Fuzz {
                     let (key, cost, t) = (
                         self.rng.below(16),
                         self.rng.any(COSTS),
-                        a_time(&mut self.rng),
+                        a_request_time(&mut self.rng),
                     );
                     let out = if self.rng.chance(40) {
                         null_mut()
                     } else {
                         d.ptr()
                     };
-                    let s = ratecell_check_at(l, key, cost, t, out);
+                    let s = ratecell_check(l, &request(key, None, 0, cost, Some(t)), out);
                     self.after(s, &d);
                     if let (RATECELL_OK, Some(twin)) = (s, self.twin(l, slot, slots)) {
                         let expected = twin.check(key, cost, t);
@@ -636,7 +709,7 @@ impl Fuzz {
                 4 => {
                     let (key, cost) = (self.rng.next(), self.rng.any(COSTS));
                     let before = ratecell_now_ns(l);
-                    let s = ratecell_check(l, key, cost, d.ptr());
+                    let s = ratecell_check(l, &request(key, None, 0, cost, None), d.ptr());
                     self.after(s, &d);
                     if s == RATECELL_OK && self.twin(l, slot, slots).is_some() {
                         if let Some(t) = self.time_of(slot, l, before) {
@@ -656,11 +729,8 @@ impl Fuzz {
                     }
                     let cost = self.rng.any(COSTS);
                     let before = ratecell_now_ns(l);
-                    let at = self.rng.chance(2).then(|| a_time(&mut self.rng));
-                    let s = match at {
-                        Some(t) => ratecell_check_bytes_at(l, key, len, cost, t, d.ptr()),
-                        None => ratecell_check_bytes(l, key, len, cost, d.ptr()),
-                    };
+                    let at = self.rng.chance(2).then(|| a_request_time(&mut self.rng));
+                    let s = ratecell_check(l, &request(0, Some((key, len)), 0, cost, at), d.ptr());
                     self.after(s, &d);
                     if s == RATECELL_OK && self.twin(l, slot, slots).is_some() {
                         let t = match at {
@@ -668,9 +738,13 @@ impl Fuzz {
                             None => self.time_of(slot, l, before),
                         };
                         if let Some(t) = t {
-                            let key = if len == 0 { &[][..] } else { &bytes[..len] };
-                            let expected =
-                                self.twins[slot].as_ref().unwrap().check_bytes(key, cost, t);
+                            let twin = self.twins[slot].as_ref().unwrap();
+                            // No bytes (NULL) is the request's `key_id`, 0.
+                            let expected = if key.is_null() {
+                                twin.check(0, cost, t)
+                            } else {
+                                twin.check_bytes(&bytes[..len], cost, t)
+                            };
                             self.same(&d.get(), expected, "check_bytes");
                         }
                     }
@@ -698,9 +772,10 @@ impl Fuzz {
                     let before = ratecell_now_ns(l);
                     let s = if key.len() == 8 && self.rng.chance(2) {
                         let k = u64::from_le_bytes(key[..].try_into().unwrap());
-                        ratecell_acquire(l, k, cost, timeout, d.ptr())
+                        ratecell_acquire(l, &request(k, None, 0, cost, None), timeout, d.ptr())
                     } else {
-                        ratecell_acquire_bytes(l, key.as_ptr(), key.len(), cost, timeout, d.ptr())
+                        let r = request(0, Some((key.as_ptr(), key.len())), 0, cost, None);
+                        ratecell_acquire(l, &r, timeout, d.ptr())
                     };
                     self.after(s, &d);
                     let decided = matches!(
@@ -738,17 +813,19 @@ impl Fuzz {
                         bytes[..self.rng.below(9) as usize].to_vec()
                     };
                     let s = if key.len() == 8 && self.rng.chance(2) {
-                        ratecell_reset_key(l, u64::from_le_bytes(key[..].try_into().unwrap()))
+                        let k = u64::from_le_bytes(key[..].try_into().unwrap());
+                        ratecell_reset(l, &request(k, None, 0, 1, None))
                     } else {
-                        ratecell_reset_bytes(l, key.as_ptr(), key.len())
+                        ratecell_reset(l, &request(0, Some((key.as_ptr(), key.len())), 0, 1, None))
                     };
                     self.status(s);
                     if s == RATECELL_OK && self.twin(l, slot, slots).is_some() {
                         // The reset must forget exactly what the twin's does:
                         // the key's state (a peek at it) and the counters.
                         self.twins[slot].as_ref().unwrap().reset(&key);
-                        let t = a_time(&mut self.rng);
-                        let s = ratecell_check_bytes_at(l, key.as_ptr(), key.len(), 0, t, d.ptr());
+                        let t = a_request_time(&mut self.rng);
+                        let peek = request(0, Some((key.as_ptr(), key.len())), 0, 0, Some(t));
+                        let s = ratecell_check(l, &peek, d.ptr());
                         assert_eq!(s, RATECELL_OK);
                         let expected = self.twins[slot].as_ref().unwrap().check_bytes(&key, 0, t);
                         self.same(&d.get(), expected, "a peek after reset");
@@ -804,59 +881,22 @@ impl Fuzz {
                     }
                 }
                 15 => {
-                    // The sentinel byte is no valid bool: the answer is
-                    // stored in, and read back as, a byte.
-                    let mut yes = SENTINEL;
-                    let out = if self.rng.chance(40) {
-                        null_mut()
-                    } else {
-                        (&mut yes as *mut u8).cast::<bool>()
-                    };
+                    // The lean entry point: the answer is the return value
+                    // (1, 0, or a negated status).
                     let before = ratecell_now_ns(l);
-                    let (key, at) = (
-                        self.rng.below(16),
-                        self.rng.chance(2).then(|| a_time(&mut self.rng)),
-                    );
-                    let s = if self.rng.chance(3) {
-                        // The lean entry point: the answer is the return value.
-                        let r = ratecell_allow_key(l, key);
-                        if l.is_null() {
-                            assert_eq!(r, -(RATECELL_NULL_ARGUMENT as i32), "seed {}", self.seed);
-                            return;
-                        }
-                        assert!(r == 0 || r == 1, "seed {}: allow_key gave {r}", self.seed);
-                        if self.twin(l, slot, slots).is_some() {
-                            if let Some(t) = self.time_of(slot, l, before) {
-                                let twin = self.twins[slot].as_ref().unwrap();
-                                let expected = twin.check(key, 1, t).allowed;
-                                assert_eq!(r == 1, expected, "seed {}: allow_key", self.seed);
-                                self.compared += 1;
-                            }
-                        }
+                    let key = self.rng.below(16);
+                    let r = ratecell_allow(l, key);
+                    if l.is_null() {
+                        assert_eq!(r, -(RATECELL_NULL_ARGUMENT as i32), "seed {}", self.seed);
                         return;
-                    } else {
-                        match at {
-                            Some(t) => ratecell_allow_at(l, key, t, out),
-                            None => ratecell_allow(l, key, out),
-                        }
-                    };
-                    if l.is_null() || out.is_null() {
-                        assert_eq!(s, RATECELL_NULL_ARGUMENT, "seed {}", self.seed);
-                        assert_eq!(yes, SENTINEL, "seed {}: written on {s:?}", self.seed);
-                    } else {
-                        assert_eq!(s, RATECELL_OK, "seed {}", self.seed);
-                        assert!(yes <= 1, "seed {}: allowed is not a bool: {yes}", self.seed);
-                        if self.twin(l, slot, slots).is_some() {
-                            let t = match at {
-                                Some(t) => Some(t),
-                                None => self.time_of(slot, l, before),
-                            };
-                            if let Some(t) = t {
-                                let twin = self.twins[slot].as_ref().unwrap();
-                                let expected = twin.check(key, 1, t).allowed;
-                                assert_eq!(yes == 1, expected, "seed {}: allow", self.seed);
-                                self.compared += 1;
-                            }
+                    }
+                    assert!(r == 0 || r == 1, "seed {}: allow gave {r}", self.seed);
+                    if self.twin(l, slot, slots).is_some() {
+                        if let Some(t) = self.time_of(slot, l, before) {
+                            let twin = self.twins[slot].as_ref().unwrap();
+                            let expected = twin.check(key, 1, t).allowed;
+                            assert_eq!(r == 1, expected, "seed {}: allow", self.seed);
+                            self.compared += 1;
                         }
                     }
                 }
@@ -998,7 +1038,7 @@ impl Fuzz {
         let ptr = self.configs_ptr(&configs);
         let mut out: *mut ratecell_limiter = poisoned();
         // SAFETY: `configs` holds at least `n` configs, or `ptr` is NULL.
-        let s = unsafe { ratecell_limiter_new_multi(ptr, n, &mut out) };
+        let s = unsafe { ratecell_limiter_build(&options(ptr, n, 0), &mut out) };
         self.counts_refused(s, n, 1);
         self.made(s, out, &Made::Limits(&configs[..n.max(1)]), slot, slots);
     }
@@ -1009,13 +1049,14 @@ impl Fuzz {
         let mut out: *mut ratecell_limiter = poisoned();
         // SAFETY: `configs` holds `n_limits * n_tiers` configs (or one row
         // when a count is 0, which is refused before any is read).
-        let s = unsafe {
-            if n_limits == 1 && self.rng.chance(2) {
-                ratecell_limiter_new_tiered(ptr, n_tiers, &mut out)
-            } else {
-                ratecell_limiter_new_tiered_multi(ptr, n_limits, n_tiers, &mut out)
-            }
-        };
+        let s = unsafe { ratecell_limiter_build(&options(ptr, n_limits, n_tiers), &mut out) };
+        if n_tiers == 0 {
+            // No tiers: one list of limits (tier 0's row).
+            self.counts_refused(s, n_limits, 1);
+            let row = &configs[..n_limits.clamp(1, configs.len())];
+            self.made(s, out, &Made::Limits(row), slot, slots);
+            return;
+        }
         self.counts_refused(s, n_limits, n_tiers);
         self.made(s, out, &Made::Tiers(&configs, n_limits.max(1)), slot, slots);
     }
@@ -1105,7 +1146,7 @@ impl Fuzz {
             assert!(!l.is_null());
             for key in 0..4 {
                 let mut d = RawDecision::new();
-                let s = ratecell_check(l, key, 1, d.ptr());
+                let s = ratecell_check(l, &request(key, None, 0, 1, None), d.ptr());
                 assert_eq!(s, RATECELL_OK, "seed {}: check", self.seed);
                 self.coherent(&d.get());
             }
@@ -1188,19 +1229,15 @@ impl Fuzz {
         let mut m = RawMulti::new();
         let r = &mut self.rng;
         let (key, cost, len) = (r.below(16), r.any(COSTS), r.below(9) as usize);
-        let at = r.chance(2).then(|| a_time(r));
+        let at = r.chance(2).then(|| a_request_time(r));
         let by_bytes = r.chance(2);
         let out = if r.chance(40) { null_mut() } else { m.ptr() };
         let kb = &bytes[..len];
         // SAFETY: `l` is NULL or live; `kb` is `len` readable bytes.
         let s = unsafe {
             let before = ratecell_now_ns(l);
-            let s = match (by_bytes, at) {
-                (false, Some(t)) => ratecell_check_each_at(l, key, cost, t, out),
-                (false, None) => ratecell_check_each(l, key, cost, out),
-                (true, Some(t)) => ratecell_check_bytes_each_at(l, kb.as_ptr(), len, cost, t, out),
-                (true, None) => ratecell_check_bytes_each(l, kb.as_ptr(), len, cost, out),
-            };
+            let bytes = by_bytes.then_some((kb.as_ptr(), len));
+            let s = ratecell_check_each(l, &request(key, bytes, 0, cost, at), out);
             self.after_multi(s, &m);
             (s, before)
         };
@@ -1239,7 +1276,7 @@ impl Fuzz {
         let tier = self.a_tier();
         let r = &mut self.rng;
         let (key, cost, len, form) = (r.below(16), r.any(COSTS), r.below(9) as usize, r.below(5));
-        let t_given = a_time(r);
+        let t_given = a_request_time(r);
         let null_out = r.chance(40);
         let kb = &bytes[..len];
         let (mut d, mut m) = (RawDecision::new(), RawMulti::new());
@@ -1251,12 +1288,13 @@ impl Fuzz {
         // SAFETY: `l` is NULL or live; `kb` is `len` readable bytes.
         let (s, before) = unsafe {
             let before = ratecell_now_ns(l);
-            let s = match form {
-                0 => ratecell_check_tier(l, key, tier, cost, dp),
-                1 => ratecell_check_tier_at(l, key, tier, cost, t_given, dp),
-                2 => ratecell_check_bytes_tier(l, kb.as_ptr(), len, tier, cost, dp),
-                3 => ratecell_check_bytes_tier_at(l, kb.as_ptr(), len, tier, cost, t_given, dp),
-                _ => ratecell_check_tier_each_at(l, key, tier, cost, t_given, mp),
+            let bytes = matches!(form, 2 | 3).then_some((kb.as_ptr(), len));
+            let at = matches!(form, 1 | 3 | 4).then_some(t_given);
+            let r = request(key, bytes, tier, cost, at);
+            let s = if form == 4 {
+                ratecell_check_each(l, &r, mp)
+            } else {
+                ratecell_check(l, &r, dp)
             };
             (s, before)
         };
@@ -1324,22 +1362,17 @@ impl Fuzz {
         } else {
             null_mut()
         };
-        let at = r.chance(2).then(|| a_time(r));
+        let at = r.chance(2).then(|| a_request_time(r));
         // SAFETY: `l` is NULL or live; buffers of MAX >= n elements.
         let (s, before) = unsafe {
             let before = ratecell_now_ns(l);
-            let k = keys.as_ptr();
-            let a = allowed.as_mut_ptr();
-            let s = match at {
-                Some(t) => ratecell_check_batch_tier_at(l, k, tp, c, n, t, a, ds),
-                None => ratecell_check_batch_tier(l, k, tp, c, n, a, ds),
-            };
+            let b = batch(keys.as_ptr(), c, tp, n, at);
+            let s = ratecell_check_batch(l, &b, allowed.as_mut_ptr(), ds);
             (s, before)
         };
         self.status(s);
-        if !l.is_null() && tp.is_null() && n > 0 {
-            assert_eq!(s, RATECELL_NULL_ARGUMENT, "seed {}", self.seed);
-        }
+        // No tiers (NULL) is tier 0 for every request.
+        let tier_of = |i: usize| if tp.is_null() { 0 } else { tiers[i] };
         if s != RATECELL_OK {
             assert!(allowed.iter().all(|&b| b == SENTINEL), "seed {}", self.seed);
             assert!(decisions.iter().all(RawDecision::untouched));
@@ -1347,8 +1380,8 @@ impl Fuzz {
         let Some(twin) = self.twin(l, slot, slots) else {
             return;
         };
-        let beyond = tiers[..n].iter().any(|&t| t as usize >= twin.tiers());
-        if tp.is_null() || !matches!(s, RATECELL_OK | RATECELL_INVALID_TIER) {
+        let beyond = (0..n).any(|i| tier_of(i) as usize >= twin.tiers());
+        if !matches!(s, RATECELL_OK | RATECELL_INVALID_TIER) {
             return;
         }
         assert_eq!(
@@ -1369,7 +1402,7 @@ impl Fuzz {
             let cost = if c.is_null() { 1 } else { costs[i] };
             let twin = self.twins[slot].as_ref().unwrap();
             let expected = twin
-                .check_tier(Some(keys[i]), &[], tiers[i], cost, t)
+                .check_tier(Some(keys[i]), &[], tier_of(i), cost, t)
                 .expect("every tier was below the twin's")
                 .decision;
             if ds.is_null() {
@@ -1409,20 +1442,13 @@ impl Fuzz {
         // SAFETY: `l` is NULL or live; `key` is `key.len()` readable bytes.
         let (s, before) = unsafe {
             let before = ratecell_now_ns(l);
-            let s = if by_u64 {
+            let r = if by_u64 {
                 let k = u64::from_le_bytes(key[..].try_into().unwrap());
-                ratecell_acquire_tier(l, k, tier, cost, timeout, d.ptr())
+                request(k, None, tier, cost, None)
             } else {
-                ratecell_acquire_bytes_tier(
-                    l,
-                    key.as_ptr(),
-                    key.len(),
-                    tier,
-                    cost,
-                    timeout,
-                    d.ptr(),
-                )
+                request(0, Some((key.as_ptr(), key.len())), tier, cost, None)
             };
+            let s = ratecell_acquire(l, &r, timeout, d.ptr());
             (s, before)
         };
         self.after(s, &d);
@@ -1526,17 +1552,12 @@ impl Fuzz {
         } else {
             null_mut()
         };
-        let at = r.chance(2).then(|| a_time(r));
+        let at = r.chance(2).then(|| a_request_time(r));
         // SAFETY: `l` is NULL or live.
         let before = unsafe { ratecell_now_ns(l) };
         // SAFETY: buffers of MAX elements, n <= MAX unless impossible (refused
         // before any access).
-        let s = unsafe {
-            match at {
-                Some(t) => ratecell_check_batch_at(l, k, c, n, t, a, ds),
-                None => ratecell_check_batch(l, k, c, n, a, ds),
-            }
-        };
+        let s = unsafe { ratecell_check_batch(l, &batch(k, c, null(), n, at), a, ds) };
         self.status(s);
         if s == RATECELL_OK {
             for i in 0..n {

@@ -3,7 +3,7 @@
 //! keys must leave the resident set where it was. One test in its own
 //! binary, so no other test allocates while it reads `VmRSS`.
 
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter};
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Request};
 
 /// The process's resident set, from /proc (Linux).
 fn resident_bytes() -> Option<u64> {
@@ -37,14 +37,18 @@ fn a_flood_of_new_keys_leaves_resident_memory_unchanged() {
     ] {
         let capacity = 20_000;
         let config = Config::new(algorithm, 5, 60_000_000_000).capacity(capacity);
-        let lim = KeyedLimiter::with_clock(config, Clock::manual(t).0).unwrap();
+        let lim = KeyedLimiter::builder()
+            .limit(config)
+            .clock(Clock::manual(t).0)
+            .build()
+            .unwrap();
         let table = lim.stats().bytes_allocated;
         // One check before the first reading: its stack (which reaches some
         // hundreds of KiB in a debug build, where every algorithm's copy of
         // the inlined check keeps its own slots), code pages and statistics
         // stripe are made resident once for any number of keys, so they are
         // not what the flood must leave unchanged.
-        lim.check_at(u64::MAX, 1, t);
+        lim.check(u64::MAX, Request::new(1).at(t));
         let before = resident_bytes().unwrap();
         assert!(
             before >= start + table * 9 / 10,
@@ -52,7 +56,7 @@ fn a_flood_of_new_keys_leaves_resident_memory_unchanged() {
              (resident {start} -> {before})"
         );
         for key in 0..10 * capacity {
-            lim.check_at(key, 1, t);
+            lim.check(key, Request::new(1).at(t));
         }
         let after = resident_bytes().unwrap();
         let stats = lim.stats();

@@ -23,7 +23,11 @@ fn spaced() -> Config {
 /// What the child checks; returns the failures.
 fn child_checks(before: &Limiter, keyed: &KeyedLimiter) -> Vec<String> {
     let mut failures = Vec::new();
-    let after = Limiter::with_clock(spaced(), Clock::coarse()).unwrap();
+    let after = Limiter::builder()
+        .limit(spaced())
+        .clock(Clock::coarse())
+        .build()
+        .unwrap();
     // The child's refresher must move the time on by 10 ms within 2 s (a
     // frozen clock never does; a busy machine may be slow to schedule it).
     let t0 = before.now_ns();
@@ -65,8 +69,20 @@ fn child_checks(before: &Limiter, keyed: &KeyedLimiter) -> Vec<String> {
 
 #[test]
 fn coarse_limiters_keep_time_in_a_forked_child() {
-    let before = Arc::new(Limiter::with_clock(spaced(), Clock::coarse()).unwrap());
-    let keyed = Arc::new(KeyedLimiter::with_clock(spaced().capacity(64), Clock::coarse()).unwrap());
+    let before = Arc::new(
+        Limiter::builder()
+            .limit(spaced())
+            .clock(Clock::coarse())
+            .build()
+            .unwrap(),
+    );
+    let keyed = Arc::new(
+        KeyedLimiter::builder()
+            .limit(spaced().capacity(64))
+            .clock(Clock::coarse())
+            .build()
+            .unwrap(),
+    );
     for key in 0..8 {
         keyed.check(key, 1);
     }

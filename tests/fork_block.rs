@@ -6,7 +6,7 @@
 
 #![cfg(unix)]
 
-use ratecell::{Algorithm, Config, KeyedLimiter, Limiter};
+use ratecell::{Algorithm, Config, KeyedLimiter, Limiter, Request};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -65,16 +65,16 @@ fn hammer(s: &Subjects, seed: u64, stop: &AtomicBool) {
             .wrapping_add(1442695040888963407);
         let key = (i >> 33) % KEYS;
         for (lim, counted) in s.keyed.iter().zip(&s.keyed_counted) {
-            if lim.check_at(key, 1, T0).allowed {
+            if lim.check(key, Request::new(1).at(T0)).allowed {
                 counted[key as usize].fetch_add(1, Relaxed);
             }
             if i % 8 == 0 {
                 fresh += 1;
-                lim.check_at(fresh, 1, T0);
+                lim.check(fresh, Request::new(1).at(T0));
             }
         }
         for (lim, counted) in s.direct.iter().zip(&s.direct_counted) {
-            if lim.check_at(1, T0).allowed {
+            if lim.check(Request::new(1).at(T0)).allowed {
                 counted.fetch_add(1, Relaxed);
             }
         }
@@ -97,17 +97,17 @@ fn child(s: &Subjects) -> Vec<String> {
         for key in 0..KEYS {
             let c = counted[key as usize].load(Relaxed);
             judge(format!("keyed {n}, key {key}"), c, &|| {
-                lim.check_at(key, 1, T0).allowed
+                lim.check(key, Request::new(1).at(T0)).allowed
             });
         }
         // New keys too (the insert path latches other keys' places).
         for key in 0..100u64 {
-            lim.check_at(1 << 60 | key, 1, T0);
+            lim.check(1 << 60 | key, Request::new(1).at(T0));
         }
     }
     for (n, (lim, counted)) in s.direct.iter().zip(&s.direct_counted).enumerate() {
         judge(format!("direct {n}"), counted.load(Relaxed), &|| {
-            lim.check_at(1, T0).allowed
+            lim.check(Request::new(1).at(T0)).allowed
         });
     }
     failures

@@ -2,7 +2,7 @@
 //! own test binary: it forks the whole process, which must not happen
 //! while other tests spawn children.
 
-use ratecell::{Algorithm, Config, KeyedLimiter};
+use ratecell::{Algorithm, Config, KeyedLimiter, Request};
 use std::time::{Duration, Instant};
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -26,8 +26,8 @@ fn a_child_forked_while_a_latch_is_held_never_hangs() {
                     // New keys (a full table: every one an insert attempt
                     // under the shard latch), and resets (the latch too).
                     key += 1;
-                    limiter.check_at(key, 1, T0);
-                    limiter.reset_key(key - 1);
+                    limiter.check(key, Request::new(1).at(T0));
+                    limiter.reset(key - 1);
                 }
             })
         })
@@ -43,8 +43,8 @@ fn a_child_forked_while_a_latch_is_held_never_hangs() {
         assert!(pid >= 0);
         if pid == 0 {
             for key in 0..200u64 {
-                limiter.check_at(1 << 50 | key, 1, T0);
-                limiter.reset_key(1 << 50 | key);
+                limiter.check(1 << 50 | key, Request::new(1).at(T0));
+                limiter.reset(1 << 50 | key);
             }
             // SAFETY: ends the child without running the parent's exit code.
             unsafe { libc::_exit(0) };

@@ -2,7 +2,7 @@
 //! eviction, bounded memory under a flood, batch equal to one-by-one,
 //! exact admissions under concurrency, and the per-key memory budget.
 
-use ratecell::{Algorithm, Clock, Config, Decision, KeyedLimiter, Overflow};
+use ratecell::{Algorithm, Batch, Clock, Config, Decision, KeyedLimiter, Overflow, Request};
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const SECOND: u64 = 1_000_000_000;
@@ -13,11 +13,11 @@ fn config(algorithm: Algorithm, limit: u64) -> Config {
 }
 
 fn keyed(algorithm: Algorithm, limit: u64, capacity: u64) -> KeyedLimiter {
-    KeyedLimiter::with_clock(
-        config(algorithm, limit).capacity(capacity),
-        Clock::manual(T0).0,
-    )
-    .unwrap()
+    KeyedLimiter::builder()
+        .limit(config(algorithm, limit).capacity(capacity))
+        .clock(Clock::manual(T0).0)
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -25,18 +25,19 @@ fn keys_are_limited_separately_and_u64_keys_are_their_le_bytes() {
     for algorithm in Algorithm::ALL {
         let lim = keyed(algorithm, 3, 1000);
         for _ in 0..3 {
-            assert!(lim.check_at(7, 1, T0).allowed, "{algorithm}");
+            assert!(lim.check(7, Request::new(1).at(T0)).allowed, "{algorithm}");
         }
         assert!(
-            !lim.check_at(7, 1, T0).allowed,
+            !lim.check(7, Request::new(1).at(T0)).allowed,
             "{algorithm}: key 7 is spent"
         );
         assert!(
-            !lim.check_bytes_at(&7u64.to_le_bytes(), 1, T0).allowed,
+            !lim.check(&7u64.to_le_bytes(), Request::new(1).at(T0))
+                .allowed,
             "{algorithm}: the bytes of 7 are key 7"
         );
         assert!(
-            lim.check_at(8, 1, T0).allowed,
+            lim.check(8, Request::new(1).at(T0)).allowed,
             "{algorithm}: key 8 is fresh"
         );
         assert_eq!(lim.stats().keys_tracked, 2, "{algorithm}");
@@ -48,13 +49,13 @@ fn byte_keys_differing_in_one_bit_are_different_keys() {
     let key = *b"api-key-0123456789abcdef";
     for algorithm in Algorithm::ALL {
         let lim = keyed(algorithm, 1, 10_000);
-        assert!(lim.check_bytes_at(&key, 1, T0).allowed);
-        assert!(!lim.check_bytes_at(&key, 1, T0).allowed);
+        assert!(lim.check(&key, Request::new(1).at(T0)).allowed);
+        assert!(!lim.check(&key, Request::new(1).at(T0)).allowed);
         for bit in 0..key.len() * 8 {
             let mut other = key;
             other[bit / 8] ^= 1 << (bit % 8);
             assert!(
-                lim.check_bytes_at(&other, 1, T0).allowed,
+                lim.check(&other, Request::new(1).at(T0)).allowed,
                 "{algorithm}: flipping bit {bit} must give a fresh key"
             );
         }
@@ -66,9 +67,9 @@ fn byte_keys_differing_in_one_bit_are_different_keys() {
 fn peeks_and_denials_of_unknown_keys_store_nothing() {
     for algorithm in Algorithm::ALL {
         let lim = keyed(algorithm, 5, 100);
-        let peek = lim.check_at(1, 0, T0);
+        let peek = lim.check(1, Request::new(0).at(T0));
         assert!(peek.allowed && peek.remaining == 5, "{algorithm}: {peek:?}");
-        let too_big = lim.check_at(2, 6, T0);
+        let too_big = lim.check(2, Request::new(6).at(T0));
         assert!(!too_big.allowed && too_big.retry_after_ns == u64::MAX);
         assert_eq!(lim.stats().keys_tracked, 0, "{algorithm}");
     }
@@ -78,17 +79,17 @@ fn peeks_and_denials_of_unknown_keys_store_nothing() {
 fn reset_key_forgets_one_key() {
     for algorithm in Algorithm::ALL {
         let lim = keyed(algorithm, 2, 100);
-        lim.check_at(1, 2, T0);
-        lim.check_at(2, 2, T0);
-        assert!(lim.reset_key(1), "{algorithm}");
-        assert!(!lim.reset_key(1), "{algorithm}: already gone");
+        lim.check(1, Request::new(2).at(T0));
+        lim.check(2, Request::new(2).at(T0));
+        assert!(lim.reset(1), "{algorithm}");
+        assert!(!lim.reset(1), "{algorithm}: already gone");
         assert_eq!(
-            lim.check_at(1, 0, T0).remaining,
+            lim.check(1, Request::new(0).at(T0)).remaining,
             2,
             "{algorithm}: fresh again"
         );
         assert_eq!(
-            lim.check_at(2, 0, T0).remaining,
+            lim.check(2, Request::new(0).at(T0)).remaining,
             0,
             "{algorithm}: untouched"
         );
@@ -107,14 +108,14 @@ fn a_flood_of_new_keys_keeps_live_keys_and_memory() {
         let reference = keyed(algorithm, 10, capacity);
         // 500 live keys, each spent to the limit at T0.
         for key in 0..500u64 {
-            assert!(lim.check_at(key, 10, T0).allowed);
-            assert!(reference.check_at(key, 10, T0).allowed);
+            assert!(lim.check(key, Request::new(10).at(T0)).allowed);
+            assert!(reference.check(key, Request::new(10).at(T0)).allowed);
         }
         // 10× the capacity in new keys, a little later but within the period.
         let later = T0 + SECOND / 10;
         let mut admitted = 0;
         for key in 1_000_000..1_000_000 + 10 * capacity {
-            admitted += u64::from(lim.check_at(key, 1, later).allowed);
+            admitted += u64::from(lim.check(key, Request::new(1).at(later)).allowed);
         }
         let stats = lim.stats();
         assert!(
@@ -126,8 +127,8 @@ fn a_flood_of_new_keys_keeps_live_keys_and_memory() {
         for key in 0..500u64 {
             for cost in [0, 1, 2] {
                 assert_eq!(
-                    lim.check_at(key, cost, later),
-                    reference.check_at(key, cost, later),
+                    lim.check(key, Request::new(cost).at(later)),
+                    reference.check(key, Request::new(cost).at(later)),
                     "{algorithm}: live key {key} lost its state"
                 );
             }
@@ -136,7 +137,7 @@ fn a_flood_of_new_keys_keeps_live_keys_and_memory() {
         // evicted for new keys, losslessly.
         let much_later = T0 + 3 * SECOND;
         for key in 5_000_000..5_000_000 + capacity {
-            lim.check_at(key, 1, much_later);
+            lim.check(key, Request::new(1).at(much_later));
         }
         assert!(
             lim.stats().evictions > 0,
@@ -150,9 +151,13 @@ fn fail_open_admits_untracked_keys_when_full() {
     let config = config(Algorithm::FixedWindow, 1)
         .capacity(16)
         .overflow(Overflow::Allow);
-    let lim = KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap();
+    let lim = KeyedLimiter::builder()
+        .limit(config)
+        .clock(Clock::manual(T0).0)
+        .build()
+        .unwrap();
     let admitted = (0..1000u64)
-        .filter(|&k| lim.check_at(k, 1, T0).allowed)
+        .filter(|&k| lim.check(k, Request::new(1).at(T0)).allowed)
         .count();
     assert_eq!(admitted, 1000);
     assert!(lim.stats().overflows > 0);
@@ -162,7 +167,11 @@ fn evicting(algorithm: Algorithm, limit: u64, capacity: u64) -> KeyedLimiter {
     let config = config(algorithm, limit)
         .capacity(capacity)
         .overflow(Overflow::Evict);
-    KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap()
+    KeyedLimiter::builder()
+        .limit(config)
+        .clock(Clock::manual(T0).0)
+        .build()
+        .unwrap()
 }
 
 /// Under `Overflow::Evict` a new key in a full table takes the place of
@@ -181,14 +190,20 @@ fn evict_takes_the_live_state_nearest_to_fresh() {
         // key's window, for the word table and the block table alike.
         let lim = evicting(algorithm, 3, 16);
         let places = 24u64;
-        assert!(lim.check_at(0, 1, T0 - SECOND / 5).allowed, "{algorithm}");
+        assert!(
+            lim.check(0, Request::new(1).at(T0 - SECOND / 5)).allowed,
+            "{algorithm}"
+        );
         for key in 1..places {
-            assert!(lim.check_at(key, 3, T0).allowed, "{algorithm}");
+            assert!(
+                lim.check(key, Request::new(3).at(T0)).allowed,
+                "{algorithm}"
+            );
         }
         let stats = lim.stats();
         assert_eq!((stats.keys_tracked, stats.evicted_live), (places, 0));
         let t = T0 + SECOND / 100;
-        let d = lim.check_at(100, 1, t);
+        let d = lim.check(100, Request::new(1).at(t));
         assert!(d.allowed, "{algorithm}: a new key is let in");
         let stats = lim.stats();
         assert_eq!(
@@ -197,15 +212,19 @@ fn evict_takes_the_live_state_nearest_to_fresh() {
             "{algorithm}"
         );
         assert_eq!(stats.keys_tracked, places, "{algorithm}");
-        assert_eq!(lim.check_at(100, 0, t).remaining, 2, "{algorithm}");
         assert_eq!(
-            lim.check_at(0, 0, t).remaining,
+            lim.check(100, Request::new(0).at(t)).remaining,
+            2,
+            "{algorithm}"
+        );
+        assert_eq!(
+            lim.check(0, Request::new(0).at(t)).remaining,
             3,
             "{algorithm}: the key nearest to fresh was evicted"
         );
         for key in 1..places {
             assert!(
-                !lim.check_at(key, 0, t).allowed,
+                !lim.check(key, Request::new(0).at(t)).allowed,
                 "{algorithm}: key {key} kept its spent state"
             );
         }
@@ -225,13 +244,20 @@ fn evict_tracks_every_new_key_of_a_flood() {
         let lim = evicting(algorithm, 10, capacity);
         let reference = keyed(algorithm, 10, capacity);
         for key in 0..500u64 {
-            assert!(lim.check_at(key, 10, T0).allowed);
-            assert!(reference.check_at(key, 10, T0).allowed);
+            assert!(lim.check(key, Request::new(10).at(T0)).allowed);
+            assert!(reference.check(key, Request::new(10).at(T0)).allowed);
         }
         let later = T0 + SECOND / 10;
         for key in 1_000_000..1_000_000 + 10 * capacity {
-            assert!(lim.check_at(key, 1, later).allowed, "{algorithm}");
-            assert_eq!(lim.check_at(key, 0, later).remaining, 9, "{algorithm}");
+            assert!(
+                lim.check(key, Request::new(1).at(later)).allowed,
+                "{algorithm}"
+            );
+            assert_eq!(
+                lim.check(key, Request::new(0).at(later)).remaining,
+                9,
+                "{algorithm}"
+            );
         }
         let stats = lim.stats();
         assert_eq!(stats.overflows, 0, "{algorithm}");
@@ -240,8 +266,8 @@ fn evict_tracks_every_new_key_of_a_flood() {
         if matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket) {
             for key in 0..500u64 {
                 assert_eq!(
-                    lim.check_at(key, 1, later),
-                    reference.check_at(key, 1, later),
+                    lim.check(key, Request::new(1).at(later)),
+                    reference.check(key, Request::new(1).at(later)),
                     "{algorithm}: spent key {key} was evicted before the flood's"
                 );
             }
@@ -272,15 +298,15 @@ fn an_evicted_key_gains_at_most_what_its_state_had_used() {
             let mut t = T0;
             for _ in 0..next(12) {
                 t += next(SECOND / 4);
-                lim.check_at(spent, 1 + next(2), t);
+                lim.check(spent, Request::new(1 + next(2)).at(t));
             }
             t += next(SECOND / 4);
-            let used = limit - lim.check_at(spent, 0, t).remaining;
+            let used = limit - lim.check(spent, Request::new(0).at(t)).remaining;
             let mut gain = 0i64;
             for _ in 0..40 {
                 t += next(SECOND / 8);
-                gain += i64::from(lim.check_at(fresh, 1, t).allowed);
-                gain -= i64::from(lim.check_at(spent, 1, t).allowed);
+                gain += i64::from(lim.check(fresh, Request::new(1).at(t)).allowed);
+                gain -= i64::from(lim.check(spent, Request::new(1).at(t)).allowed);
                 assert!(
                     gain <= used as i64,
                     "{algorithm} trial {trial}: gained {gain} > {used} used at the eviction"
@@ -297,7 +323,7 @@ fn capacity_live_keys_fit() {
         let capacity = 100_000;
         let lim = keyed(algorithm, 1, capacity);
         for key in 0..capacity {
-            lim.check_at(key, 1, T0);
+            lim.check(key, Request::new(1).at(T0));
         }
         // The search window is long enough that about one key in ten
         // million finds no place at exactly `capacity` live keys (measured
@@ -328,11 +354,11 @@ fn batch_equals_one_by_one() {
             let t = T0 + round as u64 * SECOND / 3;
             let (keys, costs) = (&keys[..len], &costs[..len]);
             let mut batch = vec![Decision::default(); len];
-            a.check_batch_at(keys, Some(costs), t, &mut batch);
+            a.check_batch(Batch::new(keys).costs(costs).at(t), |i, d| batch[i] = d);
             let single: Vec<Decision> = keys
                 .iter()
                 .zip(costs)
-                .map(|(&k, &c)| b.check_at(k, c, t))
+                .map(|(&k, &c)| b.check(k, Request::new(c).at(t)))
                 .collect();
             assert_eq!(batch, single, "{algorithm}, {len} keys");
         }
@@ -353,7 +379,7 @@ fn four_threads_admit_exactly_the_limit_per_key() {
                         let mut per_key = vec![0u64; 64];
                         for i in 0..2_000u64 {
                             let key = (i * 13 + w * 5) % 64;
-                            if lim.check_at(key, 1, T0).allowed {
+                            if lim.check(key, Request::new(1).at(T0)).allowed {
                                 per_key[key as usize] += 1;
                             }
                         }

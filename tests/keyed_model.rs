@@ -46,7 +46,7 @@ use model::trace::{
 use model::{MAX_LIMIT, MAX_PERIOD, MIN_PERIOD, Model};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use ratecell::{Algorithm, Clock, Config, Decision, Error, Field, KeyedLimiter};
+use ratecell::{Algorithm, Batch, Clock, Config, Decision, Error, Field, KeyedLimiter, Request};
 use std::collections::{HashMap, HashSet};
 
 /// Longest byte key generated.
@@ -476,7 +476,11 @@ fn as_u64(key: &[u8]) -> u64 {
 /// leaves too few fingerprint bits (SPEC allows a keyed limiter that).
 fn compare(case: &Case, follow: Follow, large: bool) -> Result<(), TestCaseError> {
     let (clock, _hand) = Clock::manual(0);
-    let limiter = match KeyedLimiter::with_clock(case.config, clock) {
+    let limiter = match KeyedLimiter::builder()
+        .limit(case.config)
+        .clock(clock)
+        .build()
+    {
         Ok(limiter) => limiter,
         Err(Error::Config(e)) if large && e.field == Field::Limit => return Ok(()),
         Err(e) => {
@@ -509,9 +513,9 @@ fn compare(case: &Case, follow: Follow, large: bool) -> Result<(), TestCaseError
             Op::Check { key, via_u64, cost } => {
                 let bytes = &case.keys[key][..];
                 let got = if via_u64 {
-                    limiter.check_at(as_u64(bytes), cost, t)
+                    limiter.check(as_u64(bytes), Request::new(cost).at(t))
                 } else {
-                    limiter.check_bytes_at(bytes, cost, t)
+                    limiter.check(bytes, Request::new(cost).at(t))
                 };
                 evicted(&mut expected, Some(bytes));
                 if let Err(want) = expected.check(bytes, t, cost, got) {
@@ -530,9 +534,9 @@ fn compare(case: &Case, follow: Follow, large: bool) -> Result<(), TestCaseError
             Op::Reset { key, via_u64 } => {
                 let bytes = &case.keys[key][..];
                 let had = if via_u64 {
-                    limiter.reset_key(as_u64(bytes))
+                    limiter.reset(as_u64(bytes))
                 } else {
-                    limiter.reset_bytes(bytes)
+                    limiter.reset(bytes)
                 };
                 let stored = expected.reset(bytes);
                 // An evicted state is gone before the reset; without
@@ -558,7 +562,9 @@ fn compare(case: &Case, follow: Follow, large: bool) -> Result<(), TestCaseError
                 let costs: Vec<u64> = entries.iter().map(|&(_, n)| n).collect();
                 out.clear();
                 out.resize(entries.len(), Decision::default());
-                limiter.check_batch_at(&keys, (!unit).then_some(&costs[..]), t, &mut out);
+                let batch = Batch::new(&keys).at(t);
+                let batch = if unit { batch } else { batch.costs(&costs) };
+                limiter.check_batch(batch, |i, d| out[i] = d);
                 evicted(&mut expected, None);
                 for (j, &(key, cost)) in entries.iter().enumerate() {
                     if let Err(want) = expected.check(&case.keys[key], t, cost, out[j]) {
@@ -705,14 +711,24 @@ fn time_going_back_after_an_eviction_admits_no_more() {
     let config = Config::new(Algorithm::Gcra, 1, 1_000).capacity(8);
     let mut admitted_more = 0;
     for _ in 0..64 {
-        let limiter = KeyedLimiter::with_clock(config, Clock::manual(0).0).unwrap();
+        let limiter = KeyedLimiter::builder()
+            .limit(config)
+            .clock(Clock::manual(0).0)
+            .build()
+            .unwrap();
         let mut key1 = Model::new(&config);
         let mut key2 = Model::new(&config);
-        assert_eq!(limiter.check_at(1, 1, 10_000), key1.check(10_000, 1));
-        assert_eq!(limiter.check_at(2, 1, 20_000), key2.check(20_000, 1));
+        assert_eq!(
+            limiter.check(1, Request::new(1).at(10_000)),
+            key1.check(10_000, 1)
+        );
+        assert_eq!(
+            limiter.check(2, Request::new(1).at(20_000)),
+            key2.check(20_000, 1)
+        );
         let want = key1.check(10_500, 1);
         assert!(!want.allowed, "model: {want:?}");
-        if limiter.check_at(1, 1, 10_500) != want {
+        if limiter.check(1, Request::new(1).at(10_500)) != want {
             admitted_more += 1;
         }
     }

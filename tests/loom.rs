@@ -20,7 +20,7 @@
 
 use loom::thread;
 use ratecell::loom_hooks::{self, Race};
-use ratecell::{Algorithm, Clock, Config, Decision, Limiter};
+use ratecell::{Algorithm, Clock, Config, Decision, Limiter, Request};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
@@ -42,12 +42,16 @@ type Outcome = Option<Decision>;
 
 fn limiter(cfg: Config) -> Limiter {
     // The clock is never read: every check passes its own time.
-    Limiter::with_clock(cfg, Clock::manual(0).0).expect("test configurations are valid")
+    Limiter::builder()
+        .limit(cfg)
+        .clock(Clock::manual(0).0)
+        .build()
+        .expect("test configurations are valid")
 }
 
 fn apply(limiter: &Limiter, op: Op) -> Outcome {
     match op {
-        Op::Check(cost, t) => Some(limiter.check_at(cost, t)),
+        Op::Check(cost, t) => Some(limiter.check(Request::new(cost).at(t))),
         Op::Reset => {
             limiter.reset();
             None
@@ -126,7 +130,7 @@ fn final_peek(limiter: &Limiter, setup: &[Op], programs: &[Vec<Op>]) -> Vec<Outc
         })
         .max()
         .unwrap_or(T0);
-    vec![Some(limiter.check_at(0, t))]
+    vec![Some(limiter.check(Request::new(0).at(t)))]
 }
 
 /// Runs `setup` alone, then each program on its own loom thread, and asserts
@@ -470,7 +474,7 @@ fn latch_excludes(cfg: Config, programs: &[&[Op]], admitted: usize) {
         let expected: Vec<u64> = (cfg.limit - admitted as u64..cfg.limit).collect();
         assert_eq!(remaining, expected, "{observed:?}");
         // Every request falls inside the window at T0 + 3999 ns.
-        let after = limiter.check_at(0, T0 + 3_999);
+        let after = limiter.check(Request::new(0).at(T0 + 3_999));
         assert_eq!(after.remaining, cfg.limit - admitted as u64, "{after:?}");
     };
     linearizable_with(cfg, &[], programs, extra);

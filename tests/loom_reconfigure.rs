@@ -12,7 +12,7 @@
 #![cfg(ratecell_loom)]
 
 use loom::thread;
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, MultiDecision};
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, MultiDecision, Request};
 use std::sync::{Arc, Mutex};
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -61,19 +61,27 @@ impl Any {
         let configs = keyed_form(configs, keyed);
         if keyed {
             Any::Keyed(Box::new(
-                KeyedLimiter::with_clock_multi(&configs, clock).unwrap(),
+                KeyedLimiter::builder()
+                    .limits(&configs)
+                    .clock(clock)
+                    .build()
+                    .unwrap(),
             ))
         } else {
             Any::Direct(Box::new(
-                Limiter::with_clock_multi(&configs, clock).unwrap(),
+                Limiter::builder()
+                    .limits(&configs)
+                    .clock(clock)
+                    .build()
+                    .unwrap(),
             ))
         }
     }
 
     fn check(&self, cost: u64) -> MultiDecision {
         match self {
-            Any::Direct(l) => l.check_each_at(cost, T0),
-            Any::Keyed(k) => k.check_each_at(7, cost, T0),
+            Any::Direct(l) => l.check_each(Request::new(cost).at(T0)),
+            Any::Keyed(k) => k.check_each(7, Request::new(cost).at(T0)),
         }
     }
 

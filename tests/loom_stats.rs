@@ -17,7 +17,7 @@
 use loom::sync::atomic::AtomicU64;
 use loom::thread;
 use ratecell::loom_hooks;
-use ratecell::{Algorithm, Clock, Config, Limiter, Stats};
+use ratecell::{Algorithm, Clock, Config, Limiter, Request, Stats};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,7 +31,13 @@ const SECOND: u64 = 1_000_000_000;
 /// preemptions to the stripes.
 fn limiter() -> Arc<Limiter> {
     let config = Config::new(Algorithm::Gcra, 1, SECOND);
-    Arc::new(Limiter::with_clock(config, Clock::manual(T0).0).unwrap())
+    Arc::new(
+        Limiter::builder()
+            .limit(config)
+            .clock(Clock::manual(T0).0)
+            .build()
+            .unwrap(),
+    )
 }
 
 /// What the threads of one execution saw, across executions (std types,
@@ -93,7 +99,7 @@ fn stripes_handed_on_and_shared_lose_no_count() {
         let worker = |flag: bool| {
             let (lim, done) = (Arc::clone(&lim), Arc::clone(&done));
             thread::spawn(move || {
-                assert!(lim.check_at(0, T0).allowed);
+                assert!(lim.check(Request::new(0).at(T0)).allowed);
                 if flag {
                     done.store(1, Ordering::Release);
                 }

@@ -10,7 +10,7 @@
 #![cfg(ratecell_loom)]
 
 use loom::thread;
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Overflow};
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Overflow, Request};
 use std::sync::Arc;
 
 const T0: u64 = 1_000_000_000_000;
@@ -22,7 +22,13 @@ fn tiny(algorithm: Algorithm, limit: u64) -> Arc<KeyedLimiter> {
     let config = Config::new(algorithm, limit, SECOND)
         .sub_windows(2)
         .capacity(2);
-    Arc::new(KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap())
+    Arc::new(
+        KeyedLimiter::builder()
+            .limit(config)
+            .clock(Clock::manual(T0).0)
+            .build()
+            .unwrap(),
+    )
 }
 
 /// How many places one bucket has for this algorithm.
@@ -69,17 +75,21 @@ fn two_checks_of_one_key(placed: bool) {
             // A limit that leaves 2 once both requests are counted.
             let lim = tiny(algorithm, 5 + u64::from(placed));
             if placed {
-                assert!(lim.check_at(9, 1, T0).allowed);
+                assert!(lim.check(9, Request::new(1).at(T0)).allowed);
             }
             let other = lim.clone();
-            let a = thread::spawn(move || other.check_at(9, 2, T0).remaining);
-            let b = lim.check_at(9, 1, T0).remaining;
+            let a = thread::spawn(move || other.check(9, Request::new(2).at(T0)).remaining);
+            let b = lim.check(9, Request::new(1).at(T0)).remaining;
             let a = a.join().unwrap();
             // In either order: 4 then 2, or 3 then 2.
             let mut seen = [a, b];
             seen.sort();
             assert!(seen == [2, 3] || seen == [2, 4], "{algorithm}: {seen:?}");
-            assert_eq!(lim.check_at(9, 0, T0).remaining, 2, "{algorithm}");
+            assert_eq!(
+                lim.check(9, Request::new(0).at(T0)).remaining,
+                2,
+                "{algorithm}"
+            );
             assert_eq!(
                 lim.stats().keys_tracked,
                 1,
@@ -106,13 +116,21 @@ fn insert_races_update() {
     for algorithm in KINDS {
         model(move || {
             let lim = tiny(algorithm, 5);
-            assert!(lim.check_at(1, 1, T0).allowed);
+            assert!(lim.check(1, Request::new(1).at(T0)).allowed);
             let other = lim.clone();
-            let a = thread::spawn(move || other.check_at(2, 3, T0).allowed);
-            let b = lim.check_at(1, 2, T0).allowed;
+            let a = thread::spawn(move || other.check(2, Request::new(3).at(T0)).allowed);
+            let b = lim.check(1, Request::new(2).at(T0)).allowed;
             assert!(a.join().unwrap() && b);
-            assert_eq!(lim.check_at(1, 0, T0).remaining, 2, "{algorithm}: key 1");
-            assert_eq!(lim.check_at(2, 0, T0).remaining, 2, "{algorithm}: key 2");
+            assert_eq!(
+                lim.check(1, Request::new(0).at(T0)).remaining,
+                2,
+                "{algorithm}: key 1"
+            );
+            assert_eq!(
+                lim.check(2, Request::new(0).at(T0)).remaining,
+                2,
+                "{algorithm}: key 2"
+            );
             assert_eq!(lim.stats().keys_tracked, 2);
         });
     }
@@ -129,19 +147,27 @@ fn eviction_races_update() {
             let lim = tiny(algorithm, 3);
             let full = places(algorithm);
             for key in 0..full {
-                assert!(lim.check_at(key, 1, T0).allowed);
+                assert!(lim.check(key, Request::new(1).at(T0)).allowed);
             }
             // Two periods later every resident is equivalent to fresh.
             let later = T0 + 2 * SECOND;
             let other = lim.clone();
-            let a = thread::spawn(move || other.check_at(100, 1, later));
-            let b = lim.check_at(0, 2, later);
+            let a = thread::spawn(move || other.check(100, Request::new(1).at(later)));
+            let b = lim.check(0, Request::new(2).at(later));
             let a = a.join().unwrap();
             assert!(a.allowed && b.allowed, "{algorithm}");
             assert_eq!(a.remaining, 2, "{algorithm}: the new key's own state");
             assert_eq!(b.remaining, 1, "{algorithm}: key 0's own state");
-            assert_eq!(lim.check_at(100, 0, later).remaining, 2, "{algorithm}");
-            assert_eq!(lim.check_at(0, 0, later).remaining, 1, "{algorithm}");
+            assert_eq!(
+                lim.check(100, Request::new(0).at(later)).remaining,
+                2,
+                "{algorithm}"
+            );
+            assert_eq!(
+                lim.check(0, Request::new(0).at(later)).remaining,
+                1,
+                "{algorithm}"
+            );
             let stats = lim.stats();
             assert!(stats.evictions >= 1, "{algorithm}: {stats:?}");
         });
@@ -158,11 +184,11 @@ fn overflow_never_evicts_a_live_state() {
             let lim = tiny(algorithm, 2);
             let full = places(algorithm);
             for key in 0..full {
-                assert!(lim.check_at(key, 2, T0).allowed);
+                assert!(lim.check(key, Request::new(2).at(T0)).allowed);
             }
             let other = lim.clone();
-            let a = thread::spawn(move || other.check_at(100, 1, T0 + 1).allowed);
-            let b = lim.check_at(0, 1, T0 + 1).allowed;
+            let a = thread::spawn(move || other.check(100, Request::new(1).at(T0 + 1)).allowed);
+            let b = lim.check(0, Request::new(1).at(T0 + 1)).allowed;
             assert!(!a.join().unwrap(), "{algorithm}: no place, fail closed");
             assert!(!b, "{algorithm}: key 0 is still spent");
             assert_eq!(lim.stats().overflows, 1, "{algorithm}");
@@ -190,23 +216,29 @@ fn live_eviction_races_update_of_its_victim() {
                 .sub_windows(2)
                 .capacity(2)
                 .overflow(Overflow::Evict);
-            let lim = Arc::new(KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap());
+            let lim = Arc::new(
+                KeyedLimiter::builder()
+                    .limit(config)
+                    .clock(Clock::manual(T0).0)
+                    .build()
+                    .unwrap(),
+            );
             let full = places(algorithm);
-            assert!(lim.check_at(0, 1, T0).allowed);
+            assert!(lim.check(0, Request::new(1).at(T0)).allowed);
             for key in 1..full {
-                assert!(lim.check_at(key, 3, T0).allowed);
+                assert!(lim.check(key, Request::new(3).at(T0)).allowed);
             }
             let t = T0 + 1;
             let other = lim.clone();
-            let a = thread::spawn(move || other.check_at(100, 1, t));
-            let b = lim.check_at(0, 1, t);
+            let a = thread::spawn(move || other.check(100, Request::new(1).at(t)));
+            let b = lim.check(0, Request::new(1).at(t));
             let a = a.join().unwrap();
             assert!(a.allowed && b.allowed, "{algorithm}");
             let stats = lim.stats();
             assert_eq!(stats.keys_tracked, full, "{algorithm}: {stats:?}");
             assert_eq!(stats.overflows, 0, "{algorithm}");
             // A peek at an untracked key under Evict says fresh (3).
-            let left = |key| lim.check_at(key, 0, t).remaining;
+            let left = |key| lim.check(key, Request::new(0).at(t)).remaining;
             let fresh_others = (1..full).filter(|&key| left(key) == 3).count();
             let spent_others = (1..full).filter(|&key| left(key) == 0).count() as u64;
             assert_eq!(fresh_others as u64 + spent_others, full - 1, "{algorithm}");
@@ -219,7 +251,7 @@ fn live_eviction_races_update_of_its_victim() {
     }
 }
 
-/// `reset_key` races an update of the same key: the key ends either fresh
+/// `reset` races an update of the same key: the key ends either fresh
 /// (reset last) or with exactly the one request made after the reset.
 #[test]
 fn reset_races_update() {
@@ -234,14 +266,14 @@ fn reset_races_update() {
                 }
             };
             let lim = tiny(algorithm, 4);
-            assert!(lim.check_at(5, 3, T0).allowed);
+            assert!(lim.check(5, Request::new(3).at(T0)).allowed);
             let other = lim.clone();
             let a = thread::spawn(move || {
-                other.reset_key(5);
+                other.reset(5);
             });
-            let d = lim.check_at(5, 1, T0);
+            let d = lim.check(5, Request::new(1).at(T0));
             a.join().unwrap();
-            let left = lim.check_at(5, 0, T0).remaining;
+            let left = lim.check(5, Request::new(0).at(T0)).remaining;
             let tracked = lim.stats().keys_tracked;
             assert!(d.allowed, "{algorithm}");
             // The update's decision says which came first, and the state

@@ -12,7 +12,7 @@
 
 use loom::thread;
 use ratecell::loom_hooks::{self, Race};
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter};
+use ratecell::{Algorithm, Batch, Clock, Config, KeyedLimiter, Request};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
@@ -44,7 +44,11 @@ fn table(algorithm: Algorithm, limit: u64) -> KeyedLimiter {
     let config = Config::new(algorithm, limit, SECOND)
         .sub_windows(2)
         .capacity(capacity);
-    KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap()
+    KeyedLimiter::builder()
+        .limit(config)
+        .clock(Clock::manual(T0).0)
+        .build()
+        .unwrap()
 }
 
 /// `n` keys whose home is the table's last bucket (found once per kind;
@@ -152,7 +156,7 @@ fn reset_of_an_earlier_key_races_the_update_of_a_wrapped_key() {
                 let s = per_bucket(algorithm);
                 let keys = last_bucket_keys(&lim, algorithm, s + 1);
                 for &k in &keys {
-                    assert!(lim.check_at(k, 1, T0).allowed);
+                    assert!(lim.check(k, Request::new(1).at(T0)).allowed);
                 }
                 let wrapped = keys[s];
                 let other = Arc::clone(&lim);
@@ -165,18 +169,26 @@ fn reset_of_an_earlier_key_races_the_update_of_a_wrapped_key() {
                 let reset_done = Arc::clone(&done);
                 let earlier = keys[1];
                 let reset = thread::spawn(move || {
-                    let had = other.reset_key(earlier);
+                    let had = other.reset(earlier);
                     reset_done.store(true, SeqCst);
                     had
                 });
                 let before = done.load(SeqCst);
-                let d = lim.check_at(wrapped, 2, T0);
+                let d = lim.check(wrapped, Request::new(2).at(T0));
                 let after = done.load(SeqCst);
                 assert!(reset.join().unwrap(), "{algorithm}: the key had a state");
                 assert!(d.allowed, "{algorithm}");
                 assert_eq!(d.remaining, 1, "{algorithm}: the wrapped key's own state");
-                assert_eq!(lim.check_at(wrapped, 0, T0).remaining, 1, "{algorithm}");
-                assert_eq!(lim.check_at(keys[1], 0, T0).remaining, 4, "{algorithm}");
+                assert_eq!(
+                    lim.check(wrapped, Request::new(0).at(T0)).remaining,
+                    1,
+                    "{algorithm}"
+                );
+                assert_eq!(
+                    lim.check(keys[1], Request::new(0).at(T0)).remaining,
+                    4,
+                    "{algorithm}"
+                );
                 assert_eq!(lim.stats().keys_tracked, s as u64, "{algorithm}");
                 w.saw(match (before, after) {
                     (true, _) => "lookup past the tombstone",
@@ -196,7 +208,7 @@ fn reset_of_an_earlier_key_races_the_update_of_a_wrapped_key() {
     }
 }
 
-/// `reset_key` of a wrapped key races its update. The update's decision
+/// `reset` of a wrapped key races its update. The update's decision
 /// says which came first, and the state left must be that order's:
 /// update first (it sees 3 of 4 used, leaves 0) then reset: fresh, 4 left;
 /// reset first: the update places the key anew, 3 left. Both orders must
@@ -212,15 +224,15 @@ fn reset_races_the_update_of_a_wrapped_key() {
             let s = per_bucket(algorithm);
             let keys = last_bucket_keys(&lim, algorithm, s + 1);
             for &k in &keys[..s] {
-                assert!(lim.check_at(k, 1, T0).allowed);
+                assert!(lim.check(k, Request::new(1).at(T0)).allowed);
             }
             let wrapped = keys[s];
-            assert!(lim.check_at(wrapped, 3, T0).allowed);
+            assert!(lim.check(wrapped, Request::new(3).at(T0)).allowed);
             let other = Arc::clone(&lim);
-            let reset = thread::spawn(move || other.reset_key(wrapped));
-            let d = lim.check_at(wrapped, 1, T0);
+            let reset = thread::spawn(move || other.reset(wrapped));
+            let d = lim.check(wrapped, Request::new(1).at(T0));
             let had = reset.join().unwrap();
-            let left = lim.check_at(wrapped, 0, T0).remaining;
+            let left = lim.check(wrapped, Request::new(0).at(T0)).remaining;
             let tracked = lim.stats().keys_tracked;
             assert!(d.allowed, "{algorithm}: {d:?}");
             match d.remaining {
@@ -270,23 +282,31 @@ fn eviction_races_update_across_buckets() {
             // `first` is placed first, in the last bucket's first place;
             // then keys until every place is taken (a key homed in another
             // bucket may wrap; all that matters is that the shard is full).
-            assert!(lim.check_at(first, 1, T0).allowed);
+            assert!(lim.check(first, Request::new(1).at(T0)).allowed);
             let mut key = 1_000_000;
             while lim.stats().keys_tracked < places {
                 if key != new {
-                    assert!(lim.check_at(key, 1, T0).allowed);
+                    assert!(lim.check(key, Request::new(1).at(T0)).allowed);
                 }
                 key += 1;
             }
             let later = T0 + 2 * SECOND;
             let other = Arc::clone(&lim);
-            let a = thread::spawn(move || other.check_at(new, 1, later));
-            let b = lim.check_at(first, 2, later);
+            let a = thread::spawn(move || other.check(new, Request::new(1).at(later)));
+            let b = lim.check(first, Request::new(2).at(later));
             let a = a.join().unwrap();
             assert!(a.allowed && b.allowed, "{algorithm}");
             assert_eq!((a.remaining, b.remaining), (2, 1), "{algorithm}");
-            assert_eq!(lim.check_at(new, 0, later).remaining, 2, "{algorithm}");
-            assert_eq!(lim.check_at(first, 0, later).remaining, 1, "{algorithm}");
+            assert_eq!(
+                lim.check(new, Request::new(0).at(later)).remaining,
+                2,
+                "{algorithm}"
+            );
+            assert_eq!(
+                lim.check(first, Request::new(0).at(later)).remaining,
+                1,
+                "{algorithm}"
+            );
             let stats = lim.stats();
             assert_eq!(stats.keys_tracked, places, "{algorithm}: {stats:?}");
             match stats.evictions {
@@ -315,16 +335,24 @@ fn two_inserts_race_for_the_last_place_of_a_bucket() {
             let s = per_bucket(algorithm);
             let keys = last_bucket_keys(&lim, algorithm, s + 1);
             for &k in &keys[..s - 1] {
-                assert!(lim.check_at(k, 1, T0).allowed);
+                assert!(lim.check(k, Request::new(1).at(T0)).allowed);
             }
             let (x, y) = (keys[s - 1], keys[s]);
             let other = Arc::clone(&lim);
-            let a = thread::spawn(move || other.check_at(x, 2, T0));
-            let b = lim.check_at(y, 3, T0);
+            let a = thread::spawn(move || other.check(x, Request::new(2).at(T0)));
+            let b = lim.check(y, Request::new(3).at(T0));
             let a = a.join().unwrap();
             assert_eq!((a.remaining, b.remaining), (2, 1), "{algorithm}");
-            assert_eq!(lim.check_at(x, 0, T0).remaining, 2, "{algorithm}");
-            assert_eq!(lim.check_at(y, 0, T0).remaining, 1, "{algorithm}");
+            assert_eq!(
+                lim.check(x, Request::new(0).at(T0)).remaining,
+                2,
+                "{algorithm}"
+            );
+            assert_eq!(
+                lim.check(y, Request::new(0).at(T0)).remaining,
+                1,
+                "{algorithm}"
+            );
             assert_eq!(lim.stats().keys_tracked, s as u64 + 1, "{algorithm}");
         });
         assert!(
@@ -348,12 +376,12 @@ fn two_inserts_of_one_key_place_it_once() {
             let s = per_bucket(algorithm);
             let keys = last_bucket_keys(&lim, algorithm, s);
             for &k in &keys[..s - 1] {
-                assert!(lim.check_at(k, 1, T0).allowed);
+                assert!(lim.check(k, Request::new(1).at(T0)).allowed);
             }
             let x = keys[s - 1];
             let other = Arc::clone(&lim);
-            let a = thread::spawn(move || other.check_at(x, 2, T0).remaining);
-            let b = lim.check_at(x, 1, T0).remaining;
+            let a = thread::spawn(move || other.check(x, Request::new(2).at(T0)).remaining);
+            let b = lim.check(x, Request::new(1).at(T0)).remaining;
             let a = a.join().unwrap();
             // a first: 4 then 3; b first: 5 then 3.
             match (a, b) {
@@ -361,7 +389,11 @@ fn two_inserts_of_one_key_place_it_once() {
                 (3, 5) => w.saw("b first"),
                 other => panic!("{algorithm}: {other:?}"),
             }
-            assert_eq!(lim.check_at(x, 0, T0).remaining, 3, "{algorithm}");
+            assert_eq!(
+                lim.check(x, Request::new(0).at(T0)).remaining,
+                3,
+                "{algorithm}"
+            );
             assert_eq!(lim.stats().keys_tracked, s as u64, "{algorithm}");
         });
         ways.require(&format!("{algorithm}"), &["a first", "b first"]);
@@ -385,14 +417,14 @@ fn a_batch_races_a_check_of_the_same_key() {
             let lim = Arc::new(table(algorithm, 3));
             let keys = last_bucket_keys(&lim, algorithm, 2);
             let (k, near) = (keys[0], keys[1]);
-            assert!(lim.check_at(k, 1, T0).allowed);
+            assert!(lim.check(k, Request::new(1).at(T0)).allowed);
             let other = Arc::clone(&lim);
             let batch = thread::spawn(move || {
                 let mut out = [ratecell::Decision::default(); 3];
-                other.check_batch_at(&[k, near, k], None, T0, &mut out);
+                other.check_batch(Batch::new(&[k, near, k]).at(T0), |i, d| out[i] = d);
                 out
             });
-            let single = lim.check_at(k, 1, T0);
+            let single = lim.check(k, Request::new(1).at(T0));
             let out = batch.join().unwrap();
             let d = |x: &ratecell::Decision| (x.allowed, x.remaining);
             let seen = (d(&out[0]), d(&out[2]), d(&single));
@@ -406,7 +438,11 @@ fn a_batch_races_a_check_of_the_same_key() {
             };
             w.saw(way);
             assert_eq!(d(&out[1]), (true, 2), "{algorithm}: the other key");
-            assert_eq!(lim.check_at(k, 0, T0).remaining, 0, "{algorithm}");
+            assert_eq!(
+                lim.check(k, Request::new(0).at(T0)).remaining,
+                0,
+                "{algorithm}"
+            );
             let stats = lim.stats();
             assert_eq!((stats.checks, stats.allowed), (6, 4), "{algorithm}");
         });
@@ -428,11 +464,17 @@ fn acquires_veto_stores_nothing_while_a_check_races() {
     model("leaky bucket keyed acquire veto", move || {
         // 4 per 4 µs: one interval T = 1 µs, a queue of 4.
         let config = Config::new(Algorithm::LeakyBucket, 4, 4_000).capacity(4);
-        let lim = Arc::new(KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap());
-        assert_eq!(lim.check_at(1, 1, T0).wait_ns, 0);
+        let lim = Arc::new(
+            KeyedLimiter::builder()
+                .limit(config)
+                .clock(Clock::manual(T0).0)
+                .build()
+                .unwrap(),
+        );
+        assert_eq!(lim.check(1, Request::new(1).at(T0)).wait_ns, 0);
         let other = Arc::clone(&lim);
         let a = thread::spawn(move || other.acquire(1, 1, std::time::Duration::ZERO));
-        let b = lim.check_at(1, 1, T0);
+        let b = lim.check(1, Request::new(1).at(T0));
         let a = a.join().unwrap();
         let Err(ratecell::AcquireError::TimedOut(vetoed)) = a else {
             panic!("the acquire was not vetoed: {a:?}");
@@ -446,7 +488,11 @@ fn acquires_veto_stores_nothing_while_a_check_races() {
             2_000 => w.saw("check first"),
             r => panic!("retry after {r}"),
         }
-        assert_eq!(lim.check_at(1, 0, T0).wait_ns, 2_000, "two places taken");
+        assert_eq!(
+            lim.check(1, Request::new(0).at(T0)).wait_ns,
+            2_000,
+            "two places taken"
+        );
     });
     ways.require("acquire veto", &["veto first", "check first"]);
 }

@@ -10,7 +10,7 @@
 #![cfg(ratecell_loom)]
 
 use loom::thread;
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter, MultiDecision};
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, MultiDecision, Request};
 use std::sync::{Arc, Mutex};
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -39,11 +39,16 @@ fn block() -> Vec<Vec<Config>> {
 
 fn limiter(tiers: &[Vec<Config>]) -> KeyedLimiter {
     let tiers: Vec<&[Config]> = tiers.iter().map(Vec::as_slice).collect();
-    KeyedLimiter::with_clock_tiered_multi(&tiers, Clock::manual(0).0).unwrap()
+    tiers
+        .iter()
+        .fold(KeyedLimiter::builder(), |b, t| b.tier(t))
+        .clock(Clock::manual(0).0)
+        .build()
+        .unwrap()
 }
 
 fn check(l: &KeyedLimiter, (tier, cost): (usize, u64)) -> MultiDecision {
-    l.check_tier_each_at(7, tier, cost, T0).unwrap()
+    l.check_each(7, Request::new(cost).at(T0).tier(l.tier(tier).unwrap()))
 }
 
 type Run = Vec<Vec<MultiDecision>>;

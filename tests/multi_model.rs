@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{
     Algorithm, Clock, Config, Error, Field, KeyedLimiter, Limiter, MAX_LIMITS, MultiDecision,
-    Overflow,
+    Overflow, Request,
 };
 
 #[derive(Clone, Debug)]
@@ -80,12 +80,32 @@ fn same(got: &MultiDecision, want: &AllOfDecision) -> bool {
 fn compare(case: &Case) -> Result<(), TestCaseError> {
     let (clock, _) = Clock::manual(0);
     let keyed = case.configs[0].capacity > 0;
-    let direct = (!keyed).then(|| Limiter::with_clock_multi(&case.configs, clock.clone()));
-    let table = keyed.then(|| KeyedLimiter::with_clock_multi(&case.configs, clock.clone()));
+    let direct = (!keyed).then(|| {
+        Limiter::builder()
+            .limits(&case.configs)
+            .clock(clock.clone())
+            .build()
+    });
+    let table = keyed.then(|| {
+        KeyedLimiter::builder()
+            .limits(&case.configs)
+            .clock(clock.clone())
+            .build()
+    });
     // A twin fed the same requests through the plain check, which asks for
     // no per-limit decisions (the path a check takes most often).
-    let twin_direct = (!keyed).then(|| Limiter::with_clock_multi(&case.configs, clock.clone()));
-    let twin_table = keyed.then(|| KeyedLimiter::with_clock_multi(&case.configs, clock));
+    let twin_direct = (!keyed).then(|| {
+        Limiter::builder()
+            .limits(&case.configs)
+            .clock(clock.clone())
+            .build()
+    });
+    let twin_table = keyed.then(|| {
+        KeyedLimiter::builder()
+            .limits(&case.configs)
+            .clock(clock)
+            .build()
+    });
     let mut models = vec![AllOfModel::new(&case.configs); 3];
     let mut t = case.start;
     let mut seen = Vec::new();
@@ -96,8 +116,11 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
             t + step
         };
         let got = match (&direct, &table) {
-            (Some(l), _) => l.as_ref().unwrap().check_each_at(cost, t),
-            (_, Some(k)) => k.as_ref().unwrap().check_each_at(key, cost, t),
+            (Some(l), _) => l.as_ref().unwrap().check_each(Request::new(cost).at(t)),
+            (_, Some(k)) => k
+                .as_ref()
+                .unwrap()
+                .check_each(key, Request::new(cost).at(t)),
             _ => unreachable!(),
         };
         let want = models[if keyed { key as usize } else { 0 }].check(t, cost);
@@ -111,19 +134,19 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
             want
         );
         let twin = match (&twin_direct, &twin_table) {
-            (Some(l), _) => l.as_ref().unwrap().check_at(cost, t),
-            (_, Some(k)) => k.as_ref().unwrap().check_at(key, cost, t),
+            (Some(l), _) => l.as_ref().unwrap().check(Request::new(cost).at(t)),
+            (_, Some(k)) => k.as_ref().unwrap().check(key, Request::new(cost).at(t)),
             _ => unreachable!(),
         };
         prop_assert_eq!(twin, want.decision, "the plain check of a twin");
         // The plain check returns the same combined decision.
         let plain = match (&direct, &table) {
-            (Some(l), _) => l.as_ref().unwrap().check_at(0, t),
-            (_, Some(k)) => k.as_ref().unwrap().check_at(key, 0, t),
+            (Some(l), _) => l.as_ref().unwrap().check(Request::new(0).at(t)),
+            (_, Some(k)) => k.as_ref().unwrap().check(key, Request::new(0).at(t)),
             _ => unreachable!(),
         };
         let peek = models[if keyed { key as usize } else { 0 }].check(t, 0);
-        prop_assert_eq!(plain, peek.decision, "a peek through check_at");
+        prop_assert_eq!(plain, peek.decision, "a peek at an explicit time");
     }
     Ok(())
 }
@@ -154,17 +177,25 @@ fn field(e: Error) -> Field {
 #[test]
 fn bad_lists_of_limits_get_named_errors() {
     let gcra = Config::new(Algorithm::Gcra, 10, S);
-    assert_eq!(field(Limiter::new_multi(&[]).unwrap_err()), Field::Limits);
     assert_eq!(
-        field(Limiter::new_multi(&[gcra; MAX_LIMITS + 1]).unwrap_err()),
+        field(Limiter::builder().limits(&[]).build().unwrap_err()),
         Field::Limits
     );
     assert_eq!(
-        field(KeyedLimiter::new_multi(&[]).unwrap_err()),
+        field(
+            Limiter::builder()
+                .limits(&[gcra; MAX_LIMITS + 1])
+                .build()
+                .unwrap_err()
+        ),
+        Field::Limits
+    );
+    assert_eq!(
+        field(KeyedLimiter::builder().limits(&[]).build().unwrap_err()),
         Field::Limits
     );
     let mixed = [gcra.capacity(10), gcra.capacity(20)];
-    let e = KeyedLimiter::new_multi(&mixed).unwrap_err();
+    let e = KeyedLimiter::builder().limits(&mixed).build().unwrap_err();
     assert!(e.to_string().contains("limit 1 has capacity 20"), "{e}");
     assert_eq!(field(e), Field::Capacity);
     let mixed = [
@@ -172,26 +203,41 @@ fn bad_lists_of_limits_get_named_errors() {
         gcra.capacity(10).overflow(Overflow::Allow),
     ];
     assert_eq!(
-        field(KeyedLimiter::new_multi(&mixed).unwrap_err()),
+        field(KeyedLimiter::builder().limits(&mixed).build().unwrap_err()),
         Field::Overflow
     );
     let bad = [gcra, Config::new(Algorithm::FixedWindow, 0, S)];
-    let e = Limiter::new_multi(&bad).unwrap_err();
+    let e = Limiter::builder().limits(&bad).build().unwrap_err();
     assert!(e.to_string().contains("limit 1"), "{e}");
     assert_eq!(field(e), Field::Limit);
     assert_eq!(
-        field(Limiter::new_multi(&[gcra.capacity(5), gcra.capacity(5)]).unwrap_err()),
+        field(
+            Limiter::builder()
+                .limits(&[gcra.capacity(5), gcra.capacity(5)])
+                .build()
+                .unwrap_err()
+        ),
         Field::Capacity,
         "a direct limiter has capacity 0"
     );
     assert_eq!(
-        field(KeyedLimiter::new_multi(&[gcra, gcra]).unwrap_err()),
+        field(
+            KeyedLimiter::builder()
+                .limits(&[gcra, gcra])
+                .build()
+                .unwrap_err()
+        ),
         Field::Capacity,
         "a keyed limiter has a capacity"
     );
-    let two = Limiter::new_multi(&[gcra, gcra]).unwrap();
     assert_eq!(
-        field(two.with_names(&["only one"]).unwrap_err()),
+        field(
+            Limiter::builder()
+                .limits(&[gcra, gcra])
+                .names(&["only one"])
+                .build()
+                .unwrap_err()
+        ),
         Field::Limits
     );
     // A sliding log of 2^32 - 1 entries takes 2^33 + 1 words per key:
@@ -201,8 +247,14 @@ fn bad_lists_of_limits_get_named_errors() {
     let log = Config::new(Algorithm::SlidingLog, u64::from(u32::MAX), S);
     let bucket = Config::new(Algorithm::TokenBucket, 10, S);
     for e in [
-        Limiter::new_multi(&[bucket, log]).unwrap_err(),
-        KeyedLimiter::new_multi(&[bucket, log].map(|c| c.capacity(10))).unwrap_err(),
+        Limiter::builder()
+            .limits(&[bucket, log])
+            .build()
+            .unwrap_err(),
+        KeyedLimiter::builder()
+            .limits(&[bucket, log].map(|c| c.capacity(10)))
+            .build()
+            .unwrap_err(),
     ] {
         assert!(
             e.to_string()
@@ -213,7 +265,9 @@ fn bad_lists_of_limits_get_named_errors() {
     }
     let longest = Config::new(Algorithm::SlidingLog, (u64::from(u32::MAX) - 5) / 2, S);
     assert!(matches!(
-        KeyedLimiter::new_multi(&[longest, bucket].map(|c| c.capacity(10))),
+        KeyedLimiter::builder()
+            .limits(&[longest, bucket].map(|c| c.capacity(10)))
+            .build(),
         Err(ratecell::Error::OutOfMemory { .. })
     ));
 }
@@ -238,14 +292,16 @@ fn names_and_every_layout_work() {
     for (configs, tightest) in [(&word[..], 1), (&block[..], 1), (&eight[..], 7)] {
         let names: Vec<String> = (0..configs.len()).map(|i| format!("l{i}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let direct = Limiter::new_multi(configs)
-            .unwrap()
-            .with_names(&names)
+        let direct = Limiter::builder()
+            .limits(configs)
+            .names(&names)
+            .build()
             .unwrap();
         let keyed: Vec<Config> = configs.iter().map(|c| c.capacity(100)).collect();
-        let keyed = KeyedLimiter::new_multi(&keyed)
-            .unwrap()
-            .with_names(&names)
+        let keyed = KeyedLimiter::builder()
+            .limits(&keyed)
+            .names(&names)
+            .build()
             .unwrap();
         let bound = configs[tightest].limit.min(configs[tightest].burst.max(1));
         let bound = if configs[tightest].burst == 0 {
@@ -253,16 +309,23 @@ fn names_and_every_layout_work() {
         } else {
             bound
         };
-        let direct_admitted = (0..20).filter(|_| direct.check_at(1, t).allowed).count();
-        let keyed_admitted = (0..20).filter(|_| keyed.check_at(9, 1, t).allowed).count();
+        let direct_admitted = (0..20)
+            .filter(|_| direct.check(Request::new(1).at(t)).allowed)
+            .count();
+        let keyed_admitted = (0..20)
+            .filter(|_| keyed.check(9, Request::new(1).at(t)).allowed)
+            .count();
         assert_eq!(direct_admitted as u64, bound, "{configs:?}");
         assert_eq!(keyed_admitted as u64, bound, "{configs:?}");
-        let d = direct.check_each_at(1, t);
+        let d = direct.check_each(Request::new(1).at(t));
         assert_eq!(d.denied_by, Some(tightest));
         assert_eq!(direct.limit_name(tightest), Some(names[tightest]));
-        assert_eq!(keyed.check_each_at(9, 1, t).denied_by, Some(tightest));
+        assert_eq!(
+            keyed.check_each(9, Request::new(1).at(t)).denied_by,
+            Some(tightest)
+        );
         assert!(
-            keyed.check_each_at(10, 1, t).decision.allowed,
+            keyed.check_each(10, Request::new(1).at(t)).decision.allowed,
             "another key"
         );
         assert_eq!(direct.limits().len(), configs.len());

@@ -5,7 +5,7 @@
 //! the looser limits are charged for exactly the admitted units and nothing
 //! for the denied requests. Nothing here measures speed.
 
-use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, MultiDecision};
+use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, MultiDecision, Request};
 use std::sync::Barrier;
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -85,9 +85,17 @@ fn run(check: impl Fn(u64) -> MultiDecision + Sync, tightest: usize, capacity: u
 #[test]
 fn one_instant_admits_exactly_the_tightest_limit_direct() {
     for (configs, tightest, capacity) in cases() {
-        let limiter = Limiter::with_clock_multi(&configs, Clock::manual(T0).0).unwrap();
-        run(|cost| limiter.check_each_at(cost, T0), tightest, capacity);
-        let after = limiter.check_each_at(0, T0);
+        let limiter = Limiter::builder()
+            .limits(&configs)
+            .clock(Clock::manual(T0).0)
+            .build()
+            .unwrap();
+        run(
+            |cost| limiter.check_each(Request::new(cost).at(T0)),
+            tightest,
+            capacity,
+        );
+        let after = limiter.check_each(Request::new(0).at(T0));
         for (i, (c, d)) in configs.iter().zip(after.limits()).enumerate() {
             if i != tightest {
                 let cap = if c.burst != 0 { c.burst } else { c.limit };
@@ -105,14 +113,18 @@ fn one_instant_admits_exactly_the_tightest_limit_direct() {
 fn one_instant_admits_exactly_the_tightest_limit_keyed() {
     for (configs, tightest, capacity) in cases() {
         let configs: Vec<Config> = configs.iter().map(|c| c.capacity(2)).collect();
-        let limiter = KeyedLimiter::with_clock_multi(&configs, Clock::manual(T0).0).unwrap();
+        let limiter = KeyedLimiter::builder()
+            .limits(&configs)
+            .clock(Clock::manual(T0).0)
+            .build()
+            .unwrap();
         run(
-            |cost| limiter.check_each_at(42, cost, T0),
+            |cost| limiter.check_each(42, Request::new(cost).at(T0)),
             tightest,
             capacity,
         );
         assert!(
-            limiter.check_at(43, 1, T0).allowed,
+            limiter.check(43, Request::new(1).at(T0)).allowed,
             "another key is untouched"
         );
     }

@@ -15,7 +15,7 @@
 //! `UPDATE_GOLDEN=1 cargo test --test parity` rewrites the expected file
 //! from this implementation (review the diff: it is the contract).
 
-use ratecell::{Algorithm, AnyLimiter, Clock, Config, Decision, Overflow};
+use ratecell::{Algorithm, AnyLimiter, Clock, Config, Decision, Overflow, Request};
 use std::collections::HashMap;
 
 fn hex(s: &str) -> Vec<u8> {
@@ -60,22 +60,26 @@ fn replay(trace: &str) -> String {
                         Overflow::Deny
                     });
                 // Capacity 0: one shared state, keys ignored.
-                let limiter = AnyLimiter::with_clock(config, Clock::manual(0).0).unwrap();
+                let limiter = AnyLimiter::builder()
+                    .limit(config)
+                    .clock(Clock::manual(0).0)
+                    .build()
+                    .unwrap();
                 limiters.insert(f[1].to_string(), limiter);
             }
             "check" => {
-                let d = limiters[f[1]].check_at(num(2), num(3), num(4));
+                let d = limiters[f[1]].check(num(2), Request::new(num(3)).at(num(4)));
                 out += &line(number, d);
                 out.push('\n');
             }
             "check_bytes" => {
                 let key = hex(f[2]);
-                let d = limiters[f[1]].check_bytes_at(&key, num(3), num(4));
+                let d = limiters[f[1]].check(&key, Request::new(num(3)).at(num(4)));
                 out += &line(number, d);
                 out.push('\n');
             }
             "reset_key" => {
-                limiters[f[1]].reset_key(num(2));
+                limiters[f[1]].reset(num(2));
             }
             other => panic!("trace line {number}: unknown record {other:?}"),
         }

@@ -7,6 +7,7 @@
 
 use ratecell::{
     Algorithm, Clock, Config, Error, Field, KeyedLimiter, Limiter, Overflow, ReconfigureError,
+    Request, SharedOptions,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,7 +16,11 @@ const S: u64 = 1_000_000_000;
 const T: u64 = 1_700_000_000 * S;
 
 fn direct(config: Config) -> Limiter {
-    Limiter::with_clock(config, Clock::manual(T).0).unwrap()
+    Limiter::builder()
+        .limit(config)
+        .clock(Clock::manual(T).0)
+        .build()
+        .unwrap()
 }
 
 fn refusal(e: Error) -> ReconfigureError {
@@ -102,10 +107,10 @@ fn each_algorithm_carries_its_state_over_by_its_rule() {
     ];
     for (alg, before, after, spent, left) in cases {
         let l = direct(before);
-        assert!(l.check_at(spent, T).allowed, "{alg}");
+        assert!(l.check(Request::new(spent).at(T)).allowed, "{alg}");
         l.reconfigure(&[after]).unwrap();
         assert_eq!(l.config(), &after, "{alg}");
-        let d = l.check_at(0, T);
+        let d = l.check(Request::new(0).at(T));
         assert_eq!(d.remaining, left, "{alg}: {before:?} -> {after:?}");
         assert_eq!(
             d.limit,
@@ -116,14 +121,22 @@ fn each_algorithm_carries_its_state_over_by_its_rule() {
             }
         );
         // The same on a keyed limiter, for a key with state and a new one.
-        let k = KeyedLimiter::with_clock(before.capacity(16), Clock::manual(T).0).unwrap();
-        assert!(k.check_at(1, spent, T).allowed);
+        let k = KeyedLimiter::builder()
+            .limit(before.capacity(16))
+            .clock(Clock::manual(T).0)
+            .build()
+            .unwrap();
+        assert!(k.check(1, Request::new(spent).at(T)).allowed);
         k.reconfigure(&[after.capacity(16)]).unwrap();
-        assert_eq!(k.check_at(1, 0, T).remaining, left, "keyed {alg}");
-        let fresh = k.check_at(2, 0, T).remaining;
+        assert_eq!(
+            k.check(1, Request::new(0).at(T)).remaining,
+            left,
+            "keyed {alg}"
+        );
+        let fresh = k.check(2, Request::new(0).at(T)).remaining;
         assert_eq!(
             fresh,
-            direct(after).check_at(0, T).remaining,
+            direct(after).check(Request::new(0).at(T)).remaining,
             "keyed {alg} new key"
         );
     }
@@ -187,13 +200,17 @@ fn changes_without_a_carry_over_are_refused_by_name() {
     ];
     for (before, after, field) in cases {
         let l = direct(before);
-        assert!(l.check_at(3, T).allowed);
+        assert!(l.check(Request::new(3).at(T)).allowed);
         let e = refusal(l.reconfigure(&[after]).unwrap_err());
         assert_eq!(e.field, field, "{before:?} -> {after:?}: {e}");
         assert_eq!(e.limit, 0);
         assert!(e.to_string().contains(field.name()), "{e}");
         assert_eq!(l.config(), &before, "nothing changed");
-        assert_eq!(l.check_at(0, T).remaining, before.limit - 3, "state kept");
+        assert_eq!(
+            l.check(Request::new(0).at(T)).remaining,
+            before.limit - 3,
+            "state kept"
+        );
     }
     // Invalid configs are the constructor's errors.
     let l = direct(Config::new(Gcra, 10, S));
@@ -220,11 +237,13 @@ fn changes_without_a_carry_over_are_refused_by_name() {
     );
     assert_eq!(e.field, Field::Overflow);
     // Several limits: the message names the limit at fault.
-    let m = Limiter::new_multi(&[
-        Config::new(Gcra, 10, S),
-        Config::new(FixedWindow, 100, 60 * S),
-    ])
-    .unwrap();
+    let m = Limiter::builder()
+        .limits(&[
+            Config::new(Gcra, 10, S),
+            Config::new(FixedWindow, 100, 60 * S),
+        ])
+        .build()
+        .unwrap();
     let e = refusal(
         m.reconfigure(&[Config::new(Gcra, 20, S), Config::new(FixedWindow, 100, S)])
             .unwrap_err(),
@@ -239,17 +258,19 @@ fn several_limits_change_together_and_keep_their_names() {
         Config::new(Algorithm::Gcra, 10, S),
         Config::new(Algorithm::FixedWindow, 100, 60 * S),
     ];
-    let m = Limiter::with_clock_multi(&configs, Clock::manual(T).0)
-        .unwrap()
-        .with_names(&["second", "minute"])
+    let m = Limiter::builder()
+        .limits(&configs)
+        .clock(Clock::manual(T).0)
+        .names(&["second", "minute"])
+        .build()
         .unwrap();
-    assert!(m.check_at(5, T).allowed);
+    assert!(m.check(Request::new(5).at(T)).allowed);
     let changed = [
         Config::new(Algorithm::Gcra, 12, S),
         Config::new(Algorithm::FixedWindow, 120, 60 * S),
     ];
     m.reconfigure(&changed).unwrap();
-    let d = m.check_each_at(0, T);
+    let d = m.check_each(Request::new(0).at(T));
     assert_eq!(d.limits()[0].limit, 12);
     assert_eq!(d.limits()[1].remaining, 115, "5 of the minute's spent");
     assert_eq!(m.limit_name(1), Some("minute"));
@@ -262,7 +283,10 @@ fn a_shared_region_is_refused() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("region");
     let config = Config::new(Algorithm::Gcra, 10, S).capacity(64);
-    let opened = KeyedLimiter::open_shared(&path, config);
+    let opened = KeyedLimiter::builder()
+        .limit(config)
+        .shared(&path, SharedOptions::default())
+        .build();
     let result = opened.map(|k| k.reconfigure(&[Config::new(Algorithm::Gcra, 20, S).capacity(64)]));
     let _ = std::fs::remove_dir_all(&dir);
     match result {
@@ -296,10 +320,20 @@ fn race(keyed: bool) {
     }
     let l = Arc::new(if keyed {
         Any::K(Box::new(
-            KeyedLimiter::with_clock_multi(&old, clock).unwrap(),
+            KeyedLimiter::builder()
+                .limits(&old)
+                .clock(clock)
+                .build()
+                .unwrap(),
         ))
     } else {
-        Any::D(Box::new(Limiter::with_clock_multi(&old, clock).unwrap()))
+        Any::D(Box::new(
+            Limiter::builder()
+                .limits(&old)
+                .clock(clock)
+                .build()
+                .unwrap(),
+        ))
     });
     let stop = Arc::new(AtomicBool::new(false));
     let admitted = Arc::new(AtomicU64::new(0));
@@ -337,8 +371,8 @@ fn race(keyed: bool) {
                 }
                 for _ in 0..20_000 {
                     let d = match &*l {
-                        Any::D(d) => d.check_each_at(1, T),
-                        Any::K(k) => k.check_each_at(3, 1, T),
+                        Any::D(d) => d.check_each(Request::new(1).at(T)),
+                        Any::K(k) => k.check_each(3, Request::new(1).at(T)),
                     };
                     let pair = (d.limits()[0].limit, d.limits()[1].limit);
                     assert!(
@@ -367,11 +401,11 @@ fn race(keyed: bool) {
     let left = match &*l {
         Any::D(d) => {
             d.reconfigure(&new).ok();
-            d.check_each_at(0, T)
+            d.check_each(Request::new(0).at(T))
         }
         Any::K(k) => {
             k.reconfigure(&new).ok();
-            k.check_each_at(3, 0, T)
+            k.check_each(3, Request::new(0).at(T))
         }
     };
     assert_eq!(left.limits()[0].remaining, 14 - admitted);
@@ -399,9 +433,13 @@ fn a_snapshot_after_a_reconfiguration_restores_under_the_new_limits() {
     ] {
         let before = Config::new(alg, 10, S).capacity(64);
         let after = Config::new(alg, 12, S).capacity(64);
-        let k = KeyedLimiter::with_clock(before, Clock::manual(T).0).unwrap();
+        let k = KeyedLimiter::builder()
+            .limit(before)
+            .clock(Clock::manual(T).0)
+            .build()
+            .unwrap();
         for key in 0..20 {
-            assert!(k.check_at(key, key % 5, T).allowed);
+            assert!(k.check(key, Request::new(key % 5).at(T)).allowed);
         }
         k.reconfigure(&[after]).unwrap();
         let mut file = Vec::new();
@@ -415,14 +453,18 @@ fn a_snapshot_after_a_reconfiguration_restores_under_the_new_limits() {
         let back = KeyedLimiter::restore(&file[..], after, Clock::manual(T).0).unwrap();
         for key in 0..20 {
             assert_eq!(
-                back.check_at(key, 0, T),
-                k.check_at(key, 0, T),
+                back.check(key, Request::new(0).at(T)),
+                k.check(key, Request::new(0).at(T)),
                 "{alg} key {key}"
             );
         }
         // Counts keep the 4 spent; GCRA keeps 400 ms of backlog, which at
         // 12/s (T' = 83.3 ms, tolerance 1 s) leaves floor(600 / 83.3) = 7.
         let want = if alg == Algorithm::Gcra { 7 } else { 12 - 4 };
-        assert_eq!(back.check_at(4, 0, T).remaining, want, "{alg}");
+        assert_eq!(
+            back.check(4, Request::new(0).at(T)).remaining,
+            want,
+            "{alg}"
+        );
     }
 }

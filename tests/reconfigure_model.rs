@@ -12,7 +12,7 @@ use model::trace::{pick, proptest_config, small_config, small_cost, within};
 use model::{AllOfDecision, AllOfModel};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use ratecell::{Algorithm, Clock, Config, Error, KeyedLimiter, Limiter, MultiDecision};
+use ratecell::{Algorithm, Clock, Config, Error, KeyedLimiter, Limiter, MultiDecision, Request};
 
 #[derive(Clone, Debug)]
 struct Case {
@@ -122,11 +122,19 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
     let (clock, _) = Clock::manual(0);
     let limiter = if case.configs[0].capacity > 0 {
         Any::Keyed(Box::new(
-            KeyedLimiter::with_clock_multi(&case.configs, clock).unwrap(),
+            KeyedLimiter::builder()
+                .limits(&case.configs)
+                .clock(clock)
+                .build()
+                .unwrap(),
         ))
     } else {
         Any::Direct(Box::new(
-            Limiter::with_clock_multi(&case.configs, clock).unwrap(),
+            Limiter::builder()
+                .limits(&case.configs)
+                .clock(clock)
+                .build()
+                .unwrap(),
         ))
     };
     let keyed = matches!(limiter, Any::Keyed(_));
@@ -168,8 +176,8 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
             t + step
         };
         let got = match &limiter {
-            Any::Direct(l) => l.check_each_at(cost, t),
-            Any::Keyed(k) => k.check_each_at(key, cost, t),
+            Any::Direct(l) => l.check_each(Request::new(cost).at(t)),
+            Any::Keyed(k) => k.check_each(key, Request::new(cost).at(t)),
         };
         let want = models[if keyed { key as usize } else { 0 }].check(t, cost);
         seen.push((t, key, cost, got.decision.allowed));

@@ -20,7 +20,7 @@ mod model;
 use model::trace::{has_burst, proptest_config};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use ratecell::{Algorithm, Clock, Config, Decision, Limiter};
+use ratecell::{Algorithm, Clock, Config, Decision, Limiter, Request};
 
 /// A trace, then the request whose decision is under test.
 #[derive(Clone, Debug)]
@@ -33,11 +33,15 @@ struct Setup {
 
 fn replay(s: &Setup) -> (Limiter, Decision) {
     let (clock, _hand) = Clock::manual(0);
-    let limiter = Limiter::with_clock(s.config, clock).expect("test configs are valid");
+    let limiter = Limiter::builder()
+        .limit(s.config)
+        .clock(clock)
+        .build()
+        .expect("test configs are valid");
     for &(t, n) in &s.trace {
-        limiter.check_at(n, t);
+        limiter.check(Request::new(n).at(t));
     }
-    let d = limiter.check_at(s.probe.1, s.probe.0);
+    let d = limiter.check(Request::new(s.probe.1).at(s.probe.0));
     (limiter, d)
 }
 
@@ -70,7 +74,7 @@ fn verify(s: &Setup, full: bool) -> Result<(), String> {
     let fail = |what: String| Err(format!("{what}\n  decision {d:?}\n  setup {s:?}"));
 
     // reset_after: the least wait after which a peek shows a fresh state.
-    let fresh_at = |x: u64| limiter.check_at(0, t + x).remaining == d.limit;
+    let fresh_at = |x: u64| limiter.check(Request::new(0).at(t + x)).remaining == d.limit;
     for x in offsets(0, d.reset_after_ns, full) {
         if fresh_at(x) {
             return fail(format!("fresh already at t + {x}, before reset_after"));
@@ -90,7 +94,7 @@ fn verify(s: &Setup, full: bool) -> Result<(), String> {
             return fail(format!("retry never, yet cost {q} <= limit"));
         }
         let much_later = t + 1_000 * s.config.period_ns;
-        if limiter.check_at(n, much_later).allowed {
+        if limiter.check(Request::new(n).at(much_later)).allowed {
             return fail("retry never, yet admitted 1000 periods later".into());
         }
     } else {
@@ -101,11 +105,14 @@ fn verify(s: &Setup, full: bool) -> Result<(), String> {
             return fail("denied with retry_after 0".into());
         }
         for x in offsets(1, d.retry_after_ns, full) {
-            if limiter.check_at(n, t + x).allowed {
+            if limiter.check(Request::new(n).at(t + x)).allowed {
                 return fail(format!("admitted at t + {x}, before retry_after"));
             }
         }
-        if !limiter.check_at(n, t + d.retry_after_ns).allowed {
+        if !limiter
+            .check(Request::new(n).at(t + d.retry_after_ns))
+            .allowed
+        {
             return fail("denied at t + retry_after".into());
         }
     }
@@ -116,7 +123,7 @@ fn verify(s: &Setup, full: bool) -> Result<(), String> {
         return fail(format!("replay decided differently: {again:?}"));
     }
     let admitted = (0..=d.limit)
-        .take_while(|_| limiter.check_at(1, t).allowed)
+        .take_while(|_| limiter.check(Request::new(1).at(t)).allowed)
         .count() as u64;
     if admitted != d.remaining {
         return fail(format!("{admitted} cost-1 requests admitted at t"));

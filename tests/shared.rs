@@ -6,7 +6,7 @@
 //! A worker is this binary run with `RATECELL_SHARED_WORKER` set and the
 //! test `worker` selected; it reads its orders from the environment.
 
-use ratecell::{Algorithm, Config, Error, KeyedLimiter, SharedErrorKind};
+use ratecell::{Algorithm, Config, Error, KeyedLimiter, Request, SharedErrorKind, SharedOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -127,7 +127,10 @@ fn worker() {
     let algorithm = Algorithm::from_name(&order("ALGORITHM")).unwrap();
     let limit: u64 = order("LIMIT").parse().unwrap();
     let mode = order("MODE");
-    let opened = KeyedLimiter::open_shared(&path, config(algorithm, limit));
+    let opened = KeyedLimiter::builder()
+        .limit(config(algorithm, limit))
+        .shared(&path, SharedOptions::default())
+        .build();
     let mut out = std::io::stdout();
     if mode == "open" {
         match opened {
@@ -156,7 +159,9 @@ fn worker() {
                                 // A few more tries than the limit, so every
                                 // thread keeps competing to the end.
                                 for _ in 0..limit + 4 {
-                                    admitted += u64::from(limiter.check_at(key, 1, t).allowed);
+                                    admitted += u64::from(
+                                        limiter.check(key, Request::new(1).at(t)).allowed,
+                                    );
                                 }
                             }
                             admitted
@@ -173,8 +178,8 @@ fn worker() {
             for i in 0..rounds {
                 // New keys: each placed under its shard's latch, so a kill
                 // lands inside one now and then.
-                limiter.check_at(salt | (i + 1), 1, T0);
-                if limiter.check_at(0, 1, T0).allowed {
+                limiter.check(salt | (i + 1), Request::new(1).at(T0));
+                if limiter.check(0, Request::new(1).at(T0)).allowed {
                     out.write_all(b"+").unwrap();
                     out.flush().unwrap();
                 }
@@ -242,7 +247,13 @@ fn processes_killed_mid_run_never_block_or_over_admit_the_others() {
         ])
     };
     // Make the region first, so every worker attaches to one.
-    drop(KeyedLimiter::open_shared(&region.0, config(Algorithm::FixedWindow, limit)).unwrap());
+    drop(
+        KeyedLimiter::builder()
+            .limit(config(Algorithm::FixedWindow, limit))
+            .shared(&region.0, SharedOptions::default())
+            .build()
+            .unwrap(),
+    );
     let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id());
     let mut random = move |n: u64| {
         seed ^= seed << 13;
@@ -273,9 +284,12 @@ fn processes_killed_mid_run_never_block_or_over_admit_the_others() {
         assert!(wait_bounded(s, Duration::from_secs(120)).success());
         reported += count(s);
     }
-    let check =
-        KeyedLimiter::open_shared(&region.0, config(Algorithm::FixedWindow, limit)).unwrap();
-    let left = check.check_at(0, 0, T0).remaining;
+    let check = KeyedLimiter::builder()
+        .limit(config(Algorithm::FixedWindow, limit))
+        .shared(&region.0, SharedOptions::default())
+        .build()
+        .unwrap();
+    let left = check.check(0, Request::new(0).at(T0)).remaining;
     assert!(
         reported <= limit - left,
         "the table counted {} admissions of key 0, the processes reported {reported}",
@@ -317,7 +331,13 @@ fn eight_processes_creating_at_once_agree_on_one_configuration() {
             "exactly one configuration wins: {winners:?}"
         );
         let won: u64 = winners[0].parse().unwrap();
-        assert!(KeyedLimiter::open_shared(&region.0, config(Algorithm::Gcra, won)).is_ok());
+        assert!(
+            KeyedLimiter::builder()
+                .limit(config(Algorithm::Gcra, won))
+                .shared(&region.0, SharedOptions::default())
+                .build()
+                .is_ok()
+        );
     }
 }
 
@@ -326,18 +346,31 @@ fn files_that_are_not_this_region_give_named_errors() {
     let region = Region::new("bad");
     let path = &region.0;
     let good = config(Algorithm::Gcra, 5);
-    drop(KeyedLimiter::open_shared(path, good).unwrap());
+    drop(
+        KeyedLimiter::builder()
+            .limit(good)
+            .shared(path, SharedOptions::default())
+            .build()
+            .unwrap(),
+    );
 
     // Another configuration.
     assert_eq!(
-        kind(KeyedLimiter::open_shared(path, config(Algorithm::Gcra, 6))),
+        kind(
+            KeyedLimiter::builder()
+                .limit(config(Algorithm::Gcra, 6))
+                .shared(path, SharedOptions::default())
+                .build()
+        ),
         SharedErrorKind::ConfigMismatch
     );
     assert_eq!(
-        kind(KeyedLimiter::open_shared(
-            path,
-            config(Algorithm::TokenBucket, 5)
-        )),
+        kind(
+            KeyedLimiter::builder()
+                .limit(config(Algorithm::TokenBucket, 5))
+                .shared(path, SharedOptions::default())
+                .build()
+        ),
         SharedErrorKind::ConfigMismatch
     );
     let bytes = std::fs::read(path).unwrap();
@@ -347,7 +380,12 @@ fn files_that_are_not_this_region_give_named_errors() {
     other[8] = 99;
     std::fs::write(path, &other).unwrap();
     assert_eq!(
-        kind(KeyedLimiter::open_shared(path, good)),
+        kind(
+            KeyedLimiter::builder()
+                .limit(good)
+                .shared(path, SharedOptions::default())
+                .build()
+        ),
         SharedErrorKind::Version
     );
 
@@ -356,7 +394,12 @@ fn files_that_are_not_this_region_give_named_errors() {
     damaged[100] ^= 0xff;
     std::fs::write(path, &damaged).unwrap();
     assert_eq!(
-        kind(KeyedLimiter::open_shared(path, good)),
+        kind(
+            KeyedLimiter::builder()
+                .limit(good)
+                .shared(path, SharedOptions::default())
+                .build()
+        ),
         SharedErrorKind::NotARegion
     );
 
@@ -364,7 +407,12 @@ fn files_that_are_not_this_region_give_named_errors() {
     for len in [0, 10, 4096, bytes.len() - 4096] {
         std::fs::write(path, &bytes[..len]).unwrap();
         assert_eq!(
-            kind(KeyedLimiter::open_shared(path, good)),
+            kind(
+                KeyedLimiter::builder()
+                    .limit(good)
+                    .shared(path, SharedOptions::default())
+                    .build()
+            ),
             SharedErrorKind::Truncated,
             "a file of {len} bytes"
         );
@@ -374,22 +422,44 @@ fn files_that_are_not_this_region_give_named_errors() {
     let garbage: Vec<u8> = (0..bytes.len()).map(|i| (i * 7 + 3) as u8).collect();
     std::fs::write(path, &garbage).unwrap();
     assert_eq!(
-        kind(KeyedLimiter::open_shared(path, good)),
+        kind(
+            KeyedLimiter::builder()
+                .limit(good)
+                .shared(path, SharedOptions::default())
+                .build()
+        ),
         SharedErrorKind::NotARegion
     );
 
     // A directory, and a missing directory.
     assert_eq!(
-        kind(KeyedLimiter::open_shared("/dev/shm", good)),
+        kind(
+            KeyedLimiter::builder()
+                .limit(good)
+                .shared("/dev/shm", SharedOptions::default())
+                .build()
+        ),
         SharedErrorKind::Io
     );
     assert_eq!(
-        kind(KeyedLimiter::open_shared("/nonexistent-dir/r", good)),
+        kind(
+            KeyedLimiter::builder()
+                .limit(good)
+                .shared("/nonexistent-dir/r", SharedOptions::default())
+                .build()
+        ),
         SharedErrorKind::Io
     );
 
     // What shared mode refuses.
-    let refused = |c: Config| kind(KeyedLimiter::open_shared(path, c));
+    let refused = |c: Config| {
+        kind(
+            KeyedLimiter::builder()
+                .limit(c)
+                .shared(path, SharedOptions::default())
+                .build(),
+        )
+    };
     assert_eq!(
         refused(config(Algorithm::SlidingLog, 5)),
         SharedErrorKind::Unsupported
@@ -409,15 +479,23 @@ fn a_new_region_has_mode_0600_and_a_bare_name_lives_in_dev_shm() {
     use std::os::unix::fs::PermissionsExt;
     let name = format!("ratecell-test-{}-bare", std::process::id());
     let region = Region(Path::new("/dev/shm").join(&name));
-    let limiter = KeyedLimiter::open_shared(&name, config(Algorithm::Gcra, 5)).unwrap();
+    let limiter = KeyedLimiter::builder()
+        .limit(config(Algorithm::Gcra, 5))
+        .shared(&name, SharedOptions::default())
+        .build()
+        .unwrap();
     let mode = std::fs::metadata(&region.0).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     // Two handles in one process share the limit too.
-    let other = KeyedLimiter::open_shared(&region.0, config(Algorithm::Gcra, 5)).unwrap();
+    let other = KeyedLimiter::builder()
+        .limit(config(Algorithm::Gcra, 5))
+        .shared(&region.0, SharedOptions::default())
+        .build()
+        .unwrap();
     let admitted = (0..10)
         .filter(|i| {
             let l = if i % 2 == 0 { &limiter } else { &other };
-            l.check_at(7, 1, T0).allowed
+            l.check(7, Request::new(1).at(T0)).allowed
         })
         .count();
     assert_eq!(admitted, 5);
@@ -429,7 +507,13 @@ fn a_new_region_has_mode_0600_and_a_bare_name_lives_in_dev_shm() {
         ..Default::default()
     };
     let second = Region::new("mode");
-    drop(KeyedLimiter::open_shared_with(&second.0, config(Algorithm::Gcra, 5), &group).unwrap());
+    drop(
+        KeyedLimiter::builder()
+            .limit(config(Algorithm::Gcra, 5))
+            .shared(&second.0, group)
+            .build()
+            .unwrap(),
+    );
     let mode = std::fs::metadata(&second.0).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o660);
 }
@@ -458,7 +542,11 @@ fn latch_every_shard(path: &Path, word: u64, shards: usize) {
 fn a_latch_left_by_a_dead_process_is_taken_over_and_a_live_one_waited_for() {
     const LATCHED: u64 = 1 << 63;
     let region = Region::new("latch");
-    let limiter = KeyedLimiter::open_shared(&region.0, config(Algorithm::Gcra, 5)).unwrap();
+    let limiter = KeyedLimiter::builder()
+        .limit(config(Algorithm::Gcra, 5))
+        .shared(&region.0, SharedOptions::default())
+        .build()
+        .unwrap();
     // Capacity 1000: one shard.
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let live = token_of(sleeper.id());
@@ -466,7 +554,7 @@ fn a_latch_left_by_a_dead_process_is_taken_over_and_a_live_one_waited_for() {
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         let inserter = s.spawn(|| {
-            let d = limiter.check_at(42, 1, T0);
+            let d = limiter.check(42, Request::new(1).at(T0));
             done.store(true, std::sync::atomic::Ordering::SeqCst);
             d
         });
@@ -493,16 +581,16 @@ fn a_latch_left_by_a_dead_process_is_taken_over_and_a_live_one_waited_for() {
     let token = token_of(gone.id());
     gone.wait().unwrap();
     latch_every_shard(&region.0, LATCHED | token, 1);
-    assert!(limiter.check_at(43, 1, T0).allowed);
+    assert!(limiter.check(43, Request::new(1).at(T0)).allowed);
     let mut zombie = Command::new("sleep").arg("30").spawn().unwrap();
     let token = token_of(zombie.id());
     zombie.kill().unwrap();
     latch_every_shard(&region.0, LATCHED | token, 1);
-    assert!(limiter.check_at(44, 1, T0).allowed);
+    assert!(limiter.check(44, Request::new(1).at(T0)).allowed);
     zombie.wait().unwrap();
     assert_eq!(limiter.stats().keys_tracked, 3);
     assert_eq!(
-        limiter.check_at(42, 0, T0).remaining,
+        limiter.check(42, Request::new(0).at(T0)).remaining,
         4,
         "key 42 kept its state"
     );
@@ -556,15 +644,23 @@ fn a_region_larger_than_its_file_system_is_refused_when_made() {
     };
     let path = fs.0.join("region");
     let big = Config::new(Algorithm::Gcra, 1, HOUR).capacity(1_000_000);
-    match KeyedLimiter::open_shared(&path, big) {
+    match KeyedLimiter::builder()
+        .limit(big)
+        .shared(&path, SharedOptions::default())
+        .build()
+    {
         Err(Error::OutOfMemory { bytes }) => assert!(bytes > 1 << 20, "{bytes} bytes"),
         other => panic!("expected OutOfMemory, got {other:?}"),
     }
     // The failed attempt leaves nothing behind, and a region that fits works.
     assert!(!path.exists());
-    let lim = KeyedLimiter::open_shared(&path, config(Algorithm::Gcra, 2)).unwrap();
-    assert!(lim.check_at(7, 2, T0).allowed);
-    assert!(!lim.check_at(7, 1, T0).allowed);
+    let lim = KeyedLimiter::builder()
+        .limit(config(Algorithm::Gcra, 2))
+        .shared(&path, SharedOptions::default())
+        .build()
+        .unwrap();
+    assert!(lim.check(7, Request::new(2).at(T0)).allowed);
+    assert!(!lim.check(7, Request::new(1).at(T0)).allowed);
 }
 
 /// Cells any process that can write the file may change (issue 33 §2):
@@ -587,9 +683,13 @@ fn hostile_cells_make_no_check_panic_or_hang() {
         let region = Region::new("hostile");
         // 4096 keys: at least 64 KiB of slots, so the last 32 KiB are slots.
         let cfg = Config::new(algorithm, 1 + next() % 40, HOUR).capacity(4096);
-        let limiter = KeyedLimiter::open_shared(&region.0, cfg).unwrap();
+        let limiter = KeyedLimiter::builder()
+            .limit(cfg)
+            .shared(&region.0, SharedOptions::default())
+            .build()
+            .unwrap();
         for key in 0..500 {
-            limiter.check_at(key, 1, T0);
+            limiter.check(key, Request::new(1).at(T0));
         }
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -606,7 +706,11 @@ fn hostile_cells_make_no_check_panic_or_hang() {
             };
         }
         file.write_all_at(&page, len - page.len() as u64).unwrap();
-        let again = KeyedLimiter::open_shared(&region.0, cfg).unwrap();
+        let again = KeyedLimiter::builder()
+            .limit(cfg)
+            .shared(&region.0, SharedOptions::default())
+            .build()
+            .unwrap();
         for l in [&limiter, &again] {
             for i in 0..20_000u64 {
                 let t = match i % 3 {
@@ -614,7 +718,7 @@ fn hostile_cells_make_no_check_panic_or_hang() {
                     1 => next(),
                     _ => u64::MAX - next() % HOUR,
                 };
-                l.check_at(next() % 8192, next() % (cfg.limit + 2), t);
+                l.check(next() % 8192, Request::new(next() % (cfg.limit + 2)).at(t));
             }
         }
     }

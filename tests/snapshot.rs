@@ -9,7 +9,8 @@
 use proptest::prelude::*;
 use ratecell::snapshot::saved_config;
 use ratecell::{
-    Algorithm, Clock, Config, Field, KeyedLimiter, Limiter, Overflow, Persisted, SnapshotError,
+    Algorithm, Clock, Config, Field, KeyedLimiter, Limiter, Overflow, Persisted, Request,
+    SnapshotError,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -71,19 +72,30 @@ fn keyed_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
             let cfg = config(algorithm, 5).capacity(1000);
             let steps = trace(seed * 7919, 4000, 300, true);
             let split = 1500 + (seed as usize * 311) % 1000;
-            let whole = KeyedLimiter::with_clock(cfg, clock()).unwrap();
-            let first = KeyedLimiter::with_clock(cfg, clock()).unwrap();
+            let whole = KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .build()
+                .unwrap();
+            let first = KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .build()
+                .unwrap();
             let mut t_snap = 0;
             for (i, &(key, cost, t)) in steps[..split].iter().enumerate() {
                 // Byte keys and u64 keys alike: the saved seed maps both.
                 let (a, b) = if i % 3 == 0 {
                     let k = format!("user-{key}");
                     (
-                        whole.check_bytes_at(k.as_bytes(), cost, t),
-                        first.check_bytes_at(k.as_bytes(), cost, t),
+                        whole.check(k.as_bytes(), Request::new(cost).at(t)),
+                        first.check(k.as_bytes(), Request::new(cost).at(t)),
                     )
                 } else {
-                    (whole.check_at(key, cost, t), first.check_at(key, cost, t))
+                    (
+                        whole.check(key, Request::new(cost).at(t)),
+                        first.check(key, Request::new(cost).at(t)),
+                    )
                 };
                 assert_eq!(a, b, "{algorithm}: the two limiters agree before the split");
                 t_snap = t_snap.max(t);
@@ -98,13 +110,13 @@ fn keyed_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
                 let (a, b) = if i % 3 == 0 {
                     let k = format!("user-{key}");
                     (
-                        whole.check_bytes_at(k.as_bytes(), cost, t),
-                        restored.check_bytes_at(k.as_bytes(), cost, t),
+                        whole.check(k.as_bytes(), Request::new(cost).at(t)),
+                        restored.check(k.as_bytes(), Request::new(cost).at(t)),
                     )
                 } else {
                     (
-                        whole.check_at(key, cost, t),
-                        restored.check_at(key, cost, t),
+                        whole.check(key, Request::new(cost).at(t)),
+                        restored.check(key, Request::new(cost).at(t)),
                     )
                 };
                 assert_eq!(
@@ -126,11 +138,22 @@ fn direct_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
             let cfg = config(algorithm, 20);
             let steps = trace(seed * 104_729, 3000, 1, true);
             let split = 1000 + seed as usize * 200;
-            let whole = Limiter::with_clock(cfg, clock()).unwrap();
-            let first = Limiter::with_clock(cfg, clock()).unwrap();
+            let whole = Limiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .build()
+                .unwrap();
+            let first = Limiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .build()
+                .unwrap();
             let mut t_snap = 0;
             for &(_, cost, t) in &steps[..split] {
-                assert_eq!(whole.check_at(cost, t), first.check_at(cost, t));
+                assert_eq!(
+                    whole.check(Request::new(cost).at(t)),
+                    first.check(Request::new(cost).at(t))
+                );
                 t_snap = t_snap.max(t);
             }
             let mut bytes = Vec::new();
@@ -140,8 +163,8 @@ fn direct_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
                 // A direct snapshot keeps the state whatever its age, so
                 // time may go back after it too.
                 assert_eq!(
-                    whole.check_at(cost, t),
-                    restored.check_at(cost, t),
+                    whole.check(Request::new(cost).at(t)),
+                    restored.check(Request::new(cost).at(t)),
                     "{algorithm} seed {seed}: step {i} after the restore"
                 );
             }
@@ -157,21 +180,25 @@ fn direct_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
 fn a_full_table_restores_every_live_key() {
     for algorithm in Algorithm::ALL {
         let cfg = config(algorithm, 3).capacity(64);
-        let l = KeyedLimiter::with_clock(cfg, clock()).unwrap();
+        let l = KeyedLimiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .build()
+            .unwrap();
         for key in 0..64 {
-            assert!(l.check_at(key, 3, T0).allowed, "{algorithm}");
+            assert!(l.check(key, Request::new(3).at(T0)).allowed, "{algorithm}");
         }
         let bytes = snapshot_bytes_keyed(&l, T0);
         let r = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
         assert_eq!(r.stats().keys_tracked, 64, "{algorithm}");
         for key in 0..64 {
             assert_eq!(
-                r.check_at(key, 0, T0),
-                l.check_at(key, 0, T0),
+                r.check(key, Request::new(0).at(T0)),
+                l.check(key, Request::new(0).at(T0)),
                 "{algorithm}"
             );
             assert!(
-                !r.check_at(key, 1, T0).allowed,
+                !r.check(key, Request::new(1).at(T0)).allowed,
                 "{algorithm}: key {key} is spent"
             );
         }
@@ -182,28 +209,35 @@ fn a_full_table_restores_every_live_key() {
 fn fresh_and_reset_keys_are_left_out_and_later_keys_still_found() {
     for algorithm in Algorithm::ALL {
         let cfg = config(algorithm, 2).capacity(16);
-        let l = KeyedLimiter::with_clock(cfg, clock()).unwrap();
+        let l = KeyedLimiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .build()
+            .unwrap();
         for key in 0..16 {
-            l.check_at(key, 1, T0);
+            l.check(key, Request::new(1).at(T0));
         }
         for key in (0..16).step_by(2) {
-            assert!(l.reset_key(key));
+            assert!(l.reset(key));
         }
         let later = T0 + 10 * SECOND;
-        l.check_at(100, 1, later);
+        l.check(100, Request::new(1).at(later));
         // At `later` every key of T0 is fresh again: only key 100 is live.
         let bytes = snapshot_bytes_keyed(&l, later);
         let r = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
         assert_eq!(r.stats().keys_tracked, 1, "{algorithm}");
-        assert_eq!(r.check_at(100, 0, later), l.check_at(100, 0, later));
+        assert_eq!(
+            r.check(100, Request::new(0).at(later)),
+            l.check(100, Request::new(0).at(later))
+        );
         // At T0 the odd keys are live, the reset ones are not.
         let bytes = snapshot_bytes_keyed(&l, T0);
         let r = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
         assert_eq!(r.stats().keys_tracked, 9, "{algorithm}");
         for key in 0..16 {
             assert_eq!(
-                r.check_at(key, 0, T0),
-                l.check_at(key, 0, T0),
+                r.check(key, Request::new(0).at(T0)),
+                l.check(key, Request::new(0).at(T0)),
                 "{algorithm} {key}"
             );
         }
@@ -226,7 +260,13 @@ fn a_snapshot_while_threads_check_holds_states_the_keys_had() {
         Algorithm::BucketedWindow,
     ] {
         let cfg = Config::new(algorithm, LIMIT, HOUR).capacity(200_000);
-        let l = Arc::new(KeyedLimiter::with_clock(cfg, clock()).unwrap());
+        let l = Arc::new(
+            KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .build()
+                .unwrap(),
+        );
         let admitted: Arc<Vec<AtomicU64>> =
             Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
         let stop = Arc::new(AtomicBool::new(false));
@@ -237,7 +277,7 @@ fn a_snapshot_while_threads_check_holds_states_the_keys_had() {
                     let mut i = w;
                     while !stop.load(Ordering::Relaxed) {
                         let key = i % KEYS;
-                        if l.check_at(key, 1, T0).allowed {
+                        if l.check(key, Request::new(1).at(T0)).allowed {
                             admitted[key as usize].fetch_add(1, Ordering::SeqCst);
                         }
                         i += 7;
@@ -263,7 +303,7 @@ fn a_snapshot_while_threads_check_holds_states_the_keys_had() {
             after.extend(admitted.iter().map(|a| a.load(Ordering::SeqCst)));
             let r = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
             for key in 0..KEYS {
-                let peek = r.check_at(key, 0, T0);
+                let peek = r.check(key, Request::new(0).at(T0));
                 let saved = LIMIT - peek.remaining;
                 // admitted[] is bumped after the admission, so `after` may
                 // lag the state by the threads' in-flight admissions.
@@ -278,9 +318,12 @@ fn a_snapshot_while_threads_check_holds_states_the_keys_had() {
                     assert_eq!(peek.reset_after_ns, saved * (HOUR / LIMIT), "{algorithm}");
                 }
                 // Across save and restore: no more than the limit.
-                assert!(r.check_at(key, peek.remaining, T0).allowed || peek.remaining == 0);
                 assert!(
-                    !r.check_at(key, 1, T0).allowed,
+                    r.check(key, Request::new(peek.remaining).at(T0)).allowed
+                        || peek.remaining == 0
+                );
+                assert!(
+                    !r.check(key, Request::new(1).at(T0)).allowed,
                     "{algorithm}: limit reached"
                 );
             }
@@ -295,8 +338,12 @@ fn a_snapshot_while_threads_check_holds_states_the_keys_had() {
 #[test]
 fn a_different_configuration_is_refused_naming_the_field() {
     let cfg = Config::new(Algorithm::TokenBucket, 10, SECOND).capacity(100);
-    let l = KeyedLimiter::with_clock(cfg, clock()).unwrap();
-    l.check_at(1, 3, T0);
+    let l = KeyedLimiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .build()
+        .unwrap();
+    l.check(1, Request::new(3).at(T0));
     let bytes = snapshot_bytes_keyed(&l, T0);
     let cases = [
         (cfg.capacity(200), Field::Capacity),
@@ -337,7 +384,7 @@ fn a_different_configuration_is_refused_naming_the_field() {
     // the limit.
     let r = KeyedLimiter::restore(&bytes[..], cfg.overflow(Overflow::Allow).burst(10), clock())
         .unwrap();
-    assert_eq!(r.check_at(1, 0, T0).remaining, 7);
+    assert_eq!(r.check(1, Request::new(0).at(T0)).remaining, 7);
     assert_eq!(r.config().overflow, Overflow::Allow);
     assert_eq!(
         saved_config(&bytes[..]).unwrap(),
@@ -345,7 +392,11 @@ fn a_different_configuration_is_refused_naming_the_field() {
     );
     // Every policy is read back, evict too.
     for overflow in [Overflow::Deny, Overflow::Allow, Overflow::Evict] {
-        let keyed = KeyedLimiter::with_clock(cfg.overflow(overflow), clock()).unwrap();
+        let keyed = KeyedLimiter::builder()
+            .limit(cfg.overflow(overflow))
+            .clock(clock())
+            .build()
+            .unwrap();
         let saved = snapshot_bytes_keyed(&keyed, T0);
         assert_eq!(saved_config(&saved[..]).unwrap().overflow, overflow);
     }
@@ -361,9 +412,13 @@ fn small_snapshots() -> Vec<(Config, Vec<u8>)> {
     .into_iter()
     .map(|algorithm| {
         let cfg = config(algorithm, 4).capacity(8);
-        let l = KeyedLimiter::with_clock(cfg, clock()).unwrap();
+        let l = KeyedLimiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .build()
+            .unwrap();
         for key in 0..3 {
-            l.check_at(key, 1 + key, T0 + key * 1000);
+            l.check(key, Request::new(1 + key).at(T0 + key * 1000));
         }
         (cfg, snapshot_bytes_keyed(&l, T0))
     })
@@ -468,7 +523,7 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
         let l = Persisted::<KeyedLimiter>::open(cfg, &path, Duration::from_secs(3600)).unwrap();
         assert!(!path.exists(), "no file until the first save");
         for _ in 0..5 {
-            assert!(l.check_at(9, 1, now).allowed);
+            assert!(l.check(9, Request::new(1).at(now)).allowed);
         }
         l.close().unwrap();
     }
@@ -483,7 +538,7 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
     );
     let l = Persisted::<KeyedLimiter>::open(cfg, &path, Duration::from_secs(3600)).unwrap();
     assert!(
-        !l.check_at(9, 1, now).allowed,
+        !l.check(9, Request::new(1).at(now)).allowed,
         "key 9 stays spent across the restart"
     );
     drop(l);
@@ -497,11 +552,15 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
         }
     ));
     // The direct limiter's file form.
-    let direct = Limiter::with_clock(config(Algorithm::Gcra, 2), clock()).unwrap();
-    direct.check_at(2, T0);
+    let direct = Limiter::builder()
+        .limit(config(Algorithm::Gcra, 2))
+        .clock(clock())
+        .build()
+        .unwrap();
+    direct.check(Request::new(2).at(T0));
     direct.save(dir.join("direct.snap")).unwrap();
     let back = Limiter::load(dir.join("direct.snap"), config(Algorithm::Gcra, 2), clock()).unwrap();
-    assert!(!back.check_at(1, T0).allowed);
+    assert!(!back.check(Request::new(1).at(T0)).allowed);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -711,29 +770,37 @@ fn direct_and_keyed_case(seed: u64) -> Result<(), TestCaseError> {
     let cfg = state_fuzz_config(&mut rng, algorithm);
     let header = rng.below(4) == 0;
     // Direct.
-    let l = Limiter::with_clock(cfg, clock()).unwrap();
+    let l = Limiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .build()
+        .unwrap();
     let at = fill(&mut rng, |_, cost, t| {
-        l.check_at(cost, t);
+        l.check(Request::new(cost).at(t));
     });
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, at).unwrap();
     damage_states(&mut bytes, &mut rng, header);
     if let Ok(back) = Limiter::restore(&bytes[..], cfg, clock()) {
         obeys_the_bound(&[cfg], 1, at, &mut rng, |_, cost, t| {
-            back.check_at(cost, t).allowed
+            back.check(Request::new(cost).at(t)).allowed
         })?;
     }
     // Keyed.
     let keyed_cfg = cfg.capacity(16);
-    let l = KeyedLimiter::with_clock(keyed_cfg, clock()).unwrap();
+    let l = KeyedLimiter::builder()
+        .limit(keyed_cfg)
+        .clock(clock())
+        .build()
+        .unwrap();
     let at = fill(&mut rng, |key, cost, t| {
-        l.check_at(key, cost, t);
+        l.check(key, Request::new(cost).at(t));
     });
     let mut bytes = snapshot_bytes_keyed(&l, at);
     damage_states(&mut bytes, &mut rng, header);
     if let Ok(back) = KeyedLimiter::restore(&bytes[..], keyed_cfg, clock()) {
         obeys_the_bound(&[cfg], FUZZ_KEYS, at, &mut rng, |key, cost, t| {
-            back.check_at(key, cost, t).allowed
+            back.check(key, Request::new(cost).at(t)).allowed
         })?;
     }
     Ok(())
@@ -748,29 +815,37 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
     let limits = [pick(&mut rng), pick(&mut rng)];
     let header = rng.below(4) == 0;
     // Direct, two limits.
-    let l = Limiter::with_clock_multi(&limits, clock()).unwrap();
+    let l = Limiter::builder()
+        .limits(&limits)
+        .clock(clock())
+        .build()
+        .unwrap();
     let at = fill(&mut rng, |_, cost, t| {
-        l.check_at(cost, t);
+        l.check(Request::new(cost).at(t));
     });
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, at).unwrap();
     damage_states(&mut bytes, &mut rng, header);
     if let Ok(back) = Limiter::restore_multi(&bytes[..], &limits, clock()) {
         obeys_the_bound(&limits, 1, at, &mut rng, |_, cost, t| {
-            back.check_at(cost, t).allowed
+            back.check(Request::new(cost).at(t)).allowed
         })?;
     }
     // Keyed, two limits.
     let keyed = limits.map(|c| c.capacity(16));
-    let l = KeyedLimiter::with_clock_multi(&keyed, clock()).unwrap();
+    let l = KeyedLimiter::builder()
+        .limits(&keyed)
+        .clock(clock())
+        .build()
+        .unwrap();
     let at = fill(&mut rng, |key, cost, t| {
-        l.check_at(key, cost, t);
+        l.check(key, Request::new(cost).at(t));
     });
     let mut bytes = snapshot_bytes_keyed(&l, at);
     damage_states(&mut bytes, &mut rng, header);
     if let Ok(back) = KeyedLimiter::restore_multi(&bytes[..], &keyed, clock()) {
         obeys_the_bound(&limits, FUZZ_KEYS, at, &mut rng, |key, cost, t| {
-            back.check_at(key, cost, t).allowed
+            back.check(key, Request::new(cost).at(t)).allowed
         })?;
     }
     // Tiered: two tiers of one limit, the second's limit the largest
@@ -787,11 +862,19 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
     let tiers = [free, paid];
     // Tiers may differ only as a live reconfiguration may (the same
     // layout): when these may not, the case ends here.
-    let Ok(l) = KeyedLimiter::with_clock_tiered(&tiers, clock()) else {
+    let Ok(l) = tiers
+        .iter()
+        .fold(KeyedLimiter::builder(), |b, c| {
+            b.tier(std::slice::from_ref(c))
+        })
+        .clock(clock())
+        .build()
+    else {
         return Ok(());
     };
     let at = fill(&mut rng, |key, cost, t| {
-        let _ = l.check_tier_at(key, (key % 2) as usize, cost, t);
+        let tier = l.tier((key % 2) as usize).unwrap();
+        let _ = l.check(key, Request::new(cost).at(t).tier(tier));
     });
     let mut bytes = snapshot_bytes_keyed(&l, at);
     damage_states(&mut bytes, &mut rng, header);
@@ -803,7 +886,10 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
                 FUZZ_KEYS,
                 at,
                 &mut rng,
-                |key, cost, t| back.check_tier_at(key, tier, cost, t).unwrap().allowed,
+                |key, cost, t| {
+                    back.check(key, Request::new(cost).at(t).tier(back.tier(tier).unwrap()))
+                        .allowed
+                },
             )?;
         }
     }
@@ -831,8 +917,12 @@ proptest! {
 #[test]
 fn a_snapshot_holding_the_bucketed_state_that_hung_a_check_is_refused() {
     let cfg = config(Algorithm::BucketedWindow, 4);
-    let l = Limiter::with_clock(cfg, clock()).unwrap();
-    l.check_at(1, T0);
+    let l = Limiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .build()
+        .unwrap();
+    l.check(Request::new(1).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
     let state = header_end(&bytes) + 4;
@@ -848,8 +938,12 @@ fn a_snapshot_holding_the_bucketed_state_that_hung_a_check_is_refused() {
         other => panic!("expected Damaged, got {:?}", other.map(|_| ())),
     }
     let keyed = cfg.capacity(8);
-    let l = KeyedLimiter::with_clock(keyed, clock()).unwrap();
-    l.check_at(7, 1, T0);
+    let l = KeyedLimiter::builder()
+        .limit(keyed)
+        .clock(clock())
+        .build()
+        .unwrap();
+    l.check(7, Request::new(1).at(T0));
     let mut bytes = snapshot_bytes_keyed(&l, T0);
     let state = header_end(&bytes) + 4 + 16; // place, fingerprint
     bytes[state..state + 8].copy_from_slice(&u64::MAX.to_le_bytes());

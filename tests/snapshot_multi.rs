@@ -9,7 +9,9 @@
 
 use proptest::prelude::*;
 use ratecell::snapshot::{saved_config, saved_configs};
-use ratecell::{Algorithm, Clock, Config, Field, KeyedLimiter, Limiter, Persisted, SnapshotError};
+use ratecell::{
+    Algorithm, Clock, Config, Field, KeyedLimiter, Limiter, Persisted, Request, SnapshotError,
+};
 use std::time::Duration;
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -112,8 +114,16 @@ fn keyed_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_rest
         let configs = keyed(list, 500);
         let steps = trace(&mut rng, 2500, 40, SECOND / 50);
         let split = 800 + rng.below(900) as usize;
-        let whole = KeyedLimiter::with_clock_multi(&configs, clock()).unwrap();
-        let first = KeyedLimiter::with_clock_multi(&configs, clock()).unwrap();
+        let whole = KeyedLimiter::builder()
+            .limits(&configs)
+            .clock(clock())
+            .build()
+            .unwrap();
+        let first = KeyedLimiter::builder()
+            .limits(&configs)
+            .clock(clock())
+            .build()
+            .unwrap();
         // A block layout keeps 62 fingerprint bits, a word layout 128 − the
         // states' bits (64 at most; the lists above reach both).
         if first.fingerprint_bits() == 62 {
@@ -125,8 +135,8 @@ fn keyed_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_rest
         let mut admitted = 0;
         for &(key, cost, t) in &steps[..split] {
             let (a, b) = (
-                whole.check_each_at(key, cost, t),
-                first.check_each_at(key, cost, t),
+                whole.check_each(key, Request::new(cost).at(t)),
+                first.check_each(key, Request::new(cost).at(t)),
             );
             assert_eq!(a, b, "case {case}: the two agree before the split");
             admitted += u64::from(a.decision.allowed && cost > 0);
@@ -148,8 +158,8 @@ fn keyed_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_rest
         for (i, &(key, cost, t)) in steps[split..].iter().enumerate() {
             let t = t.max(t_snap);
             let (a, b) = (
-                whole.check_each_at(key, cost, t),
-                restored.check_each_at(key, cost, t),
+                whole.check_each(key, Request::new(cost).at(t)),
+                restored.check_each(key, Request::new(cost).at(t)),
             );
             assert_eq!(a, b, "case {case} {configs:?}: step {i} after the restore");
             denied += u64::from(!a.decision.allowed);
@@ -169,11 +179,22 @@ fn direct_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_res
     for (case, configs) in lists.iter().enumerate() {
         let steps = trace(&mut rng, 1500, 1, SECOND / 5);
         let split = 300 + rng.below(900) as usize;
-        let whole = Limiter::with_clock_multi(configs, clock()).unwrap();
-        let first = Limiter::with_clock_multi(configs, clock()).unwrap();
+        let whole = Limiter::builder()
+            .limits(configs)
+            .clock(clock())
+            .build()
+            .unwrap();
+        let first = Limiter::builder()
+            .limits(configs)
+            .clock(clock())
+            .build()
+            .unwrap();
         let mut t_snap = 0;
         for &(_, cost, t) in &steps[..split] {
-            assert_eq!(whole.check_each_at(cost, t), first.check_each_at(cost, t));
+            assert_eq!(
+                whole.check_each(Request::new(cost).at(t)),
+                first.check_each(Request::new(cost).at(t))
+            );
             t_snap = t_snap.max(t);
         }
         let mut bytes = Vec::new();
@@ -185,8 +206,8 @@ fn direct_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_res
             // A direct snapshot keeps its state whatever its age: time may
             // go back after it too.
             assert_eq!(
-                whole.check_each_at(cost, t),
-                restored.check_each_at(cost, t),
+                whole.check_each(Request::new(cost).at(t)),
+                restored.check_each(Request::new(cost).at(t)),
                 "case {case} {configs:?}: step {i} after the restore"
             );
         }
@@ -196,8 +217,12 @@ fn direct_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_res
 #[test]
 fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     let list = keyed(&fixed_lists()[2], 64);
-    let l = KeyedLimiter::with_clock_multi(&list, clock()).unwrap();
-    l.check_at(1, 1, T0);
+    let l = KeyedLimiter::builder()
+        .limits(&list)
+        .clock(clock())
+        .build()
+        .unwrap();
+    l.check(1, Request::new(1).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
 
@@ -245,7 +270,11 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
             ..
         })
     ));
-    let single = KeyedLimiter::with_clock(list[0], clock()).unwrap();
+    let single = KeyedLimiter::builder()
+        .limit(list[0])
+        .clock(clock())
+        .build()
+        .unwrap();
     let mut one = Vec::new();
     single.snapshot_at(&mut one, T0).unwrap();
     assert!(matches!(
@@ -271,7 +300,7 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     assert_eq!(saved_config(&bytes[..]).unwrap(), saved[0]);
     let back = KeyedLimiter::restore_multi(&bytes[..], &saved, clock()).unwrap();
     assert!(
-        !back.check_each_at(1, 3, T0).decision.allowed,
+        !back.check_each(1, Request::new(3).at(T0)).decision.allowed,
         "key 1 kept its spend"
     );
 }
@@ -284,9 +313,13 @@ const V1_GCRA: &[u8] = include_bytes!("snapshot_v1_gcra.bin");
 
 fn v1_limiter() -> (Config, Limiter) {
     let cfg = Config::new(Algorithm::Gcra, 5, SECOND);
-    let l = Limiter::with_clock(cfg, clock()).unwrap();
+    let l = Limiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .build()
+        .unwrap();
     for _ in 0..3 {
-        assert!(l.check_at(1, T0).allowed);
+        assert!(l.check(Request::new(1).at(T0)).allowed);
     }
     (cfg, l)
 }
@@ -299,9 +332,9 @@ fn version_1_files_stay_readable_and_one_limit_is_still_written_in_version_1() {
     assert_eq!(&bytes[8..12], &1u32.to_le_bytes());
     assert_eq!(bytes, V1_GCRA, "one limit is written as version 1 was");
     let back = Limiter::restore(V1_GCRA, cfg, clock()).unwrap();
-    assert_eq!(back.check_at(0, T0).remaining, 2);
+    assert_eq!(back.check(Request::new(0).at(T0)).remaining, 2);
     let back = Limiter::restore_multi(V1_GCRA, &[cfg], clock()).unwrap();
-    assert_eq!(back.check_at(0, T0).remaining, 2);
+    assert_eq!(back.check(Request::new(0).at(T0)).remaining, 2);
 }
 
 /// Small snapshots of several limits: keyed word and block layouts, and a
@@ -310,17 +343,25 @@ fn small_snapshots() -> Vec<(Vec<Config>, Vec<u8>, bool)> {
     let mut out = Vec::new();
     for list in [&fixed_lists()[0], &fixed_lists()[1]] {
         let configs = keyed(list, 8);
-        let l = KeyedLimiter::with_clock_multi(&configs, clock()).unwrap();
+        let l = KeyedLimiter::builder()
+            .limits(&configs)
+            .clock(clock())
+            .build()
+            .unwrap();
         for key in 0..3 {
-            l.check_at(key, 1 + key, T0 + key * 1000);
+            l.check(key, Request::new(1 + key).at(T0 + key * 1000));
         }
         let mut bytes = Vec::new();
         l.snapshot_at(&mut bytes, T0).unwrap();
         out.push((configs, bytes, true));
     }
     let configs = fixed_lists()[2].clone();
-    let l = Limiter::with_clock_multi(&configs, clock()).unwrap();
-    l.check_at(2, T0);
+    let l = Limiter::builder()
+        .limits(&configs)
+        .clock(clock())
+        .build()
+        .unwrap();
+    l.check(Request::new(2).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
     out.push((configs, bytes, false));
@@ -418,14 +459,14 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
         let l = Persisted::<KeyedLimiter>::open_multi(&configs, &path, Duration::from_secs(3600))
             .unwrap();
         for _ in 0..4 {
-            assert!(l.check_at(9, 1, now).allowed);
+            assert!(l.check(9, Request::new(1).at(now)).allowed);
         }
-        assert_eq!(l.check_each_at(9, 1, now).denied_by, Some(0));
+        assert_eq!(l.check_each(9, Request::new(1).at(now)).denied_by, Some(0));
         l.close().unwrap();
     }
     let l =
         Persisted::<KeyedLimiter>::open_multi(&configs, &path, Duration::from_secs(3600)).unwrap();
-    let d = l.check_each_at(9, 1, now);
+    let d = l.check_each(9, Request::new(1).at(now));
     assert_eq!(
         d.denied_by,
         Some(0),
@@ -451,11 +492,14 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
     let p = Persisted::<Limiter>::open_multi(direct, dir.join("d.snap"), Duration::from_secs(60))
         .unwrap();
     for _ in 0..10 {
-        assert!(p.check_at(1, now).allowed);
+        assert!(p.check(Request::new(1).at(now)).allowed);
     }
     p.close().unwrap();
     let back = Limiter::load_multi(dir.join("d.snap"), direct, clock()).unwrap();
-    assert!(!back.check_at(1, now).allowed, "the GCRA's 10 are spent");
+    assert!(
+        !back.check(Request::new(1).at(now)).allowed,
+        "the GCRA's 10 are spent"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -479,7 +523,13 @@ fn a_snapshot_of_several_limits_while_threads_check_holds_states_the_keys_had() 
         ],
     ];
     for (word, configs) in [true, false].into_iter().zip(layouts) {
-        let l = Arc::new(KeyedLimiter::with_clock_multi(&configs, clock()).unwrap());
+        let l = Arc::new(
+            KeyedLimiter::builder()
+                .limits(&configs)
+                .clock(clock())
+                .build()
+                .unwrap(),
+        );
         // A block keeps 62 fingerprint bits; this word layout 128 − 82.
         assert_eq!(l.fingerprint_bits() != 62, word, "{configs:?}");
         let admitted: Arc<Vec<AtomicU64>> =
@@ -492,7 +542,7 @@ fn a_snapshot_of_several_limits_while_threads_check_holds_states_the_keys_had() 
                     let mut i = w;
                     while !stop.load(Ordering::Relaxed) {
                         let key = i % KEYS;
-                        if l.check_at(key, 1, T0).allowed {
+                        if l.check(key, Request::new(1).at(T0)).allowed {
                             admitted[key as usize].fetch_add(1, Ordering::SeqCst);
                         }
                         i += 7;
@@ -518,7 +568,7 @@ fn a_snapshot_of_several_limits_while_threads_check_holds_states_the_keys_had() 
             let after: Vec<u64> = admitted.iter().map(|a| a.load(Ordering::SeqCst)).collect();
             let r = KeyedLimiter::restore_multi(&bytes[..], &configs, clock()).unwrap();
             for key in 0..KEYS {
-                let peek = r.check_each_at(key, 0, T0);
+                let peek = r.check_each(key, Request::new(0).at(T0));
                 let saved: Vec<u64> = peek
                     .limits()
                     .iter()
@@ -536,9 +586,9 @@ fn a_snapshot_of_several_limits_while_threads_check_holds_states_the_keys_had() 
                 );
                 // Across save and restore, never more than the tightest.
                 let left = peek.decision.remaining;
-                assert!(left == 0 || r.check_at(key, left, T0).allowed);
+                assert!(left == 0 || r.check(key, Request::new(left).at(T0)).allowed);
                 assert!(
-                    !r.check_at(key, 1, T0).allowed,
+                    !r.check(key, Request::new(1).at(T0)).allowed,
                     "the tightest limit is reached"
                 );
             }

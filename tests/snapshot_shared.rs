@@ -7,7 +7,7 @@
 #![cfg(not(ratecell_loom))]
 #![cfg(target_os = "linux")]
 
-use ratecell::{Algorithm, Config, KeyedLimiter, Persisted, SharedOptions, SnapshotError};
+use ratecell::{Algorithm, Config, KeyedLimiter, Persisted, Request, SharedOptions, SnapshotError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -71,15 +71,23 @@ fn opts() -> SharedOptions {
 fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
     let p = Paths::new("roundtrip");
     let (a, b) = (
-        KeyedLimiter::open_shared(&p.region, config()).unwrap(),
-        KeyedLimiter::open_shared(&p.region, config()).unwrap(),
+        KeyedLimiter::builder()
+            .limit(config())
+            .shared(&p.region, SharedOptions::default())
+            .build()
+            .unwrap(),
+        KeyedLimiter::builder()
+            .limit(config())
+            .shared(&p.region, SharedOptions::default())
+            .build()
+            .unwrap(),
     );
     let now = a.now_ns();
     for key in 0..50u64 {
         // Three admissions per key across the two handles: every key spent.
-        assert!(a.check_at(key, 2, now).allowed);
-        assert!(b.check_at(key, 1, now).allowed);
-        assert!(!a.check_at(key, 1, now).allowed);
+        assert!(a.check(key, Request::new(2).at(now)).allowed);
+        assert!(b.check(key, Request::new(1).at(now)).allowed);
+        assert!(!a.check(key, Request::new(1).at(now)).allowed);
     }
     a.save_at(&p.snapshot, now).unwrap();
     drop((a, b));
@@ -95,23 +103,37 @@ fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
         p.leftovers()
     );
     assert_eq!(back.stats().keys_tracked, 50);
-    let other = KeyedLimiter::open_shared(&p.region, config()).unwrap();
+    let other = KeyedLimiter::builder()
+        .limit(config())
+        .shared(&p.region, SharedOptions::default())
+        .build()
+        .unwrap();
     for key in 0..50u64 {
-        assert!(!back.check_at(key, 1, now).allowed, "key {key} stays spent");
-        assert!(!other.check_at(key, 1, now).allowed, "for every handle");
+        assert!(
+            !back.check(key, Request::new(1).at(now)).allowed,
+            "key {key} stays spent"
+        );
+        assert!(
+            !other.check(key, Request::new(1).at(now)).allowed,
+            "for every handle"
+        );
     }
     assert!(
-        other.check_at(999_999, 1, now).allowed,
+        other.check(999_999, Request::new(1).at(now)).allowed,
         "an unknown key is fresh"
     );
     // A region in use is attached as it is, never overwritten by a snapshot.
-    let fresh = KeyedLimiter::with_clock(config(), ratecell::Clock::manual(now).0).unwrap();
+    let fresh = KeyedLimiter::builder()
+        .limit(config())
+        .clock(ratecell::Clock::manual(now).0)
+        .build()
+        .unwrap();
     fresh.save_at(&p.snapshot, now).unwrap();
     let (again, restored) =
         KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
     assert!(!restored);
     assert!(
-        !again.check_at(3, 1, now).allowed,
+        !again.check(3, Request::new(1).at(now)).allowed,
         "the region kept its states"
     );
     // Periodic saving of a shared limiter, and its snapshot restored as an
@@ -119,8 +141,8 @@ fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
     let saver = Persisted::start(again, &p.snapshot, Duration::from_secs(3600)).unwrap();
     saver.close().unwrap();
     let local = KeyedLimiter::load(&p.snapshot, config(), ratecell::Clock::manual(now).0).unwrap();
-    assert!(!local.check_at(3, 1, now).allowed);
-    assert!(local.check_at(999_998, 1, now).allowed);
+    assert!(!local.check(3, Request::new(1).at(now)).allowed);
+    assert!(local.check(999_998, Request::new(1).at(now)).allowed);
 }
 
 #[test]
@@ -156,7 +178,7 @@ fn processes_restoring_at_once_end_up_on_one_region() {
     let keyed = KeyedLimiter::new(config()).unwrap();
     let now = keyed.now_ns();
     for key in 0..20u64 {
-        keyed.check_at(key, 3, now);
+        keyed.check(key, Request::new(3).at(now));
     }
     keyed.save_at(&p.snapshot, now).unwrap();
     let restored = AtomicU64::new(0);
@@ -167,7 +189,7 @@ fn processes_restoring_at_once_end_up_on_one_region() {
                     KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
                 restored.fetch_add(u64::from(r), Ordering::Relaxed);
                 // Whoever won, every handle sees the restored states.
-                assert!(!l.check_at(7, 1, now).allowed);
+                assert!(!l.check(7, Request::new(1).at(now)).allowed);
             });
         }
     });

@@ -6,7 +6,7 @@
 //! example), so minutes and hours fall on window edges as in the texts.
 //! Expected numbers are worked out by hand from SPEC.md §4 in the comments.
 
-use ratecell::{Algorithm, Clock, Config, Decision, Limiter};
+use ratecell::{Algorithm, Clock, Config, Decision, Limiter, Request};
 
 const SECOND: u64 = 1_000_000_000;
 const MINUTE: u64 = 60 * SECOND;
@@ -22,7 +22,11 @@ fn at(h: u64, m: u64, s: u64) -> u64 {
 
 fn limiter(config: Config) -> Limiter {
     let (clock, _hand) = Clock::manual(DAY);
-    Limiter::with_clock(config, clock).expect("example configs are valid")
+    Limiter::builder()
+        .limit(config)
+        .clock(clock)
+        .build()
+        .expect("example configs are valid")
 }
 
 fn admitted(limit: u64, remaining: u64, reset_after_ns: u64) -> Decision {
@@ -59,23 +63,36 @@ fn gcra_seed_burst_of_5_is_burst_6_at_100_per_second() {
     let t0 = at(10, 0, 0) + 500 * MS; // the seed's ARRIVAL1, 10:00:00.500
     // Five more than the usual one, all at once.
     for i in 1..=6 {
-        assert_eq!(lim.check_at(1, t0), admitted(6, 6 - i, i * 10 * MS), "#{i}");
+        assert_eq!(
+            lim.check(Request::new(1).at(t0)),
+            admitted(6, 6 - i, i * 10 * MS),
+            "#{i}"
+        );
     }
     // tat = t0 + 60 ms: the seventh waits one emission interval.
-    assert_eq!(lim.check_at(1, t0), denied(6, 0, 10 * MS, 60 * MS));
-    // Then one per interval.
-    assert_eq!(lim.check_at(1, t0 + 10 * MS), admitted(6, 0, 60 * MS));
     assert_eq!(
-        lim.check_at(1, t0 + 10 * MS),
+        lim.check(Request::new(1).at(t0)),
+        denied(6, 0, 10 * MS, 60 * MS)
+    );
+    // Then one per interval.
+    assert_eq!(
+        lim.check(Request::new(1).at(t0 + 10 * MS)),
+        admitted(6, 0, 60 * MS)
+    );
+    assert_eq!(
+        lim.check(Request::new(1).at(t0 + 10 * MS)),
         denied(6, 0, 10 * MS, 60 * MS)
     );
     // Idle intervals (the seed's .520-.540) earn the balance back: at +40 ms
     // tat − t = 30 ms, so three fit (tat − t back up to 60 ms).
     for i in 1..=3 {
-        assert!(lim.check_at(1, t0 + 40 * MS).allowed, "#{i} at +40 ms");
+        assert!(
+            lim.check(Request::new(1).at(t0 + 40 * MS)).allowed,
+            "#{i} at +40 ms"
+        );
     }
     assert_eq!(
-        lim.check_at(1, t0 + 40 * MS),
+        lim.check(Request::new(1).at(t0 + 40 * MS)),
         denied(6, 0, 10 * MS, 60 * MS)
     );
 }
@@ -86,9 +103,15 @@ fn gcra_seed_burst_of_5_is_burst_6_at_100_per_second() {
 fn gcra_seed_without_burst_spaces_requests_by_the_interval() {
     let lim = limiter(Config::new(Algorithm::Gcra, 100, SECOND).burst(1));
     let t0 = at(10, 0, 0) + 500 * MS;
-    assert_eq!(lim.check_at(1, t0), admitted(1, 0, 10 * MS));
-    assert_eq!(lim.check_at(1, t0 + 5 * MS), denied(1, 0, 5 * MS, 5 * MS));
-    assert_eq!(lim.check_at(1, t0 + 10 * MS), admitted(1, 0, 10 * MS));
+    assert_eq!(lim.check(Request::new(1).at(t0)), admitted(1, 0, 10 * MS));
+    assert_eq!(
+        lim.check(Request::new(1).at(t0 + 5 * MS)),
+        denied(1, 0, 5 * MS, 5 * MS)
+    );
+    assert_eq!(
+        lim.check(Request::new(1).at(t0 + 10 * MS)),
+        admitted(1, 0, 10 * MS)
+    );
 }
 
 /// SPEC §2: T = ceil(P / L), so 3 per µs spaces requests 334 ns apart, never
@@ -97,11 +120,11 @@ fn gcra_seed_without_burst_spaces_requests_by_the_interval() {
 fn gcra_emission_interval_rounds_up() {
     let lim = limiter(Config::new(Algorithm::Gcra, 3, 1_000).burst(1));
     let t0 = at(0, 0, 0);
-    assert!(lim.check_at(1, t0).allowed);
-    assert_eq!(lim.check_at(1, t0 + 333), denied(1, 0, 1, 1));
-    assert!(lim.check_at(1, t0 + 334).allowed);
-    assert!(lim.check_at(1, t0 + 668).allowed);
-    assert!(!lim.check_at(1, t0 + 1_000).allowed);
+    assert!(lim.check(Request::new(1).at(t0)).allowed);
+    assert_eq!(lim.check(Request::new(1).at(t0 + 333)), denied(1, 0, 1, 1));
+    assert!(lim.check(Request::new(1).at(t0 + 334)).allowed);
+    assert!(lim.check(Request::new(1).at(t0 + 668)).allowed);
+    assert!(!lim.check(Request::new(1).at(t0 + 1_000)).allowed);
 }
 
 // ---------------------------------------------------------------------------
@@ -114,7 +137,7 @@ fn leaky_bucket_waits_are_queue_places() {
     let lim = limiter(Config::new(Algorithm::LeakyBucket, 10, SECOND).burst(5));
     let t0 = at(12, 0, 0);
     for i in 0..5 {
-        let d = lim.check_at(1, t0);
+        let d = lim.check(Request::new(1).at(t0));
         assert_eq!(
             d,
             Decision {
@@ -124,9 +147,12 @@ fn leaky_bucket_waits_are_queue_places() {
             "#{i}"
         );
     }
-    assert_eq!(lim.check_at(1, t0), denied(5, 0, 100 * MS, 500 * MS));
+    assert_eq!(
+        lim.check(Request::new(1).at(t0)),
+        denied(5, 0, 100 * MS, 500 * MS)
+    );
     // One place frees every 100 ms; the newcomer queues behind four.
-    let d = lim.check_at(1, t0 + 100 * MS);
+    let d = lim.check(Request::new(1).at(t0 + 100 * MS));
     assert!(d.allowed);
     assert_eq!(d.wait_ns, 400 * MS);
 }
@@ -141,7 +167,7 @@ fn leaky_bucket_releases_at_a_constant_rate() {
     let departures: Vec<u64> = (0..20)
         .map(|i| {
             let t = t0 + i * MS;
-            let d = lim.check_at(1, t);
+            let d = lim.check(Request::new(1).at(t));
             assert!(d.allowed, "#{i}");
             t + d.wait_ns
         })
@@ -156,12 +182,15 @@ fn leaky_bucket_releases_at_a_constant_rate() {
 fn leaky_bucket_of_size_1_spaces_strictly() {
     let lim = limiter(Config::new(Algorithm::LeakyBucket, 10, SECOND).burst(1));
     let t0 = at(12, 0, 0);
-    assert_eq!(lim.check_at(1, t0), admitted(1, 0, 100 * MS));
+    assert_eq!(lim.check(Request::new(1).at(t0)), admitted(1, 0, 100 * MS));
     assert_eq!(
-        lim.check_at(1, t0 + 30 * MS),
+        lim.check(Request::new(1).at(t0 + 30 * MS)),
         denied(1, 0, 70 * MS, 70 * MS)
     );
-    assert_eq!(lim.check_at(1, t0 + 100 * MS), admitted(1, 0, 100 * MS));
+    assert_eq!(
+        lim.check(Request::new(1).at(t0 + 100 * MS)),
+        admitted(1, 0, 100 * MS)
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -173,21 +202,33 @@ fn leaky_bucket_of_size_1_spaces_strictly() {
 fn token_bucket_capacity_3_refilled_3_per_minute() {
     let lim = limiter(Config::new(Algorithm::TokenBucket, 3, MINUTE).burst(3));
     // last = 00:00:10; every reset is at the refill, 00:01:10.
-    assert_eq!(lim.check_at(1, at(0, 0, 10)), admitted(3, 2, 60 * SECOND));
-    assert_eq!(lim.check_at(1, at(0, 0, 20)), admitted(3, 1, 50 * SECOND));
-    assert_eq!(lim.check_at(1, at(0, 0, 30)), admitted(3, 0, 40 * SECOND));
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 0, 10))),
+        admitted(3, 2, 60 * SECOND)
+    );
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 0, 20))),
+        admitted(3, 1, 50 * SECOND)
+    );
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 0, 30))),
+        admitted(3, 0, 40 * SECOND)
+    );
     // "One more (fourth) request arrives in the same minute. Reject."
     assert_eq!(
-        lim.check_at(1, at(0, 0, 40)),
+        lim.check(Request::new(1).at(at(0, 0, 40))),
         denied(3, 0, 30 * SECOND, 30 * SECOND)
     );
     // "Refill the bucket after one minute."
-    assert_eq!(lim.check_at(0, at(0, 1, 9)).remaining, 0);
-    assert_eq!(lim.check_at(1, at(0, 1, 10)), admitted(3, 2, 60 * SECOND));
-    assert!(lim.check_at(1, at(0, 1, 10)).allowed);
-    assert!(lim.check_at(1, at(0, 1, 10)).allowed);
+    assert_eq!(lim.check(Request::new(0).at(at(0, 1, 9))).remaining, 0);
     assert_eq!(
-        lim.check_at(1, at(0, 1, 10)),
+        lim.check(Request::new(1).at(at(0, 1, 10))),
+        admitted(3, 2, 60 * SECOND)
+    );
+    assert!(lim.check(Request::new(1).at(at(0, 1, 10))).allowed);
+    assert!(lim.check(Request::new(1).at(at(0, 1, 10))).allowed);
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 1, 10))),
         denied(3, 0, 60 * SECOND, 60 * SECOND)
     );
 }
@@ -200,13 +241,22 @@ fn token_bucket_capacity_3_refilled_3_per_minute() {
 #[test]
 fn fixed_window_2_per_minute_at_00_00_24_36_49_and_00_01_12() {
     let lim = limiter(Config::new(Algorithm::FixedWindow, 2, MINUTE));
-    assert_eq!(lim.check_at(1, at(0, 0, 24)), admitted(2, 1, 36 * SECOND));
-    assert_eq!(lim.check_at(1, at(0, 0, 36)), admitted(2, 0, 24 * SECOND));
     assert_eq!(
-        lim.check_at(1, at(0, 0, 49)),
+        lim.check(Request::new(1).at(at(0, 0, 24))),
+        admitted(2, 1, 36 * SECOND)
+    );
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 0, 36))),
+        admitted(2, 0, 24 * SECOND)
+    );
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 0, 49))),
         denied(2, 0, 11 * SECOND, 11 * SECOND)
     );
-    assert_eq!(lim.check_at(1, at(0, 1, 12)), admitted(2, 1, 48 * SECOND));
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 1, 12))),
+        admitted(2, 1, 48 * SECOND)
+    );
 }
 
 /// Seed 000: 2 per minute, requests at 00:00:58, :59, 00:01:01, :02 are all
@@ -216,10 +266,17 @@ fn fixed_window_2_per_minute_at_00_00_24_36_49_and_00_01_12() {
 fn fixed_window_boundary_burst_is_twice_the_limit() {
     let times = [at(0, 0, 58), at(0, 0, 59), at(0, 1, 1), at(0, 1, 2)];
     let fixed = limiter(Config::new(Algorithm::FixedWindow, 2, MINUTE));
-    assert!(times.iter().all(|&t| fixed.check_at(1, t).allowed));
+    assert!(
+        times
+            .iter()
+            .all(|&t| fixed.check(Request::new(1).at(t)).allowed)
+    );
 
     let log = limiter(Config::new(Algorithm::SlidingLog, 2, MINUTE));
-    let got: Vec<Decision> = times.iter().map(|&t| log.check_at(1, t)).collect();
+    let got: Vec<Decision> = times
+        .iter()
+        .map(|&t| log.check(Request::new(1).at(t)))
+        .collect();
     assert!(got[0].allowed && got[1].allowed);
     // 00:00:58 leaves the log at 00:01:58.
     assert_eq!(got[2], denied(2, 0, 57 * SECOND, 58 * SECOND));
@@ -229,7 +286,7 @@ fn fixed_window_boundary_burst_is_twice_the_limit() {
     let sliding = limiter(Config::new(Algorithm::SlidingWindow, 2, MINUTE));
     let got: Vec<bool> = times
         .iter()
-        .map(|&t| sliding.check_at(1, t).allowed)
+        .map(|&t| sliding.check(Request::new(1).at(t)).allowed)
         .collect();
     assert_eq!(got, [true, true, false, false]);
 }
@@ -240,8 +297,8 @@ fn fixed_window_boundary_burst_is_twice_the_limit() {
 fn fixed_window_100_per_minute_admits_200_in_two_seconds() {
     let lim = limiter(Config::new(Algorithm::FixedWindow, 100, MINUTE));
     for t in [at(10, 0, 59), at(10, 1, 1)] {
-        assert!((0..100).all(|_| lim.check_at(1, t).allowed));
-        assert!(!lim.check_at(1, t).allowed);
+        assert!((0..100).all(|_| lim.check(Request::new(1).at(t)).allowed));
+        assert!(!lim.check(Request::new(1).at(t)).allowed);
     }
 }
 
@@ -256,20 +313,21 @@ fn sliding_window_100_per_minute_prev_88_cur_12_at_15s_is_admitted() {
     let w = at(10, 2, 0); // the current window starts on the minute
     for i in 0..88 {
         assert!(
-            lim.check_at(1, w - MINUTE + i * 500 * MS).allowed,
+            lim.check(Request::new(1).at(w - MINUTE + i * 500 * MS))
+                .allowed,
             "prev #{i}"
         );
     }
     // At the window's start the previous one weighs fully: 88 + 12 = 100.
     for i in 0..12 {
-        assert!(lim.check_at(1, w).allowed, "cur #{i}");
+        assert!(lim.check(Request::new(1).at(w)).allowed, "cur #{i}");
     }
     // A 13th at 02:00 would be 101. It fits once 88·(P − e) ≤ 87·P, at
     // e = P − floor(87·P / 88) = 681 818 182 ns.
-    let d = lim.check_at(1, w);
+    let d = lim.check(Request::new(1).at(w));
     assert_eq!(d, denied(100, 0, 681_818_182, 2 * MINUTE));
     // 02:15: admitted; remaining = 100 − 66 − 13 = 21.
-    let d = lim.check_at(1, w + 15 * SECOND);
+    let d = lim.check(Request::new(1).at(w + 15 * SECOND));
     assert_eq!(d, admitted(100, 21, 2 * MINUTE - 15 * SECOND));
 }
 
@@ -284,17 +342,29 @@ fn sliding_window_100_per_minute_prev_88_cur_12_at_15s_is_admitted() {
 fn sliding_window_10_per_minute_prev_9_cur_5_at_25_percent_is_denied() {
     let lim = limiter(Config::new(Algorithm::SlidingWindow, 10, MINUTE));
     for i in 0..9 {
-        assert!(lim.check_at(1, at(0, 0, 5 * i)).allowed, "prev #{i}");
+        assert!(
+            lim.check(Request::new(1).at(at(0, 0, 5 * i))).allowed,
+            "prev #{i}"
+        );
     }
     for i in 0..5 {
-        assert!(lim.check_at(1, at(0, 1, 50)).allowed, "cur #{i}");
+        assert!(
+            lim.check(Request::new(1).at(at(0, 1, 50))).allowed,
+            "cur #{i}"
+        );
     }
     // It fits once 9·(P − e) ≤ 4·P: e = P − floor(4·P / 9) = 33.333333334 s,
     // 18.333333334 s after 00:01:15. Remaining: floor(10 − 6.75 − 5) < 0 → 0.
-    let d = lim.check_at(1, at(0, 1, 15));
+    let d = lim.check(Request::new(1).at(at(0, 1, 15)));
     assert_eq!(d, denied(10, 0, 18_333_333_334, 105 * SECOND));
-    assert!(!lim.check_at(1, at(0, 1, 15) + 18_333_333_333).allowed);
-    assert!(lim.check_at(1, at(0, 1, 15) + 18_333_333_334).allowed);
+    assert!(
+        !lim.check(Request::new(1).at(at(0, 1, 15) + 18_333_333_333))
+            .allowed
+    );
+    assert!(
+        lim.check(Request::new(1).at(at(0, 1, 15) + 18_333_333_334))
+            .allowed
+    );
 }
 
 /// Seed 000's reader comment corrects 14.75 to 11.75 = 9·0.75 + 5: with 9
@@ -304,14 +374,17 @@ fn sliding_window_10_per_minute_prev_9_cur_5_at_25_percent_is_denied() {
 fn sliding_window_reader_correction_11_75_is_over_the_limit() {
     let lim = limiter(Config::new(Algorithm::SlidingWindow, 10, MINUTE));
     for i in 0..9 {
-        assert!(lim.check_at(1, at(0, 0, 5 * i)).allowed, "prev #{i}");
+        assert!(
+            lim.check(Request::new(1).at(at(0, 0, 5 * i))).allowed,
+            "prev #{i}"
+        );
     }
     let t = at(0, 1, 15);
-    assert_eq!(lim.check_at(0, t).remaining, 3);
-    assert!(!lim.check_at(5, t).allowed);
-    assert!(!lim.check_at(4, t).allowed);
+    assert_eq!(lim.check(Request::new(0).at(t)).remaining, 3);
+    assert!(!lim.check(Request::new(5).at(t)).allowed);
+    assert!(!lim.check(Request::new(4).at(t)).allowed);
     assert_eq!(
-        lim.check_at(3, t),
+        lim.check(Request::new(3).at(t)),
         admitted(10, 0, 2 * MINUTE - 15 * SECOND)
     );
 }
@@ -327,30 +400,39 @@ fn bucketed_window_500_per_hour_with_60_minute_counters() {
     let lim = limiter(cfg);
     let h = at(10, 0, 0);
     for i in 0..300 {
-        assert!(lim.check_at(1, h + 10 * SECOND).allowed, "10:00 #{i}");
+        assert!(
+            lim.check(Request::new(1).at(h + 10 * SECOND)).allowed,
+            "10:00 #{i}"
+        );
     }
     for i in 0..200 {
-        assert!(lim.check_at(1, h + 30 * MINUTE).allowed, "10:30 #{i}");
+        assert!(
+            lim.check(Request::new(1).at(h + 30 * MINUTE)).allowed,
+            "10:30 #{i}"
+        );
     }
     // Full: the 10:00 minute leaves at 11:00, the 10:30 one at 11:30.
     assert_eq!(
-        lim.check_at(1, at(10, 59, 59)),
+        lim.check(Request::new(1).at(at(10, 59, 59))),
         denied(500, 0, SECOND, 30 * MINUTE + SECOND)
     );
     // 301 units need the 10:30 minute gone as well.
     assert_eq!(
-        lim.check_at(301, at(10, 59, 59)),
+        lim.check(Request::new(301).at(at(10, 59, 59))),
         denied(500, 0, 30 * MINUTE + SECOND, 30 * MINUTE + SECOND)
     );
     // 11:00: only the 200 from 10:30 still count, where a fresh fixed hour
     // would allow 500.
-    assert_eq!(lim.check_at(0, at(11, 0, 0)).remaining, 300);
-    assert_eq!(lim.check_at(300, at(11, 0, 0)), admitted(500, 0, HOUR));
+    assert_eq!(lim.check(Request::new(0).at(at(11, 0, 0))).remaining, 300);
     assert_eq!(
-        lim.check_at(1, at(11, 0, 0)),
+        lim.check(Request::new(300).at(at(11, 0, 0))),
+        admitted(500, 0, HOUR)
+    );
+    assert_eq!(
+        lim.check(Request::new(1).at(at(11, 0, 0))),
         denied(500, 0, 30 * MINUTE, HOUR)
     );
-    assert!(lim.check_at(200, at(11, 30, 0)).allowed);
+    assert!(lim.check(Request::new(200).at(at(11, 30, 0))).allowed);
 }
 
 // ---------------------------------------------------------------------------
@@ -361,14 +443,23 @@ fn bucketed_window_500_per_hour_with_60_minute_counters() {
 #[test]
 fn sliding_log_2_per_minute_at_01_00_01_20_01_45_and_02_25() {
     let lim = limiter(Config::new(Algorithm::SlidingLog, 2, MINUTE));
-    assert_eq!(lim.check_at(1, at(0, 1, 0)), admitted(2, 1, MINUTE));
-    assert_eq!(lim.check_at(1, at(0, 1, 20)), admitted(2, 0, MINUTE));
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 1, 0))),
+        admitted(2, 1, MINUTE)
+    );
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 1, 20))),
+        admitted(2, 0, MINUTE)
+    );
     // 01:00 leaves at 02:00; 01:20 at 02:20.
     assert_eq!(
-        lim.check_at(1, at(0, 1, 45)),
+        lim.check(Request::new(1).at(at(0, 1, 45))),
         denied(2, 0, 15 * SECOND, 35 * SECOND)
     );
-    assert_eq!(lim.check_at(1, at(0, 2, 25)), admitted(2, 1, MINUTE));
+    assert_eq!(
+        lim.check(Request::new(1).at(at(0, 2, 25))),
+        admitted(2, 1, MINUTE)
+    );
 }
 
 /// Denied requests are never logged (seed 000's version logs them, which
@@ -376,19 +467,22 @@ fn sliding_log_2_per_minute_at_01_00_01_20_01_45_and_02_25() {
 #[test]
 fn sliding_log_does_not_count_denied_requests() {
     let lim = limiter(Config::new(Algorithm::SlidingLog, 2, MINUTE));
-    assert!(lim.check_at(1, at(0, 1, 0)).allowed);
-    assert!(lim.check_at(1, at(0, 1, 1)).allowed);
+    assert!(lim.check(Request::new(1).at(at(0, 1, 0))).allowed);
+    assert!(lim.check(Request::new(1).at(at(0, 1, 1))).allowed);
     for s in 2..60 {
-        assert!(!lim.check_at(1, at(0, 1, s)).allowed);
+        assert!(!lim.check(Request::new(1).at(at(0, 1, s))).allowed);
     }
-    assert!(lim.check_at(1, at(0, 2, 0)).allowed);
+    assert!(lim.check(Request::new(1).at(at(0, 2, 0))).allowed);
 }
 
 /// The crate docs' example: a manual clock moved by `retry_after`.
 #[test]
 fn retry_after_on_a_manual_clock() {
     let (clock, hand) = Clock::manual(at(9, 0, 0));
-    let lim = Limiter::with_clock(Config::new(Algorithm::SlidingWindow, 5, SECOND), clock)
+    let lim = Limiter::builder()
+        .limit(Config::new(Algorithm::SlidingWindow, 5, SECOND))
+        .clock(clock)
+        .build()
         .expect("valid");
     assert_eq!((0..8).filter(|_| lim.check(1).allowed).count(), 5);
     let d = lim.check(1);

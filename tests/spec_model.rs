@@ -1,4 +1,4 @@
-//! `Limiter::check_at` against the reference model of SPEC.md §4
+//! `Limiter::check` at explicit times against the reference model of SPEC.md §4
 //! (`tests/model`), on random configurations and request traces, for every
 //! algorithm; and configuration validation against SPEC.md §2.
 //!
@@ -25,7 +25,7 @@ use model::trace::{
 use model::{MAX_LIMIT, MAX_PERIOD, MIN_PERIOD, Model, config_faults};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use ratecell::{Algorithm, Clock, Config, Error, Field, Limiter, Overflow};
+use ratecell::{Algorithm, Clock, Config, Error, Field, Limiter, Overflow, Request};
 
 /// The direct sliding log allocates and touches 16 bytes per unit of limit
 /// when it is built (2 GiB at 2^27), so no test here builds one with a
@@ -64,21 +64,28 @@ fn raw(max_len: usize) -> impl Strategy<Value = Raw> {
 
 /// Replays `case` into a fresh limiter and a fresh model, comparing every
 /// decision field by field; and into a twin limiter that answers the cost-1
-/// requests through `allow()` and `allow_at()` in turn (the yes/no path that
-/// computes nothing else, on the clock and at an explicit time), which must
+/// requests through `allow()` (the yes/no path that computes nothing else,
+/// on the clock) and `check` at an explicit time in turn, which must
 /// admit exactly the same requests.
 fn compare(case: &Case) -> Result<(), TestCaseError> {
     let (clock, _hand) = Clock::manual(0);
-    let limiter = Limiter::with_clock(case.config, clock)
+    let limiter = Limiter::builder()
+        .limit(case.config)
+        .clock(clock)
+        .build()
         .map_err(|e| TestCaseError::fail(format!("valid config refused: {e}")))?;
     let (twin_clock, twin_hand) = Clock::manual(0);
-    let twin = Limiter::with_clock(case.config, twin_clock).unwrap();
+    let twin = Limiter::builder()
+        .limit(case.config)
+        .clock(twin_clock)
+        .build()
+        .unwrap();
     let mut model = Model::new(&case.config);
     let mut t = case.start;
     let mut seen = Vec::new();
     for &(step, cost) in &case.requests {
         t = advance(&case.config, t, step);
-        let got = limiter.check_at(cost, t);
+        let got = limiter.check(Request::new(cost).at(t));
         let want = model.check(t, cost);
         seen.push((t, cost, got.allowed));
         let (twin_allowed, path) = match cost {
@@ -86,8 +93,14 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
                 twin_hand.set(t);
                 (twin.allow(), "allow()")
             }
-            1 => (twin.allow_at(t), "allow_at()"),
-            _ => (twin.check_at(cost, t).allowed, "check_at()"),
+            1 => (
+                twin.check(Request::new(1).at(t)).allowed,
+                "check(Request::new(1).at(t))",
+            ),
+            _ => (
+                twin.check(Request::new(cost).at(t)).allowed,
+                "check(Request::new(cost).at(t))",
+            ),
         };
         prop_assert_eq!(
             twin_allowed,
@@ -366,7 +379,7 @@ proptest! {
             return Ok(());
         }
         let (clock, _hand) = Clock::manual(0);
-        match Limiter::with_clock(cfg, clock) {
+        match Limiter::builder().limit(cfg).clock(clock).build() {
             Ok(_) => prop_assert!(faults.is_empty(), "{:?} accepted; model faults {:?}", cfg, faults),
             Err(Error::Config(e)) => {
                 prop_assert!(!e.message.is_empty(), "an error without a message");
@@ -385,14 +398,14 @@ proptest! {
 fn each_range_edge_is_refused_or_accepted() {
     let ok = |cfg: Config| {
         let (clock, _hand) = Clock::manual(0);
-        if let Err(e) = Limiter::with_clock(cfg, clock) {
+        if let Err(e) = Limiter::builder().limit(cfg).clock(clock).build() {
             panic!("{cfg:?} should be valid: {e}");
         }
         assert!(config_faults(&cfg, true).is_empty(), "model: {cfg:?}");
     };
     let refused = |cfg: Config, field: Field| {
         let (clock, _hand) = Clock::manual(0);
-        match Limiter::with_clock(cfg, clock) {
+        match Limiter::builder().limit(cfg).clock(clock).build() {
             Err(Error::Config(e)) => assert_eq!(e.field, field, "{cfg:?}: {e}"),
             other => panic!("{cfg:?} should be refused on {field:?}, got {other:?}"),
         }
@@ -458,11 +471,11 @@ fn each_range_edge_is_refused_or_accepted() {
 fn leaky_queue_positions_match_model() {
     let cfg = Config::new(Algorithm::LeakyBucket, 4, 4_000).burst(3);
     let (clock, _hand) = Clock::manual(0);
-    let limiter = Limiter::with_clock(cfg, clock).unwrap();
+    let limiter = Limiter::builder().limit(cfg).clock(clock).build().unwrap();
     let mut model = Model::new(&cfg);
     let waits: Vec<u64> = (0..4)
         .map(|_| {
-            let d = limiter.check_at(1, 10_000);
+            let d = limiter.check(Request::new(1).at(10_000));
             assert_eq!(d, model.check(10_000, 1));
             d.wait_ns
         })

@@ -25,7 +25,7 @@
 mod model;
 
 use model::Model;
-use ratecell::{Algorithm, Clock, Config, Decision, Limiter};
+use ratecell::{Algorithm, Clock, Config, Decision, Limiter, Request};
 use std::collections::HashSet;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
@@ -46,7 +46,11 @@ fn capacity(cfg: &Config) -> u64 {
 
 fn manual(cfg: Config) -> Limiter {
     // Explicit times only: the clock is never read.
-    Limiter::with_clock(cfg, Clock::manual(T0).0).expect("valid test configuration")
+    Limiter::builder()
+        .limit(cfg)
+        .clock(Clock::manual(T0).0)
+        .build()
+        .expect("valid test configuration")
 }
 
 /// 50,000 per 100 s. The capacity is large so that a good part of the
@@ -102,7 +106,7 @@ fn hammer_frozen(
                     start.wait();
                     for i in 0..per_thread {
                         let c = cost(k, i);
-                        let d = limiter.check_at(c, T0);
+                        let d = limiter.check(Request::new(c).at(T0));
                         if d.allowed {
                             taken.push((d.remaining, c));
                         } else {
@@ -157,7 +161,7 @@ fn one_instant_with_mixed_costs_ends_exactly_full() {
         // At one instant `remaining` never rises, and a cost-1 request is
         // denied only at 0; there are more cost-1 requests than units, so
         // the limiter ends exactly full.
-        let peek = limiter.check_at(0, T0);
+        let peek = limiter.check(Request::new(0).at(T0));
         assert!(!peek.allowed, "{alg}: {peek:?}");
         assert_eq!(peek.remaining, 0, "{alg}");
         assert_eq!(units, cap, "{alg}");
@@ -226,7 +230,7 @@ fn admission_bound(cfg: &Config, t_min: u64, t_max: u64) -> u64 {
 }
 
 /// One request of a real-clock run: the time read from the limiter's clock
-/// and passed to `check_at`, the time read again once it was decided, and
+/// and given to the check (`Request::at`), the time read again once it was decided, and
 /// whether it was admitted.
 #[derive(Clone, Copy)]
 struct Timed {
@@ -464,7 +468,7 @@ fn real_clock_admits_within_the_bounds_of_its_own_clock_readings() {
                         while started.elapsed() < run {
                             for _ in 0..64 {
                                 let t = limiter.now_ns();
-                                let allowed = limiter.check_at(1, t).allowed;
+                                let allowed = limiter.check(Request::new(1).at(t)).allowed;
                                 let done = limiter.now_ns();
                                 times.push(Timed { t, done, allowed });
                             }
@@ -547,7 +551,7 @@ fn interleaved_run(
                             // `before` happened before it, and so did its
                             // effect on the limiter's state.
                             let before = tickets.fetch_add(1, SeqCst);
-                            let decision = limiter.check_at(1, t);
+                            let decision = limiter.check(Request::new(1).at(t));
                             let after = tickets.fetch_add(1, SeqCst);
                             Ticketed {
                                 t,
@@ -656,7 +660,7 @@ fn sequential_run(cfg: Config, order: &[(usize, usize)], step: u64, back: u64) -
         .iter()
         .filter(|&&(k, i)| {
             limiter
-                .check_at(1, interleaved_time(k, i, step, back))
+                .check(Request::new(1).at(interleaved_time(k, i, step, back)))
                 .allowed
         })
         .count() as u64
@@ -801,8 +805,8 @@ fn linearize_rejects_a_lost_update_and_accepts_its_sequential_run() {
     // both, while the sequential run (4, then 3) is accepted.
     let cfg = Config::new(Algorithm::FixedWindow, 5, SECOND);
     let limiter = manual(cfg);
-    let first = limiter.check_at(1, T0);
-    let second = limiter.check_at(1, T0);
+    let first = limiter.check(Request::new(1).at(T0));
+    let second = limiter.check(Request::new(1).at(T0));
     assert_eq!((first.remaining, second.remaining), (4, 3));
     let request = |decision, before, after| Ticketed {
         t: T0,

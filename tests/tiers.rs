@@ -29,8 +29,8 @@ use model::{AllOfDecision, AllOfModel};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{
-    Algorithm, Clock, Config, Decision, Error, Field, KeyedLimiter, MAX_TIERS, MultiDecision,
-    TierError,
+    Algorithm, Batch, Clock, Config, Decision, Error, Field, KeyedLimiter, MAX_TIERS,
+    MultiDecision, Request, Tier, TierError,
 };
 use std::sync::Barrier;
 
@@ -131,7 +131,12 @@ fn same(got: &MultiDecision, want: &AllOfDecision) -> bool {
 fn compare(case: &Case) -> Result<(), TestCaseError> {
     let (clock, _) = Clock::manual(0);
     let tiers: Vec<&[Config]> = case.tiers.iter().map(Vec::as_slice).collect();
-    let limiter = KeyedLimiter::with_clock_tiered_multi(&tiers, clock).unwrap();
+    let limiter = tiers
+        .iter()
+        .fold(KeyedLimiter::builder(), |b, t| b.tier(t))
+        .clock(clock)
+        .build()
+        .unwrap();
     prop_assert_eq!(limiter.tiers(), tiers.len());
     // Each key's state as last stored, in the terms of the tier that
     // stored it.
@@ -144,7 +149,10 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
         } else {
             t + step
         };
-        let got = limiter.check_tier_each_at(key, tier, cost, t).unwrap();
+        let got = limiter.check_each(
+            key,
+            Request::new(cost).at(t).tier(limiter.tier(tier).unwrap()),
+        );
         let mut read = stored[key as usize].clone();
         read.reconfigure(&case.tiers[tier]);
         let want = read.check(t, cost);
@@ -168,20 +176,34 @@ fn compare(case: &Case) -> Result<(), TestCaseError> {
 /// twin limiter: the batch of each chunk at one instant.
 fn batch_as_singles(case: &Case) -> Result<(), TestCaseError> {
     let tiers: Vec<&[Config]> = case.tiers.iter().map(Vec::as_slice).collect();
-    let batched = KeyedLimiter::with_clock_tiered_multi(&tiers, Clock::manual(0).0).unwrap();
-    let single = KeyedLimiter::with_clock_tiered_multi(&tiers, Clock::manual(0).0).unwrap();
+    let batched = tiers
+        .iter()
+        .fold(KeyedLimiter::builder(), |b, t| b.tier(t))
+        .clock(Clock::manual(0).0)
+        .build()
+        .unwrap();
+    let single = tiers
+        .iter()
+        .fold(KeyedLimiter::builder(), |b, t| b.tier(t))
+        .clock(Clock::manual(0).0)
+        .build()
+        .unwrap();
     let mut t = case.start;
     for chunk in case.requests.chunks(5) {
         t += chunk[0].0;
         let keys: Vec<u64> = chunk.iter().map(|r| r.3).collect();
-        let tier_of: Vec<usize> = chunk.iter().map(|r| r.4).collect();
+        let tier_of: Vec<Tier> = chunk.iter().map(|r| batched.tier(r.4).unwrap()).collect();
         let costs: Vec<u64> = chunk.iter().map(|r| r.2).collect();
         let mut out = vec![Decision::default(); keys.len()];
-        batched
-            .check_batch_tier_at(&keys, &tier_of, Some(&costs), t, &mut out)
-            .unwrap();
+        batched.check_batch(
+            Batch::new(&keys).tiers(&tier_of).costs(&costs).at(t),
+            |i, d| out[i] = d,
+        );
         for (i, &(_, _, cost, key, tier)) in chunk.iter().enumerate() {
-            let want = single.check_tier_at(key, tier, cost, t).unwrap();
+            let want = single.check(
+                key,
+                Request::new(cost).at(t).tier(single.tier(tier).unwrap()),
+            );
             prop_assert_eq!(out[i], want, "request {} of {:?} at {}", i, chunk, t);
         }
     }
@@ -214,7 +236,12 @@ proptest! {
 /// decisions, under every tier.
 fn restored_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     let tiers: Vec<&[Config]> = case.tiers.iter().map(Vec::as_slice).collect();
-    let saved = KeyedLimiter::with_clock_tiered_multi(&tiers, Clock::manual(0).0).unwrap();
+    let saved = tiers
+        .iter()
+        .fold(KeyedLimiter::builder(), |b, t| b.tier(t))
+        .clock(Clock::manual(0).0)
+        .build()
+        .unwrap();
     let half = case.requests.len() / 2;
     let mut t = case.start;
     let step = |t: &mut u64, (s, back, ..): (u64, bool, u64, u64, usize)| {
@@ -222,7 +249,7 @@ fn restored_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     };
     for &r in &case.requests[..half] {
         step(&mut t, r);
-        saved.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
+        saved.check_each(r.3, Request::new(r.2).at(t).tier(saved.tier(r.4).unwrap()));
     }
     let mut bytes = Vec::new();
     saved.snapshot_at(&mut bytes, t).unwrap();
@@ -233,8 +260,8 @@ fn restored_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     for &r in &case.requests[half..] {
         step(&mut t, r);
         let t = t.max(at_save);
-        let want = saved.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
-        let got = back.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
+        let want = saved.check_each(r.3, Request::new(r.2).at(t).tier(saved.tier(r.4).unwrap()));
+        let got = back.check_each(r.3, Request::new(r.2).at(t).tier(back.tier(r.4).unwrap()));
         prop_assert_eq!(
             got.decision,
             want.decision,
@@ -313,7 +340,10 @@ fn persisted_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     };
     for &r in &case.requests[..half] {
         step(&mut t, r);
-        original.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
+        original.check_each(
+            r.3,
+            Request::new(r.2).at(t).tier(original.tier(r.4).unwrap()),
+        );
     }
     // The saver judges which states are live by its clock.
     hand.set(t);
@@ -338,8 +368,11 @@ fn persisted_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     for &r in &case.requests[half..] {
         step(&mut t, r);
         let t = t.max(at_save);
-        let want = original.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
-        let got = back.check_tier_each_at(r.3, r.4, r.2, t).unwrap();
+        let want = original.check_each(
+            r.3,
+            Request::new(r.2).at(t).tier(original.tier(r.4).unwrap()),
+        );
+        let got = back.check_each(r.3, Request::new(r.2).at(t).tier(back.tier(r.4).unwrap()));
         prop_assert_eq!(
             got.decision,
             want.decision,
@@ -370,7 +403,7 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
         .unwrap();
     assert!(!path.exists(), "a missing file starts fresh");
     assert_eq!(p.tiers(), 2);
-    p.check_tier_at(1, 1, 15, T0).unwrap();
+    p.check(1, Request::new(15).at(T0).tier(p.tier(1).unwrap()));
     p.close().unwrap();
     let saved = std::fs::read(&path).unwrap();
     assert_eq!(u32::from_le_bytes(saved[8..12].try_into().unwrap()), 3);
@@ -435,8 +468,16 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
     // The paid key kept what it spent: 5 of 20 left, and nothing under
     // the free tier's 2.
     let back = Persisted::open_tiered_with_clock(&[free, paid], clock(), &path, hour).unwrap();
-    assert_eq!(back.check_tier_at(1, 1, 0, T0).unwrap().remaining, 5);
-    assert!(!back.check_tier_at(1, 0, 1, T0).unwrap().allowed);
+    assert_eq!(
+        back.check(1, Request::new(0).at(T0).tier(back.tier(1).unwrap()))
+            .remaining,
+        5
+    );
+    assert!(
+        !back
+            .check(1, Request::new(1).at(T0).tier(back.tier(0).unwrap()))
+            .allowed
+    );
     drop(back);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -447,8 +488,13 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     use ratecell::snapshot::saved_tiers;
     let free = Config::new(Algorithm::TokenBucket, 2, S).capacity(100);
     let paid = free.limit(20);
-    let tiered = KeyedLimiter::with_clock_tiered(&[free, paid], Clock::manual(T0).0).unwrap();
-    tiered.check_tier_at(1, 1, 15, T0).unwrap();
+    let tiered = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[paid])
+        .clock(Clock::manual(T0).0)
+        .build()
+        .unwrap();
+    tiered.check(1, Request::new(15).at(T0).tier(tiered.tier(1).unwrap()));
     let mut bytes = Vec::new();
     tiered.snapshot_at(&mut bytes, T0).unwrap();
     let (saved, is_tiered) = saved_tiers(&bytes[..]).unwrap();
@@ -485,7 +531,11 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     let e = KeyedLimiter::restore_tiered(&bytes[..], &[&[free], &[wider]], clock()).err();
     assert!(e.unwrap().to_string().contains("limit 1"));
     // An untiered snapshot is no tiered limiter's.
-    let plain = KeyedLimiter::with_clock(free, clock()).unwrap();
+    let plain = KeyedLimiter::builder()
+        .limit(free)
+        .clock(clock())
+        .build()
+        .unwrap();
     let mut plain_bytes = Vec::new();
     plain.snapshot_at(&mut plain_bytes, T0).unwrap();
     assert_eq!(
@@ -501,8 +551,16 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     assert!(!saved_tiers(&plain_bytes[..]).unwrap().1);
     // The paid key keeps what it spent.
     let back = KeyedLimiter::restore_tiered(&bytes[..], &[&[free], &[paid]], clock()).unwrap();
-    assert_eq!(back.check_tier_at(1, 1, 0, T0).unwrap().remaining, 5);
-    assert!(!back.check_tier_at(1, 0, 1, T0).unwrap().allowed);
+    assert_eq!(
+        back.check(1, Request::new(0).at(T0).tier(back.tier(1).unwrap()))
+            .remaining,
+        5
+    );
+    assert!(
+        !back
+            .check(1, Request::new(1).at(T0).tier(back.tier(0).unwrap()))
+            .allowed
+    );
     // A tier count no tiered limiter has is damage, named.
     let mut bad = bytes.clone();
     bad[112..116].copy_from_slice(&17u32.to_le_bytes());
@@ -523,45 +581,66 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     }
 }
 
+/// A tier of another limiter, which `tiers`-tier limiters do not have.
+fn foreign_tier(tiers: usize) -> Tier {
+    let c = Config::new(Algorithm::FixedWindow, 1, S).capacity(1);
+    let mut b = KeyedLimiter::builder();
+    for _ in 0..=tiers {
+        b = b.tier(&[c]);
+    }
+    b.build().unwrap().tier(tiers).unwrap()
+}
+
 #[test]
-fn a_batch_naming_a_missing_tier_decides_and_writes_nothing() {
+fn a_batch_naming_a_missing_tier_denies_that_request_and_stores_nothing_for_it() {
     let free = Config::new(Algorithm::FixedWindow, 2, S).capacity(100);
-    let tiered = KeyedLimiter::new_tiered(&[free, free.limit(5)]).unwrap();
+    let tiered = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[free.limit(5)])
+        .build()
+        .unwrap();
+    // A missing tier cannot be named...
+    assert_eq!(tiered.tier(2), Err(TierError { tier: 2, tiers: 2 }));
+    // ...and one named by another limiter is denied for good, its key
+    // not stored; the batch's other requests are decided.
     let untouched = Decision {
         limit: 77,
         ..Decision::default()
     };
     let mut out = [untouched; 3];
-    assert_eq!(
-        tiered.check_batch_tier_at(&[1, 2, 3], &[1, 0, 2], None, T0, &mut out),
-        Err(TierError { tier: 2, tiers: 2 })
-    );
-    assert_eq!(out, [untouched; 3]);
-    assert_eq!(tiered.stats().keys_tracked, 0);
-    assert_eq!(tiered.stats().allowed + tiered.stats().denied, 0);
+    let tiers = [tiered.tier(1).unwrap(), Tier::DEFAULT, foreign_tier(2)];
+    tiered.check_batch(Batch::new(&[1, 2, 3]).tiers(&tiers).at(T0), |i, d| {
+        out[i] = d
+    });
+    assert_eq!(out[2], Decision::NEVER);
+    assert!(out[0].allowed && out[1].allowed);
+    assert_eq!(tiered.stats().keys_tracked, 2);
+    assert!(!tiered.reset(3), "the foreign tier's key was not stored");
+    assert!(tiered.reset(1) && tiered.reset(2));
     // The same keys, each under its own tier: the paid key gets 5.
     let mut out = [Decision::default(); 7];
     let keys = [1, 1, 1, 2, 2, 2, 2];
-    let tiers = [0, 0, 0, 1, 1, 1, 1];
-    tiered
-        .check_batch_tier_at(&keys, &tiers, None, T0, &mut out)
-        .unwrap();
+    let tiers: Vec<Tier> = [0, 0, 0, 1, 1, 1, 1]
+        .iter()
+        .map(|&t| tiered.tier(t).unwrap())
+        .collect();
+    tiered.check_batch(Batch::new(&keys).tiers(&tiers).at(T0), |i, d| out[i] = d);
     let allowed: Vec<bool> = out.iter().map(|d| d.allowed).collect();
     assert_eq!(allowed, [true, true, false, true, true, true, true]);
     assert_eq!(out[6].remaining, 1);
     // A limiter without tiers has tier 0 only.
     let plain = KeyedLimiter::new(free).unwrap();
     let mut out = [Decision::default(); 2];
-    assert!(
-        plain
-            .check_batch_tier_at(&[1, 1], &[0, 0], None, T0, &mut out)
-            .is_ok()
-    );
+    let zero = plain.tier(0).unwrap();
+    plain.check_batch(Batch::new(&[1, 1]).tiers(&[zero, zero]).at(T0), |i, d| {
+        out[i] = d
+    });
     assert!(out[0].allowed && out[1].allowed);
-    assert_eq!(
-        plain.check_batch_tier_at(&[1], &[1], None, T0, &mut out[..1]),
-        Err(TierError { tier: 1, tiers: 1 })
-    );
+    assert_eq!(plain.tier(1), Err(TierError { tier: 1, tiers: 1 }));
+    let foreign = foreign_tier(1);
+    plain.check_batch(Batch::new(&[4]).tiers(&[foreign]).at(T0), |i, d| out[i] = d);
+    assert_eq!(out[0], Decision::NEVER);
+    assert!(!plain.reset(4), "the foreign tier's key was not stored");
 }
 
 #[test]
@@ -572,40 +651,58 @@ fn acquire_waits_for_the_named_tier() {
     // One an hour free, three paid: nothing refills during the test.
     let free = Config::new(Algorithm::TokenBucket, 1, 3600 * S).capacity(100);
     let (clock, _) = Clock::manual(T0);
-    let tiered = KeyedLimiter::with_clock_tiered(&[free, free.limit(3)], clock).unwrap();
+    let tiered = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[free.limit(3)])
+        .clock(clock)
+        .build()
+        .unwrap();
     for _ in 0..3 {
-        assert!(tiered.acquire_tier(7, 1, 1, now).unwrap().is_ok());
+        assert!(
+            tiered
+                .acquire(7, Request::new(1).tier(tiered.tier(1).unwrap()), now)
+                .is_ok()
+        );
     }
     assert!(matches!(
-        tiered.acquire_tier(7, 1, 1, now),
-        Ok(Err(AcquireError::TimedOut(_)))
+        tiered.acquire(7, Request::new(1).tier(tiered.tier(1).unwrap()), now),
+        Err(AcquireError::TimedOut(_))
     ));
     assert!(
         tiered
-            .acquire_bytes_tier(b"free", 0, 1, now)
-            .unwrap()
+            .acquire(b"free", Request::new(1).tier(tiered.tier(0).unwrap()), now)
             .is_ok()
     );
     assert!(matches!(
-        tiered.acquire_bytes_tier(b"free", 0, 1, now),
-        Ok(Err(AcquireError::TimedOut(_)))
+        tiered.acquire(b"free", Request::new(1).tier(tiered.tier(0).unwrap()), now),
+        Err(AcquireError::TimedOut(_))
     ));
     // More than the paid tier could ever admit; a tier it does not have.
     assert!(matches!(
-        tiered.acquire_tier(8, 1, 4, now),
-        Ok(Err(AcquireError::Unsatisfiable(_)))
+        tiered.acquire(8, Request::new(4).tier(tiered.tier(1).unwrap()), now),
+        Err(AcquireError::Unsatisfiable(_))
     ));
+    assert_eq!(tiered.tier(2), Err(TierError { tier: 2, tiers: 2 }));
     assert_eq!(
-        tiered.acquire_tier(8, 2, 1, now),
-        Err(TierError { tier: 2, tiers: 2 })
+        tiered.acquire(8, Request::new(1).tier(foreign_tier(2)), now),
+        Err(AcquireError::Unsatisfiable(Decision::NEVER))
     );
     let stats = tiered.stats();
     assert_eq!((stats.allowed, stats.denied), (4, 3));
-    let plain = KeyedLimiter::with_clock(free, Clock::manual(T0).0).unwrap();
-    assert!(plain.acquire_tier(7, 0, 1, now).unwrap().is_ok());
+    let plain = KeyedLimiter::builder()
+        .limit(free)
+        .clock(Clock::manual(T0).0)
+        .build()
+        .unwrap();
+    assert!(
+        plain
+            .acquire(7, Request::new(1).tier(plain.tier(0).unwrap()), now)
+            .is_ok()
+    );
+    assert_eq!(plain.tier(1), Err(TierError { tier: 1, tiers: 1 }));
     assert_eq!(
-        plain.acquire_tier(7, 1, 1, now),
-        Err(TierError { tier: 1, tiers: 1 })
+        plain.acquire(7, Request::new(1).tier(foreign_tier(1)), now),
+        Err(AcquireError::Unsatisfiable(Decision::NEVER))
     );
 }
 
@@ -621,48 +718,89 @@ fn field(r: Result<KeyedLimiter, Error>) -> Field {
 fn bad_tiers_are_refused_naming_the_field() {
     let free = Config::new(Algorithm::TokenBucket, 10, S).capacity(100);
     let paid = free.burst(1000);
-    assert_eq!(field(KeyedLimiter::new_tiered(&[])), Field::Tiers);
-    let many = vec![free; MAX_TIERS + 1];
-    assert_eq!(field(KeyedLimiter::new_tiered(&many)), Field::Tiers);
+    // No tiers (and no limits): nothing to build. A builder without tiers
+    // is an untiered limiter, so "no limit" is the field at fault.
+    assert_eq!(field(KeyedLimiter::builder().build()), Field::Limits);
+    // A tier of no limits; limits and tiers both given.
     assert_eq!(
-        KeyedLimiter::new_tiered(&many[..MAX_TIERS])
+        field(KeyedLimiter::builder().tier(&[]).build()),
+        Field::Limits
+    );
+    assert_eq!(
+        field(KeyedLimiter::builder().limit(free).tier(&[free]).build()),
+        Field::Tiers
+    );
+    let many = vec![free; MAX_TIERS + 1];
+    assert_eq!(
+        field(
+            many.iter()
+                .fold(KeyedLimiter::builder(), |b, c| b
+                    .tier(std::slice::from_ref(c)))
+                .build()
+        ),
+        Field::Tiers
+    );
+    assert_eq!(
+        many[..MAX_TIERS]
+            .iter()
+            .fold(KeyedLimiter::builder(), |b, c| b
+                .tier(std::slice::from_ref(c)))
+            .build()
             .unwrap()
             .tiers(),
         MAX_TIERS
     );
     assert_eq!(
-        field(KeyedLimiter::new_tiered(&[free, paid.capacity(101)])),
+        field(
+            KeyedLimiter::builder()
+                .tier(&[free])
+                .tier(&[paid.capacity(101)])
+                .build()
+        ),
         Field::Capacity
     );
     assert_eq!(
-        field(KeyedLimiter::new_tiered(&[
-            free.capacity(0),
-            paid.capacity(0)
-        ])),
+        field(
+            KeyedLimiter::builder()
+                .tier(&[free.capacity(0)])
+                .tier(&[paid.capacity(0)])
+                .build()
+        ),
         Field::Capacity
     );
     assert_eq!(
-        field(KeyedLimiter::new_tiered(&[
-            free,
-            paid.overflow(ratecell::Overflow::Allow)
-        ])),
+        field(
+            KeyedLimiter::builder()
+                .tier(&[free])
+                .tier(&[paid.overflow(ratecell::Overflow::Allow)])
+                .build()
+        ),
         Field::Overflow
     );
     let gcra = Config::new(Algorithm::Gcra, 10, S).capacity(100);
     assert_eq!(
-        field(KeyedLimiter::new_tiered(&[free, gcra])),
+        field(KeyedLimiter::builder().tier(&[free]).tier(&[gcra]).build()),
         Field::Algorithm
     );
     assert_eq!(
-        field(KeyedLimiter::new_tiered(&[free, paid.limit(0)])),
+        field(
+            KeyedLimiter::builder()
+                .tier(&[free])
+                .tier(&[paid.limit(0)])
+                .build()
+        ),
         Field::Limit
     );
     let pair = [free, gcra];
     assert_eq!(
-        field(KeyedLimiter::new_tiered_multi(&[&pair, &pair[..1]])),
+        field(KeyedLimiter::builder().tier(&pair).tier(&pair[..1]).build()),
         Field::Limits
     );
-    let e = KeyedLimiter::new_tiered(&[free, gcra]).unwrap_err();
+    let e = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[gcra])
+        .build()
+        .unwrap_err();
     assert!(e.to_string().contains("tier 1"), "{e}");
 }
 
@@ -680,10 +818,21 @@ impl Limit for Config {
 #[test]
 fn a_tier_out_of_range_is_refused_per_check_and_stores_nothing() {
     let free = Config::new(Algorithm::FixedWindow, 2, S).capacity(100);
-    let tiered = KeyedLimiter::new_tiered(&[free, free.limit(5)]).unwrap();
+    let tiered = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[free.limit(5)])
+        .build()
+        .unwrap();
+    assert_eq!(tiered.tier(2), Err(TierError { tier: 2, tiers: 2 }));
     assert_eq!(
-        tiered.check_tier_at(1, 2, 1, T0),
-        Err(TierError { tier: 2, tiers: 2 })
+        tiered.check(1, Request::new(1).at(T0).tier(foreign_tier(2))),
+        Decision::NEVER
+    );
+    assert_eq!(
+        tiered
+            .check_each(1, Request::new(1).at(T0).tier(foreign_tier(2)))
+            .decision,
+        Decision::NEVER
     );
     assert_eq!(tiered.stats().keys_tracked, 0);
     assert!(
@@ -693,11 +842,17 @@ fn a_tier_out_of_range_is_refused_per_check_and_stores_nothing() {
     );
     let plain = KeyedLimiter::new(free).unwrap();
     assert_eq!(plain.tiers(), 1);
-    assert!(plain.check_tier_at(1, 0, 1, T0).unwrap().allowed);
-    assert_eq!(
-        plain.check_bytes_tier_at(b"k", 1, 1, T0),
-        Err(TierError { tier: 1, tiers: 1 })
+    assert!(
+        plain
+            .check(1, Request::new(1).at(T0).tier(plain.tier(0).unwrap()))
+            .allowed
     );
+    assert_eq!(plain.tier(1), Err(TierError { tier: 1, tiers: 1 }));
+    assert_eq!(
+        plain.check(b"k", Request::new(1).at(T0).tier(foreign_tier(1))),
+        Decision::NEVER
+    );
+    assert!(!plain.reset(b"k"), "nothing stored");
     assert_eq!(plain.tier_limits(0), Some(&[free][..]));
     assert_eq!(plain.tier_limits(1), None);
     assert_eq!(tiered.tier_limits(1), Some(&[free.limit(5)][..]));
@@ -711,26 +866,45 @@ fn a_key_moving_tiers_keeps_what_it_spent() {
         .burst(10)
         .capacity(100);
     let paid = free.burst(100);
-    let l = KeyedLimiter::new_tiered(&[free, paid]).unwrap();
-    assert!(l.check_tier_at(7, 1, 80, T0).unwrap().allowed);
-    let d = l.check_tier_at(7, 0, 1, T0).unwrap();
+    let l = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[paid])
+        .build()
+        .unwrap();
+    assert!(
+        l.check(7, Request::new(80).at(T0).tier(l.tier(1).unwrap()))
+            .allowed
+    );
+    let d = l.check(7, Request::new(1).at(T0).tier(l.tier(0).unwrap()));
     assert!(!d.allowed && d.remaining == 0, "{d:?}");
-    assert_eq!(l.check_tier_at(7, 1, 0, T0).unwrap().remaining, 20);
+    assert_eq!(
+        l.check(7, Request::new(0).at(T0).tier(l.tier(1).unwrap()))
+            .remaining,
+        20
+    );
     // A check that names no tier is tier 0's.
-    assert!(!l.check_at(7, 1, T0).allowed);
-    assert!(l.check_at(8, 10, T0).allowed && !l.check_at(8, 1, T0).allowed);
+    assert!(!l.check(7, Request::new(1).at(T0)).allowed);
+    assert!(
+        l.check(8, Request::new(10).at(T0)).allowed && !l.check(8, Request::new(1).at(T0)).allowed
+    );
 
     // Fixed window: the count carries over; a free key that spent its 3
     // gets the 7 more of paid in the same window.
     let free = Config::new(Algorithm::FixedWindow, 3, S).capacity(100);
-    let l = KeyedLimiter::new_tiered(&[free, free.limit(10_000)]).unwrap();
+    let l = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[free.limit(10_000)])
+        .build()
+        .unwrap();
     assert_eq!(
         (0..5)
-            .filter(|_| l.check_tier_at(1, 0, 1, T0).unwrap().allowed)
+            .filter(|_| l
+                .check(1, Request::new(1).at(T0).tier(l.tier(0).unwrap()))
+                .allowed)
             .count(),
         3
     );
-    let d = l.check_tier_at(1, 1, 0, T0).unwrap();
+    let d = l.check(1, Request::new(0).at(T0).tier(l.tier(1).unwrap()));
     assert_eq!((d.limit, d.remaining), (10_000, 9_997));
 }
 
@@ -743,25 +917,43 @@ fn a_full_table_keeps_a_state_fresh_for_one_tier_but_not_another() {
         .burst(2)
         .capacity(1);
     let big = small.burst(50);
-    let l = KeyedLimiter::new_tiered(&[small, big]).unwrap();
+    let l = KeyedLimiter::builder()
+        .tier(&[small])
+        .tier(&[big])
+        .build()
+        .unwrap();
     let residents: Vec<u64> = (0..200)
-        .filter(|&k| l.check_tier_at(k, 1, 40, T0).unwrap().allowed)
+        .filter(|&k| {
+            l.check(k, Request::new(40).at(T0).tier(l.tier(1).unwrap()))
+                .allowed
+        })
         .collect();
     assert!(!residents.is_empty() && residents.len() < 200);
     let later = T0 + 2 * S;
     // Every other key now overflows rather than evict a state the big
     // tier still counts.
     for k in (0..200).filter(|k| !residents.contains(k)) {
-        assert!(!l.check_tier_at(k, 0, 1, later).unwrap().allowed, "key {k}");
+        assert!(
+            !l.check(k, Request::new(1).at(later).tier(l.tier(0).unwrap()))
+                .allowed,
+            "key {k}"
+        );
     }
     // And the residents still have only 12 of 50 under the big tier.
     for &k in &residents {
-        assert_eq!(l.check_tier_at(k, 1, 0, later).unwrap().remaining, 12);
+        assert_eq!(
+            l.check(k, Request::new(0).at(later).tier(l.tier(1).unwrap()))
+                .remaining,
+            12
+        );
     }
     // Once full under every tier (38 s more), they make room.
     let much_later = T0 + 40 * S;
     let k = (0..200).find(|k| !residents.contains(k)).unwrap();
-    assert!(l.check_tier_at(k, 0, 1, much_later).unwrap().allowed);
+    assert!(
+        l.check(k, Request::new(1).at(much_later).tier(l.tier(0).unwrap()))
+            .allowed
+    );
 }
 
 /// Under real threads at one instant each key admits exactly its tier's
@@ -791,7 +983,11 @@ fn threads_at_one_instant_admit_exactly_each_tiers_capacity() {
     cases.push((vec![vec![log, g(20)], vec![log, g(2000)]], vec![20, 500]));
     for (tiers, capacity) in cases {
         let tiers_ref: Vec<&[Config]> = tiers.iter().map(Vec::as_slice).collect();
-        let l = KeyedLimiter::new_tiered_multi(&tiers_ref).unwrap();
+        let l = tiers_ref
+            .iter()
+            .fold(KeyedLimiter::builder(), |b, t| b.tier(t))
+            .build()
+            .unwrap();
         let barrier = Barrier::new(THREADS);
         let admitted: Vec<Vec<u64>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..THREADS)
@@ -806,7 +1002,9 @@ fn threads_at_one_instant_admit_exactly_each_tiers_capacity() {
                                 // in both orders.
                                 let key = if round % 2 == 0 { k } else { KEYS - 1 - k };
                                 let tier = (key % capacity.len() as u64) as usize;
-                                if l.check_tier_at(key, tier, 1, T0).unwrap().allowed {
+                                if l.check(key, Request::new(1).at(T0).tier(l.tier(tier).unwrap()))
+                                    .allowed
+                                {
                                     got[key as usize] += 1;
                                 }
                             }
@@ -828,7 +1026,11 @@ fn threads_at_one_instant_admit_exactly_each_tiers_capacity() {
 #[test]
 fn what_a_tiered_limiter_does_not_do_is_refused_by_name() {
     let free = Config::new(Algorithm::Gcra, 10, S).capacity(100);
-    let l = KeyedLimiter::new_tiered(&[free, free.limit(20)]).unwrap();
+    let l = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[free.limit(20)])
+        .build()
+        .unwrap();
     match l.reconfigure(&[free]) {
         Err(Error::Reconfigure(e)) => assert_eq!(e.field, Field::Tiers),
         other => panic!("{other:?}"),

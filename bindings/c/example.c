@@ -19,12 +19,15 @@ int main(void) {
         return 1;
     }
 
-    uint64_t now = ratecell_now_ns(limiter); /* one instant for every check */
+    struct ratecell_request req;
+    ratecell_request_init(&req); /* key 0, cost 1, the limiter's clock, tier 0 */
+    req.at_ns = ratecell_now_ns(limiter); /* one instant for every check */
     for (uint64_t user = 1; user <= 3; user++) {
         int admitted = 0;
         ratecell_decision d;
+        req.key_id = user;
         for (int i = 0; i < 8; i++) {
-            if (ratecell_check_at(limiter, user, 1, now, &d) == RATECELL_OK && d.allowed) {
+            if (ratecell_check(limiter, &req, &d) == RATECELL_OK && d.allowed) {
                 admitted++;
             }
         }

@@ -9,6 +9,19 @@
 //   acquire that gives up: both return a Decision with allowed == false.
 // - All const member functions are thread-safe, as in C: share one
 //   Limiter between threads by reference.
+// - One request shape, as in C: every check takes a key (a std::uint64_t,
+//   or bytes as a std::string_view) and a ratecell::Request saying its
+//   cost, time and tier, defaults included:
+//
+//       l.check(user);                                   // cost 1, now, tier 0
+//       l.check("alice", Request().cost(3).at(t).tier(1));
+//       l.check_each(user, Request().at(t));
+//       l.check_batch(keys, Batch().costs(costs).at(t));
+//       l.acquire(user, 50ms, Request().cost(2));
+//       l.reset(user);
+//
+//   and one constructor per kind of limiter: Limiter(config), or
+//   Limiter(Options()...) for several limits, tiers or a shared region.
 #ifndef RATECELL_HPP
 #define RATECELL_HPP
 
@@ -168,8 +181,296 @@ inline std::vector<ratecell_config> tier_configs(const std::vector<std::vector<C
 }
 }  // namespace detail
 
+/// `at` of a request decided at the limiter's own clock (the default).
+inline constexpr std::uint64_t now = RATECELL_NOW;
+
+/// What one request asks for besides its key: its cost (1), its time
+/// (now: the limiter's clock) and its tier (0). Setters chain:
+/// `Request().cost(3).at(t).tier(1)`. Plain data, cheap to copy.
+class Request {
+public:
+    constexpr Request() noexcept = default;
+
+    /// Units asked for; 0 is a peek (nothing is stored).
+    constexpr Request &cost(std::uint64_t units) noexcept {
+        cost_ = units;
+        return *this;
+    }
+    /// The time, UNIX ns from the caller's clock (ratecell::now: the
+    /// limiter's). Ignored by acquire, which waits on the limiter's clock.
+    constexpr Request &at(std::uint64_t unix_ns) noexcept {
+        at_ns_ = unix_ns;
+        return *this;
+    }
+    /// The tier, below Limiter::tiers(); 0 on a limiter without tiers.
+    constexpr Request &tier(std::uint32_t tier) noexcept {
+        tier_ = tier;
+        return *this;
+    }
+
+    constexpr std::uint64_t cost() const noexcept { return cost_; }
+    constexpr std::uint64_t at() const noexcept { return at_ns_; }
+    constexpr std::uint32_t tier() const noexcept { return tier_; }
+
+private:
+    std::uint64_t cost_ = 1;
+    std::uint64_t at_ns_ = RATECELL_NOW;
+    std::uint32_t tier_ = 0;
+};
+
+/// What a batch asks for besides its keys: a cost per key (1 each when
+/// none), a tier per key (tier 0 each when none), and the one time of
+/// every request (now). Setters chain: `Batch().costs(c).tiers(t).at(t0)`.
+class Batch {
+public:
+    Batch() = default;
+
+    Batch &costs(std::vector<std::uint64_t> costs) {
+        costs_ = std::move(costs);
+        return *this;
+    }
+    Batch &tiers(std::vector<std::uint32_t> tiers) {
+        tiers_ = std::move(tiers);
+        return *this;
+    }
+    Batch &at(std::uint64_t unix_ns) noexcept {
+        at_ns_ = unix_ns;
+        return *this;
+    }
+
+    const std::vector<std::uint64_t> &costs() const noexcept { return costs_; }
+    const std::vector<std::uint32_t> &tiers() const noexcept { return tiers_; }
+    std::uint64_t at() const noexcept { return at_ns_; }
+
+private:
+    std::vector<std::uint64_t> costs_;
+    std::vector<std::uint32_t> tiers_;
+    std::uint64_t at_ns_ = RATECELL_NOW;
+};
+
+/// What Limiter(Options) makes (ratecell_limiter_build): several limits
+/// checked as one, tiers, a shared region. Setters chain:
+///
+///     Limiter(Options().limit(per_second).limit(per_minute).names({"s", "m"}));
+///     Limiter(Options().tier({free}).tier({paid}));
+///     Limiter(Options().limit(cfg).shared("api", 0600));
+class Options {
+public:
+    Options() = default;
+
+    /// Adds a limit (limits without tiers): a request is admitted only
+    /// when every limit admits it.
+    Options &limit(const Config &config) {
+        limits_.push_back(config);
+        return *this;
+    }
+    /// Sets every limit at once.
+    Options &limits(std::vector<Config> limits) {
+        limits_ = std::move(limits);
+        return *this;
+    }
+    /// Adds a tier: its limits, the same limits in the same order as every
+    /// other tier's, with its own values. Tier i is the i-th added.
+    Options &tier(std::vector<Config> limits) {
+        tiers_.push_back(std::move(limits));
+        return *this;
+    }
+    /// One name per limit, kept for callers that report which limit
+    /// denied (Limiter::limit_name).
+    Options &names(std::vector<std::string> names) {
+        names_ = std::move(names);
+        return *this;
+    }
+    /// The table lies in the file `path` (a bare name under /dev/shm),
+    /// created with `mode` by the first process and attached by the
+    /// others: one limit across the processes of a machine.
+    Options &shared(std::string path, std::uint32_t mode = 0600) {
+        shared_ = std::move(path);
+        mode_ = mode;
+        return *this;
+    }
+
+    const std::vector<Config> &limits() const noexcept { return limits_; }
+    const std::vector<std::vector<Config>> &tiers() const noexcept { return tiers_; }
+    const std::vector<std::string> &names() const noexcept { return names_; }
+    const std::string &shared_path() const noexcept { return shared_; }
+    std::uint32_t shared_mode() const noexcept { return mode_; }
+
+private:
+    std::vector<Config> limits_;
+    std::vector<std::vector<Config>> tiers_;
+    std::vector<std::string> names_;
+    std::string shared_;
+    std::uint32_t mode_ = 0600;
+};
+
+namespace detail {
+inline const std::uint8_t *bytes(std::string_view key) noexcept {
+    return reinterpret_cast<const std::uint8_t *>(key.data());
+}
+
+/// The C request for a number key.
+inline ratecell_request raw_request(std::uint64_t key, const Request &r) noexcept {
+    ratecell_request c{};
+    c.size = static_cast<std::uint32_t>(sizeof c);
+    c.tier = r.tier();
+    c.key_id = key;
+    c.cost = r.cost();
+    c.at_ns = r.at();
+    return c;
+}
+
+/// The C request for a byte key (never NULL bytes: an empty key is a
+/// key of its own, not the number key 0).
+inline ratecell_request raw_request(std::string_view key, const Request &r) noexcept {
+    ratecell_request c = raw_request(std::uint64_t{0}, r);
+    c.key_bytes = key.data() != nullptr ? bytes(key) : bytes("");
+    c.key_len = key.size();
+    return c;
+}
+
+inline std::uint64_t nanos(std::chrono::nanoseconds d) noexcept {
+    return d.count() < 0 ? 0 : static_cast<std::uint64_t>(d.count());
+}
+
+/// An acquire's decision: a give-up (time-out, or a cost never
+/// admitted) is a denied decision, any other failure an Error.
+inline Decision acquired(ratecell_status s, const Decision &d) {
+    if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
+        check(s);
+    }
+    return d;
+}
+
+/// The calls that decide requests, shared by Limiter and Persisted:
+/// `Derived::handle()` is the C limiter (NULL when there is none, which
+/// every call reports as Error(RATECELL_NULL_ARGUMENT)).
+template <typename Derived>
+class Checks {
+public:
+    /// Decides one request for `key` (a number, or bytes: the number k is
+    /// the same key as its 8 little-endian bytes). A denied request is a
+    /// Decision with allowed == false; Error(RATECELL_INVALID_TIER) when
+    /// the tier is not below tiers() (nothing is checked then).
+    Decision check(std::uint64_t key, const Request &request = {}) const {
+        ratecell_request r = raw_request(key, request);
+        Decision d{};
+        detail::check(::ratecell_check(handle(), &r, &d));
+        return d;
+    }
+    Decision check(std::string_view key, const Request &request = {}) const {
+        ratecell_request r = raw_request(key, request);
+        Decision d{};
+        detail::check(::ratecell_check(handle(), &r, &d));
+        return d;
+    }
+
+    /// check with each limit's own decision and the denying limit's index.
+    MultiDecision check_each(std::uint64_t key, const Request &request = {}) const {
+        ratecell_request r = raw_request(key, request);
+        MultiDecision d{};
+        detail::check(::ratecell_check_each(handle(), &r, &d));
+        return d;
+    }
+    MultiDecision check_each(std::string_view key, const Request &request = {}) const {
+        ratecell_request r = raw_request(key, request);
+        MultiDecision d{};
+        detail::check(::ratecell_check_each(handle(), &r, &d));
+        return d;
+    }
+
+    /// Decides keys[i] (cost batch.costs()[i], tier batch.tiers()[i]) in
+    /// order with one clock read (or at batch.at()); returns every
+    /// decision. Every tier is checked first: one not below tiers() throws
+    /// Error(RATECELL_INVALID_TIER), nothing decided. Costs or tiers not
+    /// as many as the keys throw Error(RATECELL_INVALID_LENGTH).
+    std::vector<Decision> check_batch(const std::vector<std::uint64_t> &keys,
+                                      const Batch &batch = {}) const {
+        const std::vector<std::uint64_t> &costs = batch.costs();
+        const std::vector<std::uint32_t> &tiers = batch.tiers();
+        if (!costs.empty() && costs.size() != keys.size()) {
+            throw Error(RATECELL_INVALID_LENGTH,
+                        "check_batch: costs.size() = " + std::to_string(costs.size()) +
+                            " != keys.size() = " + std::to_string(keys.size()));
+        }
+        if (!tiers.empty() && tiers.size() != keys.size()) {
+            throw Error(RATECELL_INVALID_LENGTH,
+                        "check_batch: tiers.size() = " + std::to_string(tiers.size()) +
+                            " != keys.size() = " + std::to_string(keys.size()));
+        }
+        std::vector<Decision> decisions;
+        std::vector<std::uint8_t> allowed;
+        try {
+            decisions.resize(keys.size());
+            allowed.resize(keys.size());
+        } catch (const std::bad_alloc &) {
+            throw Error(RATECELL_OUT_OF_MEMORY);
+        } catch (const std::length_error &) {
+            throw Error(RATECELL_INVALID_LENGTH);
+        }
+        ratecell_batch b{};
+        b.size = static_cast<std::uint32_t>(sizeof b);
+        b.n = keys.size();
+        b.keys = keys.data();
+        b.costs = costs.empty() ? nullptr : costs.data();
+        b.tiers = tiers.empty() ? nullptr : tiers.data();
+        b.at_ns = batch.at();
+        detail::check(::ratecell_check_batch(handle(), &b, allowed.data(), decisions.data()));
+        return decisions;
+    }
+
+    /// Whether one request (cost 1, now, tier 0) for `key` is admitted:
+    /// check(key).allowed without the rest of the Decision, the fastest
+    /// call (a limiter of capacity 0 computes none of it).
+    bool allow(std::uint64_t key) const {
+        std::int32_t yes = ::ratecell_allow(handle(), key);
+        if (yes < 0) {
+            throw Error(static_cast<ratecell_status>(-yes));
+        }
+        return yes == 1;
+    }
+
+    /// Waits until the request is admitted, for at most `timeout`, on the
+    /// limiter's clock (the request's time is not used). Returns the
+    /// admitting decision, or, when it gives up (time-out, or a cost that
+    /// can never be admitted: retry_after_ns == UINT64_MAX), the last
+    /// denied one.
+    Decision acquire(std::uint64_t key, std::chrono::nanoseconds timeout,
+                     const Request &request = {}) const {
+        ratecell_request r = raw_request(key, request);
+        Decision d{};
+        return acquired(::ratecell_acquire(handle(), &r, nanos(timeout), &d), d);
+    }
+    Decision acquire(std::string_view key, std::chrono::nanoseconds timeout,
+                     const Request &request = {}) const {
+        ratecell_request r = raw_request(key, request);
+        Decision d{};
+        return acquired(::ratecell_acquire(handle(), &r, nanos(timeout), &d), d);
+    }
+
+    /// Forgets the key's state: its next request is a fresh key's.
+    void reset(std::uint64_t key) const {
+        ratecell_request r = raw_request(key, Request());
+        detail::check(::ratecell_reset(handle(), &r));
+    }
+    void reset(std::string_view key) const {
+        ratecell_request r = raw_request(key, Request());
+        detail::check(::ratecell_reset(handle(), &r));
+    }
+
+    /// How many tiers the limiter serves (1 when made without tiers; 0
+    /// when there is no limiter).
+    std::uint32_t tiers() const { return ::ratecell_limiter_tiers(handle()); }
+
+private:
+    const ratecell_limiter *handle() const {
+        return static_cast<const Derived *>(this)->handle();
+    }
+};
+}  // namespace detail
+
 /// A rate limiter (ratecell_limiter), owned. Move-only.
-class Limiter {
+class Limiter : public detail::Checks<Limiter> {
 public:
     /// Throws Error with the RATECELL_INVALID_* status naming the field, or
     /// RATECELL_OUT_OF_MEMORY.
@@ -177,30 +478,41 @@ public:
         detail::check(::ratecell_limiter_new(&config.raw(), &handle_));
     }
 
-    /// Several limits checked as one (ratecell_limiter_new_multi): a request
-    /// is admitted only when every limit admits it. `names` (optional, one
-    /// per limit) are kept here for callers that report which limit denied
-    /// (e.g. one HTTP header item per limit). Throws Error with the status
-    /// naming the field (RATECELL_INVALID_LENGTH for 0 or more than
-    /// RATECELL_MAX_LIMITS limits, or names.size() not matching).
-    explicit Limiter(const std::vector<Config> &limits,
-                     std::vector<std::string> names = {}) {
-        if (!names.empty() && names.size() != limits.size()) {
-            throw Error(RATECELL_INVALID_LENGTH);
+    /// The limiter `options` describes (ratecell_limiter_build): several
+    /// limits checked as one, tiers, a shared region. Throws Error with the
+    /// status naming the field (RATECELL_INVALID_LENGTH for no limit, more
+    /// than RATECELL_MAX_LIMITS or RATECELL_MAX_TIERS, tiers of unequal
+    /// lengths, both limit() and tier() given, or names not one per limit;
+    /// RATECELL_SHARED_* when a shared region does not fit).
+    explicit Limiter(const Options &options) {
+        const std::vector<std::vector<Config>> &tiers = options.tiers();
+        if (!tiers.empty() && !options.limits().empty()) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: both limits and tiers given");
         }
-        std::vector<ratecell_config> raw = detail::raw_configs(limits);
-        detail::check(::ratecell_limiter_new_multi(raw.data(), raw.size(), &handle_));
-        names_ = std::move(names);
-    }
-
-    /// The limiter whose table lies in the file `shared` (a bare name is
-    /// placed under /dev/shm), created with `mode` by the first process and
-    /// attached by the others: one limit across the processes of a machine
-    /// (ratecell_limiter_open_shared). Throws Error with a
-    /// RATECELL_SHARED_* status when the region does not fit.
-    Limiter(const Config &config, const std::string &shared, std::uint32_t mode = 0600) {
-        detail::check(::ratecell_limiter_open_shared_mode(shared.c_str(), &config.raw(), mode,
-                                                          &handle_));
+        std::size_t per_tier = 0;
+        std::vector<ratecell_config> raw = tiers.empty()
+                                               ? detail::raw_configs(options.limits())
+                                               : detail::tier_configs(tiers, per_tier);
+        std::size_t n_limits = tiers.empty() ? raw.size() : per_tier;
+        if (!options.names().empty() && options.names().size() != n_limits) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: names.size() = " +
+                                                     std::to_string(options.names().size()) +
+                                                     " != limits = " + std::to_string(n_limits));
+        }
+        if (n_limits == 0) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: no limit");
+        }
+        ratecell_options o{};
+        ::ratecell_options_init(&o);
+        o.configs = raw.data();
+        o.n_limits = n_limits;
+        o.n_tiers = tiers.size();
+        if (!options.shared_path().empty()) {
+            o.shared_path = options.shared_path().c_str();
+            o.shared_mode = options.shared_mode();
+        }
+        detail::check(::ratecell_limiter_build(&o, &handle_));
+        names_ = options.names();
     }
 
     ~Limiter() { ::ratecell_limiter_free(handle_); }
@@ -234,28 +546,6 @@ public:
             raw.push_back(c.raw());
         }
         detail::check(::ratecell_limiter_reconfigure(handle_, raw.data(), raw.size()));
-    }
-
-    /// check with each limit's own decision and the denying index.
-    MultiDecision check_each(std::uint64_t key, std::uint64_t cost = 1) const {
-        MultiDecision d{};
-        detail::check(::ratecell_check_each(handle_, key, cost, &d));
-        return d;
-    }
-
-    /// check_each at the caller's time (UNIX ns).
-    MultiDecision check_each_at(std::uint64_t key, std::uint64_t cost,
-                                std::uint64_t now_ns) const {
-        MultiDecision d{};
-        detail::check(::ratecell_check_each_at(handle_, key, cost, now_ns, &d));
-        return d;
-    }
-
-    /// check_each for a byte-string key.
-    MultiDecision check_bytes_each(std::string_view key, std::uint64_t cost = 1) const {
-        MultiDecision d{};
-        detail::check(::ratecell_check_bytes_each(handle_, bytes(key), key.size(), cost, &d));
-        return d;
     }
 
     /// The name given to limit `index` ("" when none was given).
@@ -308,35 +598,7 @@ public:
         return back;
     }
 
-    /// A keyed limiter serving tiers (free, paid, internal...), one config
-    /// per tier (ratecell_limiter_new_tiered); each check names the key's
-    /// tier (check_tier; check_batch_tier a tier per request,
-    /// acquire_tier), and every call that names none is tier 0's, the
-    /// default tier. A
-    /// key whose tier changes keeps what it spent, read by its new tier's
-    /// limits (docs/ALGORITHMS.md, "A quota per tier"). Throws Error with
-    /// RATECELL_INVALID_LENGTH for 0 or more than RATECELL_MAX_TIERS tiers,
-    /// or the status naming the field in which a tier may not differ.
-    static Limiter tiered(const std::vector<Config> &tiers) {
-        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
-        ratecell_limiter *l = nullptr;
-        detail::check(::ratecell_limiter_new_tiered(raw.data(), raw.size(), &l));
-        return Limiter(l);
-    }
-
-    /// Tiers of several limits each (ratecell_limiter_new_tiered_multi):
-    /// every tier lists the same limits in the same order, with its own
-    /// values; RATECELL_INVALID_LENGTH when they are not as many.
-    static Limiter tiered(const std::vector<std::vector<Config>> &tiers) {
-        std::size_t per_tier = 0;
-        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
-        ratecell_limiter *l = nullptr;
-        detail::check(
-            ::ratecell_limiter_new_tiered_multi(raw.data(), per_tier, tiers.size(), &l));
-        return Limiter(l);
-    }
-
-    /// A tiered limiter (as tiered makes it) from the snapshot file at
+    /// A tiered limiter (as Options().tier(...) makes it) from the snapshot file at
     /// `path` (ratecell_limiter_restore_tiered): the snapshot must hold the
     /// same tiers of the same limits, else Error with
     /// RATECELL_SNAPSHOT_CONFIG_MISMATCH (also for a snapshot of a limiter
@@ -360,86 +622,6 @@ public:
         return Limiter(l);
     }
 
-    /// How many tiers this limiter serves (1 when made without tiers).
-    std::uint32_t tiers() const noexcept { return ::ratecell_limiter_tiers(handle_); }
-
-    /// Decides a request of `cost` for `key` under tier `tier`'s limits,
-    /// now. Throws Error(RATECELL_INVALID_TIER) when `tier` is not below
-    /// tiers() (nothing is checked then).
-    Decision check_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost = 1) const {
-        Decision d{};
-        detail::check(::ratecell_check_tier(handle_, key, tier, cost, &d));
-        return d;
-    }
-
-    /// check_tier at the caller's time (UNIX ns).
-    Decision check_tier_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
-                           std::uint64_t now_ns) const {
-        Decision d{};
-        detail::check(::ratecell_check_tier_at(handle_, key, tier, cost, now_ns, &d));
-        return d;
-    }
-
-    /// check_tier for a byte-string key.
-    Decision check_bytes_tier(std::string_view key, std::uint32_t tier,
-                              std::uint64_t cost = 1) const {
-        Decision d{};
-        detail::check(
-            ::ratecell_check_bytes_tier(handle_, bytes(key), key.size(), tier, cost, &d));
-        return d;
-    }
-
-    /// check_bytes_tier at the caller's time (UNIX ns).
-    Decision check_bytes_tier_at(std::string_view key, std::uint32_t tier, std::uint64_t cost,
-                                 std::uint64_t now_ns) const {
-        Decision d{};
-        detail::check(::ratecell_check_bytes_tier_at(handle_, bytes(key), key.size(), tier,
-                                                     cost, now_ns, &d));
-        return d;
-    }
-
-    /// check_tier_at with each limit's own decision and the denying index.
-    MultiDecision check_tier_each_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
-                                     std::uint64_t now_ns) const {
-        MultiDecision d{};
-        detail::check(::ratecell_check_tier_each_at(handle_, key, tier, cost, now_ns, &d));
-        return d;
-    }
-
-    /// check_batch with a tier per request: keys[i] under tier tiers[i]
-    /// (ratecell_check_batch_tier). Every tier is checked first: one not
-    /// below tiers() throws Error(RATECELL_INVALID_TIER), nothing decided.
-    std::vector<Decision> check_batch_tier(const std::vector<std::uint64_t> &keys,
-                                           const std::vector<std::uint32_t> &tiers,
-                                           const std::vector<std::uint64_t> &costs = {}) const {
-        return batch(keys, costs, nullptr, &tiers);
-    }
-
-    std::vector<Decision> check_batch_tier_at(const std::vector<std::uint64_t> &keys,
-                                              const std::vector<std::uint32_t> &tiers,
-                                              const std::vector<std::uint64_t> &costs,
-                                              std::uint64_t now_ns) const {
-        return batch(keys, costs, &now_ns, &tiers);
-    }
-
-    /// acquire under tier `tier`'s limits (ratecell_acquire_tier). Throws
-    /// Error(RATECELL_INVALID_TIER) at once when `tier` is not below
-    /// tiers().
-    Decision acquire_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
-                          std::chrono::nanoseconds timeout) const {
-        Decision d{};
-        return acquired(::ratecell_acquire_tier(handle_, key, tier, cost, timeout_ns(timeout), &d),
-                        d);
-    }
-
-    Decision acquire_bytes_tier(std::string_view key, std::uint32_t tier, std::uint64_t cost,
-                                std::chrono::nanoseconds timeout) const {
-        Decision d{};
-        return acquired(::ratecell_acquire_bytes_tier(handle_, bytes(key), key.size(), tier, cost,
-                                                      timeout_ns(timeout), &d),
-                        d);
-    }
-
     /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
     void save(const std::string &path) const {
         detail::check(::ratecell_snapshot_save(handle_, path.c_str()));
@@ -448,87 +630,6 @@ public:
     /// save, judging which states are live at the caller's time (UNIX ns).
     void save_at(const std::string &path, std::uint64_t now_ns) const {
         detail::check(::ratecell_snapshot_save_at(handle_, path.c_str(), now_ns));
-    }
-
-    /// Decides a request of `cost` for `key` now (cost 0: a peek).
-    Decision check(std::uint64_t key, std::uint64_t cost = 1) const {
-        Decision d{};
-        detail::check(::ratecell_check(handle_, key, cost, &d));
-        return d;
-    }
-
-    /// Decides at the caller's time (UNIX ns).
-    Decision check_at(std::uint64_t key, std::uint64_t cost, std::uint64_t now_ns) const {
-        Decision d{};
-        detail::check(::ratecell_check_at(handle_, key, cost, now_ns, &d));
-        return d;
-    }
-
-    /// Whether one request (cost 1) for `key` is admitted now: check(key).allowed
-    /// without the rest of the Decision (a limiter of capacity 0 computes none
-    /// of it).
-    bool allow(std::uint64_t key) const {
-        bool allowed = false;
-        detail::check(::ratecell_allow(handle_, key, &allowed));
-        return allowed;
-    }
-
-    /// allow at the caller's time (UNIX ns).
-    bool allow_at(std::uint64_t key, std::uint64_t now_ns) const {
-        bool allowed = false;
-        detail::check(::ratecell_allow_at(handle_, key, now_ns, &allowed));
-        return allowed;
-    }
-
-    /// Decides for a byte-string key (the u64 key k is its 8 LE bytes).
-    Decision check_bytes(std::string_view key, std::uint64_t cost = 1) const {
-        Decision d{};
-        detail::check(::ratecell_check_bytes(handle_, bytes(key), key.size(), cost, &d));
-        return d;
-    }
-
-    Decision check_bytes_at(std::string_view key, std::uint64_t cost,
-                            std::uint64_t now_ns) const {
-        Decision d{};
-        detail::check(
-            ::ratecell_check_bytes_at(handle_, bytes(key), key.size(), cost, now_ns, &d));
-        return d;
-    }
-
-    /// Decides keys[i] (cost costs[i], or 1 each when `costs` is empty)
-    /// with one clock read; returns every decision.
-    std::vector<Decision> check_batch(const std::vector<std::uint64_t> &keys,
-                                      const std::vector<std::uint64_t> &costs = {}) const {
-        return batch(keys, costs, nullptr);
-    }
-
-    std::vector<Decision> check_batch_at(const std::vector<std::uint64_t> &keys,
-                                         const std::vector<std::uint64_t> &costs,
-                                         std::uint64_t now_ns) const {
-        return batch(keys, costs, &now_ns);
-    }
-
-    /// Waits until admitted, for at most `timeout`. Returns the admitting
-    /// decision, or, when it gives up (time-out, or a cost that can never
-    /// be admitted: retry_after_ns == UINT64_MAX), the last denied one.
-    Decision acquire(std::uint64_t key, std::uint64_t cost,
-                     std::chrono::nanoseconds timeout) const {
-        Decision d{};
-        return acquired(::ratecell_acquire(handle_, key, cost, timeout_ns(timeout), &d), d);
-    }
-
-    Decision acquire_bytes(std::string_view key, std::uint64_t cost,
-                           std::chrono::nanoseconds timeout) const {
-        Decision d{};
-        return acquired(::ratecell_acquire_bytes(handle_, bytes(key), key.size(), cost,
-                                                 timeout_ns(timeout), &d),
-                        d);
-    }
-
-    void reset_key(std::uint64_t key) const { detail::check(::ratecell_reset_key(handle_, key)); }
-
-    void reset_bytes(std::string_view key) const {
-        detail::check(::ratecell_reset_bytes(handle_, bytes(key), key.size()));
     }
 
     Stats stats() const {
@@ -552,66 +653,8 @@ public:
     }
 
 private:
-    static const std::uint8_t *bytes(std::string_view key) noexcept {
-        return reinterpret_cast<const std::uint8_t *>(key.data());
-    }
-
-    static std::uint64_t timeout_ns(std::chrono::nanoseconds timeout) noexcept {
-        return timeout.count() < 0 ? 0 : static_cast<std::uint64_t>(timeout.count());
-    }
-
-    /// An acquire's decision: a give-up (time-out, or a cost never
-    /// admitted) is a denied decision, any other failure an Error.
-    static Decision acquired(ratecell_status s, const Decision &d) {
-        if (s != RATECELL_TIMED_OUT && s != RATECELL_COST_EXCEEDS_LIMIT) {
-            detail::check(s);
-        }
-        return d;
-    }
-
-    /// Every batch; `tiers` null is the untiered one.
-    std::vector<Decision> batch(const std::vector<std::uint64_t> &keys,
-                                const std::vector<std::uint64_t> &costs,
-                                const std::uint64_t *now_ns,
-                                const std::vector<std::uint32_t> *tiers = nullptr) const {
-        if (tiers != nullptr && tiers->size() != keys.size()) {
-            throw Error(RATECELL_INVALID_LENGTH,
-                        "check_batch_tier: tiers.size() = " + std::to_string(tiers->size()) +
-                            " != keys.size() = " + std::to_string(keys.size()));
-        }
-        if (!costs.empty() && costs.size() != keys.size()) {
-            throw Error(RATECELL_INVALID_LENGTH,
-                        "check_batch: costs.size() = " + std::to_string(costs.size()) +
-                            " != keys.size() = " + std::to_string(keys.size()));
-        }
-        std::vector<Decision> decisions;
-        std::vector<std::uint8_t> allowed;
-        try {
-            decisions.resize(keys.size());
-            allowed.resize(keys.size());
-        } catch (const std::bad_alloc &) {
-            throw Error(RATECELL_OUT_OF_MEMORY);
-        } catch (const std::length_error &) {
-            throw Error(RATECELL_INVALID_LENGTH);
-        }
-        const std::uint64_t *c = costs.empty() ? nullptr : costs.data();
-        if (tiers != nullptr) {
-            detail::check(
-                now_ns != nullptr
-                    ? ::ratecell_check_batch_tier_at(handle_, keys.data(), tiers->data(), c,
-                                                     keys.size(), *now_ns, allowed.data(),
-                                                     decisions.data())
-                    : ::ratecell_check_batch_tier(handle_, keys.data(), tiers->data(), c,
-                                                  keys.size(), allowed.data(), decisions.data()));
-            return decisions;
-        }
-        detail::check(now_ns != nullptr
-                          ? ::ratecell_check_batch_at(handle_, keys.data(), c, keys.size(),
-                                                      *now_ns, allowed.data(), decisions.data())
-                          : ::ratecell_check_batch(handle_, keys.data(), c, keys.size(),
-                                                   allowed.data(), decisions.data()));
-        return decisions;
-    }
+    friend class detail::Checks<Limiter>;
+    const ratecell_limiter *handle() const noexcept { return handle_; }
 
     explicit Limiter(ratecell_limiter *adopted) noexcept : handle_(adopted) {}
 
@@ -624,7 +667,7 @@ private:
 /// restored from it (if it exists) when made: crash-safe limits in one
 /// line. Move-only. Closing (or destroying) stops the thread and saves a
 /// last time; close() reports that save's failure by throwing.
-class Persisted {
+class Persisted : public detail::Checks<Persisted> {
 public:
     /// Throws Error (RATECELL_SNAPSHOT_* for a file that exists but cannot
     /// be restored, RATECELL_INVALID_* for the configuration).
@@ -643,12 +686,12 @@ public:
                                                       nanos(every), &handle_));
     }
 
-    /// A tiered limiter (Limiter::tiered), one config per tier, saved every
+    /// A tiered limiter (Limiter(Options().tier(...)...)), one config per tier, saved every
     /// period with every tier (ratecell_persisted_open_tiered): restored
     /// from `path` if the file exists, else made fresh. A file of other
     /// tiers, another number of them, or of a limiter made without tiers
-    /// throws Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH). Check it with
-    /// check_tier*; the calls that name no tier are tier 0's.
+    /// throws Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH). Name a request's tier
+    /// with Request().tier(t); a request that names none is tier 0's.
     static Persisted tiered(const std::vector<Config> &tiers, const std::string &path,
                             std::chrono::nanoseconds every) {
         std::vector<ratecell_config> raw = detail::raw_configs(tiers);
@@ -658,7 +701,7 @@ public:
         return Persisted(p);
     }
 
-    /// Tiers of several limits each (Limiter::tiered of several): every
+    /// Tiers of several limits each: every
     /// tier lists the same limits in the same order, with its own values.
     static Persisted tiered(const std::vector<std::vector<Config>> &tiers,
                             const std::string &path, std::chrono::nanoseconds every) {
@@ -690,56 +733,6 @@ public:
         return l;
     }
 
-    /// Decides a request of `cost` for `key` now.
-    Decision check(std::uint64_t key, std::uint64_t cost = 1) const {
-        Decision d{};
-        detail::check(::ratecell_check(get(), key, cost, &d));
-        return d;
-    }
-
-    /// Decides at the caller's time (UNIX ns).
-    Decision check_at(std::uint64_t key, std::uint64_t cost, std::uint64_t now_ns) const {
-        Decision d{};
-        detail::check(::ratecell_check_at(get(), key, cost, now_ns, &d));
-        return d;
-    }
-
-    /// check with each limit's own decision and the denying index.
-    MultiDecision check_each_at(std::uint64_t key, std::uint64_t cost,
-                                std::uint64_t now_ns) const {
-        MultiDecision d{};
-        detail::check(::ratecell_check_each_at(get(), key, cost, now_ns, &d));
-        return d;
-    }
-
-    /// How many tiers the limiter serves (1 when made without tiers).
-    std::uint32_t tiers() const { return ::ratecell_limiter_tiers(get()); }
-
-    /// Decides a request of `cost` for `key` under tier `tier`'s limits,
-    /// now. Throws Error(RATECELL_INVALID_TIER) when `tier` is not below
-    /// tiers().
-    Decision check_tier(std::uint64_t key, std::uint32_t tier, std::uint64_t cost = 1) const {
-        Decision d{};
-        detail::check(::ratecell_check_tier(get(), key, tier, cost, &d));
-        return d;
-    }
-
-    /// check_tier at the caller's time (UNIX ns).
-    Decision check_tier_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
-                           std::uint64_t now_ns) const {
-        Decision d{};
-        detail::check(::ratecell_check_tier_at(get(), key, tier, cost, now_ns, &d));
-        return d;
-    }
-
-    /// check_tier_at with each limit's own decision and the denying index.
-    MultiDecision check_tier_each_at(std::uint64_t key, std::uint32_t tier, std::uint64_t cost,
-                                     std::uint64_t now_ns) const {
-        MultiDecision d{};
-        detail::check(::ratecell_check_tier_each_at(get(), key, tier, cost, now_ns, &d));
-        return d;
-    }
-
     /// Saves now, in the calling thread.
     void save() const { detail::check(::ratecell_persisted_save(handle_)); }
 
@@ -750,9 +743,10 @@ public:
 private:
     explicit Persisted(ratecell_persisted *adopted) noexcept : handle_(adopted) {}
 
-    static std::uint64_t nanos(std::chrono::nanoseconds every) {
-        return every.count() < 0 ? 0 : static_cast<std::uint64_t>(every.count());
-    }
+    friend class detail::Checks<Persisted>;
+    const ratecell_limiter *handle() const { return get(); }
+
+    static std::uint64_t nanos(std::chrono::nanoseconds every) { return detail::nanos(every); }
 
     ratecell_persisted *handle_ = nullptr;
 };

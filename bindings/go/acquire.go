@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// Acquire waits until a request of cost for key is admitted and returns
-// the admitting decision. For the leaky bucket it then also waits out the
+// Acquire waits until r is admitted and returns the admitting decision,
+// on the limiter's clock (r.At is not used). For the leaky bucket it then also waits out the
 // decision's Wait (its turn in the queue), so the caller may act as soon as
-// Acquire returns. A limiter of capacity 0 ignores key.
+// Acquire returns. A limiter of capacity 0 ignores the key; a tier the
+// limiter does not have gives ErrInvalidTier at once.
 //
 // Between checks it sleeps for the decision's RetryAfter, never spinning.
 // It gives up:
@@ -41,13 +42,14 @@ import (
 // For the leaky bucket under a context with a deadline, each attempt first
 // peeks (a cost-0 check, counted in Stats) so as not to take a queue place
 // it could not wait for.
-func (l *Limiter) Acquire(ctx context.Context, key, cost uint64) (Decision, error) {
-	return l.acquire(ctx, "acquire", cost, func(c uint64) (Decision, error) { return l.Check(key, c) })
-}
-
-// AcquireBytes is Acquire for a byte-string key (see CheckBytes).
-func (l *Limiter) AcquireBytes(ctx context.Context, key []byte, cost uint64) (Decision, error) {
-	return l.acquire(ctx, "acquire bytes", cost, func(c uint64) (Decision, error) { return l.CheckBytes(key, c) })
+func (l *Limiter) Acquire(ctx context.Context, r Request) (Decision, error) {
+	cost := uint64(r.cost())
+	r.At = 0 // the limiter's clock: waiting needs the time to pass
+	return l.acquire(ctx, "acquire", cost, func(c uint64) (Decision, error) {
+		req := r
+		req.Cost, req.Peek = c, c == 0
+		return l.Check(req)
+	})
 }
 
 func (l *Limiter) acquire(ctx context.Context, op string, cost uint64, check func(uint64) (Decision, error)) (Decision, error) {

@@ -16,10 +16,10 @@ func TestACopiedLimiterSharesOneHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp := *lim // a copy by value, as a careless caller would make
-	if d, err := cp.CheckAt(1, 1, 1); err != nil || !d.Allowed {
+	if d, err := cp.Check(Request{Key: Uint64Key(1), At: 1}); err != nil || !d.Allowed {
 		t.Fatalf("the copy checks the same limiter: %+v, %v", d, err)
 	}
-	if d, _ := lim.CheckAt(1, 1, 1); !d.Allowed || d.Remaining != 0 {
+	if d, _ := lim.Check(Request{Key: Uint64Key(1), At: 1}); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("the original sees the copy's request: %+v", d)
 	}
 	if err := cp.Close(); err != nil {
@@ -27,7 +27,7 @@ func TestACopiedLimiterSharesOneHandle(t *testing.T) {
 	}
 	// Closing the copy closed the one handle: the original says so, and
 	// does not touch freed memory.
-	if _, err := lim.CheckAt(1, 1, 1); !errors.Is(err, ErrClosed) {
+	if _, err := lim.Check(Request{Key: Uint64Key(1), At: 1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after the copy's Close: %v, want ErrClosed", err)
 	}
 	if err := lim.Close(); err != nil {
@@ -50,7 +50,7 @@ func TestTheOriginalsCleanupDoesNotFreeUnderACopy(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// The handle lives while a copy does.
-	if _, err := cp.CheckAt(1, 1, 1); err != nil {
+	if _, err := cp.Check(Request{Key: Uint64Key(1), At: 1}); err != nil {
 		t.Fatalf("the copy after the original was collected: %v", err)
 	}
 	cp.Close()
@@ -58,10 +58,10 @@ func TestTheOriginalsCleanupDoesNotFreeUnderACopy(t *testing.T) {
 
 func TestAZeroValueLimiterIsClosed(t *testing.T) {
 	var zero Limiter
-	if _, err := zero.Check(1, 1); !errors.Is(err, ErrClosed) {
+	if _, err := zero.Check(Request{Key: Uint64Key(1)}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Check on Limiter{}: %v, want ErrClosed", err)
 	}
-	if _, err := zero.Acquire(t.Context(), 1, 1); !errors.Is(err, ErrClosed) {
+	if _, err := zero.Acquire(t.Context(), Request{Key: Uint64Key(1)}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Acquire on Limiter{}: %v, want ErrClosed", err)
 	}
 	if _, err := zero.Stats(); !errors.Is(err, ErrClosed) {

@@ -10,8 +10,8 @@ import (
 )
 
 // Per-user limits: 5 requests per second each, for up to 100 000 users.
-// Explicit times (CheckAt) make the output deterministic; Check reads the
-// limiter's clock instead.
+// Explicit times (Request.At) make the output deterministic; a request
+// without one is decided at the limiter's clock.
 func Example() {
 	lim, err := ratecell.New(ratecell.Config{
 		Algorithm: ratecell.SlidingWindow,
@@ -26,7 +26,7 @@ func Example() {
 
 	now := uint64(1_700_000_000_000_000_000) // UNIX ns, on a second boundary
 	for i := 0; i < 7; i++ {
-		d, _ := lim.CheckAt(42, 1, now)
+		d, _ := lim.Check(ratecell.Request{Key: ratecell.Uint64Key(42), At: now})
 		fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
 	}
 	// Output:
@@ -61,9 +61,9 @@ func ExampleLimiter_Acquire() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := lim.Acquire(ctx, 0, 1)
+	_, err := lim.Acquire(ctx, ratecell.Request{})
 	fmt.Println("first:", err)
-	d, err := lim.Acquire(ctx, 0, 1) // the next token is an hour away
+	d, err := lim.Acquire(ctx, ratecell.Request{}) // the next token is an hour away
 	fmt.Println("second:", errors.Is(err, ratecell.ErrTimedOut), errors.Is(err, context.DeadlineExceeded), d.RetryAfter > time.Minute)
 	// Output:
 	// first: <nil>
@@ -71,16 +71,34 @@ func ExampleLimiter_Acquire() {
 }
 
 // A batch decides many keys in one call into the library.
-func ExampleLimiter_CheckBatchAt() {
+func ExampleLimiter_CheckBatch() {
 	lim, _ := ratecell.New(ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 2, Period: time.Minute, Capacity: 1000})
 	defer lim.Close()
 
 	keys := []uint64{7, 7, 7, 8}
 	allowed := make([]bool, len(keys))
-	if err := lim.CheckBatchAt(keys, nil, 1_700_000_000_000_000_000, allowed, nil); err != nil {
+	if err := lim.CheckBatch(ratecell.Batch{Keys: keys, At: 1_700_000_000_000_000_000}, allowed, nil); err != nil {
 		panic(err)
 	}
 	fmt.Println(allowed)
 	// Output:
 	// [true true false true]
+}
+
+// One request shape: a key (a number, bytes or a string), and only what
+// differs from cost 1, now, tier 0.
+func ExampleRequest() {
+	lim, _ := ratecell.NewWith(ratecell.Options{Tiers: [][]ratecell.Config{
+		{{Algorithm: ratecell.FixedWindow, Limit: 2, Period: time.Minute, Capacity: 1000}},  // free
+		{{Algorithm: ratecell.FixedWindow, Limit: 20, Period: time.Minute, Capacity: 1000}}, // paid
+	}})
+	defer lim.Close()
+
+	const t0 = 1_700_000_000_000_000_000
+	free, _ := lim.Check(ratecell.Request{Key: ratecell.StringKey("alice"), Cost: 2, At: t0})
+	paid, _ := lim.Check(ratecell.Request{Key: ratecell.StringKey("bob"), Cost: 2, At: t0, Tier: 1})
+	peek, _ := lim.Check(ratecell.Request{Key: ratecell.StringKey("alice"), Peek: true, At: t0})
+	fmt.Println(free.Remaining, paid.Remaining, peek.Allowed)
+	// Output:
+	// 0 18 false
 }

@@ -57,7 +57,7 @@ func BenchmarkGuard(b *testing.B) {
 			l := guardLimiter(b, c.capacity)
 			guardTimed(b, func(n int) {
 				for i := 0; i < n; i++ {
-					l.CheckAt(uint64(i&1023), 1, uint64(i))
+					l.Check(Request{Key: Uint64Key(uint64(i & 1023)), At: uint64(i)})
 				}
 			})
 		})
@@ -74,7 +74,7 @@ func BenchmarkGuard(b *testing.B) {
 		l := guardLimiter(b, 0)
 		b.RunParallel(func(pb *testing.PB) {
 			for i := uint64(0); pb.Next(); i++ {
-				l.CheckAt(0, 1, i)
+				l.Check(Request{At: i})
 			}
 		})
 	})

@@ -1,10 +1,35 @@
 package ratecell
 
-// This file owns several limits checked as one: NewMulti, the per-limit
-// answer (MultiDecision) and the limits' names.
+// This file owns the limiters New does not make (NewWith: several limits
+// checked as one, tiers, a shared region), the per-limit answer
+// (MultiDecision) and the limits' names.
 
 /*
+#cgo noescape rc_build
+#cgo nocallback rc_build
+#cgo noescape rc_check_each
+#cgo nocallback rc_check_each
+#include <stdlib.h>
 #include "ratecell.h"
+
+// The options, built here: Go memory handed to C may not hold Go pointers,
+// and a ratecell_options holding the Go slice of configs would.
+static inline ratecell_status rc_build(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, ratecell_limiter **out) {
+	struct ratecell_options o;
+	ratecell_options_init(&o);
+	o.configs = configs;
+	o.n_limits = n_limits;
+	o.n_tiers = n_tiers;
+	o.shared_path = shared_path;
+	o.shared_mode = shared_mode;
+	return ratecell_limiter_build(&o, out);
+}
+
+// As rc_check (ratecell.go), for ratecell_check_each.
+static inline ratecell_status rc_check_each(uintptr_t h, uint64_t id, const uint8_t *bytes, size_t n, uint32_t tier, uint64_t cost, uint64_t at_ns, struct ratecell_multi_decision *out) {
+	struct ratecell_request r = {sizeof r, tier, id, bytes, bytes ? n : 0, cost, at_ns};
+	return ratecell_check_each((const ratecell_limiter *)h, &r, out);
+}
 */
 import "C"
 
@@ -12,7 +37,7 @@ import (
 	"unsafe"
 )
 
-// MaxLimits is the most limits NewMulti takes (RATECELL_MAX_LIMITS).
+// MaxLimits is the most limits one limiter checks (RATECELL_MAX_LIMITS).
 const MaxLimits = C.RATECELL_MAX_LIMITS
 
 // Limit is one of several limits checked as one, with an optional Name
@@ -26,7 +51,7 @@ type Limit struct {
 // MultiDecision is one request's answer from several limits: the combined
 // Decision (what Check returns), the index of the limit that denied (-1
 // when none did) and every limit's own decision, in the order given to
-// NewMulti.
+// Options.Limits.
 //
 // The combined decision is admitted only when every limit admits; its
 // Remaining is the least over the limits (Limit that limit's), each on its
@@ -40,29 +65,84 @@ type MultiDecision struct {
 	Limits   []Decision
 }
 
-// NewMulti makes a limiter enforcing every one of limits (1 to MaxLimits,
-// any algorithms mixed) as one: a request is admitted only when every limit
-// admits it, and only then is anything stored. Every method of Limiter
-// works on it and returns the combined decision; CheckEach also returns
-// each limit's. All limits share Capacity, Overflow and Clock: a mismatch
-// gives the error naming that field (ErrInvalidCapacity, ...); no limits
-// or too many give ErrInvalidLength.
-func NewMulti(limits []Limit) (*Limiter, error) {
-	configs, leaky, err := cConfigs("new_multi", limits)
+// Options describes the limiter NewWith makes: Limits, or Tiers, and
+// where its table lies. The zero value of every optional field is its
+// default.
+type Options struct {
+	// Limits are checked as one (1 to MaxLimits, any algorithms mixed): a
+	// request is admitted only when every limit admits it, and only then
+	// is anything stored. Every check returns the combined decision;
+	// CheckEach also returns each limit's. All limits share Capacity,
+	// Overflow and Clock: a mismatch gives the error naming that field
+	// (ErrInvalidCapacity, ...). Leave it empty when Tiers is set.
+	Limits []Limit
+	// Tiers (1 to MaxTiers) make a keyed limiter serving a quota per tier
+	// (free, paid, internal...): tier t's limits are Tiers[t], the same
+	// limits in the same order in every tier, with their own values. Each
+	// request names its key's tier (Request.Tier, 0 by default). A key
+	// whose tier changes keeps its state, read by its new tier's limits
+	// (docs/ALGORITHMS.md, "A quota per tier"), so tiers may differ in
+	// limit, burst and the period of GCRA, LeakyBucket and TokenBucket,
+	// not in algorithm, a window's period, SubWindows, a SlidingLog's
+	// limit, Capacity, Overflow or Clock (the error names the field).
+	Tiers [][]Config
+	// Shared, when not empty, puts the table in this file (a bare name is
+	// placed under /dev/shm), shared by every process on the machine that
+	// opens it, in any language: one limit across processes. Needs one
+	// limit of Capacity >= 1 and a word algorithm, no tiers
+	// (ErrSharedUnsupported otherwise).
+	Shared string
+	// SharedMode is the permission bits of a region NewWith creates (0
+	// means 0600). An existing region keeps its mode.
+	SharedMode uint32
+}
+
+// NewWith makes the limiter o describes (ratecell_limiter_build). No
+// limits, too many, both Limits and Tiers, or tiers of unequal lengths
+// give ErrInvalidLength; an invalid field, the error naming it. Close the
+// limiter when done, as one made by New.
+func NewWith(o Options) (*Limiter, error) {
+	const op = "new"
+	var (
+		configs  []C.struct_ratecell_config
+		perTier  int
+		leaky    bool
+		err      error
+		names    []Limit
+		numTiers int
+	)
+	switch {
+	case len(o.Tiers) > 0 && len(o.Limits) > 0:
+		return nil, &Error{Op: op, Status: StatusInvalidLength}
+	case len(o.Tiers) > 0:
+		configs, perTier, leaky, err = cTiers(op, o.Tiers)
+		numTiers = len(o.Tiers)
+	default:
+		configs, leaky, err = cConfigs(op, o.Limits)
+		perTier = len(configs)
+		names = o.Limits
+	}
 	if err != nil {
 		return nil, err
 	}
+	var path *C.char
+	if o.Shared != "" {
+		path = C.CString(o.Shared)
+		defer C.free(unsafe.Pointer(path))
+	}
 	var handle *C.ratecell_limiter
-	status := C.ratecell_limiter_new_multi(&configs[0], C.size_t(len(configs)), &handle)
-	if err := statusError("new_multi", status); err != nil {
+	status := C.rc_build(&configs[0], C.size_t(perTier), C.size_t(numTiers), path, C.uint32_t(o.SharedMode), &handle)
+	if err := statusError(op, status); err != nil {
 		return nil, err
 	}
 	l := wrap(handle, leaky)
-	l.core.limits = append([]Limit(nil), limits...)
+	if len(names) > 0 {
+		l.core.limits = append([]Limit(nil), names...)
+	}
 	return l, nil
 }
 
-// LimitName is the Name given to limit i by NewMulti ("" when none).
+// LimitName is the Name given to limit i in Options.Limits ("" when none).
 func (l *Limiter) LimitName(i int) string {
 	if l == nil || l.core == nil || i < 0 || i >= len(l.core.limits) {
 		return ""
@@ -71,7 +151,7 @@ func (l *Limiter) LimitName(i int) string {
 }
 
 // Limits returns the limits the limiter enforces, in order: a copy of
-// those given to NewMulti, or the one limit of New (its Config, no Name).
+// Options.Limits, or the one limit of New (its Config, no Name).
 func (l *Limiter) Limits() ([]Limit, error) {
 	if l != nil && l.core != nil && l.core.limits != nil {
 		return append([]Limit(nil), l.core.limits...), nil
@@ -84,55 +164,15 @@ func (l *Limiter) Limits() ([]Limit, error) {
 }
 
 // CheckEach is Check with each limit's own decision and the denying index
-// (on a limiter made by New: one limit).
-func (l *Limiter) CheckEach(key, cost uint64) (MultiDecision, error) {
-	return l.checkEach(key, cost, 0, false)
-}
-
-// CheckEachAt is CheckEach at the caller's time nowNs (UNIX nanoseconds).
-func (l *Limiter) CheckEachAt(key, cost, nowNs uint64) (MultiDecision, error) {
-	return l.checkEach(key, cost, nowNs, true)
-}
-
-// CheckBytesEach is CheckEach for a byte-string key (as CheckBytes).
-func (l *Limiter) CheckBytesEach(key []byte, cost uint64) (MultiDecision, error) {
-	return l.checkBytesEach(key, cost, 0, false)
-}
-
-// CheckBytesEachAt is CheckBytesEach at the caller's time nowNs (UNIX
-// nanoseconds).
-func (l *Limiter) CheckBytesEachAt(key []byte, cost, nowNs uint64) (MultiDecision, error) {
-	return l.checkBytesEach(key, cost, nowNs, true)
-}
-
-func (l *Limiter) checkBytesEach(key []byte, cost, nowNs uint64, at bool) (MultiDecision, error) {
-	h, err := l.enter()
+// (on a limiter of one limit: one).
+func (l *Limiter) CheckEach(r Request) (MultiDecision, error) {
+	h, err := l.enterAddr()
 	if err != nil {
 		return MultiDecision{}, err
 	}
 	var m C.struct_ratecell_multi_decision
-	var status C.ratecell_status
-	if at {
-		status = C.ratecell_check_bytes_each_at(h, bytesPtr(key), C.size_t(len(key)), C.uint64_t(cost), C.uint64_t(nowNs), &m)
-	} else {
-		status = C.ratecell_check_bytes_each(h, bytesPtr(key), C.size_t(len(key)), C.uint64_t(cost), &m)
-	}
-	l.exit()
-	return multiDecision(&m, status)
-}
-
-func (l *Limiter) checkEach(key, cost, nowNs uint64, at bool) (MultiDecision, error) {
-	h, err := l.enter()
-	if err != nil {
-		return MultiDecision{}, err
-	}
-	var m C.struct_ratecell_multi_decision
-	var status C.ratecell_status
-	if at {
-		status = C.ratecell_check_each_at(h, C.uint64_t(key), C.uint64_t(cost), C.uint64_t(nowNs), &m)
-	} else {
-		status = C.ratecell_check_each(h, C.uint64_t(key), C.uint64_t(cost), &m)
-	}
+	id, ptr, n := r.Key.c()
+	status := C.rc_check_each(h, id, ptr, n, cTier(r.Tier), r.cost(), at(r.At), &m)
 	l.exit()
 	return multiDecision(&m, status)
 }

@@ -79,15 +79,15 @@ func replayParityTrace(t *testing.T, trace string) []string {
 			limiters[f[1]] = l
 			continue
 		case "check":
-			d, err = limiters[f[1]].CheckAt(num(2), num(3), num(4))
+			d, err = limiters[f[1]].Check(ratecell.Request{Key: ratecell.Uint64Key(num(2)), Cost: num(3), Peek: num(3) == 0, At: num(4)})
 		case "check_bytes":
 			key, herr := hex.DecodeString(f[2])
 			if herr != nil {
 				t.Fatalf("trace line %d: %v", number, herr)
 			}
-			d, err = limiters[f[1]].CheckBytesAt(key, num(3), num(4))
+			d, err = limiters[f[1]].Check(ratecell.Request{Key: ratecell.BytesKey(key), Cost: num(3), Peek: num(3) == 0, At: num(4)})
 		case "reset_key":
-			err = limiters[f[1]].ResetKey(num(2))
+			err = limiters[f[1]].Reset(ratecell.Uint64Key(num(2)))
 			if err != nil {
 				t.Fatalf("trace line %d: %v", number, err)
 			}

@@ -32,7 +32,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if d, _ := p.Check(7, 1); !d.Allowed {
+		if d, _ := p.Check(ratecell.Request{Key: ratecell.Uint64Key(7)}); !d.Allowed {
 			t.Fatalf("check %d denied", i)
 		}
 	}
@@ -43,7 +43,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 			return false
 		}
 		defer back.Close()
-		d, _ := back.Check(7, 1)
+		d, _ := back.Check(ratecell.Request{Key: ratecell.Uint64Key(7)})
 		return !d.Allowed
 	})
 	if err := p.SaveNow(); err != nil {
@@ -55,7 +55,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatalf("a second close: %v", err)
 	}
-	if _, err := p.Check(7, 1); !errors.Is(err, ratecell.ErrClosed) {
+	if _, err := p.Check(ratecell.Request{Key: ratecell.Uint64Key(7)}); !errors.Is(err, ratecell.ErrClosed) {
 		t.Fatalf("check after close: %v", err)
 	}
 	// Close stopped the saver: a removed file is not written again.
@@ -71,7 +71,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := p.Check(7, 1); !d.Allowed {
+	if d, _ := p.Check(ratecell.Request{Key: ratecell.Uint64Key(7)}); !d.Allowed {
 		t.Fatal("a fresh file: key 7 is fresh")
 	}
 	p.Close()
@@ -79,7 +79,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := p.Check(7, 1); d.Remaining != 1 {
+	if d, _ := p.Check(ratecell.Request{Key: ratecell.Uint64Key(7)}); d.Remaining != 1 {
 		t.Fatalf("restored: remaining %d, want 1", d.Remaining)
 	}
 	// Closing the embedded Limiter (or a copy) also stops the saver.
@@ -112,7 +112,7 @@ func TestPersistedSeveralLimitsAndRestoreMulti(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if d, _ := p.Check(3, 1); !d.Allowed {
+		if d, _ := p.Check(ratecell.Request{Key: ratecell.Uint64Key(3)}); !d.Allowed {
 			t.Fatal("denied early")
 		}
 	}
@@ -124,7 +124,7 @@ func TestPersistedSeveralLimitsAndRestoreMulti(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer back.Close()
-	d, err := back.CheckEach(3, 1)
+	d, err := back.CheckEach(ratecell.Request{Key: ratecell.Uint64Key(3)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestPersistedSeveralLimitsAndRestoreMulti(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := p.CheckEach(3, 1); d.DeniedBy != 0 || p.LimitName(0) != "hourly" {
+	if d, _ := p.CheckEach(ratecell.Request{Key: ratecell.Uint64Key(3)}); d.DeniedBy != 0 || p.LimitName(0) != "hourly" {
 		t.Fatalf("reopened: %+v", d)
 	}
 	p.Close()
@@ -161,7 +161,7 @@ func TestHelperPersistedChild(t *testing.T) {
 	// Bounded: should the parent die without killing it, it ends anyway.
 	deadline := time.Now().Add(60 * time.Second)
 	for key := uint64(0); key%4096 != 0 || time.Now().Before(deadline); key++ {
-		p.Check(key%20_000, 1)
+		p.Check(ratecell.Request{Key: ratecell.Uint64Key(key % 20_000)})
 	}
 }
 

@@ -15,7 +15,7 @@
 //	})
 //	if err != nil { ... }
 //	defer lim.Close()
-//	d, err := lim.CheckString(apiKey, 1)
+//	d, err := lim.Check(ratecell.Request{Key: ratecell.StringKey(apiKey)})
 //	if err == nil && !d.Allowed { /* 429, Retry-After: d.RetryAfter */ }
 //
 // A *Limiter may be used from any number of goroutines at once, Close
@@ -49,26 +49,15 @@ package ratecell
 #cgo nocallback ratecell_limiter_config
 #cgo noescape rc_check
 #cgo nocallback rc_check
-#cgo noescape rc_check_at
-#cgo nocallback rc_check_at
-#cgo noescape rc_allow_at
-#cgo nocallback rc_allow_at
-#cgo nocallback rc_allow_key
-#cgo noescape rc_check_bytes
-#cgo nocallback rc_check_bytes
-#cgo noescape rc_check_bytes_at
-#cgo nocallback rc_check_bytes_at
+#cgo nocallback rc_allow
 #cgo noescape rc_check_batch
 #cgo nocallback rc_check_batch
-#cgo noescape rc_check_batch_at
-#cgo nocallback rc_check_batch_at
-#cgo noescape ratecell_reset_bytes
-#cgo nocallback ratecell_reset_bytes
+#cgo noescape rc_reset
+#cgo nocallback rc_reset
 #cgo noescape ratecell_stats
 #cgo nocallback ratecell_stats
 #cgo noescape ratecell_algorithm_from_name
 #cgo nocallback ratecell_algorithm_from_name
-#cgo nocallback ratecell_reset_key
 #cgo nocallback ratecell_now_ns
 #cgo nocallback ratecell_limiter_free
 
@@ -92,27 +81,25 @@ package ratecell
 // memory, where that check can never find one. Each wrapper is inlined
 // into the call cgo generates: one call, as before.
 #define RC_H(h) ((const ratecell_limiter *)(h))
-static inline ratecell_status rc_check(uintptr_t h, uint64_t key, uint64_t cost, struct ratecell_decision *out) {
-	return ratecell_check(RC_H(h), key, cost, out);
+
+// The request, built here from its fields: Go memory handed to C may not
+// hold Go pointers, and a ratecell_request holding a Go key's bytes would.
+// A NULL `bytes` is the number key `id`.
+#define RC_REQUEST(r) struct ratecell_request r = {sizeof r, tier, id, bytes, bytes ? n : 0, cost, at_ns}
+static inline ratecell_status rc_check(uintptr_t h, uint64_t id, const uint8_t *bytes, size_t n, uint32_t tier, uint64_t cost, uint64_t at_ns, struct ratecell_decision *out) {
+	RC_REQUEST(r);
+	return ratecell_check(RC_H(h), &r, out);
 }
-static inline ratecell_status rc_check_at(uintptr_t h, uint64_t key, uint64_t cost, uint64_t now_ns, struct ratecell_decision *out) {
-	return ratecell_check_at(RC_H(h), key, cost, now_ns, out);
+static inline ratecell_status rc_reset(uintptr_t h, uint64_t id, const uint8_t *bytes, size_t n) {
+	uint32_t tier = 0;
+	uint64_t cost = 1, at_ns = RATECELL_NOW;
+	RC_REQUEST(r);
+	return ratecell_reset(RC_H(h), &r);
 }
-static inline int32_t rc_allow_key(uintptr_t h, uint64_t key) { return ratecell_allow_key(RC_H(h), key); }
-static inline ratecell_status rc_allow_at(uintptr_t h, uint64_t key, uint64_t now_ns, bool *allowed) {
-	return ratecell_allow_at(RC_H(h), key, now_ns, allowed);
-}
-static inline ratecell_status rc_check_bytes(uintptr_t h, const uint8_t *key, size_t key_len, uint64_t cost, struct ratecell_decision *out) {
-	return ratecell_check_bytes(RC_H(h), key, key_len, cost, out);
-}
-static inline ratecell_status rc_check_bytes_at(uintptr_t h, const uint8_t *key, size_t key_len, uint64_t cost, uint64_t now_ns, struct ratecell_decision *out) {
-	return ratecell_check_bytes_at(RC_H(h), key, key_len, cost, now_ns, out);
-}
-static inline ratecell_status rc_check_batch(uintptr_t h, const uint64_t *keys, const uint64_t *costs, size_t n, uint8_t *allowed, struct ratecell_decision *out) {
-	return ratecell_check_batch(RC_H(h), keys, costs, n, allowed, out);
-}
-static inline ratecell_status rc_check_batch_at(uintptr_t h, const uint64_t *keys, const uint64_t *costs, size_t n, uint64_t now_ns, uint8_t *allowed, struct ratecell_decision *out) {
-	return ratecell_check_batch_at(RC_H(h), keys, costs, n, now_ns, allowed, out);
+static inline int32_t rc_allow(uintptr_t h, uint64_t key) { return ratecell_allow(RC_H(h), key); }
+static inline ratecell_status rc_check_batch(uintptr_t h, const uint64_t *keys, const uint64_t *costs, const uint32_t *tiers, size_t n, uint64_t at_ns, uint8_t *allowed, struct ratecell_decision *out) {
+	struct ratecell_batch b = {sizeof b, n, keys, costs, tiers, at_ns};
+	return ratecell_check_batch(RC_H(h), &b, allowed, out);
 }
 */
 import "C"
@@ -227,16 +214,9 @@ type Config struct {
 	Capacity uint64
 	// Overflow is what a full table does with a new key.
 	Overflow Overflow
-	// Clock is what Check, Allow, CheckBytes, CheckBatch and Acquire read.
+	// Clock is what Check, Allow, CheckBatch and Acquire read when a
+	// request names no time.
 	Clock Clock
-	// Shared, when not empty, puts the table in this file (a bare name is
-	// placed under /dev/shm), shared by every process on the machine that
-	// opens it, in any language: one limit across processes. Needs
-	// Capacity >= 1 and a word algorithm (ErrSharedUnsupported otherwise).
-	Shared string
-	// SharedMode is the permission bits of a region New creates (0 means
-	// 0600).
-	SharedMode uint32
 }
 
 // Never is the RetryAfter of a request that no wait can admit (its cost is
@@ -351,7 +331,7 @@ type core struct {
 	// call ever reaches freed memory and none needs a lock.
 	state   atomic.Int64
 	leaky   bool
-	limits  []Limit // of several limits (NewMulti), else nil
+	limits  []Limit // Options.Limits (NewWith), else nil
 	cleanup runtime.Cleanup
 	// free releases the handle once no call is inside the library; nil
 	// means ratecell_limiter_free (a Persisted's limiter is released with
@@ -359,7 +339,8 @@ type core struct {
 	free func()
 }
 
-// New checks cfg and makes a limiter. An invalid field gives an error
+// New checks cfg and makes a limiter of that one limit (NewWith makes the
+// others: several limits, tiers, a shared region). An invalid field gives an error
 // matching the sentinel that names it (ErrInvalidLimit, ...); a table that
 // cannot be allocated gives ErrOutOfMemory.
 //
@@ -369,18 +350,7 @@ type core struct {
 func New(cfg Config) (*Limiter, error) {
 	c := cConfig(cfg)
 	var handle *C.ratecell_limiter
-	if cfg.Shared != "" {
-		mode := cfg.SharedMode
-		if mode == 0 {
-			mode = 0o600
-		}
-		path := C.CString(cfg.Shared)
-		status := C.ratecell_limiter_open_shared_mode(path, &c, C.uint32_t(mode), &handle)
-		C.free(unsafe.Pointer(path))
-		if err := statusError("open shared", status); err != nil {
-			return nil, err
-		}
-	} else if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
+	if err := statusError("new", C.ratecell_limiter_new(&c, &handle)); err != nil {
 		return nil, err
 	}
 	return wrap(handle, cfg.Algorithm == LeakyBucket), nil
@@ -493,19 +463,97 @@ func (l *Limiter) Config() (Config, error) {
 	}, nil
 }
 
-// Check decides a request of cost for key now (cost 0 is a peek: nothing
-// is stored). A limiter of capacity 0 ignores key.
-func (l *Limiter) Check(key, cost uint64) (Decision, error) {
-	var d Decision
-	err := l.check(key, cost, false, 0, &d)
-	return d, err
+// Key is a request's key: a number (Uint64Key, or the zero Key: key 0)
+// or a byte string (BytesKey, StringKey). The same bytes always reach the
+// same state, and the number k is the same key as its 8 little-endian
+// bytes. A limiter of capacity 0 ignores every key. A Key made from bytes
+// refers to them without copying: keep them unchanged until the call that
+// takes the Key returns (the library keeps no reference).
+type Key struct {
+	id  uint64
+	ptr *byte // nil: the number id; else n bytes at ptr (&emptyKey when n == 0)
+	n   int
 }
 
-// CheckAt is Check at the caller's time nowNs (UNIX nanoseconds) instead of
-// the limiter's clock: deterministic, and one clock read saved.
-func (l *Limiter) CheckAt(key, cost, nowNs uint64) (Decision, error) {
+// emptyKey is where an empty byte-string key points: never nil, which
+// would name the number key 0.
+var emptyKey byte
+
+// Uint64Key is the number key k.
+func Uint64Key(k uint64) Key { return Key{id: k} }
+
+// BytesKey is the byte-string key b (the empty key when b is empty).
+func BytesKey(b []byte) Key {
+	if len(b) == 0 {
+		return Key{ptr: &emptyKey}
+	}
+	return Key{ptr: unsafe.SliceData(b), n: len(b)}
+}
+
+// StringKey is the byte-string key of s's bytes, not copied.
+func StringKey(s string) Key {
+	if len(s) == 0 {
+		return Key{ptr: &emptyKey}
+	}
+	return Key{ptr: unsafe.StringData(s), n: len(s)}
+}
+
+// c is the key as rc_* take it: the number, the bytes (NULL for a
+// number) and their length.
+func (k Key) c() (C.uint64_t, *C.uint8_t, C.size_t) {
+	return C.uint64_t(k.id), (*C.uint8_t)(unsafe.Pointer(k.ptr)), C.size_t(k.n)
+}
+
+// Request is one request: for which Key, of what cost, at what time, under
+// which tier. Its zero value is a request of cost 1 for key 0, now, under
+// tier 0; set only what differs:
+//
+//	d, err := lim.Check(ratecell.Request{Key: ratecell.StringKey(apiKey)})
+//	d, err := lim.Check(ratecell.Request{Key: ratecell.Uint64Key(user), Cost: 5, At: t, Tier: paid})
+//
+// A Request is a plain value: passing it costs no allocation.
+type Request struct {
+	// Key is the request's key (the zero Key is key 0).
+	Key Key
+	// Cost is the units asked for; 0 means 1. Set Peek for a request of
+	// cost 0.
+	Cost uint64
+	// Peek asks without taking anything (cost 0): whether a cost-1
+	// request would be admitted. Nothing is stored.
+	Peek bool
+	// At is the request's time in UNIX nanoseconds from the caller's
+	// clock; 0 means the limiter's clock (Now). Acquire ignores it.
+	At uint64
+	// Tier is the key's tier, below Tiers(); 0 (the default tier) on a
+	// limiter made without tiers. Another tier gives ErrInvalidTier.
+	Tier int
+}
+
+// cost is the cost the library is asked for.
+func (r *Request) cost() C.uint64_t {
+	switch {
+	case r.Peek:
+		return 0
+	case r.Cost == 0:
+		return 1
+	}
+	return C.uint64_t(r.Cost)
+}
+
+// at is the request's time as the library takes it.
+func at(ns uint64) C.uint64_t {
+	if ns == 0 {
+		return C.RATECELL_NOW
+	}
+	return C.uint64_t(ns)
+}
+
+// Check decides r and returns its Decision. A denied request is a Decision
+// with Allowed false, not an error; an error is ErrClosed, ErrInvalidTier
+// for a tier the limiter does not have, or another *Error.
+func (l *Limiter) Check(r Request) (Decision, error) {
 	var d Decision
-	err := l.check(key, cost, true, nowNs, &d)
+	err := l.check(&r, &d)
 	return d, err
 }
 
@@ -516,33 +564,30 @@ func (l *Limiter) CheckAt(key, cost, nowNs uint64) (Decision, error) {
 // field by field and then copied 16 bytes at a time, and a load across two
 // smaller stores waits for them to reach the cache: 6 to 9 ns a call,
 // measured beside the C ABI floor (BenchmarkKeys1K in bench/).
-func (l *Limiter) check(key, cost uint64, at bool, nowNs uint64, d *Decision) error {
+func (l *Limiter) check(r *Request, d *Decision) error {
 	h, err := l.enterAddr()
 	if err != nil {
 		return err
 	}
-	var status C.ratecell_status
-	if at {
-		status = C.rc_check_at(h, C.uint64_t(key), C.uint64_t(cost), C.uint64_t(nowNs), d.cDecision())
-	} else {
-		status = C.rc_check(h, C.uint64_t(key), C.uint64_t(cost), d.cDecision())
-	}
+	id, ptr, n := r.Key.c()
+	status := C.rc_check(h, id, ptr, n, cTier(r.Tier), r.cost(), at(r.At), d.cDecision())
 	l.exit()
 	d.saturate()
 	return statusError("check", status)
 }
 
-// Allow reports whether one request (cost 1) for key is admitted now:
-// Check(key, 1).Allowed without the rest of the Decision (a limiter of
-// capacity 0 computes none of it). A limiter of capacity 0 ignores key.
+// Allow reports whether one request (cost 1, now, tier 0) for the number
+// key is admitted: Check(Request{Key: Uint64Key(key)}).Allowed without the
+// rest of the Decision, the fastest call (a limiter of capacity 0 computes
+// none of it). A limiter of capacity 0 ignores key.
 func (l *Limiter) Allow(key uint64) (bool, error) {
 	h, err := l.enterAddr()
 	if err != nil {
 		return false, err
 	}
-	// ratecell_allow_key returns the answer (1, 0, or a negated status):
-	// one argument fewer than ratecell_allow and no out-parameter.
-	answer := C.rc_allow_key(h, C.uint64_t(key))
+	// ratecell_allow returns the answer (1, 0, or a negated status): no
+	// request struct and no out-parameter.
+	answer := C.rc_allow(h, C.uint64_t(key))
 	l.exit()
 	if answer >= 0 {
 		return answer == 1, nil
@@ -550,134 +595,61 @@ func (l *Limiter) Allow(key uint64) (bool, error) {
 	return false, statusError("allow", C.ratecell_status(-answer))
 }
 
-// AllowAt is Allow at the caller's time nowNs (UNIX nanoseconds) instead of
-// the limiter's clock: deterministic, and one clock read saved.
-func (l *Limiter) AllowAt(key, nowNs uint64) (bool, error) {
-	var allowed C.bool
-	h, err := l.enterAddr()
-	if err != nil {
-		return false, err
-	}
-	status := C.rc_allow_at(h, C.uint64_t(key), C.uint64_t(nowNs), &allowed)
-	l.exit()
-	return bool(allowed), statusError("allow", status)
-}
-
-// checkAtUnguarded is CheckAt without the in-flight guard, for the
-// benchmark that measures what the guard costs (guard_test.go). The caller
-// must keep l open.
+// checkAtUnguarded is Check of cost 1 for the number key at nowNs without
+// the in-flight guard, for the benchmark that measures what the guard
+// costs (guard_test.go). The caller must keep l open.
 func (l *Limiter) checkAtUnguarded(key, cost, nowNs uint64) Decision {
 	var d Decision
 	h := C.uintptr_t(uintptr(unsafe.Pointer(l.core.handle)))
-	C.rc_check_at(h, C.uint64_t(key), C.uint64_t(cost), C.uint64_t(nowNs), d.cDecision())
+	C.rc_check(h, C.uint64_t(key), nil, 0, 0, C.uint64_t(cost), at(nowNs), d.cDecision())
 	d.saturate()
 	return d
 }
 
-// CheckBytes decides a request of cost for a byte-string key now. The same
-// bytes always reach the same state; the uint64 key k is the same key as
-// its 8 little-endian bytes. The library keeps no reference to key.
-func (l *Limiter) CheckBytes(key []byte, cost uint64) (Decision, error) {
-	var d Decision
-	err := l.checkBytes(unsafe.SliceData(key), len(key), cost, false, 0, &d)
-	return d, err
+// Batch is many requests decided in one call, in order, at one time:
+// request i is for Keys[i], of cost Costs[i] (1 each when Costs is nil),
+// under tier Tiers[i] (tier 0 each when Tiers is nil), at At (UNIX ns; 0
+// means one read of the limiter's clock).
+type Batch struct {
+	Keys  []uint64
+	Costs []uint64
+	Tiers []uint32
+	At    uint64
 }
 
-// CheckBytesAt is CheckBytes at the caller's time nowNs (UNIX nanoseconds).
-func (l *Limiter) CheckBytesAt(key []byte, cost, nowNs uint64) (Decision, error) {
-	var d Decision
-	err := l.checkBytes(unsafe.SliceData(key), len(key), cost, true, nowNs, &d)
-	return d, err
-}
-
-// CheckString is CheckBytes for the bytes of key, without copying them.
-func (l *Limiter) CheckString(key string, cost uint64) (Decision, error) {
-	var d Decision
-	err := l.checkBytes(unsafe.StringData(key), len(key), cost, false, 0, &d)
-	return d, err
-}
-
-// checkBytes is check for the n bytes at key (the library takes NULL for
-// the empty key).
-func (l *Limiter) checkBytes(key *byte, n int, cost uint64, at bool, nowNs uint64, d *Decision) error {
-	h, err := l.enterAddr()
-	if err != nil {
-		return err
-	}
-	ptr := (*C.uint8_t)(unsafe.Pointer(key))
-	if n == 0 {
-		ptr = nil
-	}
-	var status C.ratecell_status
-	if at {
-		status = C.rc_check_bytes_at(h, ptr, C.size_t(n), C.uint64_t(cost), C.uint64_t(nowNs), d.cDecision())
-	} else {
-		status = C.rc_check_bytes(h, ptr, C.size_t(n), C.uint64_t(cost), d.cDecision())
-	}
-	l.exit()
-	d.saturate()
-	return statusError("check bytes", status)
-}
-
-// CheckBatch decides len(keys) requests now, with one clock read: keys[i]
-// at cost costs[i] (every cost 1 when costs is nil), in order, exactly as
-// that many CheckAt calls at one time would. It writes allowed[i] and,
-// when decisions is not nil, decisions[i].
+// CheckBatch decides every request of b in order with one clock read,
+// exactly as that many Check calls at one time would, writing allowed[i]
+// and, when decisions is not nil, decisions[i].
 //
-// costs, allowed and decisions must be nil or of len(keys) elements (else
-// ErrInvalidLength). allowed may be nil only when decisions is not (it is
-// then allocated: pass it to keep the call allocation-free).
-func (l *Limiter) CheckBatch(keys, costs []uint64, allowed []bool, decisions []Decision) error {
-	return l.batch(keys, nil, false, costs, false, 0, allowed, decisions)
-}
-
-// CheckBatchAt is CheckBatch at the caller's time nowNs (UNIX nanoseconds).
-func (l *Limiter) CheckBatchAt(keys, costs []uint64, nowNs uint64, allowed []bool, decisions []Decision) error {
-	return l.batch(keys, nil, false, costs, true, nowNs, allowed, decisions)
-}
-
-// batch passes CheckBatch's and CheckBatchTier's buffers to the C ABI,
-// which reads them in place (the batch itself is the library's); tiered
-// says which of the two, tiers being one tier per key for the second.
-func (l *Limiter) batch(keys []uint64, tiers []uint32, tiered bool, costs []uint64, at bool, nowNs uint64, allowed []bool, decisions []Decision) error {
-	op := "check batch"
-	if tiered {
-		op = "check batch tier"
-	}
-	n := len(keys)
-	if (tiered && len(tiers) != n) || (costs != nil && len(costs) != n) || (decisions != nil && len(decisions) != n) ||
+// Costs, Tiers, allowed and decisions must be nil or of len(b.Keys)
+// elements (else ErrInvalidLength). allowed may be nil only when
+// decisions is not (it is then allocated: pass it to keep the call
+// allocation-free). Every tier is checked first: one the limiter does not
+// have gives ErrInvalidTier, and nothing is decided.
+func (l *Limiter) CheckBatch(b Batch, allowed []bool, decisions []Decision) error {
+	const op = "check batch"
+	n := len(b.Keys)
+	if (b.Tiers != nil && len(b.Tiers) != n) || (b.Costs != nil && len(b.Costs) != n) || (decisions != nil && len(decisions) != n) ||
 		(allowed != nil && len(allowed) != n) || (allowed == nil && decisions == nil && n > 0) {
 		return &Error{Op: op, Status: StatusInvalidLength}
 	}
 	if allowed == nil {
 		allowed = make([]bool, n)
 	}
-	h, err := l.enter()
+	h, err := l.enterAddr()
 	if err != nil {
 		return err
 	}
-	keysPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(keys)))
-	costsPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(costs)))
+	keysPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(b.Keys)))
+	costsPtr := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(b.Costs)))
+	tiersPtr := (*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(b.Tiers)))
 	// A Go bool is one byte holding 0 or 1, which is what the library writes.
 	allowedPtr := (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(allowed)))
 	var decisionsPtr *C.struct_ratecell_decision
 	if decisions != nil {
 		decisionsPtr = unsafe.SliceData(decisions).cDecision()
 	}
-	var status C.ratecell_status
-	switch {
-	case tiered:
-		tiersPtr := (*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(tiers)))
-		if at {
-			status = C.ratecell_check_batch_tier_at(h, keysPtr, tiersPtr, costsPtr, C.size_t(n), C.uint64_t(nowNs), allowedPtr, decisionsPtr)
-		} else {
-			status = C.ratecell_check_batch_tier(h, keysPtr, tiersPtr, costsPtr, C.size_t(n), allowedPtr, decisionsPtr)
-		}
-	case at:
-		status = C.rc_check_batch_at(C.uintptr_t(uintptr(unsafe.Pointer(h))), keysPtr, costsPtr, C.size_t(n), C.uint64_t(nowNs), allowedPtr, decisionsPtr)
-	default:
-		status = C.rc_check_batch(C.uintptr_t(uintptr(unsafe.Pointer(h))), keysPtr, costsPtr, C.size_t(n), allowedPtr, decisionsPtr)
-	}
+	status := C.rc_check_batch(h, keysPtr, costsPtr, tiersPtr, C.size_t(n), at(b.At), allowedPtr, decisionsPtr)
 	l.exit()
 	if status == C.RATECELL_OK {
 		for i := range decisions {
@@ -687,26 +659,18 @@ func (l *Limiter) batch(keys []uint64, tiers []uint32, tiered bool, costs []uint
 	return statusError(op, status)
 }
 
-// ResetKey forgets key's state: its next request is decided as a fresh
+// Reset forgets key's state: its next request is decided as a fresh
 // key's. A limiter of capacity 0 forgets its one shared state. Resetting a
 // key that has no state is not an error.
-func (l *Limiter) ResetKey(key uint64) error {
-	h, err := l.enter()
+func (l *Limiter) Reset(key Key) error {
+	h, err := l.enterAddr()
 	if err != nil {
 		return err
 	}
-	defer l.exit()
-	return statusError("reset key", C.ratecell_reset_key(h, C.uint64_t(key)))
-}
-
-// ResetBytes is ResetKey for a byte-string key.
-func (l *Limiter) ResetBytes(key []byte) error {
-	h, err := l.enter()
-	if err != nil {
-		return err
-	}
-	defer l.exit()
-	return statusError("reset bytes", C.ratecell_reset_bytes(h, bytesPtr(key), C.size_t(len(key))))
+	id, ptr, n := key.c()
+	status := C.rc_reset(h, id, ptr, n)
+	l.exit()
+	return statusError("reset", status)
 }
 
 // Stats is a snapshot of the limiter's counters.
@@ -744,15 +708,8 @@ func (l *Limiter) Now() (uint64, error) {
 	return uint64(C.ratecell_now_ns(h)), nil
 }
 
-// bytesPtr is the address of b's first byte, or NULL for an empty b (the
-// library accepts NULL with length 0).
-func bytesPtr(b []byte) *C.uint8_t {
-	if len(b) == 0 {
-		return nil
-	}
-	return (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b)))
-}
-
+// stringPtr is the address of s's first byte, or NULL for an empty s (the
+// library accepts NULL with length 0 for a name).
 func stringPtr(s string) *C.uint8_t {
 	if len(s) == 0 {
 		return nil

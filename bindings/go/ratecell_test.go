@@ -6,6 +6,7 @@ package ratecell_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -44,9 +45,9 @@ func newLimiter(t testing.TB, cfg ratecell.Config) *ratecell.Limiter {
 
 func check(t testing.TB, l *ratecell.Limiter, cost, now uint64) ratecell.Decision {
 	t.Helper()
-	d, err := l.CheckAt(1, cost, now)
+	d, err := l.Check(ratecell.Request{Key: ratecell.Uint64Key(1), Cost: cost, Peek: cost == 0, At: now})
 	if err != nil {
-		t.Fatalf("CheckAt: %v", err)
+		t.Fatalf("Check: %v", err)
 	}
 	return d
 }
@@ -366,62 +367,62 @@ func TestByteKeys(t *testing.T) {
 	now := at(9, 0, 0)
 	// The uint64 key 0x0102030405060708 is its little-endian bytes.
 	le := []byte{8, 7, 6, 5, 4, 3, 2, 1}
-	if d, _ := l.CheckAt(0x0102030405060708, 2, now); d.Remaining != 1 {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.Uint64Key(0x0102030405060708), Cost: 2, At: now}); d.Remaining != 1 {
 		t.Fatalf("u64 key: %+v", d)
 	}
-	if d, _ := l.CheckBytesAt(le, 1, now); !d.Allowed || d.Remaining != 0 {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.BytesKey(le), At: now}); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("same key as bytes: %+v", d)
 	}
-	if d, _ := l.CheckBytesAt([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 1, now); d.Remaining != 2 {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.BytesKey([]byte{1, 2, 3, 4, 5, 6, 7, 8}), At: now}); d.Remaining != 2 {
 		t.Fatalf("big-endian bytes are another key: %+v", d)
 	}
 	// Strings and bytes are one key space; the empty key is a key.
 	for i := 0; i < 3; i++ {
-		if d, err := l.CheckString("user-42", 1); err != nil || !d.Allowed {
-			t.Fatalf("CheckString #%d: %+v, %v", i, d, err)
+		if d, err := l.Check(ratecell.Request{Key: ratecell.StringKey("user-42")}); err != nil || !d.Allowed {
+			t.Fatalf("Check of a string key #%d: %+v, %v", i, d, err)
 		}
 	}
-	if d, _ := l.CheckBytes([]byte("user-42"), 0); d.Allowed || d.Remaining != 0 {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.BytesKey([]byte("user-42")), Peek: true}); d.Allowed || d.Remaining != 0 {
 		t.Fatalf("the string's key as bytes: %+v", d)
 	}
-	if d, _ := l.CheckBytes(nil, 3); !d.Allowed {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.BytesKey(nil), Cost: 3}); !d.Allowed {
 		t.Fatalf("empty key: %+v", d)
 	}
-	if d, _ := l.CheckString("", 1); d.Allowed {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.StringKey("")}); d.Allowed {
 		t.Fatalf("empty string is the empty key: %+v", d)
 	}
-	// ResetBytes and ResetKey forget one key each.
-	if err := l.ResetBytes([]byte("user-42")); err != nil {
+	// Reset forgets one key, a byte key or a number.
+	if err := l.Reset(ratecell.BytesKey([]byte("user-42"))); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := l.CheckString("user-42", 0); d.Remaining != 3 {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.StringKey("user-42"), Peek: true}); d.Remaining != 3 {
 		t.Fatalf("after ResetBytes: %+v", d)
 	}
-	if err := l.ResetKey(0x0102030405060708); err != nil {
+	if err := l.Reset(ratecell.Uint64Key(0x0102030405060708)); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := l.CheckBytesAt(le, 0, now); d.Remaining != 3 {
-		t.Fatalf("after ResetKey, the bytes key is fresh: %+v", d)
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.BytesKey(le), Peek: true, At: now}); d.Remaining != 3 {
+		t.Fatalf("after Reset, the bytes key is fresh: %+v", d)
 	}
-	if d, _ := l.CheckBytes(nil, 0); d.Remaining != 0 {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.BytesKey(nil), Peek: true}); d.Remaining != 0 {
 		t.Fatalf("the empty key kept its state: %+v", d)
 	}
 
 	// Capacity 0: one shared state, every key ignored.
 	shared := newLimiter(t, ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 2, Period: time.Minute})
-	shared.CheckAt(1, 1, now)
-	shared.CheckBytesAt([]byte("x"), 1, now)
-	if d, _ := shared.CheckAt(99, 1, now); d.Allowed {
+	shared.Check(ratecell.Request{Key: ratecell.Uint64Key(1), At: now})
+	shared.Check(ratecell.Request{Key: ratecell.BytesKey([]byte("x")), At: now})
+	if d, _ := shared.Check(ratecell.Request{Key: ratecell.Uint64Key(99), At: now}); d.Allowed {
 		t.Fatalf("capacity 0 keeps one state: %+v", d)
 	}
-	shared.ResetKey(12345)
-	if d, _ := shared.CheckAt(7, 1, now); !d.Allowed {
-		t.Fatalf("ResetKey on capacity 0 resets the state: %+v", d)
+	shared.Reset(ratecell.Uint64Key(12345))
+	if d, _ := shared.Check(ratecell.Request{Key: ratecell.Uint64Key(7), At: now}); !d.Allowed {
+		t.Fatalf("Reset on capacity 0 resets the state: %+v", d)
 	}
 }
 
 // Allow is the yes or no of a cost-1 Check: three admitted then denied, a
-// fresh key admitted only with a table, the same answers as CheckAt on one
+// fresh key admitted only with a table, the same answers as Check on one
 // sequence for every algorithm, and the form that reads the clock.
 func TestAllow(t *testing.T) {
 	for _, capacity := range []uint64{0, 16} {
@@ -435,8 +436,8 @@ func TestAllow(t *testing.T) {
 			{2, now + minute, capacity != 0}, // capacity 0 ignores the key
 			{1, now + hour - 1, false}, {1, now + hour, true},
 		} {
-			if got, err := l.AllowAt(r.key, r.now); err != nil || got != r.want {
-				t.Fatalf("capacity %d, request %d: %v, %v; want %v", capacity, i, got, err, r.want)
+			if got, err := l.Check(ratecell.Request{Key: ratecell.Uint64Key(r.key), At: r.now}); err != nil || got.Allowed != r.want {
+				t.Fatalf("capacity %d, request %d: %v, %v; want %v", capacity, i, got.Allowed, err, r.want)
 			}
 		}
 		if s, _ := l.Stats(); s.Checks != 7 {
@@ -452,12 +453,13 @@ func TestAllow(t *testing.T) {
 			for i := 0; i < 200; i++ {
 				key := rng.Uint64N(3)
 				now += rng.Uint64N(4) * 3 * second // about 13 requests a minute
-				got, err := yesNo.AllowAt(key, now)
-				want, _ := full.CheckAt(key, 1, now)
-				if err != nil || got != want.Allowed {
-					t.Fatalf("%v cap %d #%d: AllowAt %v, %v; CheckAt %+v", alg, capacity, i, got, err, want)
+				// The number key k and its 8 little-endian bytes: one key.
+				got, err := yesNo.Check(ratecell.Request{Key: ratecell.BytesKey(binary.LittleEndian.AppendUint64(nil, key)), At: now})
+				want, _ := full.Check(ratecell.Request{Key: ratecell.Uint64Key(key), At: now})
+				if err != nil || got.Allowed != want.Allowed || got.Remaining != want.Remaining {
+					t.Fatalf("%v cap %d #%d: bytes %+v, %v; number %+v", alg, capacity, i, got, err, want)
 				}
-				if got {
+				if got.Allowed {
 					admittedCount++
 				}
 			}
@@ -492,7 +494,7 @@ func TestBatchEqualsOneByOne(t *testing.T) {
 					costs = nil // every cost 1
 				}
 				allowed, decisions := make([]bool, n), make([]ratecell.Decision, n)
-				if err := batched.CheckBatchAt(keys, costs, now, allowed, decisions); err != nil {
+				if err := batched.CheckBatch(ratecell.Batch{Keys: keys, Costs: costs, At: now}, allowed, decisions); err != nil {
 					t.Fatal(err)
 				}
 				for i, k := range keys {
@@ -500,7 +502,7 @@ func TestBatchEqualsOneByOne(t *testing.T) {
 					if costs != nil {
 						cost = costs[i]
 					}
-					want, err := single.CheckAt(k, cost, now)
+					want, err := single.Check(ratecell.Request{Key: ratecell.Uint64Key(k), Cost: cost, Peek: cost == 0, At: now})
 					if err != nil || decisions[i] != want || allowed[i] != want.Allowed {
 						t.Fatalf("%v cap %d round %d #%d: batch %+v/%v, one by one %+v", alg, capacity, round, i, decisions[i], allowed[i], want)
 					}
@@ -516,7 +518,7 @@ func TestBatchArguments(t *testing.T) {
 	l := newLimiter(t, ratecell.Config{Algorithm: ratecell.SlidingLog, Limit: 2, Period: 366 * 24 * time.Hour, Capacity: 100})
 	keys := []uint64{1, 1, 1, 2}
 	allowed := make([]bool, 4)
-	if err := l.CheckBatch(keys, nil, allowed, nil); err != nil {
+	if err := l.CheckBatch(ratecell.Batch{Keys: keys}, allowed, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !allowed[0] || !allowed[1] || allowed[2] || !allowed[3] {
@@ -524,20 +526,20 @@ func TestBatchArguments(t *testing.T) {
 	}
 	// allowed may be left out when decisions are wanted.
 	decisions := make([]ratecell.Decision, 2)
-	if err := l.CheckBatch([]uint64{3, 3}, []uint64{2, 1}, nil, decisions); err != nil || !decisions[0].Allowed || decisions[1].Allowed {
+	if err := l.CheckBatch(ratecell.Batch{Keys: []uint64{3, 3}, Costs: []uint64{2, 1}}, nil, decisions); err != nil || !decisions[0].Allowed || decisions[1].Allowed {
 		t.Fatalf("%+v, %v", decisions, err)
 	}
 	for _, bad := range []func() error{
-		func() error { return l.CheckBatch(keys, []uint64{1}, allowed, nil) },
-		func() error { return l.CheckBatch(keys, nil, allowed[:3], nil) },
-		func() error { return l.CheckBatch(keys, nil, allowed, make([]ratecell.Decision, 5)) },
-		func() error { return l.CheckBatch(keys, nil, nil, nil) },
+		func() error { return l.CheckBatch(ratecell.Batch{Keys: keys, Costs: []uint64{1}}, allowed, nil) },
+		func() error { return l.CheckBatch(ratecell.Batch{Keys: keys}, allowed[:3], nil) },
+		func() error { return l.CheckBatch(ratecell.Batch{Keys: keys}, allowed, make([]ratecell.Decision, 5)) },
+		func() error { return l.CheckBatch(ratecell.Batch{Keys: keys}, nil, nil) },
 	} {
 		if err := bad(); !errors.Is(err, ratecell.ErrInvalidLength) {
 			t.Errorf("mismatched lengths: %v", err)
 		}
 	}
-	if err := l.CheckBatch(nil, nil, nil, nil); err != nil {
+	if err := l.CheckBatch(ratecell.Batch{Keys: nil}, nil, nil); err != nil {
 		t.Errorf("empty batch: %v", err)
 	}
 }
@@ -546,9 +548,9 @@ func TestStats(t *testing.T) {
 	l := newLimiter(t, ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 2, Period: time.Hour, Capacity: 100})
 	now := at(5, 0, 0)
 	for _, key := range []uint64{1, 1, 1, 2} {
-		l.CheckAt(key, 1, now)
+		l.Check(ratecell.Request{Key: ratecell.Uint64Key(key), At: now})
 	}
-	l.CheckAt(3, 0, now) // a peek: counted, stores nothing
+	l.Check(ratecell.Request{Key: ratecell.Uint64Key(3), Peek: true, At: now}) // a peek: counted, stores nothing
 	s, err := l.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -570,7 +572,7 @@ func TestOverflowPolicy(t *testing.T) {
 		admittedCount := uint64(0)
 		const keys = 2000
 		for k := uint64(0); k < keys; k++ {
-			if d, _ := l.CheckAt(k, 1, now); d.Allowed {
+			if d, _ := l.Check(ratecell.Request{Key: ratecell.Uint64Key(k), At: now}); d.Allowed {
 				admittedCount++
 			}
 		}
@@ -595,7 +597,7 @@ func TestOverflowEvict(t *testing.T) {
 	now := at(6, 0, 0)
 	const keys = 2000
 	for k := uint64(0); k < keys; k++ {
-		if d, _ := l.CheckAt(k, 1, now); !d.Allowed {
+		if d, _ := l.Check(ratecell.Request{Key: ratecell.Uint64Key(k), At: now}); !d.Allowed {
 			t.Fatalf("key %d refused: %+v", k, d)
 		}
 	}
@@ -603,7 +605,7 @@ func TestOverflowEvict(t *testing.T) {
 	if s.Overflows != 0 || s.EvictedLive == 0 || s.KeysTracked+s.EvictedLive != keys {
 		t.Fatalf("%+v", s)
 	}
-	if d, _ := l.CheckAt(keys-1, 1, now); d.Allowed {
+	if d, _ := l.Check(ratecell.Request{Key: ratecell.Uint64Key(keys - 1), At: now}); d.Allowed {
 		t.Fatalf("the last key is tracked and spent: %+v", d)
 	}
 }
@@ -613,11 +615,11 @@ func TestAcquire(t *testing.T) {
 	t.Run("waits by retry_after", func(t *testing.T) {
 		// 1 per 30 ms: the second request waits the rest of the interval.
 		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.GCRA, Limit: 1, Period: 30 * time.Millisecond})
-		if d, err := l.Acquire(ctx, 0, 1); err != nil || !d.Allowed {
+		if d, err := l.Acquire(ctx, ratecell.Request{}); err != nil || !d.Allowed {
 			t.Fatalf("first: %+v, %v", d, err)
 		}
 		start := time.Now()
-		if d, err := l.Acquire(ctx, 0, 1); err != nil || !d.Allowed {
+		if d, err := l.Acquire(ctx, ratecell.Request{}); err != nil || !d.Allowed {
 			t.Fatalf("second: %+v, %v", d, err)
 		}
 		if waited := time.Since(start); waited < 20*time.Millisecond {
@@ -626,11 +628,11 @@ func TestAcquire(t *testing.T) {
 	})
 	t.Run("deadline it cannot meet gives up at once", func(t *testing.T) {
 		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 1, Period: 24 * time.Hour, Capacity: 10})
-		l.Check(5, 1)
+		l.Check(ratecell.Request{Key: ratecell.Uint64Key(5)})
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		d, err := l.Acquire(c, 5, 1)
+		d, err := l.Acquire(c, ratecell.Request{Key: ratecell.Uint64Key(5)})
 		if !errors.Is(err, ratecell.ErrTimedOut) || !errors.Is(err, context.DeadlineExceeded) || d.Allowed || d.RetryAfter <= 5*time.Second {
 			t.Fatalf("%+v, %v", d, err)
 		}
@@ -646,7 +648,7 @@ func TestAcquire(t *testing.T) {
 		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.GCRA, Limit: 1, Period: time.Second})
 		c, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 		defer cancel()
-		d, err := l.Acquire(c, 0, 1)
+		d, err := l.Acquire(c, ratecell.Request{})
 		if !errors.Is(err, ratecell.ErrTimedOut) || !errors.Is(err, context.DeadlineExceeded) || d.Allowed {
 			t.Fatalf("%+v, %v", d, err)
 		}
@@ -656,30 +658,30 @@ func TestAcquire(t *testing.T) {
 	})
 	t.Run("cancellation is immediate", func(t *testing.T) {
 		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.GCRA, Limit: 1, Period: time.Hour})
-		l.Check(0, 1)
+		l.Check(ratecell.Request{})
 		c, cancel := context.WithCancel(ctx)
 		time.AfterFunc(20*time.Millisecond, cancel)
 		start := time.Now()
-		d, err := l.Acquire(c, 0, 1)
+		d, err := l.Acquire(c, ratecell.Request{})
 		if !errors.Is(err, context.Canceled) || errors.Is(err, ratecell.ErrTimedOut) || d.Allowed {
 			t.Fatalf("%+v, %v", d, err)
 		}
 		if waited := time.Since(start); waited > 2*time.Second {
 			t.Fatalf("cancellation took %v", waited)
 		}
-		if _, err := l.Acquire(c, 0, 1); !errors.Is(err, context.Canceled) {
+		if _, err := l.Acquire(c, ratecell.Request{}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("a done context: %v", err)
 		}
 		c2, cancel2 := context.WithCancelCause(ctx)
 		cause := errors.New("client went away")
 		time.AfterFunc(10*time.Millisecond, func() { cancel2(cause) })
-		if _, err := l.Acquire(c2, 0, 1); !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+		if _, err := l.Acquire(c2, ratecell.Request{}); !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
 			t.Fatalf("cause: %v", err)
 		}
 	})
 	t.Run("cost above the limit", func(t *testing.T) {
 		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.TokenBucket, Limit: 2, Period: time.Second})
-		d, err := l.Acquire(ctx, 0, 3)
+		d, err := l.Acquire(ctx, ratecell.Request{Cost: 3})
 		if !errors.Is(err, ratecell.ErrCostExceedsLimit) || d.RetryAfter != ratecell.Never {
 			t.Fatalf("%+v, %v", d, err)
 		}
@@ -692,7 +694,7 @@ func TestAcquire(t *testing.T) {
 		var last ratecell.Decision
 		for i := 0; i < 5; i++ {
 			var err error
-			if last, err = l.AcquireBytes(ctx, []byte("q"), 1); err != nil {
+			if last, err = l.Acquire(ctx, ratecell.Request{Key: ratecell.BytesKey([]byte("q"))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -704,15 +706,15 @@ func TestAcquire(t *testing.T) {
 		// T = 100 ms, a queue of 10 filled: the next place waits ~1 s.
 		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.LeakyBucket, Limit: 10, Period: time.Second, Burst: 20})
 		for i := 0; i < 10; i++ {
-			l.Check(0, 1)
+			l.Check(ratecell.Request{})
 		}
 		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		d, err := l.Acquire(c, 0, 1)
+		d, err := l.Acquire(c, ratecell.Request{})
 		if !errors.Is(err, ratecell.ErrTimedOut) || d.Allowed || d.RetryAfter < 500*time.Millisecond {
 			t.Fatalf("%+v, %v", d, err)
 		}
-		peek, _ := l.Check(0, 0)
+		peek, _ := l.Check(ratecell.Request{Peek: true})
 		if peek.Wait > time.Second || peek.Remaining < 10 {
 			t.Fatalf("the timed-out acquire queued: %+v", peek)
 		}
@@ -720,12 +722,12 @@ func TestAcquire(t *testing.T) {
 	t.Run("leaky bucket cancelled after admission", func(t *testing.T) {
 		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.LeakyBucket, Limit: 10, Period: time.Second, Burst: 20})
 		for i := 0; i < 5; i++ {
-			l.Check(0, 1)
+			l.Check(ratecell.Request{})
 		}
 		c, cancel := context.WithCancel(ctx)
 		time.AfterFunc(20*time.Millisecond, cancel)
 		start := time.Now()
-		d, err := l.Acquire(c, 0, 1)
+		d, err := l.Acquire(c, ratecell.Request{})
 		if !errors.Is(err, context.Canceled) || !d.Allowed || d.Wait < 300*time.Millisecond {
 			t.Fatalf("%+v, %v", d, err)
 		}
@@ -746,19 +748,20 @@ func TestClosedLimiterReturnsErrClosed(t *testing.T) {
 	var nilLimiter *ratecell.Limiter
 	for _, lim := range []*ratecell.Limiter{l, nilLimiter} {
 		calls := map[string]error{}
-		_, calls["Check"] = lim.Check(1, 1)
-		_, calls["CheckAt"] = lim.CheckAt(1, 1, 1)
+		_, calls["Check"] = lim.Check(ratecell.Request{Key: ratecell.Uint64Key(1)})
+		_, calls["Check at"] = lim.Check(ratecell.Request{Key: ratecell.Uint64Key(1), At: 1})
 		_, calls["Allow"] = lim.Allow(1)
-		_, calls["AllowAt"] = lim.AllowAt(1, 1)
-		_, calls["CheckBytes"] = lim.CheckBytes([]byte("k"), 1)
-		_, calls["CheckBytesAt"] = lim.CheckBytesAt(nil, 1, 1)
-		_, calls["CheckString"] = lim.CheckString("k", 1)
-		calls["CheckBatch"] = lim.CheckBatch([]uint64{1}, nil, make([]bool, 1), nil)
-		calls["CheckBatchAt"] = lim.CheckBatchAt(nil, nil, 1, nil, nil)
-		_, calls["Acquire"] = lim.Acquire(context.Background(), 1, 1)
-		_, calls["AcquireBytes"] = lim.AcquireBytes(context.Background(), nil, 1)
-		calls["ResetKey"] = lim.ResetKey(1)
-		calls["ResetBytes"] = lim.ResetBytes(nil)
+		_, calls["CheckEach"] = lim.CheckEach(ratecell.Request{Key: ratecell.Uint64Key(1), Tier: 1})
+		calls["Reset"] = lim.Reset(ratecell.StringKey("k"))
+		_, calls["Check bytes"] = lim.Check(ratecell.Request{Key: ratecell.BytesKey([]byte("k"))})
+		_, calls["Check empty bytes at"] = lim.Check(ratecell.Request{Key: ratecell.BytesKey(nil), At: 1})
+		_, calls["Check string"] = lim.Check(ratecell.Request{Key: ratecell.StringKey("k")})
+		calls["CheckBatch"] = lim.CheckBatch(ratecell.Batch{Keys: []uint64{1}}, make([]bool, 1), nil)
+		calls["CheckBatch at"] = lim.CheckBatch(ratecell.Batch{Keys: nil, At: 1}, nil, nil)
+		_, calls["Acquire"] = lim.Acquire(context.Background(), ratecell.Request{Key: ratecell.Uint64Key(1)})
+		_, calls["Acquire bytes"] = lim.Acquire(context.Background(), ratecell.Request{Key: ratecell.BytesKey(nil)})
+		calls["Reset number"] = lim.Reset(ratecell.Uint64Key(1))
+		calls["ResetBytes"] = lim.Reset(ratecell.BytesKey(nil))
 		_, calls["Stats"] = lim.Stats()
 		_, calls["Now"] = lim.Now()
 		_, calls["Config"] = lim.Config()
@@ -787,7 +790,7 @@ func TestConcurrentChecksAdmitExactlyTheLimit(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < attempts; i++ {
-					d, err := l.Check(0, 1)
+					d, err := l.Check(ratecell.Request{})
 					if err != nil {
 						t.Error(err)
 						return
@@ -825,13 +828,13 @@ func TestConcurrentKeysAdmitExactlyTheirLimit(t *testing.T) {
 					batch[i] = uint64((i + g + r) % keys)
 				}
 				if g%2 == 0 {
-					if err := l.CheckBatch(batch, nil, allowed, nil); err != nil {
+					if err := l.CheckBatch(ratecell.Batch{Keys: batch}, allowed, nil); err != nil {
 						t.Error(err)
 						return
 					}
 				} else {
 					for i, k := range batch {
-						d, _ := l.Check(k, 1)
+						d, _ := l.Check(ratecell.Request{Key: ratecell.Uint64Key(k)})
 						allowed[i] = d.Allowed
 					}
 				}
@@ -873,9 +876,9 @@ func TestCloseRacesWithCalls(t *testing.T) {
 					var err error
 					switch i % 3 {
 					case 0:
-						_, err = l.Check(i, 1)
+						_, err = l.Check(ratecell.Request{Key: ratecell.Uint64Key(i)})
 					case 1:
-						err = l.CheckBatch(keys, nil, allowed, nil)
+						err = l.CheckBatch(ratecell.Batch{Keys: keys}, allowed, nil)
 					default:
 						_, err = l.Stats()
 					}

@@ -11,14 +11,14 @@ import (
 func TestReconfigureKeepsTheSpentAndRefusesByName(t *testing.T) {
 	for _, capacity := range []uint64{0, 100} {
 		minute := Config{Algorithm: FixedWindow, Limit: 10, Period: time.Minute, Capacity: capacity}
-		lim, err := NewMulti([]Limit{
+		lim, err := NewWith(Options{Limits: []Limit{
 			{Config{Algorithm: GCRA, Limit: 10, Period: time.Second, Capacity: capacity}, "per-second"},
 			{minute, "per-minute"},
-		})
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, err := lim.CheckEachAt(7, 4, t0); err != nil || !d.Allowed {
+		if d, err := lim.CheckEach(Request{Key: Uint64Key(7), Cost: 4, At: t0}); err != nil || !d.Allowed {
 			t.Fatalf("%+v, %v", d, err)
 		}
 		wider := minute
@@ -27,7 +27,7 @@ func TestReconfigureKeepsTheSpentAndRefusesByName(t *testing.T) {
 		if err := lim.Reconfigure([]Config{second, wider}); err != nil {
 			t.Fatal(err)
 		}
-		d, err := lim.CheckEachAt(7, 0, t0)
+		d, err := lim.CheckEach(Request{Key: Uint64Key(7), Peek: true, At: t0})
 		if err != nil || d.Limits[1].Limit != 14 || d.Limits[1].Remaining != 10 || d.Limits[0].Limit != 20 {
 			t.Fatalf("capacity %d: the 4 spent stay spent: %+v, %v", capacity, d, err)
 		}
@@ -50,7 +50,7 @@ func TestReconfigureKeepsTheSpentAndRefusesByName(t *testing.T) {
 		if err := lim.Reconfigure(nil); !errors.Is(err, ErrInvalidLength) {
 			t.Fatalf("no limits: %v", err)
 		}
-		if d, _ := lim.CheckEachAt(7, 0, t0); d.Limits[1].Limit != 14 {
+		if d, _ := lim.CheckEach(Request{Key: Uint64Key(7), Peek: true, At: t0}); d.Limits[1].Limit != 14 {
 			t.Fatalf("a refusal changes nothing: %+v", d)
 		}
 		lim.Close()

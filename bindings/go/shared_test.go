@@ -13,13 +13,16 @@ import (
 func TestSharedRegion(t *testing.T) {
 	path := fmt.Sprintf("/dev/shm/ratecell-go-test-%d", os.Getpid())
 	defer os.Remove(path)
-	cfg := Config{Algorithm: GCRA, Limit: 5, Period: time.Hour, Capacity: 100, Shared: path}
-	a, err := New(cfg)
+	cfg := Config{Algorithm: GCRA, Limit: 5, Period: time.Hour, Capacity: 100}
+	shared := func(cfg Config, path string) (*Limiter, error) {
+		return NewWith(Options{Limits: []Limit{{Config: cfg}}, Shared: path})
+	}
+	a, err := shared(cfg, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := New(cfg)
+	b, err := NewWith(Options{Limits: []Limit{{Config: cfg}}, Shared: path, SharedMode: 0o640})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +34,7 @@ func TestSharedRegion(t *testing.T) {
 		if i%2 == 1 {
 			l = b
 		}
-		d, err := l.CheckAt(7, 1, t0)
+		d, err := l.Check(Request{Key: Uint64Key(7), At: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,13 +51,16 @@ func TestSharedRegion(t *testing.T) {
 	}
 	other := cfg
 	other.Limit = 6
-	if _, err := New(other); !errors.Is(err, ErrSharedConfigMismatch) {
+	if _, err := shared(other, path); !errors.Is(err, ErrSharedConfigMismatch) {
 		t.Fatalf("another configuration: %v", err)
 	}
 	log := cfg
 	log.Algorithm = SlidingLog
-	log.Shared = path + "-log"
-	if _, err := New(log); !errors.Is(err, ErrSharedUnsupported) {
+	if _, err := shared(log, path+"-log"); !errors.Is(err, ErrSharedUnsupported) {
 		t.Fatalf("sliding log in shared mode: %v", err)
+	}
+	tiered := Options{Tiers: [][]Config{{cfg}, {cfg}}, Shared: path + "-tiers"}
+	if _, err := NewWith(tiered); !errors.Is(err, ErrSharedUnsupported) {
+		t.Fatalf("tiers in shared mode: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 		for key := uint64(0); key < 5; key++ {
-			if _, err := lim.CheckAt(key, key%4, t0); err != nil {
+			if _, err := lim.Check(ratecell.Request{Key: ratecell.Uint64Key(key), Cost: key % 4, Peek: key%4 == 0, At: t0}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -37,9 +37,9 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 		for key := uint64(0); key < 5; key++ {
-			want, _ := lim.CheckAt(key, 1, t0+1)
-			got, _ := back.CheckAt(key, 1, t0+1)
-			got2, _ := any.CheckAt(key, 1, t0+1)
+			want, _ := lim.Check(ratecell.Request{Key: ratecell.Uint64Key(key), At: t0 + 1})
+			got, _ := back.Check(ratecell.Request{Key: ratecell.Uint64Key(key), At: t0 + 1})
+			got2, _ := any.Check(ratecell.Request{Key: ratecell.Uint64Key(key), At: t0 + 1})
 			if got != want || got2 != want {
 				t.Errorf("%v key %d: restored %+v / %+v, original %+v", a, key, got, got2, want)
 			}

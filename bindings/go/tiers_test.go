@@ -20,7 +20,7 @@ func TestTiersHoldEachKeyToItsTier(t *testing.T) {
 	for _, n := range limits {
 		tiers = append(tiers, Config{Algorithm: FixedWindow, Limit: n, Period: time.Minute, Capacity: 100})
 	}
-	lim, err := NewTiered(tiers)
+	lim, err := newTiered(tiers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestTiersHoldEachKeyToItsTier(t *testing.T) {
 	for tier, want := range limits {
 		got := uint64(0)
 		for i := 0; i < 400; i++ {
-			d, err := lim.CheckTierAt(uint64(tier), tier, 1, tiersT0)
+			d, err := lim.Check(Request{Key: Uint64Key(uint64(tier)), At: tiersT0, Tier: tier})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,34 +44,34 @@ func TestTiersHoldEachKeyToItsTier(t *testing.T) {
 		}
 	}
 	// Key 1 spent 30 as paid: nothing as free, 270 left as internal.
-	if d, _ := lim.CheckTierAt(1, 0, 1, tiersT0); d.Allowed {
+	if d, _ := lim.Check(Request{Key: Uint64Key(1), At: tiersT0}); d.Allowed {
 		t.Error("a paid key's spend does not count as free")
 	}
-	if d, _ := lim.CheckTierAt(1, 2, 0, tiersT0); d.Remaining != 270 || d.Limit != 300 {
+	if d, _ := lim.Check(Request{Key: Uint64Key(1), Peek: true, At: tiersT0, Tier: 2}); d.Remaining != 270 || d.Limit != 300 {
 		t.Errorf("internal peek: %+v", d)
 	}
-	if d, _ := lim.CheckBytesTierAt([]byte("k"), 1, 5, tiersT0); d.Remaining != 25 {
+	if d, _ := lim.Check(Request{Key: BytesKey([]byte("k")), Cost: 5, At: tiersT0, Tier: 1}); d.Remaining != 25 {
 		t.Errorf("bytes: %+v", d)
 	}
-	if d, _ := lim.CheckAt(9, 0, tiersT0); d.Limit != 3 {
+	if d, _ := lim.Check(Request{Key: Uint64Key(9), Peek: true, At: tiersT0}); d.Limit != 3 {
 		t.Errorf("no tier named is tier 0: %+v", d)
 	}
-	if d, err := lim.CheckTier(10, 1, 1); err != nil || !d.Allowed || d.Limit != 30 {
+	if d, err := lim.Check(Request{Key: Uint64Key(10), Tier: 1}); err != nil || !d.Allowed || d.Limit != 30 {
 		t.Errorf("now: %+v %v", d, err)
 	}
-	if d, err := lim.CheckBytesTier([]byte("z"), 2, 1); err != nil || !d.Allowed || d.Limit != 300 {
+	if d, err := lim.Check(Request{Key: BytesKey([]byte("z")), Tier: 2}); err != nil || !d.Allowed || d.Limit != 300 {
 		t.Errorf("bytes now: %+v %v", d, err)
 	}
 	for _, tier := range []int{3, -1, 1 << 40} {
-		if _, err := lim.CheckTierAt(50, tier, 1, tiersT0); !errors.Is(err, ErrInvalidTier) {
+		if _, err := lim.Check(Request{Key: Uint64Key(50), At: tiersT0, Tier: tier}); !errors.Is(err, ErrInvalidTier) {
 			t.Errorf("tier %d: %v", tier, err)
 		}
 	}
-	if d, _ := lim.CheckTierAt(50, 2, 0, tiersT0); d.Remaining != 300 {
+	if d, _ := lim.Check(Request{Key: Uint64Key(50), Peek: true, At: tiersT0, Tier: 2}); d.Remaining != 300 {
 		t.Errorf("a refused tier spent something: %+v", d)
 	}
 	lim.Close()
-	if _, err := lim.CheckTier(1, 0, 1); !errors.Is(err, ErrClosed) {
+	if _, err := lim.Check(Request{Key: Uint64Key(1)}); !errors.Is(err, ErrClosed) {
 		t.Errorf("closed: %v", err)
 	}
 	if lim.Tiers() != 0 {
@@ -86,7 +86,7 @@ func TestTiersUnderGoroutinesAdmitExactlyEachTiersLimit(t *testing.T) {
 	for _, n := range limits {
 		tiers = append(tiers, Config{Algorithm: GCRA, Limit: n, Period: time.Hour, Capacity: 100})
 	}
-	lim, err := NewTiered(tiers)
+	lim, err := newTiered(tiers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestTiersUnderGoroutinesAdmitExactlyEachTiersLimit(t *testing.T) {
 			var mine [keys]uint64
 			for round := 0; round < 300; round++ {
 				for k := 0; k < keys; k++ {
-					d, err := lim.CheckTierAt(uint64(k), k%3, 1, tiersT0)
+					d, err := lim.Check(Request{Key: Uint64Key(uint64(k)), At: tiersT0, Tier: k % 3})
 					if err != nil {
 						t.Error(err)
 						return
@@ -134,15 +134,15 @@ func TestTiersOfSeveralLimitsAndBadInput(t *testing.T) {
 	paidRate.Limit = 100
 	paidDay := day
 	paidDay.Limit = 50
-	lim, err := NewTieredMulti([][]Config{{rate, day}, {paidRate, paidDay}})
+	lim, err := NewWith(Options{Tiers: [][]Config{{rate, day}, {paidRate, paidDay}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lim.Close()
-	if d, _ := lim.CheckTierAt(4, 1, 40, tiersT0); !d.Allowed {
+	if d, _ := lim.Check(Request{Key: Uint64Key(4), Cost: 40, At: tiersT0, Tier: 1}); !d.Allowed {
 		t.Error("paid: 40 of 100 now and 50 a day")
 	}
-	m, err := lim.CheckTierEachAt(4, 0, 1, tiersT0)
+	m, err := lim.CheckEach(Request{Key: Uint64Key(4), At: tiersT0})
 	if err != nil || m.Allowed || len(m.Limits) != 2 || m.DeniedBy < 0 {
 		t.Errorf("free after 40 paid: %+v %v", m, err)
 	}
@@ -167,7 +167,7 @@ func TestTiersOfSeveralLimitsAndBadInput(t *testing.T) {
 		{[][]Config{{gcra}, {otherCapacity}}, ErrInvalidCapacity},
 		{[][]Config{{keyless}, {keyless}}, ErrInvalidCapacity},
 	} {
-		if _, err := NewTieredMulti(c.tiers); !errors.Is(err, c.want) {
+		if _, err := NewWith(Options{Tiers: c.tiers}); !errors.Is(err, c.want) {
 			t.Errorf("%d tiers: %v, want %v", len(c.tiers), err, c.want)
 		}
 	}
@@ -179,19 +179,19 @@ func TestTiersOfSeveralLimitsAndBadInput(t *testing.T) {
 	if plain.Tiers() != 1 {
 		t.Error("a limiter without tiers has one")
 	}
-	if _, err := plain.CheckTierAt(1, 1, 1, tiersT0); !errors.Is(err, ErrInvalidTier) {
+	if _, err := plain.Check(Request{Key: Uint64Key(1), At: tiersT0, Tier: 1}); !errors.Is(err, ErrInvalidTier) {
 		t.Errorf("tier 1 of 1: %v", err)
 	}
 }
 
 // A batch names a tier per request and decides as the checks one by one;
-// a tier out of range anywhere decides nothing. AcquireTier waits for the
+// a tier out of range anywhere decides nothing. Acquire waits for the
 // named tier.
 func TestTiersBatchAndAcquireNameTheTier(t *testing.T) {
 	free := Config{Algorithm: TokenBucket, Limit: 3, Period: time.Hour, Capacity: 100}
 	paid := free
 	paid.Limit = 30
-	lim, err := NewTiered([]Config{free, paid})
+	lim, err := newTiered([]Config{free, paid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestTiersBatchAndAcquireNameTheTier(t *testing.T) {
 	tiers := []uint32{0, 0, 0, 0, 1, 1}
 	allowed := make([]bool, len(keys))
 	decisions := make([]Decision, len(keys))
-	if err := lim.CheckBatchTierAt(keys, tiers, nil, tiersT0, allowed, decisions); err != nil {
+	if err := lim.CheckBatch(Batch{Keys: keys, Tiers: tiers, At: tiersT0}, allowed, decisions); err != nil {
 		t.Fatal(err)
 	}
 	want := []bool{true, true, true, false, true, true}
@@ -212,35 +212,35 @@ func TestTiersBatchAndAcquireNameTheTier(t *testing.T) {
 	if decisions[5].Limit != 30 || decisions[5].Remaining != 28 {
 		t.Errorf("paid key: %+v", decisions[5])
 	}
-	if err := lim.CheckBatchTier([]uint64{3}, []uint32{1}, nil, allowed[:1], nil); err != nil || !allowed[0] {
+	if err := lim.CheckBatch(Batch{Keys: []uint64{3}, Tiers: []uint32{1}}, allowed[:1], nil); err != nil || !allowed[0] {
 		t.Errorf("now: %v %v", allowed[0], err)
 	}
 	allowed[0], allowed[1] = false, false
-	err = lim.CheckBatchTierAt([]uint64{9, 9}, []uint32{1, 2}, nil, tiersT0, allowed[:2], nil)
+	err = lim.CheckBatch(Batch{Keys: []uint64{9, 9}, Tiers: []uint32{1, 2}, At: tiersT0}, allowed[:2], nil)
 	if !errors.Is(err, ErrInvalidTier) {
 		t.Errorf("tier 2: %v", err)
 	}
-	if d, _ := lim.CheckTierAt(9, 1, 0, tiersT0); d.Remaining != 30 {
+	if d, _ := lim.Check(Request{Key: Uint64Key(9), Peek: true, At: tiersT0, Tier: 1}); d.Remaining != 30 {
 		t.Errorf("a refused batch stored something: %+v", d)
 	}
-	if err := lim.CheckBatchTier([]uint64{9, 9}, []uint32{1}, nil, allowed[:2], nil); !errors.Is(err, ErrInvalidLength) {
+	if err := lim.CheckBatch(Batch{Keys: []uint64{9, 9}, Tiers: []uint32{1}}, allowed[:2], nil); !errors.Is(err, ErrInvalidLength) {
 		t.Errorf("short tiers: %v", err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	for i := 0; i < 3; i++ {
-		if d, err := lim.AcquireTier(ctx, 7, 0, 1); err != nil || d.Limit != 3 {
+		if d, err := lim.Acquire(ctx, Request{Key: Uint64Key(7)}); err != nil || d.Limit != 3 {
 			t.Fatalf("acquire %d: %+v %v", i, d, err)
 		}
 	}
-	if _, err := lim.AcquireTier(ctx, 7, 0, 1); !errors.Is(err, ErrTimedOut) {
+	if _, err := lim.Acquire(ctx, Request{Key: Uint64Key(7)}); !errors.Is(err, ErrTimedOut) {
 		t.Errorf("a fourth free acquire: %v", err)
 	}
-	if d, err := lim.AcquireBytesTier(ctx, []byte("p"), 1, 1); err != nil || d.Limit != 30 {
+	if d, err := lim.Acquire(ctx, Request{Key: BytesKey([]byte("p")), Tier: 1}); err != nil || d.Limit != 30 {
 		t.Errorf("paid bytes: %+v %v", d, err)
 	}
-	if _, err := lim.AcquireTier(ctx, 7, 2, 1); !errors.Is(err, ErrInvalidTier) {
+	if _, err := lim.Acquire(ctx, Request{Key: Uint64Key(7), Tier: 2}); !errors.Is(err, ErrInvalidTier) {
 		t.Errorf("tier 2: %v", err)
 	}
 }
@@ -251,12 +251,12 @@ func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
 	free := Config{Algorithm: FixedWindow, Limit: 3, Period: time.Minute, Capacity: 100}
 	paid := free
 	paid.Limit = 30
-	lim, err := NewTiered([]Config{free, paid})
+	lim, err := newTiered([]Config{free, paid})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lim.Close()
-	if _, err := lim.CheckTierAt(1, 1, 10, tiersT0); err != nil {
+	if _, err := lim.Check(Request{Key: Uint64Key(1), Cost: 10, At: tiersT0, Tier: 1}); err != nil {
 		t.Fatal(err)
 	}
 	path := t.TempDir() + "/tiers.snap"
@@ -268,7 +268,7 @@ func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer back.Close()
-	if d, _ := back.CheckTierAt(1, 1, 0, tiersT0); d.Remaining != 20 {
+	if d, _ := back.Check(Request{Key: Uint64Key(1), Peek: true, At: tiersT0, Tier: 1}); d.Remaining != 20 {
 		t.Errorf("restored paid key: %+v", d)
 	}
 	fromFile, err := Restore(path)
@@ -341,7 +341,7 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 	start := now - 10*uint64(time.Second)
 	for i := 0; i < 60; i++ {
 		key, tier, cost := request(i)
-		if _, err := p.CheckTierEachAt(key, tier, cost, start+uint64(i)*uint64(100*time.Millisecond)); err != nil {
+		if _, err := p.CheckEach(Request{Key: Uint64Key(key), Cost: cost, Peek: cost == 0, At: start + uint64(i)*uint64(100*time.Millisecond), Tier: tier}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -372,11 +372,11 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 	for i := 60; i < 120; i++ {
 		key, tier, cost := request(i)
 		at := rest + uint64(i-60)*uint64(100*time.Millisecond)
-		want, err := p.CheckTierEachAt(key, tier, cost, at)
+		want, err := p.CheckEach(Request{Key: Uint64Key(key), Cost: cost, Peek: cost == 0, At: at, Tier: tier})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := back.CheckTierEachAt(key, tier, cost, at)
+		got, err := back.CheckEach(Request{Key: Uint64Key(key), Cost: cost, Peek: cost == 0, At: at, Tier: tier})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -432,7 +432,7 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := single.CheckTierAt(1, 1, 1, tiersT0); err != nil || d.Limit != 50 {
+	if d, err := single.Check(Request{Key: Uint64Key(1), At: tiersT0, Tier: 1}); err != nil || d.Limit != 50 {
 		t.Errorf("tier 1 of a fresh file: %+v %v", d, err)
 	}
 	if err := single.Close(); err != nil {
@@ -446,24 +446,33 @@ func TestTierChecksDoNotAllocate(t *testing.T) {
 	cfg := func(limit uint64) Config {
 		return Config{Algorithm: FixedWindow, Limit: limit, Period: time.Minute, Capacity: 64}
 	}
-	lim, err := NewTiered([]Config{cfg(10), cfg(100)})
+	lim, err := newTiered([]Config{cfg(10), cfg(100)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lim.Close()
 	key := []byte("k")
 	allocs := testing.AllocsPerRun(200, func() {
-		if _, err := lim.CheckTierAt(7, 1, 1, tiersT0); err != nil {
+		if _, err := lim.Check(Request{Key: Uint64Key(7), At: tiersT0, Tier: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := lim.CheckBytesTierAt(key, 1, 1, tiersT0); err != nil {
+		if _, err := lim.Check(Request{Key: BytesKey(key), At: tiersT0, Tier: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := lim.CheckTier(7, 0, 1); err != nil {
+		if _, err := lim.Check(Request{Key: Uint64Key(7)}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if allocs != 0 {
 		t.Fatalf("a tier check allocated %.1f times per run", allocs)
 	}
+}
+
+// newTiered is a limiter of one limit per tier, tiers[t] being tier t's.
+func newTiered(tiers []Config) (*Limiter, error) {
+	rows := make([][]Config, len(tiers))
+	for i := range tiers {
+		rows[i] = tiers[i : i+1]
+	}
+	return NewWith(Options{Tiers: rows})
 }

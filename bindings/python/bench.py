@@ -179,20 +179,23 @@ def rows(args: argparse.Namespace) -> list[tuple[str, float, float]]:
     # arguments ready (key already encoded, out-struct already allocated).
     from ratecell import _ffi
 
-    def make_floor_allow_key(ints, strs):
+    def make_floor_allow(ints, strs):
         lim = ratecell_limiter("fixed_window", keys_of(ints))
-        fn, h = _ffi.lib.ratecell_allow_key, lim._h
+        fn, h = _ffi.lib.ratecell_allow, lim._h
         return loop(lambda k: fn(h, k), ints)  # h keeps the limiter alive
 
-    measure("floor: bare ctypes ratecell_allow_key(h, int)", make_floor_allow_key)
+    measure("floor: bare ctypes ratecell_allow(h, int)", make_floor_allow)
 
-    def make_floor_check_bytes(ints, strs):
+    def make_floor_check_request(ints, strs):
         lim = ratecell_limiter("fixed_window", keys_of(ints))
-        fn, h, out = _ffi.lib.ratecell_check_bytes, lim._h, _ffi.CDecision()
-        raws = [s.encode() for s in strs]
-        return loop(lambda k: fn(h, k, len(k), 1, out), raws)
+        fn, h, out = _ffi.lib.ratecell_check, lim._h, _ffi.CDecision()
+        requests = [
+            _ffi.CRequest(_ffi.REQUEST_SIZE, 0, 0, raw, len(raw), 1, _ffi.NOW)
+            for raw in (s.encode() for s in strs)
+        ]
+        return loop(lambda r: fn(h, r, out), requests)
 
-    measure("floor: bare ctypes ratecell_check_bytes(h, bytes, n, 1, out)", make_floor_check_bytes)
+    measure("floor: bare ctypes ratecell_check(h, request of bytes, out)", make_floor_check_request)
 
     # The floor of check() and allow() when they run in the C extension
     # module (the default where it is built): its functions called directly.
@@ -204,16 +207,16 @@ def rows(args: argparse.Namespace) -> list[tuple[str, float, float]]:
         def make_floor_sp_allow(ints, strs):
             lim = ratecell_limiter("fixed_window", keys_of(ints))
             fn, h = sp.allow, lim._h
-            return loop(lambda k: fn(h, k, 1), ints)
+            return loop(lambda k: fn(h, k, 1, None, None), ints)
 
-        measure("floor: bare _speedups.allow(h, int, 1)", make_floor_sp_allow)
+        measure("floor: bare _speedups.allow(h, int, 1, None, None)", make_floor_sp_allow)
 
         def make_floor_sp_check(ints, strs):
             lim = ratecell_limiter("fixed_window", keys_of(ints))
             fn, h = sp.check, lim._h
-            return loop(lambda k: fn(h, k, 1), strs)
+            return loop(lambda k: fn(h, k, 1, None, None), strs)
 
-        measure("floor: bare _speedups.check(h, str, 1)", make_floor_sp_check)
+        measure("floor: bare _speedups.check(h, str, 1, None, None)", make_floor_sp_check)
 
     # Rounds interleave the implementations, so that a burst of load from
     # elsewhere on the machine hits all of them alike; each keeps its best.

@@ -228,7 +228,7 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
     }
 
     /// Makes `words` the fresh state again (a table reusing a place, or
-    /// `reset_key`). Only the words that say what is live need clearing.
+    /// `KeyedLimiter::reset`). Only the words that say what is live need clearing.
     fn clear<W: Words + ?Sized>(&self, words: &mut W);
 
     #[cfg_attr(ratecell_loom, allow(dead_code))]

@@ -141,6 +141,18 @@ impl At for &Clock {
     }
 }
 
+/// A request's own time, or the clock's when it gives none: read as late
+/// as `&Clock` is, and one copy of a check serves both.
+impl At for (Option<u64>, &Clock) {
+    #[inline]
+    fn ns(self) -> u64 {
+        match self.0 {
+            Some(t) => t,
+            None => self.1.now_ns(),
+        }
+    }
+}
+
 /// The TSC, read inline, converted at quanta's rate and offset onto the
 /// UNIX timeline.
 ///

@@ -117,17 +117,21 @@ macro_rules! answer_decision {
     }};
 }
 
+mod build;
 mod info;
 mod limiter;
 mod multi;
+mod request;
 #[cfg(not(ratecell_loom))]
 mod snapshot;
 mod tiers;
 pub mod types;
 
+pub use build::*;
 pub use info::*;
 pub use limiter::*;
 pub use multi::*;
+pub use request::*;
 #[cfg(not(ratecell_loom))]
 pub use snapshot::*;
 pub use tiers::*;
@@ -151,7 +155,7 @@ impl PanicDefault for () {
     fn on_panic() -> Self {}
 }
 
-/// `ratecell_allow_key`: a negated status.
+/// `ratecell_allow`: a negated status.
 impl PanicDefault for i32 {
     fn on_panic() -> Self {
         -(ratecell_status::RATECELL_PANIC as i32)

@@ -1,18 +1,19 @@
-//! Several limits as one through the C ABI: `ratecell_limiter_new_multi`
-//! makes an ordinary `ratecell_limiter` (every check, acquire and batch
-//! function returns the combined decision on it), and the `_each` checks
-//! also return each limit's own decision and which limit denied, in one
-//! `ratecell_multi_decision`.
+//! Several limits as one through the C ABI: `ratecell_limiter_build` with
+//! `n_limits` > 1 makes an ordinary `ratecell_limiter` (every check,
+//! acquire and batch returns the combined decision on it), and
+//! `ratecell_check_each` also returns each limit's own decision and which
+//! limit denied, in one `ratecell_multi_decision`; and the live change of
+//! a limiter's limits.
 
-use super::limiter::{Inner, clock_of, publish, ratecell_limiter};
+use super::input;
+use super::limiter::{Inner, ratecell_limiter};
 use super::types::{ratecell_clock, ratecell_config, ratecell_decision, ratecell_status};
-use super::{input, out_ptr};
-use crate::{Config, Error, KeyedLimiter, Limiter, MultiDecision};
+use crate::{Config, MultiDecision};
 
 use ratecell_status::*;
 
-/// The most limits one limiter checks together (`n` of
-/// `ratecell_limiter_new_multi`).
+/// The most limits one limiter checks together (`n_limits` of
+/// `ratecell_options`).
 pub const RATECELL_MAX_LIMITS: usize = 8;
 // A literal for cbindgen, which does not evaluate paths; kept equal here.
 const _: () = assert!(RATECELL_MAX_LIMITS == crate::MAX_LIMITS);
@@ -30,7 +31,7 @@ pub const RATECELL_NO_LIMIT: u32 = u32::MAX;
 /// largest; `wait_ns` the largest when admitted.
 ///
 /// `limits[0..count]` are the limits' own decisions, in the order of the
-/// configs given to `ratecell_limiter_new_multi` (one for a limiter made by
+/// configs given to `ratecell_limiter_build` (one for a limiter made by
 /// `ratecell_limiter_new`); the rest is zeroed. A limit that alone would
 /// admit a request another denies says `allowed` with the `remaining` and
 /// `reset_after_ns` of its unchanged state.
@@ -68,50 +69,6 @@ impl From<MultiDecision> for ratecell_multi_decision {
     }
 }
 
-/// Makes a limiter enforcing every one of `configs[0..n]` as one: a
-/// request is admitted only when every limit admits it, and only then is
-/// anything stored (nothing is spent and refunded). Any algorithms may be
-/// mixed. Every `ratecell_check*`, `ratecell_allow*`, `ratecell_acquire*`
-/// and `ratecell_check_batch*` call on it returns the combined decision
-/// (see `ratecell_multi_decision`); `ratecell_check_each*` also returns
-/// each limit's. `ratecell_limiter_config` returns the first config.
-///
-/// All configs share one capacity (0: one shared state; > 0: a table of
-/// that many keys, each key holding all its limits in one place), one
-/// overflow policy and one clock.
-///
-/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `out` is NULL or
-/// `configs` is NULL with `n > 0`; `RATECELL_INVALID_LENGTH` when `n` is 0
-/// or above `RATECELL_MAX_LIMITS`; the `RATECELL_INVALID_*` status naming
-/// the first invalid field of the first invalid config; and
-/// `RATECELL_INVALID_CAPACITY`, `RATECELL_INVALID_OVERFLOW` or
-/// `RATECELL_INVALID_CLOCK` when that field differs from `configs[0]`'s;
-/// or `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
-///
-/// Ownership: as `ratecell_limiter_new`; `configs` is only read during the
-/// call. Thread-safe.
-///
-/// # Safety
-/// `configs` is NULL or points to `n` readable configs; `out` is NULL or
-/// points to a writable `ratecell_limiter *`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_limiter_new_multi(
-    configs: *const ratecell_config,
-    n: usize,
-    out: *mut *mut ratecell_limiter,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let out = try_status!(out_ptr(out));
-        // SAFETY: as promised by the caller.
-        let (rust, clock_kind) = try_status!(unsafe { configs_arg(configs, n) });
-        let inner = try_status!(
-            build_multi(&rust, clock_kind).map_err(|e| ratecell_status::from_error(&e))
-        );
-        // SAFETY: `out` is non-NULL and, as the caller promises, writable.
-        unsafe { publish(inner, clock_kind, out) }
-    }
-}
-
 /// Reads `configs[0..n]` from C: 1 to `RATECELL_MAX_LIMITS` configs on one
 /// clock, else the status naming what is wrong (`RATECELL_INVALID_LENGTH`,
 /// `RATECELL_NULL_ARGUMENT`, a field's `RATECELL_INVALID_*`,
@@ -139,17 +96,6 @@ pub(super) unsafe fn configs_arg(
         rust.push(config);
     }
     Ok((rust, clock_kind.expect("n > 0")))
-}
-
-/// A direct or keyed limiter of `configs` (1 to `RATECELL_MAX_LIMITS`) as
-/// one, on the clock `clock_kind` names.
-pub(super) fn build_multi(configs: &[Config], clock_kind: ratecell_clock) -> Result<Inner, Error> {
-    let clock = clock_of(clock_kind);
-    if configs[0].capacity == 0 {
-        Limiter::with_clock_multi(configs, clock).map(Inner::Direct)
-    } else {
-        KeyedLimiter::with_clock_multi(configs, clock).map(Inner::Keyed)
-    }
 }
 
 /// Changes a running limiter's limits to `configs[0..n]`, keeping every
@@ -185,7 +131,7 @@ pub unsafe extern "C" fn ratecell_limiter_reconfigure(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         // SAFETY: the caller promises a live handle or NULL.
-        let limiter = try_status!(unsafe { handle(limiter) });
+        let limiter = try_status!(unsafe { super::limiter::handle(limiter) });
         // SAFETY: as promised by the caller.
         let (rust, clock_kind) = try_status!(unsafe { configs_arg(configs, n) });
         if clock_kind != limiter.clock {
@@ -197,120 +143,5 @@ pub unsafe extern "C" fn ratecell_limiter_reconfigure(
         };
         try_status!(done.map_err(|e| ratecell_status::from_error(&e)));
         RATECELL_OK
-    }
-}
-
-/// Writes an answer to a checked out-pointer.
-///
-/// # Safety
-/// `out` is NULL or points to a writable `T`.
-unsafe fn answer<T>(out: *mut T, value: impl FnOnce() -> T) -> ratecell_status {
-    let out = try_status!(out_ptr(out));
-    // SAFETY: non-NULL, and writable as the caller promises.
-    unsafe { out.write(value()) };
-    RATECELL_OK
-}
-
-/// The limiter behind a handle, or `RATECELL_NULL_ARGUMENT`.
-///
-/// # Safety
-/// A non-NULL `limiter` is a live handle.
-unsafe fn handle<'a>(
-    limiter: *const ratecell_limiter,
-) -> Result<&'a ratecell_limiter, ratecell_status> {
-    // SAFETY: the caller promises a live handle (or NULL, refused here).
-    unsafe { limiter.as_ref() }.ok_or(RATECELL_NULL_ARGUMENT)
-}
-
-/// `ratecell_check` with each limit's own decision and the denying limit's
-/// index, written to `*out` (the same combined decision in `out->decision`,
-/// the same effect on the limiter). Works on any limiter: one made by
-/// `ratecell_limiter_new` has one limit.
-///
-/// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT` (`limiter` or `out`
-/// NULL; nothing is checked). Thread-safe.
-///
-/// # Safety
-/// `limiter` is NULL or a live handle; `out` is NULL or points to a
-/// writable `ratecell_multi_decision`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_check_each(
-    limiter: *const ratecell_limiter,
-    key: u64,
-    cost: u64,
-    out: *mut ratecell_multi_decision,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check_each(key, cost, None).into()) }
-    }
-}
-
-/// `ratecell_check_each` at the caller's time `now_ns` (UNIX nanoseconds).
-///
-/// # Safety
-/// As for `ratecell_check_each`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_check_each_at(
-    limiter: *const ratecell_limiter,
-    key: u64,
-    cost: u64,
-    now_ns: u64,
-    out: *mut ratecell_multi_decision,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check_each(key, cost, Some(now_ns)).into()) }
-    }
-}
-
-/// `ratecell_check_each` for a byte-string key (as `ratecell_check_bytes`:
-/// `key` may be NULL only when `key_len` is 0).
-///
-/// # Safety
-/// As for `ratecell_check_each`; `key` is NULL or points to `key_len`
-/// readable bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_check_bytes_each(
-    limiter: *const ratecell_limiter,
-    key: *const u8,
-    key_len: usize,
-    cost: u64,
-    out: *mut ratecell_multi_decision,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check_bytes_each(key, cost, None).into()) }
-    }
-}
-
-/// `ratecell_check_bytes_each` at the caller's time `now_ns`.
-///
-/// # Safety
-/// As for `ratecell_check_bytes_each`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_check_bytes_each_at(
-    limiter: *const ratecell_limiter,
-    key: *const u8,
-    key_len: usize,
-    cost: u64,
-    now_ns: u64,
-    out: *mut ratecell_multi_decision,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        // SAFETY: the caller promises a live handle or NULL.
-        let l = try_status!(unsafe { handle(limiter) });
-        // SAFETY: the caller promises `key_len` readable bytes.
-        let key = try_status!(unsafe { input(key, key_len) });
-        // SAFETY: the caller promises `out` NULL or writable.
-        unsafe { answer(out, || l.check_bytes_each(key, cost, Some(now_ns)).into()) }
     }
 }

@@ -3,12 +3,12 @@
 //! background thread (docs/SNAPSHOT.md).
 
 use super::limiter::{Inner, clock_of, handle, put};
-use super::multi::{build_multi, configs_arg};
+use super::multi::configs_arg;
 use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{into_raw, out_ptr, path_arg};
 use crate::snapshot::{Save, saved_tiers};
-use crate::{Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
+use crate::{AnyLimiter, Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
 use std::ffi::c_char;
 use std::io;
 use std::path::Path;
@@ -62,7 +62,7 @@ fn restore(
     Ok(super::limiter::ratecell_limiter { inner, clock })
 }
 
-/// Restores a tiered handle (`ratecell_limiter_new_tiered_multi`) of
+/// Restores a tiered handle (`ratecell_limiter_build` with tiers) of
 /// `tiers` from the file at `path`.
 fn restore_tiered(
     path: &Path,
@@ -154,8 +154,8 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
 
 /// Builds a limiter from the snapshot file at `path`, with the
 /// configuration saved in it (every limit, for a limiter of several: the
-/// result is as `ratecell_limiter_new_multi` makes it; every tier, for a
-/// tiered limiter: as `ratecell_limiter_new_tiered_multi`), on the TSC clock,
+/// result is as `ratecell_limiter_build` makes it; every tier, for a
+/// tiered limiter), on the TSC clock,
 /// and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
 /// `ratecell_limiter_new` would: restore this way only files you would
 /// take a configuration from; `ratecell_limiter_restore_config` refuses
@@ -241,13 +241,13 @@ pub unsafe extern "C" fn ratecell_limiter_restore_config(
 }
 
 /// `ratecell_limiter_restore_config` for a limiter of several limits
-/// (`ratecell_limiter_new_multi`): builds the limiter of `configs[0..n]`
+/// (`ratecell_options.n_limits` > 1): builds the limiter of `configs[0..n]`
 /// from the snapshot file at `path`. The snapshot must hold the same
 /// limits in the same order; otherwise `RATECELL_SNAPSHOT_CONFIG_MISMATCH`
 /// before anything is allocated. `n` = 1 is `ratecell_limiter_restore_config`.
 ///
 /// Returns the statuses of `ratecell_limiter_restore_config`, and those of
-/// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out` is
+/// `ratecell_limiter_build` for invalid `configs`. On failure `*out` is
 /// left unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
 ///
 /// # Safety
@@ -274,7 +274,7 @@ pub unsafe extern "C" fn ratecell_limiter_restore_multi(
 }
 
 /// `ratecell_limiter_restore_config` for a tiered limiter
-/// (`ratecell_limiter_new_tiered_multi`): builds the limiter of
+/// (`ratecell_options.n_tiers` ≥ 1): builds the limiter of
 /// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from the
 /// snapshot file at `path`. The snapshot must hold the same tiers of the
 /// same limits in the same order; otherwise
@@ -282,7 +282,7 @@ pub unsafe extern "C" fn ratecell_limiter_restore_multi(
 /// snapshot of a limiter made without tiers is refused so too).
 ///
 /// Returns the statuses of `ratecell_limiter_restore_config`, and those of
-/// `ratecell_limiter_new_tiered_multi` for invalid `configs`. On failure
+/// `ratecell_limiter_build` for invalid `configs`. On failure
 /// `*out` is left unchanged. Ownership as for `ratecell_limiter_new`.
 /// Thread-safe.
 ///
@@ -360,13 +360,13 @@ pub unsafe extern "C" fn ratecell_persisted_open(
 }
 
 /// `ratecell_persisted_open` for a limiter of several limits checked as
-/// one (`ratecell_limiter_new_multi`): restores `configs[0..n]`'s limiter
+/// one (`ratecell_options.n_limits` > 1): restores `configs[0..n]`'s limiter
 /// from `path` if the file exists (the same limits in the same order, else
 /// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`), else makes it fresh, and saves it
 /// there every `every_ns`. `n` = 1 is `ratecell_persisted_open`.
 ///
 /// Returns the statuses of `ratecell_persisted_open`, and those of
-/// `ratecell_limiter_new_multi` for invalid `configs`. On failure `*out`
+/// `ratecell_limiter_build` for invalid `configs`. On failure `*out`
 /// is left unchanged. Ownership: release with `ratecell_persisted_close`.
 /// Thread-safe.
 ///
@@ -395,18 +395,17 @@ pub unsafe extern "C" fn ratecell_persisted_open_multi(
 }
 
 /// `ratecell_persisted_open` for a tiered limiter
-/// (`ratecell_limiter_new_tiered_multi`): restores the limiter of
+/// (`ratecell_options.n_tiers` ≥ 1): restores the limiter of
 /// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from
 /// `path` if the file exists, else makes it fresh, and saves it there
 /// every `every_ns` with every tier. A file of other tiers, another number
 /// of them, or of a limiter made without tiers is refused with
 /// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` (as `ratecell_limiter_restore_tiered`
 /// refuses it) before anything is allocated. Every check on its limiter
-/// may name a tier (`ratecell_check_tier*`, `ratecell_check_batch_tier*`,
-/// `ratecell_acquire*_tier`).
+/// may name a tier (`ratecell_request.tier`, `ratecell_batch.tiers`).
 ///
 /// Returns the statuses of `ratecell_persisted_open`, and those of
-/// `ratecell_limiter_new_tiered_multi` for invalid `configs` or counts.
+/// `ratecell_limiter_build` for invalid `configs` or counts.
 /// On failure `*out` is left unchanged. Ownership: release with
 /// `ratecell_persisted_close`. Thread-safe.
 ///
@@ -561,4 +560,13 @@ pub unsafe extern "C" fn ratecell_persisted_close(
             Err(e) => save_status(&e),
         }
     }
+}
+
+/// A direct or keyed limiter of `configs` (1 to `RATECELL_MAX_LIMITS`) as
+/// one, on the clock `clock_kind` names (a restored snapshot's limits).
+fn build_multi(configs: &[Config], clock_kind: ratecell_clock) -> Result<Inner, crate::Error> {
+    AnyLimiter::builder()
+        .limits(configs)
+        .clock(clock_of(clock_kind))
+        .build()
 }

@@ -58,8 +58,8 @@ pub enum ratecell_status {
     RATECELL_COST_EXCEEDS_LIMIT = 13,
     /// A length is larger than any buffer can be (a byte length above
     /// `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory),
-    /// or the `n` of `ratecell_limiter_new_multi` is outside
-    /// 1..=`RATECELL_MAX_LIMITS`.
+    /// or a struct's `size` this library does not know, or a count of
+    /// `ratecell_options` (`n_limits`, `n_tiers`) out of range.
     RATECELL_INVALID_LENGTH = 14,
     /// A bug: the library panicked inside the call. The panic was caught
     /// and did not cross into C; the limiter is still safe to use and free.
@@ -84,26 +84,26 @@ pub enum ratecell_status {
     /// and restored since snapshot format version 2. The number stays so
     /// no status is renumbered.
     RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
-    /// `ratecell_limiter_open_shared`: the region's file could not be
+    /// `ratecell_limiter_build` with a `shared_path`: the region's file could not be
     /// opened, created, sized or mapped (permissions, a missing directory,
     /// a file system without hard links).
     RATECELL_SHARED_IO = 22,
-    /// `ratecell_limiter_open_shared`: the file is not a ratecell region
+    /// `ratecell_limiter_build` with a `shared_path`: the file is not a ratecell region
     /// (garbage, or a damaged header).
     RATECELL_SHARED_NOT_A_REGION = 23,
-    /// `ratecell_limiter_open_shared`: the file is shorter than the region
+    /// `ratecell_limiter_build` with a `shared_path`: the file is shorter than the region
     /// its header describes.
     RATECELL_SHARED_TRUNCATED = 24,
-    /// `ratecell_limiter_open_shared`: the region has another layout
+    /// `ratecell_limiter_build` with a `shared_path`: the region has another layout
     /// version (made by another release of ratecell).
     RATECELL_SHARED_VERSION = 25,
-    /// `ratecell_limiter_open_shared`: the region was made with another
+    /// `ratecell_limiter_build` with a `shared_path`: the region was made with another
     /// configuration.
     RATECELL_SHARED_CONFIG_MISMATCH = 26,
-    /// `ratecell_limiter_open_shared`: the region was made before the
+    /// `ratecell_limiter_build` with a `shared_path`: the region was made before the
     /// machine last booted; remove the file.
     RATECELL_SHARED_STALE = 27,
-    /// `ratecell_limiter_open_shared`: this configuration cannot be shared
+    /// `ratecell_limiter_build` with a `shared_path`: this configuration cannot be shared
     /// (the bucketed window and sliding log algorithms, capacity 0), or this
     /// platform cannot share (not Linux, no lock-free 128-bit CAS, another
     /// pid namespace).
@@ -113,8 +113,8 @@ pub enum ratecell_status {
     /// ...) or changes what is fixed (number of limits, capacity,
     /// overflow, a shared region); nothing changed.
     RATECELL_RECONFIGURE_REFUSED = 29,
-    /// `ratecell_check_tier*`: the tier is not below the limiter's number
-    /// of tiers (`ratecell_limiter_tiers`); nothing was checked.
+    /// A request's tier is not below the limiter's number of tiers
+    /// (`ratecell_limiter_tiers`); nothing was checked.
     RATECELL_INVALID_TIER = 30,
 }
 
@@ -172,7 +172,7 @@ impl ratecell_status {
             Field::SubWindows => RATECELL_INVALID_SUB_WINDOWS,
             Field::Capacity => RATECELL_INVALID_CAPACITY,
             Field::Overflow => RATECELL_INVALID_OVERFLOW,
-            // The count `n` of `ratecell_limiter_new_multi`: a length.
+            // The count `n_limits` of `ratecell_options`: a length.
             Field::Limits => RATECELL_INVALID_LENGTH,
             // The count of tiers, or a tier of another length.
             Field::Tiers => RATECELL_INVALID_LENGTH,

@@ -13,6 +13,7 @@ use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
 use crate::decision::{Decision, Words};
 use crate::live::{Live, Owner, Swap};
 use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
+use crate::request::{Batch, Key, Request, Tier};
 use crate::shared::SharedOptions;
 use crate::stats::{CheckCounters, Stats};
 use crate::sync::SlotU128;
@@ -26,10 +27,6 @@ use crate::tiers::{TierError, Tiers};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::time::Duration;
-
-mod build;
-mod shared;
-mod tiers;
 
 /// How many keys ahead a batch check starts loading buckets: enough to
 /// cover a memory access with the work of the checks in between.
@@ -76,16 +73,16 @@ const PREFETCH_DISTANCE: usize = 16;
 /// window with a huge limit and a microsecond period) is refused.
 ///
 /// ```
-/// use ratecell::{Algorithm, Config, KeyedLimiter};
+/// use ratecell::{Algorithm, Config, KeyedLimiter, Request};
 ///
 /// let config = Config::new(Algorithm::TokenBucket, 3, 60_000_000_000).capacity(10_000);
 /// let per_user = KeyedLimiter::new(config).unwrap();
 /// let t = 1_700_000_000_000_000_000;
 /// for _ in 0..3 {
-///     assert!(per_user.check_at(42, 1, t).allowed);
+///     assert!(per_user.check(42, Request::new(1).at(t)).allowed);
 /// }
-/// assert!(!per_user.check_at(42, 1, t).allowed, "user 42 is out of tokens");
-/// assert!(per_user.check_bytes_at(b"alice", 1, t).allowed, "alice is not");
+/// assert!(!per_user.check(42, Request::new(1).at(t)).allowed, "user 42 is out of tokens");
+/// assert!(per_user.check("alice", Request::new(1).at(t)).allowed, "alice is not");
 /// ```
 pub struct KeyedLimiter {
     hasher: KeyHasher,
@@ -141,6 +138,11 @@ macro_rules! with_table {
         }
     };
 }
+
+// After the macro, which they use.
+mod build;
+mod shared;
+mod tiers;
 
 /// A shared region being opened: what `Tables::new` needs to attach it,
 /// and what attaching gave besides the table.
@@ -283,8 +285,8 @@ impl Tables {
 }
 
 impl KeyedLimiter {
-    /// Names the limits, in order ([`crate::Limiter::with_names`]).
-    pub fn with_names(self, names: &[&str]) -> Result<KeyedLimiter, Error> {
+    /// Names the limits, in order ([`crate::Builder::names`]).
+    pub(crate) fn with_names(self, names: &[&str]) -> Result<KeyedLimiter, Error> {
         let mut limits = self.limits.load().clone();
         limits.name(names)?;
         self.limits.replace(limits);
@@ -328,26 +330,21 @@ impl KeyedLimiter {
         d
     }
 
-    /// Decides a request of `cost` for `key` at `now_ns`, with each limit's
-    /// own decision and which one denied (the same decision as
-    /// [`KeyedLimiter::check_at`]).
-    pub fn check_each_at(&self, key: u64, cost: u64, now_ns: u64) -> MultiDecision {
-        self.decide_each(self.hash_u64(key), now_ns, cost)
-    }
-
-    /// [`KeyedLimiter::check_each_at`] now.
-    pub fn check_each(&self, key: u64, cost: u64) -> MultiDecision {
-        self.decide_each(self.hash_u64(key), &self.clock, cost)
-    }
-
-    /// [`KeyedLimiter::check_each_at`] for a byte-string key.
-    pub fn check_bytes_each_at(&self, key: &[u8], cost: u64, now_ns: u64) -> MultiDecision {
-        self.decide_each(self.hash_bytes(key), now_ns, cost)
-    }
-
-    /// [`KeyedLimiter::check_bytes_each_at`] now.
-    pub fn check_bytes_each(&self, key: &[u8], cost: u64) -> MultiDecision {
-        self.decide_each(self.hash_bytes(key), &self.clock, cost)
+    /// Decides `request` for `key`, with each limit's own decision and
+    /// which one denied (the same decision as [`KeyedLimiter::check`]).
+    pub fn check_each<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
+    ) -> MultiDecision {
+        let r = request.into();
+        let h = self.hash_key(key.into());
+        let at = (r.at_ns, &self.clock);
+        if r.tier == Tier::DEFAULT {
+            return self.decide_each(h, at, r.cost);
+        }
+        self.decide_tier(h, at, r.cost, r.tier.index())
+            .unwrap_or_else(|_| MultiDecision::of_one(self.never()))
     }
 
     /// The configuration this limiter was built from (the first limit's,
@@ -390,6 +387,14 @@ impl KeyedLimiter {
     #[inline]
     fn hash_bytes(&self, key: &[u8]) -> u64 {
         self.hasher.hash(key)
+    }
+
+    #[inline]
+    fn hash_key(&self, key: Key<'_>) -> u64 {
+        match key {
+            Key::Id(id) => self.hash_u64(id),
+            Key::Bytes(bytes) => self.hash_bytes(bytes),
+        }
     }
 
     /// Decides one request for the key hashed to `h` and counts it.
@@ -475,89 +480,58 @@ impl KeyedLimiter {
         crate::decision::Words::of(self.decide(h, at, n, u64::MAX).0)
     }
 
-    /// Decides a request of `cost` for `key` now.
-    #[inline]
-    pub fn check(&self, key: u64, cost: u64) -> Decision {
-        self.decision(self.hash_u64(key), &self.clock, cost)
-    }
-
-    /// Decides a request of `cost` for `key` at `now_ns`.
-    #[inline]
-    pub fn check_at(&self, key: u64, cost: u64, now_ns: u64) -> Decision {
-        self.decision(self.hash_u64(key), now_ns, cost)
-    }
-
-    /// Decides a request for a byte-string key now. The same bytes always
-    /// reach the same state; a `u64` key is its 8 little-endian bytes.
-    #[inline]
-    pub fn check_bytes(&self, key: &[u8], cost: u64) -> Decision {
-        self.decision(self.hash_bytes(key), &self.clock, cost)
-    }
-
-    /// Decides a request for a byte-string key at `now_ns`.
-    #[inline]
-    pub fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Decision {
-        self.decision(self.hash_bytes(key), now_ns, cost)
-    }
-
-    /// Decides `keys[i]` at cost `costs[i]` (1 each when `costs` is `None`)
-    /// for every `i` in order, with one clock read, writing `out[i]`. The
-    /// decisions are those of the same checks made one by one.
+    /// Decides `request` (a cost, or a [`Request`] with its time and tier)
+    /// for `key` (a `u64`, bytes or a string: [`Key`]).
     ///
-    /// # Panics
-    /// If `costs` or `out` is not as long as `keys`.
-    pub fn check_batch(&self, keys: &[u64], costs: Option<&[u64]>, out: &mut [Decision]) {
-        self.check_batch_at(keys, costs, self.clock.now_ns(), out);
-    }
-
-    /// [`KeyedLimiter::check_batch`] at an explicit time.
+    /// ```
+    /// use ratecell::{Algorithm, Config, KeyedLimiter, Request};
     ///
-    /// # Panics
-    /// If `costs` or `out` is not as long as `keys`.
-    pub fn check_batch_at(
-        &self,
-        keys: &[u64],
-        costs: Option<&[u64]>,
-        now_ns: u64,
-        out: &mut [Decision],
-    ) {
-        assert_eq!(
-            out.len(),
-            keys.len(),
-            "check_batch: out.len() != keys.len()"
-        );
-        self.check_batch_with(keys, costs, now_ns, |i, d| out[i] = d);
+    /// let limiter =
+    ///     KeyedLimiter::new(Config::new(Algorithm::Gcra, 2, 1_000_000_000).capacity(100)).unwrap();
+    /// let t = 1_700_000_000_000_000_000;
+    /// assert!(limiter.check(7, Request::new(2).at(t)).allowed);
+    /// assert!(!limiter.check(7, Request::new(1).at(t)).allowed);
+    /// assert!(limiter.check("alice", 1).allowed, "now, on the limiter's clock");
+    /// ```
+    #[inline]
+    pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
+        let r = request.into();
+        let h = self.hash_key(key.into());
+        if r.tier != Tier::DEFAULT {
+            return self.tier_decision(h, r);
+        }
+        self.decision(h, (r.at_ns, &self.clock), r.cost)
     }
 
-    /// The batch check, handing each decision to `each(index, decision)`
-    /// (for callers that keep only part of it, such as the C ABI's
-    /// `allowed` bytes).
+    /// Decides every request of `batch` in order, with one clock read (or
+    /// the batch's time), handing each decision to `each(index, decision)`.
+    /// The decisions are those of the same checks made one by one.
     ///
     /// While key `i` is checked, the buckets of key `i + 16` are already
     /// being loaded, so a batch over a table larger than the caches overlaps
     /// its memory accesses instead of waiting for each in turn.
     ///
-    /// # Panics
-    /// If `costs` is not as long as `keys`.
-    pub fn check_batch_with(
-        &self,
-        keys: &[u64],
-        costs: Option<&[u64]>,
-        now_ns: u64,
-        mut each: impl FnMut(usize, Decision),
-    ) {
-        if let Some(costs) = costs {
-            assert_eq!(
-                costs.len(),
-                keys.len(),
-                "check_batch: costs.len() != keys.len()"
-            );
+    /// ```
+    /// use ratecell::{Algorithm, Batch, Config, Decision, KeyedLimiter};
+    ///
+    /// let limiter =
+    ///     KeyedLimiter::new(Config::new(Algorithm::Gcra, 1, 1_000_000_000).capacity(100)).unwrap();
+    /// let keys = [1, 2, 1];
+    /// let mut out = [Decision::default(); 3];
+    /// limiter.check_batch(Batch::new(&keys), |i, d| out[i] = d);
+    /// assert_eq!(out.map(|d| d.allowed), [true, true, false]);
+    /// ```
+    pub fn check_batch(&self, batch: Batch<'_>, mut each: impl FnMut(usize, Decision)) {
+        let now_ns = batch.at_ns.unwrap_or_else(|| self.clock.now_ns());
+        if let Some(tiers) = batch.tiers {
+            self.batch_tiers(batch.keys, tiers, batch.costs, now_ns, each);
+            return;
         }
         with_table!(&self.tables, table => self.batch(
             |h| table.prefetch(h),
             |_, h, cost| table.decide(h, now_ns, cost, u64::MAX).0,
-            keys,
-            costs,
+            batch.keys,
+            batch.costs,
             &mut each,
         ));
     }
@@ -602,25 +576,22 @@ impl KeyedLimiter {
         }
     }
 
-    /// Waits until a request of `cost` for `key` is admitted (see
-    /// [`crate::Limiter::acquire`]).
-    pub fn acquire(
+    /// Waits until `request` for `key` is admitted (see
+    /// [`crate::Limiter::acquire`]). The wait is on the limiter's clock:
+    /// a time set on the request is not used.
+    pub fn acquire<'k>(
         &self,
-        key: u64,
-        cost: u64,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
         timeout: Duration,
     ) -> Result<Decision, AcquireError> {
-        self.acquire_hashed(self.hash_u64(key), cost, timeout)
-    }
-
-    /// [`KeyedLimiter::acquire`] for a byte-string key.
-    pub fn acquire_bytes(
-        &self,
-        key: &[u8],
-        cost: u64,
-        timeout: Duration,
-    ) -> Result<Decision, AcquireError> {
-        self.acquire_hashed(self.hash_bytes(key), cost, timeout)
+        let r = request.into();
+        let h = self.hash_key(key.into());
+        if r.tier == Tier::DEFAULT {
+            self.acquire_hashed(h, r.cost, timeout)
+        } else {
+            self.acquire_tier_hashed(h, r.tier.index(), r.cost, timeout)
+        }
     }
 
     fn acquire_hashed(
@@ -639,7 +610,7 @@ impl KeyedLimiter {
     /// rules, errors and carry-over). No key's state is rewritten: each
     /// is read by the new limits at its next check. Capacity and overflow
     /// cannot change. A table in a shared region
-    /// ([`KeyedLimiter::open_shared`]) is refused with
+    /// ([`crate::Builder::shared`]) is refused with
     /// [`Error::Reconfigure`]: the other attached processes would go on
     /// with the old limits.
     pub fn reconfigure(&self, configs: &[Config]) -> Result<(), Error> {
@@ -663,14 +634,8 @@ impl KeyedLimiter {
 
     /// Forgets `key`'s state (an operator unblocking a user). Returns
     /// whether the key had one.
-    pub fn reset_key(&self, key: u64) -> bool {
-        let h = self.hash_u64(key);
-        with_table!(&self.tables, t => t.reset(h))
-    }
-
-    /// [`KeyedLimiter::reset_key`] for a byte-string key.
-    pub fn reset_bytes(&self, key: &[u8]) -> bool {
-        let h = self.hash_bytes(key);
+    pub fn reset<'k>(&self, key: impl Into<Key<'k>>) -> bool {
+        let h = self.hash_key(key.into());
         with_table!(&self.tables, t => t.reset(h))
     }
 

@@ -1,34 +1,17 @@
 //! A keyed limiter whose table lies in a region shared by the processes
-//! of a machine (`KeyedLimiter::open_shared`).
+//! of a machine (`Builder::shared`).
 
 use super::*;
 
 impl KeyedLimiter {
-    /// A keyed limiter whose table lies in the file `path`, shared by every
-    /// process that opens it: one limit across the processes of a machine.
-    /// A bare name (no `/`) is placed under `/dev/shm`. The first process
-    /// creates the region (mode 0600); the others attach to it, and are
-    /// refused if they ask for another configuration. Only the word
-    /// algorithms (GCRA, leaky bucket, token bucket, fixed window, sliding
-    /// window) and capacity ≥ 1 are allowed. See `docs/SHARED.md` for the
-    /// region's lifecycle, its clock, and what happens when a process dies.
-    ///
-    /// Statistics other than the table's (keys tracked, evictions,
-    /// overflows) count this process's checks only.
-    pub fn open_shared(
-        path: impl AsRef<std::path::Path>,
-        config: Config,
-    ) -> Result<KeyedLimiter, Error> {
-        KeyedLimiter::open_shared_with(path, config, &SharedOptions::default())
-    }
-
-    /// [`KeyedLimiter::open_shared`] with a mode for a new region and a
-    /// choice of clock.
+    #[cfg(not(ratecell_loom))]
+    /// A keyed limiter whose table lies in the region at `path`
+    /// ([`crate::Builder::shared`]).
     #[allow(
         clippy::missing_panics_doc,
         reason = "its one expect states what Tables::new guarantees, not a caller's error"
     )]
-    pub fn open_shared_with(
+    pub(crate) fn open_shared_with(
         path: impl AsRef<std::path::Path>,
         config: Config,
         options: &SharedOptions,

@@ -1,5 +1,5 @@
 //! A keyed limiter's tiers: a quota per tier, the tier named by each
-//! check (`KeyedLimiter::new_tiered`).
+//! check (`Builder::tier`, `KeyedLimiter::tier`).
 
 use super::*;
 
@@ -16,6 +16,31 @@ impl KeyedLimiter {
             return (tier == 0).then(|| self.limits());
         }
         self.tiers.get(tier).map(|t| &t[..])
+    }
+
+    /// Tier `index`, for a [`Request::tier`] or a [`crate::Batch::tiers`];
+    /// refused past the last tier.
+    ///
+    /// ```
+    /// use ratecell::{Algorithm, Config, KeyedLimiter, Request};
+    ///
+    /// let free = Config::new(Algorithm::Gcra, 2, 1_000_000_000).capacity(10_000);
+    /// let paid = Config::new(Algorithm::Gcra, 100, 1_000_000_000).capacity(10_000);
+    /// let limiter = KeyedLimiter::builder().tier(&[free]).tier(&[paid]).build().unwrap();
+    /// let paid_tier = limiter.tier(1).unwrap();
+    /// let t = 1_700_000_000_000_000_000;
+    /// assert_eq!((0..10).filter(|_| limiter.check(1, Request::new(1).at(t)).allowed).count(), 2);
+    /// let paid_request = Request::new(1).at(t).tier(paid_tier);
+    /// assert_eq!((0..10).filter(|_| limiter.check(2, paid_request).allowed).count(), 10);
+    /// assert!(limiter.tier(2).is_err(), "no tier 2");
+    /// ```
+    pub fn tier(&self, index: usize) -> Result<Tier, TierError> {
+        let tiers = self.tiers();
+        if index < tiers {
+            Ok(Tier::checked(index))
+        } else {
+            Err(TierError { tier: index, tiers })
+        }
     }
 
     /// Decides one request for the key hashed to `h` under `tier`'s limits
@@ -119,162 +144,40 @@ impl KeyedLimiter {
         }
     }
 
-    /// Decides a request of `cost` for `key` under tier `tier`'s limits,
-    /// now (see [`KeyedLimiter::new_tiered`] for a key whose tier changes).
-    /// A limiter without tiers has tier 0 only.
-    #[inline]
-    pub fn check_tier(&self, key: u64, tier: usize, cost: u64) -> Result<Decision, TierError> {
-        self.decide_tier_one(self.hash_u64(key), &self.clock, cost, tier)
+    /// [`KeyedLimiter::check`] of a request that names a tier other than
+    /// tier 0, out of line: the check of tier 0 stays as small as a
+    /// limiter without tiers has it.
+    #[inline(never)]
+    pub(super) fn tier_decision(&self, h: u64, r: Request) -> Decision {
+        self.decide_tier_one(h, (r.at_ns, &self.clock), r.cost, r.tier.index())
+            .unwrap_or_else(|_| self.never())
     }
 
-    /// [`KeyedLimiter::check_tier`] at `now_ns`.
-    #[inline]
-    pub fn check_tier_at(
-        &self,
-        key: u64,
-        tier: usize,
-        cost: u64,
-        now_ns: u64,
-    ) -> Result<Decision, TierError> {
-        self.decide_tier_one(self.hash_u64(key), now_ns, cost, tier)
+    /// The decision of a request naming a tier this limiter does not have,
+    /// counted as a denial (as a batch counts it).
+    pub(super) fn never(&self) -> Decision {
+        self.checks.record(false);
+        Decision::NEVER
     }
 
-    /// [`KeyedLimiter::check_tier`] for a byte-string key.
-    #[inline]
-    pub fn check_bytes_tier(
-        &self,
-        key: &[u8],
-        tier: usize,
-        cost: u64,
-    ) -> Result<Decision, TierError> {
-        self.decide_tier_one(self.hash_bytes(key), &self.clock, cost, tier)
-    }
-
-    /// [`KeyedLimiter::check_bytes_tier`] at `now_ns`.
-    #[inline]
-    pub fn check_bytes_tier_at(
-        &self,
-        key: &[u8],
-        tier: usize,
-        cost: u64,
-        now_ns: u64,
-    ) -> Result<Decision, TierError> {
-        self.decide_tier_one(self.hash_bytes(key), now_ns, cost, tier)
-    }
-
-    /// [`KeyedLimiter::check_tier_at`] with each limit's own decision.
-    pub fn check_tier_each_at(
-        &self,
-        key: u64,
-        tier: usize,
-        cost: u64,
-        now_ns: u64,
-    ) -> Result<MultiDecision, TierError> {
-        self.decide_tier(self.hash_u64(key), now_ns, cost, tier)
-    }
-
-    /// [`KeyedLimiter::check_tier_each_at`] for a byte-string key.
-    pub fn check_bytes_tier_each_at(
-        &self,
-        key: &[u8],
-        tier: usize,
-        cost: u64,
-        now_ns: u64,
-    ) -> Result<MultiDecision, TierError> {
-        self.decide_tier(self.hash_bytes(key), now_ns, cost, tier)
-    }
-
-    /// [`KeyedLimiter::check_batch`] with a tier per request: `keys[i]`
-    /// under tier `tiers[i]` at cost `costs[i]` (1 each when `costs` is
-    /// `None`), in order, with one clock read, writing `out[i]`; the
-    /// decisions are those of the same [`KeyedLimiter::check_tier_at`]
-    /// calls made one by one. Every tier is checked first: a tier the
-    /// limiter does not have refuses the whole batch, nothing decided or
-    /// written.
-    ///
-    /// # Panics
-    /// If `tiers`, `costs` or `out` is not as long as `keys`.
-    pub fn check_batch_tier(
+    /// The tiered batch: the one batch loop, each request under its tier
+    /// (one this limiter does not have is denied, [`Decision::NEVER`]).
+    pub(super) fn batch_tiers(
         &self,
         keys: &[u64],
-        tiers: &[usize],
-        costs: Option<&[u64]>,
-        out: &mut [Decision],
-    ) -> Result<(), TierError> {
-        self.check_batch_tier_at(keys, tiers, costs, self.clock.now_ns(), out)
-    }
-
-    /// [`KeyedLimiter::check_batch_tier`] at an explicit time.
-    ///
-    /// # Panics
-    /// If `tiers`, `costs` or `out` is not as long as `keys`.
-    pub fn check_batch_tier_at(
-        &self,
-        keys: &[u64],
-        tiers: &[usize],
-        costs: Option<&[u64]>,
-        now_ns: u64,
-        out: &mut [Decision],
-    ) -> Result<(), TierError> {
-        assert_eq!(
-            out.len(),
-            keys.len(),
-            "check_batch_tier: out.len() != keys.len()"
-        );
-        self.check_batch_tier_with(keys, tiers, costs, now_ns, |i, d| out[i] = d)
-    }
-
-    /// [`KeyedLimiter::check_batch_tier_at`], handing each decision to
-    /// `each(index, decision)` (see [`KeyedLimiter::check_batch_with`]).
-    ///
-    /// # Panics
-    /// If `tiers` or `costs` is not as long as `keys`.
-    pub fn check_batch_tier_with(
-        &self,
-        keys: &[u64],
-        tiers: &[usize],
-        costs: Option<&[u64]>,
-        now_ns: u64,
-        each: impl FnMut(usize, Decision),
-    ) -> Result<(), TierError> {
-        assert_eq!(
-            tiers.len(),
-            keys.len(),
-            "check_batch_tier: tiers.len() != keys.len()"
-        );
-        self.batch_tiers(keys, |i| tiers[i], costs, now_ns, each)
-    }
-
-    /// The tiered batch, request `i`'s tier read by `tier_of(i)` (the C
-    /// ABI's are `u32`): every tier checked, then the one batch loop.
-    pub(crate) fn batch_tiers(
-        &self,
-        keys: &[u64],
-        tier_of: impl Fn(usize) -> usize,
+        tiers: &[Tier],
         costs: Option<&[u64]>,
         now_ns: u64,
         mut each: impl FnMut(usize, Decision),
-    ) -> Result<(), TierError> {
-        if let Some(c) = costs {
-            assert_eq!(
-                c.len(),
-                keys.len(),
-                "check_batch: costs.len() != keys.len()"
-            );
-        }
-        let tiers = self.tiers();
-        if let Some(tier) = (0..keys.len()).map(&tier_of).find(|&t| t >= tiers) {
-            return Err(TierError { tier, tiers });
-        }
-        let checked = "every tier was checked before the batch";
+    ) {
         match &self.tables {
             Tables::TieredWord(t) => {
                 let all = t.alg().get();
                 self.batch(
                     |h| t.prefetch(h),
-                    |i, h, cost| {
-                        let alg = all.get(tier_of(i)).expect(checked);
-                        t.check_as(alg, h, now_ns, cost, u64::MAX, &mut []).0
+                    |i, h, cost| match all.get(tiers[i].index()) {
+                        Ok(alg) => t.check_as(alg, h, now_ns, cost, u64::MAX, &mut []).0,
+                        Err(_) => Decision::NEVER,
                     },
                     keys,
                     costs,
@@ -285,74 +188,62 @@ impl KeyedLimiter {
                 let all = t.alg().get();
                 self.batch(
                     |h| t.prefetch(h),
-                    |i, h, cost| {
-                        let alg = all.get(tier_of(i)).expect(checked);
-                        t.check_as(alg, h, now_ns, cost, &mut [])
+                    |i, h, cost| match all.get(tiers[i].index()) {
+                        Ok(alg) => t.check_as(alg, h, now_ns, cost, &mut []),
+                        Err(_) => Decision::NEVER,
                     },
                     keys,
                     costs,
                     &mut each,
                 );
             }
-            // One tier: every request named tier 0, the limiter's limits.
-            _ => self.check_batch_with(keys, costs, now_ns, each),
+            // One tier, the limiter's limits: tier 0's requests decided
+            // by them, any other denied.
+            _ => with_table!(&self.tables, table => self.batch(
+                |h| table.prefetch(h),
+                |i, h, cost| if tiers[i] == Tier::DEFAULT {
+                    table.decide(h, now_ns, cost, u64::MAX).0
+                } else {
+                    Decision::NEVER
+                },
+                keys,
+                costs,
+                &mut each,
+            )),
         }
-        Ok(())
     }
 
-    /// [`KeyedLimiter::acquire`] under tier `tier`'s limits: waits until a
-    /// request of `cost` for `key` is admitted by that tier. The outer
-    /// error is a tier the limiter does not have (refused at once,
-    /// nothing checked); the inner result is the acquire's own.
-    pub fn acquire_tier(
-        &self,
-        key: u64,
-        tier: usize,
-        cost: u64,
-        timeout: Duration,
-    ) -> Result<Result<Decision, AcquireError>, TierError> {
-        self.acquire_tier_hashed(self.hash_u64(key), tier, cost, timeout)
-    }
-
-    /// [`KeyedLimiter::acquire_tier`] for a byte-string key.
-    pub fn acquire_bytes_tier(
-        &self,
-        key: &[u8],
-        tier: usize,
-        cost: u64,
-        timeout: Duration,
-    ) -> Result<Result<Decision, AcquireError>, TierError> {
-        self.acquire_tier_hashed(self.hash_bytes(key), tier, cost, timeout)
-    }
-
-    fn acquire_tier_hashed(
+    /// [`KeyedLimiter::acquire`] under tier `tier`'s limits; a tier this
+    /// limiter does not have is never admitted.
+    pub(super) fn acquire_tier_hashed(
         &self,
         h: u64,
         tier: usize,
         cost: u64,
         timeout: Duration,
-    ) -> Result<Result<Decision, AcquireError>, TierError> {
+    ) -> Result<Decision, AcquireError> {
+        let unknown = |_: TierError| AcquireError::Unsatisfiable(self.never());
         let counted = |(d, taken): (Decision, bool)| {
             if taken {
                 self.checks.record(d.allowed);
             }
             (d, taken)
         };
-        Ok(match &self.tables {
+        match &self.tables {
             Tables::TieredWord(t) => {
-                let alg = t.alg().get().get(tier)?;
+                let alg = t.alg().get().get(tier).map_err(unknown)?;
                 acquire(&self.clock, timeout, |at, max_wait| {
                     counted(t.check_as(alg, h, at, cost, max_wait, &mut []))
                 })
             }
             Tables::TieredBlock(t) => {
-                let alg = t.alg().get().get(tier)?;
+                let alg = t.alg().get().get(tier).map_err(unknown)?;
                 acquire(&self.clock, timeout, |at, _| {
                     counted((t.check_as(alg, h, at, cost, &mut []), true))
                 })
             }
             _ if tier == 0 => self.acquire_hashed(h, cost, timeout),
-            _ => return Err(TierError { tier, tiers: 1 }),
-        })
+            _ => Err(AcquireError::Unsatisfiable(self.never())),
+        }
     }
 }

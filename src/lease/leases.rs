@@ -592,7 +592,7 @@ impl Leases {
     fn fallback(&self, key: &[u8], q: u64, now: u64, next_attempt: u64) -> Decision {
         bump(&self.counts.lease_fallbacks, 1);
         match &self.local {
-            Some(local) => local.check_bytes_at(key, q, now),
+            Some(local) => local.check(key, crate::Request::new(q).at(now)),
             None => self.denial(next_attempt.saturating_sub(now)),
         }
     }

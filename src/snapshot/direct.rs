@@ -69,10 +69,10 @@ impl Limiter {
     }
 
     /// [`Limiter::restore`] for a limiter of several limits
-    /// ([`Limiter::new_multi`]): `configs` must be the saved limits, in
+    /// ([`crate::Builder::limits`]): `configs` must be the saved limits, in
     /// the same order, else [`SnapshotError::ConfigMismatch`] names the
     /// first that differs (or [`Field::Limits`] when their number does).
-    /// Names are not saved: give them again with [`Limiter::with_names`].
+    /// Names are not saved, and a restored limiter has none.
     pub fn restore_multi(
         input: impl Read,
         configs: &[Config],

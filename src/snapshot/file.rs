@@ -259,7 +259,7 @@ impl<L: Persist> Persisted<L> {
     }
 
     /// [`Persisted::open`] for a limiter of several limits checked as one
-    /// ([`Limiter::new_multi`], [`KeyedLimiter::new_multi`]); a file saved
+    /// ([`crate::Builder::limit`] given more than once); a file saved
     /// with other limits, or another number of them, is refused.
     pub fn open_multi(
         configs: &[Config],
@@ -287,7 +287,7 @@ impl<L: Persist> Persisted<L> {
 
 impl Persisted<KeyedLimiter> {
     /// [`Persisted::open`] for a tiered limiter
-    /// ([`KeyedLimiter::new_tiered`], one limit per tier): restored from
+    /// ([`crate::Builder::tier`], one limit per tier): restored from
     /// `path` with every tier if the file exists, else built fresh. A file
     /// saved with other tiers, another number of them, or without tiers is
     /// refused ([`SnapshotError::ConfigMismatch`] naming the field, as
@@ -312,7 +312,7 @@ impl Persisted<KeyedLimiter> {
     }
 
     /// [`Persisted::open_tiered`] for tiers of several limits each
-    /// ([`KeyedLimiter::new_tiered_multi`]).
+    /// ([`crate::Builder::tier`] of several limits).
     pub fn open_tiered_multi(
         tiers: &[&[Config]],
         path: impl AsRef<Path>,

@@ -87,7 +87,7 @@ impl KeyedLimiter {
     }
 
     /// [`KeyedLimiter::restore`] for a keyed limiter of several limits
-    /// ([`KeyedLimiter::new_multi`]): `configs` must be the saved limits,
+    /// ([`crate::Builder::limits`]): `configs` must be the saved limits,
     /// in the same order (see [`Limiter::restore_multi`]).
     pub fn restore_multi(
         input: impl Read,
@@ -105,7 +105,7 @@ impl KeyedLimiter {
     }
 
     /// [`KeyedLimiter::restore`] for a tiered limiter
-    /// ([`KeyedLimiter::new_tiered_multi`]; one limit per tier is
+    /// ([`crate::Builder::tier`], once per tier; one limit per tier is
     /// `&[&[free], &[paid]]`): `tiers` must be the saved tiers, each with
     /// the saved limits in the same order, else
     /// [`SnapshotError::ConfigMismatch`] names the first that differs:
@@ -130,7 +130,7 @@ impl KeyedLimiter {
     }
 
     /// Opens the shared region at `region` (see
-    /// [`KeyedLimiter::open_shared_with`]) holding the states saved in
+    /// [`crate::Builder::shared`]) holding the states saved in
     /// `input`, when no region exists there yet; returns the limiter and
     /// whether it was restored (`false`: a region was there, or appeared
     /// meanwhile, and was attached as it is, the snapshot unused).

@@ -9,7 +9,7 @@
 //! at one bucket); without the key nobody outside can predict where a key
 //! lands or which keys share a fingerprint. The 1-3 variant is the one Rust's
 //! `HashMap` uses: small beside the cache miss of a large table. A `u64` key is hashed as its 8 little-endian
-//! bytes, so `check(k)` and `check_bytes(&k.to_le_bytes())` are one key.
+//! bytes, so `check(k, ..)` and `check(&k.to_le_bytes(), ..)` are one key.
 //!
 //! The 64-bit hash `h` picks the shard (top bits), the home bucket in the
 //! shard (its low 32 bits, by multiply-shift), and the fingerprint (a

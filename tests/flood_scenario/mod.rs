@@ -114,22 +114,28 @@ impl Flood {
     pub fn run(&self, policies: &[Overflow]) -> Vec<Outcome> {
         let requests = self.requests();
         let keys = self.legit + self.flood;
-        let exact = KeyedLimiter::with_clock(
-            self.config().capacity(2 * keys).overflow(Overflow::Deny),
-            Clock::manual(T0).0,
-        )
-        .expect("the reference limiter");
+        let exact = KeyedLimiter::builder()
+            .limit(self.config().capacity(2 * keys).overflow(Overflow::Deny))
+            .clock(Clock::manual(T0).0)
+            .build()
+            .expect("the reference limiter");
         let reference: Vec<bool> = requests
             .iter()
-            .map(|&(t, key, _)| exact.check_at(key, 1, T0 + t).allowed)
+            .map(|&(t, key, _)| {
+                exact
+                    .check(key, ratecell::Request::new(1).at(T0 + t))
+                    .allowed
+            })
             .collect();
         assert_eq!(exact.stats().overflows, 0, "the reference tracks every key");
         policies
             .iter()
             .map(|&policy| {
-                let limiter =
-                    KeyedLimiter::with_clock(self.config().overflow(policy), Clock::manual(T0).0)
-                        .expect("the limiter");
+                let limiter = KeyedLimiter::builder()
+                    .limit(self.config().overflow(policy))
+                    .clock(Clock::manual(T0).0)
+                    .build()
+                    .expect("the limiter");
                 let mut outcome = Outcome {
                     policy,
                     legit_requests: 0,
@@ -144,7 +150,11 @@ impl Flood {
                 let start = Instant::now();
                 let allowed: Vec<bool> = requests
                     .iter()
-                    .map(|&(t, key, _)| limiter.check_at(key, 1, T0 + t).allowed)
+                    .map(|&(t, key, _)| {
+                        limiter
+                            .check(key, ratecell::Request::new(1).at(T0 + t))
+                            .allowed
+                    })
                     .collect();
                 outcome.ns_per_check = start.elapsed().as_nanos() as f64 / requests.len() as f64;
                 // Per flood key: admitted by the limiter, by exact tracking.

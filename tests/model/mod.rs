@@ -2,7 +2,7 @@
 //! text (and the semantics the brief settles beyond it), not from `src/`.
 //!
 //! It owns nothing the library uses: it exists so property tests can
-//! compare `Limiter::check_at` with rules that are easy to read. Everything
+//! compare `Limiter::check` (at explicit times) with rules that are easy to read. Everything
 //! is `u128` so no formula can overflow, states are the obvious data
 //! structures (an `Option` of plain numbers, a map of sub-window counters, a
 //! `Vec` of log entries), and durations are narrowed to `u64` only at the

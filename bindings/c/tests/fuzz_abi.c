@@ -1,7 +1,9 @@
 /*
  * A random-call fuzz driver for ratecell's C ABI: random configurations and
  * call sequences (any integers, NULL pointers, empty and impossible
- * lengths, times near 0 and UINT64_MAX) through every exported function.
+ * lengths, times near 0 and UINT64_MAX, struct sizes this library cannot
+ * know, tiers a limiter does not have, NULL key bytes with a length)
+ * through every exported function.
  *
  * It checks what the ABI promises: no crash (the sanitized build adds
  * ASan, UBSan and LeakSanitizer), no RATECELL_PANIC, no status outside the
@@ -77,7 +79,7 @@ static uint64_t seed;
     } while (0)
 
 static int valid_status(ratecell_status s) {
-    return s <= RATECELL_PANIC && s != RATECELL_PANIC;
+    return s <= RATECELL_INVALID_TIER && s != RATECELL_PANIC;
 }
 
 static const unsigned char SENTINEL = 0x5A;
@@ -118,6 +120,77 @@ static void after(ratecell_status s, const ratecell_decision *d) {
     }
 }
 
+/* A struct size: mostly the right one, now and then one this library
+ * cannot know (another version's, 0, anything). */
+static uint32_t a_size(uint32_t right) {
+    switch (below(24)) {
+    case 0: return 0;
+    case 1: return right - 8;
+    case 2: return right + 8;
+    case 3: return (uint32_t)next();
+    default: return right;
+    }
+}
+
+/* A tier: mostly 0 or one a tiered limiter has, now and then any. */
+static uint32_t a_tier(void) {
+    switch (below(8)) {
+    case 0: return (uint32_t)next();
+    case 1: case 2: return (uint32_t)below(RATECELL_MAX_TIERS + 2);
+    default: return 0;
+    }
+}
+
+/* A random request over `bytes` (80 of them), and the status the ABI must
+ * answer for its shape on a live `l` (RATECELL_OK when the shape is fine). */
+static ratecell_status a_request(struct ratecell_request *r, const ratecell_limiter *l,
+                                 const uint8_t *bytes, size_t n_bytes) {
+    ratecell_request_init(r);
+    r->size = a_size((uint32_t)sizeof *r);
+    r->tier = a_tier();
+    r->key_id = below(2) ? below(16) : next();
+    r->cost = any(COSTS, 10);
+    r->at_ns = below(3) == 0 ? RATECELL_NOW : a_time();
+    switch (below(6)) {
+    case 0: r->key_bytes = bytes; r->key_len = (size_t)below(n_bytes + 1); break;
+    case 1: r->key_bytes = bytes; r->key_len = (size_t)below(9); break;
+    case 2: r->key_bytes = bytes; r->key_len = 0; break;               /* the empty key */
+    case 3: if (below(4) == 0) r->key_len = 1 + (size_t)below(100); break; /* NULL, a length */
+    case 4:
+        if (below(4) == 0) {
+            r->key_bytes = bytes;
+            r->key_len = (size_t)PTRDIFF_MAX + 1 + (size_t)below(1000);
+        }
+        break;
+    default: break;
+    }
+    if (r->size != sizeof *r) return RATECELL_INVALID_LENGTH;
+    if (r->key_bytes == NULL && r->key_len != 0) return RATECELL_NULL_ARGUMENT;
+    if (r->key_len > (size_t)PTRDIFF_MAX) return RATECELL_INVALID_LENGTH;
+    if (l != NULL && r->tier >= ratecell_limiter_tiers(l)) return RATECELL_INVALID_TIER;
+    return RATECELL_OK;
+}
+
+/* The status a call taking a request must return on `l` with the request
+ * pointer `r` (NULL or not) of shape `shape`, and an out pointer `out`. */
+static ratecell_status expected(const ratecell_limiter *l, const void *r, ratecell_status shape,
+                                const void *out) {
+    if (l == NULL || r == NULL) return RATECELL_NULL_ARGUMENT;
+    if (shape != RATECELL_OK) return shape;
+    return out == NULL ? RATECELL_NULL_ARGUMENT : RATECELL_OK;
+}
+
+/* A decision that is coherent with a multi-decision's combined one. */
+static void coherent_multi(const ratecell_multi_decision *m) {
+    coherent(&m->decision);
+    EXPECT(m->count >= 1 && m->count <= RATECELL_MAX_LIMITS);
+    if (m->decision.allowed) EXPECT(m->denied_by == RATECELL_NO_LIMIT);
+    if (m->denied_by != RATECELL_NO_LIMIT) EXPECT(m->denied_by < m->count);
+    for (uint32_t i = 0; i < m->count && i < RATECELL_MAX_LIMITS; i++) {
+        coherent(&m->limits[i]);
+    }
+}
+
 enum { SLOTS = 4, MAX_BATCH = 64 };
 
 int main(int argc, char **argv) {
@@ -130,6 +203,7 @@ int main(int argc, char **argv) {
     uint64_t made = 0, refused = 0, checks = 0;
     uint8_t bytes[80];
     uint64_t keys[MAX_BATCH], costs[MAX_BATCH];
+    uint32_t tiers[MAX_BATCH];
     uint8_t allowed[MAX_BATCH];
     ratecell_decision decisions[MAX_BATCH];
 
@@ -186,59 +260,76 @@ int main(int argc, char **argv) {
             break;
         case 2:
         case 3:
-            after(ratecell_check_at(l, next() % 16, any(COSTS, 10), a_time(),
-                                    below(40) == 0 ? NULL : &d),
-                  &d);
-            checks++;
-            break;
-        case 4:
-            after(ratecell_check(l, next(), any(COSTS, 10), below(40) == 0 ? NULL : &d), &d);
-            checks++;
-            break;
-        case 5:
-        case 6: {
-            size_t len = (size_t)below(sizeof bytes + 1);
-            const uint8_t *key = bytes;
-            switch (below(10)) {
-            case 0: key = NULL; break;                      /* NULL, any length */
-            case 1: len = (size_t)PTRDIFF_MAX + 1 + (size_t)below(1000); break;
-            case 2: key = NULL; len = 0; break;             /* the empty key */
-            default: break;
-            }
-            ratecell_status s = below(2)
-                ? ratecell_check_bytes_at(l, key, len, any(COSTS, 10), a_time(), &d)
-                : ratecell_check_bytes(l, key, len, any(COSTS, 10), &d);
+        case 4: { /* check */
+            struct ratecell_request r;
+            ratecell_status shape = a_request(&r, l, bytes, sizeof bytes);
+            const struct ratecell_request *rp = below(40) == 0 ? NULL : &r;
+            ratecell_decision *out = below(40) == 0 ? NULL : &d;
+            ratecell_status s = ratecell_check(l, rp, out);
             after(s, &d);
-            if (l != NULL && key == NULL && len > 0) EXPECT(s == RATECELL_NULL_ARGUMENT);
-            if (l != NULL && key != NULL && len > (size_t)PTRDIFF_MAX)
-                EXPECT(s == RATECELL_INVALID_LENGTH);
+            EXPECT(s == expected(l, rp, shape, out));
             checks++;
+            break;
+        }
+        case 5: { /* check_each */
+            struct ratecell_request r;
+            ratecell_status shape = a_request(&r, l, bytes, sizeof bytes);
+            const struct ratecell_request *rp = below(40) == 0 ? NULL : &r;
+            ratecell_multi_decision m;
+            memset(&m, SENTINEL, sizeof m);
+            ratecell_multi_decision *out = below(40) == 0 ? NULL : &m;
+            ratecell_status s = ratecell_check_each(l, rp, out);
+            EXPECT(valid_status(s));
+            EXPECT(s == expected(l, rp, shape, out));
+            if (s == RATECELL_OK) {
+                coherent_multi(&m);
+            } else {
+                EXPECT(untouched(&m, sizeof m));
+            }
+            checks++;
+            break;
+        }
+        case 6: { /* reset: the request read as a check reads it */
+            struct ratecell_request r;
+            ratecell_status shape = a_request(&r, l, bytes, sizeof bytes);
+            const struct ratecell_request *rp = below(40) == 0 ? NULL : &r;
+            ratecell_status s = ratecell_reset(l, rp);
+            EXPECT(valid_status(s));
+            EXPECT(s == expected(l, rp, shape, &r));
             break;
         }
         case 7:
         case 8: {
             size_t n = (size_t)below(MAX_BATCH + 1);
+            int bad_tier = 0;
             for (size_t i = 0; i < n; i++) {
                 keys[i] = below(8);
                 costs[i] = any(COSTS, 10);
+                tiers[i] = below(8) == 0 ? a_tier() : 0;
+                if (l != NULL && tiers[i] >= ratecell_limiter_tiers(l)) bad_tier = 1;
             }
             memset(allowed, SENTINEL, sizeof allowed);
             memset(decisions, SENTINEL, sizeof decisions);
-            const uint64_t *k = keys;
+            struct ratecell_batch b;
+            ratecell_batch_init(&b);
+            b.size = a_size((uint32_t)sizeof b);
+            b.n = n;
+            b.keys = keys;
+            b.costs = below(2) ? costs : NULL;
+            b.tiers = below(2) ? tiers : NULL;
+            b.at_ns = below(2) ? RATECELL_NOW : a_time();
             uint8_t *a = allowed;
             int impossible = 0;
             switch (below(12)) {
-            case 0: k = NULL; break;
+            case 0: b.keys = NULL; break;
             case 1: a = NULL; break;
-            case 2: n = SIZE_MAX - (size_t)below(3); impossible = 1; break;
-            case 3: n = SIZE_MAX / 48 + 1; impossible = 1; break;
+            case 2: b.n = SIZE_MAX - (size_t)below(3); impossible = 1; break;
+            case 3: b.n = SIZE_MAX / 48 + 1; impossible = 1; break;
             default: break;
             }
-            const uint64_t *c = below(2) ? costs : NULL;
+            const struct ratecell_batch *bp = below(40) == 0 ? NULL : &b;
             ratecell_decision *ds = below(2) ? decisions : NULL;
-            ratecell_status s = below(2)
-                ? ratecell_check_batch_at(l, k, c, n, a_time(), a, ds)
-                : ratecell_check_batch(l, k, c, n, a, ds);
+            ratecell_status s = ratecell_check_batch(l, bp, a, ds);
             EXPECT(valid_status(s));
             if (s == RATECELL_OK) {
                 for (size_t i = 0; i < n; i++) {
@@ -252,24 +343,89 @@ int main(int argc, char **argv) {
                 EXPECT(untouched(allowed, sizeof allowed));
                 EXPECT(untouched(decisions, sizeof decisions));
             }
-            if (l != NULL && impossible && k != NULL && a != NULL)
-                EXPECT(s == RATECELL_INVALID_LENGTH);
+            if (l != NULL && bp != NULL) {
+                if (b.size != sizeof b || impossible) {
+                    EXPECT(s == RATECELL_INVALID_LENGTH);
+                } else if (b.n > 0 && b.keys == NULL) {
+                    EXPECT(s == RATECELL_NULL_ARGUMENT);
+                } else if (b.tiers != NULL && bad_tier) {
+                    EXPECT(s == RATECELL_INVALID_TIER);
+                } else if (b.n > 0 && a == NULL) {
+                    EXPECT(s == RATECELL_NULL_ARGUMENT);
+                } else {
+                    EXPECT(s == RATECELL_OK);
+                }
+            }
             checks++;
             break;
         }
         case 9: { /* acquire, with a short time-out to stay bounded */
             uint64_t timeout = below(4) == 0 ? below(1000000) : 0;
-            ratecell_status s = below(2)
-                ? ratecell_acquire(l, below(8), any(COSTS, 10), timeout, &d)
-                : ratecell_acquire_bytes(l, bytes, (size_t)below(9), any(COSTS, 10), timeout, &d);
+            struct ratecell_request r;
+            ratecell_status shape = a_request(&r, l, bytes, sizeof bytes);
+            ratecell_status s = ratecell_acquire(l, &r, timeout, &d);
             after(s, &d);
+            ratecell_status want = expected(l, &r, shape, &d);
+            if (want == RATECELL_OK) {
+                EXPECT(s == RATECELL_OK || s == RATECELL_TIMED_OUT ||
+                       s == RATECELL_COST_EXCEEDS_LIMIT);
+            } else {
+                EXPECT(s == want);
+            }
             checks++;
             break;
         }
-        case 10:
-            EXPECT(valid_status(below(2) ? ratecell_reset_key(l, below(8))
-                                         : ratecell_reset_bytes(l, bytes, (size_t)below(9))));
+        case 10: { /* build: several limits, tiers, a shared path that cannot open */
+            ratecell_config cfgs[RATECELL_MAX_LIMITS * 3];
+            size_t n_limits = below(8) == 0 ? (size_t)below(RATECELL_MAX_LIMITS + 2)
+                                            : 1 + (size_t)below(3);
+            size_t n_tiers = below(3) == 0 ? 0 : (size_t)below(4);
+            if (below(16) == 0) n_tiers = below(2) ? RATECELL_MAX_TIERS + 1 : next();
+            uint32_t alg = 1 + (uint32_t)below(5);
+            uint64_t capacity = below(6) == 0 ? 0 : 1 + below(64);
+            for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+                /* The same limit i in every tier, another limit per tier. */
+                size_t limit_i = i % (n_limits == 0 ? 1 : n_limits);
+                ratecell_config_init(&cfgs[i], alg, 1 + limit_i + i / 8,
+                                     UINT64_C(60000000) * (1 + limit_i));
+                cfgs[i].capacity = capacity;
+                if (below(64) == 0) cfgs[i].limit = any(LIMITS, 9);
+            }
+            struct ratecell_options o;
+            ratecell_options_init(&o);
+            o.size = a_size((uint32_t)sizeof o);
+            o.configs = below(40) == 0 ? NULL : cfgs;
+            o.n_limits = n_limits;
+            o.n_tiers = n_tiers;
+            if (below(16) == 0) {
+                o.shared_path = "/nonexistent-ratecell-fuzz/region";
+                o.shared_mode = (uint32_t)below(01000);
+            }
+            size_t rows = n_tiers == 0 ? 1 : n_tiers;
+            if (n_limits * rows > sizeof cfgs / sizeof cfgs[0] && o.configs != NULL &&
+                o.size == sizeof o && n_limits <= RATECELL_MAX_LIMITS &&
+                n_tiers <= RATECELL_MAX_TIERS) {
+                break; /* more configs than the array holds: not a call to make */
+            }
+            ratecell_limiter *out;
+            memset(&out, SENTINEL, sizeof out);
+            ratecell_limiter **outp = below(40) == 0 ? NULL : &out;
+            ratecell_status s = ratecell_limiter_build(below(40) == 0 ? NULL : &o, outp);
+            EXPECT(valid_status(s));
+            if (s == RATECELL_OK) {
+                made++;
+                EXPECT(o.shared_path == NULL);
+                EXPECT(ratecell_limiter_tiers(out) == (n_tiers == 0 ? 1 : n_tiers));
+                ratecell_limiter_free(slots[slot]);
+                slots[slot] = out;
+            } else {
+                refused++;
+                EXPECT(untouched(&out, sizeof out));
+                if (outp != NULL && o.size != sizeof o && s != RATECELL_NULL_ARGUMENT)
+                    EXPECT(s == RATECELL_INVALID_LENGTH);
+            }
             break;
+        }
         case 11: {
             struct ratecell_stats st;
             memset(&st, SENTINEL, sizeof st);
@@ -311,18 +467,12 @@ int main(int argc, char **argv) {
             }
             break;
         }
-        case 15: { /* the yes/no check; its bool is only read as a byte */
-            bool yes;
-            memset(&yes, SENTINEL, sizeof yes);
-            bool *out = below(40) == 0 ? NULL : &yes;
-            ratecell_status s = below(2) ? ratecell_allow_at(l, below(16), a_time(), out)
-                                         : ratecell_allow(l, next(), out);
-            if (l == NULL || out == NULL) {
-                EXPECT(s == RATECELL_NULL_ARGUMENT);
-                EXPECT(untouched(&yes, sizeof yes));
+        case 15: { /* the yes/no fast path */
+            int32_t yes = ratecell_allow(l, below(2) ? below(16) : next());
+            if (l == NULL) {
+                EXPECT(yes == -(int32_t)RATECELL_NULL_ARGUMENT);
             } else {
-                EXPECT(s == RATECELL_OK);
-                EXPECT(*(const unsigned char *)&yes <= 1);
+                EXPECT(yes == 0 || yes == 1);
             }
             checks++;
             break;

@@ -4,10 +4,10 @@
  * tests/parity/expected.csv byte for byte (tests/parity.rs describes both
  * formats; scripts/python-tests.sh builds this program and compares).
  *
- *   parity TRACE.csv            every check through ratecell_check_at /
- *                               ratecell_check_bytes_at
+ *   parity TRACE.csv            every check through ratecell_check (a
+ *                               request at the trace's time)
  *   parity --batch TRACE.csv    every u64 check through a one-element
- *                               ratecell_check_batch_at with decisions
+ *                               ratecell_check_batch with decisions
  *
  * Exits 0 after printing every decision; 2 on a malformed trace or any
  * status other than RATECELL_OK (a parity run has no expected errors).
@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ratecell.h"
+#include "requests.h"
 
 #define MAX_LIMITERS 64
 #define MAX_FIELDS 12
@@ -206,27 +207,26 @@ int main(int argc, char **argv) {
             uint64_t k = parse_u64(f[2]), cost = parse_u64(f[3]), now = parse_u64(f[4]);
             if (batch) {
                 uint8_t allowed = 2;
-                check_status(ratecell_check_batch_at(l, &k, &cost, 1, now, &allowed, &d),
-                             "ratecell_check_batch_at");
+                check_status(rq_batch(l, &k, NULL, &cost, 1, now, &allowed, &d),
+                             "ratecell_check_batch");
                 if (allowed != (d.allowed ? 1 : 0)) {
                     fail("batch flag disagrees with its decision", NULL);
                 }
             } else {
-                check_status(ratecell_check_at(l, k, cost, now, &d), "ratecell_check_at");
+                check_status(rq_check(l, k, cost, now, &d), "ratecell_check");
             }
             print_decision(&d);
         } else if (strcmp(f[0], "check_bytes") == 0) {
             expect_fields(n, 5);
             ratecell_limiter *l = find(f[1]);
             size_t key_len = parse_hex(f[2], key);
-            /* An empty key is passed as NULL, which the ABI allows. */
-            check_status(ratecell_check_bytes_at(l, key_len ? key : NULL, key_len,
-                                                 parse_u64(f[3]), parse_u64(f[4]), &d),
-                         "ratecell_check_bytes_at");
+            /* Never NULL, even when empty: NULL bytes name the number key. */
+            check_status(rq_check_bytes(l, key, key_len, parse_u64(f[3]), parse_u64(f[4]), &d),
+                         "ratecell_check (byte key)");
             print_decision(&d);
         } else if (strcmp(f[0], "reset_key") == 0) {
             expect_fields(n, 3);
-            check_status(ratecell_reset_key(find(f[1]), parse_u64(f[2])), "ratecell_reset_key");
+            check_status(rq_reset(find(f[1]), parse_u64(f[2])), "ratecell_reset");
         } else {
             fail("unknown record", f[0]);
         }

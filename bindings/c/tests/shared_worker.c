@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ratecell.h"
+#include "requests.h"
 
 static ratecell_limiter *limiter;
 static uint64_t limit, instant, keys;
@@ -24,7 +25,7 @@ static void *run(void *arg) {
     for (uint64_t key = 0; key < keys; key++) {
         for (uint64_t i = 0; i < limit + 4; i++) {
             ratecell_decision d;
-            if (ratecell_check_at(limiter, key, 1, instant, &d) != RATECELL_OK) {
+            if (rq_check(limiter, key, 1, instant, &d) != RATECELL_OK) {
                 fprintf(stderr, "shared_worker: check failed\n");
                 exit(2);
             }
@@ -58,7 +59,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "shared_worker: THREADS must be 1..64\n");
         return 2;
     }
-    ratecell_status status = ratecell_limiter_open_shared(argv[1], &cfg, &limiter);
+    ratecell_status status = rq_open_shared(argv[1], &cfg, 0, &limiter);
     if (status != RATECELL_OK) {
         printf("@status %u\n", (unsigned)status);
         return 0;

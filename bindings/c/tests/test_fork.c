@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "ratecell.h"
+#include "requests.h"
 
 #include "harness.h"
 
@@ -55,8 +56,8 @@ static void *checker(void *arg) {
     uint64_t key = (uint64_t)(uintptr_t)arg;
     ratecell_decision d;
     while (!atomic_load(&stop)) {
-        ratecell_check(before, 0, 0, &d);
-        ratecell_check(keyed, key, 0, &d);
+        rq_check(before, 0, 0, RATECELL_NOW, &d);
+        rq_check(keyed, key, 0, RATECELL_NOW, &d);
     }
     return NULL;
 }
@@ -85,8 +86,8 @@ static int child(void) {
     ratecell_limiter *limiters[] = {before, after, keyed};
     for (int i = 0; i < 3; i++) {
         ratecell_decision d;
-        ratecell_check(limiters[i], 1, 1, &d);
-        ratecell_status s = ratecell_acquire(limiters[i], 1, 1, 2 * SECOND, &d);
+        rq_check(limiters[i], 1, 1, RATECELL_NOW, &d);
+        ratecell_status s = rq_acquire(limiters[i], 1, 0, 1, 2 * SECOND, &d);
         if (s != RATECELL_OK) {
             fprintf(stderr, "child: acquire on limiter %d: %s\n", i, ratecell_status_str(s));
             failures++;
@@ -105,7 +106,7 @@ static void test_coarse_limiters_keep_time_in_forked_children(void) {
     }
     ratecell_decision d;
     for (uint64_t key = 0; key < 8; key++) {
-        ratecell_check(keyed, key, 1, &d);
+        rq_check(keyed, key, 1, RATECELL_NOW, &d);
     }
     atomic_store(&stop, false);
     pthread_t threads[2];
@@ -180,12 +181,12 @@ static void *block_checker(void *arg) {
         i = i * 6364136223846793005ull + 1442695040888963407ull;
         uint64_t key = (i >> 33) % BLOCK_KEYS;
         for (int n = 0; n < BLOCK_LIMITERS; n++) {
-            if (ratecell_check_at(blocks[n], key, 1, T0, &d) == RATECELL_OK && d.allowed) {
+            if (rq_check(blocks[n], key, 1, T0, &d) == RATECELL_OK && d.allowed) {
                 atomic_fetch_add(&counted[n][key], 1);
             }
         }
         /* New keys: a full table latches other keys' places to evict. */
-        ratecell_check_at(blocks[0], ++fresh, 1, T0, &d);
+        rq_check(blocks[0], ++fresh, 1, T0, &d);
     }
     return NULL;
 }
@@ -198,7 +199,7 @@ static int block_child(void) {
             unsigned long long admitted = 0;
             for (unsigned j = 0; j < BLOCK_LIMIT + 5; j++) {
                 ratecell_decision d;
-                if (ratecell_check_at(blocks[n], key, 1, T0, &d) == RATECELL_OK && d.allowed) {
+                if (rq_check(blocks[n], key, 1, T0, &d) == RATECELL_OK && d.allowed) {
                     admitted++;
                 }
             }

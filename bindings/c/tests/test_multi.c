@@ -1,6 +1,6 @@
 /*
  * C11 tests of several limits checked as one through the C ABI
- * (ratecell_limiter_new_multi, ratecell_check_each*): the combined decision,
+ * (ratecell_limiter_build with n_limits > 1, ratecell_check_each): the combined decision,
  * each limit's own, the denying index, the ordinary checks and batch on a
  * multi-limit limiter, and the construction errors.
  *
@@ -8,6 +8,7 @@
  * -fsanitize=address,undefined. Prints "N passed, M failed" last.
  */
 #include "ratecell.h"
+#include "requests.h"
 
 #include "harness.h"
 
@@ -26,9 +27,9 @@ static void two_limits(ratecell_config cfgs[2], uint64_t capacity) {
 
 static ratecell_limiter *make_multi(const ratecell_config *cfgs, size_t n) {
     ratecell_limiter *l = NULL;
-    ratecell_status s = ratecell_limiter_new_multi(cfgs, n, &l);
+    ratecell_status s = rq_build(cfgs, n, 0, &l);
     if (s != RATECELL_OK) {
-        fprintf(stderr, "ratecell_limiter_new_multi: %s\n",
+        fprintf(stderr, "ratecell_limiter_build: %s\n",
                 ratecell_status_str(s));
     }
     CHECK(s == RATECELL_OK);
@@ -45,7 +46,7 @@ static void test_the_tighter_limit_decides_and_reports(void) {
         }
         ratecell_multi_decision m;
         for (uint64_t left = 3; left-- > 0;) {
-            CHECK(ratecell_check_each_at(l, 5, 1, T0, &m) == RATECELL_OK);
+            CHECK(rq_each(l, 5, 1, T0, &m) == RATECELL_OK);
             CHECK(m.decision.allowed);
             CHECK_EQ_U64(m.decision.remaining, left);
             CHECK_EQ_U64(m.decision.limit, 3);
@@ -54,7 +55,7 @@ static void test_the_tighter_limit_decides_and_reports(void) {
             CHECK_EQ_U64(m.limits[0].remaining, 7 + left);
             CHECK_EQ_U64(m.limits[1].remaining, left);
         }
-        CHECK(ratecell_check_each_at(l, 5, 1, T0, &m) == RATECELL_OK);
+        CHECK(rq_each(l, 5, 1, T0, &m) == RATECELL_OK);
         CHECK(!m.decision.allowed);
         CHECK_EQ_U64(m.denied_by, 1);
         CHECK(m.limits[0].allowed);
@@ -65,21 +66,21 @@ static void test_the_tighter_limit_decides_and_reports(void) {
 
         /* The ordinary check returns the same combined decision. */
         ratecell_decision d;
-        CHECK(ratecell_check_at(l, 5, 1, T0, &d) == RATECELL_OK);
+        CHECK(rq_check(l, 5, 1, T0, &d) == RATECELL_OK);
         CHECK(!d.allowed);
         CHECK_EQ_U64(d.retry_after_ns, m.decision.retry_after_ns);
 
         /* A batch too: two keys, the second fresh when keyed. */
         uint64_t keys[2] = {5, 6};
         uint8_t allowed[2] = {9, 9};
-        CHECK(ratecell_check_batch_at(l, keys, NULL, 2, T0, allowed, NULL) ==
+        CHECK(rq_batch(l, keys, NULL, NULL, 2, T0, allowed, NULL) ==
               RATECELL_OK);
         CHECK_EQ_U64(allowed[0], 0);
         CHECK_EQ_U64(allowed[1], capacity > 0 ? 1 : 0);
 
         /* Byte keys: "k" is fresh on a keyed limiter. */
         const uint8_t k[] = {'k'};
-        CHECK(ratecell_check_bytes_each_at(l, k, 1, 1, T0, &m) == RATECELL_OK);
+        CHECK(rq_each_bytes(l, k, 1, 1, T0, &m) == RATECELL_OK);
         CHECK_EQ_U64(m.decision.allowed, capacity > 0);
         ratecell_limiter_free(l);
     }
@@ -91,10 +92,10 @@ static void test_a_single_limit_reports_one(void) {
     ratecell_limiter *l = NULL;
     CHECK(ratecell_limiter_new(&cfg, &l) == RATECELL_OK);
     ratecell_multi_decision m;
-    CHECK(ratecell_check_each_at(l, 0, 1, T0, &m) == RATECELL_OK);
+    CHECK(rq_each(l, 0, 1, T0, &m) == RATECELL_OK);
     CHECK(m.decision.allowed);
     CHECK_EQ_U64(m.count, 1);
-    CHECK(ratecell_check_each_at(l, 0, 1, T0, &m) == RATECELL_OK);
+    CHECK(rq_each(l, 0, 1, T0, &m) == RATECELL_OK);
     CHECK_EQ_U64(m.denied_by, 0);
     ratecell_limiter_free(l);
 }
@@ -114,7 +115,7 @@ static void test_every_algorithm_in_one_block(void) {
     int admitted = 0;
     ratecell_multi_decision m;
     for (int i = 0; i < 20; i++) {
-        CHECK(ratecell_check_each(l, 0, 1, &m) == RATECELL_OK);
+        CHECK(rq_each(l, 0, 1, RATECELL_NOW, &m) == RATECELL_OK);
         admitted += m.decision.allowed;
     }
     CHECK(admitted >= 4); /* 4 at once, maybe one more as time passes */
@@ -130,27 +131,27 @@ static void test_bad_lists_get_named_statuses(void) {
     }
     ratecell_limiter *l = (ratecell_limiter *)&cfgs; /* must stay unchanged */
     ratecell_limiter *const before = l;
-    CHECK(ratecell_limiter_new_multi(cfgs, 0, &l) == RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_limiter_new_multi(cfgs, RATECELL_MAX_LIMITS + 1, &l) ==
+    CHECK(rq_build(cfgs, 0, 0, &l) == RATECELL_INVALID_LENGTH);
+    CHECK(rq_build(cfgs, RATECELL_MAX_LIMITS + 1, 0, &l) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_limiter_new_multi(NULL, 2, &l) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_limiter_new_multi(cfgs, 2, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(rq_build(NULL, 2, 0, &l) == RATECELL_NULL_ARGUMENT);
+    CHECK(rq_build(cfgs, 2, 0, NULL) == RATECELL_NULL_ARGUMENT);
     cfgs[1].capacity = 10;
-    CHECK(ratecell_limiter_new_multi(cfgs, 2, &l) ==
+    CHECK(rq_build(cfgs, 2, 0, &l) ==
           RATECELL_INVALID_CAPACITY);
     cfgs[1].capacity = 0;
     cfgs[1].overflow = RATECELL_OVERFLOW_ALLOW;
-    CHECK(ratecell_limiter_new_multi(cfgs, 2, &l) ==
+    CHECK(rq_build(cfgs, 2, 0, &l) ==
           RATECELL_INVALID_OVERFLOW);
     cfgs[1].overflow = RATECELL_OVERFLOW_DENY;
     cfgs[1].clock = RATECELL_CLOCK_COARSE;
-    CHECK(ratecell_limiter_new_multi(cfgs, 2, &l) == RATECELL_INVALID_CLOCK);
+    CHECK(rq_build(cfgs, 2, 0, &l) == RATECELL_INVALID_CLOCK);
     cfgs[1].clock = cfgs[0].clock;
     cfgs[1].limit = 0;
-    CHECK(ratecell_limiter_new_multi(cfgs, 2, &l) == RATECELL_INVALID_LIMIT);
+    CHECK(rq_build(cfgs, 2, 0, &l) == RATECELL_INVALID_LIMIT);
     CHECK(l == before);
     ratecell_multi_decision m;
-    CHECK(ratecell_check_each_at(NULL, 0, 1, T0, &m) ==
+    CHECK(rq_each(NULL, 0, 1, T0, &m) ==
           RATECELL_NULL_ARGUMENT);
 }
 
@@ -163,13 +164,13 @@ static void test_reconfigure_keeps_the_spent_and_refuses_by_status(void) {
             return;
         }
         ratecell_multi_decision m;
-        CHECK(ratecell_check_each_at(l, 5, 2, T0, &m) == RATECELL_OK);
+        CHECK(rq_each(l, 5, 2, T0, &m) == RATECELL_OK);
         CHECK(m.decision.allowed);
         /* 3 to 2 per minute (same count width): the 2 spent stay spent. */
         cfgs[0].limit = cfgs[0].burst = 20;
         cfgs[1].limit = cfgs[1].burst = 2;
         CHECK(ratecell_limiter_reconfigure(l, cfgs, 2) == RATECELL_OK);
-        CHECK(ratecell_check_each_at(l, 5, 0, T0, &m) == RATECELL_OK);
+        CHECK(rq_each(l, 5, 0, T0, &m) == RATECELL_OK);
         CHECK_EQ_U64(m.limits[0].limit, 20);
         CHECK_EQ_U64(m.limits[1].limit, 2);
         CHECK_EQ_U64(m.limits[1].remaining, 0);
@@ -196,7 +197,7 @@ static void test_reconfigure_keeps_the_spent_and_refuses_by_status(void) {
         CHECK(ratecell_limiter_reconfigure(l, cfgs, 0) == RATECELL_INVALID_LENGTH);
         CHECK(ratecell_limiter_reconfigure(l, NULL, 2) == RATECELL_NULL_ARGUMENT);
         CHECK(ratecell_limiter_reconfigure(NULL, cfgs, 2) == RATECELL_NULL_ARGUMENT);
-        CHECK(ratecell_check_each_at(l, 5, 0, T0, &m) == RATECELL_OK);
+        CHECK(rq_each(l, 5, 0, T0, &m) == RATECELL_OK);
         CHECK_EQ_U64(m.limits[0].limit, 20);
         CHECK_EQ_U64(m.limits[1].limit, 2);
         ratecell_limiter_free(l);

@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "ratecell.h"
+#include "requests.h"
 
 #include "harness.h"
 
@@ -62,15 +63,15 @@ static ratecell_decision at(const ratecell_limiter *l, uint64_t key,
                             uint64_t cost, uint64_t now) {
     ratecell_decision d;
     memset(&d, 0xAB, sizeof d);
-    CHECK(ratecell_check_at(l, key, cost, now, &d) == RATECELL_OK);
+    CHECK(rq_check(l, key, cost, now, &d) == RATECELL_OK);
     return d;
 }
 
 /* One yes/no check at an explicit time; the status must be OK. */
 static bool allowed_at(const ratecell_limiter *l, uint64_t key, uint64_t now) {
-    bool yes = false;
-    CHECK(ratecell_allow_at(l, key, now, &yes) == RATECELL_OK);
-    return yes;
+    ratecell_decision d;
+    CHECK(rq_check(l, key, 1, now, &d) == RATECELL_OK);
+    return d.allowed;
 }
 
 /* ---- version and configuration ------------------------------------- */
@@ -324,7 +325,7 @@ static void test_batch_equals_one_by_one(void) {
                 for (int round = 0; round < 3; round++) {
                     uint64_t now = T0 + (uint64_t)round * 300000000;
                     const uint64_t *c = with_costs ? costs : NULL;
-                    CHECK(ratecell_check_batch_at(batch, keys, c, N, now, allowed,
+                    CHECK(rq_batch(batch, keys, NULL, c, N, now, allowed,
                                                   decisions) == RATECELL_OK);
                     for (int i = 0; i < N; i++) {
                         ratecell_decision d = at(single, keys[i], c ? c[i] : 1, now);
@@ -335,7 +336,7 @@ static void test_batch_equals_one_by_one(void) {
                     }
                 }
                 /* The clock-reading form, with only the allowed bytes. */
-                CHECK(ratecell_check_batch(batch, keys, NULL, N, allowed, NULL) ==
+                CHECK(rq_batch(batch, keys, NULL, NULL, N, RATECELL_NOW, allowed, NULL) ==
                       RATECELL_OK);
                 ratecell_limiter_free(batch);
                 ratecell_limiter_free(single);
@@ -346,8 +347,8 @@ static void test_batch_equals_one_by_one(void) {
 
 static void test_empty_batch_accepts_null_buffers(void) {
     ratecell_limiter *l = make(RATECELL_ALGORITHM_GCRA, 5, SECOND, 0, 16);
-    CHECK(ratecell_check_batch(l, NULL, NULL, 0, NULL, NULL) == RATECELL_OK);
-    CHECK(ratecell_check_batch_at(l, NULL, NULL, 0, T0, NULL, NULL) == RATECELL_OK);
+    CHECK(rq_batch(l, NULL, NULL, NULL, 0, RATECELL_NOW, NULL, NULL) == RATECELL_OK);
+    CHECK(rq_batch(l, NULL, NULL, NULL, 0, T0, NULL, NULL) == RATECELL_OK);
     struct ratecell_stats st;
     CHECK(ratecell_stats(l, &st) == RATECELL_OK);
     CHECK_EQ_U64(st.checks, 0);
@@ -362,12 +363,12 @@ static void test_byte_keys(void) {
     for (int i = 0; i < 3; i++) {
         CHECK(at(l, 42, 1, T0).allowed);
     }
-    CHECK(ratecell_check_bytes_at(l, le42, 8, 1, T0, &d) == RATECELL_OK);
+    CHECK(rq_check_bytes(l, le42, 8, 1, T0, &d) == RATECELL_OK);
     CHECK(!d.allowed);
     CHECK(at(l, 43, 1, T0).allowed);
     const char *alice = "alice";
     for (int i = 0; i < 3; i++) {
-        CHECK(ratecell_check_bytes_at(l, (const uint8_t *)alice, 5, 1, T0, &d) ==
+        CHECK(rq_check_bytes(l, (const uint8_t *)alice, 5, 1, T0, &d) ==
               RATECELL_OK);
         CHECK(d.allowed);
         CHECK_EQ_U64(d.remaining, (uint64_t)(2 - i));
@@ -375,22 +376,30 @@ static void test_byte_keys(void) {
     /* The same bytes from another buffer reach the same state. */
     char copy[6];
     memcpy(copy, alice, 6);
-    CHECK(ratecell_check_bytes_at(l, (const uint8_t *)copy, 5, 1, T0, &d) ==
+    CHECK(rq_check_bytes(l, (const uint8_t *)copy, 5, 1, T0, &d) ==
           RATECELL_OK);
     CHECK(!d.allowed);
-    /* "alic" is another key; so is the empty key, which may be NULL. */
-    CHECK(ratecell_check_bytes_at(l, (const uint8_t *)alice, 4, 1, T0, &d) ==
+    /* "alic" is another key; so is the empty key (non-NULL bytes of
+     * length 0: NULL bytes name the number key instead). */
+    CHECK(rq_check_bytes(l, (const uint8_t *)alice, 4, 1, T0, &d) ==
           RATECELL_OK);
     CHECK(d.allowed);
-    CHECK(ratecell_check_bytes_at(l, NULL, 0, 1, T0, &d) == RATECELL_OK);
+    CHECK(rq_check_bytes(l, "", 0, 1, T0, &d) == RATECELL_OK);
     CHECK(d.allowed);
-    CHECK(ratecell_check_bytes(l, (const uint8_t *)alice, 5, 0, &d) == RATECELL_OK);
+    CHECK(rq_check_bytes(l, "", 0, 1, T0, &d) == RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK(rq_check_bytes(l, "", 0, 1, T0, &d) == RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK(rq_check_bytes(l, "", 0, 1, T0, &d) == RATECELL_OK);
+    CHECK(!d.allowed); /* four of the empty key: not key 0's state */
+    CHECK(at(l, 0, 1, T0).allowed);
+    CHECK(rq_check_bytes(l, (const uint8_t *)alice, 5, 0, RATECELL_NOW, &d) == RATECELL_OK);
     /* Resetting a byte key frees it; its u64 twin shares the reset. */
-    CHECK(ratecell_reset_bytes(l, (const uint8_t *)alice, 5) == RATECELL_OK);
-    CHECK(ratecell_check_bytes_at(l, (const uint8_t *)alice, 5, 1, T0, &d) ==
+    CHECK(rq_reset_bytes(l, (const uint8_t *)alice, 5) == RATECELL_OK);
+    CHECK(rq_check_bytes(l, (const uint8_t *)alice, 5, 1, T0, &d) ==
           RATECELL_OK);
     CHECK(d.allowed);
-    CHECK(ratecell_reset_bytes(l, le42, 8) == RATECELL_OK);
+    CHECK(rq_reset_bytes(l, le42, 8) == RATECELL_OK);
     CHECK(at(l, 42, 1, T0).allowed);
     ratecell_limiter_free(l);
 }
@@ -401,7 +410,7 @@ static void test_reset_key_makes_the_key_fresh(void) {
                                    keyed ? 10 : 0);
         CHECK(at(l, 7, 2, T0).allowed);
         CHECK(!at(l, 7, 1, T0).allowed);
-        CHECK(ratecell_reset_key(l, 7) == RATECELL_OK);
+        CHECK(rq_reset(l, 7) == RATECELL_OK);
         ratecell_decision d = at(l, 7, 0, T0);
         CHECK(d.allowed);
         CHECK_EQ_U64(d.remaining, 2);
@@ -417,7 +426,7 @@ static void test_capacity_zero_shares_one_state(void) {
     CHECK(at(l, 2, 1, T0).allowed);
     CHECK(!at(l, 3, 1, T0).allowed);
     ratecell_decision d;
-    CHECK(ratecell_check_bytes_at(l, (const uint8_t *)"x", 1, 1, T0, &d) ==
+    CHECK(rq_check_bytes(l, (const uint8_t *)"x", 1, 1, T0, &d) ==
           RATECELL_OK);
     CHECK(!d.allowed);
     ratecell_limiter_free(l);
@@ -448,8 +457,10 @@ static void test_allow_three_then_denied(void) {
     }
 }
 
-/* ratecell_allow_at answers exactly what ratecell_check_at with cost 1
- * decides, on the same sequence, for every algorithm, direct and keyed. */
+/* The yes/no of a cost-1 request at an explicit time is exactly what the
+ * full decision of a twin limiter says, on the same sequence, for every
+ * algorithm, direct and keyed (ratecell_allow itself reads the clock:
+ * test_allow_reads_the_limiter_clock). */
 static void test_allow_agrees_with_check(void) {
     for (size_t a = 0; a < N_ALGORITHMS; a++) {
         for (int keyed = 0; keyed < 2; keyed++) {
@@ -483,23 +494,20 @@ static void test_allow_agrees_with_check(void) {
  * and the fourth denied. */
 static void test_allow_reads_the_limiter_clock(void) {
     ratecell_limiter *l = make(RATECELL_ALGORITHM_GCRA, 3, HOUR, 0, 0);
-    bool yes = false;
     for (int i = 0; i < 3; i++) {
-        CHECK(ratecell_allow(l, (uint64_t)i, &yes) == RATECELL_OK);
-        CHECK(yes);
+        CHECK(ratecell_allow(l, (uint64_t)i) == 1);
     }
-    CHECK(ratecell_allow(l, 0, &yes) == RATECELL_OK);
-    CHECK(!yes);
+    CHECK(ratecell_allow(l, 0) == 0);
     ratecell_limiter_free(l);
 }
 
 static void test_allow_key_returns_the_answer(void) {
     ratecell_limiter *l = make(RATECELL_ALGORITHM_GCRA, 3, HOUR, 0, 0);
     for (int i = 0; i < 3; i++) {
-        CHECK(ratecell_allow_key(l, 9) == 1);
+        CHECK(ratecell_allow(l, 9) == 1);
     }
-    CHECK(ratecell_allow_key(l, 9) == 0);
-    CHECK(ratecell_allow_key(NULL, 9) == -(int32_t)RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_allow(l, 9) == 0);
+    CHECK(ratecell_allow(NULL, 9) == -(int32_t)RATECELL_NULL_ARGUMENT);
     ratecell_limiter_free(l);
 }
 
@@ -512,7 +520,7 @@ static void test_now_is_unix_time(void) {
     CHECK(now + 5 * SECOND > wall && now < wall + 5 * SECOND);
     CHECK(ratecell_now_ns(l) >= now);
     ratecell_decision d;
-    CHECK(ratecell_check(l, 0, 1, &d) == RATECELL_OK);
+    CHECK(rq_check(l, 0, 1, RATECELL_NOW, &d) == RATECELL_OK);
     CHECK(d.allowed);
     ratecell_limiter_free(l);
 }
@@ -528,30 +536,30 @@ static uint64_t monotonic_ns(void) {
 static void test_acquire_with_a_time_out(void) {
     ratecell_limiter *l = make(RATECELL_ALGORITHM_GCRA, 5, SECOND, 1, 16);
     ratecell_decision d;
-    CHECK(ratecell_acquire(l, 9, 1, 0, &d) == RATECELL_OK);
+    CHECK(rq_acquire(l, 9, 0, 1, 0, &d) == RATECELL_OK);
     CHECK(d.allowed);
     memset(&d, 0, sizeof d);
     d.allowed = true;
-    CHECK(ratecell_acquire(l, 9, 1, 1000000, &d) == RATECELL_TIMED_OUT);
+    CHECK(rq_acquire(l, 9, 0, 1, 1000000, &d) == RATECELL_TIMED_OUT);
     CHECK(!d.allowed);
     CHECK(d.retry_after_ns > 1000000 && d.retry_after_ns <= 200000000);
     uint64_t start = monotonic_ns();
-    CHECK(ratecell_acquire(l, 9, 1, 2 * SECOND, &d) == RATECELL_OK);
+    CHECK(rq_acquire(l, 9, 0, 1, 2 * SECOND, &d) == RATECELL_OK);
     uint64_t waited = monotonic_ns() - start;
     CHECK(d.allowed);
     CHECK(waited >= 100000000); /* it really slept for its turn */
     CHECK(waited < 2 * SECOND);
     /* Another key is not held up. */
-    CHECK(ratecell_acquire(l, 10, 1, 0, &d) == RATECELL_OK);
+    CHECK(rq_acquire(l, 10, 0, 1, 0, &d) == RATECELL_OK);
     /* A cost above the burst can never be admitted: no wait at all. */
     start = monotonic_ns();
-    CHECK(ratecell_acquire(l, 11, 2, 10 * SECOND, &d) == RATECELL_COST_EXCEEDS_LIMIT);
+    CHECK(rq_acquire(l, 11, 0, 2, 10 * SECOND, &d) == RATECELL_COST_EXCEEDS_LIMIT);
     CHECK(monotonic_ns() - start < SECOND);
     CHECK(!d.allowed);
     CHECK_EQ_U64(d.retry_after_ns, UINT64_MAX);
     /* Byte keys: the u64 key 9 is its LE bytes, whose turn is taken. */
     const uint8_t le9[8] = {9, 0, 0, 0, 0, 0, 0, 0};
-    CHECK(ratecell_acquire_bytes(l, le9, 8, 1, 0, &d) == RATECELL_TIMED_OUT);
+    CHECK(rq_acquire_bytes(l, le9, 8, 0, 1, 0, &d) == RATECELL_TIMED_OUT);
     ratecell_limiter_free(l);
 }
 
@@ -559,10 +567,10 @@ static void test_acquire_with_a_time_out(void) {
 static void test_acquire_leaky_bucket_waits_its_turn(void) {
     ratecell_limiter *l = make(RATECELL_ALGORITHM_LEAKY_BUCKET, 20, SECOND, 2, 0);
     ratecell_decision d;
-    CHECK(ratecell_acquire(l, 0, 1, 0, &d) == RATECELL_OK);
+    CHECK(rq_acquire(l, 0, 0, 1, 0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.wait_ns, 0);
     uint64_t start = monotonic_ns();
-    CHECK(ratecell_acquire(l, 0, 1, SECOND, &d) == RATECELL_OK);
+    CHECK(rq_acquire(l, 0, 0, 1, SECOND, &d) == RATECELL_OK);
     CHECK(d.allowed);
     CHECK(d.wait_ns > 0);
     CHECK(monotonic_ns() - start >= d.wait_ns);
@@ -713,36 +721,52 @@ static void test_null_arguments(void) {
     CHECK(out == NULL);
     CHECK(ratecell_limiter_config(NULL, &cfg) == NUL);
     CHECK(ratecell_limiter_config(l, NULL) == NUL);
-    CHECK(ratecell_check(NULL, 1, 1, &d) == NUL);
-    CHECK(ratecell_check(l, 1, 1, NULL) == NUL);
-    CHECK(ratecell_check_at(NULL, 1, 1, T0, &d) == NUL);
-    CHECK(ratecell_check_at(l, 1, 1, T0, NULL) == NUL);
-    bool yes = true; /* a NULL limiter must not write "denied" */
-    CHECK(ratecell_allow(NULL, 1, &yes) == NUL);
-    CHECK(ratecell_allow(l, 1, NULL) == NUL);
-    CHECK(ratecell_allow_at(NULL, 1, T0, &yes) == NUL);
-    CHECK(ratecell_allow_at(l, 1, T0, NULL) == NUL);
-    CHECK(yes);
-    CHECK(ratecell_check_bytes(NULL, (const uint8_t *)"k", 1, 1, &d) == NUL);
-    CHECK(ratecell_check_bytes(l, NULL, 1, 1, &d) == NUL);
-    CHECK(ratecell_check_bytes(l, (const uint8_t *)"k", 1, 1, NULL) == NUL);
-    CHECK(ratecell_check_bytes_at(NULL, (const uint8_t *)"k", 1, 1, T0, &d) == NUL);
-    CHECK(ratecell_check_bytes_at(l, NULL, 5, 1, T0, &d) == NUL);
-    CHECK(ratecell_check_bytes_at(l, (const uint8_t *)"k", 1, 1, T0, NULL) == NUL);
-    CHECK(ratecell_check_batch(NULL, keys, NULL, 2, allowed, NULL) == NUL);
-    CHECK(ratecell_check_batch(l, NULL, NULL, 2, allowed, NULL) == NUL);
-    CHECK(ratecell_check_batch(l, keys, NULL, 2, NULL, &d) == NUL);
-    CHECK(ratecell_check_batch_at(NULL, keys, NULL, 2, T0, allowed, NULL) == NUL);
-    CHECK(ratecell_check_batch_at(l, NULL, NULL, 2, T0, allowed, NULL) == NUL);
-    CHECK(ratecell_check_batch_at(l, keys, NULL, 2, T0, NULL, NULL) == NUL);
-    CHECK(ratecell_acquire(NULL, 1, 1, 0, &d) == NUL);
-    CHECK(ratecell_acquire(l, 1, 1, 0, NULL) == NUL);
-    CHECK(ratecell_acquire_bytes(NULL, (const uint8_t *)"k", 1, 1, 0, &d) == NUL);
-    CHECK(ratecell_acquire_bytes(l, NULL, 1, 1, 0, &d) == NUL);
-    CHECK(ratecell_acquire_bytes(l, (const uint8_t *)"k", 1, 1, 0, NULL) == NUL);
-    CHECK(ratecell_reset_key(NULL, 1) == NUL);
-    CHECK(ratecell_reset_bytes(NULL, (const uint8_t *)"k", 1) == NUL);
-    CHECK(ratecell_reset_bytes(l, NULL, 1) == NUL);
+    CHECK(rq_check(NULL, 1, 1, RATECELL_NOW, &d) == NUL);
+    CHECK(rq_check(l, 1, 1, RATECELL_NOW, NULL) == NUL);
+    CHECK(rq_check(NULL, 1, 1, T0, &d) == NUL);
+    CHECK(rq_check(l, 1, 1, T0, NULL) == NUL);
+    CHECK(ratecell_allow(NULL, 1) == -(int32_t)NUL);
+    ratecell_multi_decision m;
+    struct ratecell_request req;
+    ratecell_request_init(&req);
+    CHECK(ratecell_check(l, NULL, &d) == NUL);
+    CHECK(ratecell_check_each(l, NULL, &m) == NUL);
+    CHECK(ratecell_check_each(NULL, &req, &m) == NUL);
+    CHECK(ratecell_check_each(l, &req, NULL) == NUL);
+    CHECK(ratecell_check_batch(l, NULL, allowed, NULL) == NUL);
+    CHECK(ratecell_acquire(l, NULL, 0, &d) == NUL);
+    CHECK(ratecell_reset(l, NULL) == NUL);
+    CHECK(ratecell_reset(NULL, &req) == NUL);
+    struct ratecell_options opt;
+    ratecell_options_init(&opt);
+    CHECK(ratecell_limiter_build(&opt, &out) == NUL); /* configs NULL */
+    opt.configs = &cfg;
+    CHECK(ratecell_limiter_build(NULL, &out) == NUL);
+    CHECK(ratecell_limiter_build(&opt, NULL) == NUL);
+    CHECK(out == NULL);
+    ratecell_request_init(NULL); /* no-ops */
+    ratecell_batch_init(NULL);
+    ratecell_options_init(NULL);
+    CHECK(rq_check_bytes(NULL, (const uint8_t *)"k", 1, 1, RATECELL_NOW, &d) == NUL);
+    CHECK(rq_check_bytes(l, NULL, 1, 1, RATECELL_NOW, &d) == NUL);
+    CHECK(rq_check_bytes(l, (const uint8_t *)"k", 1, 1, RATECELL_NOW, NULL) == NUL);
+    CHECK(rq_check_bytes(NULL, (const uint8_t *)"k", 1, 1, T0, &d) == NUL);
+    CHECK(rq_check_bytes(l, NULL, 5, 1, T0, &d) == NUL);
+    CHECK(rq_check_bytes(l, (const uint8_t *)"k", 1, 1, T0, NULL) == NUL);
+    CHECK(rq_batch(NULL, keys, NULL, NULL, 2, RATECELL_NOW, allowed, NULL) == NUL);
+    CHECK(rq_batch(l, NULL, NULL, NULL, 2, RATECELL_NOW, allowed, NULL) == NUL);
+    CHECK(rq_batch(l, keys, NULL, NULL, 2, RATECELL_NOW, NULL, &d) == NUL);
+    CHECK(rq_batch(NULL, keys, NULL, NULL, 2, T0, allowed, NULL) == NUL);
+    CHECK(rq_batch(l, NULL, NULL, NULL, 2, T0, allowed, NULL) == NUL);
+    CHECK(rq_batch(l, keys, NULL, NULL, 2, T0, NULL, NULL) == NUL);
+    CHECK(rq_acquire(NULL, 1, 0, 1, 0, &d) == NUL);
+    CHECK(rq_acquire(l, 1, 0, 1, 0, NULL) == NUL);
+    CHECK(rq_acquire_bytes(NULL, (const uint8_t *)"k", 1, 0, 1, 0, &d) == NUL);
+    CHECK(rq_acquire_bytes(l, NULL, 1, 0, 1, 0, &d) == NUL);
+    CHECK(rq_acquire_bytes(l, (const uint8_t *)"k", 1, 0, 1, 0, NULL) == NUL);
+    CHECK(rq_reset(NULL, 1) == NUL);
+    CHECK(rq_reset_bytes(NULL, (const uint8_t *)"k", 1) == NUL);
+    CHECK(rq_reset_bytes(l, NULL, 1) == NUL);
     CHECK(ratecell_stats(NULL, &st) == NUL);
     CHECK(ratecell_stats(l, NULL) == NUL);
     CHECK(ratecell_algorithm_from_name(NULL, 4, &cfg.algorithm) == NUL);
@@ -756,19 +780,129 @@ static void test_null_arguments(void) {
     ratecell_limiter_free(l);
 }
 
+/* The one request shape: its defaults, and every struct's size checked
+ * before anything else is read. */
+static void test_request_batch_and_options_shapes(void) {
+    struct ratecell_request r;
+    memset(&r, 0xAB, sizeof r);
+    ratecell_request_init(&r);
+    CHECK_EQ_U64(r.size, sizeof r);
+    CHECK_EQ_U64(r.tier, 0);
+    CHECK_EQ_U64(r.key_id, 0);
+    CHECK(r.key_bytes == NULL);
+    CHECK_EQ_U64(r.key_len, 0);
+    CHECK_EQ_U64(r.cost, 1);
+    CHECK_EQ_U64(r.at_ns, RATECELL_NOW);
+    struct ratecell_batch b;
+    memset(&b, 0xAB, sizeof b);
+    ratecell_batch_init(&b);
+    CHECK_EQ_U64(b.size, sizeof b);
+    CHECK_EQ_U64(b.n, 0);
+    CHECK(b.keys == NULL && b.costs == NULL && b.tiers == NULL);
+    CHECK_EQ_U64(b.at_ns, RATECELL_NOW);
+    struct ratecell_options o;
+    memset(&o, 0xAB, sizeof o);
+    ratecell_options_init(&o);
+    CHECK_EQ_U64(o.size, sizeof o);
+    CHECK_EQ_U64(o.n_limits, 1);
+    CHECK_EQ_U64(o.n_tiers, 0);
+    CHECK(o.configs == NULL && o.shared_path == NULL);
+    CHECK_EQ_U64(o.shared_mode, 0);
+
+    ratecell_config cfg;
+    ratecell_config_init(&cfg, RATECELL_ALGORITHM_FIXED_WINDOW, 2, MINUTE);
+    cfg.capacity = 8;
+    o.configs = &cfg;
+    ratecell_limiter *l = NULL;
+    o.size = 0;
+    CHECK(ratecell_limiter_build(&o, &l) == RATECELL_INVALID_LENGTH);
+    o.size = (uint32_t)sizeof o + 8;
+    CHECK(ratecell_limiter_build(&o, &l) == RATECELL_INVALID_LENGTH);
+    CHECK(l == NULL);
+    o.size = (uint32_t)sizeof o;
+    CHECK(ratecell_limiter_build(&o, &l) == RATECELL_OK);
+    CHECK_EQ_U64(ratecell_limiter_tiers(l), 1);
+
+    /* The defaults: key 0, cost 1, now. */
+    ratecell_decision d;
+    memset(&d, 0xAB, sizeof d);
+    CHECK(ratecell_check(l, &r, &d) == RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(d.remaining, 1);
+    r.at_ns = T0;
+    r.key_id = 7;
+    r.cost = 2;
+    CHECK(ratecell_check(l, &r, &d) == RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(d.remaining, 0);
+    r.key_id = 0;
+
+    /* A size this library does not know: nothing checked, out untouched. */
+    ratecell_decision untouched;
+    memset(&d, 0xAB, sizeof d);
+    memset(&untouched, 0xAB, sizeof untouched);
+    ratecell_multi_decision m;
+    uint8_t allowed = 0xAA;
+    r.size = (uint32_t)sizeof r - 8;
+    CHECK(ratecell_check(l, &r, &d) == RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_check_each(l, &r, &m) == RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_acquire(l, &r, 0, &d) == RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_reset(l, &r) == RATECELL_INVALID_LENGTH);
+    r.size = 0;
+    CHECK(ratecell_check(l, &r, &d) == RATECELL_INVALID_LENGTH);
+    CHECK(memcmp(&d, &untouched, sizeof d) == 0);
+    r.size = (uint32_t)sizeof r;
+    uint64_t key = 5;
+    b.n = 1;
+    b.keys = &key;
+    b.size = (uint32_t)sizeof b + 8;
+    CHECK(ratecell_check_batch(l, &b, &allowed, NULL) == RATECELL_INVALID_LENGTH);
+    CHECK(allowed == 0xAA);
+    b.size = (uint32_t)sizeof b;
+    b.at_ns = T0;
+    CHECK(ratecell_check_batch(l, &b, &allowed, &d) == RATECELL_OK);
+    CHECK(allowed == 1 && d.allowed);
+
+    /* Byte keys: NULL bytes with a length are refused; the number key k
+     * is its 8 little-endian bytes. */
+    r.key_len = 3;
+    CHECK(ratecell_check(l, &r, &d) == RATECELL_NULL_ARGUMENT);
+    const uint8_t le5[8] = {5, 0, 0, 0, 0, 0, 0, 0};
+    r.key_bytes = le5;
+    r.key_len = 8;
+    r.cost = 1;
+    CHECK(ratecell_check(l, &r, &d) == RATECELL_OK);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(d.remaining, 0); /* the batch took key 5's first unit */
+    CHECK(ratecell_reset(l, &r) == RATECELL_OK);
+    r.key_bytes = NULL;
+    r.key_len = 0;
+    r.key_id = 5;
+    r.cost = 0;
+    CHECK(ratecell_check(l, &r, &d) == RATECELL_OK);
+    CHECK_EQ_U64(d.remaining, 2);
+
+    /* A tier this limiter does not have. */
+    r.tier = 1;
+    CHECK(ratecell_check(l, &r, &d) == RATECELL_INVALID_TIER);
+    CHECK(ratecell_check_each(l, &r, &m) == RATECELL_INVALID_TIER);
+    CHECK(ratecell_acquire(l, &r, 0, &d) == RATECELL_INVALID_TIER);
+    ratecell_limiter_free(l);
+}
+
 static void test_impossible_lengths(void) {
     ratecell_limiter *l = make(RATECELL_ALGORITHM_GCRA, 10, SECOND, 0, 8);
     ratecell_decision d;
     uint64_t key = 1;
     uint8_t allowed = 0xAA;
     /* Refused before any byte is read. */
-    CHECK(ratecell_check_bytes(l, (const uint8_t *)"k", SIZE_MAX, 1, &d) ==
+    CHECK(rq_check_bytes(l, (const uint8_t *)"k", SIZE_MAX, 1, RATECELL_NOW, &d) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_reset_bytes(l, (const uint8_t *)"k", SIZE_MAX) ==
+    CHECK(rq_reset_bytes(l, (const uint8_t *)"k", SIZE_MAX) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_check_batch(l, &key, NULL, SIZE_MAX, &allowed, NULL) ==
+    CHECK(rq_batch(l, &key, NULL, NULL, SIZE_MAX, RATECELL_NOW, &allowed, NULL) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_check_batch_at(l, &key, NULL, SIZE_MAX / 8, T0, &allowed, NULL) ==
+    CHECK(rq_batch(l, &key, NULL, NULL, SIZE_MAX / 8, T0, &allowed, NULL) ==
           RATECELL_INVALID_LENGTH);
     CHECK(allowed == 0xAA);
     ratecell_limiter_free(l);
@@ -803,7 +937,7 @@ static void *race_thread(void *arg) {
     pthread_barrier_wait(r->start);
     for (int i = 0; i < ATTEMPTS; i++) {
         ratecell_decision d;
-        if (ratecell_check_at(r->limiter, 77, 1, T0, &d) == RATECELL_OK && d.allowed) {
+        if (rq_check(r->limiter, 77, 1, T0, &d) == RATECELL_OK && d.allowed) {
             r->admitted++;
         }
     }
@@ -876,6 +1010,7 @@ int main(void) {
     RUN(test_each_invalid_field_has_its_status);
     RUN(test_unknown_algorithm_name);
     RUN(test_null_arguments);
+    RUN(test_request_batch_and_options_shapes);
     RUN(test_impossible_lengths);
     RUN(test_every_status_has_a_distinct_description);
     RUN(test_four_threads_admit_exactly_the_limit);

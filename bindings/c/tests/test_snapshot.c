@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "ratecell.h"
+#include "requests.h"
 
 #include "harness.h"
 
@@ -50,7 +51,7 @@ static ratecell_decision at(const ratecell_limiter *l, uint64_t key, uint64_t co
                             uint64_t now) {
     ratecell_decision d;
     memset(&d, 0, sizeof d);
-    CHECK(ratecell_check_at(l, key, cost, now, &d) == RATECELL_OK);
+    CHECK(rq_check(l, key, cost, now, &d) == RATECELL_OK);
     return d;
 }
 
@@ -248,7 +249,7 @@ static void test_sigkill_during_periodic_saves_leaves_a_restorable_file(void) {
             ratecell_persisted_limiter(p, &l);
             for (uint64_t i = 0;; i++) {
                 ratecell_decision d;
-                ratecell_check(l, i % 15000, 1, &d);
+                rq_check(l, i % 15000, 1, RATECELL_NOW, &d);
             }
         }
         /* Wait (bounded) for a first file, then a little more. */
@@ -290,7 +291,7 @@ static void test_several_limits(void) {
             limits[i].capacity = capacity;
         }
         ratecell_limiter *l = NULL;
-        CHECK(ratecell_limiter_new_multi(limits, 3, &l) == RATECELL_OK);
+        CHECK(rq_build(limits, 3, 0, &l) == RATECELL_OK);
         for (int i = 0; i < 3; i++) {
             CHECK(at(l, 2, 1, T0).allowed);
         }
@@ -300,9 +301,9 @@ static void test_several_limits(void) {
         CHECK(ratecell_limiter_restore(path, &r2) == RATECELL_OK);
         for (uint64_t t = T0; t < T0 + 2 * SECOND; t += SECOND / 4) {
             ratecell_multi_decision a, b, c;
-            CHECK(ratecell_check_each_at(l, 2, 1, t, &a) == RATECELL_OK);
-            CHECK(ratecell_check_each_at(r1, 2, 1, t, &b) == RATECELL_OK);
-            CHECK(ratecell_check_each_at(r2, 2, 1, t, &c) == RATECELL_OK);
+            CHECK(rq_each(l, 2, 1, t, &a) == RATECELL_OK);
+            CHECK(rq_each(r1, 2, 1, t, &b) == RATECELL_OK);
+            CHECK(rq_each(r2, 2, 1, t, &c) == RATECELL_OK);
             CHECK(a.count == 3 && b.count == 3 && c.count == 3);
             CHECK(same(a.decision, b.decision) && same(a.decision, c.decision));
             CHECK(a.denied_by == b.denied_by && a.denied_by == c.denied_by);

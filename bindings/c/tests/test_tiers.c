@@ -1,6 +1,6 @@
 /*
  * C11 tests of a quota per tier through the C ABI
- * (ratecell_limiter_new_tiered*, ratecell_check_tier*): each key held to
+ * (ratecell_limiter_build with n_tiers, ratecell_request.tier): each key held to
  * the tier its check names, a key moving tiers keeping what it spent,
  * tier 0 for the calls that name none, batches and acquires naming tiers,
  * snapshots that keep the tiers, periodic saving of a tiered limiter
@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "ratecell.h"
+#include "requests.h"
 
 #include "harness.h"
 
@@ -38,7 +39,7 @@ static uint64_t admitted(ratecell_limiter *l, uint64_t key, uint32_t tier,
     uint64_t n = 0;
     for (int i = 0; i < tries; i++) {
         ratecell_decision d;
-        CHECK(ratecell_check_tier_at(l, key, tier, 1, T0, &d) == RATECELL_OK);
+        CHECK(rq_check_tier(l, key, tier, 1, T0, &d) == RATECELL_OK);
         n += d.allowed ? 1 : 0;
     }
     return n;
@@ -48,7 +49,7 @@ static void test_each_key_gets_its_tiers_quota(void) {
     ratecell_config cfgs[3];
     three_tiers(cfgs);
     ratecell_limiter *l = NULL;
-    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    CHECK(rq_build(cfgs, 1, 3, &l) == RATECELL_OK);
     if (l == NULL) {
         return;
     }
@@ -58,25 +59,25 @@ static void test_each_key_gets_its_tiers_quota(void) {
     CHECK_EQ_U64(admitted(l, 3, 2, 1500), 1500);
 
     ratecell_decision d;
-    CHECK(ratecell_check_tier_at(l, 3, 2, 0, T0, &d) == RATECELL_OK);
+    CHECK(rq_check_tier(l, 3, 2, 0, T0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.limit, 100000);
     CHECK_EQ_U64(d.remaining, 100000 - 1500);
 
     /* Byte keys, and the limiter's own clock. */
-    CHECK(ratecell_check_bytes_tier_at(l, (const uint8_t *)"alice", 5, 1, 7,
+    CHECK(rq_check_bytes_tier(l, (const uint8_t *)"alice", 5, 1, 7,
                                        T0, &d) == RATECELL_OK);
     CHECK(d.allowed);
     CHECK_EQ_U64(d.remaining, 993);
-    CHECK(ratecell_check_bytes_tier(l, (const uint8_t *)"bob", 3, 0, 1, &d) ==
+    CHECK(rq_check_bytes_tier(l, (const uint8_t *)"bob", 3, 0, 1, RATECELL_NOW, &d) ==
           RATECELL_OK);
     CHECK(d.allowed);
     CHECK_EQ_U64(d.remaining, 2);
-    CHECK(ratecell_check_tier(l, 4, 1, 1, &d) == RATECELL_OK);
+    CHECK(rq_check_tier(l, 4, 1, 1, RATECELL_NOW, &d) == RATECELL_OK);
     CHECK(d.allowed);
     CHECK_EQ_U64(d.remaining, 999);
 
     /* The calls that name no tier are tier 0's. */
-    CHECK(ratecell_check_at(l, 5, 1, T0, &d) == RATECELL_OK);
+    CHECK(rq_check(l, 5, 1, T0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.limit, 3);
     CHECK_EQ_U64(d.remaining, 2);
     ratecell_limiter_free(l);
@@ -86,7 +87,7 @@ static void test_a_key_moving_tiers_keeps_what_it_spent(void) {
     ratecell_config cfgs[3];
     three_tiers(cfgs);
     ratecell_limiter *l = NULL;
-    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    CHECK(rq_build(cfgs, 1, 3, &l) == RATECELL_OK);
     if (l == NULL) {
         return;
     }
@@ -94,10 +95,10 @@ static void test_a_key_moving_tiers_keeps_what_it_spent(void) {
     CHECK_EQ_U64(admitted(l, 9, 1, 10), 10);
     CHECK_EQ_U64(admitted(l, 9, 0, 5), 0);
     ratecell_decision d;
-    CHECK(ratecell_check_tier_at(l, 9, 1, 0, T0, &d) == RATECELL_OK);
+    CHECK(rq_check_tier(l, 9, 1, 0, T0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.remaining, 990);
     /* The next window starts from nothing under any tier. */
-    CHECK(ratecell_check_tier_at(l, 9, 0, 1, T0 + 60 * SECOND, &d) ==
+    CHECK(rq_check_tier(l, 9, 0, 1, T0 + 60 * SECOND, &d) ==
           RATECELL_OK);
     CHECK(d.allowed);
     CHECK_EQ_U64(d.remaining, 2);
@@ -117,14 +118,14 @@ static void test_tiers_of_several_limits(void) {
         cfgs[i].capacity = 100;
     }
     ratecell_limiter *l = NULL;
-    CHECK(ratecell_limiter_new_tiered_multi(cfgs, 2, 2, &l) == RATECELL_OK);
+    CHECK(rq_build(cfgs, 2, 2, &l) == RATECELL_OK);
     if (l == NULL) {
         return;
     }
     CHECK_EQ_U64(admitted(l, 1, 0, 10), 2);
     CHECK_EQ_U64(admitted(l, 2, 1, 100), 30);
     ratecell_multi_decision m;
-    CHECK(ratecell_check_tier_each_at(l, 2, 1, 1, T0, &m) == RATECELL_OK);
+    CHECK(rq_each_tier(l, 2, 1, 1, T0, &m) == RATECELL_OK);
     CHECK(!m.decision.allowed);
     CHECK_EQ_U64(m.count, 2);
     CHECK_EQ_U64(m.denied_by, 1);
@@ -138,56 +139,60 @@ static void test_bad_input_gets_named_statuses(void) {
     three_tiers(cfgs);
     ratecell_limiter *l = (ratecell_limiter *)&cfgs; /* must stay untouched */
     ratecell_limiter *const sentinel = l;
-    CHECK(ratecell_limiter_new_tiered(cfgs, 0, &l) == RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_limiter_new_tiered(cfgs, RATECELL_MAX_TIERS + 1, &l) ==
+    CHECK(rq_build(cfgs, 1, RATECELL_MAX_TIERS + 1, &l) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_limiter_new_tiered(NULL, 3, &l) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_limiter_new_tiered(cfgs, 3, NULL) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_limiter_new_tiered_multi(cfgs, 0, 3, &l) ==
-          RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_limiter_new_tiered_multi(cfgs, RATECELL_MAX_LIMITS + 1, 1,
-                                            &l) == RATECELL_INVALID_LENGTH);
+    CHECK(rq_build(NULL, 1, 3, &l) == RATECELL_NULL_ARGUMENT);
+    CHECK(rq_build(cfgs, 1, 3, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(rq_build(cfgs, 0, 3, &l) == RATECELL_INVALID_LENGTH);
+    CHECK(rq_build(cfgs, RATECELL_MAX_LIMITS + 1, 1, &l) == RATECELL_INVALID_LENGTH);
+    /* Tiers of a shared region are refused. */
+    struct ratecell_options o;
+    ratecell_options_init(&o);
+    o.configs = cfgs;
+    o.n_tiers = 3;
+    o.shared_path = "/nonexistent-ratecell-dir/tiers";
+    CHECK(ratecell_limiter_build(&o, &l) != RATECELL_OK);
 
     ratecell_config bad[3];
     memcpy(bad, cfgs, sizeof bad);
     bad[2].capacity = 999;
-    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_CAPACITY);
+    CHECK(rq_build(bad, 1, 3, &l) == RATECELL_INVALID_CAPACITY);
     memcpy(bad, cfgs, sizeof bad);
     bad[1].algorithm = RATECELL_ALGORITHM_GCRA;
-    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_ALGORITHM);
+    CHECK(rq_build(bad, 1, 3, &l) == RATECELL_INVALID_ALGORITHM);
     memcpy(bad, cfgs, sizeof bad);
     bad[1].period_ns = 30 * SECOND; /* a window's period cannot differ */
-    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_PERIOD_NS);
+    CHECK(rq_build(bad, 1, 3, &l) == RATECELL_INVALID_PERIOD_NS);
     memcpy(bad, cfgs, sizeof bad);
     bad[1].overflow = RATECELL_OVERFLOW_ALLOW;
-    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_OVERFLOW);
+    CHECK(rq_build(bad, 1, 3, &l) == RATECELL_INVALID_OVERFLOW);
     memcpy(bad, cfgs, sizeof bad);
     bad[2].clock = RATECELL_CLOCK_COARSE;
-    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_CLOCK);
+    CHECK(rq_build(bad, 1, 3, &l) == RATECELL_INVALID_CLOCK);
     memcpy(bad, cfgs, sizeof bad);
     bad[0].capacity = bad[1].capacity = bad[2].capacity = 0;
-    CHECK(ratecell_limiter_new_tiered(bad, 3, &l) == RATECELL_INVALID_CAPACITY);
+    CHECK(rq_build(bad, 1, 3, &l) == RATECELL_INVALID_CAPACITY);
     CHECK(l == sentinel);
 
     l = NULL;
-    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    CHECK(rq_build(cfgs, 1, 3, &l) == RATECELL_OK);
     if (l == NULL) {
         return;
     }
     ratecell_decision d;
     memset(&d, 0xAB, sizeof d);
     ratecell_decision before = d;
-    CHECK(ratecell_check_tier_at(l, 1, 3, 1, T0, &d) == RATECELL_INVALID_TIER);
-    CHECK(ratecell_check_tier(l, 1, UINT32_MAX, 1, &d) == RATECELL_INVALID_TIER);
-    CHECK(ratecell_check_bytes_tier_at(l, (const uint8_t *)"k", 1, 3, 1, T0,
+    CHECK(rq_check_tier(l, 1, 3, 1, T0, &d) == RATECELL_INVALID_TIER);
+    CHECK(rq_check_tier(l, 1, UINT32_MAX, 1, RATECELL_NOW, &d) == RATECELL_INVALID_TIER);
+    CHECK(rq_check_bytes_tier(l, (const uint8_t *)"k", 1, 3, 1, T0,
                                        &d) == RATECELL_INVALID_TIER);
     CHECK(memcmp(&d, &before, sizeof d) == 0);
-    CHECK(ratecell_check_tier_at(l, 1, 0, 1, T0, NULL) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_check_tier_at(NULL, 1, 0, 1, T0, &d) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_check_bytes_tier_at(l, NULL, 1, 0, 1, T0, &d) ==
+    CHECK(rq_check_tier(l, 1, 0, 1, T0, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(rq_check_tier(NULL, 1, 0, 1, T0, &d) == RATECELL_NULL_ARGUMENT);
+    CHECK(rq_check_bytes_tier(l, NULL, 1, 0, 1, T0, &d) ==
           RATECELL_NULL_ARGUMENT);
     /* Nothing was spent by the refused checks. */
-    CHECK(ratecell_check_tier_at(l, 1, 0, 0, T0, &d) == RATECELL_OK);
+    CHECK(rq_check_tier(l, 1, 0, 0, T0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.remaining, 3);
     CHECK(strstr(ratecell_status_str(RATECELL_INVALID_TIER), "tier") != NULL);
     /* No live change of tiers: refused by status. */
@@ -203,9 +208,9 @@ static void test_bad_input_gets_named_statuses(void) {
         return;
     }
     CHECK_EQ_U64(ratecell_limiter_tiers(plain), 1);
-    CHECK(ratecell_check_tier_at(plain, 1, 0, 1, T0, &d) == RATECELL_OK);
+    CHECK(rq_check_tier(plain, 1, 0, 1, T0, &d) == RATECELL_OK);
     CHECK(d.allowed);
-    CHECK(ratecell_check_tier_at(plain, 1, 1, 1, T0, &d) ==
+    CHECK(rq_check_tier(plain, 1, 1, 1, T0, &d) ==
           RATECELL_INVALID_TIER);
     ratecell_limiter_free(plain);
 }
@@ -214,7 +219,7 @@ static void test_batch_and_acquire_name_the_tier(void) {
     ratecell_config cfgs[3];
     three_tiers(cfgs);
     ratecell_limiter *l = NULL;
-    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    CHECK(rq_build(cfgs, 1, 3, &l) == RATECELL_OK);
     if (l == NULL) {
         return;
     }
@@ -224,47 +229,48 @@ static void test_batch_and_acquire_name_the_tier(void) {
     const uint64_t costs[6] = {1, 1, 1, 1, 1, 500};
     uint8_t allowed[6];
     ratecell_decision ds[6];
-    CHECK(ratecell_check_batch_tier_at(l, keys, tiers, costs, 6, T0, allowed,
+    CHECK(rq_batch(l, keys, tiers, costs, 6, T0, allowed,
                                        ds) == RATECELL_OK);
     const uint8_t want[6] = {1, 1, 1, 0, 1, 1};
     CHECK(memcmp(allowed, want, sizeof want) == 0);
     CHECK_EQ_U64(ds[5].limit, 1000);
     CHECK_EQ_U64(ds[5].remaining, 499);
-    CHECK(ratecell_check_batch_tier(l, keys, tiers, NULL, 6, allowed, NULL) ==
+    CHECK(rq_batch(l, keys, tiers, NULL, 6, RATECELL_NOW, allowed, NULL) ==
           RATECELL_OK);
 
     /* A tier out of range anywhere: nothing decided, stored or written. */
     const uint32_t bad[2] = {1, 3};
     const uint64_t fresh[2] = {100, 101};
     memset(allowed, 0xAB, sizeof allowed);
-    CHECK(ratecell_check_batch_tier_at(l, fresh, bad, NULL, 2, T0, allowed,
+    CHECK(rq_batch(l, fresh, bad, NULL, 2, T0, allowed,
                                        NULL) == RATECELL_INVALID_TIER);
     CHECK(allowed[0] == 0xAB && allowed[1] == 0xAB);
     ratecell_decision d;
-    CHECK(ratecell_check_tier_at(l, 100, 1, 0, T0, &d) == RATECELL_OK);
+    CHECK(rq_check_tier(l, 100, 1, 0, T0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.remaining, 1000);
-    CHECK(ratecell_check_batch_tier_at(l, fresh, NULL, NULL, 2, T0, allowed,
-                                       NULL) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_check_batch_tier_at(l, NULL, NULL, NULL, 0, T0, NULL,
+    /* No tiers: tier 0 each. */
+    CHECK(rq_batch(l, fresh, NULL, NULL, 2, T0, allowed, NULL) == RATECELL_OK);
+    CHECK(allowed[0] == 1 && allowed[1] == 1);
+    CHECK(rq_batch(l, NULL, NULL, NULL, 0, T0, NULL,
                                        NULL) == RATECELL_OK);
 
     /* Acquire under the named tier: free key 7 gets 3, then times out. */
     for (int i = 0; i < 3; i++) {
-        CHECK(ratecell_acquire_tier(l, 7, 0, 1, 0, &d) == RATECELL_OK);
+        CHECK(rq_acquire(l, 7, 0, 1, 0, &d) == RATECELL_OK);
         CHECK(d.allowed);
     }
-    CHECK(ratecell_acquire_tier(l, 7, 0, 1, 0, &d) == RATECELL_TIMED_OUT);
-    CHECK(ratecell_acquire_tier(l, 7, 1, 1, 0, &d) == RATECELL_OK);
+    CHECK(rq_acquire(l, 7, 0, 1, 0, &d) == RATECELL_TIMED_OUT);
+    CHECK(rq_acquire(l, 7, 1, 1, 0, &d) == RATECELL_OK);
     CHECK_EQ_U64(d.limit, 1000);
-    CHECK(ratecell_acquire_bytes_tier(l, (const uint8_t *)"bob", 3, 1, 2000, 0,
+    CHECK(rq_acquire_bytes(l, (const uint8_t *)"bob", 3, 1, 2000, 0,
                                       &d) == RATECELL_COST_EXCEEDS_LIMIT);
     memset(&d, 0xAB, sizeof d);
     ratecell_decision before = d;
-    CHECK(ratecell_acquire_tier(l, 7, 3, 1, 0, &d) == RATECELL_INVALID_TIER);
-    CHECK(ratecell_acquire_bytes_tier(l, (const uint8_t *)"bob", 3, 9, 1, 0,
+    CHECK(rq_acquire(l, 7, 3, 1, 0, &d) == RATECELL_INVALID_TIER);
+    CHECK(rq_acquire_bytes(l, (const uint8_t *)"bob", 3, 9, 1, 0,
                                       &d) == RATECELL_INVALID_TIER);
     CHECK(memcmp(&d, &before, sizeof d) == 0);
-    CHECK(ratecell_acquire_tier(l, 7, 0, 1, 0, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(rq_acquire(l, 7, 0, 1, 0, NULL) == RATECELL_NULL_ARGUMENT);
     ratecell_limiter_free(l);
 
     /* Without tiers: tier 0 only. */
@@ -275,13 +281,13 @@ static void test_batch_and_acquire_name_the_tier(void) {
         return;
     }
     const uint32_t zeros[2] = {0, 0};
-    CHECK(ratecell_check_batch_tier_at(plain, fresh, zeros, NULL, 2, T0,
+    CHECK(rq_batch(plain, fresh, zeros, NULL, 2, T0,
                                        allowed, NULL) == RATECELL_OK);
     CHECK(allowed[0] == 1 && allowed[1] == 1);
-    CHECK(ratecell_check_batch_tier_at(plain, fresh, bad, NULL, 2, T0, allowed,
+    CHECK(rq_batch(plain, fresh, bad, NULL, 2, T0, allowed,
                                        NULL) == RATECELL_INVALID_TIER);
-    CHECK(ratecell_acquire_tier(plain, 7, 0, 1, 0, &d) == RATECELL_OK);
-    CHECK(ratecell_acquire_tier(plain, 7, 1, 1, 0, &d) == RATECELL_INVALID_TIER);
+    CHECK(rq_acquire(plain, 7, 0, 1, 0, &d) == RATECELL_OK);
+    CHECK(rq_acquire(plain, 7, 1, 1, 0, &d) == RATECELL_INVALID_TIER);
     ratecell_limiter_free(plain);
 }
 
@@ -289,7 +295,7 @@ static void test_snapshots_keep_the_tiers(void) {
     ratecell_config cfgs[3];
     three_tiers(cfgs);
     ratecell_limiter *l = NULL;
-    CHECK(ratecell_limiter_new_tiered(cfgs, 3, &l) == RATECELL_OK);
+    CHECK(rq_build(cfgs, 1, 3, &l) == RATECELL_OK);
     if (l == NULL) {
         return;
     }
@@ -305,9 +311,9 @@ static void test_snapshots_keep_the_tiers(void) {
     CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 3, path, &back) == RATECELL_OK);
     if (back != NULL) {
         CHECK_EQ_U64(ratecell_limiter_tiers(back), 3);
-        CHECK(ratecell_check_tier_at(back, 1, 1, 0, T0, &d) == RATECELL_OK);
+        CHECK(rq_check_tier(back, 1, 1, 0, T0, &d) == RATECELL_OK);
         CHECK_EQ_U64(d.remaining, 990);
-        CHECK(ratecell_check_tier_at(back, 1, 0, 1, T0, &d) == RATECELL_OK);
+        CHECK(rq_check_tier(back, 1, 0, 1, T0, &d) == RATECELL_OK);
         CHECK(!d.allowed);
         ratecell_limiter_free(back);
     }
@@ -315,7 +321,7 @@ static void test_snapshots_keep_the_tiers(void) {
     CHECK(ratecell_limiter_restore(path, &back) == RATECELL_OK);
     if (back != NULL) {
         CHECK_EQ_U64(ratecell_limiter_tiers(back), 3);
-        CHECK(ratecell_check_tier_at(back, 1, 2, 0, T0, &d) == RATECELL_OK);
+        CHECK(rq_check_tier(back, 1, 2, 0, T0, &d) == RATECELL_OK);
         CHECK_EQ_U64(d.limit, 100000);
         CHECK_EQ_U64(d.remaining, 100000 - 10);
         ratecell_limiter_free(back);
@@ -432,7 +438,7 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
         uint64_t key, cost;
         uint32_t tier;
         trace_request(i, &key, &tier, &cost);
-        CHECK(ratecell_check_tier_each_at(l, key, tier, cost, start + (uint64_t)i * 50000000,
+        CHECK(rq_each_tier(l, key, tier, cost, start + (uint64_t)i * 50000000,
                                           &want) == RATECELL_OK);
     }
     /* A save may have been under way during the checks; the one after the
@@ -458,8 +464,8 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
         uint32_t tier;
         trace_request(i, &key, &tier, &cost);
         uint64_t t = rest + (uint64_t)(i - 100) * 50000000;
-        CHECK(ratecell_check_tier_each_at(l, key, tier, cost, t, &want) == RATECELL_OK);
-        CHECK(ratecell_check_tier_each_at(bl, key, tier, cost, t, &got) == RATECELL_OK);
+        CHECK(rq_each_tier(l, key, tier, cost, t, &want) == RATECELL_OK);
+        CHECK(rq_each_tier(bl, key, tier, cost, t, &got) == RATECELL_OK);
         alike = alike && same_decision(&got.decision, &want.decision) &&
                 got.denied_by == want.denied_by && got.count == 2 &&
                 same_decision(&got.limits[0], &want.limits[0]) &&
@@ -488,7 +494,7 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
     CHECK(ratecell_persisted_close(untiered) == RATECELL_OK);
     CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, plain, SECOND, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    /* Bad arguments, as for ratecell_limiter_new_tiered_multi. */
+    /* Bad arguments, as for ratecell_limiter_build with tiers. */
     CHECK(ratecell_persisted_open_tiered(cfgs, 2, 0, path, SECOND, &back) ==
           RATECELL_INVALID_LENGTH);
     CHECK(ratecell_persisted_open_tiered(cfgs, 0, 3, path, SECOND, &back) ==

@@ -19,7 +19,10 @@ using namespace std::chrono_literals;
 using ratecell::Algorithm;
 using ratecell::Config;
 using ratecell::Error;
+using ratecell::Batch;
 using ratecell::Limiter;
+using ratecell::Options;
+using ratecell::Request;
 
 namespace {
 
@@ -42,6 +45,81 @@ ratecell_status construction_status(const Config &config) {
     }
 }
 
+// A limiter of one tier per config (Options().tier({c}) for each).
+Limiter tiered(const std::vector<Config> &tiers) {
+    Options o;
+    for (const Config &c : tiers) {
+        o.tier({c});
+    }
+    return Limiter(o);
+}
+
+// A limiter of tiers of several limits each.
+Limiter tiered(const std::vector<std::vector<Config>> &tiers) {
+    Options o;
+    for (const std::vector<Config> &t : tiers) {
+        o.tier(t);
+    }
+    return Limiter(o);
+}
+
+// Request's defaults and setters; the key overloads; what Options refuses
+// before the library is called.
+void test_request_shape() {
+    constexpr Request r;
+    static_assert(r.cost() == 1 && r.at() == ratecell::now && r.tier() == 0);
+    constexpr Request s = Request().cost(3).at(7).tier(2);
+    static_assert(s.cost() == 3 && s.at() == 7 && s.tier() == 2);
+    Batch b;
+    CHECK(b.costs().empty() && b.tiers().empty() && b.at() == ratecell::now);
+
+    Limiter l(Config(Algorithm::FixedWindow, 3, 60s).capacity(16));
+    CHECK(l.tiers() == 1);
+    CHECK(l.check(5).remaining == 2);  // cost 1, now
+    CHECK(l.check(5, Request().cost(0)).remaining == 2);
+    // The number key k is its 8 little-endian bytes; "" is a key of its own.
+    const char le5[8] = {5, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(l.check(std::string_view(le5, 8)).remaining == 1);
+    CHECK(l.check(std::string_view()).remaining == 2);
+    CHECK(l.check("").remaining == 1);
+    CHECK(l.check(std::string("x")).remaining == 2);
+    l.reset(std::string_view(le5, 8));
+    CHECK(l.check(5, Request().cost(0)).remaining == 3);
+    CHECK(l.check_each("x", Request().cost(2)).decision.remaining == 0);
+    CHECK(l.allow(6));
+
+    auto status = [](auto &&f) {
+        try {
+            f();
+            return RATECELL_OK;
+        } catch (const Error &e) {
+            return e.status();
+        }
+    };
+    CHECK(status([&] { l.check(5, Request().tier(1)); }) == RATECELL_INVALID_TIER);
+    CHECK(status([&] { l.acquire("x", 0ns, Request().tier(1)); }) == RATECELL_INVALID_TIER);
+    CHECK(status([&] { l.check_batch({1}, Batch().tiers({1})); }) == RATECELL_INVALID_TIER);
+    CHECK(status([&] { l.check_batch({1}, Batch().tiers({0, 0})); }) == RATECELL_INVALID_LENGTH);
+    CHECK(status([&] { Limiter bad{Options()}; }) == RATECELL_INVALID_LENGTH);
+    CHECK(status([&] {
+              Limiter bad(Options().limit(Config(Algorithm::Gcra, 1, 1s)).tier({}));
+          }) == RATECELL_INVALID_LENGTH);
+    CHECK(status([&] {
+              Limiter bad(Options().limit(Config(Algorithm::Gcra, 1, 1s)).names({"a", "b"}));
+          }) == RATECELL_INVALID_LENGTH);
+    // A shared region: one keyed limit, no tiers.
+    CHECK(status([&] {
+              Limiter bad(Options()
+                              .tier({Config(Algorithm::Gcra, 1, 1s).capacity(4)})
+                              .shared("/nonexistent-ratecell-dir/x"));
+          }) != RATECELL_OK);
+    Limiter moved(std::move(l));
+    CHECK(status([&] { l.check(1); }) == RATECELL_NULL_ARGUMENT);         // NOLINT
+    CHECK(status([&] { l.allow(1); }) == RATECELL_NULL_ARGUMENT);         // NOLINT
+    CHECK(status([&] { l.reset("k"); }) == RATECELL_NULL_ARGUMENT);       // NOLINT
+    CHECK(status([&] { l.check_batch({}); }) == RATECELL_NULL_ARGUMENT);  // NOLINT
+}
+
 void test_limiter_is_move_only() {
     static_assert(!std::is_copy_constructible_v<Limiter>);
     static_assert(!std::is_copy_assignable_v<Limiter>);
@@ -50,13 +128,13 @@ void test_limiter_is_move_only() {
     static_assert(std::is_base_of_v<std::runtime_error, Error>);
 
     Limiter a(Config(Algorithm::TokenBucket, 2, 1s));
-    CHECK(a.check_at(1, 1, T0).allowed);
+    CHECK(a.check(1, Request().at(T0)).allowed);
     Limiter b(std::move(a));
     CHECK(!a);  // NOLINT: moved-from on purpose
     CHECK(static_cast<bool>(b));
     // The state moved with the handle.
-    CHECK(b.check_at(1, 1, T0).allowed);
-    CHECK(!b.check_at(1, 1, T0).allowed);
+    CHECK(b.check(1, Request().at(T0)).allowed);
+    CHECK(!b.check(1, Request().at(T0)).allowed);
     // Calls on the moved-from object throw instead of crashing.
     ratecell_status status = RATECELL_OK;
     try {
@@ -68,7 +146,7 @@ void test_limiter_is_move_only() {
     // Move assignment frees the old limiter (checked by LeakSanitizer).
     Limiter c(Config(Algorithm::Gcra, 5, 1s));
     c = std::move(b);
-    CHECK(!c.check_at(1, 1, T0).allowed);
+    CHECK(!c.check(1, Request().at(T0)).allowed);
     ratecell_limiter *raw = c.release();
     CHECK(raw != nullptr && !c);
     ratecell_limiter_free(raw);
@@ -104,28 +182,28 @@ void test_config_errors_throw_with_their_status() {
 
 void test_spec_example_sliding_window() {
     Limiter l(Config(Algorithm::SlidingWindow, 100, 60s));
-    CHECK(l.check_at(0, 88, T0 + 30 * SECOND).allowed);
-    CHECK(l.check_at(0, 12, T0 + MINUTE).allowed);
-    ratecell::Decision d = l.check_at(0, 1, T0 + MINUTE + 15 * SECOND);
+    CHECK(l.check(0, Request().cost(88).at(T0 + 30 * SECOND)).allowed);
+    CHECK(l.check(0, Request().cost(12).at(T0 + MINUTE)).allowed);
+    ratecell::Decision d = l.check(0, Request().at(T0 + MINUTE + 15 * SECOND));
     CHECK(d.allowed);
     CHECK_EQ_U64(d.remaining, 21);
 }
 
 void test_keys_bytes_and_reset() {
     Limiter l(Config(Algorithm::FixedWindow, 2, 60s).capacity(100));
-    CHECK(l.check_bytes_at("alice", 1, T0).allowed);
-    CHECK(l.check_bytes_at("alice", 1, T0).allowed);
-    CHECK(!l.check_bytes_at(std::string("alice"), 1, T0).allowed);
-    CHECK(l.check_bytes_at("bob", 1, T0).allowed);
-    l.reset_bytes("alice");
-    CHECK(l.check_bytes_at("alice", 1, T0).allowed);
+    CHECK(l.check("alice", Request().at(T0)).allowed);
+    CHECK(l.check("alice", Request().at(T0)).allowed);
+    CHECK(!l.check(std::string("alice"), Request().at(T0)).allowed);
+    CHECK(l.check("bob", Request().at(T0)).allowed);
+    l.reset("alice");
+    CHECK(l.check("alice", Request().at(T0)).allowed);
     const char le7[8] = {7, 0, 0, 0, 0, 0, 0, 0};
-    CHECK(l.check_at(7, 2, T0).allowed);
-    CHECK(!l.check_bytes_at(std::string_view(le7, 8), 1, T0).allowed);
-    l.reset_key(7);
-    CHECK(l.check_at(7, 1, T0).allowed);
+    CHECK(l.check(7, Request().cost(2).at(T0)).allowed);
+    CHECK(!l.check(std::string_view(le7, 8), Request().at(T0)).allowed);
+    l.reset(7);
+    CHECK(l.check(7, Request().at(T0)).allowed);
     CHECK(l.check(8).allowed);
-    CHECK(l.check_bytes("carol", 0).allowed);
+    CHECK(l.check("carol", Request().cost(0)).allowed);
 }
 
 void test_allow_is_the_yes_or_no_of_check() {
@@ -133,11 +211,11 @@ void test_allow_is_the_yes_or_no_of_check() {
     // when the limiter keeps keys apart.
     for (std::uint64_t capacity : {0, 16}) {
         Limiter l(Config(Algorithm::FixedWindow, 3, 3600s).capacity(capacity));
-        CHECK(l.allow_at(1, T0));
-        CHECK(l.allow_at(1, T0 + SECOND));
-        CHECK(l.allow_at(1, T0 + MINUTE));
-        CHECK(!l.allow_at(1, T0 + MINUTE));
-        CHECK(l.allow_at(2, T0 + MINUTE) == (capacity != 0));
+        CHECK(l.check(1, Request().at(T0)).allowed);
+        CHECK(l.check(1, Request().at(T0 + SECOND)).allowed);
+        CHECK(l.check(1, Request().at(T0 + MINUTE)).allowed);
+        CHECK(!l.check(1, Request().at(T0 + MINUTE)).allowed);
+        CHECK(l.check(2, Request().at(T0 + MINUTE)).allowed == (capacity != 0));
         CHECK_EQ_U64(l.stats().checks, 5);
     }
     // The same answers as check, on the same sequence, for every algorithm.
@@ -148,8 +226,8 @@ void test_allow_is_the_yes_or_no_of_check() {
             std::uint64_t now = T0, admitted = 0;
             for (std::uint64_t i = 0; i < 100; i++) {
                 now += i * 7 % 4 * 3 * SECOND;
-                bool got = yes_no.allow_at(i % 3, now);
-                CHECK(got == full.check_at(i % 3, 1, now).allowed);
+                bool got = yes_no.check(i % 3, Request().at(now)).allowed;
+                CHECK(got == full.check(i % 3, Request().at(now)).allowed);
                 admitted += got;
             }
             CHECK(admitted > 0 && admitted < 100);
@@ -180,10 +258,10 @@ void test_batch_equals_one_by_one() {
     for (Algorithm a : ALL) {
         Limiter batch(Config(a, 4, 1s).capacity(32));
         Limiter single(Config(a, 4, 1s).capacity(32));
-        std::vector<ratecell::Decision> got = batch.check_batch_at(keys, costs, T0);
+        std::vector<ratecell::Decision> got = batch.check_batch(keys, Batch().costs(costs).at(T0));
         CHECK(got.size() == keys.size());
         for (std::size_t i = 0; i < keys.size(); i++) {
-            ratecell::Decision d = single.check_at(keys[i], costs[i], T0);
+            ratecell::Decision d = single.check(keys[i], Request().cost(costs[i]).at(T0));
             CHECK(got[i].allowed == d.allowed);
             CHECK_EQ_U64(got[i].remaining, d.remaining);
             CHECK_EQ_U64(got[i].retry_after_ns, d.retry_after_ns);
@@ -197,7 +275,7 @@ void test_batch_equals_one_by_one() {
     // (issue 20: this was a std::invalid_argument).
     bool threw = false;
     try {
-        l.check_batch({1, 2, 3}, {1});
+        l.check_batch({1, 2, 3}, Batch().costs({1}));
     } catch (const Error &e) {
         threw = e.status() == RATECELL_INVALID_LENGTH &&
                 std::string(e.what()).find("costs.size() = 1 != keys.size() = 3") !=
@@ -208,21 +286,21 @@ void test_batch_equals_one_by_one() {
 
 void test_acquire_returns_a_denied_decision_when_it_gives_up() {
     Limiter l(Config(Algorithm::Gcra, 5, 1s).burst(1).capacity(8));
-    CHECK(l.acquire(1, 1, 0ns).allowed);
-    ratecell::Decision d = l.acquire(1, 1, 1ms);
+    CHECK(l.acquire(1, 0ns).allowed);
+    ratecell::Decision d = l.acquire(1, 1ms);
     CHECK(!d.allowed);
     CHECK(d.retry_after_ns > 0 && d.retry_after_ns != UINT64_MAX);
-    d = l.acquire(1, 2, 10s);  // can never be admitted: no wait
+    d = l.acquire(1, 10s, Request().cost(2));  // can never be admitted: no wait
     CHECK(!d.allowed);
     CHECK_EQ_U64(d.retry_after_ns, UINT64_MAX);
-    CHECK(l.acquire(1, 1, 2s).allowed);  // sleeps about 200 ms
-    CHECK(l.acquire_bytes("k", 1, 0ns).allowed);
+    CHECK(l.acquire(1, 2s).allowed);  // sleeps about 200 ms
+    CHECK(l.acquire("k", 0ns).allowed);
 }
 
 void test_stats_and_config() {
     Limiter l(Config(Algorithm::SlidingLog, 3, 60s).capacity(10).overflow(ratecell::Overflow::Allow));
     for (int i = 0; i < 5; i++) {
-        l.check_at(1, 1, T0);
+        l.check(1, Request().at(T0));
     }
     ratecell::Stats s = l.stats();
     CHECK_EQ_U64(s.checks, 5);
@@ -244,13 +322,13 @@ void test_overflow_evict_tracks_every_new_key() {
     Limiter l(Config(Algorithm::FixedWindow, 1, 3600s).capacity(16).overflow(ratecell::Overflow::Evict));
     const std::uint64_t keys = 2000;
     for (std::uint64_t k = 0; k < keys; k++) {
-        CHECK(l.check_at(k, 1, T0).allowed);
+        CHECK(l.check(k, Request().at(T0)).allowed);
     }
     ratecell::Stats s = l.stats();
     CHECK_EQ_U64(s.overflows, 0);
     CHECK(s.evicted_live > 0);
     CHECK_EQ_U64(s.keys_tracked + s.evicted_live, keys);
-    CHECK(!l.check_at(keys - 1, 1, T0).allowed);
+    CHECK(!l.check(keys - 1, Request().at(T0)).allowed);
     CHECK_EQ_U64(l.config().raw().overflow, RATECELL_OVERFLOW_EVICT);
 }
 
@@ -267,7 +345,7 @@ void test_four_threads_admit_exactly_the_limit() {
                     std::this_thread::yield();
                 }
                 for (int i = 0; i < 300; i++) {
-                    if (l.check_at(5, 1, T0).allowed) {
+                    if (l.check(5, Request().at(T0)).allowed) {
                         admitted.fetch_add(1);
                     }
                 }
@@ -285,23 +363,23 @@ void test_four_threads_admit_exactly_the_limit() {
 void test_several_limits_as_one() {
     std::vector<Config> limits{Config(Algorithm::Gcra, 10, 1s),
                                Config(Algorithm::FixedWindow, 3, 60s)};
-    Limiter l(limits, {"per-second", "per-minute"});
+    Limiter l(Options().limits(limits).names({"per-second", "per-minute"}));
     for (std::uint64_t left = 3; left-- > 0;) {
-        ratecell::MultiDecision d = l.check_each_at(0, 1, T0);
+        ratecell::MultiDecision d = l.check_each(0, Request().at(T0));
         CHECK(d.decision.allowed);
         CHECK_EQ_U64(d.decision.remaining, left);
         CHECK_EQ_U64(d.count, 2);
     }
     Limiter moved(std::move(l));
-    ratecell::MultiDecision d = moved.check_each_at(0, 1, T0);
+    ratecell::MultiDecision d = moved.check_each(0, Request().at(T0));
     CHECK(!d.decision.allowed);
     CHECK_EQ_U64(d.denied_by, 1);
     CHECK(moved.limit_name(d.denied_by) == "per-minute");
     CHECK(moved.limit_name(99).empty());
-    CHECK(!moved.check_at(0, 1, T0).allowed);
+    CHECK(!moved.check(0, Request().at(T0)).allowed);
     auto status = [](std::vector<Config> cs, std::vector<std::string> names) {
         try {
-            Limiter bad(cs, std::move(names));
+            Limiter bad(Options().limits(cs).names(std::move(names)));
             return RATECELL_OK;
         } catch (const Error &e) {
             return e.status();
@@ -321,15 +399,15 @@ void test_snapshots_save_restore_and_persist() {
         Config config = Config(a, 4, 1s).capacity(50);
         Limiter l(config);
         for (std::uint64_t key = 0; key < 10; key++) {
-            l.check_at(key, key % 4, T0);
+            l.check(key, Request().cost(key % 4).at(T0));
         }
         l.save_at(path, T0);
         Limiter back = Limiter::restore(config, path);
         Limiter any = Limiter::restore(path);
         for (std::uint64_t key = 0; key < 10; key++) {
-            ratecell::Decision want = l.check_at(key, 1, T0 + 1);
-            CHECK(back.check_at(key, 1, T0 + 1).remaining == want.remaining);
-            CHECK(any.check_at(key, 1, T0 + 1).allowed == want.allowed);
+            ratecell::Decision want = l.check(key, Request().at(T0 + 1));
+            CHECK(back.check(key, Request().at(T0 + 1)).remaining == want.remaining);
+            CHECK(any.check(key, Request().at(T0 + 1)).allowed == want.allowed);
         }
         ratecell_status status = RATECELL_OK;
         try {
@@ -346,13 +424,13 @@ void test_snapshots_save_restore_and_persist() {
         ratecell::Persisted p(config, path, 1ms);
         now = ::ratecell_now_ns(p.get());
         for (int i = 0; i < 3; i++) {
-            CHECK(p.check_at(7, 1, now).allowed);
+            CHECK(p.check(7, Request().at(now)).allowed);
         }
         p.close();
     }
     {
         ratecell::Persisted again(config, path, 1ms);
-        CHECK(!again.check_at(7, 1, now).allowed);
+        CHECK(!again.check(7, Request().at(now)).allowed);
         again.save();
     }
     std::remove(path.c_str());
@@ -364,13 +442,13 @@ void test_snapshots_of_several_limits() {
     std::string path = "/tmp/ratecell-cpp-multi-" + std::to_string(::getpid());
     std::vector<Config> limits = {Config(Algorithm::SlidingLog, 3, 1s).capacity(20),
                                   Config(Algorithm::Gcra, 10, 1s).capacity(20)};
-    Limiter l(limits, {"burst", "steady"});
+    Limiter l(Options().limits(limits).names({"burst", "steady"}));
     for (int i = 0; i < 3; i++) {
-        CHECK(l.check_at(4, 1, T0).allowed);
+        CHECK(l.check(4, Request().at(T0)).allowed);
     }
     l.save_at(path, T0);
     Limiter back = Limiter::restore(limits, path, {"burst", "steady"});
-    ratecell::MultiDecision d = back.check_each_at(4, 1, T0);
+    ratecell::MultiDecision d = back.check_each(4, Request().at(T0));
     CHECK(!d.decision.allowed);
     CHECK(d.denied_by == 0);
     CHECK(back.limit_name(d.denied_by) == "burst");
@@ -388,12 +466,12 @@ void test_snapshots_of_several_limits() {
         ratecell::Persisted p(limits, path, 1ms);
         now = ::ratecell_now_ns(p.get());
         for (int i = 0; i < 3; i++) {
-            CHECK(p.check_at(9, 1, now).allowed);
+            CHECK(p.check(9, Request().at(now)).allowed);
         }
     }
     {
         ratecell::Persisted again(limits, path, 1ms);
-        CHECK(again.check_each_at(9, 1, now).denied_by == 0);
+        CHECK(again.check_each(9, Request().at(now)).denied_by == 0);
         again.close();
     }
     std::remove(path.c_str());
@@ -445,7 +523,7 @@ void test_persisted_tiers() {
         std::uint64_t key = 0, cost = 0;
         std::uint32_t tier = 0;
         request(i, key, tier, cost);
-        p.check_tier_at(key, tier, cost, start + static_cast<std::uint64_t>(i) * 100000000);
+        p.check(key, Request().cost(cost).at(start + static_cast<std::uint64_t>(i) * 100000000).tier(tier));
     }
     // One save may have been under way during the checks; the one after
     // the first to rename began after them.
@@ -467,15 +545,15 @@ void test_persisted_tiers() {
         std::uint32_t tier = 0;
         request(i, key, tier, cost);
         const std::uint64_t t = rest + static_cast<std::uint64_t>(i - 40) * 100000000;
-        ratecell::Decision want = p.check_tier_at(key, tier, cost, t);
-        ratecell::Decision got = back.check_tier_at(key, tier, cost, t);
+        ratecell::Decision want = p.check(key, Request().cost(cost).at(t).tier(tier));
+        ratecell::Decision got = back.check(key, Request().cost(cost).at(t).tier(tier));
         alike = alike && got.allowed == want.allowed && got.remaining == want.remaining &&
                 got.retry_after_ns == want.retry_after_ns && got.limit == want.limit;
         denied += want.allowed ? 0 : 1;
     }
     CHECK(alike);
     CHECK(denied > 0);
-    CHECK(back.check_tier_each_at(0, 1, 0, rest).limits[0].limit == 40);
+    CHECK(back.check_each(0, Request().cost(0).at(rest).tier(1)).limits[0].limit == 40);
     back.close();
     p.close();
 
@@ -502,15 +580,15 @@ void test_shared_region_is_one_limit_for_every_handle() {
     const std::string path = "/dev/shm/ratecell-cpp-test-" + std::to_string(::getpid());
     const Config cfg = Config(Algorithm::Gcra, 5, 1h).capacity(100);
     {
-        Limiter a(cfg, path);
-        Limiter b(cfg, path);
+        Limiter a(Options().limit(cfg).shared(path));
+        Limiter b(Options().limit(cfg).shared(path, 0640));
         int admitted = 0;
         for (int i = 0; i < 10; i++) {
-            admitted += ((i % 2 != 0) ? a : b).check_at(7, 1, T0).allowed ? 1 : 0;
+            admitted += ((i % 2 != 0) ? a : b).check(7, Request().at(T0)).allowed ? 1 : 0;
         }
         CHECK(admitted == 5);
         try {
-            Limiter c(Config(Algorithm::Gcra, 6, 1h).capacity(100), path);
+            Limiter c(Options().limit(Config(Algorithm::Gcra, 6, 1h).capacity(100)).shared(path));
             CHECK(false);
         } catch (const ratecell::Error &e) {
             CHECK(e.status() == RATECELL_SHARED_CONFIG_MISMATCH);
@@ -523,9 +601,9 @@ void test_shared_region_is_one_limit_for_every_handle() {
 
 void test_reconfigure_keeps_the_spent() {
     Limiter l(Config(Algorithm::FixedWindow, 10, 60s));
-    CHECK(l.check_at(0, 4, T0).allowed);
+    CHECK(l.check(0, Request().cost(4).at(T0)).allowed);
     l.reconfigure({Config(Algorithm::FixedWindow, 14, 60s)});
-    CHECK_EQ_U64(l.check_at(0, 0, T0).remaining, 10);
+    CHECK_EQ_U64(l.check(0, Request().cost(0).at(T0)).remaining, 10);
     auto status = [&l](std::vector<Config> cs) {
         try {
             l.reconfigure(cs);
@@ -537,7 +615,7 @@ void test_reconfigure_keeps_the_spent() {
     CHECK(status({Config(Algorithm::FixedWindow, 14, 30s)}) == RATECELL_RECONFIGURE_REFUSED);
     CHECK(status({Config(Algorithm::Gcra, 14, 60s)}) == RATECELL_RECONFIGURE_REFUSED);
     CHECK(status({}) == RATECELL_INVALID_LENGTH);
-    CHECK_EQ_U64(l.check_at(0, 0, T0).remaining, 10);
+    CHECK_EQ_U64(l.check(0, Request().cost(0).at(T0)).remaining, 10);
 }
 
 // Tiers: each key held to the tier its check names, a key moving tiers
@@ -548,40 +626,40 @@ void test_tiers() {
     for (std::uint64_t limit : limits) {
         tiers.push_back(Config(Algorithm::TokenBucket, limit, 3600s).capacity(100));
     }
-    Limiter l = Limiter::tiered(tiers);
+    Limiter l = tiered(tiers);
     CHECK(l.tiers() == 3);
     for (std::uint32_t tier = 0; tier < 3; tier++) {
         std::uint64_t admitted = 0;
         for (int i = 0; i < 300; i++) {
-            admitted += l.check_tier_at(tier, tier, 1, T0).allowed ? 1 : 0;
+            admitted += l.check(tier, Request().at(T0).tier(tier)).allowed ? 1 : 0;
         }
         CHECK(admitted == limits[tier]);
     }
     // Key 1 spent 20 as paid: nothing as free, 180 more as internal.
-    CHECK(!l.check_tier_at(1, 0, 1, T0).allowed);
-    CHECK(l.check_tier_at(1, 2, 0, T0).remaining == 180);
-    CHECK(l.check_bytes_tier_at("k", 1, 5, T0).remaining == 15);
-    CHECK(l.check_bytes_tier("k", 0, 0).remaining == 2); // now is long after T0: refilled
-    CHECK(l.check_tier(9, 2, 0).remaining == 200);
-    CHECK(l.check_at(9, 0, T0).remaining == 2); // no tier named: tier 0
+    CHECK(!l.check(1, Request().at(T0).tier(0)).allowed);
+    CHECK(l.check(1, Request().cost(0).at(T0).tier(2)).remaining == 180);
+    CHECK(l.check("k", Request().cost(5).at(T0).tier(1)).remaining == 15);
+    CHECK(l.check("k", Request().cost(0).tier(0)).remaining == 2); // now is long after T0: refilled
+    CHECK(l.check(9, Request().cost(0).tier(2)).remaining == 200);
+    CHECK(l.check(9, Request().cost(0).at(T0)).remaining == 2); // no tier named: tier 0
 
     ratecell_status status = RATECELL_OK;
     try {
-        l.check_tier_at(1, 3, 1, T0);
+        l.check(1, Request().at(T0).tier(3));
     } catch (const Error &e) {
         status = e.status();
     }
     CHECK(status == RATECELL_INVALID_TIER);
     status = RATECELL_OK;
     try {
-        Limiter::tiered({tiers[0], Config(Algorithm::Gcra, 5, 1s).capacity(100)});
+        tiered({tiers[0], Config(Algorithm::Gcra, 5, 1s).capacity(100)});
     } catch (const Error &e) {
         status = e.status();
     }
     CHECK(status == RATECELL_INVALID_ALGORITHM);
     status = RATECELL_OK;
     try {
-        Limiter::tiered(std::vector<Config>{});
+        tiered(std::vector<Config>{});
     } catch (const Error &e) {
         status = e.status();
     }
@@ -589,15 +667,15 @@ void test_tiers() {
 
     Config rate = Config(Algorithm::Gcra, 1, 1s).capacity(10);
     Config day = Config(Algorithm::FixedWindow, 3, 86400s).capacity(10);
-    Limiter both = Limiter::tiered(std::vector<std::vector<Config>>{
+    Limiter both = tiered(std::vector<std::vector<Config>>{
         {rate, day}, {Config(Algorithm::Gcra, 100, 1s).capacity(10),
                       Config(Algorithm::FixedWindow, 50, 86400s).capacity(10)}});
-    CHECK(both.check_tier_at(4, 1, 40, T0).allowed);
-    ratecell::MultiDecision m = both.check_tier_each_at(4, 0, 1, T0);
+    CHECK(both.check(4, Request().cost(40).at(T0).tier(1)).allowed);
+    ratecell::MultiDecision m = both.check_each(4, Request().at(T0).tier(0));
     CHECK(!m.decision.allowed && m.count == 2);
     status = RATECELL_OK;
     try {
-        Limiter::tiered(std::vector<std::vector<Config>>{{rate, day}, {rate}});
+        tiered(std::vector<std::vector<Config>>{{rate, day}, {rate}});
     } catch (const Error &e) {
         status = e.status();
     }
@@ -608,37 +686,37 @@ void test_tiers() {
 void test_tiered_batch_and_acquire() {
     using namespace std::chrono_literals;
     Config free = Config(Algorithm::TokenBucket, 3, 3600s).capacity(100);
-    Limiter l = Limiter::tiered({free, Config(Algorithm::TokenBucket, 30, 3600s).capacity(100)});
-    std::vector<ratecell::Decision> ds = l.check_batch_tier_at({1, 1, 1, 1, 2}, {0, 0, 0, 0, 1}, {}, T0);
+    Limiter l = tiered({free, Config(Algorithm::TokenBucket, 30, 3600s).capacity(100)});
+    std::vector<ratecell::Decision> ds = l.check_batch({1, 1, 1, 1, 2}, Batch().tiers({0, 0, 0, 0, 1}).at(T0));
     CHECK(ds.size() == 5);
     CHECK(ds[2].allowed && !ds[3].allowed);
     CHECK(ds[4].allowed && ds[4].limit == 30 && ds[4].remaining == 29);
-    CHECK(l.check_batch_tier({3}, {1}, {2})[0].remaining == 28);
+    CHECK(l.check_batch({3}, Batch().tiers({1}).costs({2}))[0].remaining == 28);
     ratecell_status status = RATECELL_OK;
     try {
-        l.check_batch_tier_at({9, 9}, {1, 2}, {}, T0);
+        l.check_batch({9, 9}, Batch().tiers({1, 2}).at(T0));
     } catch (const Error &e) {
         status = e.status();
     }
     CHECK(status == RATECELL_INVALID_TIER);
-    CHECK(l.check_tier_at(9, 1, 0, T0).remaining == 30);
+    CHECK(l.check(9, Request().cost(0).at(T0).tier(1)).remaining == 30);
     status = RATECELL_OK;
     try {
-        l.check_batch_tier({9, 9}, {1});
+        l.check_batch({9, 9}, Batch().tiers({1}));
     } catch (const Error &e) {
         status = e.status();
     }
     CHECK(status == RATECELL_INVALID_LENGTH);
 
     for (int i = 0; i < 3; i++) {
-        CHECK(l.acquire_tier(7, 0, 1, 0ns).allowed);
+        CHECK(l.acquire(7, 0ns, Request().tier(0)).allowed);
     }
-    CHECK(!l.acquire_tier(7, 0, 1, 0ns).allowed);
-    CHECK(l.acquire_bytes_tier("p", 1, 1, 0ns).limit == 30);
-    CHECK(l.acquire_bytes_tier("p", 1, 31, 0ns).retry_after_ns == UINT64_MAX);
+    CHECK(!l.acquire(7, 0ns, Request().tier(0)).allowed);
+    CHECK(l.acquire("p", 0ns, Request().tier(1)).limit == 30);
+    CHECK(l.acquire("p", 0ns, Request().cost(31).tier(1)).retry_after_ns == UINT64_MAX);
     status = RATECELL_OK;
     try {
-        l.acquire_tier(7, 2, 1, 0ns);
+        l.acquire(7, 0ns, Request().tier(2));
     } catch (const Error &e) {
         status = e.status();
     }
@@ -650,9 +728,9 @@ void test_tiered_batch_and_acquire() {
     Config paid = Config(Algorithm::TokenBucket, 30, 3600s).capacity(100);
     Limiter back = Limiter::restore_tiered({free, paid}, path);
     CHECK(back.tiers() == 2);
-    CHECK(back.check_tier_at(2, 1, 0, T0).remaining == 29);
+    CHECK(back.check(2, Request().cost(0).at(T0).tier(1)).remaining == 29);
     Limiter both = Limiter::restore_tiered(std::vector<std::vector<Config>>{{free}, {paid}}, path);
-    CHECK(both.check_tier_at(1, 0, 1, T0).allowed == false);
+    CHECK(both.check(1, Request().at(T0).tier(0)).allowed == false);
     status = RATECELL_OK;
     try {
         Limiter::restore_tiered({free, free}, path);
@@ -664,6 +742,7 @@ void test_tiered_batch_and_acquire() {
 }
 
 int main() {
+    RUN(test_request_shape);
     RUN(test_limiter_is_move_only);
     RUN(test_config_errors_throw_with_their_status);
     RUN(test_spec_example_sliding_window);

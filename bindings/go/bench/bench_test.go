@@ -96,7 +96,7 @@ var (
 			return nil, err
 		}
 		for _, k := range benchKeySet() {
-			l.Check(k, 1)
+			l.Check(ratecell.Request{Key: ratecell.Uint64Key(k)})
 		}
 		return l, nil
 	})
@@ -155,7 +155,7 @@ func BenchmarkOneKey(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		cfg   ratecell.Config
-		allow bool // Allow(0) instead of Check(0, 1)
+		allow bool // Allow(0) instead of Check(ratecell.Request{})
 	}{
 		{"ratecell", benchConfig(0), false}, {"ratecell-coarse-clock", coarse, false},
 		{"ratecell-allow", benchConfig(0), true}, {"ratecell-coarse-clock-allow", coarse, true},
@@ -169,7 +169,7 @@ func BenchmarkOneKey(b *testing.B) {
 						allowed, _ := l.Allow(0)
 						ok = ok && allowed
 					} else {
-						d, _ := l.Check(0, 1)
+						d, _ := l.Check(ratecell.Request{})
 						ok = ok && d.Allowed
 					}
 				}
@@ -177,7 +177,7 @@ func BenchmarkOneKey(b *testing.B) {
 			sink = ok
 		})
 	}
-	// The floor of Allow through any cgo binding: ratecell_allow_key
+	// The floor of Allow through any cgo binding: ratecell_allow
 	// called from C, one cgo call per request, nothing else.
 	b.Run("floor-c-abi-allow", func(b *testing.B) {
 		d := mustDirect(b, 0)
@@ -196,7 +196,7 @@ func BenchmarkOneKey(b *testing.B) {
 		timed(b, func(ops int) {
 			for i := 0; i < ops; i += ratecellBatch {
 				n := min(ratecellBatch, ops-i)
-				l.CheckBatch(keys[:n], nil, allowed[:n], nil)
+				l.CheckBatch(ratecell.Batch{Keys: keys[:n]}, allowed[:n], nil)
 			}
 		})
 	})
@@ -246,12 +246,12 @@ func BenchmarkKeys1K(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			l := mustRatecell(b, c.cfg)
 			for _, k := range keys {
-				l.Check(k, 1)
+				l.Check(ratecell.Request{Key: ratecell.Uint64Key(k)})
 			}
 			ok := true
 			timed(b, func(n int) {
 				for i := 0; i < n; i++ {
-					d, _ := l.Check(keys[i&(keys1K-1)], 1)
+					d, _ := l.Check(ratecell.Request{Key: ratecell.Uint64Key(keys[i&(keys1K-1)])})
 					ok = ok && d.Allowed
 				}
 			})
@@ -313,7 +313,7 @@ func BenchmarkOneKeyParallel(b *testing.B) {
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				l.Check(0, 1)
+				l.Check(ratecell.Request{})
 			}
 		})
 	})
@@ -347,7 +347,7 @@ func BenchmarkKeys1M(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			l.Check(keys[i&mask], 1)
+			l.Check(ratecell.Request{Key: ratecell.Uint64Key(keys[i&mask])})
 		}
 	})
 	b.Run("ratecell-batch", func(b *testing.B) {
@@ -360,7 +360,7 @@ func BenchmarkKeys1M(b *testing.B) {
 		for i := 0; i < b.N; i += ratecellBatch {
 			n := min(ratecellBatch, b.N-i)
 			start := i & mask
-			l.CheckBatch(keys[start:start+n], nil, allowed[:n], nil)
+			l.CheckBatch(ratecell.Batch{Keys: keys[start : start+n]}, allowed[:n], nil)
 		}
 	})
 	b.Run("x-time-rate-map-mutex", func(b *testing.B) {
@@ -398,7 +398,7 @@ func BenchmarkKeys1MParallel(b *testing.B) {
 	}
 	b.Run("ratecell", func(b *testing.B) {
 		l := mustRatecellKeyed(b)
-		parallel(b, func(k uint64) { l.Check(k, 1) })
+		parallel(b, func(k uint64) { l.Check(ratecell.Request{Key: ratecell.Uint64Key(k)}) })
 	})
 	b.Run("x-time-rate-map-mutex", func(b *testing.B) {
 		p := xrateKeyed()
@@ -424,7 +424,7 @@ func TestBenchmarkFixturesAdmitEverything(t *testing.T) {
 	keys := benchKeySet()[:4096]
 	allowed := make([]bool, len(keys))
 	for round := 0; round < 3; round++ {
-		if err := l.CheckBatch(keys, nil, allowed, nil); err != nil {
+		if err := l.CheckBatch(ratecell.Batch{Keys: keys}, allowed, nil); err != nil {
 			t.Fatal(err)
 		}
 		for i, ok := range allowed {
@@ -433,7 +433,7 @@ func TestBenchmarkFixturesAdmitEverything(t *testing.T) {
 			}
 		}
 		for _, k := range keys {
-			if d, _ := l.Check(k, 1); !d.Allowed {
+			if d, _ := l.Check(ratecell.Request{Key: ratecell.Uint64Key(k)}); !d.Allowed {
 				t.Fatalf("key %#x denied", k)
 			}
 		}

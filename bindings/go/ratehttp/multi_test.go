@@ -16,8 +16,9 @@ type clockedMulti struct {
 	now *atomic.Uint64
 }
 
-func (c clockedMulti) CheckBytesEach(key []byte, cost uint64) (ratecell.MultiDecision, error) {
-	return c.l.CheckBytesEachAt(key, cost, c.now.Load())
+func (c clockedMulti) CheckEach(r ratecell.Request) (ratecell.MultiDecision, error) {
+	r.At = c.now.Load()
+	return c.l.CheckEach(r)
 }
 
 func problem(violated string) string {
@@ -28,10 +29,10 @@ func problem(violated string) string {
 // second has 0.5 s left and the hour 2797.5 s (1_700_000_000 s is 800 s
 // into its hour).
 func TestTwoNamedLimitsOneItemEachAndAllOrNothing(t *testing.T) {
-	l, err := ratecell.NewMulti([]ratecell.Limit{
+	l, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{
 		{Name: "burst", Config: ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 3, Period: time.Second, Capacity: 1024}},
 		{Name: "daily", Config: ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 5, Period: time.Hour, Capacity: 1024}},
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +106,10 @@ func TestTwoNamedLimitsOneItemEachAndAllOrNothing(t *testing.T) {
 // FromMulti on the limiter's own clock: both limits spent by two requests,
 // the third is refused by both and both are listed.
 func TestFromMultiBothRefusingAreBothListed(t *testing.T) {
-	l, err := ratecell.NewMulti([]ratecell.Limit{
+	l, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{
 		{Name: "minute", Config: ratecell.Config{Algorithm: ratecell.SlidingLog, Limit: 2, Period: time.Minute, Capacity: 64}},
 		{Name: "hour", Config: ratecell.Config{Algorithm: ratecell.SlidingLog, Limit: 2, Period: time.Hour, Capacity: 64}},
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,9 @@
 // nearest to fresh instead (SPEC §5 bounds what that costs).
 //
 // The middleware asks a Limits once per request for every limit's decision.
-// FromLimiter and Single adapt one limiter (anything with CheckBytes: the
+// FromLimiter and Single adapt one limiter (anything with Check(ratecell.Request): the
 // in-process Limiter, a Redis-backed one); FromMulti and Multi adapt a
-// multi-limit limiter (ratecell.NewMulti), one named item per limit. The
+// multi-limit limiter (ratecell.NewWith of several limits), one named item per limit. The
 // Redis module's adapter is in github.com/ratecell/ratecell-go/redis.
 package ratehttp
 
@@ -48,17 +48,19 @@ type Limits interface {
 	Check(ctx context.Context, key []byte, cost uint64) ([]LimitDecision, error)
 }
 
-// BytesChecker is the shape of a single limiter: *ratecell.Limiter has it,
-// and so can a Redis-backed limiter.
-type BytesChecker interface {
-	CheckBytes(key []byte, cost uint64) (ratecell.Decision, error)
+// Checker is the shape of a single limiter: *ratecell.Limiter has it, and
+// so can any other limiter deciding a ratecell.Request. The middleware's
+// requests name a byte key (ratecell.BytesKey), a cost, and no time or
+// tier.
+type Checker interface {
+	Check(r ratecell.Request) (ratecell.Decision, error)
 }
 
 type single struct {
 	name   string
 	limit  uint64
 	period time.Duration
-	c      BytesChecker
+	c      Checker
 }
 
 // PolicyField is the RateLimit-Policy value, the same on every response.
@@ -67,7 +69,7 @@ func (s *single) PolicyField() string {
 }
 
 func (s *single) Check(_ context.Context, key []byte, cost uint64) ([]LimitDecision, error) {
-	d, err := s.c.CheckBytes(key, cost)
+	d, err := s.c.Check(request(key, cost))
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +78,7 @@ func (s *single) Check(_ context.Context, key []byte, cost uint64) ([]LimitDecis
 
 // Single is one limit of limit units per period, named name (DefaultName
 // when empty), decided by c.
-func Single(name string, limit uint64, period time.Duration, c BytesChecker) (Limits, error) {
+func Single(name string, limit uint64, period time.Duration, c Checker) (Limits, error) {
 	if name == "" {
 		name = DefaultName
 	}
@@ -107,9 +109,15 @@ type Policy struct {
 }
 
 // EachChecker is the shape of a multi-limit limiter: *ratecell.Limiter has
-// it (made by ratecell.NewMulti).
+// it (made by ratecell.NewWith of several Options.Limits).
 type EachChecker interface {
-	CheckBytesEach(key []byte, cost uint64) (ratecell.MultiDecision, error)
+	CheckEach(r ratecell.Request) (ratecell.MultiDecision, error)
+}
+
+// request is the ratecell.Request of one HTTP request: its byte key, its
+// cost (0: a peek).
+func request(key []byte, cost uint64) ratecell.Request {
+	return ratecell.Request{Key: ratecell.BytesKey(key), Cost: cost, Peek: cost == 0}
 }
 
 type multi struct {
@@ -127,7 +135,7 @@ func (m *multi) PolicyField() string {
 }
 
 func (m *multi) Check(_ context.Context, key []byte, cost uint64) ([]LimitDecision, error) {
-	d, err := m.c.CheckBytesEach(key, cost)
+	d, err := m.c.CheckEach(request(key, cost))
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +191,7 @@ func CheckPolicies(policies []Policy) ([]Policy, error) {
 	return out, nil
 }
 
-// Multi is the limits of c, decided together by one CheckBytesEach
+// Multi is the limits of c, decided together by one CheckEach
 // (all-or-nothing), one item per policy, in the order of c's limits.
 func Multi(policies []Policy, c EachChecker) (Limits, error) {
 	policies, err := CheckPolicies(policies)
@@ -196,7 +204,7 @@ func Multi(policies []Policy, c EachChecker) (Limits, error) {
 	return &multi{policies: policies, c: c}, nil
 }
 
-// FromMulti is Multi over a limiter made by ratecell.NewMulti, each limit
+// FromMulti is Multi over a limiter of several limits (ratecell.NewWith), each limit
 // under the Name it was given there (a lone unnamed limit is DefaultName).
 func FromMulti(l *ratecell.Limiter) (Limits, error) {
 	limits, err := l.Limits()

@@ -26,15 +26,16 @@ import (
 const t0 = uint64(1_700_000_000)*uint64(time.Second) + 2_500_000_000
 
 // clocked decides on an explicit clock, so every expected field follows
-// from SPEC.md's rules. It is also what any BytesChecker (a Redis-backed
+// from SPEC.md's rules. It is also what any Checker (a Redis-backed
 // limiter) looks like to the middleware.
 type clocked struct {
 	l   *ratecell.Limiter
 	now *atomic.Uint64
 }
 
-func (c clocked) CheckBytes(key []byte, cost uint64) (ratecell.Decision, error) {
-	return c.l.CheckBytesAt(key, cost, c.now.Load())
+func (c clocked) Check(r ratecell.Request) (ratecell.Decision, error) {
+	r.At = c.now.Load()
+	return c.l.Check(r)
 }
 
 func newLimits(t *testing.T, name string, alg ratecell.Algorithm, limit uint64, period time.Duration) (ratehttp.Limits, *ratecell.Limiter, *atomic.Uint64) {

@@ -48,7 +48,7 @@ func TestSameDecisionsAsTheInProcessLimiter(t *testing.T) {
 				now += uint64(rng.Int63n(int64(time.Second / 3)))
 			}
 			cost := []uint64{0, 1, 1, 2, 5}[rng.Intn(5)]
-			want, err := local.CheckAt(0, cost, now)
+			want, err := local.Check(ratecell.Request{Cost: cost, Peek: cost == 0, At: now})
 			if err != nil {
 				t.Fatal(err)
 			}

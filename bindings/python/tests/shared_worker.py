@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     def run(i: int) -> None:
         for key in range(keys):
             for _ in range(limit + 4):
-                counts[i] += limiter.check_at(key, 1, t).allowed
+                counts[i] += limiter.check(key, 1, at=t).allowed
 
     workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
     for w in workers:

@@ -41,7 +41,7 @@ def test_a_limiter_cannot_be_copied_or_pickled(duplicate: Any) -> None:
     with pytest.raises(TypeError, match="cannot be copied or pickled"):
         duplicate(lim)
     # The original is untouched and still the only owner.
-    assert lim.check_at(1, 1, T0).allowed
+    assert lim.check(1, 1, at=T0).allowed
     lim.close()
 
 
@@ -158,7 +158,7 @@ def _block_child(limiters: list[ratecell.Limiter], counted: list[list[int]], res
     failures = []
     for n, lim in enumerate(limiters):
         for key in range(BLOCK_KEYS):
-            admitted = sum(lim.check_at(key, 1, T0).allowed for _ in range(BLOCK_LIMIT + 5))
+            admitted = sum(lim.check(key, 1, at=T0).allowed for _ in range(BLOCK_LIMIT + 5))
             if counted[n][key] + admitted > BLOCK_LIMIT:
                 failures.append(
                     f"limiter {n} key {key}: {counted[n][key]} counted before the fork,"
@@ -180,10 +180,10 @@ def test_a_fork_while_block_latches_are_held_never_hangs_the_child() -> None:
             i += 1
             key = (i * 7) % BLOCK_KEYS
             for n, lim in enumerate(limiters):
-                if lim.check_at(key, 1, T0).allowed:
+                if lim.check(key, 1, at=T0).allowed:
                     counted[n][key] += 1
             fresh += 1
-            limiters[0].check_at(fresh, 1, T0)  # new keys: evictions latch places
+            limiters[0].check(fresh, 1, at=T0)  # new keys: evictions latch places
 
     threads = [threading.Thread(target=hammer, args=(i,)) for i in range(2)]
     for t in threads:
@@ -234,7 +234,7 @@ def test_a_misaligned_key_buffer_is_read_from_an_aligned_copy() -> None:
     pointer, n, _keep = _u64_buffer(keys, "keys")
     assert n == 4 and _address(pointer) % 8 == 0
     lim = keyed()
-    assert list(lim.check_batch_at(keys, None, T0)) == [1, 1, 0, 1]
+    assert list(lim.check_batch(keys, at=T0)) == [1, 1, 0, 1]
 
 
 def test_a_misaligned_numpy_array_is_read_from_an_aligned_copy() -> None:
@@ -245,7 +245,7 @@ def test_a_misaligned_numpy_array_is_read_from_an_aligned_copy() -> None:
     pointer, n, _keep = _u64_buffer(keys, "keys")
     assert n == 4 and _address(pointer) % 8 == 0
     lim = keyed()
-    assert list(lim.check_batch_at(keys, None, T0)) == [1, 1, 0, 1]
+    assert list(lim.check_batch(keys, at=T0)) == [1, 1, 0, 1]
 
 
 def test_out_may_not_overlap_the_keys_or_costs() -> None:
@@ -253,13 +253,13 @@ def test_out_may_not_overlap_the_keys_or_costs() -> None:
     raw = bytearray(4 * 8)
     keys = memoryview(raw).cast("Q")
     with pytest.raises(ValueError, match="out overlaps keys"):
-        lim.check_batch_at(keys, None, T0, out=raw)
+        lim.check_batch(keys, at=T0, out=raw)
     costs = array("Q", [1, 1, 1, 1])
     with pytest.raises(ValueError, match="out overlaps costs"):
-        lim.check_batch_at([1, 2, 3, 4], costs, T0, out=memoryview(costs).cast("B"))
+        lim.check_batch([1, 2, 3, 4], costs, at=T0, out=memoryview(costs).cast("B"))
     # A separate buffer is fine.
     out = bytearray(4)
-    assert lim.check_batch_at(keys, None, T0, out=out) is out
+    assert lim.check_batch(keys, at=T0, out=out) is out
 
 
 @pytest.mark.parametrize("keys", [b"abc", bytearray(b"abc"), "abc", memoryview(b"abcdefgh")])
@@ -287,9 +287,9 @@ def test_numpy_arrays_of_any_byte_order_or_objects_are_converted() -> None:
         np.array([1, 1, 1, 2], dtype=object),
         np.array([1, 1, 1, 2], dtype=np.uint32),
     ):
-        lim.reset_key(1)
-        lim.reset_key(2)
-        assert list(lim.check_batch_at(keys, None, T0)) == [1, 1, 0, 1], keys.dtype
+        lim.reset(1)
+        lim.reset(2)
+        assert list(lim.check_batch(keys, at=T0)) == [1, 1, 0, 1], keys.dtype
     with pytest.raises(TypeError, match=r"keys\[0\] must be an int, not bool"):
         lim.check_batch(np.array([True, False]))
     with pytest.raises(TypeError, match="keys"):
@@ -314,7 +314,7 @@ def test_a_timeout_too_large_is_a_value_error_naming_timeout() -> None:
         with pytest.raises(ValueError, match="timeout"):
             lim.acquire(1, timeout=timeout)
     # Nothing was taken by the refused calls.
-    assert lim.check_at(1, 0, T0).remaining == 2
+    assert lim.check(1, 0, at=T0).remaining == 2
     # None and float('inf') still mean wait without limit (admitted at
     # once here: the key is fresh).
     assert lim.acquire(1, timeout=float("inf")).allowed

@@ -53,7 +53,7 @@ class Clocked:
         self.now = T0
 
     def check(self, key: Any, cost: int) -> ratecell.Decision:
-        return self.limiter.check_at(key, cost, self.now)
+        return self.limiter.check(key, cost, at=self.now)
 
     @property
     def config(self) -> ratecell.Config:
@@ -613,7 +613,7 @@ class ClockedMulti:
         self.limits = limiter.limits
 
     def check_each(self, key: Any, cost: int) -> ratecell.MultiDecision:
-        return self.limiter.check_each_at(key, cost, self.now)
+        return self.limiter.check_each(key, cost, at=self.now)
 
 
 def _problem(*violated: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ class Clocked:
         self.limiter = limiter
 
     def check(self, key: Any, cost: int) -> ratecell.Decision:
-        return self.limiter.check_at(key, cost, T0)
+        return self.limiter.check(key, cost, at=T0)
 
     @property
     def config(self) -> ratecell.Config:

@@ -69,14 +69,14 @@ def test_with_closes_and_close_is_idempotent():
         lambda lim: lim.check(),
         lambda lim: lim.check(b"k"),
         lambda lim: lim.allow(),
-        lambda lim: lim.allow_at(0, 1, T0),
-        lambda lim: lim.check_at(0, 1, T0),
-        lambda lim: lim.check_bytes(b"k"),
-        lambda lim: lim.check_bytes_at("k", 1, T0),
+        lambda lim: lim.allow(0, 1, at=T0),
+        lambda lim: lim.check(0, 1, at=T0),
+        lambda lim: lim.check(b"k"),
+        lambda lim: lim.check("k", 1, at=T0),
         lambda lim: lim.check_batch([1, 2]),
-        lambda lim: lim.check_batch_at([1], None, T0),
+        lambda lim: lim.check_batch([1], at=T0),
         lambda lim: lim.acquire(timeout=0),
-        lambda lim: lim.reset_key(1),
+        lambda lim: lim.reset(1),
         lambda lim: lim.stats(),
         lambda lim: lim.now_ns(),
         lambda lim: lim.config,
@@ -115,8 +115,8 @@ def test_close_while_another_thread_waits_in_acquire():
 
 
 def test_decision_is_a_frozen_readable_record(make):
-    d = make("leaky_bucket", 10, SECOND, burst=3).check_at(0, 1, T0)
-    d2 = make("leaky_bucket", 10, SECOND, burst=3).check_at(0, 1, T0)
+    d = make("leaky_bucket", 10, SECOND, burst=3).check(0, 1, at=T0)
+    d2 = make("leaky_bucket", 10, SECOND, burst=3).check(0, 1, at=T0)
     assert d == d2 and hash(d) == hash(d2)
     assert dataclasses.asdict(d) == {
         "allowed": True,
@@ -156,12 +156,12 @@ def test_check_uses_the_limiter_clock(make):
 @pytest.mark.parametrize("capacity", [0, 16])
 def test_allow_three_then_denied(make, capacity):
     lim = make("fixed_window", 3, HOUR, capacity=capacity)
-    answers = [lim.allow_at(1, 1, T0 + t) for t in (0, SECOND, MINUTE, MINUTE)]
+    answers = [lim.allow(1, 1, at=T0 + t) for t in (0, SECOND, MINUTE, MINUTE)]
     assert answers == [True, True, True, False]
     # A fresh key is admitted only when the limiter keeps keys apart.
-    assert lim.allow_at(2, 1, T0 + MINUTE) is (capacity > 0)
-    assert lim.allow_at(1, 1, T0 + HOUR - 1) is False
-    assert lim.allow_at(1, 1, T0 + HOUR) is True
+    assert lim.allow(2, 1, at=T0 + MINUTE) is (capacity > 0)
+    assert lim.allow(1, 1, at=T0 + HOUR - 1) is False
+    assert lim.allow(1, 1, at=T0 + HOUR) is True
     assert lim.stats().checks == 7
 
 
@@ -177,8 +177,8 @@ def test_allow_agrees_with_check(make, algorithm, capacity):
     for i in range(200):
         key, cost = keys[i * 7 % len(keys)], (1, 1, 1, 0, 1, 2)[i % 6]
         now += i * 5 % 4 * 3 * SECOND  # about 13 requests a minute
-        got = yes_no.allow_at(key, cost, now)
-        assert got is full.check_at(key, cost, now).allowed, (i, key, cost)
+        got = yes_no.allow(key, cost, at=now)
+        assert got is full.check(key, cost, at=now).allowed, (i, key, cost)
         answers.append(got)
     assert True in answers and False in answers
     assert yes_no.stats() == full.stats()
@@ -197,13 +197,15 @@ def test_allow_reads_the_limiter_clock(make):
         ((1.0, 1, T0), TypeError),
         ((1, 1.0, T0), TypeError),
         ((1, 1, -5), ValueError),
-        ((1, 1, None), TypeError),
+        ((1, 1, 2**64 - 1), ValueError),
+        ((1, 1, "now"), TypeError),
     ],
 )
-def test_allow_at_refuses_what_check_at_refuses(make, args, error):
+def test_allow_refuses_what_check_refuses(make, args, error):
     lim = make("gcra", 10, SECOND, capacity=16)
+    key, cost, at = args
     with pytest.raises(error):
-        lim.allow_at(*args)
+        lim.allow(key, cost, at=at)
     assert lim.stats().checks == 0
 
 
@@ -212,16 +214,16 @@ def test_allow_at_refuses_what_check_at_refuses(make, args, error):
 
 def test_capacity_zero_ignores_keys(make):
     lim = make("fixed_window", 2, HOUR)
-    assert lim.check_at(1, 1, T0).allowed
-    assert lim.check_at(2, 1, T0).allowed
-    assert not lim.check_bytes_at(b"anyone", 1, T0).allowed
+    assert lim.check(1, 1, at=T0).allowed
+    assert lim.check(2, 1, at=T0).allowed
+    assert not lim.check(b"anyone", 1, at=T0).allowed
 
 
 def test_keys_are_independent(make):
     lim = make("fixed_window", 2, HOUR, capacity=64)
     for key in (0, 1, 2**64 - 1, b"", b"a", "user:42"):
-        assert lim.check_at(key, 2, T0).allowed, key
-        assert not lim.check_at(key, 1, T0).allowed, key
+        assert lim.check(key, 2, at=T0).allowed, key
+        assert not lim.check(key, 1, at=T0).allowed, key
 
 
 def test_every_spelling_of_a_byte_key_is_the_same_key(make):
@@ -235,20 +237,20 @@ def test_every_spelling_of_a_byte_key_is_the_same_key(make):
         memoryview(b"x" + raw)[1:],
         memoryview(bytes(b for c in raw for b in (c, 0)))[::2],  # not contiguous
     ]
-    remaining = [lim.check_bytes_at(k, 1, T0).remaining for k in spellings]
+    remaining = [lim.check(k, 1, at=T0).remaining for k in spellings]
     assert remaining == [5, 4, 3, 2, 1, 0]
-    assert not lim.check_at(raw, 1, T0).allowed
+    assert not lim.check(raw, 1, at=T0).allowed
 
 
 def test_an_int_key_is_its_eight_little_endian_bytes(make):
     lim = make("sliding_log", 3, HOUR, capacity=64)
     key = 0x0102030405060708
-    assert lim.check_at(key, 1, T0).remaining == 2
-    assert lim.check_bytes_at(key.to_bytes(8, "little"), 1, T0).remaining == 1
-    assert lim.check_bytes_at(key.to_bytes(8, "big"), 1, T0).remaining == 2
+    assert lim.check(key, 1, at=T0).remaining == 2
+    assert lim.check(key.to_bytes(8, "little"), 1, at=T0).remaining == 1
+    assert lim.check(key.to_bytes(8, "big"), 1, at=T0).remaining == 2
     # numpy integers and other __index__ types are ints.
     if np is not None:
-        assert lim.check_at(np.uint64(key), 1, T0).remaining == 0
+        assert lim.check(np.uint64(key), 1, at=T0).remaining == 0
 
 
 @pytest.mark.parametrize(
@@ -263,13 +265,15 @@ def test_an_int_key_is_its_eight_little_endian_bytes(make):
         ((1, 1.5, T0), TypeError),
         ((1, 1, -5), ValueError),
         ((1, 1, float(T0)), TypeError),
+        ((1, 1, 2**64 - 1), ValueError),  # RATECELL_NOW: not a time
         (([1], 1, T0), TypeError),
     ],
 )
 def test_out_of_range_arguments_are_refused_not_wrapped(make, args, error):
     lim = make("gcra", 10, SECOND, capacity=16)
+    key, cost, at = args
     with pytest.raises(error):
-        lim.check_at(*args)
+        lim.check(key, cost, at=at)
     assert lim.stats().checks == 0
 
 
@@ -283,11 +287,14 @@ def test_out_of_range_arguments_are_refused_not_wrapped(make, args, error):
         (lambda lim: lim.allow(2**64), ValueError),
         (lambda lim: lim.allow(1, 0.5), TypeError),
         (lambda lim: lim.allow(True), TypeError),
-        (lambda lim: lim.check_bytes(7), TypeError),
+        (lambda lim: lim.check(7, tier=1), ratecell.InvalidTier),
+        (lambda lim: lim.check(7, tier=1.0), TypeError),
+        (lambda lim: lim.allow(7, tier=-1), ratecell.InvalidTier),
+        (lambda lim: lim.check(7, at=2**64), ValueError),
         (lambda lim: lim.check(b"k", -1), ValueError),
         (lambda lim: lim.acquire(-1), ValueError),
         (lambda lim: lim.acquire(1, 2**64), ValueError),
-        (lambda lim: lim.reset_key(-1), ValueError),
+        (lambda lim: lim.reset(-1), ValueError),
     ],
 )
 def test_argument_errors_of_the_clocked_calls(make, call, error):
@@ -297,17 +304,17 @@ def test_argument_errors_of_the_clocked_calls(make, call, error):
     assert lim.stats().checks == 0
 
 
-def test_reset_key(make):
+def test_reset(make):
     lim = make("fixed_window", 1, HOUR, capacity=64)
     for key in (7, b"seven"):
-        assert lim.check_at(key, 1, T0).allowed
-        assert not lim.check_at(key, 1, T0).allowed
-        lim.reset_key(key)
-        assert lim.check_at(key, 1, T0).allowed
+        assert lim.check(key, 1, at=T0).allowed
+        assert not lim.check(key, 1, at=T0).allowed
+        lim.reset(key)
+        assert lim.check(key, 1, at=T0).allowed
     shared = make("fixed_window", 1, HOUR)
-    assert shared.check_at(0, 1, T0).allowed
-    shared.reset_key()
-    assert shared.check_at(0, 1, T0).allowed
+    assert shared.check(0, 1, at=T0).allowed
+    shared.reset()
+    assert shared.check(0, 1, at=T0).allowed
 
 
 # -- batches -----------------------------------------------------------------
@@ -318,13 +325,13 @@ COSTS = [1, 2, 1, 3, 0, 2, 1, 1]
 
 def _sequential(algorithm: str, keys, costs, now: int) -> list[Decision]:
     with Limiter(algorithm, 3, HOUR, capacity=64) as twin:
-        return [twin.check_at(k, c, now) for k, c in zip(keys, costs, strict=True)]
+        return [twin.check(k, c, at=now) for k, c in zip(keys, costs, strict=True)]
 
 
 @pytest.mark.parametrize("algorithm", [a.spec_name for a in ratecell.Algorithm])
 def test_a_batch_decides_as_sequential_checks(make, algorithm):
     lim = make(algorithm, 3, HOUR, capacity=64)
-    flags, decisions = lim.check_batch_at(KEYS, COSTS, T0, decisions=True)
+    flags, decisions = lim.check_batch(KEYS, COSTS, at=T0, decisions=True)
     expected = _sequential(algorithm, KEYS, COSTS, T0)
     assert decisions == expected
     assert list(flags) == [int(d.allowed) for d in expected]
@@ -333,7 +340,7 @@ def test_a_batch_decides_as_sequential_checks(make, algorithm):
 
 def test_batch_without_costs_costs_one_each(make):
     lim = make("fixed_window", 2, HOUR, capacity=64)
-    assert list(lim.check_batch_at([9, 9, 9, 8], None, T0)) == [1, 1, 0, 1]
+    assert list(lim.check_batch([9, 9, 9, 8], at=T0)) == [1, 1, 0, 1]
     assert list(lim.check_batch([10, 10, 10])) == [1, 1, 0]
 
 
@@ -353,7 +360,7 @@ def test_batch_without_costs_costs_one_each(make):
 )
 def test_batch_accepts_any_buffer_or_iterable(make, container):
     lim = make("sliding_log", 3, HOUR, capacity=64)
-    _, decisions = lim.check_batch_at(container(KEYS), container(COSTS), T0, decisions=True)
+    _, decisions = lim.check_batch(container(KEYS), container(COSTS), at=T0, decisions=True)
     assert decisions == _sequential("sliding_log", KEYS, COSTS, T0)
 
 
@@ -397,7 +404,7 @@ def test_batch_with_numpy(make, make_keys):
     costs = np.ones(len(keys), dtype=np.uint64)
     lim = make("fixed_window", 3, HOUR, capacity=64)
     out = np.zeros(len(keys), dtype=bool)
-    result = lim.check_batch_at(keys, costs, T0, out=out)
+    result = lim.check_batch(keys, costs, at=T0, out=out)
     assert result is out
     expected = _sequential("fixed_window", [int(k) for k in keys], [1] * len(keys), T0)
     assert out.tolist() == [d.allowed for d in expected]
@@ -437,7 +444,7 @@ def test_empty_batch(make):
 def test_large_batch_counts_exactly(make):
     lim = make("fixed_window", 5, HOUR, capacity=20_000)
     keys = array("Q", (i % 10_000 for i in range(60_000)))
-    flags = lim.check_batch_at(keys, None, T0)
+    flags = lim.check_batch(keys, at=T0)
     assert sum(flags) == 50_000
     s = lim.stats()
     assert (s.checks, s.allowed, s.denied, s.keys_tracked) == (60_000, 50_000, 10_000, 10_000)
@@ -546,7 +553,7 @@ def test_acquire_releases_the_gil_while_it_waits():
 def test_stats_count_checks(make):
     lim = make("fixed_window", 2, HOUR, capacity=100)
     for key in (1, 1, 1, 2, b"x"):
-        lim.check_at(key, 1, T0)
+        lim.check(key, 1, at=T0)
     s = lim.stats()
     assert (s.checks, s.allowed, s.denied) == (5, 4, 1)
     assert s.keys_tracked == 3
@@ -561,7 +568,7 @@ def _fill(lim: Limiter, keys: range, now: int) -> int:
     """Checks new keys until the table overflows; returns how many fit."""
     before = lim.stats().overflows
     for placed, key in enumerate(keys):
-        lim.check_at(key, 1, now)
+        lim.check(key, 1, at=now)
         if lim.stats().overflows > before:
             return placed
     raise AssertionError("the table never overflowed")
@@ -575,20 +582,20 @@ def test_overflow_policy_and_its_count(make, overflow, admitted):
     s = lim.stats()
     assert (s.keys_tracked, s.overflows) == (placed, 1)
     # The key that overflowed was decided by the policy, and is untracked.
-    assert lim.check_at(placed, 1, T0).allowed is admitted
+    assert lim.check(placed, 1, at=T0).allowed is admitted
     assert lim.stats().overflows == 2
-    assert all(lim.check_at(k, 0, T0).remaining == 0 for k in range(placed))
+    assert all(lim.check(k, 0, at=T0).remaining == 0 for k in range(placed))
 
 
 @pytest.mark.parametrize("overflow", ["evict", ratecell.Overflow.EVICT, 2])
 def test_evict_tracks_every_new_key_in_the_place_of_a_live_one(make, overflow):
     lim = make("fixed_window", 1, HOUR, capacity=1, overflow=overflow)
-    assert all(lim.check_at(k, 1, T0).allowed for k in range(1000))
+    assert all(lim.check(k, 1, at=T0).allowed for k in range(1000))
     s = lim.stats()
     assert s.overflows == 0
     assert s.evicted_live == 1000 - s.keys_tracked > 0
     # The last key is tracked: spent, not untracked.
-    assert not lim.check_at(999, 1, T0).allowed
+    assert not lim.check(999, 1, at=T0).allowed
 
 
 def test_fresh_entries_are_evicted_losslessly(make):
@@ -597,15 +604,15 @@ def test_fresh_entries_are_evicted_losslessly(make):
     # One period later every stored entry is equivalent to fresh: exactly as
     # many new keys fit, each by evicting one.
     later = range(10_000, 10_000 + placed)
-    assert all(lim.check_batch_at(later, None, T0 + SECOND))
+    assert all(lim.check_batch(later, at=T0 + SECOND))
     s = lim.stats()
     assert (s.evictions, s.overflows, s.keys_tracked) == (placed, 1, placed)
     # Nothing was lost: the old keys are fresh again in their new window,
     # where there is room (a peek is the cost-1 request, SPEC §3: on the full
     # table it would overflow).
-    assert not lim.check_at(0, 0, T0 + SECOND).allowed
-    lim.reset_key(10_000)
-    assert lim.check_at(0, 0, T0 + SECOND).remaining == 1
+    assert not lim.check(0, 0, at=T0 + SECOND).allowed
+    lim.reset(10_000)
+    assert lim.check(0, 0, at=T0 + SECOND).remaining == 1
 
 
 # -- threads -----------------------------------------------------------------
@@ -623,9 +630,9 @@ def test_threads_together_admit_exactly_the_limit(algorithm):
             for j in range(per_thread):
                 # Mix single checks and batches on the same two keys.
                 if j % 4 == 0:
-                    admitted[i] += sum(lim.check_batch_at([1, 2], None, T0 + j))
+                    admitted[i] += sum(lim.check_batch([1, 2], at=T0 + j))
                 else:
-                    admitted[i] += lim.check_at(1 + j % 2, 1, T0 + j).allowed
+                    admitted[i] += lim.check(1 + j % 2, 1, at=T0 + j).allowed
 
         pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         for t in pool:

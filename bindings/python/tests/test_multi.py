@@ -16,18 +16,18 @@ def test_the_tighter_limit_decides_and_each_reports(capacity: int) -> None:
     ]
     with ratecell.MultiLimiter(limits, capacity=capacity) as lim:
         for left in (2, 1, 0):
-            m = lim.check_each_at(7, 1, T0)
+            m = lim.check_each(7, 1, at=T0)
             assert m.decision.allowed and m.decision.remaining == left
             assert m.denied_by is None and len(m.limits) == 2
             assert m.limits[0].remaining == 7 + left
-        m = lim.check_each_at(7, 1, T0)
+        m = lim.check_each(7, 1, at=T0)
         assert not m
         assert (m.denied_by, m.denied_name) == (1, "per-minute")
         assert m.limits[0].allowed and m.limits[0].remaining == 7, "nothing spent"
         assert m.decision.retry_after_ns == m.limits[1].retry_after_ns
         assert m.decision.retry_after_ns == MINUTE - T0 % MINUTE
-        assert not lim.check_at(7, 1, T0).allowed, "check gives the combined decision"
-        assert lim.check_each_at(b"other", 1, T0).decision.allowed == (capacity > 0)
+        assert not lim.check(7, 1, at=T0).allowed, "check gives the combined decision"
+        assert lim.check_each(b"other", 1, at=T0).decision.allowed == (capacity > 0)
         assert lim.names == ("per-second", "per-minute")
 
 
@@ -49,10 +49,10 @@ def test_every_limiter_method_works_on_several_limits() -> None:
         ratecell.Limit("token_bucket", 1, period=1.0, burst=3),
     ]
     with ratecell.MultiLimiter(limits, capacity=10) as lim:
-        allowed = lim.check_batch_at([1, 1, 1, 1, 2], None, T0)
+        allowed = lim.check_batch([1, 1, 1, 1, 2], at=T0)
         assert list(allowed) == [True, True, True, False, True]
-        lim.reset_key(1)
-        assert lim.check_at(1, 1, T0).allowed
+        lim.reset(1)
+        assert lim.check(1, 1, at=T0).allowed
         assert lim.stats().checks == 6
 
 
@@ -65,12 +65,12 @@ def test_reconfigure_keeps_the_spent_and_refuses_by_name() -> None:
             ],
             capacity=capacity,
         )
-        assert lim.check_each_at(7, 4, T0)
+        assert lim.check_each(7, 4, at=T0)
         lim.reconfigure(
             ratecell.Limit("gcra", 20, SECOND),
             ratecell.Limit("fixed_window", 14, 60 * SECOND),
         )
-        d = lim.check_each_at(7, 0, T0)
+        d = lim.check_each(7, 0, at=T0)
         assert d.limits[0].limit == 20
         assert d.limits[1].limit == 14 and d.limits[1].remaining == 10  # 4 stay spent
         assert lim.names == ("second", "minute")
@@ -87,11 +87,11 @@ def test_reconfigure_keeps_the_spent_and_refuses_by_name() -> None:
             )
         with pytest.raises(ratecell.InvalidLength):
             lim.reconfigure()
-        assert lim.check_each_at(7, 0, T0).limits[1].limit == 14, "a refusal changes nothing"
+        assert lim.check_each(7, 0, at=T0).limits[1].limit == 14, "a refusal changes nothing"
     single = ratecell.Limiter("token_bucket", 10, SECOND)
-    assert single.check_at(0, 3, T0)
+    assert single.check(0, 3, at=T0)
     single.reconfigure(ratecell.Limit("token_bucket", 5, period_ns=2 * SECOND, burst=12))
-    assert single.check_at(0, 0, T0).remaining == 9
+    assert single.check(0, 0, at=T0).remaining == 9
     with pytest.raises(ratecell.ReconfigureRefused):
         single.reconfigure(ratecell.Limit("gcra", 10, SECOND))
     single.close()

@@ -23,7 +23,7 @@ def _line(number: int, d: ratecell.Decision) -> str:
 
 def replay(trace: str, batch: bool) -> list[str]:
     """The decisions of the trace, one expected.csv line per check. With
-    ``batch``, every check goes through a one-element ``check_batch_at``."""
+    ``batch``, every check goes through a one-element ``check_batch``."""
     limiters: dict[str, ratecell.Limiter] = {}
     out: list[str] = []
     try:
@@ -45,16 +45,16 @@ def replay(trace: str, batch: bool) -> list[str]:
             elif kind == "check":
                 lim, key, cost, now = limiters[f[1]], int(f[2]), int(f[3]), int(f[4])
                 if batch:
-                    _, (d,) = lim.check_batch_at([key], [cost], now, decisions=True)
+                    _, (d,) = lim.check_batch([key], [cost], at=now, decisions=True)
                 else:
-                    d = lim.check_at(key, cost, now)
+                    d = lim.check(key, cost, at=now)
                 out.append(_line(number, d))
             elif kind == "check_bytes":
                 key = bytes.fromhex(f[2])
-                d = limiters[f[1]].check_bytes_at(key, int(f[3]), int(f[4]))
+                d = limiters[f[1]].check(key, int(f[3]), at=int(f[4]))
                 out.append(_line(number, d))
             elif kind == "reset_key":
-                limiters[f[1]].reset_key(int(f[2]))
+                limiters[f[1]].reset(int(f[2]))
             else:
                 raise AssertionError(f"trace line {number}: unknown record {kind!r}")
     finally:
@@ -71,7 +71,7 @@ def parity_files() -> tuple[str, list[str]]:
     return trace, expected
 
 
-@pytest.mark.parametrize("batch", [False, True], ids=["check_at", "check_batch_at"])
+@pytest.mark.parametrize("batch", [False, True], ids=["check", "check_batch"])
 def test_python_replays_the_parity_trace_exactly(parity_files, batch):
     trace, expected = parity_files
     got = replay(trace, batch)

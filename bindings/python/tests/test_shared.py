@@ -79,7 +79,7 @@ def test_c_and_python_processes_admit_exactly_the_limit(region: str, algorithm: 
 def _mp_worker(path: str, barrier, out) -> None:
     limiter = ratecell.Limiter("gcra", 30, HOUR, capacity=100, shared=path)
     barrier.wait(timeout=60)
-    out.put(sum(limiter.check_at(7, 1, T0).allowed for _ in range(30)))
+    out.put(sum(limiter.check(7, 1, at=T0).allowed for _ in range(30)))
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
@@ -87,7 +87,7 @@ def test_multiprocessing_workers_open_the_same_path(region: str, method: str) ->
     ctx = multiprocessing.get_context(method)
     # The parent makes the region first, as a pre-fork server's master would.
     parent = ratecell.Limiter("gcra", 30, HOUR, capacity=100, shared=region)
-    assert parent.check_at(7, 1, T0).allowed
+    assert parent.check(7, 1, at=T0).allowed
     barrier = ctx.Barrier(4)
     out = ctx.Queue()
     procs = [ctx.Process(target=_mp_worker, args=(region, barrier, out)) for _ in range(4)]

@@ -19,15 +19,15 @@ def test_save_and_restore_decide_alike(tmp_path: Path, algorithm: ratecell.Algor
     path = tmp_path / "limits.snap"
     with ratecell.Limiter(algorithm, 4, SECOND, capacity=capacity) as lim:
         for key in range(10):
-            lim.check_at(key, key % 4, T0 + key)
+            lim.check(key, key % 4, at=T0 + key)
         lim.save(path, now_ns=T0 + 10)
         back = ratecell.Limiter.restore(path, lim.config)
         any_config = ratecell.Limiter.restore(str(path))
         for i in range(40):
             key, t = i % 10, T0 + 10 + i * (SECOND // 20)
-            want = lim.check_at(key, 1, t)
-            assert back.check_at(key, 1, t) == want
-            assert any_config.check_at(key, 1, t) == want
+            want = lim.check(key, 1, at=t)
+            assert back.check(key, 1, at=t) == want
+            assert any_config.check(key, 1, at=t) == want
         back.close()
         any_config.close()
 
@@ -49,7 +49,7 @@ def test_missing_and_damaged_files_are_refused(tmp_path: Path) -> None:
     assert isinstance(missing.value, FileNotFoundError)
     path = tmp_path / "limits.snap"
     lim = ratecell.Limiter("sliding_log", 3, SECOND, capacity=10)
-    lim.check_at(1, 2, T0)
+    lim.check(1, 2, at=T0)
     lim.save(path, now_ns=T0)
     data = path.read_bytes()
     bad = tmp_path / "bad.snap"

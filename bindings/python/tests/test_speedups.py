@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SECOND
+from conftest import SECOND, T0
 
 import ratecell
 from ratecell import Decision, Limiter, LimiterClosed, _ffi, _limiter
@@ -74,9 +74,9 @@ KEYS = [
 COSTS = [0, 1, 2, 5, 2**64 - 1, -1, 2**64, 1.0, True, None, "1"]
 
 
-def _outcome(fn, *args):
+def _outcome(fn, *args, **kwargs):
     try:
-        return ("ok", fn(*args))
+        return ("ok", fn(*args, **kwargs))
     except Exception as e:  # the type and message are what is compared
         return ("raised", type(e), str(e))
 
@@ -108,6 +108,50 @@ def test_both_paths_decide_and_refuse_alike(make, monkeypatch):
     outcomes = {o[3][0] for o in fast}
     assert outcomes == {"ok", "raised"}
     assert any(o[3] == ("ok", False) for o in fast)
+
+
+# Times and tiers, each valid or refused (a time of 2**64 - 1 is the C ABI's
+# "now", refused as a time).
+ATS = [T0, T0 + SECOND, 0, -1, 2**64 - 1, 2**64, float(T0), "now"]
+TIERS = [None, 0, 1, 2, -1, 2**32, True, 1.0, "1"]
+
+
+def _run_at_tier(limiter):
+    got = []
+    for key in (7, "user:1", b"raw", 2**64, 3.0):
+        for cost in (1, 2, -1):
+            for at in ATS:
+                for tier in TIERS:
+                    for name in ("check", "allow"):
+                        fn = getattr(limiter, name)
+                        out = _outcome(fn, key, cost, at=at, tier=tier)
+                        got.append((repr(key), cost, repr(at), repr(tier), name, out))
+    return got
+
+
+@pytest.mark.parametrize("tiered", [False, True], ids=["limiter", "tiered"])
+def test_both_paths_decide_and_refuse_times_and_tiers_alike(tiered, monkeypatch):
+    if not HAVE_SPEEDUPS:
+        pytest.skip("ratecell._speedups not built")
+
+    def make_limiter():
+        if tiered:
+            tiers = [ratecell.Limit("gcra", n, period=1.0) for n in (3, 30)]
+            return ratecell.TieredLimiter(tiers, capacity=64)
+        return Limiter("gcra", 3, SECOND, capacity=64)
+
+    with make_limiter() as lim:
+        fast = _run_at_tier(lim)
+    monkeypatch.setattr(_limiter, "_fast_check", None)
+    monkeypatch.setattr(_limiter, "_fast_allow", None)
+    with make_limiter() as lim:
+        slow = _run_at_tier(lim)
+    assert fast == slow
+    outcomes = {o[5][0] for o in fast}
+    assert outcomes == {"ok", "raised"}
+    raised = {o[5][1] for o in fast if o[5][0] == "raised"}
+    assert raised == {TypeError, ValueError, ratecell.InvalidTier}
+    assert any(o[5] == ("ok", False) for o in fast) and any(o[5] == ("ok", True) for o in fast)
 
 
 def test_decision_is_the_public_dataclass(make, path):

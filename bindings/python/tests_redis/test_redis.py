@@ -37,7 +37,7 @@ def test_same_decisions_as_the_in_process_limiter(client: redis.Redis, algorithm
         for _ in range(300):
             t += rng.randrange(0, SECOND // 3) if rng.random() > 0.1 else -rng.randrange(SECOND)
             cost = rng.choice([0, 1, 1, 2, 5])
-            assert remote.check_at("k", cost, t) == local.check_at(0, cost, t)
+            assert remote.check("k", cost, at=t) == local.check(0, cost, at=t)
 
 
 def test_check_on_the_server_clock(client: redis.Redis) -> None:
@@ -68,9 +68,9 @@ def test_errors_name_the_field(client: redis.Redis) -> None:
 def test_check_all_is_all_or_nothing(client: redis.Redis) -> None:
     per_second = RedisLimiter(client, "gcra", limit=2, period=1.0)
     per_minute = RedisLimiter(client, "fixed_window", limit=1, period=60.0)
-    ok, ds = check_all(client, [(per_second, "{u}:s"), (per_minute, "{u}:m")], now_ns=T0)
+    ok, ds = check_all(client, [(per_second, "{u}:s"), (per_minute, "{u}:m")], at=T0)
     assert ok and all(ds)
-    ok, ds = check_all(client, [(per_second, "{u}:s"), (per_minute, "{u}:m")], now_ns=T0)
+    ok, ds = check_all(client, [(per_second, "{u}:s"), (per_minute, "{u}:m")], at=T0)
     assert not ok and ds[0].allowed and not ds[1].allowed
     # The per-second limit was charged once only.
-    assert per_second.check_at("{u}:s", 0, T0).remaining == 1
+    assert per_second.check("{u}:s", 0, at=T0).remaining == 1

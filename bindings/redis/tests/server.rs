@@ -3,7 +3,7 @@
 
 mod support;
 
-use ratecell::{Algorithm, Config, Limiter};
+use ratecell::{Algorithm, Config, Limiter, Request};
 use redis::{Connection, Value};
 use std::process::Command;
 use std::thread;
@@ -594,14 +594,14 @@ fn an_rdb_of_the_first_encoding_still_loads() {
         let c = Config::new(alg, 5, 1_000_000_000).sub_windows(5);
         let l = limiter(&c);
         for i in 0..3 {
-            l.check_at(1, T0 + i * 1_000_000);
+            l.check(Request::new(1).at(T0 + i * 1_000_000));
         }
         for i in 3..8 {
             let t = T0 + i * 1_000_000;
             let key = format!("v1:{}", alg.name());
             assert_eq!(
                 check(&mut con, &key, &c, 1, Some(t)),
-                l.check_at(1, t),
+                l.check(Request::new(1).at(t)),
                 "{alg} at {i} ms"
             );
         }

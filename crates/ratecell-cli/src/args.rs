@@ -424,7 +424,11 @@ fn validated_config(
         config = config.sub_windows(n);
     }
     let (clock, _) = Clock::manual(0);
-    Limiter::with_clock(config, clock).map_err(|e| refusal(command, e, &field_name))?;
+    Limiter::builder()
+        .limit(config)
+        .clock(clock)
+        .build()
+        .map_err(|e| refusal(command, e, &field_name))?;
     Ok(config)
 }
 

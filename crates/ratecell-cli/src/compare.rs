@@ -8,7 +8,7 @@ use crate::args::{CliError, format_duration};
 use crate::engine::{self, EPOCH_NS, SECOND};
 use crate::load::SplitMix64;
 use crate::table::Table;
-use ratecell::{Algorithm, Config, Error};
+use ratecell::{Algorithm, Config, Error, Request};
 use std::io::Write;
 
 /// `compare --help`'s paragraph.
@@ -107,7 +107,7 @@ fn decide_all(config: Config, traffic: &[u64]) -> Result<(Vec<bool>, Vec<u64>), 
     let mut allowed = Vec::with_capacity(traffic.len());
     let mut acts = Vec::new();
     for &t in traffic {
-        let d = policy.check_at(0, 1, t);
+        let d = policy.check(0, Request::new(1).at(t));
         allowed.push(d.allowed);
         if d.allowed {
             acts.push(t + d.wait_ns);

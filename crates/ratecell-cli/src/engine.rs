@@ -7,7 +7,7 @@
 //! clock and every check passes its time, so a run is exact, reproducible
 //! and as fast as the arithmetic.
 
-use ratecell::{AnyLimiter, Clock, Config, Error, KeyedLimiter, Limiter};
+use ratecell::{AnyLimiter, Clock, Config, Error, KeyedLimiter, Limiter, Request};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,12 +27,15 @@ pub type Policy = AnyLimiter;
 /// A direct limiter on a manual clock that nobody moves: simulations pass
 /// every time explicitly.
 pub fn sim_limiter(config: Config) -> Result<Limiter, Error> {
-    Limiter::with_clock(config, sim_clock())
+    Limiter::builder().limit(config).clock(sim_clock()).build()
 }
 
 /// A keyed limiter on a manual clock (`config.capacity` keys).
 pub fn sim_keyed(config: Config) -> Result<KeyedLimiter, Error> {
-    KeyedLimiter::with_clock(config, sim_clock())
+    KeyedLimiter::builder()
+        .limit(config)
+        .clock(sim_clock())
+        .build()
 }
 
 /// A clock that stays at [`EPOCH_NS`]: every check passes its own time.
@@ -43,29 +46,42 @@ fn sim_clock() -> Clock {
 /// A policy on a manual clock: one shared state when `config.capacity` is
 /// 0, else one per key.
 pub fn policy(config: Config) -> Result<Policy, Error> {
-    AnyLimiter::with_clock(config, sim_clock())
+    AnyLimiter::builder()
+        .limit(config)
+        .clock(sim_clock())
+        .build()
 }
 
 /// Several limits checked as one on a manual clock (one limit is
 /// [`policy`]): one shared state when the capacity is 0, else one per key.
 pub fn policy_multi(configs: &[Config]) -> Result<Policy, Error> {
-    AnyLimiter::with_clock_multi(configs, sim_clock())
+    AnyLimiter::builder()
+        .limits(configs)
+        .clock(sim_clock())
+        .build()
 }
 
 /// A keyed policy of tiers (one config each), each check naming its tier.
 pub fn keyed_policy_tiered(tiers: &[Config]) -> Result<Policy, Error> {
-    Ok(AnyLimiter::Keyed(KeyedLimiter::with_clock_tiered(
-        tiers,
-        sim_clock(),
-    )?))
+    Ok(AnyLimiter::Keyed(
+        tiers
+            .iter()
+            .fold(KeyedLimiter::builder(), |b, c| {
+                b.tier(std::slice::from_ref(c))
+            })
+            .clock(sim_clock())
+            .build()?,
+    ))
 }
 
 /// Several limits as one, one state per key, always.
 pub fn keyed_policy_multi(configs: &[Config]) -> Result<Policy, Error> {
-    Ok(AnyLimiter::Keyed(KeyedLimiter::with_clock_multi(
-        configs,
-        sim_clock(),
-    )?))
+    Ok(AnyLimiter::Keyed(
+        KeyedLimiter::builder()
+            .limits(configs)
+            .clock(sim_clock())
+            .build()?,
+    ))
 }
 
 /// One phase of the classic experiment: `rate` new requests per second for
@@ -179,7 +195,7 @@ pub fn classic_simulated(
                     .find(|(grid, _)| *grid == g)
                     .expect("a tick comes from a grid");
                 while let Some(&a) = queue.front() {
-                    let d = limiter.check_at(1, t);
+                    let d = limiter.check(Request::new(1).at(t));
                     if !d.allowed {
                         blocked_until = t + d.retry_after_ns;
                         break;
@@ -269,7 +285,7 @@ pub fn greedy(
     for p in 0..probes {
         let t = start_ns + p * probe_ns;
         for _ in 0..cap {
-            let d = limiter.check_at(1, t);
+            let d = limiter.check(Request::new(1).at(t));
             if !d.allowed {
                 break;
             }
@@ -338,7 +354,7 @@ mod tests {
                 (0..n).map(|i| Reverse((start + i * gap, i))).collect();
             let (mut done, mut denials) = (start, 0);
             while let Some(Reverse((t, i))) = due.pop() {
-                let d = limiter.check_at(1, t);
+                let d = limiter.check(Request::new(1).at(t));
                 if d.allowed {
                     done = done.max(t + d.wait_ns);
                 } else {

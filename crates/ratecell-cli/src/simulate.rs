@@ -8,7 +8,7 @@ use crate::load::{Load, Shape};
 use crate::plot::{self, Plot};
 use crate::progress::{Progress, Unit};
 use crate::table::Table;
-use ratecell::{Config, Overflow};
+use ratecell::{Config, Overflow, Request};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -216,7 +216,7 @@ pub fn run(a: &SimulateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     for (i, &offset) in arrivals.iter().enumerate() {
         progress.set(i as u64);
         let key = i as u64 % keys;
-        let d = policy.check_at(key, 1, EPOCH_NS + offset);
+        let d = policy.check(key, Request::new(1).at(EPOCH_NS + offset));
         if d.allowed {
             // When the request may act: for the leaky bucket, after its
             // wait in the queue.

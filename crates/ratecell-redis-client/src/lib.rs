@@ -458,7 +458,7 @@ impl Shared {
     fn fallback(&self, key: Key<'_>, cost: u64, now: u64, next_attempt: u64) -> Decision {
         self.counts.fallbacks.fetch_add(1, Relaxed);
         match &self.local {
-            Some(local) => key.with_bytes(|b| local.check_bytes_at(b, cost, now)),
+            Some(local) => key.with_bytes(|b| local.check(b, ratecell::Request::new(cost).at(now))),
             None => Decision {
                 allowed: false,
                 limit: if self.config.algorithm.has_burst() && self.config.burst != 0 {

@@ -1,6 +1,8 @@
 //! The tower [`Layer`] and [`Service`]: takes a request's key, cost and
-//! exemption, asks the [`RateLimits`] once, and either forwards the request
-//! (adding the RateLimit fields to the response) or answers 429 itself.
+//! exemption, asks the limits once (a [`RateLimits`] on the request's own
+//! call, an [`AsyncRateLimits`] in its response future), and either
+//! forwards the request (adding the RateLimit fields to the response) or
+//! answers 429 itself, or 503 when a store fails.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -18,7 +20,7 @@ use tower_service::Service;
 
 use crate::client_ip::{Cidr, ClientIp, ForwardedHeader, TrustedProxies};
 use crate::fields::{self, LimitDecision};
-use crate::limits::RateLimits;
+use crate::limits::{AsyncRateLimits, LimitsFuture, RateLimits, StoreError};
 
 /// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-11 §3).
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -29,6 +31,7 @@ type PartsFn<T> = Arc<dyn Fn(&Parts) -> T + Send + Sync>;
 type RefusalFn = Arc<dyn Fn(&Parts, &[LimitDecision]) -> Response<Bytes> + Send + Sync>;
 type ViolationFn = Arc<dyn Fn(&Parts, &[LimitDecision]) + Send + Sync>;
 type ObserveFn = Arc<dyn Fn(&[LimitDecision], bool, bool) + Send + Sync>;
+type StoreErrorFn = Arc<dyn Fn(&Parts, &StoreError) + Send + Sync>;
 
 /// Where a request's key comes from.
 #[derive(Clone)]
@@ -64,9 +67,33 @@ pub enum MissingKey {
     Skip,
 }
 
+/// What a store's failure answers: when an [`AsyncRateLimits`] could not
+/// decide (the store is unreachable, answered an error, or did not answer
+/// within its timeout).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// 503 Service Unavailable with a problem document (fail closed). The
+    /// default: a limit that cannot be checked is not silently lifted, and
+    /// a client sees that the failure is the server's.
+    #[default]
+    ServiceUnavailable,
+    /// The request passes, without RateLimit fields (fail open): for
+    /// limits that protect less than the service's availability does.
+    FailOpen,
+}
+
+/// Where a layer's decisions come from.
+#[derive(Clone)]
+enum Source {
+    /// Decided on the request's call (in-process limiters).
+    Sync(Arc<dyn RateLimits>),
+    /// Awaited in the response future (a store), which can fail.
+    Async(Arc<dyn AsyncRateLimits>),
+}
+
 #[derive(Clone)]
 struct Settings {
-    limits: Arc<dyn RateLimits>,
+    limits: Source,
     // The limits' RateLimit-Policy when it never changes, formatted once.
     policy: Option<HeaderValue>,
     key: Key,
@@ -77,6 +104,11 @@ struct Settings {
     on_refusal: Option<RefusalFn>,
     on_dry_run_refusal: Option<ViolationFn>,
     observe: Option<ObserveFn>,
+    failure: FailurePolicy,
+    on_store_error: Option<StoreErrorFn>,
+    // `.metrics()`: store failures are counted too.
+    #[cfg(feature = "metrics")]
+    count_store_errors: bool,
     exempt_paths: Vec<String>,
     exempt: Option<PartsFn<bool>>,
     // None: every method is limited.
@@ -109,6 +141,7 @@ impl std::fmt::Debug for RateLimitLayer {
         f.debug_struct("RateLimitLayer")
             .field("missing", &self.settings.missing)
             .field("dry_run", &self.settings.dry_run)
+            .field("failure", &self.settings.failure)
             .field("exempt_paths", &self.settings.exempt_paths)
             .finish_non_exhaustive()
     }
@@ -117,10 +150,25 @@ impl std::fmt::Debug for RateLimitLayer {
 impl RateLimitLayer {
     /// A layer keyed by client address, cost 1, enforcing.
     pub fn new(limits: impl RateLimits) -> RateLimitLayer {
+        let policy = limits.policy_field();
+        RateLimitLayer::with_source(Source::Sync(Arc::new(limits)), policy)
+    }
+
+    /// A layer whose limits are kept in a store it awaits (with the `redis`
+    /// feature, `RedisLimits`): each request waits
+    /// for the store's decision without holding a thread. When the store
+    /// fails, the [`FailurePolicy`] answers (default: 503). Every other
+    /// option is as for [`RateLimitLayer::new`].
+    pub fn new_async(limits: impl AsyncRateLimits) -> RateLimitLayer {
+        let policy = limits.policy_field();
+        RateLimitLayer::with_source(Source::Async(Arc::new(limits)), policy)
+    }
+
+    fn with_source(limits: Source, policy: Option<String>) -> RateLimitLayer {
         RateLimitLayer {
             settings: Arc::new(Settings {
-                policy: limits.policy_field().map(header_value),
-                limits: Arc::new(limits),
+                policy: policy.map(header_value),
+                limits,
                 key: Key::ClientAddr,
                 client_ip: ClientIp::default(),
                 missing: MissingKey::Reject,
@@ -129,6 +177,10 @@ impl RateLimitLayer {
                 on_refusal: None,
                 on_dry_run_refusal: None,
                 observe: None,
+                failure: FailurePolicy::ServiceUnavailable,
+                on_store_error: None,
+                #[cfg(feature = "metrics")]
+                count_store_errors: false,
                 exempt_paths: Vec::new(),
                 exempt: None,
                 methods: None,
@@ -252,14 +304,37 @@ impl RateLimitLayer {
         self.edit(|s| s.observe = Some(Arc::new(f)))
     }
 
+    /// What a request gets when the store of a [`RateLimitLayer::new_async`]
+    /// layer fails (default: [`FailurePolicy::ServiceUnavailable`]). No
+    /// effect on a layer of in-process limits, which cannot fail.
+    pub fn failure_policy(self, policy: FailurePolicy) -> RateLimitLayer {
+        self.edit(|s| s.failure = policy)
+    }
+
+    /// `f(request, error)` sees every store failure, before the failure
+    /// policy answers: the place to log it (a fail-open layer otherwise
+    /// passes requests without a trace). Runs on the request's task.
+    pub fn on_store_error(
+        self,
+        f: impl Fn(&Parts, &StoreError) + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        self.edit(|s| s.on_store_error = Some(Arc::new(f)))
+    }
+
     /// Counts outcomes on the `metrics` crate's recorder (whatever exporter
     /// the application installed): `ratecell_http_requests_total` labelled
     /// `policy` and `outcome`, `admitted` (once per policy of an admitted
     /// request), `refused` or `dry_run_refused` (under each policy that
-    /// refused it). Off unless called.
+    /// refused it); and store failures, which decide nothing per policy, on
+    /// `ratecell_http_store_errors_total` labelled `outcome`
+    /// (`unavailable`: answered 503; `failed_open`: passed). Off unless
+    /// called. Replaces an [`on_decision`](RateLimitLayer::on_decision)
+    /// hook; an [`on_store_error`](RateLimitLayer::on_store_error) hook
+    /// still runs.
     #[cfg(feature = "metrics")]
     pub fn metrics(self) -> RateLimitLayer {
         self.on_decision(crate::metrics::record)
+            .edit(|s| s.count_store_errors = true)
     }
 
     /// Requests to exactly these paths skip the limiter (health checks).
@@ -312,6 +387,8 @@ impl<S> std::fmt::Debug for RateLimit<S> {
 enum Verdict {
     Pass,
     Limited(Vec<LimitDecision>),
+    // A store's decision, to be awaited.
+    Ask(LimitsFuture),
     BadRequest,
     // Keyed by client address, but the server gave none: a misconfiguration.
     NoClientAddr,
@@ -366,8 +443,54 @@ impl Settings {
             }
         };
         let cost = self.cost.as_ref().map_or(1, |f| f(parts));
-        Verdict::Limited(self.limits.check(&key, cost))
+        match &self.limits {
+            Source::Sync(limits) => Verdict::Limited(limits.check(&key, cost)),
+            Source::Async(limits) => Verdict::Ask(limits.check(key, cost)),
+        }
     }
+
+    /// What a request the limits decided gets; runs the decision hooks.
+    fn outcome(&self, parts: &Parts, items: &[LimitDecision]) -> Outcome {
+        let admitted = fields::admitted(items);
+        if let Some(observe) = &self.observe {
+            observe(items, admitted, self.dry_run);
+        }
+        if !admitted {
+            if !self.dry_run {
+                return Outcome::Answer(refusal(self, parts, items));
+            }
+            if let Some(seen) = &self.on_dry_run_refusal {
+                seen(parts, items);
+            }
+        }
+        Outcome::Forward {
+            fields: field_values(self.policy.as_ref(), items),
+            wait: if self.dry_run { 0 } else { queue_wait(items) },
+        }
+    }
+
+    /// Reports a store's failure (hook, counter).
+    fn store_failed(&self, parts: &Parts, error: &StoreError) {
+        if let Some(hook) = &self.on_store_error {
+            hook(parts, error);
+        }
+        #[cfg(feature = "metrics")]
+        if self.count_store_errors {
+            crate::metrics::record_store_error(self.failure == FailurePolicy::FailOpen);
+        }
+    }
+}
+
+/// What the layer does with a request its limits decided.
+enum Outcome {
+    /// Answered here: the refusal.
+    Answer(Response<Bytes>),
+    /// Forwarded with these fields, after a leaky bucket's queue wait (ns;
+    /// 0 for none).
+    Forward {
+        fields: [(HeaderName, HeaderValue); 2],
+        wait: u64,
+    },
 }
 
 /// A field value. Names are printable ASCII and the rest digits, so the
@@ -400,11 +523,7 @@ fn problem<B: From<Bytes>>(status: StatusCode, body: String) -> Response<B> {
     res
 }
 
-fn refusal<B: From<Bytes>>(
-    settings: &Settings,
-    parts: &Parts,
-    items: &[LimitDecision],
-) -> Response<B> {
+fn refusal(settings: &Settings, parts: &Parts, items: &[LimitDecision]) -> Response<Bytes> {
     let policy = settings.policy.as_ref();
     let Some(hook) = &settings.on_refusal else {
         let mut res = problem(StatusCode::TOO_MANY_REQUESTS, fields::problem_body(items));
@@ -415,7 +534,7 @@ fn refusal<B: From<Bytes>>(
         }
         return res;
     };
-    let mut res = hook(parts, items).map(B::from);
+    let mut res = hook(parts, items);
     let headers = res.headers_mut();
     for (name, value) in field_values(policy, items) {
         headers.entry(name).or_insert(value);
@@ -433,6 +552,16 @@ fn missing_key<B: From<Bytes>>() -> Response<B> {
         StatusCode::BAD_REQUEST,
         "{\"type\":\"about:blank\",\"title\":\"Bad Request\",\"status\":400,\
          \"detail\":\"the request carries no rate-limit key\"}"
+            .to_owned(),
+    )
+}
+
+fn unavailable<B: From<Bytes>>() -> Response<B> {
+    // The Go and Python middlewares' body, word for word.
+    problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{\"type\":\"about:blank\",\"title\":\"Service Unavailable\",\"status\":503,\
+         \"detail\":\"the rate limiter failed\"}"
             .to_owned(),
     )
 }
@@ -457,6 +586,26 @@ fn queue_wait(items: &[LimitDecision]) -> u64 {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// Calls `ready` with `req` once `wait_ns` has passed (a leaky bucket's
+/// queue place: no thread is held meanwhile), and adds `fields` to its
+/// response.
+async fn forward_after<S, ReqB, ResB>(
+    mut ready: S,
+    req: Request<ReqB>,
+    fields: [(HeaderName, HeaderValue); 2],
+    wait_ns: u64,
+) -> Result<Response<ResB>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+{
+    if wait_ns > 0 {
+        futures_timer::Delay::new(Duration::from_nanos(wait_ns)).await;
+    }
+    let mut res = ready.call(req).await?;
+    res.headers_mut().extend(fields);
+    Ok(res)
+}
+
 pin_project_lite::pin_project! {
     /// The response future of [`RateLimit`].
     pub struct ResponseFuture<F, B, E> {
@@ -471,9 +620,10 @@ pin_project_lite::pin_project! {
         // Forwarded: the inner service's future, and the fields to add
         // (none for an exempt request).
         Inner { #[pin] future: F, fields: Option<[(HeaderName, HeaderValue); 2]> },
-        // Forwarded after a leaky bucket's queue wait.
-        Queued { future: BoxFuture<Result<Response<B>, E>> },
-        // Answered here (429 or 400).
+        // Forwarded after a leaky bucket's queue wait, or decided by a
+        // store first.
+        Later { future: BoxFuture<Result<Response<B>, E>> },
+        // Answered here (429, 400 or 500).
         Ready { response: Option<Response<B>> },
     }
 }
@@ -497,7 +647,7 @@ where
                 }
                 Poll::Ready(Ok(res))
             }
-            StateProj::Queued { future } => future.as_mut().poll(cx),
+            StateProj::Later { future } => future.as_mut().poll(cx),
             StateProj::Ready { response } => {
                 Poll::Ready(Ok(response.take().expect("polled after completion")))
             }
@@ -535,45 +685,63 @@ where
             Verdict::NoClientAddr => wrap(State::Ready {
                 response: Some(no_client_addr()),
             }),
-            Verdict::Limited(items) => {
-                let admitted = fields::admitted(&items);
-                if let Some(observe) = &self.settings.observe {
-                    observe(&items, admitted, self.settings.dry_run);
+            Verdict::Limited(items) => match self.settings.outcome(&parts, &items) {
+                Outcome::Answer(res) => wrap(State::Ready {
+                    response: Some(res.map(ResB::from)),
+                }),
+                Outcome::Forward { fields, wait: 0 } => wrap(State::Inner {
+                    future: self.inner.call(Request::from_parts(parts, body)),
+                    fields: Some(fields),
+                }),
+                Outcome::Forward { fields, wait } => {
+                    let req = Request::from_parts(parts, body);
+                    wrap(State::Later {
+                        future: Box::pin(forward_after(self.take_ready(), req, fields, wait)),
+                    })
                 }
-                if !admitted {
-                    if !self.settings.dry_run {
-                        return wrap(State::Ready {
-                            response: Some(refusal(&self.settings, &parts, &items)),
-                        });
-                    }
-                    if let Some(seen) = &self.settings.on_dry_run_refusal {
-                        seen(&parts, &items);
-                    }
-                }
-                let req = Request::from_parts(parts, body);
-                let fields = field_values(self.settings.policy.as_ref(), &items);
-                let wait = queue_wait(&items);
-                if wait == 0 || self.settings.dry_run {
-                    return wrap(State::Inner {
-                        future: self.inner.call(req),
-                        fields: Some(fields),
-                    });
-                }
-                // A leaky bucket admitted the request with a place in its
-                // queue: it runs when its turn comes, without holding a thread.
-                // The inner service was made ready for this call, so the ready
-                // one goes into the future and a clone stays here.
-                let clone = self.inner.clone();
-                let mut ready = std::mem::replace(&mut self.inner, clone);
-                wrap(State::Queued {
+            },
+            Verdict::Ask(check) => {
+                let ready = self.take_ready();
+                let settings = self.settings.clone();
+                wrap(State::Later {
                     future: Box::pin(async move {
-                        futures_timer::Delay::new(Duration::from_nanos(wait)).await;
-                        let mut res = ready.call(req).await?;
-                        res.headers_mut().extend(fields);
-                        Ok(res)
+                        let outcome = match check.await {
+                            Ok(items) if !items.is_empty() => settings.outcome(&parts, &items),
+                            failed => {
+                                let error = failed.err().unwrap_or_else(|| {
+                                    StoreError::BadReply("no decisions".to_owned())
+                                });
+                                settings.store_failed(&parts, &error);
+                                let req = Request::from_parts(parts, body);
+                                return match settings.failure {
+                                    FailurePolicy::ServiceUnavailable => Ok(unavailable()),
+                                    FailurePolicy::FailOpen => {
+                                        let mut ready = ready;
+                                        ready.call(req).await
+                                    }
+                                };
+                            }
+                        };
+                        let req = Request::from_parts(parts, body);
+                        match outcome {
+                            Outcome::Answer(res) => Ok(res.map(ResB::from)),
+                            Outcome::Forward { fields, wait } => {
+                                forward_after(ready, req, fields, wait).await
+                            }
+                        }
                     }),
                 })
             }
         }
+    }
+}
+
+impl<S: Clone> RateLimit<S> {
+    /// The inner service, made ready by `poll_ready` for this call, to be
+    /// called later from the response future; a clone stays here for the
+    /// next `poll_ready`.
+    fn take_ready(&mut self) -> S {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
     }
 }

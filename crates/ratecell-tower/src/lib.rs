@@ -19,9 +19,14 @@
 //!   set on it.
 //! - [`RateLimits`]: what the layer asks of a limiter, one decision per
 //!   limit for one request. [`Named`] adapts a single ratecell limiter (or a
-//!   function such as a Redis call) and names it; [`Multi`] adapts a
-//!   multi-limit limiter (`new_multi`), one name and one field item per
-//!   limit.
+//!   function) and names it; [`Multi`] adapts a multi-limit limiter
+//!   (several `Builder::limit`s), one name and one field item per limit.
+//! - [`AsyncRateLimits`]: the same asked of a store the layer awaits
+//!   ([`RateLimitLayer::new_async`]), which can fail: then the layer's
+//!   [`FailurePolicy`] answers (503 unless it fails open). With the `redis`
+//!   feature, `RedisLimits` keeps limits in Redis through ratecell's module,
+//!   shared by every server that uses it, with a timeout (250 ms by
+//!   default).
 //! - [`fields`]: the field values and the problem document, as pure
 //!   functions of those decisions.
 //! - [`acquire`]: a future that resolves when a request is admitted.
@@ -47,11 +52,22 @@ mod layer;
 mod limits;
 #[cfg(feature = "metrics")]
 mod metrics;
+#[cfg(feature = "redis")]
+mod redis_store;
 
 pub use acquire::acquire;
 pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies};
 pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TYPE};
 pub use layer::{
-    Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer, ResponseFuture,
+    FailurePolicy, Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer,
+    ResponseFuture,
 };
-pub use limits::{CheckFn, InvalidLimitNames, Multi, Named, RateLimits};
+pub use limits::{
+    AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits, StoreError,
+};
+/// The `redis` crate this one is built with (feature `redis`): connect
+/// through it, so that the connection is the type [`RedisLimits`] takes.
+#[cfg(feature = "redis")]
+pub use redis;
+#[cfg(feature = "redis")]
+pub use redis_store::{DEFAULT_TIMEOUT, InvalidRedisLimits, RedisLimits};

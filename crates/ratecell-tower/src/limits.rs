@@ -1,10 +1,15 @@
 //! What the middleware asks of a limiter: one call that decides a request
 //! against every limit at once and answers with one [`LimitDecision`] per
-//! limit. Owns that trait and the adapters that give a single ratecell
-//! limiter (or anything with its `check` shape, such as a Redis client) a
-//! name, and a multi-limit limiter one name per limit.
+//! limit, synchronously ([`RateLimits`], in-process limiters) or as a
+//! future that may fail ([`AsyncRateLimits`], a store such as Redis). Owns
+//! those traits, the store's error, and the adapters that give a single
+//! ratecell limiter (or anything with its `check` shape) a name, and a
+//! multi-limit limiter one name per limit.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ratecell::{Decision, KeyedLimiter, Limiter, MultiDecision};
 
@@ -41,8 +46,79 @@ impl<T: RateLimits + ?Sized> RateLimits for Arc<T> {
     }
 }
 
+/// What [`AsyncRateLimits::check`] returns: the decisions, or why the store
+/// could not give them.
+pub type LimitsFuture =
+    Pin<Box<dyn Future<Output = Result<Vec<LimitDecision>, StoreError>> + Send + 'static>>;
+
+/// A set of limits decided together for one request by a store the layer
+/// waits for: a server (Redis) shared by several processes, reached over the
+/// network, which can be slow or gone.
+///
+/// The contract is that of [`RateLimits`]: one step for every limit, one item per
+/// limit, never an empty list. In addition, the future must settle within
+/// a bound of its own (a timeout: `RedisLimits` has
+/// one, 250 ms by default), since the request waits for it; a store that
+/// cannot decide in time returns [`StoreError::Timeout`] and the layer
+/// answers with its [`FailurePolicy`](crate::FailurePolicy).
+pub trait AsyncRateLimits: Send + Sync + 'static {
+    /// Decides a request of `cost` units for `key` (see
+    /// [`RateLimits::check`]). The future owns what it needs: the layer
+    /// polls it after the call returns.
+    fn check(&self, key: Vec<u8>, cost: u64) -> LimitsFuture;
+
+    /// As [`RateLimits::policy_field`].
+    fn policy_field(&self) -> Option<String> {
+        None
+    }
+}
+
+impl<T: AsyncRateLimits + ?Sized> AsyncRateLimits for Arc<T> {
+    fn check(&self, key: Vec<u8>, cost: u64) -> LimitsFuture {
+        (**self).check(key, cost)
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        (**self).policy_field()
+    }
+}
+
+/// Why a store gave no decisions. The layer answers such a request with
+/// its [`FailurePolicy`](crate::FailurePolicy); causes may be added, so
+/// match with a wildcard arm.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store did not answer within this timeout.
+    Timeout(Duration),
+    /// The store could not be reached, or answered with an error.
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+    /// The store answered something other than decisions (another
+    /// version of its protocol, another server on its address).
+    BadReply(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Timeout(d) => write!(f, "the rate-limit store did not answer within {d:?}"),
+            StoreError::Failed(e) => write!(f, "the rate-limit store failed: {e}"),
+            StoreError::BadReply(r) => write!(f, "unexpected reply from the rate-limit store: {r}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Failed(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
+
 /// The policy field of fixed policies.
-fn fixed_policy_field(policies: &[Policy]) -> String {
+pub(crate) fn fixed_policy_field(policies: &[Policy]) -> String {
     let items: Vec<LimitDecision> = policies
         .iter()
         .map(|(name, limit, period_ns)| LimitDecision {
@@ -60,7 +136,7 @@ fn fixed_policy_field(policies: &[Policy]) -> String {
 /// Wraps a [`KeyedLimiter`] (per-key limits), a [`Limiter`] (one global
 /// limit, the key ignored) or, through [`Named::from_fn`], anything that
 /// answers a `(key, cost)` with a [`Decision`] (a Redis-backed limiter, a
-/// limiter on an explicit clock in tests). A limiter made with `new_multi`
+/// limiter on an explicit clock in tests). A limiter of several limits
 /// goes in [`Multi`] instead, which sends one item per limit.
 pub struct Named<L> {
     name: PolicyName,
@@ -156,7 +232,7 @@ impl<L> Named<L> {
 
 impl RateLimits for Named<KeyedLimiter> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
-        self.item(self.limiter.check_bytes(key, cost))
+        self.item(self.limiter.check(key, cost))
     }
 
     fn policy_field(&self) -> Option<String> {
@@ -187,12 +263,12 @@ where
     }
 }
 
-/// A multi-limit limiter (`KeyedLimiter::new_multi`, `Limiter::new_multi`)
+/// A multi-limit limiter (several `Builder::limit`s, keyed or global)
 /// with one policy name per limit: each request is decided by one
 /// `check_each`, all limits at once and all-or-nothing, and each limit
 /// reports its own decision in its own item.
 ///
-/// Names come from the limiter's `with_names`, or are given to
+/// Names come from the limiter's builder (`Builder::names`), or are given to
 /// [`Multi::keyed_named`] / [`Multi::global_named`]; a lone unnamed limit
 /// is `default`. A limit that would admit a request another limit refuses
 /// is reported as admitting (it spent nothing), so `violated-policies`
@@ -205,7 +281,7 @@ pub struct Multi<L> {
 }
 
 /// A limit's name, quota and period (ns).
-type Policy = (PolicyName, u64, u64);
+pub(crate) type Policy = (PolicyName, u64, u64);
 
 impl<L> std::fmt::Debug for Multi<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -238,7 +314,7 @@ fn bad(message: String) -> InvalidLimitNames {
 
 /// The policies of `configs`, named by `names` (the limiter's own names
 /// where `names` is `None`).
-fn policies(
+pub(crate) fn policies(
     configs: &[ratecell::Config],
     names: Option<&[&str]>,
     own: impl Fn(usize) -> Option<String>,
@@ -275,7 +351,7 @@ fn policies(
 }
 
 impl Multi<KeyedLimiter> {
-    /// The limiter's limits under the names it was given (`with_names`).
+    /// The limiter's limits under the names it was given (`Builder::names`).
     /// Errors when a name is not an RFC 9651 String, when two limits share
     /// a name, or when one of several limits has none.
     pub fn keyed(limiter: KeyedLimiter) -> Result<Multi<KeyedLimiter>, InvalidLimitNames> {
@@ -345,7 +421,7 @@ impl<L> Multi<L> {
 
 impl RateLimits for Multi<KeyedLimiter> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
-        self.items(&self.limiter.check_bytes_each(key, cost))
+        self.items(&self.limiter.check_each(key, cost))
     }
 
     fn policy_field(&self) -> Option<String> {

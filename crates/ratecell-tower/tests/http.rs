@@ -13,7 +13,9 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, ManualClock, Overflow};
-use ratecell_tower::{MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire};
+use ratecell_tower::{
+    FailurePolicy, MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire,
+};
 use tokio::net::{TcpListener, TcpStream};
 
 const S: u64 = 1_000_000_000;
@@ -86,7 +88,11 @@ fn app(layer: RateLimitLayer) -> Router {
 fn keyed(config: Config) -> (KeyedLimiter, ManualClock) {
     let (clock, hand) = Clock::manual(T0);
     (
-        KeyedLimiter::with_clock(config.capacity(1024), clock).unwrap(),
+        KeyedLimiter::builder()
+            .limit(config.capacity(1024))
+            .clock(clock)
+            .build()
+            .unwrap(),
         hand,
     )
 }
@@ -148,16 +154,15 @@ async fn two_named_limits_one_item_each_and_all_or_nothing() {
     // key table. At T0 the second has 0.5 s left and the hour 2797.5 s
     // (1_700_000_000 s is 800 s into its hour).
     let (clock, hand) = Clock::manual(T0);
-    let limiter = KeyedLimiter::with_clock_multi(
-        &[
+    let limiter = KeyedLimiter::builder()
+        .limits(&[
             Config::new(Algorithm::FixedWindow, 3, S).capacity(1024),
             Config::new(Algorithm::FixedWindow, 5, 3600 * S).capacity(1024),
-        ],
-        clock,
-    )
-    .unwrap()
-    .with_names(&["burst", "daily"])
-    .unwrap();
+        ])
+        .clock(clock)
+        .names(&["burst", "daily"])
+        .build()
+        .unwrap();
     let limits = std::sync::Arc::new(Multi::keyed(limiter).unwrap());
     let addr = serve(app(RateLimitLayer::new(limits.clone()))).await;
     let policy = "\"burst\";q=3;w=1, \"daily\";q=5;w=3600";
@@ -220,14 +225,14 @@ async fn global_limits_both_refusing_are_both_listed() {
     // wait (the minute: 37.5 s left at T0, 1_700_000_000 s being 20 s into
     // its minute).
     let (clock, _hand) = Clock::manual(T0);
-    let limiter = Limiter::with_clock_multi(
-        &[
+    let limiter = Limiter::builder()
+        .limits(&[
             Config::new(Algorithm::FixedWindow, 2, 10 * S),
             Config::new(Algorithm::FixedWindow, 2, 60 * S),
-        ],
-        clock,
-    )
-    .unwrap();
+        ])
+        .clock(clock)
+        .build()
+        .unwrap();
     let limits = Multi::global_named(limiter, &["ten-seconds", "minute"]).unwrap();
     let addr = serve(app(RateLimitLayer::new(limits))).await;
     for _ in 0..2 {
@@ -250,11 +255,13 @@ async fn global_limits_both_refusing_are_both_listed() {
 #[test]
 fn multi_names_are_checked() {
     let two = || {
-        KeyedLimiter::new_multi(&[
-            Config::new(Algorithm::Gcra, 3, S).capacity(16),
-            Config::new(Algorithm::Gcra, 5, 3600 * S).capacity(16),
-        ])
-        .unwrap()
+        KeyedLimiter::builder()
+            .limits(&[
+                Config::new(Algorithm::Gcra, 3, S).capacity(16),
+                Config::new(Algorithm::Gcra, 5, 3600 * S).capacity(16),
+            ])
+            .build()
+            .unwrap()
     };
     let err = Multi::keyed(two()).unwrap_err().to_string();
     assert!(err.contains("limit 0 has no name"), "{err}");
@@ -274,7 +281,10 @@ fn multi_names_are_checked() {
         err.contains("limit 1") && err.contains("printable ASCII"),
         "{err}"
     );
-    let one = KeyedLimiter::new_multi(&[Config::new(Algorithm::Gcra, 3, S).capacity(16)]).unwrap();
+    let one = KeyedLimiter::builder()
+        .limits(&[Config::new(Algorithm::Gcra, 3, S).capacity(16)])
+        .build()
+        .unwrap();
     assert!(format!("{:?}", Multi::keyed(one).unwrap()).contains("default"));
 }
 
@@ -325,7 +335,11 @@ async fn a_full_key_table_refusal_carries_the_same_wait_as_retry_after() {
     let config = Config::new(Algorithm::FixedWindow, 5, 10 * S)
         .capacity(1)
         .overflow(ratecell::Overflow::Deny);
-    let limiter = KeyedLimiter::with_clock(config, clock).unwrap();
+    let limiter = KeyedLimiter::builder()
+        .limit(config)
+        .clock(clock)
+        .build()
+        .unwrap();
     let layer = RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
     let addr = serve(app(layer)).await;
     for i in 0..10_000 {
@@ -405,7 +419,11 @@ async fn a_flood_of_made_up_keys_locks_out_new_clients_only_under_deny() {
         let config = Config::new(Algorithm::FixedWindow, 1, 10 * S)
             .capacity(16)
             .overflow(overflow);
-        let limiter = KeyedLimiter::with_clock(config, Clock::manual(T0).0).unwrap();
+        let limiter = KeyedLimiter::builder()
+            .limit(config)
+            .clock(Clock::manual(T0).0)
+            .build()
+            .unwrap();
         let layer =
             RateLimitLayer::new(Named::keyed(limiter)).key_header("x-api-key".parse().unwrap());
         let addr = serve(app(layer)).await;
@@ -815,4 +833,103 @@ async fn limits_without_a_fixed_policy_get_the_field_per_request() {
     let r = request(addr, "/", None).await;
     assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=3;w=10"));
     assert_eq!(r.field("ratelimit"), Some("\"api\";r=2;t=8"));
+}
+
+/// A store the layer awaits, standing in for Redis: an in-process limiter
+/// whose decisions arrive after `delay`, or (no limiter) a failure.
+struct Store {
+    limits: Option<Named<KeyedLimiter>>,
+    delay: Duration,
+}
+
+impl ratecell_tower::AsyncRateLimits for Store {
+    fn check(&self, key: Vec<u8>, cost: u64) -> ratecell_tower::LimitsFuture {
+        let result = match &self.limits {
+            Some(limits) => Ok(ratecell_tower::RateLimits::check(limits, &key, cost)),
+            None => Err(ratecell_tower::StoreError::Failed(
+                "connection refused".into(),
+            )),
+        };
+        let delay = self.delay;
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            result
+        })
+    }
+
+    fn policy_field(&self) -> Option<String> {
+        self.limits
+            .as_ref()
+            .and_then(ratecell_tower::RateLimits::policy_field)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awaited_store_decides_as_in_process_limits_do() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 3, 10 * S));
+    let store = Store {
+        limits: Some(Named::keyed(limiter).name("api").unwrap()),
+        delay: Duration::from_millis(20),
+    };
+    let addr = serve(app(
+        RateLimitLayer::new_async(store).exempt_paths(["/health"])
+    ))
+    .await;
+    for remaining in [2, 1, 0] {
+        let r = request(addr, "/", None).await;
+        assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hello"));
+        assert_eq!(r.field("ratelimit-policy"), Some("\"api\";q=3;w=10"));
+        assert_eq!(
+            r.field("ratelimit").unwrap(),
+            format!("\"api\";r={remaining};t=8")
+        );
+    }
+    let r = request(addr, "/", None).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.field("retry-after"), Some("8"));
+    assert_eq!(r.field("ratelimit"), Some("\"api\";r=0;t=8"));
+    assert_eq!(r.body, problem("\"api\""));
+    // Exempt paths never reach the store.
+    assert_eq!(request(addr, "/health", None).await.status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_is_a_503_unless_the_layer_fails_open() {
+    let failing = || Store {
+        limits: None,
+        delay: Duration::from_millis(5),
+    };
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let closed = serve(app(RateLimitLayer::new_async(failing()).on_store_error(
+        move |parts, error| {
+            log.lock()
+                .unwrap()
+                .push(format!("{} {error}", parts.uri.path()))
+        },
+    )))
+    .await;
+    let r = request(closed, "/", None).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.field("content-type"), Some("application/problem+json"));
+    // The Go and Python middlewares' body.
+    assert_eq!(
+        r.body,
+        "{\"type\":\"about:blank\",\"title\":\"Service Unavailable\",\"status\":503,\
+         \"detail\":\"the rate limiter failed\"}"
+    );
+    assert_eq!(r.field("ratelimit"), None);
+    assert_eq!(r.field("ratelimit-policy"), None);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["/ the rate-limit store failed: connection refused"]
+    );
+
+    let open = serve(app(
+        RateLimitLayer::new_async(failing()).failure_policy(FailurePolicy::FailOpen)
+    ))
+    .await;
+    let r = request(open, "/", None).await;
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hello"));
+    assert_eq!(r.field("ratelimit"), None);
 }

@@ -1,6 +1,7 @@
 //! RateLimitLayer::metrics behind a real axum server on 127.0.0.1: the
 //! counters a Prometheus recorder renders after admitted, refused and
-//! dry-run-refused requests (run with `--features metrics`).
+//! dry-run-refused requests, and store failures (run with `--features
+//! metrics`).
 
 use std::net::SocketAddr;
 
@@ -12,7 +13,9 @@ use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use ratecell::{Algorithm, Config, KeyedLimiter};
-use ratecell_tower::{Named, RateLimitLayer};
+use ratecell_tower::{
+    AsyncRateLimits, FailurePolicy, LimitsFuture, Named, RateLimitLayer, StoreError,
+};
 use tokio::net::{TcpListener, TcpStream};
 
 async fn serve(layer: RateLimitLayer) -> SocketAddr {
@@ -45,6 +48,15 @@ async fn status(addr: SocketAddr) -> StatusCode {
     sender.send_request(req).await.unwrap().status()
 }
 
+/// A store that is never reachable.
+struct Unreachable;
+
+impl AsyncRateLimits for Unreachable {
+    fn check(&self, _key: Vec<u8>, _cost: u64) -> LimitsFuture {
+        Box::pin(async { Err(StoreError::Failed("connection refused".into())) })
+    }
+}
+
 fn limiter(limit: u64) -> KeyedLimiter {
     KeyedLimiter::new(Config::new(Algorithm::FixedWindow, limit, 3_600_000_000_000).capacity(64))
         .unwrap()
@@ -71,7 +83,18 @@ async fn outcomes_per_policy_are_counted_and_scraped() {
     for _ in 0..3 {
         got.push(status(trial).await.as_u16());
     }
-    assert_eq!(got, [200, 200, 429, 200, 200, 200]);
+    let closed = serve(RateLimitLayer::new_async(Unreachable).metrics()).await;
+    let open = serve(
+        RateLimitLayer::new_async(Unreachable)
+            .failure_policy(FailurePolicy::FailOpen)
+            .metrics(),
+    )
+    .await;
+    for _ in 0..2 {
+        got.push(status(closed).await.as_u16());
+    }
+    got.push(status(open).await.as_u16());
+    assert_eq!(got, [200, 200, 429, 200, 200, 200, 503, 503, 200]);
 
     let text = handle.render();
     for line in [
@@ -79,6 +102,8 @@ async fn outcomes_per_policy_are_counted_and_scraped() {
         "ratecell_http_requests_total{policy=\"api\",outcome=\"refused\"} 1",
         "ratecell_http_requests_total{policy=\"trial\",outcome=\"admitted\"} 1",
         "ratecell_http_requests_total{policy=\"trial\",outcome=\"dry_run_refused\"} 2",
+        "ratecell_http_store_errors_total{outcome=\"unavailable\"} 2",
+        "ratecell_http_store_errors_total{outcome=\"failed_open\"} 1",
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");
     }

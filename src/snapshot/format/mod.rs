@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 pub(crate) const MAGIC: [u8; 8] = *b"\x89RCSNAP\n";
 
 /// The newest format version this build writes and reads: 3, which adds
-/// the tiers of a tiered limiter (`KeyedLimiter::new_tiered`). Each
+/// the tiers of a tiered limiter (`Builder::tier`). Each
 /// snapshot is written in the oldest version that holds it: a limiter of
 /// one limit in version 1, of several in version 2 (version 1 with a table
 /// of limits), a tiered one in version 3 (version 2 with every tier's
@@ -631,14 +631,14 @@ pub fn saved_config(input: impl Read) -> Result<Config, SnapshotError> {
 /// The configurations of every limit saved in a snapshot, in order (one
 /// for a limiter of one limit, at most [`crate::MAX_LIMITS`]), read from
 /// its header alone: what [`saved_config`] reads, for limiters of several
-/// limits ([`crate::Limiter::new_multi`]).
+/// limits ([`crate::Builder::limits`]).
 pub fn saved_configs(input: impl Read) -> Result<Vec<Config>, SnapshotError> {
     Header::read(&mut In::new(input))?.configs()
 }
 
 /// Every tier's configurations saved in a snapshot (tier by tier, each
 /// tier's limits in order), read from its header alone, and whether the
-/// snapshot is of a tiered limiter ([`KeyedLimiter::new_tiered`]); for a
+/// snapshot is of a tiered limiter ([`crate::Builder::tier`]); for a
 /// limiter built without tiers, one tier: [`saved_configs`]'s list.
 pub fn saved_tiers(input: impl Read) -> Result<(Vec<Vec<Config>>, bool), SnapshotError> {
     let header = Header::read(&mut In::new(input))?;

@@ -7,6 +7,7 @@ use crate::clock::Clock;
 use crate::config::Algorithm;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
+use crate::request::Request;
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const SECOND: u64 = 1_000_000_000;
@@ -38,7 +39,7 @@ fn keyed(algorithm: Algorithm, limit: u64, keys: u64) -> (Config, Vec<u8>) {
     let cfg = Config::new(algorithm, limit, SECOND).capacity(64);
     let l = KeyedLimiter::with_clock(cfg, clock()).unwrap();
     for key in 0..keys {
-        assert!(l.check_at(key, 1, T0).allowed);
+        assert!(l.check(key, Request::new(1).at(T0)).allowed);
     }
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
@@ -112,7 +113,7 @@ fn states_no_limiter_stores_are_refused() {
     put(&mut b, FIRST + 24, (count_6 >> 64) as u64);
     reseal(&mut b);
     let l = KeyedLimiter::restore(&b[..], cfg, clock()).unwrap();
-    let key = (0..64).find(|&k| !l.check_at(k, 0, T0).allowed);
+    let key = (0..64).find(|&k| !l.check(k, Request::new(0).at(T0)).allowed);
     assert!(key.is_some(), "the key holding 6 of 5 is denied");
     // Bits above the state's width.
     let mut b = bytes.clone();
@@ -162,7 +163,7 @@ fn two_limits() -> (Vec<Config>, Vec<u8>) {
         Config::new(Algorithm::SlidingLog, 3, SECOND).capacity(64),
     ];
     let l = KeyedLimiter::with_clock_multi(&configs, clock()).unwrap();
-    l.check_at(1, 1, T0);
+    l.check(1, Request::new(1).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
     (configs.to_vec(), bytes)
@@ -244,7 +245,7 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
 fn a_direct_log_claiming_more_entries_than_it_holds_is_truncated() {
     let cfg = Config::new(Algorithm::SlidingLog, 1000, SECOND);
     let l = Limiter::with_clock(cfg, clock()).unwrap();
-    l.check_at(1, T0);
+    l.check(Request::new(1).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
     put(&mut bytes, FIRST + 8, 1000);

@@ -272,8 +272,9 @@ class ReconfigureRefused(RatecellError, ValueError):
 
 
 class InvalidTier(RatecellError, IndexError):
-    """RATECELL_INVALID_TIER: ``check_tier`` named a tier the limiter does
-    not have (not below its number of tiers); nothing was checked."""
+    """RATECELL_INVALID_TIER: a request named a ``tier`` the limiter does
+    not have (not below its number of tiers); nothing was checked. The
+    message names the tier and how many the limiter has."""
 
     status = 30
 

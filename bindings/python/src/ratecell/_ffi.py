@@ -34,9 +34,13 @@ __all__ = [
     "LIBRARY_PATH",
     "U32_MAX",
     "U64_MAX",
+    "CBatch",
     "CConfig",
     "CDecision",
     "CMultiDecision",
+    "COptions",
+    "CRequest",
+    "NOW",
     "MAX_LIMITS",
     "NO_LIMIT",
     "CStats",
@@ -184,6 +188,53 @@ class CStats(Structure):
     ]
 
 
+class CRequest(Structure):
+    """``struct ratecell_request``: one request (key, cost, time, tier)."""
+
+    _fields_ = [
+        ("size", c_uint32),
+        ("tier", c_uint32),
+        ("key_id", c_uint64),
+        # A bytes object (ctypes keeps it alive with the structure), or
+        # None for the int key `key_id`.
+        ("key_bytes", c_char_p),
+        ("key_len", c_size_t),
+        ("cost", c_uint64),
+        ("at_ns", c_uint64),
+    ]
+
+
+class CBatch(Structure):
+    """``struct ratecell_batch``: ``n`` requests at one time."""
+
+    _fields_ = [
+        ("size", c_uint32),
+        ("n", c_size_t),
+        ("keys", c_void_p),
+        ("costs", c_void_p),
+        ("tiers", c_void_p),
+        ("at_ns", c_uint64),
+    ]
+
+
+class COptions(Structure):
+    """``struct ratecell_options``: what ``ratecell_limiter_build`` makes."""
+
+    _fields_ = [
+        ("size", c_uint32),
+        ("shared_mode", c_uint32),
+        ("configs", POINTER(CConfig)),
+        ("n_limits", c_size_t),
+        ("n_tiers", c_size_t),
+        ("shared_path", c_char_p),
+    ]
+
+
+NOW = U64_MAX
+"""``RATECELL_NOW``: ``at_ns`` of a request decided at the limiter's clock."""
+REQUEST_SIZE = ctypes.sizeof(CRequest)
+BATCH_SIZE = ctypes.sizeof(CBatch)
+
 # Status-returning functions: restype c_uint32 (ratecell_status is a
 # uint32_t in C11). Pointers to caller buffers are c_void_p so that a ctypes
 # array, a buffer's address (int) or None (NULL for an empty buffer) can be
@@ -195,93 +246,22 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_version": (c_char_p, []),
     "ratecell_algorithm_name": (c_char_p, [c_uint32]),
     "ratecell_algorithm_from_name": (_STATUS, [c_char_p, c_size_t, POINTER(c_uint32)]),
-    "ratecell_limiter_new": (_STATUS, [POINTER(CConfig), POINTER(c_void_p)]),
-    "ratecell_limiter_open_shared_mode": (
-        _STATUS,
-        [c_char_p, POINTER(CConfig), c_uint32, POINTER(c_void_p)],
-    ),
+    "ratecell_options_init": (None, [POINTER(COptions)]),
+    "ratecell_limiter_build": (_STATUS, [POINTER(COptions), POINTER(c_void_p)]),
     "ratecell_limiter_free": (None, [c_void_p]),
     "ratecell_limiter_config": (_STATUS, [c_void_p, POINTER(CConfig)]),
-    "ratecell_check": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(CDecision)]),
-    "ratecell_check_at": (_STATUS, [c_void_p, c_uint64, c_uint64, c_uint64, POINTER(CDecision)]),
-    "ratecell_allow": (_STATUS, [c_void_p, c_uint64, POINTER(c_bool)]),
-    "ratecell_allow_at": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(c_bool)]),
-    "ratecell_allow_key": (c_int32, [c_void_p, c_uint64]),
-    "ratecell_check_bytes": (_STATUS, [c_void_p, c_void_p, c_size_t, c_uint64, POINTER(CDecision)]),
-    "ratecell_check_bytes_at": (
-        _STATUS,
-        [c_void_p, c_void_p, c_size_t, c_uint64, c_uint64, POINTER(CDecision)],
-    ),
-    "ratecell_check_batch": (_STATUS, [c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p]),
-    "ratecell_check_batch_at": (
-        _STATUS,
-        [c_void_p, c_void_p, c_void_p, c_size_t, c_uint64, c_void_p, c_void_p],
-    ),
-    "ratecell_acquire": (_STATUS, [c_void_p, c_uint64, c_uint64, c_uint64, POINTER(CDecision)]),
-    "ratecell_acquire_bytes": (
-        _STATUS,
-        [c_void_p, c_void_p, c_size_t, c_uint64, c_uint64, POINTER(CDecision)],
-    ),
-    "ratecell_now_ns": (c_uint64, [c_void_p]),
-    "ratecell_reset_key": (_STATUS, [c_void_p, c_uint64]),
-    "ratecell_reset_bytes": (_STATUS, [c_void_p, c_void_p, c_size_t]),
-    "ratecell_stats": (_STATUS, [c_void_p, POINTER(CStats)]),
-    "ratecell_limiter_new_multi": (_STATUS, [POINTER(CConfig), c_size_t, POINTER(c_void_p)]),
-    "ratecell_limiter_reconfigure": (_STATUS, [c_void_p, POINTER(CConfig), c_size_t]),
-    "ratecell_check_each": (_STATUS, [c_void_p, c_uint64, c_uint64, POINTER(CMultiDecision)]),
-    "ratecell_check_each_at": (
-        _STATUS,
-        [c_void_p, c_uint64, c_uint64, c_uint64, POINTER(CMultiDecision)],
-    ),
-    "ratecell_check_bytes_each": (
-        _STATUS,
-        [c_void_p, c_void_p, c_size_t, c_uint64, POINTER(CMultiDecision)],
-    ),
-    "ratecell_check_bytes_each_at": (
-        _STATUS,
-        [c_void_p, c_void_p, c_size_t, c_uint64, c_uint64, POINTER(CMultiDecision)],
-    ),
-    "ratecell_limiter_new_tiered_multi": (
-        _STATUS,
-        [POINTER(CConfig), c_size_t, c_size_t, POINTER(c_void_p)],
-    ),
     "ratecell_limiter_tiers": (c_uint32, [c_void_p]),
-    "ratecell_check_tier": (
-        _STATUS,
-        [c_void_p, c_uint64, c_uint32, c_uint64, POINTER(CDecision)],
-    ),
-    "ratecell_check_tier_at": (
-        _STATUS,
-        [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
-    ),
-    "ratecell_check_bytes_tier": (
-        _STATUS,
-        [c_void_p, c_void_p, c_size_t, c_uint32, c_uint64, POINTER(CDecision)],
-    ),
-    "ratecell_check_bytes_tier_at": (
-        _STATUS,
-        [c_void_p, c_void_p, c_size_t, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
-    ),
-    "ratecell_check_tier_each_at": (
-        _STATUS,
-        [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CMultiDecision)],
-    ),
-    "ratecell_check_batch_tier": (
-        _STATUS,
-        [c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p],
-    ),
-    "ratecell_check_batch_tier_at": (
-        _STATUS,
-        [c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_uint64, c_void_p, c_void_p],
-    ),
-    "ratecell_acquire_tier": (
-        _STATUS,
-        [c_void_p, c_uint64, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
-    ),
-    "ratecell_acquire_bytes_tier": (
-        _STATUS,
-        [c_void_p, c_void_p, c_size_t, c_uint32, c_uint64, c_uint64, POINTER(CDecision)],
-    ),
+    "ratecell_limiter_reconfigure": (_STATUS, [c_void_p, POINTER(CConfig), c_size_t]),
+    "ratecell_request_init": (None, [POINTER(CRequest)]),
+    "ratecell_batch_init": (None, [POINTER(CBatch)]),
+    "ratecell_check": (_STATUS, [c_void_p, POINTER(CRequest), POINTER(CDecision)]),
+    "ratecell_check_each": (_STATUS, [c_void_p, POINTER(CRequest), POINTER(CMultiDecision)]),
+    "ratecell_check_batch": (_STATUS, [c_void_p, POINTER(CBatch), c_void_p, c_void_p]),
+    "ratecell_allow": (c_int32, [c_void_p, c_uint64]),
+    "ratecell_acquire": (_STATUS, [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision)]),
+    "ratecell_reset": (_STATUS, [c_void_p, POINTER(CRequest)]),
+    "ratecell_now_ns": (c_uint64, [c_void_p]),
+    "ratecell_stats": (_STATUS, [c_void_p, POINTER(CStats)]),
     "ratecell_snapshot_save": (_STATUS, [c_void_p, c_char_p]),
     "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),
     "ratecell_limiter_restore": (_STATUS, [c_char_p, POINTER(c_void_p)]),
@@ -417,13 +397,14 @@ SPEEDUPS_DISABLED = bool(os.environ.get("RATECELL_NO_SPEEDUPS"))
 """``RATECELL_NO_SPEEDUPS`` set and not empty: the ctypes path everywhere."""
 
 
-def speedups(decision: type, error_for_status: Any) -> Any:
+def speedups(decision: type, raise_error: Any) -> Any:
     """``ratecell._speedups`` bound to this library, or None when it is not
     built (a pure ctypes install), cannot be loaded by this interpreter, or
-    ``RATECELL_NO_SPEEDUPS`` is set. The module calls ``ratecell_check``,
-    ``ratecell_check_bytes`` and ``ratecell_allow_key`` at the addresses
-    given here, holding the GIL (they never block), and builds ``decision``
-    objects itself."""
+    ``RATECELL_NO_SPEEDUPS`` is set. The module fills a ``ratecell_request``
+    on the C stack and calls ``ratecell_check`` and ``ratecell_allow`` at
+    the addresses given here, holding the GIL (they never block), and
+    builds ``decision`` objects itself; a failed call's status goes to
+    ``raise_error(status, handle, tier)``, which returns the exception."""
     if SPEEDUPS_DISABLED:
         return None
     try:
@@ -436,10 +417,10 @@ def speedups(decision: type, error_for_status: Any) -> Any:
 
     _speedups.init(
         address(lib.ratecell_check),
-        address(lib.ratecell_check_bytes),
-        address(lib.ratecell_allow_key),
+        address(lib.ratecell_allow),
+        ctypes.sizeof(CRequest),
         ctypes.sizeof(CDecision),
         decision,
-        error_for_status,
+        raise_error,
     )
     return _speedups

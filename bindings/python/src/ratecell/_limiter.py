@@ -15,7 +15,7 @@ import operator
 import os
 from array import array
 from collections.abc import Sequence
-from ctypes import c_bool, c_char, c_uint64
+from ctypes import c_char, c_uint64
 from typing import Any
 
 from . import _errors, _ffi
@@ -41,29 +41,47 @@ Key = int | BytesKey
 
 _lib = _ffi.lib
 _CDecision = _ffi.CDecision
+_CRequest = _ffi.CRequest
+_REQUEST_SIZE = _ffi.REQUEST_SIZE
+_NOW = _ffi.NOW
 _check = _lib.ratecell_check
-_check_at = _lib.ratecell_check_at
 _allow = _lib.ratecell_allow
-_allow_key = _lib.ratecell_allow_key
-_allow_at = _lib.ratecell_allow_at
-_check_bytes = _lib.ratecell_check_bytes
-_check_bytes_at = _lib.ratecell_check_bytes_at
 _check_batch = _lib.ratecell_check_batch
-_check_batch_at = _lib.ratecell_check_batch_at
 _acquire = _lib.ratecell_acquire
-_acquire_bytes = _lib.ratecell_acquire_bytes
+_reset = _lib.ratecell_reset
+_tiers = _lib.ratecell_limiter_tiers
 _now_ns = _lib.ratecell_now_ns
-
-# check and allow in C when the extension module is there: no ctypes call,
-# no Decision built in Python. It takes exact int, str and bytes keys and
-# exact int costs in range, and answers None for anything else, which the
-# ctypes path below then handles (and refuses with the same errors).
-_speedups = _ffi.speedups(Decision, _errors.error_for_status)
-_fast_check = _speedups.check if _speedups is not None else None
-_fast_allow = _speedups.allow if _speedups is not None else None
 
 _TIMED_OUT = TimedOut.status
 _COST_EXCEEDS_LIMIT = CostExceedsLimit.status
+_INVALID_TIER = _errors.InvalidTier.status
+
+
+def _tier_error(h: Any, tier: Any) -> _errors.InvalidTier:
+    """``InvalidTier`` naming ``tier`` and how many tiers the limiter of
+    handle ``h`` has."""
+    n = int(_tiers(h)) if h else 0
+    return _errors.InvalidTier(
+        f"tier {tier} is outside 0..{n - 1}: the limiter has {n} tier{'' if n == 1 else 's'}"
+    )
+
+
+def _raise_error(status: int, h: Any, tier: Any) -> _errors.RatecellError:
+    """The exception of a failed request's ``status``; for
+    RATECELL_INVALID_TIER, naming ``tier`` (None is tier 0) and the count."""
+    if status == _INVALID_TIER:
+        return _tier_error(h, 0 if tier is None else tier)
+    return _errors.error_for_status(status)
+
+
+# check and allow in C when the extension module is there: no ctypes call,
+# no Decision built in Python. It takes exact int, str and bytes keys,
+# exact int costs in range, `at` None or an exact int and `tier` None or an
+# exact int, and answers None for anything else, which the ctypes path
+# below then handles (and refuses with the same errors).
+_speedups = _ffi.speedups(Decision, _raise_error)
+_fast_check = _speedups.check if _speedups is not None else None
+_fast_allow = _speedups.allow if _speedups is not None else None
 
 # memoryview formats of a native 64-bit unsigned integer ("L" is what numpy
 # and array('L') export on LP64 platforms; itemsize is checked too).
@@ -134,6 +152,109 @@ def _timeout_ns(timeout: Any) -> int:
             " (pass None or float('inf') to wait without limit)"
         )
     return ns if isinstance(ns, int) else round(ns)
+
+
+def _at_ns(at: Any) -> int:
+    """``at`` (UNIX ns) for ``ratecell_request.at_ns``: an int below
+    ``2**64 - 1``, which the C ABI reserves for "now" (``RATECELL_NOW``)."""
+    at_ns = _u64(at, "at")
+    if at_ns == _NOW:
+        raise ValueError(
+            f"at = {at_ns} is outside 0 ..= 2**64 - 2 (2**64 - 1 is the C ABI's 'now')"
+        )
+    return at_ns
+
+
+def _tier(tier: Any, h: Any) -> int:
+    """``tier`` as a ``uint32_t``: an int; one no ``uint32_t`` holds raises
+    ``InvalidTier`` (the library refuses the others it does not have)."""
+    if type(tier) is not int:
+        raise TypeError(f"tier must be an int, not {type(tier).__name__}")
+    if not 0 <= tier <= U32_MAX:
+        raise _tier_error(h, tier)
+    return tier
+
+
+def _default_request() -> bytes:
+    """The bytes of a request as ``ratecell_request_init`` sets it up (key
+    id 0, cost 1, now, tier 0, its size)."""
+    request = _CRequest()
+    _lib.ratecell_request_init(request)
+    if request.size != _REQUEST_SIZE:
+        raise ImportError(
+            f"ratecell: struct ratecell_request is {request.size} bytes, not {_REQUEST_SIZE}"
+        )
+    return bytes(request)
+
+
+# Copying these bytes into a new request costs a fraction of what setting
+# its seven fields from Python does (the ctypes path, per call).
+_DEFAULT_REQUEST = _default_request()
+_new_request = _CRequest.from_buffer_copy
+
+
+def _request(h: Any, key: Any, cost: Any, at: Any, tier: Any) -> _ffi.CRequest:
+    """The ``ratecell_request`` of ``(key, cost, at, tier)``, each checked
+    (a refusal raises, naming the argument)."""
+    if type(key) is int and 0 <= key <= U64_MAX:
+        raw = None
+    elif _is_bytes_key(key):
+        raw = _bytes_key(key)
+    else:
+        key = _u64(key, "key")
+        raw = None
+    if type(cost) is not int or not 0 <= cost <= U64_MAX:
+        cost = _u64(cost, "cost")
+    at_ns = None if at is None else _at_ns(at)
+    t = None if tier is None else _tier(tier, h)
+    request = _new_request(_DEFAULT_REQUEST)
+    if raw is not None:
+        # ctypes keeps `raw` alive with the request.
+        request.key_bytes = raw
+        request.key_len = len(raw)
+    elif key:
+        request.key_id = key
+    if cost != 1:
+        request.cost = cost
+    if at_ns is not None:
+        request.at_ns = at_ns
+    if t:
+        request.tier = t
+    return request
+
+
+def _decide(h: Any, key: Any, cost: Any, at: Any, tier: Any) -> Decision:
+    """``Limiter.check`` on the ctypes path."""
+    out = _CDecision()
+    status = _check(h, _request(h, key, cost, at, tier), out)
+    if status:
+        raise _raise_error(status, h, tier)
+    return decision_from_c(out)
+
+
+def _tier_array(tiers: Any, n: int, h: Any) -> array[int]:
+    """``tiers`` (one per request) as the u32s the C ABI reads. A value no
+    tier of the limiter has raises ``InvalidTier`` naming the first (the
+    library would refuse the batch all the same, without naming it)."""
+    if isinstance(tiers, (bytes, bytearray, str)):
+        raise TypeError(f"tiers must be an iterable of ints, not {type(tiers).__name__}")
+    try:
+        given = list(tiers)
+    except TypeError:
+        raise TypeError(f"tiers must be an iterable of ints, not {type(tiers).__name__}") from None
+    values = []
+    for i, t in enumerate(given):
+        try:
+            values.append(operator.index(t))
+        except TypeError:
+            raise TypeError(f"tiers[{i}] must be an int, not {type(t).__name__}") from None
+    if len(values) != n:
+        raise ValueError(f"{n} keys but {len(values)} tiers")
+    count = int(_tiers(h))
+    for t in values:
+        if not 0 <= t < count:
+            raise _tier_error(h, t)
+    return array("I", values)
 
 
 def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
@@ -364,29 +485,15 @@ class Limiter:
         cfg.overflow = overflow_value
         cfg.clock = clock_value
 
+        configs = (_ffi.CConfig * 1)(cfg)
         if persist is not None:
             if shared is not None:
                 raise ValueError(
                     "persist and shared cannot be combined: a shared region lives in its file"
                 )
-            configs = (_ffi.CConfig * 1)(cfg)
             self._h = _open_persisted(configs, persist, every)
             return
-        handle = _ffi.LimiterHandle()
-        if shared is None:
-            status = _lib.ratecell_limiter_new(cfg, handle)
-        else:
-            if isinstance(shared_mode, bool) or not isinstance(shared_mode, int):
-                raise TypeError("shared_mode must be an int (permission bits, e.g. 0o600)")
-            if not 0 <= shared_mode <= 0o7777:
-                raise ValueError(f"shared_mode = {shared_mode:#o}: outside 0..=0o7777")
-            path = os.fsencode(shared)
-            if b"\0" in path:
-                raise ValueError("shared: the path contains a NUL byte")
-            status = _lib.ratecell_limiter_open_shared_mode(path, cfg, shared_mode, handle)
-        if status:
-            raise _config_error(status, cfg)
-        self._h = handle
+        self._h = _build(configs, 1, 0, shared, shared_mode)
 
     # -- lifetime ---------------------------------------------------------
 
@@ -487,159 +594,97 @@ class Limiter:
 
     # -- checks -----------------------------------------------------------
 
-    def check(self, key: Key = 0, cost: int = 1) -> Decision:
-        """Decides a request of ``cost`` for ``key`` now. Cost 0 is a peek:
-        nothing is stored. A denied request is a decision with ``allowed``
-        False, not an exception."""
+    # `at` and `tier` are meant as keywords, but not declared keyword-only
+    # (`*`) in check and allow: CPython (3.11 to 3.13 at least) does not
+    # specialise calls to a function with keyword-only parameters, which
+    # costs every call about 25 ns, a fifth of allow().
+    def check(
+        self, key: Key = 0, cost: int = 1, at: int | None = None, tier: int | None = None
+    ) -> Decision:
+        """Decides a request of ``cost`` for ``key`` and returns its
+        ``Decision``. Cost 0 is a peek: nothing is stored. A denied request
+        is a decision with ``allowed`` False, not an exception.
+
+        ``key`` is an int in ``0 ..= 2**64 - 1`` or a byte string
+        (``bytes``, ``bytearray``, ``memoryview``, or ``str`` as UTF-8).
+        ``at`` is the request's time in UNIX nanoseconds from the caller's
+        clock (deterministic: tests, replays, callers that already hold a
+        timestamp); None, the default, is the limiter's clock. ``tier``
+        names the key's tier on a ``TieredLimiter`` (None is tier 0); a
+        tier the limiter does not have raises ``InvalidTier`` and checks
+        nothing."""
         # The hot path, inlined: every Python call it avoids is tens of ns.
         # `h` stays referenced in this frame until the call returns, so
         # close() in another thread cannot free the native limiter under it.
+        # A closed limiter's None goes to the extension too, which answers
+        # None for it (one test fewer on the hot path).
         h = self._h
-        if h is None:
-            raise LimiterClosed()
         if _fast_check is not None:
-            decision: Decision | None = _fast_check(h, key, cost)
+            decision: Decision | None = _fast_check(h, key, cost, at, tier)
             if decision is not None:
                 return decision
-        raw: bytes | None = None
-        if type(key) is bytes:
-            raw = key
-        elif type(key) is str:
-            raw = key.encode()
-        elif type(key) is not int or not 0 <= key <= U64_MAX:
-            if _is_bytes_key(key):
-                return self._check_bytes(h, key, cost, None)
-            key = _u64(key, "key")
-        if type(cost) is not int or not 0 <= cost <= U64_MAX:
-            cost = _u64(cost, "cost")
-        out = _CDecision()
-        if raw is None:
-            status = _check(h, key, cost, out)
-        else:
-            status = _check_bytes(h, raw, len(raw), cost, out)
-        if status:
-            raise _errors.error_for_status(status)
-        return decision_from_c(out)
-
-    def check_at(self, key: Key, cost: int, now_ns: int) -> Decision:
-        """``check`` at the caller's time ``now_ns`` (UNIX nanoseconds)
-        instead of the limiter's clock: deterministic, for tests, replays
-        and callers that already hold a timestamp."""
-        h = self._handle()
-        now_ns = _u64(now_ns, "now_ns")
-        if _is_bytes_key(key):
-            return self._check_bytes(h, key, cost, now_ns)
-        key = _u64(key, "key")
-        cost = _u64(cost, "cost")
-        out = _CDecision()
-        status = _check_at(h, key, cost, now_ns, out)
-        if status:
-            raise _errors.error_for_status(status)
-        return decision_from_c(out)
-
-    def allow(self, key: Key = 0, cost: int = 1) -> bool:
-        """``check(key, cost).allowed``, without building a ``Decision``. One
-        request (cost 1) for an int key is the library's yes/no call, which
-        on a limiter of capacity 0 computes nothing but the answer."""
-        h = self._h
         if h is None:
             raise LimiterClosed()
+        return _decide(h, key, cost, at, tier)
+
+    def allow(
+        self, key: Key = 0, cost: int = 1, at: int | None = None, tier: int | None = None
+    ) -> bool:
+        """``check(key, cost, at=at, tier=tier).allowed``, without building a
+        ``Decision``. One request (cost 1, now, no tier) for an int key is
+        the library's yes/no call (``ratecell_allow``), which on a limiter of
+        capacity 0 computes nothing but the answer."""
+        h = self._h
         if _fast_allow is not None:
-            allowed: bool | None = _fast_allow(h, key, cost)
+            allowed: bool | None = _fast_allow(h, key, cost, at, tier)
             if allowed is not None:
                 return allowed
-        if type(key) is int and type(cost) is int and cost == 1 and 0 <= key <= U64_MAX:
-            # ratecell_allow_key: two arguments, the answer as the return
-            # value (1 or 0, a negated status below 0): no out-parameter.
-            answer: int = _allow_key(h, key)
+        if h is None:
+            raise LimiterClosed()
+        if (
+            type(key) is int
+            and type(cost) is int
+            and cost == 1
+            and at is None
+            and tier is None
+            and 0 <= key <= U64_MAX
+        ):
+            # ratecell_allow: two arguments, the answer as the return value
+            # (1 or 0, a negated status below 0): no request, no out-parameter.
+            answer: int = _allow(h, key)
             if answer >= 0:
                 return answer == 1
             raise _errors.error_for_status(-answer)
-        return self._allow(h, key, cost, None)
-
-    def allow_at(self, key: Key, cost: int, now_ns: int) -> bool:
-        """``allow`` at the caller's time ``now_ns``: ``check_at(key, cost,
-        now_ns).allowed``."""
-        return self._allow(self._handle(), key, cost, _u64(now_ns, "now_ns"))
-
-    def _allow(self, h: _ffi.LimiterHandle, key: Any, cost: Any, now_ns: int | None) -> bool:
-        if type(key) is int and 0 <= key <= U64_MAX and type(cost) is int and cost == 1:
-            out = c_bool()
-            if now_ns is None:
-                status = _allow(h, key, out)
-            else:
-                status = _allow_at(h, key, now_ns, out)
-            if status:
-                raise _errors.error_for_status(status)
-            return out.value
-        # Byte keys, other costs, and arguments to refuse: the full check.
-        if now_ns is None:
-            return self.check(key, cost).allowed
-        return self.check_at(key, cost, now_ns).allowed
-
-    def check_bytes(self, key: BytesKey, cost: int = 1) -> Decision:
-        """``check`` for a byte-string key (``str`` is encoded as UTF-8)."""
-        return self._check_bytes(self._handle(), key, cost, None)
-
-    def check_bytes_at(self, key: BytesKey, cost: int, now_ns: int) -> Decision:
-        """``check_bytes`` at the caller's time ``now_ns``."""
-        return self._check_bytes(self._handle(), key, cost, _u64(now_ns, "now_ns"))
-
-    @staticmethod
-    def _check_bytes(h: _ffi.LimiterHandle, key: Any, cost: Any, now_ns: int | None) -> Decision:
-        raw = _bytes_key(key)
-        cost = _u64(cost, "cost")
-        out = _CDecision()
-        if now_ns is None:
-            status = _check_bytes(h, raw, len(raw), cost, out)
-        else:
-            status = _check_bytes_at(h, raw, len(raw), cost, now_ns, out)
-        if status:
-            raise _errors.error_for_status(status)
-        return decision_from_c(out)
+        # Byte keys, other costs, times and tiers, and arguments to refuse:
+        # the full check.
+        return _decide(h, key, cost, at, tier).allowed
 
     def check_batch(
-        self, keys: Any, costs: Any = None, *, decisions: bool = False, out: Any = None
+        self,
+        keys: Any,
+        costs: Any = None,
+        *,
+        tiers: Any = None,
+        at: int | None = None,
+        decisions: bool = False,
+        out: Any = None,
     ) -> Any:
-        """Decides ``len(keys)`` requests now, with one clock read and one
-        call into C: ``keys[i]`` at cost ``costs[i]`` (every cost 1 when
-        ``costs`` is None), in order.
+        """Decides ``len(keys)`` requests with one clock read (or at ``at``,
+        UNIX ns) and one call into C: ``keys[i]`` at cost ``costs[i]`` (every
+        cost 1 when ``costs`` is None) under tier ``tiers[i]`` (tier 0 each
+        when ``tiers`` is None), in order.
 
         ``keys`` and ``costs`` are any buffers or iterables of u64: a
         contiguous uint64 buffer (``array('Q')``, a numpy ``uint64`` array)
-        is read in place, anything else is converted once.
+        is read in place, anything else is converted once. ``tiers`` is an
+        iterable of ints; every tier is checked first: one the limiter does
+        not have raises ``InvalidTier`` and nothing is decided or stored.
 
         Returns a ``bytearray`` of allowed flags (1 admitted, 0 denied), or
         ``out`` filled with them when given (any writable buffer of at
         least ``len(keys)`` bytes, e.g. a numpy ``bool`` array). With
         ``decisions=True`` returns ``(flags, [Decision, ...])``.
         """
-        return self._batch(keys, costs, None, decisions, out)
-
-    def check_batch_at(
-        self,
-        keys: Any,
-        costs: Any,
-        now_ns: int,
-        *,
-        decisions: bool = False,
-        out: Any = None,
-    ) -> Any:
-        """``check_batch`` at the caller's time ``now_ns``."""
-        return self._batch(keys, costs, _u64(now_ns, "now_ns"), decisions, out)
-
-    def _batch(
-        self,
-        keys: Any,
-        costs: Any,
-        now_ns: int | None,
-        decisions: bool,
-        out: Any,
-        tiers: array[int] | None = None,
-    ) -> Any:
-        """The batch behind every ``check_batch*``; ``tiers`` (one u32 per
-        key, ``TieredLimiter.check_batch_tier``) names each request's
-        tier."""
         h = self._handle()
         key_ptr, n, key_keep = _u64_buffer(keys, "keys")
         cost_ptr, cost_keep = None, None
@@ -647,29 +692,24 @@ class Limiter:
             cost_ptr, m, cost_keep = _u64_buffer(costs, "costs")
             if m != n:
                 raise ValueError(f"{n} keys but {m} costs")
-        if tiers is not None and len(tiers) != n:
-            raise ValueError(f"{n} keys but {len(tiers)} tiers")
+        tier_keep = None if tiers is None else _tier_array(tiers, n, h)
+        at_ns = _NOW if at is None else _at_ns(at)
         flags, flag_ptr = _out_flags(out, n)
         _refuse_overlap(_address(flag_ptr), n, _address(key_ptr), 8 * n, "keys")
         _refuse_overlap(_address(flag_ptr), n, _address(cost_ptr), 8 * n, "costs")
         full = (_CDecision * n)() if decisions and n else None
-        if tiers is not None:
-            tier_ptr = tiers.buffer_info()[0]
-            if now_ns is None:
-                status = _lib.ratecell_check_batch_tier(
-                    h, key_ptr, tier_ptr, cost_ptr, n, flag_ptr, full
-                )
-            else:
-                status = _lib.ratecell_check_batch_tier_at(
-                    h, key_ptr, tier_ptr, cost_ptr, n, now_ns, flag_ptr, full
-                )
-        elif now_ns is None:
-            status = _check_batch(h, key_ptr, cost_ptr, n, flag_ptr, full)
-        else:
-            status = _check_batch_at(h, key_ptr, cost_ptr, n, now_ns, flag_ptr, full)
+        batch = _ffi.CBatch(
+            _ffi.BATCH_SIZE,
+            n,
+            _address(key_ptr) or None,
+            _address(cost_ptr) or None,
+            tier_keep.buffer_info()[0] if tier_keep is not None and n else None,
+            at_ns,
+        )
+        status = _check_batch(h, batch, flag_ptr, full)
         # Until here the keep-alive names hold the (possibly converted)
         # buffers C read from; release the pins on caller buffers now.
-        del key_keep, cost_keep, key_ptr, cost_ptr, flag_ptr
+        del key_keep, cost_keep, tier_keep, key_ptr, cost_ptr, flag_ptr
         if status:
             raise _errors.error_for_status(status)
         if decisions:
@@ -682,42 +722,31 @@ class Limiter:
         self,
         key: Key = 0,
         cost: int = 1,
+        *,
+        tier: int | None = None,
         timeout: float | datetime.timedelta | None = None,
     ) -> Decision:
-        """Waits until a request of ``cost`` for ``key`` is admitted (for the
-        leaky bucket, also until its turn in the queue) and returns the
-        admitting decision.
+        """Waits until a request of ``cost`` for ``key`` (under ``tier``,
+        as for ``check``) is admitted (for the leaky bucket, also until its
+        turn in the queue) and returns the admitting decision. It waits on
+        the limiter's clock.
 
         ``timeout`` is in seconds (or a ``timedelta``); None or
         ``float('inf')`` waits as long as it takes, and a finite timeout
-        beyond what the C ABI holds (about 584 years) is a ``ValueError``. Raises ``TimedOut`` (with ``.decision``, nothing taken
-        from the limit) when the request would not be admitted in time, and
-        ``CostExceedsLimit`` at once when no wait can admit the cost.
+        beyond what the C ABI holds (about 584 years) is a ``ValueError``.
+        Raises ``TimedOut`` (with ``.decision``, nothing taken from the
+        limit) when the request would not be admitted in time,
+        ``CostExceedsLimit`` at once when no wait can admit the cost, and
+        ``InvalidTier`` at once for a tier the limiter does not have.
 
         The wait happens in C with the GIL released: other Python threads
         keep running. A ``KeyboardInterrupt`` is seen when it returns.
         """
-        return self._acquire(key, cost, timeout, None)
-
-    def _acquire(self, key: Any, cost: Any, timeout: Any, tier: int | None) -> Decision:
-        """The acquire behind ``acquire`` and, naming ``tier``,
-        ``TieredLimiter.acquire_tier``."""
         h = self._handle()
         timeout_ns = _timeout_ns(timeout)
-        cost = _u64(cost, "cost")
+        req = _request(h, key, cost, None, tier)
         out = _CDecision()
-        if _is_bytes_key(key):
-            raw = _bytes_key(key)
-            if tier is None:
-                status = _acquire_bytes(h, raw, len(raw), cost, timeout_ns, out)
-            else:
-                status = _lib.ratecell_acquire_bytes_tier(
-                    h, raw, len(raw), tier, cost, timeout_ns, out
-                )
-        elif tier is None:
-            status = _acquire(h, _u64(key, "key"), cost, timeout_ns, out)
-        else:
-            status = _lib.ratecell_acquire_tier(h, _u64(key, "key"), tier, cost, timeout_ns, out)
+        status = _acquire(h, req, timeout_ns, out)
         if status == 0:
             return decision_from_c(out)
         if status == _TIMED_OUT:
@@ -725,21 +754,17 @@ class Limiter:
         if status == _COST_EXCEEDS_LIMIT:
             raise CostExceedsLimit(
                 decision_from_c(out),
-                f"cost {cost} exceeds what the limiter can ever admit ({out.limit} at once)",
+                f"cost {req.cost} exceeds what the limiter can ever admit ({out.limit} at once)",
             )
-        raise _errors.error_for_status(status)
+        raise _raise_error(status, h, tier)
 
     # -- state ------------------------------------------------------------
 
-    def reset_key(self, key: Key = 0) -> None:
+    def reset(self, key: Key = 0) -> None:
         """Forgets ``key``'s state (for capacity 0: the one shared state);
-        its next request is decided as a fresh key's."""
+        its next request is decided as a fresh key's, under any tier."""
         h = self._handle()
-        if _is_bytes_key(key):
-            raw = _bytes_key(key)
-            status = _lib.ratecell_reset_bytes(h, raw, len(raw))
-        else:
-            status = _lib.ratecell_reset_key(h, _u64(key, "key"))
+        status = _reset(h, _request(h, key, 1, None, None))
         if status:
             raise _errors.error_for_status(status)
 
@@ -873,6 +898,35 @@ def _snapshot_path(path: Any, name: str) -> bytes:
     if b"\0" in p:
         raise ValueError(f"{name}: the path contains a NUL byte")
     return p
+
+
+def _build(
+    configs: Any, n_limits: int, n_tiers: int, shared: Any = None, shared_mode: Any = 0o600
+) -> _ffi.LimiterHandle:
+    """``ratecell_limiter_build`` of ``configs`` (``n_tiers`` rows of
+    ``n_limits``, or one row when ``n_tiers`` is 0), in the shared region
+    at ``shared`` when not None; a refusal raises the ``InvalidConfig``
+    subclass naming the field (or the ``SharedRegionError`` subclass)."""
+    options = _ffi.COptions()
+    _lib.ratecell_options_init(options)
+    options.configs = configs
+    options.n_limits = n_limits
+    options.n_tiers = n_tiers
+    if shared is not None:
+        if isinstance(shared_mode, bool) or not isinstance(shared_mode, int):
+            raise TypeError("shared_mode must be an int (permission bits, e.g. 0o600)")
+        if not 0 <= shared_mode <= 0o7777:
+            raise ValueError(f"shared_mode = {shared_mode:#o}: outside 0..=0o7777")
+        path = os.fsencode(shared)
+        if b"\0" in path:
+            raise ValueError("shared: the path contains a NUL byte")
+        options.shared_path = path
+        options.shared_mode = shared_mode
+    handle = _ffi.LimiterHandle()
+    status = _lib.ratecell_limiter_build(options, handle)
+    if status:
+        raise _first_config_error(status, configs)
+    return handle
 
 
 def _open_persisted(

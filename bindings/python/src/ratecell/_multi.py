@@ -1,6 +1,6 @@
 """Several limits checked as one: ``Limit``, ``MultiLimiter`` and the
-per-limit answer ``MultiDecision`` (``ratecell_limiter_new_multi`` and
-``ratecell_check_each*`` of the C ABI).
+per-limit answer ``MultiDecision`` (``ratecell_limiter_build`` with
+``n_limits`` and ``ratecell_check_each`` of the C ABI).
 """
 
 from __future__ import annotations
@@ -12,24 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _errors, _ffi
+from . import _ffi
 from ._limiter import (
-    _as_given,
-    _c_configs,
-    _first_config_error,
-    U32_MAX,
-    U64_MAX,
     Key,
     Limiter,
-    _bytes_key,
-    _config_error,
-    _config_int,
-    _enum_value,
-    _is_bytes_key,
+    _as_given,
+    _build,
+    _c_configs,
+    _first_config_error,
     _open_persisted,
-    _period_ns,
+    _raise_error,
+    _request,
     _snapshot_path,
-    _u64,
 )
 from ._decision import decision_from_c
 from ._types import Algorithm, Clock, Config, Decision, Limit, Overflow
@@ -102,11 +96,7 @@ class MultiLimiter(Limiter):
         if persist is not None:
             self._h = _open_persisted(configs, persist, every)
             return
-        handle = _ffi.LimiterHandle()
-        status = _lib.ratecell_limiter_new_multi(configs, len(configs), handle)
-        if status:
-            raise _first_config_error(status, configs)
-        self._h = handle
+        self._h = _build(configs, len(configs), 0)
 
     @classmethod
     def restore(
@@ -158,34 +148,28 @@ class MultiLimiter(Limiter):
         ``period_ns``."""
         return self._limits
 
-    def check_each(self, key: Key = 0, cost: int = 1) -> MultiDecision:
-        """``check`` with each limit's own decision and the denying limit."""
-        return self._each(key, cost, None)
+    def check_each(
+        self, key: Key = 0, cost: int = 1, *, at: int | None = None, tier: int | None = None
+    ) -> MultiDecision:
+        """``check`` (the same arguments, the same effect on the limiter)
+        with each limit's own decision and the denying limit."""
+        return _check_each(self, key, cost, at, tier, self._names)
 
-    def check_each_at(self, key: Key, cost: int, now_ns: int) -> MultiDecision:
-        """``check_each`` at the caller's time ``now_ns`` (UNIX ns)."""
-        return self._each(key, cost, _u64(now_ns, "now_ns"))
 
-    def _each(self, key: Any, cost: Any, now_ns: int | None) -> MultiDecision:
-        h = self._handle()
-        cost = _u64(cost, "cost")
-        out = _ffi.CMultiDecision()
-        if _is_bytes_key(key):
-            data = _bytes_key(key)
-            if now_ns is None:
-                status = _lib.ratecell_check_bytes_each(h, data, len(data), cost, out)
-            else:
-                status = _lib.ratecell_check_bytes_each_at(h, data, len(data), cost, now_ns, out)
-        elif now_ns is None:
-            status = _lib.ratecell_check_each(h, _u64(key, "key"), cost, out)
-        else:
-            status = _lib.ratecell_check_each_at(h, _u64(key, "key"), cost, now_ns, out)
-        if status:
-            raise _errors.error_for_status(status)
-        denied = None if out.denied_by == _ffi.NO_LIMIT else int(out.denied_by)
-        return MultiDecision(
-            decision=decision_from_c(out.decision),
-            denied_by=denied,
-            denied_name=None if denied is None else self._names[denied],
-            limits=tuple(decision_from_c(out.limits[i]) for i in range(out.count)),
-        )
+def _check_each(
+    limiter: Limiter, key: Any, cost: Any, at: Any, tier: Any, names: Sequence[str] | None
+) -> MultiDecision:
+    """``ratecell_check_each`` on ``limiter``; ``names`` are its limits'
+    (None: every name is "")."""
+    h = limiter._handle()
+    out = _ffi.CMultiDecision()
+    status = _lib.ratecell_check_each(h, _request(h, key, cost, at, tier), out)
+    if status:
+        raise _raise_error(status, h, tier)
+    denied = None if out.denied_by == _ffi.NO_LIMIT else int(out.denied_by)
+    return MultiDecision(
+        decision=decision_from_c(out.decision),
+        denied_by=denied,
+        denied_name=None if denied is None else (names[denied] if names is not None else ""),
+        limits=tuple(decision_from_c(out.limits[i]) for i in range(out.count)),
+    )

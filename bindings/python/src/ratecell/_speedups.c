@@ -8,7 +8,9 @@
  * which is also what runs when this module is not built.
  *
  * Not linked against the ratecell library: ratecell._ffi loads it with
- * ctypes and passes init() the addresses of the three functions called here.
+ * ctypes and passes init() the addresses of the two functions called here,
+ * ratecell_check (with a ratecell_request filled on the C stack) and
+ * ratecell_allow (the yes/no call for one request of cost 1, now).
  * Built against the stable ABI (abi3) of Python 3.10, so one build serves
  * every CPython from 3.10 on.
  *
@@ -39,20 +41,32 @@ struct decision {
     uint64_t wait_ns;
 };
 
-typedef uint32_t (*check_fn)(const void *limiter, uint64_t key, uint64_t cost,
+/* struct ratecell_request of include/ratecell.h; init() checks that its
+ * size is ctypes' size of _ffi.CRequest. */
+struct request {
+    uint32_t size;
+    uint32_t tier;
+    uint64_t key_id;
+    const uint8_t *key_bytes;
+    size_t key_len;
+    uint64_t cost;
+    uint64_t at_ns;
+};
+
+/* RATECELL_NOW: at_ns of a request decided at the limiter's clock. */
+#define NOW UINT64_MAX
+
+typedef uint32_t (*check_fn)(const void *limiter, const struct request *request,
                              struct decision *out);
-typedef uint32_t (*check_bytes_fn)(const void *limiter, const uint8_t *key, size_t key_len,
-                                   uint64_t cost, struct decision *out);
-typedef int32_t (*allow_key_fn)(const void *limiter, uint64_t key);
+typedef int32_t (*allow_fn)(const void *limiter, uint64_t key);
 
 /* Set once by init(); the module is per-interpreter state free (the ratecell
  * library is process-wide anyway). */
 static check_fn c_check;
-static check_bytes_fn c_check_bytes;
-static allow_key_fn c_allow_key;
+static allow_fn c_allow;
 static PyObject *decision_type;  /* ratecell.Decision */
 static newfunc decision_new;     /* its tp_new (object.__new__) */
-static PyObject *error_for_status; /* ratecell._errors.error_for_status */
+static PyObject *raise_error;    /* ratecell._limiter._raise_error */
 static PyObject *empty_tuple;
 static PyObject *str_value;
 static PyObject *field_names[6];
@@ -72,9 +86,11 @@ static int handle_pointer(PyObject *handle, const void **out) {
     return *out == NULL && PyErr_Occurred() ? -1 : 0;
 }
 
-/* The exception of a failed call's status, raised. */
-static PyObject *raise_status(uint32_t status) {
-    PyObject *err = PyObject_CallFunction(error_for_status, "k", (unsigned long)status);
+/* The exception of a failed call's status, raised: raise_error(status,
+ * handle, tier) builds it (the tier and the limiter's count of tiers for
+ * RATECELL_INVALID_TIER). */
+static PyObject *raise_status(uint32_t status, PyObject *handle, PyObject *tier) {
+    PyObject *err = PyObject_CallFunction(raise_error, "kOO", (unsigned long)status, handle, tier);
     if (err != NULL) {
         PyErr_SetObject((PyObject *)Py_TYPE(err), err);
         Py_DECREF(err);
@@ -130,35 +146,67 @@ static int ready(void) {
     return 1;
 }
 
-/* Runs the check; 1 when done, 0 when the arguments are for the ctypes
- * path, -1 on an exception. */
-static int run_check(PyObject *const *args, Py_ssize_t nargs, struct decision *out) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "expected (handle, key, cost)");
-        return -1;
+/* Fills *req from (handle, key, cost, at, tier): 1 when done, 0 when the
+ * arguments are for the ctypes path (also a handle of None: a closed
+ * limiter) (which refuses what is to be refused,
+ * with the same messages), -1 on an exception. `at` is None (now) or an
+ * exact int below RATECELL_NOW; `tier` None (tier 0) or an exact int that
+ * fits a uint32_t (the library refuses a tier the limiter does not have). */
+static int read_request(PyObject *const *args, struct request *req) {
+    if (args[0] == Py_None) {
+        return 0; /* a closed limiter: the ctypes path raises LimiterClosed */
     }
-    if (!ready()) {
-        return -1;
-    }
-    uint64_t k = 0, cost;
+    uint64_t k = 0;
     const char *data = NULL;
     Py_ssize_t len = 0;
     int kind = read_key(args[1], &k, &data, &len);
     if (kind <= 0) {
         return kind;
     }
-    if (!exact_u64(args[2], &cost)) {
+    req->size = (uint32_t)sizeof(struct request);
+    req->key_id = k;
+    req->key_bytes = (const uint8_t *)data;
+    req->key_len = (size_t)len;
+    if (!exact_u64(args[2], &req->cost)) {
         return 0;
+    }
+    req->at_ns = NOW;
+    if (args[3] != Py_None && (!exact_u64(args[3], &req->at_ns) || req->at_ns == NOW)) {
+        return 0;
+    }
+    req->tier = 0;
+    if (args[4] != Py_None) {
+        uint64_t tier;
+        if (!exact_u64(args[4], &tier) || tier > UINT32_MAX) {
+            return 0;
+        }
+        req->tier = (uint32_t)tier;
+    }
+    return 1;
+}
+
+/* Runs the check; 1 when done, 0 when the arguments are for the ctypes
+ * path, -1 on an exception. */
+static int run_check(PyObject *const *args, Py_ssize_t nargs, struct decision *out) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "expected (handle, key, cost, at, tier)");
+        return -1;
+    }
+    if (!ready()) {
+        return -1;
+    }
+    struct request req;
+    int done = read_request(args, &req);
+    if (done <= 0) {
+        return done;
     }
     const void *limiter;
     if (handle_pointer(args[0], &limiter) < 0) {
         return -1;
     }
-    uint32_t status = kind == KEY_INT
-                          ? c_check(limiter, k, cost, out)
-                          : c_check_bytes(limiter, (const uint8_t *)data, (size_t)len, cost, out);
+    uint32_t status = c_check(limiter, &req, out);
     if (status != 0) {
-        raise_status(status);
+        raise_status(status, args[0], args[4]);
         return -1;
     }
     return 1;
@@ -195,10 +243,12 @@ static PyObject *build_decision(const struct decision *d) {
 }
 
 PyDoc_STRVAR(check_doc,
-             "check(handle, key, cost) -> Decision | None\n\n"
+             "check(handle, key, cost, at, tier) -> Decision | None\n\n"
              "Limiter.check for an exact int key in 0 ..= 2**64 - 1, or an exact str or\n"
-             "bytes key, and an exact int cost in range. None for any other arguments:\n"
-             "the caller takes the ctypes path, which checks and refuses them.");
+             "bytes key, an exact int cost in range, `at` None or an exact int below\n"
+             "2**64 - 1 and `tier` None or an exact int below 2**32. None for any other\n"
+             "arguments, and for a handle of None (a closed limiter): the caller takes the\n"
+             "ctypes path, which checks and refuses them.");
 
 static PyObject *speedups_check(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -214,15 +264,16 @@ static PyObject *speedups_check(PyObject *module, PyObject *const *args, Py_ssiz
 }
 
 PyDoc_STRVAR(allow_doc,
-             "allow(handle, key, cost) -> bool | None\n\n"
-             "Limiter.allow for the arguments check() takes: an int key with cost 1 is\n"
-             "ratecell_allow_key, others a check whose decision is not built. None for\n"
-             "any other arguments, as check().");
+             "allow(handle, key, cost, at, tier) -> bool | None\n\n"
+             "Limiter.allow for the arguments check() takes: an int key with cost 1, now\n"
+             "and no tier is ratecell_allow, others a check whose decision is not built.\n"
+             "None for any other arguments, as check().");
 
 static PyObject *speedups_allow(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     uint64_t k, cost;
-    if (nargs == 3 && exact_u64(args[1], &k) && exact_u64(args[2], &cost) && cost == 1) {
+    if (nargs == 5 && args[0] != Py_None && args[3] == Py_None && args[4] == Py_None &&
+        exact_u64(args[1], &k) && exact_u64(args[2], &cost) && cost == 1) {
         if (!ready()) {
             return NULL;
         }
@@ -230,9 +281,9 @@ static PyObject *speedups_allow(PyObject *module, PyObject *const *args, Py_ssiz
         if (handle_pointer(args[0], &limiter) < 0) {
             return NULL;
         }
-        int32_t answer = c_allow_key(limiter, k);
+        int32_t answer = c_allow(limiter, k);
         if (answer < 0) {
-            return raise_status((uint32_t)-answer);
+            return raise_status((uint32_t)-answer, args[0], args[4]);
         }
         return PyBool_FromLong(answer == 1);
     }
@@ -248,11 +299,11 @@ static PyObject *speedups_allow(PyObject *module, PyObject *const *args, Py_ssiz
 }
 
 PyDoc_STRVAR(init_doc,
-             "init(check, check_bytes, allow_key, decision_size, decision, error_for_status)\n\n"
-             "Binds the module: the addresses of ratecell_check, ratecell_check_bytes and\n"
-             "ratecell_allow_key in the loaded library, ctypes' size of struct\n"
-             "ratecell_decision, the Decision class and the function that maps a status\n"
-             "to its exception.");
+             "init(check, allow, request_size, decision_size, decision, raise_error)\n\n"
+             "Binds the module: the addresses of ratecell_check and ratecell_allow in the\n"
+             "loaded library, ctypes' sizes of struct ratecell_request and struct\n"
+             "ratecell_decision, the Decision class and the function that makes a failed\n"
+             "call's exception from (status, handle, tier).");
 
 static PyObject *speedups_init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -260,8 +311,8 @@ static PyObject *speedups_init(PyObject *module, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_TypeError, "init() takes 6 arguments");
         return NULL;
     }
-    void *fns[3];
-    for (int i = 0; i < 3; i++) {
+    void *fns[2];
+    for (int i = 0; i < 2; i++) {
         fns[i] = PyLong_AsVoidPtr(args[i]);
         if (fns[i] == NULL) {
             if (!PyErr_Occurred()) {
@@ -270,22 +321,31 @@ static PyObject *speedups_init(PyObject *module, PyObject *const *args, Py_ssize
             return NULL;
         }
     }
-    Py_ssize_t size = PyLong_AsSsize_t(args[3]);
-    if (size == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (size != (Py_ssize_t)sizeof(struct decision)) {
-        PyErr_Format(PyExc_ImportError,
-                     "ratecell._speedups: struct ratecell_decision is %zd bytes, expected %zd",
-                     size, (Py_ssize_t)sizeof(struct decision));
-        return NULL;
+    static const struct {
+        const char *name;
+        Py_ssize_t size;
+    } sizes[2] = {
+        {"ratecell_request", (Py_ssize_t)sizeof(struct request)},
+        {"ratecell_decision", (Py_ssize_t)sizeof(struct decision)},
+    };
+    for (int i = 0; i < 2; i++) {
+        Py_ssize_t size = PyLong_AsSsize_t(args[2 + i]);
+        if (size == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (size != sizes[i].size) {
+            PyErr_Format(PyExc_ImportError,
+                         "ratecell._speedups: struct %s is %zd bytes, expected %zd",
+                         sizes[i].name, size, sizes[i].size);
+            return NULL;
+        }
     }
     if (!PyType_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError, "init(): decision must be a class");
         return NULL;
     }
     if (!PyCallable_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError, "init(): error_for_status must be callable");
+        PyErr_SetString(PyExc_TypeError, "init(): raise_error must be callable");
         return NULL;
     }
     void *new = PyType_GetSlot((PyTypeObject *)args[4], Py_tp_new);
@@ -299,16 +359,15 @@ static PyObject *speedups_init(PyObject *module, PyObject *const *args, Py_ssize
      * guarantees they convert; ISO C does not, hence the detour through an
      * integer. */
     c_check = (check_fn)(uintptr_t)fns[0];
-    c_check_bytes = (check_bytes_fn)(uintptr_t)fns[1];
-    c_allow_key = (allow_key_fn)(uintptr_t)fns[2];
+    c_allow = (allow_fn)(uintptr_t)fns[1];
     decision_new = (newfunc)(uintptr_t) new;
-    PyObject *old_type = decision_type, *old_errors = error_for_status;
+    PyObject *old_type = decision_type, *old_raise = raise_error;
     Py_INCREF(args[4]);
     decision_type = args[4];
     Py_INCREF(args[5]);
-    error_for_status = args[5];
+    raise_error = args[5];
     Py_XDECREF(old_type);
-    Py_XDECREF(old_errors);
+    Py_XDECREF(old_raise);
     Py_RETURN_NONE;
 }
 

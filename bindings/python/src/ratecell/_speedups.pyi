@@ -5,12 +5,14 @@ from ._types import Decision
 
 def init(
     check: int | None,
-    check_bytes: int | None,
-    allow_key: int | None,
+    allow: int | None,
+    request_size: int,
     decision_size: int,
     decision: type[Decision],
-    error_for_status: Any,
+    raise_error: Any,
     /,
 ) -> None: ...
-def check(handle: Any, key: object, cost: object, /) -> Decision | None: ...
-def allow(handle: Any, key: object, cost: object, /) -> bool | None: ...
+def check(
+    handle: Any, key: object, cost: object, at: object, tier: object, /
+) -> Decision | None: ...
+def allow(handle: Any, key: object, cost: object, at: object, tier: object, /) -> bool | None: ...

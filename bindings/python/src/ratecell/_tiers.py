@@ -1,31 +1,24 @@
-"""A quota per tier: ``TieredLimiter`` (``ratecell_limiter_new_tiered_multi``
-and ``ratecell_check_tier*`` of the C ABI).
+"""A quota per tier: ``TieredLimiter`` (``ratecell_limiter_build`` with
+``n_tiers``, and the ``tier`` of ``ratecell_request`` of the C ABI).
 """
 
 from __future__ import annotations
 
 import datetime
-import operator
 import os
-from array import array
 from collections.abc import Sequence
 from typing import Any
 
 from . import _errors, _ffi
-from ._decision import decision_from_c
 from ._limiter import (
-    U32_MAX,
     Key,
     Limiter,
-    _bytes_key,
+    _build,
     _c_configs,
-    _first_config_error,
-    _is_bytes_key,
     _open_persisted,
-    _u64,
 )
-from ._multi import MultiDecision
-from ._types import Clock, Decision, Limit, Overflow
+from ._multi import MultiDecision, _check_each
+from ._types import Clock, Limit, Overflow
 
 __all__ = ["TieredLimiter", "MAX_TIERS"]
 
@@ -62,11 +55,12 @@ class TieredLimiter(Limiter):
     """One keyed limiter serving several tiers (free, paid, internal...):
     ``tiers[i]`` is tier ``i``'s ``Limit``, or a sequence of ``Limit``s
     checked as one (every tier then lists the same limits in the same
-    order, with its own values). ``check_tier`` names a key's tier on each
-    check, ``check_batch_tier`` a tier per request of a batch, and
-    ``acquire_tier`` the tier to wait for. Tier 0 is the default tier:
-    every ``Limiter`` method that names none (``check``, ``check_batch``,
-    ``acquire``, ...) is tier 0's.
+    order, with its own values). ``check(key, tier=t)`` (and ``allow``,
+    ``check_each``, ``acquire``) names a key's tier on each check, and
+    ``check_batch(keys, tiers=[...])`` a tier per request of a batch. Tier
+    0 is the default tier: a call that names none is tier 0's. A tier not
+    below ``tiers`` raises ``InvalidTier`` (naming the tier and how many
+    there are) and checks nothing.
 
     A key whose tier changes keeps its state, read by its new tier's limits
     at its next check (the carry-over rules of ``reconfigure``, for that
@@ -103,11 +97,7 @@ class TieredLimiter(Limiter):
         if persist is not None:
             self._h = _open_persisted(configs, persist, every, per_tier)
             return
-        handle = _ffi.LimiterHandle()
-        status = _lib.ratecell_limiter_new_tiered_multi(configs, per_tier, n, handle)
-        if status:
-            raise _first_config_error(status, configs)
-        self._h = handle
+        self._h = _build(configs, per_tier, n)
 
     @classmethod
     def restore(  # type: ignore[override]
@@ -152,121 +142,10 @@ class TieredLimiter(Limiter):
         """How many tiers the limiter serves."""
         return self._tiers
 
-    def check_tier(self, key: Key, tier: int, cost: int = 1) -> Decision:
-        """Decides a request of ``cost`` for ``key`` (an int, or bytes or
-        str) under tier ``tier``'s limits, now. A tier not below ``tiers``
-        raises ``InvalidTier`` and checks nothing."""
-        return self._decide(key, tier, cost, None)
-
-    def check_tier_at(self, key: Key, tier: int, cost: int, now_ns: int) -> Decision:
-        """``check_tier`` at the caller's time ``now_ns`` (UNIX ns)."""
-        return self._decide(key, tier, cost, _u64(now_ns, "now_ns"))
-
-    def check_tier_each_at(self, key: int, tier: int, cost: int, now_ns: int) -> MultiDecision:
-        """``check_tier_at`` with each limit's own decision and the denying
-        limit's index (for tiers of several limits; names are not kept)."""
-        h = self._handle()
-        tier = self._tier_arg(tier)
-        m = _ffi.CMultiDecision()
-        status = _lib.ratecell_check_tier_each_at(
-            h, _u64(key, "key"), tier, _u64(cost, "cost"), _u64(now_ns, "now_ns"), m
-        )
-        if status:
-            raise self._error(status, tier)
-        denied = None if m.denied_by == _ffi.NO_LIMIT else int(m.denied_by)
-        return MultiDecision(
-            decision=decision_from_c(m.decision),
-            denied_by=denied,
-            denied_name=None if denied is None else "",
-            limits=tuple(decision_from_c(m.limits[i]) for i in range(m.count)),
-        )
-
-    def check_batch_tier(
-        self,
-        keys: Any,
-        tiers: Any,
-        costs: Any = None,
-        *,
-        decisions: bool = False,
-        out: Any = None,
-    ) -> Any:
-        """``check_batch`` with a tier per request: ``keys[i]`` under tier
-        ``tiers[i]`` (an iterable of ints, one per key). Every tier is
-        checked first: one not below ``tiers`` raises ``InvalidTier`` and
-        nothing is decided or stored."""
-        return self._batch(keys, costs, None, decisions, out, self._tier_array(tiers))
-
-    def check_batch_tier_at(
-        self,
-        keys: Any,
-        tiers: Any,
-        costs: Any,
-        now_ns: int,
-        *,
-        decisions: bool = False,
-        out: Any = None,
-    ) -> Any:
-        """``check_batch_tier`` at the caller's time ``now_ns``."""
-        return self._batch(
-            keys, costs, _u64(now_ns, "now_ns"), decisions, out, self._tier_array(tiers)
-        )
-
-    def acquire_tier(
-        self,
-        key: Key,
-        tier: int,
-        cost: int = 1,
-        timeout: float | datetime.timedelta | None = None,
-    ) -> Decision:
-        """``acquire`` under tier ``tier``'s limits: waits until that tier
-        admits the request. A tier not below ``tiers`` raises
-        ``InvalidTier`` at once, nothing checked."""
-        tier = self._tier_arg(tier)
-        try:
-            return self._acquire(key, cost, timeout, tier)
-        except _errors.InvalidTier:
-            raise self._error(_errors.InvalidTier.status, tier) from None
-
-    def _tier_array(self, tiers: Any) -> array[int]:
-        """``tiers`` as the u32s the C ABI reads; a value no tier has
-        raises ``InvalidTier`` (the C ABI would refuse it all the same)."""
-        if isinstance(tiers, (bytes, bytearray, str)):
-            raise TypeError(f"tiers must be an iterable of ints, not {type(tiers).__name__}")
-        values = [self._tier_arg(operator.index(t)) for t in tiers]
-        for t in values:
-            if t >= self._tiers:
-                raise self._error(_errors.InvalidTier.status, t)
-        return array("I", values)
-
-    def _decide(self, key: Any, tier: Any, cost: Any, now_ns: int | None) -> Decision:
-        h = self._handle()
-        tier = self._tier_arg(tier)
-        cost = _u64(cost, "cost")
-        out = _ffi.CDecision()
-        if _is_bytes_key(key):
-            raw = _bytes_key(key)
-            if now_ns is None:
-                status = _lib.ratecell_check_bytes_tier(h, raw, len(raw), tier, cost, out)
-            else:
-                status = _lib.ratecell_check_bytes_tier_at(
-                    h, raw, len(raw), tier, cost, now_ns, out
-                )
-        elif now_ns is None:
-            status = _lib.ratecell_check_tier(h, _u64(key, "key"), tier, cost, out)
-        else:
-            status = _lib.ratecell_check_tier_at(h, _u64(key, "key"), tier, cost, now_ns, out)
-        if status:
-            raise self._error(status, tier)
-        return decision_from_c(out)
-
-    def _tier_arg(self, tier: Any) -> int:
-        if type(tier) is not int:
-            raise TypeError(f"tier must be an int, not {type(tier).__name__}")
-        if not 0 <= tier <= U32_MAX:
-            raise _errors.InvalidTier(f"tier {tier} is outside 0..{self._tiers - 1}")
-        return tier
-
-    def _error(self, status: int, tier: int) -> _errors.RatecellError:
-        if status == _errors.InvalidTier.status:
-            return _errors.InvalidTier(f"tier {tier} is outside 0..{self._tiers - 1}")
-        return _errors.error_for_status(status)
+    def check_each(
+        self, key: Key = 0, cost: int = 1, *, at: int | None = None, tier: int | None = None
+    ) -> MultiDecision:
+        """``check`` (the same arguments, the same effect on the limiter)
+        with each limit of the tier's own decision and the denying limit's
+        index (for tiers of several limits; names are not kept: ``""``)."""
+        return _check_each(self, key, cost, at, tier, None)

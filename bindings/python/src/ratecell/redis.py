@@ -2,7 +2,7 @@
 
 A client of the ratecell Redis module (``bindings/redis``), on redis-py
 (install ``ratecell[redis]``). ``RedisLimiter`` mirrors ``Limiter``'s
-per-key methods (``check``, ``check_at``, ``allow``, ``allow_at``) and
+per-key methods (``check(key, cost, *, at=None)`` and ``allow``) and
 returns the same ``ratecell.Decision``; the state lives in the Redis key, so
 every process that uses the same server (or cluster) shares the limit::
 
@@ -150,23 +150,16 @@ class RedisLimiter:
             raise
         return _decision(reply)
 
-    def check(self, key: Key, cost: int = 1) -> Decision:
-        """Decides a request of ``cost`` units for ``key`` on the server's
-        clock (cost 0 is a peek) and stores the result in Redis."""
-        return self._run(key, cost, None)
+    def check(self, key: Key, cost: int = 1, *, at: int | None = None) -> Decision:
+        """Decides a request of ``cost`` units for ``key`` (cost 0 is a
+        peek) and stores the result in Redis. ``at`` (UNIX ns) decides at
+        that time instead of the server's clock; the state is then kept
+        without expiry (replays, tests)."""
+        return self._run(key, cost, at)
 
-    def check_at(self, key: Key, cost: int, now_ns: int) -> Decision:
-        """As ``check``, at ``now_ns`` (UNIX ns) instead of the server's
-        clock; the state is then kept without expiry (replays, tests)."""
-        return self._run(key, cost, now_ns)
-
-    def allow(self, key: Key, cost: int = 1) -> bool:
+    def allow(self, key: Key, cost: int = 1, *, at: int | None = None) -> bool:
         """Whether ``check`` admits the request."""
-        return self._run(key, cost, None).allowed
-
-    def allow_at(self, key: Key, cost: int, now_ns: int) -> bool:
-        """Whether ``check_at`` admits the request."""
-        return self._run(key, cost, now_ns).allowed
+        return self._run(key, cost, at).allowed
 
 
 def _check_all_args(
@@ -190,15 +183,17 @@ def _check_all_reply(reply: Sequence[Any]) -> tuple[bool, list[Decision]]:
 def check_all(
     client: Any,
     limits: Iterable[tuple[RedisLimiter, Key] | tuple[RedisLimiter, Key, int]],
-    now_ns: int | None = None,
+    *,
+    at: int | None = None,
 ) -> tuple[bool, list[Decision]]:
     """Checks several ``(limiter, key[, cost])`` as one request: admitted,
     and stored, only if every limit admits. Returns the overall answer and
     one decision per limit (when not admitted, the limits that would have
-    admitted report a peek at their unchanged state). In a cluster the keys
-    must share a slot: use a hash tag (``{user:42}:minute``)."""
+    admitted report a peek at their unchanged state). ``at`` (UNIX ns), as
+    for ``RedisLimiter.check``. In a cluster the keys must share a slot:
+    use a hash tag (``{user:42}:minute``)."""
     try:
-        reply = client.execute_command("RATECELL.CHECKALL", *_check_all_args(limits, now_ns))
+        reply = client.execute_command("RATECELL.CHECKALL", *_check_all_args(limits, at))
     except _redis.ResponseError as e:
         _raise(e)
         raise

@@ -6,7 +6,7 @@
 //! the module, sets `RATECELL_REDIS_MODULE` and runs them with `--ignored`.
 #![allow(dead_code)]
 
-use ratecell::{Algorithm, Clock, Config, Decision, Limiter};
+use ratecell::{Algorithm, Clock, Config, Decision, Limiter, Request};
 use redis::{Connection, Value};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -223,7 +223,11 @@ pub fn trace(rng: &mut Rng, c: &Config, len: usize) -> Vec<(u64, u64)> {
 }
 
 pub fn limiter(c: &Config) -> Limiter {
-    Limiter::with_clock(*c, Clock::manual(T0).0).unwrap()
+    Limiter::builder()
+        .limit(*c)
+        .clock(Clock::manual(T0).0)
+        .build()
+        .unwrap()
 }
 
 /// Runs a trace through the server (pipelined, with AT) and the in-process
@@ -235,7 +239,7 @@ pub fn assert_same(con: &mut Connection, key: &str, c: &Config, trace: &[(u64, u
     }
     let replies: Vec<Vec<i64>> = pipe.query(con).unwrap();
     for (i, (&(t, cost), r)) in trace.iter().zip(&replies).enumerate() {
-        let want = l.check_at(cost, t);
+        let want = l.check(Request::new(cost).at(t));
         assert_eq!(decision(r), want, "{c:?}, step {i}: cost {cost} at {t}");
     }
 }

@@ -228,25 +228,30 @@ impl Replay<'_> {
             let AnyLimiter::Keyed(keyed) = &self.policy else {
                 unreachable!("a replay's policy is keyed")
             };
-            let each = keyed
-                .check_bytes_tier_each_at(r.key, r.tier, r.cost, r.t)
-                .map_err(|e| {
-                    let hint = if self.tiers == 1 {
-                        " (add tiers with --tier)"
-                    } else {
-                        ""
-                    };
-                    CliError::usage(format!("{}:{line}: field 'tier': {e}{hint}", self.name))
-                })?;
+            let tier = keyed.tier(r.tier).map_err(|e| {
+                let hint = if self.tiers == 1 {
+                    " (add tiers with --tier)"
+                } else {
+                    ""
+                };
+                CliError::usage(format!("{}:{line}: field 'tier': {e}{hint}", self.name))
+            })?;
+            let each = keyed.check_each(r.key, ratecell::Request::new(r.cost).at(r.t).tier(tier));
             (
                 each.decision,
                 each.denied_by.filter(|_| self.limits.len() > 1),
             )
         } else if self.limits.len() > 1 {
-            let each = self.policy.check_bytes_each_at(r.key, r.cost, r.t);
+            let each = self
+                .policy
+                .check_each(r.key, ratecell::Request::new(r.cost).at(r.t));
             (each.decision, each.denied_by)
         } else {
-            (self.policy.check_bytes_at(r.key, r.cost, r.t), None)
+            (
+                self.policy
+                    .check(r.key, ratecell::Request::new(r.cost).at(r.t)),
+                None,
+            )
         };
         self.total.add(d.allowed);
         match self.per_key.get_mut(r.key) {
