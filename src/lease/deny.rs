@@ -4,6 +4,7 @@
 
 use super::store::{Found, KeyRef, Keyed, Store};
 use crate::decision::Decision;
+use crate::request::Key;
 use std::sync::atomic::{
     AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
@@ -19,9 +20,9 @@ use std::sync::atomic::{
 /// let cache = DenialCache::new(1000);
 /// let denied = Decision { allowed: false, limit: 5, remaining: 0, retry_after_ns: 100, reset_after_ns: 300, wait_ns: 0 };
 /// cache.remember(7, &denied, 1_000);
-/// let d = cache.check_at(7, 1_040).unwrap();
+/// let d = cache.check(7, 1_040).unwrap();
 /// assert_eq!((d.allowed, d.retry_after_ns, d.reset_after_ns), (false, 60, 260));
-/// assert!(cache.check_at(7, 1_100).is_none(), "Redis decides again");
+/// assert!(cache.check(7, 1_100).is_none(), "Redis decides again");
 /// ```
 pub struct DenialCache {
     store: Store<Denial>,
@@ -56,19 +57,13 @@ impl DenialCache {
     /// `reset_after` reduced by the time since; `None` when there is none
     /// running (ask Redis).
     #[inline]
-    pub fn check_at(&self, key: u64, now_ns: u64) -> Option<Decision> {
-        let b = key.to_le_bytes();
-        self.check_key(self.store.hash_u64(key), &b, now_ns)
+    pub fn check<'k>(&self, key: impl Into<Key<'k>>, now_ns: u64) -> Option<Decision> {
+        self.store
+            .with_key(key.into(), |k| self.check_key(k, now_ns))
     }
 
-    /// [`DenialCache::check_at`] for a byte key.
-    #[inline]
-    pub fn check_bytes_at(&self, key: &[u8], now_ns: u64) -> Option<Decision> {
-        self.check_key(self.store.hash(key), key, now_ns)
-    }
-
-    fn check_key(&self, hash: u64, bytes: &[u8], now: u64) -> Option<Decision> {
-        let found = self.store.with(KeyRef { hash, bytes }, |d| {
+    fn check_key(&self, key: KeyRef<'_>, now: u64) -> Option<Decision> {
+        let found = self.store.with(key, |d| {
             let until = d.until.load(Acquire);
             (now < until).then(|| Decision {
                 allowed: false,
@@ -87,22 +82,16 @@ impl DenialCache {
 
     /// Remembers Redis's `decision` for `key`, made at `now_ns`, if it is
     /// a denial that a wait can end.
-    pub fn remember(&self, key: u64, decision: &Decision, now_ns: u64) {
-        let b = key.to_le_bytes();
-        self.remember_key(self.store.hash_u64(key), &b, decision, now_ns);
+    pub fn remember<'k>(&self, key: impl Into<Key<'k>>, decision: &Decision, now_ns: u64) {
+        self.store
+            .with_key(key.into(), |k| self.remember_key(k, decision, now_ns));
     }
 
-    /// [`DenialCache::remember`] for a byte key.
-    pub fn remember_bytes(&self, key: &[u8], decision: &Decision, now_ns: u64) {
-        self.remember_key(self.store.hash(key), key, decision, now_ns);
-    }
-
-    fn remember_key(&self, hash: u64, bytes: &[u8], d: &Decision, now: u64) {
+    fn remember_key(&self, key: KeyRef<'_>, d: &Decision, now: u64) {
         // An admission, or a cost no wait admits: nothing to remember.
         if d.allowed || d.retry_after_ns == u64::MAX {
             return;
         }
-        let key = KeyRef { hash, bytes };
         let write = |e: &Denial| {
             e.reset_at
                 .store(now.saturating_add(d.reset_after_ns), Relaxed);
@@ -114,7 +103,7 @@ impl DenialCache {
             return;
         }
         let make = || Denial {
-            key: bytes.into(),
+            key: key.bytes.into(),
             until: AtomicU64::new(0),
             reset_at: AtomicU64::new(0),
             limit: AtomicU64::new(0),

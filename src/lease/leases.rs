@@ -9,6 +9,7 @@ use super::store::{Found, KeyRef, Keyed, Store};
 use crate::config::Algorithm;
 use crate::decision::Decision;
 use crate::keyed::KeyedLimiter;
+use crate::request::{Key, Request, Tier};
 use crate::sync::{AtomicU64, Ordering::Relaxed};
 use std::sync::atomic::AtomicU64 as Counter;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// the protocol's decisions, with no I/O (the module docs say who carries
 /// the requests).
 ///
-/// [`Leases::check_at`] answers with a [`Step`]: decided here (units were
+/// [`Leases::check`] answers with a [`Step`]: decided here (units were
 /// spent, or a denial Redis gave is remembered, or the failure policy
 /// decided while grants fail), decided here with a refill to fetch in the
 /// background, fetch a grant now, or check with Redis directly (the key
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// let s = 1_000_000_000;
 /// let leases = Leases::new(LeaseConfig::new(Config::new(Algorithm::FixedWindow, 100, s)).skew_ns(0)).unwrap();
 /// let t = 10 * s;
-/// let Step::Fetch(req) = leases.check_at(7, 1, t) else { panic!("no units yet") };
+/// let Step::Fetch(req) = leases.check(7, 1, t) else { panic!("no units yet") };
 /// // ... send leases.command(&req, b"", false) to Redis; it granted 1 unit until the window's end:
 /// let reply = GrantReply { units: 1, expires_at_ns: 11 * s, retry_after_ns: 0, limit: 100, remaining: 99 };
 /// let done = leases.complete(&req, Some(reply), t);
@@ -235,21 +236,6 @@ impl Entry {
     }
 }
 
-/// A check's key: a `u64` as its 8 little-endian bytes, as KeyedLimiter.
-enum Key<'a> {
-    U64([u8; 8]),
-    Bytes(&'a [u8]),
-}
-
-impl Key<'_> {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Key::U64(b) => b,
-            Key::Bytes(b) => b,
-        }
-    }
-}
-
 impl Leases {
     /// The leases of one limit, with nothing held.
     pub fn new(config: LeaseConfig) -> Result<Leases, LeaseError> {
@@ -263,26 +249,33 @@ impl Leases {
         })
     }
 
-    /// A `u64` key's check of cost `cost` at `now_ns`.
+    /// A check of `key` (a `u64` key is its 8 little-endian bytes, as in
+    /// a [`KeyedLimiter`]) for `request`: its cost (0 is a peek, which
+    /// never asks Redis), at its time.
+    ///
+    /// The core reads no clock, so the time is an argument: `now_ns` is the
+    /// caller's clock reading (UNIX ns), and a time set on the request
+    /// ([`Request::at`]) wins over it, as it wins over a limiter's clock. A
+    /// leased limit has one tier: a request for another is never admitted
+    /// ([`Decision::NEVER`]), as with a limiter that lacks the tier.
     #[inline]
-    pub fn check_at(&self, key: u64, cost: u64, now_ns: u64) -> Step {
-        let hash = self.store.hash_u64(key);
-        self.check_key(hash, Key::U64(key.to_le_bytes()), cost, now_ns)
+    pub fn check<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
+        now_ns: u64,
+    ) -> Step {
+        let r = request.into();
+        if r.tier != Tier::DEFAULT {
+            return Step::Decided(Decision::NEVER);
+        }
+        let now = r.at_ns.unwrap_or(now_ns);
+        self.store
+            .with_key(key.into(), |k| self.check_key(k, r.cost, now))
     }
 
-    /// A byte key's check; `key.to_le_bytes()` is the `u64` key `key`.
     #[inline]
-    pub fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Step {
-        let hash = self.store.hash(key);
-        self.check_key(hash, Key::Bytes(key), cost, now_ns)
-    }
-
-    #[inline]
-    fn check_key(&self, hash: u64, key: Key<'_>, cost: u64, now: u64) -> Step {
-        let kr = KeyRef {
-            hash,
-            bytes: key.bytes(),
-        };
+    fn check_key(&self, kr: KeyRef<'_>, cost: u64, now: u64) -> Step {
         match self.store.with(kr, |e| self.check_entry(e, cost, now)) {
             Found::Entry(step) => step,
             Found::Missing => self.check_new(kr, cost, now),
@@ -592,7 +585,7 @@ impl Leases {
     fn fallback(&self, key: &[u8], q: u64, now: u64, next_attempt: u64) -> Decision {
         bump(&self.counts.lease_fallbacks, 1);
         match &self.local {
-            Some(local) => local.check(key, crate::Request::new(q).at(now)),
+            Some(local) => local.check(key, Request::new(q).at(now)),
             None => self.denial(next_attempt.saturating_sub(now)),
         }
     }

@@ -11,6 +11,7 @@
 //! capacity: a new key that finds it full, even after idle entries are
 //! dropped, is not tracked, and the caller decides it another way.
 
+use crate::request::Key;
 use crate::table::KeyHasher;
 use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
@@ -91,14 +92,23 @@ impl<E: Keyed> Store<E> {
         }
     }
 
+    /// Runs `f` on `key` as the store sees it: its hash and its bytes (a
+    /// `u64` key's 8 little-endian bytes, on the stack).
     #[inline]
-    pub(crate) fn hash_u64(&self, key: u64) -> u64 {
-        self.hasher.hash_u64(key)
-    }
-
-    #[inline]
-    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash(key)
+    pub(crate) fn with_key<R>(&self, key: Key<'_>, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        match key {
+            Key::Id(id) => {
+                let bytes = id.to_le_bytes();
+                f(KeyRef {
+                    hash: self.hasher.hash_u64(id),
+                    bytes: &bytes,
+                })
+            }
+            Key::Bytes(bytes) => f(KeyRef {
+                hash: self.hasher.hash(bytes),
+                bytes,
+            }),
+        }
     }
 
     #[inline]

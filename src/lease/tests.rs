@@ -49,7 +49,7 @@ fn decided(step: Step) -> Decision {
 
 /// Checks once at `t`, fetching a grant of `units` until `until` when asked.
 fn check_granting(l: &Leases, key: u64, t: u64, units: u64, until: u64) -> Decision {
-    match l.check_at(key, 1, t) {
+    match l.check(key, 1, t) {
         Step::Fetch(r) => l
             .complete(&r, Some(reply(units, until)), t)
             .decision
@@ -69,7 +69,7 @@ fn a_first_check_fetches_one_unit_and_grants_grow_with_the_checks() {
     let mut wants = vec![];
     for i in 0..40 {
         let t = T0 + i * MS;
-        match l.check_at(1, 1, t) {
+        match l.check(1, 1, t) {
             Step::Fetch(r) => {
                 wants.push(r.want());
                 assert!(r.is_fetch());
@@ -94,7 +94,7 @@ fn a_first_check_fetches_one_unit_and_grants_grow_with_the_checks() {
 #[test]
 fn a_quarter_left_asks_once_for_a_refill_in_the_background() {
     let l = Leases::new(fixed(1000)).unwrap();
-    let r = fetch(l.check_at(1, 1, T0));
+    let r = fetch(l.check(1, 1, T0));
     // Asked for 1, granted 8 (the reply may differ from the want).
     assert_eq!(
         l.complete(&r, Some(reply(8, T0 + S)), T0)
@@ -105,7 +105,7 @@ fn a_quarter_left_asks_once_for_a_refill_in_the_background() {
     );
     let mut refills = vec![];
     for i in 1..=5 {
-        match l.check_at(1, 1, T0 + i) {
+        match l.check(1, 1, T0 + i) {
             Step::Decided(d) => assert!(d.allowed),
             Step::Refill(d, r) => {
                 assert!(d.allowed && !r.is_fetch());
@@ -119,9 +119,9 @@ fn a_quarter_left_asks_once_for_a_refill_in_the_background() {
     // The refill, same window: one pool with the 2 left.
     l.complete(&refills[0], Some(reply(5, T0 + S)), T0 + 6);
     for i in 0..7 {
-        assert!(decided(l.check_at(1, 1, T0 + 7 + i)).allowed);
+        assert!(decided(l.check(1, 1, T0 + 7 + i)).allowed);
     }
-    assert!(matches!(l.check_at(1, 1, T0 + 20), Step::Fetch(_)));
+    assert!(matches!(l.check(1, 1, T0 + 20), Step::Fetch(_)));
     // The pool of 7 asked for its own refill at a quarter (1 left).
     assert_eq!(l.stats().refills, 2);
 }
@@ -129,21 +129,21 @@ fn a_quarter_left_asks_once_for_a_refill_in_the_background() {
 #[test]
 fn a_fifth_of_the_lifetime_left_asks_for_a_refill() {
     let l = Leases::new(fixed(1000)).unwrap();
-    let r = fetch(l.check_at(1, 1, T0));
+    let r = fetch(l.check(1, 1, T0));
     l.complete(&r, Some(reply(100, T0 + 100 * MS)), T0);
-    assert!(matches!(l.check_at(1, 1, T0 + 79 * MS), Step::Decided(_)));
-    assert!(matches!(l.check_at(1, 1, T0 + 80 * MS), Step::Refill(..)));
+    assert!(matches!(l.check(1, 1, T0 + 79 * MS), Step::Decided(_)));
+    assert!(matches!(l.check(1, 1, T0 + 80 * MS), Step::Refill(..)));
 }
 
 #[test]
 fn units_are_spent_only_before_expiry_less_the_skew() {
     let cfg = fixed(1000).skew_ns(MS);
     let l = Leases::new(cfg).unwrap();
-    let r = fetch(l.check_at(1, 1, T0));
+    let r = fetch(l.check(1, 1, T0));
     l.complete(&r, Some(reply(50, T0 + 10 * MS)), T0);
-    assert!(decided(l.check_at(1, 1, T0 + 9 * MS - 1)).allowed);
+    assert!(decided(l.check(1, 1, T0 + 9 * MS - 1)).allowed);
     // Usable until 9 ms: the next check finds none.
-    let r = fetch(l.check_at(1, 1, T0 + 9 * MS));
+    let r = fetch(l.check(1, 1, T0 + 9 * MS));
     // A grant that expires within the skew is lost on arrival.
     let d = l.complete(&r, Some(reply(5, T0 + 9 * MS + MS / 2)), T0 + 9 * MS);
     assert!(!d.decision.unwrap().allowed);
@@ -153,30 +153,30 @@ fn units_are_spent_only_before_expiry_less_the_skew() {
 fn a_grant_of_another_expiry_waits_until_the_units_in_hand_are_gone() {
     let l =
         Leases::new(LeaseConfig::new(Config::new(Algorithm::Gcra, 1000, S)).skew_ns(0)).unwrap();
-    let r = fetch(l.check_at(1, 1, T0));
+    let r = fetch(l.check(1, 1, T0));
     l.complete(&r, Some(reply(4, T0 + 100 * MS)), T0);
     // Spends to 1 left (a quarter), then the refill arrives with a later
     // expiry: it is kept, not merged (its units may outlive these).
-    let Step::Refill(_, refill) = l.check_at(1, 2, T0 + 1) else {
+    let Step::Refill(_, refill) = l.check(1, 2, T0 + 1) else {
         panic!()
     };
     l.complete(&refill, Some(reply(10, T0 + 150 * MS)), T0 + 2);
-    assert_eq!(decided(l.check_at(1, 1, T0 + 3)).remaining, 0);
+    assert_eq!(decided(l.check(1, 1, T0 + 3)).remaining, 0);
     // The one in hand spent: the kept grant takes over.
-    assert_eq!(decided(l.check_at(1, 1, T0 + 4)).remaining, 9);
+    assert_eq!(decided(l.check(1, 1, T0 + 4)).remaining, 9);
     // And expires at its own time.
-    assert!(matches!(l.check_at(1, 1, T0 + 150 * MS), Step::Fetch(_)));
+    assert!(matches!(l.check(1, 1, T0 + 150 * MS), Step::Fetch(_)));
 }
 
 #[test]
 fn an_empty_grant_is_remembered_until_its_retry_after() {
     let l = Leases::new(fixed(1000)).unwrap();
-    let r = fetch(l.check_at(1, 1, T0));
+    let r = fetch(l.check(1, 1, T0));
     let d = l.complete(&r, Some(empty(300 * MS)), T0).decision.unwrap();
     assert_eq!((d.allowed, d.retry_after_ns), (false, 300 * MS));
-    let d = decided(l.check_at(1, 1, T0 + 100 * MS));
+    let d = decided(l.check(1, 1, T0 + 100 * MS));
     assert_eq!((d.allowed, d.retry_after_ns), (false, 200 * MS));
-    let r = fetch(l.check_at(1, 1, T0 + 300 * MS));
+    let r = fetch(l.check(1, 1, T0 + 300 * MS));
     // The denied checks count as demand: the next grant is bigger.
     assert!(r.want() >= 2, "{}", r.want());
     assert_eq!(l.stats().remembered_denials, 1);
@@ -189,7 +189,7 @@ fn a_failed_grant_denies_with_backoff_doubling_and_counts_fallbacks() {
     let mut t = T0;
     let mut backoffs = vec![];
     for _ in 0..9 {
-        let r = fetch(l.check_at(1, 1, t));
+        let r = fetch(l.check(1, 1, t));
         let c = l.complete(&r, None, t);
         let d = c.decision.unwrap();
         let retry = c.retry_at_ns.unwrap() - t;
@@ -197,7 +197,7 @@ fn a_failed_grant_denies_with_backoff_doubling_and_counts_fallbacks() {
         assert_eq!(d.retry_after_ns, retry, "deny: until the next attempt");
         backoffs.push(retry / MS);
         // Meanwhile: no fetch, the policy decides, counted.
-        let d = decided(l.check_at(1, 1, t + retry - 1));
+        let d = decided(l.check(1, 1, t + retry - 1));
         assert!(!d.allowed);
         t += retry;
     }
@@ -206,7 +206,7 @@ fn a_failed_grant_denies_with_backoff_doubling_and_counts_fallbacks() {
     assert_eq!(l.stats().failures, 9);
     // The background retry succeeds: global again, with no call from the
     // caller, and the backoff starts over.
-    let r = fetch(l.check_at(1, 1, t));
+    let r = fetch(l.check(1, 1, t));
     let retry = r.retry_at(t + 1);
     assert!(!retry.is_fetch());
     l.complete(&r, None, t);
@@ -215,8 +215,8 @@ fn a_failed_grant_denies_with_backoff_doubling_and_counts_fallbacks() {
             .decision
             .is_none()
     );
-    assert!(decided(l.check_at(1, 1, t + 2)).allowed);
-    let r = fetch(l.check_at(1, 10, t + 3));
+    assert!(decided(l.check(1, 1, t + 2)).allowed);
+    let r = fetch(l.check(1, 10, t + 3));
     assert_eq!(
         l.complete(&r, None, t + 3).retry_at_ns,
         Some(t + 3 + 10 * MS)
@@ -227,10 +227,10 @@ fn a_failed_grant_denies_with_backoff_doubling_and_counts_fallbacks() {
 fn the_local_policy_admits_the_limit_shared_among_the_expected_nodes() {
     let cfg = fixed(100).failure(FailurePolicy::Local { expected_nodes: 4 });
     let l = Leases::new(cfg).unwrap();
-    let r = fetch(l.check_at(1, 1, T0));
+    let r = fetch(l.check(1, 1, T0));
     assert!(l.complete(&r, None, T0).decision.unwrap().allowed);
     let admitted = (1..100)
-        .filter(|i| decided(l.check_at(1, 1, T0 + i)).allowed)
+        .filter(|i| decided(l.check(1, 1, T0 + i)).allowed)
         .count();
     assert_eq!(admitted + 1, 25, "100 / 4 in the window");
     assert_eq!(l.stats().lease_fallbacks, 100);
@@ -239,7 +239,7 @@ fn the_local_policy_admits_the_limit_shared_among_the_expected_nodes() {
 #[test]
 fn a_cost_above_the_limit_is_never_admitted_and_never_asked_for() {
     let l = Leases::new(fixed(10)).unwrap();
-    let d = decided(l.check_at(1, 11, T0));
+    let d = decided(l.check(1, 11, T0));
     assert_eq!((d.allowed, d.retry_after_ns), (false, u64::MAX));
     assert_eq!(l.stats().fetches, 0);
 }
@@ -247,7 +247,7 @@ fn a_cost_above_the_limit_is_never_admitted_and_never_asked_for() {
 #[test]
 fn a_big_cost_asks_for_at_least_itself() {
     let l = Leases::new(fixed(100)).unwrap();
-    let r = fetch(l.check_at(1, 30, T0));
+    let r = fetch(l.check(1, 30, T0));
     assert_eq!(r.want(), 30, "W is 10, but the check needs 30");
     // Granted fewer: denied, the units kept for smaller checks.
     assert!(
@@ -256,30 +256,30 @@ fn a_big_cost_asks_for_at_least_itself() {
             .unwrap()
             .allowed
     );
-    assert_eq!(decided(l.check_at(1, 20, T0 + 1)).remaining, 0);
+    assert_eq!(decided(l.check(1, 20, T0 + 1)).remaining, 0);
 }
 
 #[test]
 fn peeks_never_ask_and_never_spend() {
     let l = Leases::new(fixed(100)).unwrap();
-    assert!(!decided(l.check_at(1, 0, T0)).allowed);
+    assert!(!decided(l.check(1, 0, T0)).allowed);
     check_granting(&l, 1, T0, 3, T0 + S);
-    let d = decided(l.check_at(1, 0, T0 + 1));
+    let d = decided(l.check(1, 0, T0 + 1));
     assert_eq!((d.allowed, d.remaining), (true, 2));
-    assert_eq!(decided(l.check_at(1, 0, T0 + 1)).remaining, 2);
+    assert_eq!(decided(l.check(1, 0, T0 + 1)).remaining, 2);
 }
 
 #[test]
 fn u64_keys_are_their_little_endian_bytes() {
     let l = Leases::new(fixed(100)).unwrap();
-    let r = fetch(l.check_at(0x0102, 1, T0));
+    let r = fetch(l.check(0x0102, 1, T0));
     assert_eq!(r.key(), 0x0102u64.to_le_bytes());
     l.complete(&r, Some(reply(5, T0 + S)), T0);
     assert_eq!(
-        decided(l.check_bytes_at(&0x0102u64.to_le_bytes(), 1, T0)).remaining,
+        decided(l.check(&0x0102u64.to_le_bytes(), 1, T0)).remaining,
         3
     );
-    assert!(matches!(l.check_bytes_at(b"other", 1, T0), Step::Fetch(_)));
+    assert!(matches!(l.check(b"other", 1, T0), Step::Fetch(_)));
 }
 
 #[test]
@@ -291,7 +291,7 @@ fn a_full_node_drops_idle_keys_and_sends_the_rest_to_redis() {
     .unwrap();
     let mut held = vec![];
     for k in 0..2000u64 {
-        if let Step::Fetch(r) = l.check_at(k, 1, T0) {
+        if let Step::Fetch(r) = l.check(k, 1, T0) {
             l.complete(&r, Some(reply(5, T0 + S)), T0);
             held.push(k);
         }
@@ -299,13 +299,13 @@ fn a_full_node_drops_idle_keys_and_sends_the_rest_to_redis() {
     assert!(held.len() <= 64);
     assert!(l.stats().direct > 0);
     // After the window every key is idle: new keys take their places.
-    assert!(matches!(l.check_at(5000, 1, T0 + S), Step::Fetch(_)));
+    assert!(matches!(l.check(5000, 1, T0 + S), Step::Fetch(_)));
 }
 
 #[test]
 fn the_command_names_the_key_with_its_prefix() {
     let l = Leases::new(fixed(100)).unwrap();
-    let r = fetch(l.check_bytes_at(b"user:1", 1, T0));
+    let r = fetch(l.check(b"user:1", 1, T0));
     let args = l.command(&r, b"rl:", true);
     assert_eq!(args[1], b"rl:user:1");
     assert_eq!(args.last().unwrap(), T0.to_string().as_bytes());
@@ -323,9 +323,9 @@ fn remembered_denials_count_down_and_end() {
         reset_after_ns: 400,
         wait_ns: 0,
     };
-    c.remember_bytes(b"k", &d, T0);
-    assert_eq!(c.check_bytes_at(b"k", T0 + 30).unwrap().retry_after_ns, 70);
-    assert!(c.check_bytes_at(b"k", T0 + 100).is_none());
+    c.remember(b"k", &d, T0);
+    assert_eq!(c.check(b"k", T0 + 30).unwrap().retry_after_ns, 70);
+    assert!(c.check(b"k", T0 + 100).is_none());
     // Admissions and never-admissible costs are not remembered.
     c.remember(1, &Decision { allowed: true, ..d }, T0);
     c.remember(
@@ -336,5 +336,28 @@ fn remembered_denials_count_down_and_end() {
         },
         T0,
     );
-    assert!(c.check_at(1, T0).is_none() && c.check_at(2, T0).is_none());
+    assert!(c.check(1, T0).is_none() && c.check(2, T0).is_none());
+}
+
+#[test]
+fn a_requests_time_wins_over_the_callers_clock() {
+    let l = Leases::new(fixed(100)).unwrap();
+    // The request says T0; the clock reading passed beside it is ignored.
+    let r = fetch(l.check(1, crate::Request::new(1).at(T0), 5 * T0));
+    assert_eq!(r.at_ns(), T0);
+    l.complete(&r, Some(reply(5, T0 + S)), T0);
+    // No time on the request: the reading is the time (past the grant).
+    assert!(matches!(l.check(1, 1, T0 + S), Step::Fetch(_)));
+    assert_eq!(
+        decided(l.check(1, crate::Request::new(1).at(T0 + 1), T0 + S)).remaining,
+        3
+    );
+}
+
+#[test]
+fn a_tier_a_lease_does_not_have_is_never_admitted() {
+    let l = Leases::new(fixed(100)).unwrap();
+    let d = decided(l.check(1, crate::Request::new(1).tier(crate::Tier::checked(1)), T0));
+    assert_eq!(d, Decision::NEVER);
+    assert_eq!(l.stats().fetches, 0);
 }
