@@ -35,7 +35,7 @@ fn leased(alg: Algorithm, keys: &[u64], clock: &Clock) -> Leases {
     let leases = Leases::new(LeaseConfig::new(config)).unwrap();
     let now = clock.now_ns();
     for &k in keys {
-        let Step::Fetch(req) = leases.check_at(k, 1, now) else {
+        let Step::Fetch(req) = leases.check(k, 1, now) else {
             panic!("a new key asks for a grant")
         };
         let reply = GrantReply {
@@ -74,7 +74,7 @@ fn lease_hit(c: &mut Criterion) {
             g.bench_function("leased", |b| {
                 b.iter(|| {
                     i = (i + 1) & (n - 1);
-                    match leases.check_at(black_box(keys[i]), 1, clock.now_ns()) {
+                    match leases.check(black_box(keys[i]), 1, clock.now_ns()) {
                         Step::Decided(d) => d.allowed,
                         other => panic!("{other:?}"),
                     }

@@ -18,12 +18,17 @@
 //! success puts checks back on the global limit, with no call from the
 //! caller.
 //!
+//! A check takes ratecell's request shape: a [`Key`] (a `u64` id or any
+//! byte string) and a [`Request`] (a cost, or `Request::new(cost)` with
+//! `.at(now_ns)`), as a [`ratecell::KeyedLimiter`]'s does:
+//! `check(key, request)`, `allow(key)`.
+//!
 //! The API is synchronous, over redis-rs's sync connections with socket
 //! timeouts: a check is usable from any thread without a runtime, and a
 //! leased check that finds units never leaves the calling thread.
 //!
 //! ```no_run
-//! use ratecell::{Algorithm, Config};
+//! use ratecell::{Algorithm, Config, Request};
 //! use ratecell_redis_client::{Mode, RedisLimiter};
 //!
 //! let limit = Config::new(Algorithm::FixedWindow, 1000, 1_000_000_000);
@@ -32,9 +37,11 @@
 //!     .prefix(b"api:")
 //!     .build()
 //!     .unwrap();
-//! if limiter.allow_bytes(b"user:42") {
+//! if limiter.allow("user:42") {
 //!     // serve the request
 //! }
+//! // A cost of 3 for key 42, at an explicit time (UNIX ns).
+//! let decision = limiter.check(42, Request::new(3).at(limiter.now_ns()));
 //! ```
 
 mod pool;
@@ -44,7 +51,7 @@ use pool::Pool;
 use ratecell::lease::{
     DenialCache, GrantReply, GrantRequest, LeaseConfig, LeaseStats, Leases, Step,
 };
-use ratecell::{Algorithm, Clock, Config, Decision, KeyedLimiter};
+use ratecell::{Algorithm, Clock, Config, Decision, Key, KeyedLimiter, Request, Tier};
 use redis::Value;
 use refill::{Job, Refiller};
 use std::fmt;
@@ -149,7 +156,8 @@ impl Builder {
         self
     }
 
-    /// The clock `check` reads (default the TSC clock, `Clock::tsc`).
+    /// The clock a check reads when its request has no time of its own
+    /// (default the TSC clock, `Clock::tsc`).
     #[must_use]
     pub fn clock(mut self, clock: Clock) -> Builder {
         self.clock = Some(clock);
@@ -283,12 +291,6 @@ pub struct ClientStats {
     pub lease: LeaseStats,
 }
 
-#[derive(Clone, Copy)]
-enum Key<'a> {
-    U64(u64),
-    Bytes(&'a [u8]),
-}
-
 impl RedisLimiter {
     /// Settings for `config` (algorithm, limit, period, burst, sub-windows;
     /// `capacity` is how many keys the node tracks, 0 for 65,536) kept at
@@ -305,41 +307,22 @@ impl RedisLimiter {
         }
     }
 
-    /// A check of `key` at cost `cost` (0 is a peek) now.
-    pub fn check(&self, key: u64, cost: u64) -> Decision {
+    /// A check of `key` (a `u64` key is its 8 little-endian bytes) for
+    /// `request`: its cost (a `u64` is a cost, now; 0 is a peek), at its
+    /// time ([`Request::at`], UNIX ns) or else the clock's. The limit has
+    /// one tier: a request for another is never admitted
+    /// ([`Decision::NEVER`]), as with a [`KeyedLimiter`] that lacks it.
+    pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
         self.shared
-            .decide(Key::U64(key), cost, None, self.refiller.as_ref())
-    }
-
-    /// A check at `now_ns` (UNIX ns) instead of the clock's time.
-    pub fn check_at(&self, key: u64, cost: u64, now_ns: u64) -> Decision {
-        self.shared
-            .decide(Key::U64(key), cost, Some(now_ns), self.refiller.as_ref())
-    }
-
-    /// A check of a byte key; `k.to_le_bytes()` is the `u64` key `k`.
-    pub fn check_bytes(&self, key: &[u8], cost: u64) -> Decision {
-        self.shared
-            .decide(Key::Bytes(key), cost, None, self.refiller.as_ref())
-    }
-
-    /// [`RedisLimiter::check_bytes`] at `now_ns`.
-    pub fn check_bytes_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Decision {
-        self.shared
-            .decide(Key::Bytes(key), cost, Some(now_ns), self.refiller.as_ref())
+            .decide(key.into(), request.into(), self.refiller.as_ref())
     }
 
     /// Whether a cost-1 request of `key` is admitted now.
-    pub fn allow(&self, key: u64) -> bool {
+    pub fn allow<'k>(&self, key: impl Into<Key<'k>>) -> bool {
         self.check(key, 1).allowed
     }
 
-    /// Whether a cost-1 request of a byte key is admitted now.
-    pub fn allow_bytes(&self, key: &[u8]) -> bool {
-        self.check_bytes(key, 1).allowed
-    }
-
-    /// The time `check` would use (UNIX ns).
+    /// The time a check without its own would use (UNIX ns).
     pub fn now_ns(&self) -> u64 {
         self.shared.clock.now_ns()
     }
@@ -362,24 +345,22 @@ impl RedisLimiter {
     }
 }
 
-impl Key<'_> {
-    fn with_bytes<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
-        match self {
-            Key::U64(k) => f(&k.to_le_bytes()),
-            Key::Bytes(b) => f(b),
-        }
+/// Runs `f` on `key`'s bytes (a `u64` key's 8 little-endian bytes).
+fn with_bytes<R>(key: Key<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
+    match key {
+        Key::Id(k) => f(&k.to_le_bytes()),
+        Key::Bytes(b) => f(b),
     }
 }
 
 impl Shared {
-    fn decide(
-        &self,
-        key: Key<'_>,
-        cost: u64,
-        at: Option<u64>,
-        refiller: Option<&Refiller>,
-    ) -> Decision {
+    fn decide(&self, key: Key<'_>, request: Request, refiller: Option<&Refiller>) -> Decision {
+        if request.tier_of() != Tier::DEFAULT {
+            return Decision::NEVER;
+        }
+        let at = request.at_ns();
         let now = at.unwrap_or_else(|| self.clock.now_ns());
+        let cost = request.cost();
         match self.mode {
             Mode::Strict => self.strict(key, cost, now),
             Mode::CachedDeny => self.cached_deny(key, cost, now),
@@ -392,17 +373,13 @@ impl Shared {
             .denials
             .as_ref()
             .expect("a cached-deny limiter has its cache");
-        let remembered = match key {
-            Key::U64(k) => cache.check_at(k, now),
-            Key::Bytes(b) => cache.check_bytes_at(b, now),
-        };
-        if let Some(d) = remembered {
+        if let Some(d) = cache.check(key, now) {
             return d;
         }
         match self.redis_check(key, cost, now) {
             Ok(d) => {
                 if !d.allowed {
-                    key.with_bytes(|b| cache.remember_bytes(b, &d, now));
+                    cache.remember(key, &d, now);
                 }
                 d
             }
@@ -425,7 +402,7 @@ impl Shared {
         }
         let c = &self.config;
         let mut cmd = redis::cmd("RATECELL.CHECK");
-        key.with_bytes(|b| cmd.arg(self.redis_key(b)));
+        with_bytes(key, |b| cmd.arg(self.redis_key(b)));
         cmd.arg(c.algorithm.name())
             .arg(c.limit)
             .arg(format!("{}ns", c.period_ns));
@@ -458,7 +435,7 @@ impl Shared {
     fn fallback(&self, key: Key<'_>, cost: u64, now: u64, next_attempt: u64) -> Decision {
         self.counts.fallbacks.fetch_add(1, Relaxed);
         match &self.local {
-            Some(local) => key.with_bytes(|b| local.check(b, ratecell::Request::new(cost).at(now))),
+            Some(local) => local.check(key, Request::new(cost).at(now)),
             None => Decision {
                 allowed: false,
                 limit: if self.config.algorithm.has_burst() && self.config.burst != 0 {
@@ -486,11 +463,7 @@ impl Shared {
             .leases
             .as_ref()
             .expect("a leased limiter has its leases");
-        let step = match key {
-            Key::U64(k) => leases.check_at(k, cost, now),
-            Key::Bytes(b) => leases.check_bytes_at(b, cost, now),
-        };
-        match step {
+        match leases.check(key, cost, now) {
             Step::Decided(d) => d,
             Step::Refill(d, req) => {
                 if let Some(r) = refiller {

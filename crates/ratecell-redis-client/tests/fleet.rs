@@ -8,7 +8,7 @@
 
 mod support;
 
-use ratecell::{Algorithm, Config};
+use ratecell::{Algorithm, Config, Request};
 use ratecell_redis_client::{Mode, RedisLimiter};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -52,7 +52,7 @@ fn fleet_child() {
         }
         checks += 1;
         // One key per algorithm: a key keeps the algorithm that made it.
-        if limiter.check_at(alg as u64, 1, t).allowed {
+        if limiter.check(alg as u64, Request::new(1).at(t)).allowed {
             admitted.push(t);
         }
     }

@@ -4,7 +4,7 @@
 
 mod support;
 
-use ratecell::{Algorithm, Config};
+use ratecell::{Algorithm, Config, Decision, KeyedLimiter, Request};
 use ratecell_redis_client::{FailurePolicy, Mode, RedisLimiter};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -26,14 +26,14 @@ fn cached_deny_costs_redis_no_commands_until_retry_after() {
         .unwrap();
     let t = (wall_ns() / S) * S + S / 2;
     for i in 0..5 {
-        assert!(limiter.check_at(7, 1, t + i).allowed);
+        assert!(limiter.check(7, Request::new(1).at(t + i)).allowed);
     }
-    let denied = limiter.check_at(7, 1, t + 5);
+    let denied = limiter.check(7, Request::new(1).at(t + 5));
     assert!(!denied.allowed);
     assert_eq!(denied.retry_after_ns, S / 2 - 5);
     let before = server.command_calls()["ratecell.check"];
     for i in 0..100_000 {
-        let d = limiter.check_at(7, 1, t + 6 + i);
+        let d = limiter.check(7, Request::new(1).at(t + 6 + i));
         assert!(!d.allowed);
         // The remembered decision, counted down.
         assert_eq!(d.retry_after_ns, S / 2 - 6 - i);
@@ -44,9 +44,66 @@ fn cached_deny_costs_redis_no_commands_until_retry_after() {
         "no command while denied"
     );
     // Another key is not affected; at retry_after the key asks Redis again.
-    assert!(limiter.check_at(8, 1, t + 7).allowed);
-    assert!(limiter.check_at(7, 1, t + S / 2).allowed);
+    assert!(limiter.check(8, Request::new(1).at(t + 7)).allowed);
+    assert!(limiter.check(7, Request::new(1).at(t + S / 2)).allowed);
     assert_eq!(server.command_calls()["ratecell.check"], before + 2);
+}
+
+/// Every mode takes the request shape: any key type (a `u64` key is its 8
+/// little-endian bytes, one key with them), a cost and a time on the
+/// request; a tier the limit does not have is never admitted and asks
+/// Redis nothing.
+#[test]
+fn every_mode_takes_any_key_and_a_request() {
+    let server = Server::start();
+    // A tier taken from a limiter that has two: the Redis limit has one.
+    let other_tier = KeyedLimiter::builder()
+        .tier(&[Config::new(Algorithm::FixedWindow, 1, S).capacity(10)])
+        .tier(&[Config::new(Algorithm::FixedWindow, 2, S).capacity(10)])
+        .build()
+        .unwrap()
+        .tier(1)
+        .unwrap();
+    for (i, mode) in [Mode::Strict, Mode::CachedDeny, Mode::Leased]
+        .into_iter()
+        .enumerate()
+    {
+        let limiter =
+            RedisLimiter::builder(&server.url(), Config::new(Algorithm::FixedWindow, 10, S))
+                .mode(mode)
+                .prefix(format!("shape{i}:").as_bytes())
+                .send_at(true)
+                .build()
+                .unwrap();
+        let t = (wall_ns() / S) * S + S / 2;
+        let id = 0x0102_0304u64;
+        let d = limiter.check(id, Request::new(3).at(t));
+        assert!(d.allowed, "{mode:?}");
+        // The same key as bytes: 3 spent already, 4 more leave 3.
+        let d = limiter.check(&id.to_le_bytes(), Request::new(4).at(t + 1));
+        assert!(d.allowed, "{mode:?}");
+        if mode != Mode::Leased {
+            assert_eq!(d.remaining, 3, "{mode:?}");
+        }
+        assert!(
+            !limiter.check(id, Request::new(4).at(t + 2)).allowed,
+            "{mode:?}"
+        );
+        let name = String::from("user:1");
+        assert!(
+            limiter.check(&name, Request::new(1).at(t)).allowed,
+            "{mode:?}"
+        );
+        assert!(
+            limiter.check("user:1", Request::new(1).at(t)).allowed,
+            "{mode:?}"
+        );
+        assert!(limiter.allow(&b"user:2"[..]), "{mode:?}");
+        let before = limiter.stats().commands;
+        let d = limiter.check("user:3", Request::new(1).at(t).tier(other_tier));
+        assert_eq!(d, Decision::NEVER, "{mode:?}");
+        assert_eq!(limiter.stats().commands, before, "{mode:?}");
+    }
 }
 
 /// At steady state a busy key's checks are spent locally: Redis sees at
