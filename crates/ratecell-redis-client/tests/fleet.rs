@@ -72,6 +72,19 @@ struct Run {
     commands: u64,
 }
 
+/// A node's process, killed and reaped if a failed assertion leaves it
+/// unwaited (the later children of a run whose earlier one failed).
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn run_fleet(server: &Server, alg: Algorithm) -> Run {
     let exe = std::env::current_exe().unwrap();
     // Half a second from now, on a period's boundary.
@@ -93,6 +106,7 @@ fn run_fleet(server: &Server, alg: Algorithm) -> Run {
                 )
                 .stdout(std::process::Stdio::piped())
                 .spawn()
+                .map(|c| KillOnDrop(Some(c)))
                 .unwrap()
         })
         .collect();
@@ -102,7 +116,8 @@ fn run_fleet(server: &Server, alg: Algorithm) -> Run {
         commands: 0,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
-    for child in children {
+    for mut child in children {
+        let child = child.0.take().expect("each child waited for once");
         let out = child.wait_with_output().unwrap();
         assert!(Instant::now() < deadline, "the children took over a minute");
         assert!(out.status.success(), "a child failed");
