@@ -16,12 +16,16 @@
 #      stored states through RATECELL.RESTORE and RESTORE of DUMP payloads);
 #      then memory per key against the floor of any module data type
 #      (scripts/redis-memory.sh, which builds the module with `floor`);
-#   4. the HTTP layer's Redis store (crates/ratecell-tower, features
+#   4. the Rust client (crates/ratecell-redis-client): clippy -D warnings
+#      and its tests in release, each of which starts its own servers with
+#      the module and stops them when it ends (four processes sharing one
+#      limit, command counts per mode, a server paused and one restarted);
+#   5. the HTTP layer's Redis store (crates/ratecell-tower, features
 #      `redis` and `metrics`): clippy -D warnings, and its tests, which
 #      start their own servers with the module (two layers sharing one
 #      limit, a server paused with SIGSTOP and one killed, answered by the
 #      failure policy within the store's timeout);
-#   5. the Python client (ratecell.redis, installed with the `redis` extra
+#   6. the Python client (ratecell.redis, installed with the `redis` extra
 #      into a venv under the target dir, plus uvicorn and starlette for the
 #      HTTP middlewares' tests) and the Go client
 #      (bindings/go/redis: gofmt, go vet, go test) against one server this
@@ -75,6 +79,11 @@ step build timeout 1800 cargo build -p ratecell-redis --release --quiet
 step unit timeout 600 cargo test -p ratecell-redis --release --quiet --lib
 step servers env RATECELL_REDIS_MODULE="$module" \
     timeout 900 cargo test -p ratecell-redis --release --quiet --tests -- --ignored --test-threads 2
+# The Rust client (crates/ratecell-redis-client): its own servers, four
+# processes sharing a limit, faults (SIGSTOP, a restart) and command counts.
+step client-clippy timeout 1800 cargo clippy -p ratecell-redis-client --all-targets --release --quiet -- -D warnings
+step client env RATECELL_REDIS_MODULE="$module" \
+    timeout 900 cargo test -p ratecell-redis-client --release --quiet -- --test-threads 1
 step tower-clippy timeout 1800 cargo clippy -p ratecell-tower --all-features --all-targets --release --quiet -- -D warnings
 step tower env RATECELL_REDIS_MODULE="$module" \
     timeout 900 cargo test -p ratecell-tower --features redis --release --quiet --test redis_store -- --ignored --test-threads 2

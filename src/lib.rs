@@ -93,6 +93,8 @@ pub mod spec {}
 /// The C ABI behind `include/ratecell.h` ([SPEC §6](crate::spec#6-the-c-abi-includeratecellh)).
 pub mod ffi;
 mod keyed;
+/// Leases (SPEC §8): a limit kept in Redis, spent locally from grants; the protocol without I/O.
+pub mod lease;
 mod limiter;
 mod live;
 mod memory;

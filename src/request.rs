@@ -153,6 +153,30 @@ impl Request {
     }
 }
 
+/// What a request asks, read back: for code that carries a request
+/// elsewhere (a limit kept in Redis sends its cost and time as a
+/// command's arguments).
+impl Request {
+    /// The cost, in units.
+    #[inline]
+    pub const fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The time set with [`Request::at`], or `None` for the limiter's
+    /// clock.
+    #[inline]
+    pub const fn at_ns(&self) -> Option<u64> {
+        self.at_ns
+    }
+
+    /// The tier set with [`Request::tier`] ([`Tier::DEFAULT`] unless set).
+    #[inline]
+    pub const fn tier_of(&self) -> Tier {
+        self.tier
+    }
+}
+
 impl Default for Request {
     /// One unit, now, tier 0.
     #[inline]

@@ -1,0 +1,572 @@
+//! ratecell's limits kept in Redis, through the `ratecell-redis` module
+//! (SPEC.md §7–8), checked from Rust in one of three modes:
+//!
+//! - [`Mode::Strict`]: one `RATECELL.CHECK` per check; exact.
+//! - [`Mode::CachedDeny`]: as strict, but a denial is remembered until its
+//!   `retry_after`, and the key's checks meanwhile cost Redis nothing.
+//! - [`Mode::Leased`]: units are granted in batches (`RATECELL.LEASE`) and
+//!   spent on this node, on an atomic word per key
+//!   ([`ratecell::lease::Leases`]); the next grant is fetched by a
+//!   background thread before the units run out, so a check waits on
+//!   Redis only when its node holds none for the key.
+//!
+//! Every command waits at most the configured timeout (50 ms by default);
+//! with no answer the failure policy decides ([`FailurePolicy`]): deny, or
+//! a node-local limiter with the limit divided by the expected nodes, and
+//! the decision is counted ([`ClientStats::fallbacks`]). After a failure
+//! Redis is tried again with backoff (10 ms doubling to 1 s); the first
+//! success puts checks back on the global limit, with no call from the
+//! caller.
+//!
+//! A check takes ratecell's request shape: a [`Key`] (a `u64` id or any
+//! byte string) and a [`Request`] (a cost, or `Request::new(cost)` with
+//! `.at(now_ns)`), as a [`ratecell::KeyedLimiter`]'s does:
+//! `check(key, request)`, `allow(key)`.
+//!
+//! The API is synchronous, over redis-rs's sync connections with socket
+//! timeouts: a check is usable from any thread without a runtime, and a
+//! leased check that finds units never leaves the calling thread.
+//!
+//! ```no_run
+//! use ratecell::{Algorithm, Config, Request};
+//! use ratecell_redis_client::{Mode, RedisLimiter};
+//!
+//! let limit = Config::new(Algorithm::FixedWindow, 1000, 1_000_000_000);
+//! let limiter = RedisLimiter::builder("redis://127.0.0.1:6379/", limit)
+//!     .mode(Mode::Leased)
+//!     .prefix(b"api:")
+//!     .build()
+//!     .unwrap();
+//! if limiter.allow("user:42") {
+//!     // serve the request
+//! }
+//! // A cost of 3 for key 42, at an explicit time (UNIX ns).
+//! let decision = limiter.check(42, Request::new(3).at(limiter.now_ns()));
+//! ```
+
+mod pool;
+mod refill;
+
+use pool::Pool;
+use ratecell::lease::{
+    DenialCache, GrantReply, GrantRequest, LeaseConfig, LeaseStats, Leases, Step,
+};
+use ratecell::{Algorithm, Clock, Config, Decision, Key, KeyedLimiter, Request, Tier};
+use redis::Value;
+use refill::{Job, Refiller};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+pub use ratecell::lease::FailurePolicy;
+
+/// The default timeout of a command (SPEC §8).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// How a limit kept in Redis is enforced (SPEC §8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// One `RATECELL.CHECK` per check.
+    #[default]
+    Strict,
+    /// Admissions from Redis; denials remembered until their `retry_after`.
+    CachedDeny,
+    /// Grants spent locally (gcra, token_bucket, fixed_window and
+    /// sliding_window only).
+    Leased,
+}
+
+/// A limiter that cannot be built: the setting at fault and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    /// The setting's name (`url`, `timeout`, `limit`, `max_grant`, ...).
+    pub field: &'static str,
+    /// The value and what is accepted.
+    pub message: String,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid {}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ratecell::lease::LeaseError> for Error {
+    fn from(e: ratecell::lease::LeaseError) -> Error {
+        Error {
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
+/// Settings of a [`RedisLimiter`]; [`RedisLimiter::builder`] makes one.
+#[derive(Clone, Debug)]
+pub struct Builder {
+    url: String,
+    lease: LeaseConfig,
+    mode: Mode,
+    timeout: Duration,
+    prefix: Vec<u8>,
+    send_at: bool,
+    clock: Option<Clock>,
+}
+
+impl Builder {
+    /// The mode (default [`Mode::Strict`]).
+    #[must_use]
+    pub fn mode(mut self, mode: Mode) -> Builder {
+        self.mode = mode;
+        self
+    }
+
+    /// The longest a check waits on Redis: connecting, sending and the
+    /// reply together (default 50 ms; 1 ms to 1 minute).
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Builder {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What decides when Redis does not answer (default deny).
+    #[must_use]
+    pub fn failure(mut self, policy: FailurePolicy) -> Builder {
+        self.lease = self.lease.failure(policy);
+        self
+    }
+
+    /// The Redis key of a key is this prefix followed by the key's bytes
+    /// (a `u64` key's 8 little-endian bytes). Default: none.
+    #[must_use]
+    pub fn prefix(mut self, prefix: &[u8]) -> Builder {
+        self.prefix = prefix.to_vec();
+        self
+    }
+
+    /// Sends each check's time as `AT`, so the server decides on the
+    /// node's timeline rather than its own clock (tests and replays with
+    /// explicit times; states written so never expire in Redis). Off by
+    /// default.
+    #[must_use]
+    pub fn send_at(mut self, on: bool) -> Builder {
+        self.send_at = on;
+        self
+    }
+
+    /// The clock a check reads when its request has no time of its own
+    /// (default the TSC clock, `Clock::tsc`).
+    #[must_use]
+    pub fn clock(mut self, clock: Clock) -> Builder {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Leased: the largest grant, `W` (default a tenth of the limit).
+    #[must_use]
+    pub fn max_grant(mut self, units: u64) -> Builder {
+        self.lease = self.lease.max_grant(units);
+        self
+    }
+
+    /// Leased: the refill horizon `H` (default a tenth of the period).
+    #[must_use]
+    pub fn horizon(mut self, horizon: Duration) -> Builder {
+        self.lease = self.lease.horizon_ns(nanos(horizon));
+        self
+    }
+
+    /// Leased, GCRA: a grant's lifetime `E` (default a tenth of the period).
+    #[must_use]
+    pub fn lease_expiry(mut self, expiry: Duration) -> Builder {
+        self.lease = self.lease.expire_ns(nanos(expiry));
+        self
+    }
+
+    /// Leased: the margin for clock skew between node and server (1 ms).
+    #[must_use]
+    pub fn skew(mut self, skew: Duration) -> Builder {
+        self.lease = self.lease.skew_ns(nanos(skew));
+        self
+    }
+
+    /// Checks every setting; connects lazily (a server down now is the
+    /// failure policy's, not an error).
+    pub fn build(self) -> Result<RedisLimiter, Error> {
+        let err = |field, message: String| Err(Error { field, message });
+        let config = self.lease.limit;
+        if let Err(e) = ratecell::state::Rule::new(&config) {
+            return err(e.field.name(), e.message);
+        }
+        if !(Duration::from_millis(1)..=Duration::from_secs(60)).contains(&self.timeout) {
+            return err(
+                "timeout",
+                format!("{:?} is outside 1 ms ..= 60 s", self.timeout),
+            );
+        }
+        let client = match redis::Client::open(self.url.as_str()) {
+            Ok(c) => c,
+            Err(e) => return err("url", format!("{:?}: {e}", self.url)),
+        };
+        let leases = match self.mode {
+            Mode::Leased => Some(Leases::new(self.lease)?),
+            _ => None,
+        };
+        let local = self.lease.failure.limiter(&config)?;
+        let shared = Arc::new(Shared {
+            pool: Pool::new(client, self.timeout),
+            config,
+            mode: self.mode,
+            prefix: self.prefix,
+            send_at: self.send_at,
+            clock: self.clock.unwrap_or_else(Clock::tsc),
+            leases,
+            denials: (self.mode == Mode::CachedDeny).then(|| DenialCache::new(config.capacity)),
+            local,
+            down: Down::default(),
+            counts: Counts::default(),
+        });
+        let refiller = (self.mode == Mode::Leased).then(|| Refiller::start(shared.clone()));
+        Ok(RedisLimiter { shared, refiller })
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A limit kept in Redis, checked in one of three [`Mode`]s. Thread-safe;
+/// every method takes `&self`. Dropping it stops its refill thread.
+pub struct RedisLimiter {
+    shared: Arc<Shared>,
+    refiller: Option<Refiller>,
+}
+
+/// What the limiter's methods and its refill thread share.
+pub(crate) struct Shared {
+    pool: Pool,
+    config: Config,
+    mode: Mode,
+    prefix: Vec<u8>,
+    send_at: bool,
+    clock: Clock,
+    leases: Option<Leases>,
+    denials: Option<DenialCache>,
+    /// The `local` failure policy's limiter, for strict and cached-deny
+    /// checks (a leased limiter's is inside its `Leases`).
+    local: Option<KeyedLimiter>,
+    down: Down,
+    counts: Counts,
+}
+
+/// Strict and cached-deny: Redis failed, so checks go to the failure
+/// policy until `until` (the backoff of SPEC §8, node-wide).
+#[derive(Default)]
+struct Down {
+    failures: AtomicU32,
+    until: AtomicU64,
+}
+
+#[derive(Default)]
+struct Counts {
+    commands: AtomicU64,
+    failures: AtomicU64,
+    fallbacks: AtomicU64,
+}
+
+/// A limiter's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Commands sent to Redis (each `RATECELL.CHECK` or `RATECELL.LEASE`).
+    pub commands: u64,
+    /// Commands that had no answer in time, or an error.
+    pub failures: u64,
+    /// Checks the failure policy decided (`lease_fallbacks` for a leased
+    /// limiter).
+    pub fallbacks: u64,
+    /// A leased limiter's grant counters.
+    pub lease: LeaseStats,
+}
+
+impl RedisLimiter {
+    /// Settings for `config` (algorithm, limit, period, burst, sub-windows;
+    /// `capacity` is how many keys the node tracks, 0 for 65,536) kept at
+    /// the Redis server `url` (`redis://host:port/db`).
+    pub fn builder(url: &str, config: Config) -> Builder {
+        Builder {
+            url: url.to_owned(),
+            lease: LeaseConfig::new(config),
+            mode: Mode::Strict,
+            timeout: DEFAULT_TIMEOUT,
+            prefix: Vec::new(),
+            send_at: false,
+            clock: None,
+        }
+    }
+
+    /// A check of `key` (a `u64` key is its 8 little-endian bytes) for
+    /// `request`: its cost (a `u64` is a cost, now; 0 is a peek), at its
+    /// time ([`Request::at`], UNIX ns) or else the clock's. The limit has
+    /// one tier: a request for another is never admitted
+    /// ([`Decision::NEVER`]), as with a [`KeyedLimiter`] that lacks it.
+    pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
+        self.shared
+            .decide(key.into(), request.into(), self.refiller.as_ref())
+    }
+
+    /// Whether a cost-1 request of `key` is admitted now.
+    pub fn allow<'k>(&self, key: impl Into<Key<'k>>) -> bool {
+        self.check(key, 1).allowed
+    }
+
+    /// The time a check without its own would use (UNIX ns).
+    pub fn now_ns(&self) -> u64 {
+        self.shared.clock.now_ns()
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.shared.mode
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ClientStats {
+        let s = &self.shared;
+        let lease = s.leases.as_ref().map(Leases::stats).unwrap_or_default();
+        ClientStats {
+            commands: s.counts.commands.load(Relaxed),
+            failures: s.counts.failures.load(Relaxed),
+            fallbacks: s.counts.fallbacks.load(Relaxed) + lease.lease_fallbacks,
+            lease,
+        }
+    }
+}
+
+/// Runs `f` on `key`'s bytes (a `u64` key's 8 little-endian bytes).
+fn with_bytes<R>(key: Key<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
+    match key {
+        Key::Id(k) => f(&k.to_le_bytes()),
+        Key::Bytes(b) => f(b),
+    }
+}
+
+impl Shared {
+    fn decide(&self, key: Key<'_>, request: Request, refiller: Option<&Refiller>) -> Decision {
+        if request.tier_of() != Tier::DEFAULT {
+            return Decision::NEVER;
+        }
+        let at = request.at_ns();
+        let now = at.unwrap_or_else(|| self.clock.now_ns());
+        let cost = request.cost();
+        match self.mode {
+            Mode::Strict => self.strict(key, cost, now),
+            Mode::CachedDeny => self.cached_deny(key, cost, now),
+            Mode::Leased => self.leased(key, cost, now, at.is_some(), refiller),
+        }
+    }
+
+    fn cached_deny(&self, key: Key<'_>, cost: u64, now: u64) -> Decision {
+        let cache = self
+            .denials
+            .as_ref()
+            .expect("a cached-deny limiter has its cache");
+        if let Some(d) = cache.check(key, now) {
+            return d;
+        }
+        match self.redis_check(key, cost, now) {
+            Ok(d) => {
+                if !d.allowed {
+                    cache.remember(key, &d, now);
+                }
+                d
+            }
+            Err(next_attempt) => self.fallback(key, cost, now, next_attempt),
+        }
+    }
+
+    fn strict(&self, key: Key<'_>, cost: u64, now: u64) -> Decision {
+        match self.redis_check(key, cost, now) {
+            Ok(d) => d,
+            Err(next_attempt) => self.fallback(key, cost, now, next_attempt),
+        }
+    }
+
+    /// Redis's decision, or when to try it next (it failed, now or lately).
+    fn redis_check(&self, key: Key<'_>, cost: u64, now: u64) -> Result<Decision, u64> {
+        let until = self.down.until.load(Relaxed);
+        if now < until {
+            return Err(until);
+        }
+        let c = &self.config;
+        let mut cmd = redis::cmd("RATECELL.CHECK");
+        with_bytes(key, |b| cmd.arg(self.redis_key(b)));
+        cmd.arg(c.algorithm.name())
+            .arg(c.limit)
+            .arg(format!("{}ns", c.period_ns));
+        if c.algorithm.has_burst() && c.burst != 0 {
+            cmd.arg("BURST").arg(c.burst);
+        }
+        if c.algorithm == Algorithm::BucketedWindow {
+            cmd.arg("SUBWINDOWS").arg(c.sub_windows);
+        }
+        cmd.arg("COST").arg(cost);
+        if self.send_at {
+            cmd.arg("AT").arg(now);
+        }
+        match self.run(&cmd).and_then(|v| decision(&v)) {
+            Some(d) => {
+                if self.down.failures.load(Relaxed) != 0 {
+                    self.down.failures.store(0, Relaxed);
+                }
+                Ok(d)
+            }
+            None => {
+                let failures = self.down.failures.fetch_add(1, Relaxed).saturating_add(1);
+                let until = now.saturating_add(ratecell::lease::backoff_ns(failures));
+                self.down.until.store(until, Relaxed);
+                Err(until)
+            }
+        }
+    }
+
+    fn fallback(&self, key: Key<'_>, cost: u64, now: u64, next_attempt: u64) -> Decision {
+        self.counts.fallbacks.fetch_add(1, Relaxed);
+        match &self.local {
+            Some(local) => local.check(key, Request::new(cost).at(now)),
+            None => Decision {
+                allowed: false,
+                limit: if self.config.algorithm.has_burst() && self.config.burst != 0 {
+                    self.config.burst
+                } else {
+                    self.config.limit
+                },
+                remaining: 0,
+                retry_after_ns: next_attempt.saturating_sub(now).max(1),
+                reset_after_ns: 0,
+                wait_ns: 0,
+            },
+        }
+    }
+
+    fn leased(
+        &self,
+        key: Key<'_>,
+        cost: u64,
+        now: u64,
+        explicit: bool,
+        refiller: Option<&Refiller>,
+    ) -> Decision {
+        let leases = self
+            .leases
+            .as_ref()
+            .expect("a leased limiter has its leases");
+        match leases.check(key, cost, now) {
+            Step::Decided(d) => d,
+            Step::Refill(d, req) => {
+                if let Some(r) = refiller {
+                    r.send(Job {
+                        req,
+                        due: Instant::now(),
+                    });
+                }
+                d
+            }
+            Step::Fetch(req) => {
+                let reply = self.grant(&req);
+                let done = if explicit { now } else { self.clock.now_ns() };
+                let c = leases.complete(&req, reply, done);
+                if let (Some(at), Some(r)) = (c.retry_at_ns, refiller) {
+                    r.send(retry_job(&req, at, done));
+                }
+                c.decision.expect("a fetch's completion decides its check")
+            }
+            Step::Direct => self.strict(key, cost, now),
+        }
+    }
+
+    /// Fetches `req` off the request path; a retry to queue if it failed.
+    pub(crate) fn fetch_in_background(&self, req: &GrantRequest) -> Option<Job> {
+        let leases = self.leases.as_ref()?;
+        let reply = self.grant(req);
+        // With explicit times the request's own time is the node's
+        // timeline; otherwise the clock's.
+        let done = if self.send_at {
+            req.at_ns()
+        } else {
+            self.clock.now_ns()
+        };
+        let c = leases.complete(req, reply, done);
+        c.retry_at_ns.map(|at| retry_job(req, at, done))
+    }
+
+    fn grant(&self, req: &GrantRequest) -> Option<GrantReply> {
+        let leases = self.leases.as_ref()?;
+        let args = leases.command(req, &self.prefix, self.send_at);
+        let mut cmd = redis::cmd("RATECELL.LEASE");
+        for a in &args[1..] {
+            cmd.arg(a.as_slice());
+        }
+        let ints = ints(&self.run(&cmd)?)?;
+        GrantReply::from_ints(&ints).ok()
+    }
+
+    fn run(&self, cmd: &redis::Cmd) -> Option<Value> {
+        self.counts.commands.fetch_add(1, Relaxed);
+        match self.pool.run(cmd) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.counts.failures.fetch_add(1, Relaxed);
+                None
+            }
+        }
+    }
+
+    fn redis_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
+    }
+}
+
+/// A failed grant's retry, due when the backoff ends (`at` on the
+/// completion's timeline, `done` its time).
+fn retry_job(req: &GrantRequest, at: u64, done: u64) -> Job {
+    Job {
+        req: req.retry_at(at),
+        due: Instant::now() + Duration::from_nanos(at.saturating_sub(done)),
+    }
+}
+
+fn ints(v: &Value) -> Option<Vec<i64>> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|x| match x {
+                Value::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// `RATECELL.CHECK`'s six integers as a decision (`-1`: `u64::MAX`).
+fn decision(v: &Value) -> Option<Decision> {
+    let v = ints(v)?;
+    let [allowed, limit, remaining, retry, reset, wait] = v[..] else {
+        return None;
+    };
+    let u = |x: i64| if x == -1 { u64::MAX } else { x as u64 };
+    Some(Decision {
+        allowed: allowed == 1,
+        limit: u(limit),
+        remaining: u(remaining),
+        retry_after_ns: u(retry),
+        reset_after_ns: u(reset),
+        wait_ns: u(wait),
+    })
+}

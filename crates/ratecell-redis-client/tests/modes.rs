@@ -1,0 +1,284 @@
+//! The three modes against a server of their own: what each costs Redis
+//! (counted by the server, `INFO commandstats`), and what happens when the
+//! server stops answering or goes away.
+
+mod support;
+
+use ratecell::{Algorithm, Config, Decision, KeyedLimiter, Request};
+use ratecell_redis_client::{FailurePolicy, Mode, RedisLimiter};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::{Server, wall_ns};
+
+const S: u64 = 1_000_000_000;
+
+/// A hammered key that Redis denied costs Redis nothing until its
+/// `retry_after`; then one command asks again.
+#[test]
+fn cached_deny_costs_redis_no_commands_until_retry_after() {
+    let server = Server::start();
+    let limiter = RedisLimiter::builder(&server.url(), Config::new(Algorithm::FixedWindow, 5, S))
+        .mode(Mode::CachedDeny)
+        .send_at(true)
+        .build()
+        .unwrap();
+    let t = (wall_ns() / S) * S + S / 2;
+    for i in 0..5 {
+        assert!(limiter.check(7, Request::new(1).at(t + i)).allowed);
+    }
+    let denied = limiter.check(7, Request::new(1).at(t + 5));
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after_ns, S / 2 - 5);
+    let before = server.command_calls()["ratecell.check"];
+    for i in 0..100_000 {
+        let d = limiter.check(7, Request::new(1).at(t + 6 + i));
+        assert!(!d.allowed);
+        // The remembered decision, counted down.
+        assert_eq!(d.retry_after_ns, S / 2 - 6 - i);
+    }
+    assert_eq!(
+        server.command_calls()["ratecell.check"],
+        before,
+        "no command while denied"
+    );
+    // Another key is not affected; at retry_after the key asks Redis again.
+    assert!(limiter.check(8, Request::new(1).at(t + 7)).allowed);
+    assert!(limiter.check(7, Request::new(1).at(t + S / 2)).allowed);
+    assert_eq!(server.command_calls()["ratecell.check"], before + 2);
+}
+
+/// Every mode takes the request shape: any key type (a `u64` key is its 8
+/// little-endian bytes, one key with them), a cost and a time on the
+/// request; a tier the limit does not have is never admitted and asks
+/// Redis nothing.
+#[test]
+fn every_mode_takes_any_key_and_a_request() {
+    let server = Server::start();
+    // A tier taken from a limiter that has two: the Redis limit has one.
+    let other_tier = KeyedLimiter::builder()
+        .tier(&[Config::new(Algorithm::FixedWindow, 1, S).capacity(10)])
+        .tier(&[Config::new(Algorithm::FixedWindow, 2, S).capacity(10)])
+        .build()
+        .unwrap()
+        .tier(1)
+        .unwrap();
+    for (i, mode) in [Mode::Strict, Mode::CachedDeny, Mode::Leased]
+        .into_iter()
+        .enumerate()
+    {
+        let limiter =
+            RedisLimiter::builder(&server.url(), Config::new(Algorithm::FixedWindow, 10, S))
+                .mode(mode)
+                .prefix(format!("shape{i}:").as_bytes())
+                .send_at(true)
+                .build()
+                .unwrap();
+        let t = (wall_ns() / S) * S + S / 2;
+        let id = 0x0102_0304u64;
+        let d = limiter.check(id, Request::new(3).at(t));
+        assert!(d.allowed, "{mode:?}");
+        // The same key as bytes: 3 spent already, 4 more leave 3.
+        let d = limiter.check(&id.to_le_bytes(), Request::new(4).at(t + 1));
+        assert!(d.allowed, "{mode:?}");
+        if mode != Mode::Leased {
+            assert_eq!(d.remaining, 3, "{mode:?}");
+        }
+        assert!(
+            !limiter.check(id, Request::new(4).at(t + 2)).allowed,
+            "{mode:?}"
+        );
+        let name = String::from("user:1");
+        assert!(
+            limiter.check(&name, Request::new(1).at(t)).allowed,
+            "{mode:?}"
+        );
+        assert!(
+            limiter.check("user:1", Request::new(1).at(t)).allowed,
+            "{mode:?}"
+        );
+        assert!(limiter.allow(&b"user:2"[..]), "{mode:?}");
+        let before = limiter.stats().commands;
+        let d = limiter.check("user:3", Request::new(1).at(t).tier(other_tier));
+        assert_eq!(d, Decision::NEVER, "{mode:?}");
+        assert_eq!(limiter.stats().commands, before, "{mode:?}");
+    }
+}
+
+/// At steady state a busy key's checks are spent locally: Redis sees at
+/// least 50 times fewer commands than the node makes checks (a count of
+/// commands, whatever the speed).
+#[test]
+fn leased_checks_send_fifty_times_fewer_commands_than_checks() {
+    let server = Server::start();
+    // A limit the loop does not reach, so every check wants a unit.
+    let limiter = RedisLimiter::builder(&server.url(), Config::new(Algorithm::Gcra, 10_000_000, S))
+        .mode(Mode::Leased)
+        .build()
+        .unwrap();
+    let run = |d: Duration| {
+        let end = Instant::now() + d;
+        let mut checks = 0u64;
+        while Instant::now() < end {
+            for _ in 0..256 {
+                assert!(limiter.check(1, 1).allowed);
+            }
+            checks += 256;
+        }
+        checks
+    };
+    run(Duration::from_millis(300)); // grants grow to the rate
+    let before = server.ratecell_calls();
+    let checks = run(Duration::from_secs(1));
+    let commands = server.ratecell_calls() - before;
+    println!(
+        "{checks} checks, {commands} commands: {} checks per command",
+        checks / commands.max(1)
+    );
+    assert!(commands >= 1, "grants were fetched");
+    assert!(
+        checks >= 50 * commands,
+        "{checks} checks, {commands} commands"
+    );
+}
+
+/// One mode under faults: a thread checks a busy key in a loop, timing
+/// each check.
+struct Load {
+    stop: Arc<AtomicBool>,
+    slowest_ns: Arc<AtomicU64>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(limiter: Arc<RedisLimiter>) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let slowest_ns = Arc::new(AtomicU64::new(0));
+        let (s, w) = (stop.clone(), slowest_ns.clone());
+        let thread = thread::spawn(move || {
+            while !s.load(Relaxed) {
+                let t = Instant::now();
+                limiter.check(1, 1);
+                w.fetch_max(t.elapsed().as_nanos() as u64, Relaxed);
+                // A client's pace, not a spin: the outage is the point.
+                thread::sleep(Duration::from_micros(200));
+            }
+        });
+        Load {
+            stop,
+            slowest_ns,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Waits, bounded, until `cond` holds.
+fn eventually(what: &str, within: Duration, cond: impl Fn() -> bool) {
+    let end = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < end, "{what}: not within {within:?}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The server paused (SIGSTOP) then continued, then killed and
+/// restarted: no check waits longer than the timeout and some slack, the
+/// failure policy decides meanwhile (counted), and checks go back to
+/// Redis by themselves.
+#[test]
+fn a_paused_or_restarted_server_costs_a_timeout_at_most_and_is_recovered_from() {
+    let mut server = Server::start();
+    let timeout = Duration::from_millis(50);
+    // Slack for a loaded two-core machine to schedule the thread again.
+    let slack = Duration::from_millis(100);
+    let config = Config::new(Algorithm::FixedWindow, 1_000_000, S);
+    let build = |mode, policy| {
+        Arc::new(
+            RedisLimiter::builder(&server.url(), config)
+                .mode(mode)
+                .timeout(timeout)
+                .failure(policy)
+                .prefix(format!("{mode:?}:").as_bytes())
+                .build()
+                .unwrap(),
+        )
+    };
+    let limiters = [
+        build(Mode::Leased, FailurePolicy::Local { expected_nodes: 2 }),
+        build(Mode::Strict, FailurePolicy::Deny),
+        build(Mode::CachedDeny, FailurePolicy::Local { expected_nodes: 4 }),
+    ];
+    let loads: Vec<Load> = limiters.iter().map(|l| Load::start(l.clone())).collect();
+    let fallbacks = || {
+        limiters
+            .iter()
+            .map(|l| l.stats().fallbacks)
+            .collect::<Vec<_>>()
+    };
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(fallbacks(), [0, 0, 0], "the server answers");
+
+    for fault in ["pause", "kill"] {
+        let before = fallbacks();
+        match fault {
+            "pause" => server.pause(),
+            _ => server.kill(),
+        }
+        // Long enough for a leased node's units to run out (a tenth of
+        // the period) and the backoff to reach a second.
+        thread::sleep(Duration::from_millis(1500));
+        let during = fallbacks();
+        for (i, (b, d)) in before.iter().zip(&during).enumerate() {
+            assert!(
+                d > b,
+                "{fault}: limiter {i} fell back ({before:?} -> {during:?})"
+            );
+        }
+        match fault {
+            "pause" => server.resume(),
+            _ => server.restart(),
+        }
+        // Back on Redis by themselves: fallbacks stop (within the longest
+        // backoff, a second, and a grant's round trip).
+        let settled = |l: &RedisLimiter| {
+            let f = l.stats().fallbacks;
+            thread::sleep(Duration::from_millis(300));
+            l.stats().fallbacks == f
+        };
+        for (i, l) in limiters.iter().enumerate() {
+            eventually(
+                &format!("{fault}: limiter {i} back on Redis"),
+                Duration::from_secs(5),
+                || settled(l),
+            );
+        }
+        let commands = server.ratecell_calls();
+        thread::sleep(Duration::from_millis(100));
+        assert!(
+            server.ratecell_calls() > commands,
+            "{fault}: Redis decides again"
+        );
+    }
+    for (i, load) in loads.iter().enumerate() {
+        let slowest = Duration::from_nanos(load.slowest_ns.load(Relaxed));
+        println!("limiter {i}: slowest check {slowest:?}");
+        assert!(
+            slowest <= timeout + slack,
+            "limiter {i}: a check waited {slowest:?}"
+        );
+    }
+    drop(loads);
+    let s = limiters[0].stats();
+    println!("leased: {s:?}");
+    assert!(s.lease.failures > 0 && s.lease.lease_fallbacks > 0);
+}

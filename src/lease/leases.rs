@@ -1,0 +1,624 @@
+//! The node's leases (SPEC §8): per key, the grant in hand, the next one
+//! if it arrived early, and the bookkeeping that decides when to ask for
+//! more, how much, and what to do when Redis does not answer.
+
+use super::cell::{GrantCell, Held};
+use super::config::{LeaseConfig, LeaseError, Resolved};
+use super::protocol::{Demand, GrantReply, backoff_ns, grant_size, lease_args};
+use super::store::{Found, KeyRef, Keyed, Store};
+use crate::config::Algorithm;
+use crate::decision::Decision;
+use crate::keyed::KeyedLimiter;
+use crate::request::{Key, Request, Tier};
+use crate::sync::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64 as Counter;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A node's grants of one leased limit, per key: the local spending and
+/// the protocol's decisions, with no I/O (the module docs say who carries
+/// the requests).
+///
+/// [`Leases::check`] answers with a [`Step`]: decided here (units were
+/// spent, or a denial Redis gave is remembered, or the failure policy
+/// decided while grants fail), decided here with a refill to fetch in the
+/// background, fetch a grant now, or check with Redis directly (the key
+/// cannot be tracked). A fetched grant, or its failure, goes back through
+/// [`Leases::complete`].
+///
+/// ```
+/// use ratecell::{Algorithm, Config};
+/// use ratecell::lease::{GrantReply, LeaseConfig, Leases, Step};
+///
+/// let s = 1_000_000_000;
+/// let leases = Leases::new(LeaseConfig::new(Config::new(Algorithm::FixedWindow, 100, s)).skew_ns(0)).unwrap();
+/// let t = 10 * s;
+/// let Step::Fetch(req) = leases.check(7, 1, t) else { panic!("no units yet") };
+/// // ... send leases.command(&req, b"", false) to Redis; it granted 1 unit until the window's end:
+/// let reply = GrantReply { units: 1, expires_at_ns: 11 * s, retry_after_ns: 0, limit: 100, remaining: 99 };
+/// let done = leases.complete(&req, Some(reply), t);
+/// assert!(done.decision.unwrap().allowed);
+/// ```
+pub struct Leases {
+    config: Resolved,
+    store: Store<Entry>,
+    /// The `local` failure policy's limiter.
+    local: Option<KeyedLimiter>,
+    counts: Counts,
+}
+
+/// What a check found to do.
+#[derive(Debug)]
+pub enum Step {
+    /// Decided here.
+    Decided(Decision),
+    /// Decided here; send this request for the key's next grant in the
+    /// background, then [`Leases::complete`] it.
+    Refill(Decision, GrantRequest),
+    /// No units: ask for this grant now (within the timeout), then
+    /// [`Leases::complete`] it, whose decision is this check's.
+    Fetch(GrantRequest),
+    /// This key cannot be tracked (the node's keys are at capacity, every
+    /// one holding units, or it shares its 64-bit hash with another key):
+    /// decide it with a `RATECELL.CHECK` of its own.
+    Direct,
+}
+
+/// A grant to ask Redis for: which key, how many units, at what time.
+#[derive(Debug)]
+pub struct GrantRequest {
+    entry: Arc<Entry>,
+    want: u64,
+    at: u64,
+    /// The check waiting on it (a fetch), or none (a refill, a retry).
+    cost: Option<u64>,
+}
+
+impl GrantRequest {
+    /// The key's bytes (a `u64` key's 8 little-endian bytes).
+    pub fn key(&self) -> &[u8] {
+        &self.entry.key
+    }
+
+    /// `w`, the units asked for.
+    pub fn want(&self) -> u64 {
+        self.want
+    }
+
+    /// The time of the check that asked (UNIX ns), to send as `AT` when the
+    /// node and the server keep one explicit timeline.
+    pub fn at_ns(&self) -> u64 {
+        self.at
+    }
+
+    /// Whether a check waits on this request (a fetch rather than a refill).
+    pub fn is_fetch(&self) -> bool {
+        self.cost.is_some()
+    }
+
+    /// The same request asked again at `at` in the background, after a
+    /// failure (no check waits on it).
+    #[must_use]
+    pub fn retry_at(&self, at: u64) -> GrantRequest {
+        GrantRequest {
+            entry: self.entry.clone(),
+            want: self.want,
+            at,
+            cost: None,
+        }
+    }
+}
+
+/// What a grant reply, or its absence, decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The decision of the check that waited on a fetch (`None` for a
+    /// refill).
+    pub decision: Option<Decision>,
+    /// When the grant failed: ask again at this time (UNIX ns), in the
+    /// background, with [`GrantRequest::retry_at`].
+    pub retry_at_ns: Option<u64>,
+}
+
+/// A node's lease counters. Counted when a grant is asked for or answered
+/// and on every decision not made from units, never on a spend (which
+/// would put a shared write on every check): the checks themselves are
+/// the caller's to count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseStats {
+    /// Grants asked for with a check waiting.
+    pub fetches: u64,
+    /// Grants asked for in the background (refills).
+    pub refills: u64,
+    /// Replies received.
+    pub replies: u64,
+    /// Units granted, over every reply.
+    pub units_granted: u64,
+    /// Replies that granted nothing (the limit is spent for now).
+    pub empty_grants: u64,
+    /// Grant requests that had no answer (timeout, error, refused).
+    pub failures: u64,
+    /// Checks decided by the failure policy (SPEC §8's `lease_fallbacks`).
+    pub lease_fallbacks: u64,
+    /// Checks denied here by a denial Redis gave, not yet over.
+    pub remembered_denials: u64,
+    /// Checks the node could not track ([`Step::Direct`]).
+    pub direct: u64,
+    /// Keys tracked now.
+    pub keys: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    fetches: Counter,
+    refills: Counter,
+    replies: Counter,
+    units_granted: Counter,
+    empty_grants: Counter,
+    failures: Counter,
+    lease_fallbacks: Counter,
+    remembered_denials: Counter,
+    direct: Counter,
+}
+
+fn bump(c: &Counter, n: u64) {
+    c.fetch_add(n, Relaxed);
+}
+
+/// A key's lease. The words a check reads sit beside the grant word.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    cell: GrantCell,
+    /// A refill is due when a spend leaves this many units or fewer (a
+    /// quarter of the grant)...
+    refill_below: AtomicU64,
+    /// ...or at this time (a fifth of the grant's lifetime left).
+    refill_at: AtomicU64,
+    /// 1 while no refill has been asked for since the grant in hand came.
+    armed: AtomicU64,
+    /// Redis granted nothing: denied here until this time.
+    denied_until: AtomicU64,
+    /// Grants failed: no fetch before this time, the policy decides.
+    backoff_until: AtomicU64,
+    /// Checks that found no units and spent none (demand the units do
+    /// not show).
+    unmet: AtomicU64,
+    key: Box<[u8]>,
+    slow: Mutex<Slow>,
+}
+
+impl Keyed for Entry {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
+
+/// What only the key's lock guards.
+#[derive(Debug, Default)]
+struct Slow {
+    /// A grant that came while the one in hand still had units, with
+    /// another expiry: spent once that one is spent or expired.
+    next: Option<Held>,
+    /// The units in hand when last counted: spends since are this less
+    /// what the cell holds.
+    counted_units: u64,
+    demand: Demand,
+    failures: u32,
+}
+
+impl Entry {
+    fn new(key: &[u8]) -> Entry {
+        Entry {
+            cell: GrantCell::new(),
+            refill_below: AtomicU64::new(0),
+            refill_at: AtomicU64::new(u64::MAX),
+            armed: AtomicU64::new(0),
+            denied_until: AtomicU64::new(0),
+            backoff_until: AtomicU64::new(0),
+            unmet: AtomicU64::new(0),
+            key: key.into(),
+            slow: Mutex::new(Slow::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slow> {
+        // The lock guards bookkeeping that no panic leaves half-made in a
+        // way that could admit more: a poisoned lock is used as it is.
+        self.slow.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether dropping it loses nothing: no units, no denial or backoff
+    /// still running.
+    fn idle(&self, now: u64) -> bool {
+        self.cell.load().is_spent(now)
+            && self.denied_until.load(Relaxed) <= now
+            && self.backoff_until.load(Relaxed) <= now
+    }
+}
+
+impl Leases {
+    /// The leases of one limit, with nothing held.
+    pub fn new(config: LeaseConfig) -> Result<Leases, LeaseError> {
+        let resolved = config.resolve()?;
+        let local = config.failure.limiter(&config.limit)?;
+        Ok(Leases {
+            config: resolved,
+            store: Store::new(resolved.capacity),
+            local,
+            counts: Counts::default(),
+        })
+    }
+
+    /// A check of `key` (a `u64` key is its 8 little-endian bytes, as in
+    /// a [`KeyedLimiter`]) for `request`: its cost (0 is a peek, which
+    /// never asks Redis), at its time.
+    ///
+    /// The core reads no clock, so the time is an argument: `now_ns` is the
+    /// caller's clock reading (UNIX ns), and a time set on the request
+    /// ([`Request::at`]) wins over it, as it wins over a limiter's clock. A
+    /// leased limit has one tier: a request for another is never admitted
+    /// ([`Decision::NEVER`]), as with a limiter that lacks the tier.
+    #[inline]
+    pub fn check<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
+        now_ns: u64,
+    ) -> Step {
+        let r = request.into();
+        if r.tier != Tier::DEFAULT {
+            return Step::Decided(Decision::NEVER);
+        }
+        let now = r.at_ns.unwrap_or(now_ns);
+        self.store
+            .with_key(key.into(), |k| self.check_key(k, r.cost, now))
+    }
+
+    #[inline]
+    fn check_key(&self, kr: KeyRef<'_>, cost: u64, now: u64) -> Step {
+        match self.store.with(kr, |e| self.check_entry(e, cost, now)) {
+            Found::Entry(step) => step,
+            Found::Missing => self.check_new(kr, cost, now),
+            Found::Collision => self.direct(),
+        }
+    }
+
+    #[cold]
+    fn direct(&self) -> Step {
+        bump(&self.counts.direct, 1);
+        Step::Direct
+    }
+
+    #[cold]
+    fn check_new(&self, key: KeyRef<'_>, cost: u64, now: u64) -> Step {
+        let entry = self
+            .store
+            .get_or_insert(key, || Entry::new(key.bytes), |e| e.idle(now));
+        match entry {
+            Some(e) => self.check_entry(&e, cost, now),
+            None => self.direct(),
+        }
+    }
+
+    /// The decision of a spend that left `left` units.
+    #[inline]
+    fn spent(&self, left: u64) -> Decision {
+        Decision {
+            allowed: true,
+            limit: self.config.reported_limit(),
+            remaining: left,
+            retry_after_ns: 0,
+            reset_after_ns: 0,
+            wait_ns: 0,
+        }
+    }
+
+    fn denial(&self, retry_after_ns: u64) -> Decision {
+        Decision {
+            allowed: false,
+            limit: self.config.reported_limit(),
+            remaining: 0,
+            retry_after_ns: retry_after_ns.max(1),
+            reset_after_ns: 0,
+            wait_ns: 0,
+        }
+    }
+
+    #[inline]
+    fn check_entry(&self, e: &Arc<Entry>, cost: u64, now: u64) -> Step {
+        let q = cost.max(1);
+        if cost == 0 {
+            // A peek never asks Redis: it says whether a unit is in hand.
+            let held = e.cell.load();
+            return Step::Decided(if held.covers(1, now) {
+                self.spent(held.units)
+            } else {
+                self.denial(e.denied_until.load(Relaxed).saturating_sub(now))
+            });
+        }
+        match e.cell.spend(q, now) {
+            Ok(left) => {
+                if (left <= e.refill_below.load(Relaxed) || now >= e.refill_at.load(Relaxed))
+                    && e.armed.load(Relaxed) == 1
+                {
+                    return self.refill(e, left, now);
+                }
+                Step::Decided(self.spent(left))
+            }
+            Err(_) => self.no_units(e, q, now),
+        }
+    }
+
+    /// A spend crossed a refill threshold: one check per grant gets here
+    /// and asks for the next one.
+    #[cold]
+    fn refill(&self, e: &Arc<Entry>, left: u64, now: u64) -> Step {
+        let d = self.spent(left);
+        // No refill while Redis has said "nothing yet" or grants fail: the
+        // remembered denial and the background retry cover those.
+        if now < e.denied_until.load(Relaxed)
+            || now < e.backoff_until.load(Relaxed)
+            || e.armed.swap(0, Relaxed) != 1
+        {
+            return Step::Decided(d);
+        }
+        let want = self.want(e, &mut e.lock(), 0, now);
+        bump(&self.counts.refills, 1);
+        Step::Refill(
+            d,
+            GrantRequest {
+                entry: e.clone(),
+                want,
+                at: now,
+                cost: None,
+            },
+        )
+    }
+
+    /// `w` for a request made at `now` with `pending` more checks waiting.
+    fn want(&self, e: &Entry, s: &mut Slow, pending: u64, now: u64) -> u64 {
+        let h = self.config.horizon;
+        let held = e.cell.load().units;
+        let spent = s.counted_units.saturating_sub(held);
+        s.counted_units = held;
+        let unmet = e.unmet.swap(0, Relaxed);
+        s.demand.add(now, spent.saturating_add(unmet), h);
+        let seen = s.demand.estimate(now, h).saturating_add(pending);
+        grant_size(seen, self.config.max_grant).max(pending)
+    }
+
+    #[cold]
+    fn no_units(&self, e: &Arc<Entry>, q: u64, now: u64) -> Step {
+        let limit = self.config.reported_limit();
+        if q > limit {
+            // No grant can cover it (SPEC §3: never).
+            return Step::Decided(Decision {
+                retry_after_ns: u64::MAX,
+                ..self.denial(1)
+            });
+        }
+        let denied = e.denied_until.load(Relaxed);
+        if now < denied {
+            e.unmet.fetch_add(q, Relaxed);
+            bump(&self.counts.remembered_denials, 1);
+            return Step::Decided(self.denial(denied - now));
+        }
+        let backoff = e.backoff_until.load(Relaxed);
+        if now < backoff {
+            e.unmet.fetch_add(q, Relaxed);
+            return Step::Decided(self.fallback(&e.key, q, now, backoff));
+        }
+        let mut s = e.lock();
+        // A grant may have come while this check waited for the lock, or
+        // one kept for later may be due now.
+        self.promote(e, &mut s, now);
+        if let Ok(left) = e.cell.spend(q, now) {
+            return Step::Decided(self.spent(left));
+        }
+        let want = self.want(e, &mut s, q, now);
+        bump(&self.counts.fetches, 1);
+        Step::Fetch(GrantRequest {
+            entry: e.clone(),
+            want,
+            at: now,
+            cost: Some(q),
+        })
+    }
+
+    /// Puts the kept grant in hand once the one in hand is spent or has
+    /// expired (its leftover, fewer units than a check wanted, is lost:
+    /// losing units never admits more).
+    fn promote(&self, e: &Entry, s: &mut Slow, now: u64) {
+        let Some(next) = s.next else { return };
+        if now >= next.until {
+            s.next = None;
+            return;
+        }
+        let (old, new) = e
+            .cell
+            .update(|held| (held.is_spent(now) || held.units < next.units).then_some(next));
+        if new.is_some() {
+            s.next = None;
+            self.rebase(e, s, old, next, now);
+        }
+    }
+
+    /// The cell went from `old` to `new` (a grant applied or promoted):
+    /// counts the spends up to `old`, and sets the refill thresholds of
+    /// `new`.
+    fn rebase(&self, e: &Entry, s: &mut Slow, old: Held, new: Held, now: u64) {
+        let spent = s.counted_units.saturating_sub(old.units);
+        s.demand.add(now, spent, self.config.horizon);
+        s.counted_units = new.units;
+        e.refill_below.store(new.units / 4, Relaxed);
+        e.refill_at
+            .store(new.until - new.until.saturating_sub(now) / 5, Relaxed);
+        e.armed.store(1, Relaxed);
+    }
+
+    /// Hands back the answer to `req`: the reply, or `None` when there was
+    /// none in time (or an error). `now_ns` is when it came.
+    pub fn complete(
+        &self,
+        req: &GrantRequest,
+        reply: Option<GrantReply>,
+        now_ns: u64,
+    ) -> Completion {
+        let e = &req.entry;
+        let now = now_ns;
+        let Some(reply) = reply else {
+            return self.failed(req, now);
+        };
+        bump(&self.counts.replies, 1);
+        bump(&self.counts.units_granted, reply.units);
+        let mut s = e.lock();
+        s.failures = 0;
+        e.backoff_until.store(0, Relaxed);
+        if reply.units == 0 {
+            bump(&self.counts.empty_grants, 1);
+            let retry = reply.retry_after_ns;
+            // "Never" cannot happen for a cost-1 grant; it is remembered
+            // for one horizon rather than forever.
+            let retry = if retry == u64::MAX {
+                self.config.horizon
+            } else {
+                retry
+            };
+            e.denied_until
+                .store(req.at.saturating_add(retry).max(now), Relaxed);
+            // Whatever is still in hand keeps its refill thresholds; the
+            // next refill waits for the denial to end.
+            e.armed.store(1, Relaxed);
+        } else {
+            e.denied_until.store(0, Relaxed);
+            let until = reply.expires_at_ns.saturating_sub(self.config.skew);
+            self.apply(
+                e,
+                &mut s,
+                Held {
+                    units: reply.units,
+                    until,
+                },
+                now,
+            );
+        }
+        drop(s);
+        let decision = req.cost.map(|q| match e.cell.spend(q, now) {
+            Ok(left) => self.spent(left),
+            Err(_) if reply.units == 0 => {
+                self.denial(e.denied_until.load(Relaxed).saturating_sub(now))
+            }
+            // Granted fewer than the cost, or others spent them first.
+            Err(_) => self.denial(1),
+        });
+        Completion {
+            decision,
+            retry_at_ns: None,
+        }
+    }
+
+    /// A grant of `g` (its `until` with the skew taken off) arrives.
+    fn apply(&self, e: &Entry, s: &mut Slow, g: Held, now: u64) {
+        if now >= g.until {
+            return; // Expired on arrival: lost.
+        }
+        let (old, new) = e.cell.update(|held| {
+            if held.is_spent(now) {
+                Some(g)
+            } else if held.until == g.until {
+                // The same window (or refill step): one pool.
+                Some(Held {
+                    units: held.units.saturating_add(g.units),
+                    until: g.until,
+                })
+            } else {
+                None
+            }
+        });
+        match new {
+            Some(new) => {
+                // A merge keeps the spends before it counted: rebase from
+                // the old units plus the grant.
+                let old = if old.until == new.until && !old.is_spent(now) {
+                    s.counted_units = s.counted_units.saturating_add(g.units);
+                    Held {
+                        units: old.units + g.units,
+                        ..old
+                    }
+                } else {
+                    old
+                };
+                self.rebase(e, s, old, new, now);
+            }
+            None => {
+                // Units in hand of another expiry: keep this grant for
+                // when they are gone (the later-expiring of two, or both
+                // as one when they expire together).
+                s.next = Some(match s.next {
+                    Some(n) if now < n.until && n.until == g.until => Held {
+                        units: n.units.saturating_add(g.units),
+                        ..g
+                    },
+                    Some(n) if now < n.until && n.until > g.until => n,
+                    _ => g,
+                });
+            }
+        }
+    }
+
+    fn failed(&self, req: &GrantRequest, now: u64) -> Completion {
+        let e = &req.entry;
+        bump(&self.counts.failures, 1);
+        let mut s = e.lock();
+        s.failures = s.failures.saturating_add(1);
+        let until = now.saturating_add(backoff_ns(s.failures));
+        e.backoff_until.store(until, Relaxed);
+        drop(s);
+        let decision = req.cost.map(|q| self.fallback(&e.key, q, now, until));
+        Completion {
+            decision,
+            retry_at_ns: Some(until),
+        }
+    }
+
+    /// The failure policy's decision, counted.
+    fn fallback(&self, key: &[u8], q: u64, now: u64, next_attempt: u64) -> Decision {
+        bump(&self.counts.lease_fallbacks, 1);
+        match &self.local {
+            Some(local) => local.check(key, Request::new(q).at(now)),
+            None => self.denial(next_attempt.saturating_sub(now)),
+        }
+    }
+
+    /// The `RATECELL.LEASE` command for `req` (its name first), the Redis
+    /// key being `prefix` followed by the key's bytes; `AT` is sent when
+    /// `send_at` (the node and the server on one explicit timeline).
+    pub fn command(&self, req: &GrantRequest, prefix: &[u8], send_at: bool) -> Vec<Vec<u8>> {
+        let mut key = prefix.to_vec();
+        key.extend_from_slice(&req.entry.key);
+        lease_args(&self.config, key, req.want, send_at.then_some(req.at))
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> LeaseStats {
+        let c = &self.counts;
+        let get = |x: &Counter| x.load(Relaxed);
+        LeaseStats {
+            fetches: get(&c.fetches),
+            refills: get(&c.refills),
+            replies: get(&c.replies),
+            units_granted: get(&c.units_granted),
+            empty_grants: get(&c.empty_grants),
+            failures: get(&c.failures),
+            lease_fallbacks: get(&c.lease_fallbacks),
+            remembered_denials: get(&c.remembered_denials),
+            direct: get(&c.direct),
+            keys: self.store.len() as u64,
+        }
+    }
+
+    /// The algorithm leased.
+    pub fn algorithm(&self) -> Algorithm {
+        self.config.params.algorithm
+    }
+}

@@ -1,0 +1,41 @@
+//! Leases ([SPEC §8](crate::spec#8-leases-one-limit-for-a-fleet-decided-locally)):
+//! a limit kept in Redis, spent locally from grants, without I/O.
+//!
+//! This module owns the node's side of the lease protocol: per key, the
+//! units a grant gave and when they expire (one atomic word, `cell`), the
+//! decision to spend locally, to ask for a grant now, or to refill in the
+//! background; how big a grant to ask for; what a grant reply does; the
+//! backoff after a failed grant and the failure policy's decision. It
+//! sends nothing and reads no clock: every call takes the time, and a
+//! caller with a connection (the `ratecell-redis-client` crate) carries
+//! each [`GrantRequest`] to Redis and hands the reply back to
+//! [`Leases::complete`]. It also keeps `cached_deny`'s remembered
+//! denials ([`DenialCache`]), the other mode that decides some requests
+//! without Redis.
+//!
+//! It may not decide a grant (the module does, `bindings/redis/src/lease.rs`:
+//! one implementation of the grant rule) nor touch the keyed table's
+//! internals: it hashes keys with the table's [`KeyHasher`](crate::table::KeyHasher),
+//! so a key is the same key here and in a [`KeyedLimiter`](crate::KeyedLimiter),
+//! and the `local` failure policy is a `KeyedLimiter`.
+//!
+//! - `config`: [`LeaseConfig`], its defaults and the checks that refuse it.
+//! - `protocol`: the command's arguments, the reply, grant sizing, backoff.
+//! - `cell`: the grant word and its CAS loops (the only atomics a spend touches).
+//! - `store`: keys to entries, sharded, with the key's bytes kept for the command.
+//! - `leases`: [`Leases`], the per-key protocol.
+//! - `deny`: [`DenialCache`].
+
+mod cell;
+mod config;
+mod deny;
+mod leases;
+mod protocol;
+mod store;
+#[cfg(all(test, not(ratecell_loom)))]
+mod tests;
+
+pub use config::{FailurePolicy, LeaseConfig, LeaseError};
+pub use deny::DenialCache;
+pub use leases::{Completion, GrantRequest, LeaseStats, Leases, Step};
+pub use protocol::{GrantReply, ReplyError, backoff_ns, grant_size, lease_command};

@@ -1,0 +1,363 @@
+//! The lease protocol with explicit times: what a check decides, what a
+//! reply does, and the failure policy's bookkeeping.
+
+use super::*;
+use crate::{Algorithm, Config, Decision};
+
+const S: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+const T0: u64 = 1_700_000_000 * S;
+
+fn fixed(limit: u64) -> LeaseConfig {
+    LeaseConfig::new(Config::new(Algorithm::FixedWindow, limit, S)).skew_ns(0)
+}
+
+fn reply(units: u64, expires_at_ns: u64) -> GrantReply {
+    GrantReply {
+        units,
+        expires_at_ns,
+        retry_after_ns: 0,
+        limit: 100,
+        remaining: 0,
+    }
+}
+
+fn empty(retry_after_ns: u64) -> GrantReply {
+    GrantReply {
+        units: 0,
+        expires_at_ns: 0,
+        retry_after_ns,
+        limit: 100,
+        remaining: 0,
+    }
+}
+
+fn fetch(step: Step) -> GrantRequest {
+    match step {
+        Step::Fetch(r) => r,
+        other => panic!("expected a fetch, got {other:?}"),
+    }
+}
+
+/// A decision made here, with or without a refill to send.
+fn decided(step: Step) -> Decision {
+    match step {
+        Step::Decided(d) | Step::Refill(d, _) => d,
+        other => panic!("expected a local decision, got {other:?}"),
+    }
+}
+
+/// Checks once at `t`, fetching a grant of `units` until `until` when asked.
+fn check_granting(l: &Leases, key: u64, t: u64, units: u64, until: u64) -> Decision {
+    match l.check(key, 1, t) {
+        Step::Fetch(r) => l
+            .complete(&r, Some(reply(units, until)), t)
+            .decision
+            .unwrap(),
+        Step::Refill(d, r) => {
+            l.complete(&r, Some(reply(units, until)), t);
+            d
+        }
+        Step::Decided(d) => d,
+        Step::Direct => panic!("untracked"),
+    }
+}
+
+#[test]
+fn a_first_check_fetches_one_unit_and_grants_grow_with_the_checks() {
+    let l = Leases::new(fixed(1000)).unwrap();
+    let mut wants = vec![];
+    for i in 0..40 {
+        let t = T0 + i * MS;
+        match l.check(1, 1, t) {
+            Step::Fetch(r) => {
+                wants.push(r.want());
+                assert!(r.is_fetch());
+                let d = l.complete(&r, Some(reply(r.want(), T0 + S)), t);
+                assert!(d.decision.unwrap().allowed);
+            }
+            Step::Refill(d, r) => {
+                assert!(d.allowed);
+                wants.push(r.want());
+                l.complete(&r, Some(reply(r.want(), T0 + S)), t);
+            }
+            Step::Decided(d) => assert!(d.allowed),
+            Step::Direct => panic!(),
+        }
+    }
+    // 1, then growing with the checks seen, never above W = 100.
+    assert_eq!(wants[..3], [1, 2, 3]);
+    assert!(wants.iter().all(|&w| w <= 100), "{wants:?}");
+    assert!(wants.len() < 12, "most checks spent locally: {wants:?}");
+}
+
+#[test]
+fn a_quarter_left_asks_once_for_a_refill_in_the_background() {
+    let l = Leases::new(fixed(1000)).unwrap();
+    let r = fetch(l.check(1, 1, T0));
+    // Asked for 1, granted 8 (the reply may differ from the want).
+    assert_eq!(
+        l.complete(&r, Some(reply(8, T0 + S)), T0)
+            .decision
+            .unwrap()
+            .remaining,
+        7
+    );
+    let mut refills = vec![];
+    for i in 1..=5 {
+        match l.check(1, 1, T0 + i) {
+            Step::Decided(d) => assert!(d.allowed),
+            Step::Refill(d, r) => {
+                assert!(d.allowed && !r.is_fetch());
+                assert_eq!(d.remaining, 2, "8 / 4 = 2 left");
+                refills.push(r);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(refills.len(), 1, "one refill per grant");
+    // The refill, same window: one pool with the 2 left.
+    l.complete(&refills[0], Some(reply(5, T0 + S)), T0 + 6);
+    for i in 0..7 {
+        assert!(decided(l.check(1, 1, T0 + 7 + i)).allowed);
+    }
+    assert!(matches!(l.check(1, 1, T0 + 20), Step::Fetch(_)));
+    // The pool of 7 asked for its own refill at a quarter (1 left).
+    assert_eq!(l.stats().refills, 2);
+}
+
+#[test]
+fn a_fifth_of_the_lifetime_left_asks_for_a_refill() {
+    let l = Leases::new(fixed(1000)).unwrap();
+    let r = fetch(l.check(1, 1, T0));
+    l.complete(&r, Some(reply(100, T0 + 100 * MS)), T0);
+    assert!(matches!(l.check(1, 1, T0 + 79 * MS), Step::Decided(_)));
+    assert!(matches!(l.check(1, 1, T0 + 80 * MS), Step::Refill(..)));
+}
+
+#[test]
+fn units_are_spent_only_before_expiry_less_the_skew() {
+    let cfg = fixed(1000).skew_ns(MS);
+    let l = Leases::new(cfg).unwrap();
+    let r = fetch(l.check(1, 1, T0));
+    l.complete(&r, Some(reply(50, T0 + 10 * MS)), T0);
+    assert!(decided(l.check(1, 1, T0 + 9 * MS - 1)).allowed);
+    // Usable until 9 ms: the next check finds none.
+    let r = fetch(l.check(1, 1, T0 + 9 * MS));
+    // A grant that expires within the skew is lost on arrival.
+    let d = l.complete(&r, Some(reply(5, T0 + 9 * MS + MS / 2)), T0 + 9 * MS);
+    assert!(!d.decision.unwrap().allowed);
+}
+
+#[test]
+fn a_grant_of_another_expiry_waits_until_the_units_in_hand_are_gone() {
+    let l =
+        Leases::new(LeaseConfig::new(Config::new(Algorithm::Gcra, 1000, S)).skew_ns(0)).unwrap();
+    let r = fetch(l.check(1, 1, T0));
+    l.complete(&r, Some(reply(4, T0 + 100 * MS)), T0);
+    // Spends to 1 left (a quarter), then the refill arrives with a later
+    // expiry: it is kept, not merged (its units may outlive these).
+    let Step::Refill(_, refill) = l.check(1, 2, T0 + 1) else {
+        panic!()
+    };
+    l.complete(&refill, Some(reply(10, T0 + 150 * MS)), T0 + 2);
+    assert_eq!(decided(l.check(1, 1, T0 + 3)).remaining, 0);
+    // The one in hand spent: the kept grant takes over.
+    assert_eq!(decided(l.check(1, 1, T0 + 4)).remaining, 9);
+    // And expires at its own time.
+    assert!(matches!(l.check(1, 1, T0 + 150 * MS), Step::Fetch(_)));
+}
+
+#[test]
+fn an_empty_grant_is_remembered_until_its_retry_after() {
+    let l = Leases::new(fixed(1000)).unwrap();
+    let r = fetch(l.check(1, 1, T0));
+    let d = l.complete(&r, Some(empty(300 * MS)), T0).decision.unwrap();
+    assert_eq!((d.allowed, d.retry_after_ns), (false, 300 * MS));
+    let d = decided(l.check(1, 1, T0 + 100 * MS));
+    assert_eq!((d.allowed, d.retry_after_ns), (false, 200 * MS));
+    let r = fetch(l.check(1, 1, T0 + 300 * MS));
+    // The denied checks count as demand: the next grant is bigger.
+    assert!(r.want() >= 2, "{}", r.want());
+    assert_eq!(l.stats().remembered_denials, 1);
+    assert_eq!(l.stats().lease_fallbacks, 0);
+}
+
+#[test]
+fn a_failed_grant_denies_with_backoff_doubling_and_counts_fallbacks() {
+    let l = Leases::new(fixed(1000)).unwrap();
+    let mut t = T0;
+    let mut backoffs = vec![];
+    for _ in 0..9 {
+        let r = fetch(l.check(1, 1, t));
+        let c = l.complete(&r, None, t);
+        let d = c.decision.unwrap();
+        let retry = c.retry_at_ns.unwrap() - t;
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after_ns, retry, "deny: until the next attempt");
+        backoffs.push(retry / MS);
+        // Meanwhile: no fetch, the policy decides, counted.
+        let d = decided(l.check(1, 1, t + retry - 1));
+        assert!(!d.allowed);
+        t += retry;
+    }
+    assert_eq!(backoffs, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+    assert_eq!(l.stats().lease_fallbacks, 18);
+    assert_eq!(l.stats().failures, 9);
+    // The background retry succeeds: global again, with no call from the
+    // caller, and the backoff starts over.
+    let r = fetch(l.check(1, 1, t));
+    let retry = r.retry_at(t + 1);
+    assert!(!retry.is_fetch());
+    l.complete(&r, None, t);
+    assert!(
+        l.complete(&retry, Some(reply(10, t + S)), t + 1)
+            .decision
+            .is_none()
+    );
+    assert!(decided(l.check(1, 1, t + 2)).allowed);
+    let r = fetch(l.check(1, 10, t + 3));
+    assert_eq!(
+        l.complete(&r, None, t + 3).retry_at_ns,
+        Some(t + 3 + 10 * MS)
+    );
+}
+
+#[test]
+fn the_local_policy_admits_the_limit_shared_among_the_expected_nodes() {
+    let cfg = fixed(100).failure(FailurePolicy::Local { expected_nodes: 4 });
+    let l = Leases::new(cfg).unwrap();
+    let r = fetch(l.check(1, 1, T0));
+    assert!(l.complete(&r, None, T0).decision.unwrap().allowed);
+    let admitted = (1..100)
+        .filter(|i| decided(l.check(1, 1, T0 + i)).allowed)
+        .count();
+    assert_eq!(admitted + 1, 25, "100 / 4 in the window");
+    assert_eq!(l.stats().lease_fallbacks, 100);
+}
+
+#[test]
+fn a_cost_above_the_limit_is_never_admitted_and_never_asked_for() {
+    let l = Leases::new(fixed(10)).unwrap();
+    let d = decided(l.check(1, 11, T0));
+    assert_eq!((d.allowed, d.retry_after_ns), (false, u64::MAX));
+    assert_eq!(l.stats().fetches, 0);
+}
+
+#[test]
+fn a_big_cost_asks_for_at_least_itself() {
+    let l = Leases::new(fixed(100)).unwrap();
+    let r = fetch(l.check(1, 30, T0));
+    assert_eq!(r.want(), 30, "W is 10, but the check needs 30");
+    // Granted fewer: denied, the units kept for smaller checks.
+    assert!(
+        !l.complete(&r, Some(reply(20, T0 + S)), T0)
+            .decision
+            .unwrap()
+            .allowed
+    );
+    assert_eq!(decided(l.check(1, 20, T0 + 1)).remaining, 0);
+}
+
+#[test]
+fn peeks_never_ask_and_never_spend() {
+    let l = Leases::new(fixed(100)).unwrap();
+    assert!(!decided(l.check(1, 0, T0)).allowed);
+    check_granting(&l, 1, T0, 3, T0 + S);
+    let d = decided(l.check(1, 0, T0 + 1));
+    assert_eq!((d.allowed, d.remaining), (true, 2));
+    assert_eq!(decided(l.check(1, 0, T0 + 1)).remaining, 2);
+}
+
+#[test]
+fn u64_keys_are_their_little_endian_bytes() {
+    let l = Leases::new(fixed(100)).unwrap();
+    let r = fetch(l.check(0x0102, 1, T0));
+    assert_eq!(r.key(), 0x0102u64.to_le_bytes());
+    l.complete(&r, Some(reply(5, T0 + S)), T0);
+    assert_eq!(
+        decided(l.check(&0x0102u64.to_le_bytes(), 1, T0)).remaining,
+        3
+    );
+    assert!(matches!(l.check(b"other", 1, T0), Step::Fetch(_)));
+}
+
+#[test]
+fn a_full_node_drops_idle_keys_and_sends_the_rest_to_redis() {
+    // 64 shards of one key each.
+    let l = Leases::new(
+        LeaseConfig::new(Config::new(Algorithm::FixedWindow, 100, S).capacity(64)).skew_ns(0),
+    )
+    .unwrap();
+    let mut held = vec![];
+    for k in 0..2000u64 {
+        if let Step::Fetch(r) = l.check(k, 1, T0) {
+            l.complete(&r, Some(reply(5, T0 + S)), T0);
+            held.push(k);
+        }
+    }
+    assert!(held.len() <= 64);
+    assert!(l.stats().direct > 0);
+    // After the window every key is idle: new keys take their places.
+    assert!(matches!(l.check(5000, 1, T0 + S), Step::Fetch(_)));
+}
+
+#[test]
+fn the_command_names_the_key_with_its_prefix() {
+    let l = Leases::new(fixed(100)).unwrap();
+    let r = fetch(l.check(b"user:1", 1, T0));
+    let args = l.command(&r, b"rl:", true);
+    assert_eq!(args[1], b"rl:user:1");
+    assert_eq!(args.last().unwrap(), T0.to_string().as_bytes());
+    assert_eq!(l.command(&r, b"", false).len(), args.len() - 2);
+}
+
+#[test]
+fn remembered_denials_count_down_and_end() {
+    let c = DenialCache::new(0);
+    let d = Decision {
+        allowed: false,
+        limit: 5,
+        remaining: 0,
+        retry_after_ns: 100,
+        reset_after_ns: 400,
+        wait_ns: 0,
+    };
+    c.remember(b"k", &d, T0);
+    assert_eq!(c.check(b"k", T0 + 30).unwrap().retry_after_ns, 70);
+    assert!(c.check(b"k", T0 + 100).is_none());
+    // Admissions and never-admissible costs are not remembered.
+    c.remember(1, &Decision { allowed: true, ..d }, T0);
+    c.remember(
+        2,
+        &Decision {
+            retry_after_ns: u64::MAX,
+            ..d
+        },
+        T0,
+    );
+    assert!(c.check(1, T0).is_none() && c.check(2, T0).is_none());
+}
+
+#[test]
+fn a_requests_time_wins_over_the_callers_clock() {
+    let l = Leases::new(fixed(100)).unwrap();
+    // The request says T0; the clock reading passed beside it is ignored.
+    let r = fetch(l.check(1, crate::Request::new(1).at(T0), 5 * T0));
+    assert_eq!(r.at_ns(), T0);
+    l.complete(&r, Some(reply(5, T0 + S)), T0);
+    // No time on the request: the reading is the time (past the grant).
+    assert!(matches!(l.check(1, 1, T0 + S), Step::Fetch(_)));
+    assert_eq!(
+        decided(l.check(1, crate::Request::new(1).at(T0 + 1), T0 + S)).remaining,
+        3
+    );
+}
+
+#[test]
+fn a_tier_a_lease_does_not_have_is_never_admitted() {
+    let l = Leases::new(fixed(100)).unwrap();
+    let d = decided(l.check(1, crate::Request::new(1).tier(crate::Tier::checked(1)), T0));
+    assert_eq!(d, Decision::NEVER);
+    assert_eq!(l.stats().fetches, 0);
+}
