@@ -172,7 +172,7 @@ impl Request {
 
     /// The tier set with [`Request::tier`] ([`Tier::DEFAULT`] unless set).
     #[inline]
-    pub const fn tier_of(&self) -> Tier {
+    pub const fn requested_tier(&self) -> Tier {
         self.tier
     }
 }

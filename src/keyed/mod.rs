@@ -493,7 +493,11 @@ impl KeyedLimiter {
     /// assert!(!limiter.check(7, Request::new(1).at(t)).allowed);
     /// assert!(limiter.check("alice", 1).allowed, "now, on the limiter's clock");
     /// ```
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "as a call, the decision comes back through memory (see `decision`)"
+    )]
+    #[inline(always)]
     pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
         let r = request.into();
         let h = self.hash_key(key.into());

@@ -145,9 +145,8 @@ impl KeyedLimiter {
     }
 
     /// [`KeyedLimiter::check`] of a request that names a tier other than
-    /// tier 0, out of line: the check of tier 0 stays as small as a
-    /// limiter without tiers has it.
-    #[inline(never)]
+    /// tier 0 (its table check out of line, in `decide_in_tier_words`).
+    #[inline]
     pub(super) fn tier_decision(&self, h: u64, r: Request) -> Decision {
         self.decide_tier_one(h, (r.at_ns, &self.clock), r.cost, r.tier.index())
             .unwrap_or_else(|_| self.never())
@@ -155,6 +154,7 @@ impl KeyedLimiter {
 
     /// The decision of a request naming a tier this limiter does not have,
     /// counted as a denial (as a batch counts it).
+    #[cold]
     pub(super) fn never(&self) -> Decision {
         self.checks.record(false);
         Decision::NEVER

@@ -34,14 +34,19 @@ int main(void) {
         return 1;
     }
     ratecell_decision d;
+    ratecell_request request;
+    ratecell_request_init(&request);
+    request.key_id = 7;
+    request.at_ns = t0;
     int admitted = 0;
     for (int i = 0; i < 5; i++) {
-        expect(ratecell_check_at(limiter, 7, 1, t0, &d) == RATECELL_OK, "check_at");
+        expect(ratecell_check(limiter, &request, &d) == RATECELL_OK, "check");
         admitted += d.allowed;
     }
     expect(admitted == 3, "3 of 5 admitted in one window of limit 3");
     expect(!d.allowed && d.retry_after_ns == second, "the last is denied until the next window");
-    expect(ratecell_check_at(limiter, 7, 1, t0 + second, &d) == RATECELL_OK && d.allowed,
+    request.at_ns = t0 + second;
+    expect(ratecell_check(limiter, &request, &d) == RATECELL_OK && d.allowed,
            "admitted in the next window");
     ratecell_limiter_free(limiter);
 

@@ -355,7 +355,7 @@ fn with_bytes<R>(key: Key<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
 
 impl Shared {
     fn decide(&self, key: Key<'_>, request: Request, refiller: Option<&Refiller>) -> Decision {
-        if request.tier_of() != Tier::DEFAULT {
+        if request.requested_tier() != Tier::DEFAULT {
             return Decision::NEVER;
         }
         let at = request.at_ns();
