@@ -32,11 +32,11 @@ int main() {
     ratecell::Limiter limiter(ratecell::Config(ratecell::Algorithm::SlidingLog, 2, 1s).capacity(100));
     int admitted = 0;
     for (int i = 0; i < 4; i++) {
-        admitted += limiter.check_bytes_at("alice", 1, t0).allowed ? 1 : 0;
+        admitted += limiter.check("alice", ratecell::Request().at(t0)).allowed ? 1 : 0;
     }
     expect(admitted == 2, "2 of 4 admitted for one key at limit 2");
-    expect(limiter.check_bytes_at("bob", 1, t0).allowed, "another key has its own limit");
-    expect(limiter.check_bytes_at("alice", 1, t0 + second).allowed, "admitted a period later");
+    expect(limiter.check("bob", ratecell::Request().at(t0)).allowed, "another key has its own limit");
+    expect(limiter.check("alice", ratecell::Request().at(t0 + second)).allowed, "admitted a period later");
 
     bool threw = false;
     try {

@@ -289,9 +289,11 @@ int main(int argc, char **argv) {
             checks++;
             break;
         }
-        case 6: { /* reset: the request read as a check reads it */
+        case 6: { /* reset: the request read as a check reads it, but for
+                   * the tier, which ratecell_reset does not read (its doc) */
             struct ratecell_request r;
             ratecell_status shape = a_request(&r, l, bytes, sizeof bytes);
+            if (shape == RATECELL_INVALID_TIER) shape = RATECELL_OK; /* checked last */
             const struct ratecell_request *rp = below(40) == 0 ? NULL : &r;
             ratecell_status s = ratecell_reset(l, rp);
             EXPECT(valid_status(s));
