@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds libratecell (cargo build --release --lib) and runs, against it, the
+# Builds libratecell (cargo build --release -p ratecell-capi) and runs, against it, the
 # C example, the C11 tests, the C++17 wrapper tests and the C fuzz driver of
 # the ABI, twice:
 #
@@ -25,8 +25,8 @@ cc="${CC:-gcc}"
 cxx="${CXX:-g++}"
 fuzz_iterations="${RATECELL_FUZZ_ITERATIONS:-200000}"
 
-echo "== cargo build --release --lib"
-cargo build --release --lib
+echo "== cargo build --release -p ratecell-capi"
+cargo build --release -p ratecell-capi
 for artifact in libratecell.so libratecell.a; do
     if [ ! -f "$lib/$artifact" ]; then
         echo "missing $lib/$artifact" >&2

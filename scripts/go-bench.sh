@@ -11,7 +11,7 @@
 # time per op (cpu-ns/op; the slices other jobs take do not count), then the
 # goals' ratios computed within each round: lowest–highest (median).
 #
-# Builds libratecell first (cargo build --release --lib); honours
+# Builds libratecell first (cargo build --release -p ratecell-capi); honours
 # CARGO_TARGET_DIR and GO as scripts/go-tests.sh does.
 set -euo pipefail
 
@@ -23,7 +23,7 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 case "$target" in /*) ;; *) target="$root/$target" ;; esac
 lib="$target/release"
 
-cargo build --release --lib >&2
+cargo build --release -p ratecell-capi >&2
 export CGO_ENABLED=1
 export CGO_LDFLAGS="-L$lib ${CGO_LDFLAGS:-}"
 header_hash="$(sha256sum include/ratecell.h | cut -c1-16)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds libratecell (cargo build --release --lib) and runs the Go binding's
+# Builds libratecell (cargo build --release -p ratecell-capi) and runs the Go binding's
 # checks against it, in bindings/go:
 #
 #   1. gofmt -l (no file needs formatting) and go vet ./...
@@ -41,8 +41,8 @@ if ! command -v "$go" >/dev/null 2>&1; then
     exit 1
 fi
 
-echo "== cargo build --release --lib"
-if ! cargo build --release --lib || [ ! -f "$lib/libratecell.a" ]; then
+echo "== cargo build --release -p ratecell-capi"
+if ! cargo build --release -p ratecell-capi || [ ! -f "$lib/libratecell.a" ]; then
     echo "could not build $lib/libratecell.a" >&2
     echo "go: 0 passed, 1 failed"
     exit 1
@@ -161,7 +161,7 @@ missing_library() {
     fi
     # The message names a command that works from a user's own module.
     echo "$out" | grep -m1 'is not built' &&
-        echo "$out" | grep -q 'cargo build --release --lib --manifest-path'
+        echo "$out" | grep -q 'cargo build --release -p ratecell-capi --manifest-path'
 }
 step missing-library missing_library
 

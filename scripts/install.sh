@@ -81,8 +81,8 @@ soname="libratecell.so.$sover"
 
 target="$(absolute "${CARGO_TARGET_DIR:-$root/target}")"
 build="$target/capi"
-echo "== cargo rustc --release --lib (SONAME $soname) into $build" >&2
-(cd "$root" && cargo rustc --release --lib --target-dir "$build" \
+echo "== cargo rustc --release -p ratecell-capi --lib (SONAME $soname) into $build" >&2
+(cd "$root" && cargo rustc --release -p ratecell-capi --lib --target-dir "$build" \
     --crate-type cdylib --crate-type staticlib -- -C "link-arg=-Wl,-soname,$soname")
 out="$build/release"
 for f in libratecell.so libratecell.a; do

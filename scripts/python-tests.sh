@@ -2,7 +2,7 @@
 # Tests the Python binding (bindings/python) and the C side of the
 # cross-language parity contract (tests/parity), from a fresh clone:
 #
-#   1. cargo build --release --lib;
+#   1. cargo build --release -p ratecell-capi;
 #   2. a venv under the cargo target dir, into which `pip install
 #      ./bindings/python` (the package builds and bundles the library itself)
 #      plus pytest, numpy and limits from PyPI (and uvicorn, starlette,
@@ -16,8 +16,8 @@
 #      tests/parity/trace.csv through the C ABI; its output must equal
 #      tests/parity/expected.csv byte for byte (single and batch calls);
 #   5. bindings/python/bench.py --smoke (the benchmark runs, tiny sizes);
-#   6. the sdist (`python -m build --sdist`, passing `twine check`): it must carry the Rust crate
-#      and the C extension's source; installed with pip into a fresh venv in
+#   6. the sdist (`python -m build --sdist`, passing `twine check`): it must carry the Rust crates
+#      (ratecell and ratecell-capi, in a workspace of their own) and the C extension's source; installed with pip into a fresh venv in
 #      a temporary directory outside the checkout (cargo builds the library
 #      and the C compiler ratecell._speedups from the sdist's sources), it
 #      imports from that venv, with the extension, and decides a limiter's
@@ -172,12 +172,13 @@ sdist_outside() {
     [ -f "${sdist[0]}" ] || { echo "python -m build made no sdist"; return 1; }
     local listing f
     listing="$(tar tzf "${sdist[0]}")"
-    for f in rust/Cargo.toml rust/Cargo.lock rust/src/lib.rs rust/src/ffi/mod.rs \
-        rust/include/ratecell.h src/ratecell/_ffi.py src/ratecell/_speedups.c \
+    for f in rust/Cargo.toml rust/Cargo.lock rust/ratecell/Cargo.toml rust/ratecell/src/lib.rs \
+        rust/ratecell/include/ratecell.h rust/ratecell-capi/Cargo.toml rust/ratecell-capi/src/lib.rs \
+        src/ratecell/_ffi.py src/ratecell/_speedups.c \
         src/ratecell/_speedups.pyi LICENSE-MIT LICENSE-APACHE; do
         grep -qx "ratecell-[^/]*/$f" <<<"$listing" || { echo "the sdist lacks $f"; return 1; }
     done
-    echo "$(basename "${sdist[0]}"): $(wc -l <<<"$listing") entries, the Rust crate under rust/"
+    echo "$(basename "${sdist[0]}"): $(wc -l <<<"$listing") entries, the Rust crates under rust/"
     # What a package index would refuse (metadata, the long description).
     "$tools/bin/twine" check --strict "${sdist[0]}" || return 1
     away="$(mktemp -d "${TMPDIR:-/tmp}/ratecell-sdist.XXXXXX")" || return 1
@@ -234,8 +235,8 @@ wheel_tag() {
         check_installed "$env"
 }
 
-echo "== cargo build --release --lib"
-if ! cargo build --release --lib; then
+echo "== cargo build --release -p ratecell-capi"
+if ! cargo build --release -p ratecell-capi; then
     echo "0 passed, 1 failed"
     exit 1
 fi

@@ -125,7 +125,7 @@ step python python_client
 
 go_client() {
     command -v "$go" >/dev/null 2>&1 || { echo "missing go" >&2; return 1; }
-    timeout 1800 cargo build --release --lib --quiet || return 1
+    timeout 1800 cargo build --release -p ratecell-capi --quiet || return 1
     # As scripts/go-tests.sh: this build first on the core binding's link
     # path, its header's hash in the flags, and modules fetched as needed.
     local header_hash

@@ -3,7 +3,8 @@
 #   1. formatting and clippy (warnings are errors);
 #   2. the Rust suites (unit, doc, property, brute-force, stress, keyed,
 #      C ABI header and fuzz, CLI goldens), in debug so arithmetic overflow
-#      panics instead of wrapping;
+#      panics instead of wrapping; and that a Rust crate depending on
+#      ratecell builds no C library (scripts/dependent-tests.sh);
 #   3. the loom models of every concurrent protocol;
 #   4. the C and C++ bindings, normally and under ASan/UBSan;
 #   5. the Go and Python bindings (when present);
@@ -69,9 +70,13 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --exclude ratecell-redis --all-targets --quiet -- -D warnings
 # The crates a user would install are packageable (metadata, the files
-# they ship); packaged together, so the command's ratecell is this one.
-step package cargo package -p ratecell -p ratecell-cli --no-verify --allow-dirty --quiet
+# they ship); packaged together, so the command's and the C library's
+# ratecell is this one. Not verified here (each package built again, a few
+# minutes): the Python sdist (scripts/python-tests.sh) builds ratecell and
+# ratecell-capi from their packages, offline.
+step package cargo package -p ratecell -p ratecell-capi -p ratecell-cli --no-verify --allow-dirty --quiet
 step rust cargo test --workspace --exclude ratecell-redis --quiet
+step dependent scripts/dependent-tests.sh
 # The HTTP layer's optional `metrics` feature and its scraped-counter test.
 step tower-metrics-clippy cargo clippy -p ratecell-tower --features metrics --all-targets --quiet -- -D warnings
 step tower-metrics cargo test -p ratecell-tower --features metrics --quiet

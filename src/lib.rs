@@ -69,10 +69,6 @@
     clippy::missing_errors_doc,
     reason = "each function's prose says when it fails, and the error types list every cause"
 )]
-#![allow(
-    clippy::enum_glob_use,
-    reason = "the C ABI's functions name statuses as the header does (RATECELL_OK, ...)"
-)]
 
 mod acquire;
 mod algorithm;
@@ -90,8 +86,6 @@ mod fork;
 #[doc = include_str!("../docs/SPEC.md")]
 pub mod spec {}
 
-/// The C ABI behind `include/ratecell.h` ([SPEC §6](crate::spec#6-the-c-abi-includeratecellh)).
-pub mod ffi;
 mod keyed;
 /// Leases (SPEC §8): a limit kept in Redis, spent locally from grants; the protocol without I/O.
 pub mod lease;

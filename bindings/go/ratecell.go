@@ -24,11 +24,11 @@
 //
 // The package links libratecell.a statically from the repository's cargo
 // target directory (../../target/release); build it first with
-// `cargo build --release --lib` (see README.md).
+// `cargo build --release -p ratecell-capi` (see README.md).
 package ratecell
 
 // Builds the native library this package links (needs Rust's cargo).
-//go:generate sh -c "cd ../.. && cargo build --release --lib"
+//go:generate sh -c "cd ../.. && cargo build --release -p ratecell-capi"
 
 // This file owns the cgo link, the handle's life (New, Close, the in-flight
 // guard) and the non-blocking calls. Acquire is in acquire.go, the error
@@ -68,7 +68,7 @@ package ratecell
 // (CGO_LDFLAGS=-L<dir>).
 #if defined(__has_include) && !defined(RATECELL_SKIP_LIBRARY_CHECK)
 #if !__has_include("../../target/release/libratecell.a")
-#error "ratecell: the static library is not built. From any directory, run: cargo build --release --lib --manifest-path <the ratecell checkout>/Cargo.toml (the checkout your go.mod's replace directive points into; it writes <checkout>/target/release/libratecell.a). If you build it elsewhere, set CGO_LDFLAGS=-L<that dir> and CGO_CFLAGS=-DRATECELL_SKIP_LIBRARY_CHECK"
+#error "ratecell: the static library is not built. From any directory, run: cargo build --release -p ratecell-capi --manifest-path <the ratecell checkout>/Cargo.toml (the checkout your go.mod's replace directive points into; it writes <checkout>/target/release/libratecell.a). If you build it elsewhere, set CGO_LDFLAGS=-L<that dir> and CGO_CFLAGS=-DRATECELL_SKIP_LIBRARY_CHECK"
 #endif
 #endif
 

@@ -8,12 +8,18 @@ module (``ratecell/libratecell.cpython-311-x86_64-linux-gnu.so``);
 ``ratecell._ffi`` finds it there. Symbols are stripped (``-C strip=symbols``
 keeps the exported C functions).
 
-Where the Rust crate is:
+Where the Rust crates are (the C library is the ``ratecell-capi`` crate, whose
+library is named ``ratecell``; it depends on the ``ratecell`` crate):
 
-- in a checkout: the repository root, ``../../Cargo.toml``;
-- in an sdist: ``rust/``, the crate exactly as ``cargo package`` ships it
-  (its own sources, ``Cargo.lock``, header and licences), which the sdist
-  command below copies in. So the sdist builds anywhere cargo exists.
+- in a checkout: ``../../crates/ratecell-capi/Cargo.toml``, in the
+  repository's workspace;
+- in an sdist: ``rust/``, a small workspace that the sdist command below
+  generates: ``rust/ratecell/`` and ``rust/ratecell-capi/``, each exactly as
+  ``cargo package`` ships it (its own sources, header, licences), a
+  ``Cargo.toml`` whose ``[patch.crates-io]`` points the C library's
+  ``ratecell`` dependency at ``rust/ratecell/``, and a ``Cargo.lock`` (the
+  repository's, trimmed by cargo offline). So the sdist builds anywhere
+  cargo exists, with nothing fetched but the locked crates.io dependencies.
 
 setuptools-rust rather than maturin: maturin treats a cdylib without PyO3 as
 a cffi module (it generates a cffi wrapper and needs cffi at run time), while
@@ -53,85 +59,124 @@ except ImportError:  # setuptools < 70.1 keeps it in the wheel package
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-# The crate inside an sdist (see the module docstring).
+# The crates' workspace inside an sdist (see the module docstring).
 SDIST_CRATE = "rust"
+# The crate of the C library, in a checkout and in an sdist's workspace.
+CAPI = "ratecell-capi"
+# The crates an sdist carries: the C library's, and the library it calls.
+SDIST_PACKAGES = ("ratecell", CAPI)
 
 
 def crate_manifest() -> str:
-    """The Cargo.toml to build, relative to this directory (setuptools-rust
-    runs from here): the sdist's copy when there is one, else the checkout's."""
-    if (HERE / SDIST_CRATE / "Cargo.toml").is_file():
-        return f"{SDIST_CRATE}/Cargo.toml"
-    if (REPO / "Cargo.toml").is_file():
-        return os.path.relpath(REPO / "Cargo.toml", HERE)
+    """The Cargo.toml of the C library's crate, relative to this directory
+    (setuptools-rust runs from here): the sdist's copy when there is one,
+    else the checkout's."""
+    if (HERE / SDIST_CRATE / CAPI / "Cargo.toml").is_file():
+        return f"{SDIST_CRATE}/{CAPI}/Cargo.toml"
+    checkout = REPO / "crates" / CAPI / "Cargo.toml"
+    if checkout.is_file():
+        return os.path.relpath(checkout, HERE)
     raise SystemExit(
-        f"ratecell: no Rust crate found: neither {HERE / SDIST_CRATE / 'Cargo.toml'} (an sdist) "
-        f"nor {REPO / 'Cargo.toml'} (a checkout of the repository)"
+        f"ratecell: no Rust crate found: neither {HERE / SDIST_CRATE / CAPI / 'Cargo.toml'} "
+        f"(an sdist) nor {checkout} (a checkout of the repository)"
     )
 
 
-def package_crate(dest: Path) -> None:
-    """Puts the crate into `dest` as `cargo package` ships it to crates.io:
-    the files Cargo.toml's `include` names, a Cargo.lock, and a manifest
-    that stands alone (no workspace members, no targets whose files are not
-    shipped)."""
+def run_cargo(args: list[str], what: str, stdout=sys.stderr) -> None:
+    """Runs cargo in the repository, its output to stderr (or `stdout`)."""
     cargo = os.environ.get("CARGO", "cargo")
+    cmd = [cargo, *args]
+    print("ratecell: " + " ".join(cmd), file=sys.stderr, flush=True)
+    try:
+        subprocess.run(cmd, cwd=REPO, check=True, stdout=stdout)
+    except FileNotFoundError:
+        raise SystemExit(
+            f"ratecell: `{cargo}` not found; install Rust (https://rustup.rs) to make an sdist"
+        ) from None
+    except subprocess.CalledProcessError as e:
+        raise SystemExit(f"ratecell: {what} failed with status {e.returncode}") from None
+
+
+def extract_crate(crate: Path, dest: Path) -> None:
+    """Unpacks a `.crate` file's top directory into `dest`."""
+    with tarfile.open(crate) as archive:
+        top = crate.name.removesuffix(".crate") + "/"
+        members = []
+        for member in archive.getmembers():
+            if not member.name.startswith(top) or not (member.isfile() or member.isdir()):
+                raise SystemExit(f"ratecell: unexpected entry {member.name!r} in {crate}")
+            member.name = member.name[len(top) :]
+            if member.name:
+                members.append(member)
+        if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
+            archive.extractall(dest, members=members, filter="data")
+        else:
+            archive.extractall(dest, members=members)  # names checked above
+
+
+def package_crates(dest: Path) -> None:
+    """Puts the C library's crate and the library it calls into `dest`,
+    each as `cargo package` ships it to crates.io (the files its
+    Cargo.toml's `include` names, a manifest that stands alone), in a
+    workspace of their own with a Cargo.lock."""
     with tempfile.TemporaryDirectory(prefix="ratecell-package-") as tmp:
-        cmd = [
-            cargo,
-            "package",
-            "-p",
-            "ratecell",
-            "--no-verify",
-            "--allow-dirty",
-            "--target-dir",
-            tmp,
-        ]
-        print("ratecell: " + " ".join(cmd), file=sys.stderr, flush=True)
-        try:
-            subprocess.run(cmd, cwd=REPO, check=True, stdout=sys.stderr)
-        except FileNotFoundError:
-            raise SystemExit(
-                f"ratecell: `{cargo}` not found; install Rust (https://rustup.rs) to make an sdist"
-            ) from None
-        except subprocess.CalledProcessError as e:
-            raise SystemExit(f"ratecell: cargo package failed with status {e.returncode}") from None
-        crates = sorted((Path(tmp) / "package").glob("ratecell-*.crate"))
-        if len(crates) != 1:
-            raise SystemExit(f"ratecell: cargo package made {len(crates)} .crate files, not one")
-        with tarfile.open(crates[0]) as archive:
-            top = crates[0].name.removesuffix(".crate") + "/"
-            members = []
-            for member in archive.getmembers():
-                if not member.name.startswith(top) or not (member.isfile() or member.isdir()):
-                    raise SystemExit(f"ratecell: unexpected entry {member.name!r} in {crates[0]}")
-                member.name = member.name[len(top) :]
-                if member.name:
-                    members.append(member)
-            if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
-                archive.extractall(dest, members=members, filter="data")
-            else:
-                archive.extractall(dest, members=members)  # names checked above
-    manifest = dest / "Cargo.toml"
-    # Its own workspace: wherever the sdist is unpacked, cargo must not
-    # take a Cargo.toml in a parent directory for this crate's workspace.
-    manifest.write_text(manifest.read_text() + "\n[workspace]\n")
+        # Packaged together, so the C library's `ratecell` is this one.
+        args = ["package", "--no-verify", "--allow-dirty", "--target-dir", tmp]
+        for name in SDIST_PACKAGES:
+            args += ["-p", name]
+        run_cargo(args, "cargo package")
+        for name in SDIST_PACKAGES:
+            crates = sorted((Path(tmp) / "package").glob(f"{name}-[0-9]*.crate"))
+            if len(crates) != 1:
+                raise SystemExit(
+                    f"ratecell: cargo package made {len(crates)} {name} crates, not one"
+                )
+            extract_crate(crates[0], dest / name)
+            # The workspace's Cargo.lock is the one cargo reads.
+            (dest / name / "Cargo.lock").unlink(missing_ok=True)
+    members = ", ".join(f'"{name}"' for name in SDIST_PACKAGES)
+    # Its own workspace: wherever the sdist is unpacked, cargo must not take
+    # a Cargo.toml in a parent directory for this one's. The packaged C
+    # library depends on `ratecell` from crates.io; the patch makes it the
+    # copy beside it, so the two are always the same version of the source.
+    (dest / "Cargo.toml").write_text(
+        "# Generated by bindings/python/setup.py for the sdist: the C library\n"
+        "# (ratecell-capi) and the ratecell crate it calls, as cargo package\n"
+        "# ships them.\n"
+        f"[workspace]\nmembers = [{members}]\nresolver = \"3\"\n\n"
+        '[patch.crates-io]\nratecell = { path = "ratecell" }\n'
+    )
+    # The repository's lock, which cargo trims to this workspace offline:
+    # the sdist builds with the versions the repository was tested with.
+    shutil.copyfile(REPO / "Cargo.lock", dest / "Cargo.lock")
+    run_cargo(
+        [
+            "metadata",
+            "--offline",
+            "--format-version",
+            "1",
+            "--manifest-path",
+            str((dest / "Cargo.toml").resolve()),
+        ],
+        "cargo metadata (trimming the sdist's Cargo.lock)",
+        stdout=subprocess.DEVNULL,
+    )
 
 
 class sdist(_sdist):
-    """The sdist plus the Rust crate under ``rust/``."""
+    """The sdist plus the Rust crates' workspace under ``rust/``."""
 
     def make_release_tree(self, base_dir: str, files: list[str]) -> None:
         super().make_release_tree(base_dir, files)
         dest = Path(base_dir) / SDIST_CRATE
         if dest.exists():
             shutil.rmtree(dest)
-        if (HERE / SDIST_CRATE / "Cargo.toml").is_file():
+        if (HERE / SDIST_CRATE / CAPI / "Cargo.toml").is_file():
             # An sdist made from an sdist.
             shutil.copytree(HERE / SDIST_CRATE, dest, ignore=shutil.ignore_patterns("target"))
         else:
             dest.mkdir(parents=True)
-            package_crate(dest)
+            package_crates(dest)
 
 
 class bdist_wheel(_bdist_wheel):

@@ -342,9 +342,12 @@ impl<L: Save> Persisted<L> {
     /// exists, else the one `build` makes, saved every `every` from now on.
     /// Only a missing file means "start fresh": any other failure to
     /// restore (a damaged file, another configuration) is returned, so
-    /// nothing saved is silently dropped. The C ABI's `ratecell_persisted`
-    /// opens through here too.
-    pub(crate) fn open_or_build<B>(
+    /// nothing saved is silently dropped.
+    ///
+    /// Public for limiters of other types that implement [`Save`] (the C
+    /// ABI's handle, in the ratecell-capi crate, opens through here), so
+    /// that this rule has one copy.
+    pub fn open_or_build<B>(
         path: &Path,
         every: Duration,
         load: impl FnOnce(&Path) -> Result<L, SnapshotError>,

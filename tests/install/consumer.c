@@ -18,6 +18,17 @@ static void expect(int ok, const char *what) {
     }
 }
 
+/* One request of cost 1 for `key` at `at_ns`, checked. */
+static ratecell_status check_at(ratecell_limiter *limiter, uint64_t key, uint64_t at_ns,
+                                ratecell_decision *d) {
+    ratecell_request r;
+    ratecell_request_init(&r);
+    r.key_id = key;
+    r.cost = 1;
+    r.at_ns = at_ns;
+    return ratecell_check(limiter, &r, d);
+}
+
 int main(void) {
     const uint64_t second = 1000000000u, t0 = 1700000000u * second;
     char version[32];
@@ -34,19 +45,14 @@ int main(void) {
         return 1;
     }
     ratecell_decision d;
-    ratecell_request request;
-    ratecell_request_init(&request);
-    request.key_id = 7;
-    request.at_ns = t0;
     int admitted = 0;
     for (int i = 0; i < 5; i++) {
-        expect(ratecell_check(limiter, &request, &d) == RATECELL_OK, "check");
+        expect(check_at(limiter, 7, t0, &d) == RATECELL_OK, "check");
         admitted += d.allowed;
     }
     expect(admitted == 3, "3 of 5 admitted in one window of limit 3");
     expect(!d.allowed && d.retry_after_ns == second, "the last is denied until the next window");
-    request.at_ns = t0 + second;
-    expect(ratecell_check(limiter, &request, &d) == RATECELL_OK && d.allowed,
+    expect(check_at(limiter, 7, t0 + second, &d) == RATECELL_OK && d.allowed,
            "admitted in the next window");
     ratecell_limiter_free(limiter);
 

@@ -289,11 +289,11 @@ int main(int argc, char **argv) {
             checks++;
             break;
         }
-        case 6: { /* reset: the request's key read as a check reads it; its tier is not read */
+        case 6: { /* reset: the request read as a check reads it, but for
+                   * the tier, which ratecell_reset does not read (its doc) */
             struct ratecell_request r;
             ratecell_status shape = a_request(&r, l, bytes, sizeof bytes);
-            /* The tier is judged last: a request refused only for it is a good key. */
-            if (shape == RATECELL_INVALID_TIER) shape = RATECELL_OK;
+            if (shape == RATECELL_INVALID_TIER) shape = RATECELL_OK; /* checked last */
             const struct ratecell_request *rp = below(40) == 0 ? NULL : &r;
             ratecell_status s = ratecell_reset(l, rp);
             EXPECT(valid_status(s));

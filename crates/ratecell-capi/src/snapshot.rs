@@ -7,8 +7,8 @@ use super::multi::configs_arg;
 use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{into_raw, out_ptr, path_arg};
-use crate::snapshot::{Save, saved_tiers};
-use crate::{AnyLimiter, Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
+use ratecell_lib::snapshot::{Save, saved_tiers};
+use ratecell_lib::{AnyLimiter, Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
 use std::ffi::c_char;
 use std::io;
 use std::path::Path;
@@ -434,12 +434,15 @@ pub unsafe extern "C" fn ratecell_persisted_open_tiered(
             Duration::from_nanos(every_ns),
             |path| restore_tiered(path, &rows, clock),
             || {
-                KeyedLimiter::with_clock_tiered_multi(&rows, clock_of(clock)).map(|k| {
-                    super::limiter::ratecell_limiter {
+                rows.iter()
+                    .fold(KeyedLimiter::builder().clock(clock_of(clock)), |b, tier| {
+                        b.tier(tier)
+                    })
+                    .build()
+                    .map(|k| super::limiter::ratecell_limiter {
                         inner: Inner::Keyed(k),
                         clock,
-                    }
-                })
+                    })
             },
         );
         // SAFETY: `out` is non-NULL and writable, as promised.
@@ -564,7 +567,10 @@ pub unsafe extern "C" fn ratecell_persisted_close(
 
 /// A direct or keyed limiter of `configs` (1 to `RATECELL_MAX_LIMITS`) as
 /// one, on the clock `clock_kind` names (a restored snapshot's limits).
-fn build_multi(configs: &[Config], clock_kind: ratecell_clock) -> Result<Inner, crate::Error> {
+fn build_multi(
+    configs: &[Config],
+    clock_kind: ratecell_clock,
+) -> Result<Inner, ratecell_lib::Error> {
     AnyLimiter::builder()
         .limits(configs)
         .clock(clock_of(clock_kind))

@@ -10,7 +10,7 @@ use super::limiter::{Inner, ratecell_limiter};
 use super::multi::ratecell_multi_decision;
 use super::types::{ratecell_decision, ratecell_status};
 use super::{input, max_len, output};
-use crate::{AcquireError, Batch, Decision, Key, Request, Tier};
+use ratecell_lib::{AcquireError, Batch, Decision, Key, Request, Tier};
 use std::time::Duration;
 
 use ratecell_status::*;
@@ -418,7 +418,7 @@ pub unsafe extern "C" fn ratecell_reset(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::{
+    use crate::{
         ratecell_config, ratecell_config_init, ratecell_limiter_free, ratecell_limiter_new,
     };
 

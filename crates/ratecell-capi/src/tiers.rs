@@ -6,14 +6,14 @@
 use super::input;
 use super::limiter::{Inner, ratecell_limiter};
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
-use crate::Config;
+use ratecell_lib::Config;
 
 use ratecell_status::*;
 
 /// The most tiers one limiter serves (`n_tiers` of `ratecell_options`).
 pub const RATECELL_MAX_TIERS: usize = 16;
 // A literal for cbindgen, which does not evaluate paths; kept equal here.
-const _: () = assert!(RATECELL_MAX_TIERS == crate::MAX_TIERS);
+const _: () = assert!(RATECELL_MAX_TIERS == ratecell_lib::MAX_TIERS);
 
 /// The configs of `n_tiers` tiers of `n_limits` limits, tier by tier, and
 /// the clock they share; the status of the first bad one otherwise
@@ -27,7 +27,8 @@ pub(super) unsafe fn tiers_arg(
     n_limits: usize,
     n_tiers: usize,
 ) -> Result<(Vec<Config>, ratecell_clock), ratecell_status> {
-    if !(1..=crate::MAX_LIMITS).contains(&n_limits) || !(1..=RATECELL_MAX_TIERS).contains(&n_tiers)
+    if !(1..=ratecell_lib::MAX_LIMITS).contains(&n_limits)
+        || !(1..=RATECELL_MAX_TIERS).contains(&n_tiers)
     {
         return Err(RATECELL_INVALID_LENGTH);
     }

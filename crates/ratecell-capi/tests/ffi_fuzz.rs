@@ -24,14 +24,11 @@
 //! kind of driver from C under ASan, UBSan and LeakSanitizer.
 //!
 //! Run longer, or replay a failure, with
-//! `RATECELL_FUZZ_SECS=600 RATECELL_FUZZ_SEED=123 cargo test --release --test ffi_fuzz`
+//! `RATECELL_FUZZ_SECS=600 RATECELL_FUZZ_SEED=123 cargo test --release -p ratecell-capi --lib ffi_fuzz`
 //! (default: 2 seconds, a seed from the clock, printed on failure).
 
-// The twins take their hash keys from snapshots, which loom builds leave out.
-#![cfg(not(ratecell_loom))]
-
-use ratecell::ffi::*;
-use ratecell::{
+use crate::*;
+use ratecell_lib::{
     AcquireError, Clock, Config, Decision, KeyedLimiter, Limiter, ManualClock, MultiDecision,
     Request, TierError,
 };
@@ -368,7 +365,12 @@ impl Twin {
         }
     }
 
-    fn acquire(&self, key: &[u8], cost: u64, t: u64) -> Result<Decision, ratecell::AcquireError> {
+    fn acquire(
+        &self,
+        key: &[u8],
+        cost: u64,
+        t: u64,
+    ) -> Result<Decision, ratecell_lib::AcquireError> {
         self.hand.set(t);
         let zero = Duration::ZERO;
         match &self.limiter {
@@ -434,7 +436,7 @@ impl Twin {
         }
     }
 
-    fn stats(&self) -> ratecell::Stats {
+    fn stats(&self) -> ratecell_lib::Stats {
         match &self.limiter {
             TwinLimiter::Direct(d) => d.stats(),
             TwinLimiter::Keyed(k) => k.stats(),
@@ -796,8 +798,10 @@ impl Fuzz {
                             let twin = self.twins[slot].as_ref().unwrap();
                             let (status, expected) = match twin.acquire(&key, cost, t) {
                                 Ok(d) => (RATECELL_OK, d),
-                                Err(ratecell::AcquireError::TimedOut(d)) => (RATECELL_TIMED_OUT, d),
-                                Err(ratecell::AcquireError::Unsatisfiable(d)) => {
+                                Err(ratecell_lib::AcquireError::TimedOut(d)) => {
+                                    (RATECELL_TIMED_OUT, d)
+                                }
+                                Err(ratecell_lib::AcquireError::Unsatisfiable(d)) => {
                                     (RATECELL_COST_EXCEEDS_LIMIT, d)
                                 }
                             };
@@ -1602,8 +1606,31 @@ impl Fuzz {
     }
 }
 
+/// Set in the child process that runs the fuzz alone.
+const ALONE: &str = "RATECELL_FUZZ_ALONE";
+
 #[test]
 fn random_call_sequences_never_panic_leak_or_lie() {
+    // The leak check counts every allocation in the process, and the
+    // crate's other unit tests run in this one: so the fuzz runs in a
+    // child process running this test alone.
+    if std::env::var_os(ALONE).is_none() {
+        let path = module_path!().split_once("::").map_or("", |(_, p)| p);
+        let name = format!("{path}::random_call_sequences_never_panic_leak_or_lie");
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &name, "--nocapture", "--test-threads=1"])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        // Printed here, so the harness shows it as this test's output.
+        print!("{}", String::from_utf8_lossy(&child.stdout));
+        eprint!("{}", String::from_utf8_lossy(&child.stderr));
+        assert!(
+            child.status.success(),
+            "the fuzz failed: its output is above"
+        );
+        return;
+    }
     let secs: f64 = std::env::var("RATECELL_FUZZ_SECS")
         .ok()
         .and_then(|s| s.parse().ok())

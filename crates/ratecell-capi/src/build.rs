@@ -7,7 +7,7 @@ use super::multi::configs_arg;
 use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{out_ptr, path_arg};
-use crate::{AnyLimiter, SharedOptions};
+use ratecell_lib::{AnyLimiter, SharedOptions};
 use std::ffi::c_char;
 
 /// What `ratecell_limiter_build` makes. Set it up with

@@ -1,5 +1,9 @@
-//! The C ABI (docs/SPEC.md §6), and nothing else: `include/ratecell.h`
-//! is generated from this module by cbindgen (`tests/header.rs`, `cbindgen.toml`).
+//! The C ABI of ratecell (docs/SPEC.md §6), and nothing else: this crate
+//! builds `libratecell.so` and `libratecell.a`, and `include/ratecell.h`
+//! (at the repository's root) is generated from it by cbindgen
+//! (`tests/header.rs`, `cbindgen.toml`). It is a crate of its own, as
+//! rustls-ffi beside rustls, so that a Rust program depending on ratecell
+//! compiles no C library.
 //!
 //! Rules every function here keeps (rustls-ffi and hyper's C API are the
 //! models):
@@ -15,8 +19,14 @@
 //! - Values of C enum types are read as integers and checked (see
 //!   `types`).
 //!
-//! The module may use only the crate's public Rust API.
+//! The crate uses only the public Rust API of ratecell (`ratecell_lib`
+//! here, since this crate's own library is named `ratecell`).
 
+#![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+#![allow(
+    clippy::enum_glob_use,
+    reason = "the C ABI's functions name statuses as the header does (RATECELL_OK, ...)"
+)]
 #![allow(non_camel_case_types)]
 #![allow(
     clippy::doc_markdown,
@@ -33,7 +43,7 @@ macro_rules! ffi_panic_boundary {
         // a panic part-way leaves nothing half-written for the next call.
         match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| { $($body)* })) {
             Ok(value) => value,
-            Err(_) => $crate::ffi::PanicDefault::on_panic(),
+            Err(_) => $crate::PanicDefault::on_panic(),
         }
     }};
 }
@@ -62,7 +72,7 @@ macro_rules! try_ref {
         // SAFETY: NULL or a live handle, as the function's contract says.
         match unsafe { ptr.as_ref() } {
             Some(value) => value,
-            None => return $crate::ffi::ratecell_status::RATECELL_NULL_ARGUMENT,
+            None => return $crate::ratecell_status::RATECELL_NULL_ARGUMENT,
         }
     }};
 }
@@ -73,7 +83,7 @@ macro_rules! try_slice {
     ($ptr:expr, $len:expr) => {{
         let (ptr, len) = ($ptr, $len);
         // SAFETY: `len` readable elements, as the function's contract says.
-        try_status!(unsafe { $crate::ffi::input(ptr, len) })
+        try_status!(unsafe { $crate::input(ptr, len) })
     }};
 }
 
@@ -84,7 +94,7 @@ macro_rules! try_read {
     ($ptr:expr) => {{
         let ptr = $ptr;
         if ptr.is_null() {
-            return $crate::ffi::ratecell_status::RATECELL_NULL_ARGUMENT;
+            return $crate::ratecell_status::RATECELL_NULL_ARGUMENT;
         }
         // SAFETY: non-NULL and readable, as the function's contract says.
         unsafe { ptr.read() }
@@ -97,11 +107,11 @@ macro_rules! try_read {
 /// the limit. Promise: NULL or writable.
 macro_rules! answer {
     ($out:expr, $value:expr) => {{
-        let out = try_status!($crate::ffi::out_ptr($out));
+        let out = try_status!($crate::out_ptr($out));
         let value = $value;
         // SAFETY: non-NULL, and writable as the function's contract says.
         unsafe { out.write(value) };
-        $crate::ffi::ratecell_status::RATECELL_OK
+        $crate::ratecell_status::RATECELL_OK
     }};
 }
 
@@ -109,11 +119,11 @@ macro_rules! answer {
 /// (`ratecell_decision::write_fields`, which says why).
 macro_rules! answer_decision {
     ($out:expr, $decision:expr) => {{
-        let out = try_status!($crate::ffi::out_ptr($out));
-        let d: $crate::Decision = $decision;
+        let out = try_status!($crate::out_ptr($out));
+        let d: ::ratecell_lib::Decision = $decision;
         // SAFETY: non-NULL, and writable as the function's contract says.
-        unsafe { $crate::ffi::ratecell_decision::write_fields(out, &d) };
-        $crate::ffi::ratecell_status::RATECELL_OK
+        unsafe { $crate::ratecell_decision::write_fields(out, &d) };
+        $crate::ratecell_status::RATECELL_OK
     }};
 }
 
@@ -122,7 +132,6 @@ mod info;
 mod limiter;
 mod multi;
 mod request;
-#[cfg(not(ratecell_loom))]
 mod snapshot;
 mod tiers;
 pub mod types;
@@ -132,7 +141,6 @@ pub use info::*;
 pub use limiter::*;
 pub use multi::*;
 pub use request::*;
-#[cfg(not(ratecell_loom))]
 pub use snapshot::*;
 pub use tiers::*;
 pub use types::*;
@@ -300,9 +308,26 @@ fn into_raw<T>(value: T) -> Result<*mut T, ratecell_status> {
     Ok(ptr)
 }
 
+// The Rust tests that call the C functions, kept under tests/ but compiled
+// as unit tests: the library has no rlib for integration tests to link
+// (Cargo.toml says why).
+#[cfg(test)]
+#[path = "../tests/adversarial.rs"]
+mod adversarial;
+#[cfg(test)]
+#[path = "../tests/ffi_fuzz.rs"]
+mod ffi_fuzz;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_is_the_package_version() {
+        // SAFETY: ratecell_version returns a static NUL-terminated string.
+        let version = unsafe { std::ffi::CStr::from_ptr(ratecell_version()) };
+        assert_eq!(version.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
 
     fn panics_inside(v: u8) -> ratecell_status {
         ffi_panic_boundary! {

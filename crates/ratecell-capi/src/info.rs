@@ -3,7 +3,7 @@
 
 use super::types::{ratecell_algorithm_raw, ratecell_config, ratecell_status};
 use super::{input, out_ptr};
-use crate::Algorithm;
+use ratecell_lib::Algorithm;
 use std::ffi::c_char;
 
 /// Fills `*cfg` with the defaults for `(algorithm, limit, period_ns)`:

@@ -1,22 +1,25 @@
-//! The committed C header is the one cbindgen generates from `src/ffi/`
-//! (with `cbindgen.toml`), and its version macros match Cargo.toml.
+//! The committed C header (`include/ratecell.h` at the repository's root)
+//! is the one cbindgen generates from this crate's `src/` (with
+//! `cbindgen.toml`), and its version macros match Cargo.toml, this crate's
+//! and the ratecell library's.
 //!
 //! cbindgen is a dev-dependency and runs here, in the test, not in a build
-//! script: a crate that depends on ratecell never compiles it, while every
-//! `cargo test` still checks the committed header.
+//! script: building the C library never compiles it, while every `cargo
+//! test` still checks the committed header.
 //!
 //! Refresh the committed header with `scripts/update-header.sh` (which
 //! runs this test with `RATECELL_UPDATE_HEADER=1`: the test then writes the
 //! generated header to `include/ratecell.h` instead of comparing).
 
-use std::ffi::CStr;
 use std::path::Path;
 use std::sync::OnceLock;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include/ratecell.h");
+/// The repository's root: the header stays there, where C programs and the
+/// scripts include it from.
+const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../include/ratecell.h");
 
-/// The header cbindgen makes from `src/ffi/` now, with the
+/// The header cbindgen makes from `src/` now, with the
 /// `RATECELL_VERSION_*` macros of this package's version.
 fn generated() -> &'static str {
     static HEADER: OnceLock<String> = OnceLock::new();
@@ -35,7 +38,7 @@ fn generated() -> &'static str {
         cbindgen::Builder::new()
             .with_config(config)
             // Only the FFI module: no `cargo metadata`, nothing else parsed.
-            .with_src(root.join("src/ffi/mod.rs"))
+            .with_src(root.join("src/lib.rs"))
             .generate()
             .unwrap_or_else(|e| panic!("cbindgen could not generate the header: {e}"))
             .write(&mut out);
@@ -58,9 +61,9 @@ fn committed_header_is_the_generated_one() {
             .position(|(a, b)| a != b)
             .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()));
         panic!(
-            "include/ratecell.h is out of date with src/ffi/ (first difference at line {}).\n\
+            "include/ratecell.h is out of date with crates/ratecell-capi/src/ (first difference at line {}).\n\
              Refresh it with: scripts/update-header.sh\n\
-             (or: RATECELL_UPDATE_HEADER=1 cargo test --test header)\n\
+             (or: RATECELL_UPDATE_HEADER=1 cargo test -p ratecell-capi --test header)\n\
              committed: {:?}\n\
              generated: {:?}",
             first + 1,
@@ -94,6 +97,16 @@ fn version_macros_match_cargo_toml() {
         .find_map(|l| l.strip_prefix("version = \""))
         .and_then(|l| l.strip_suffix('"'))
         .expect("a `version = \"...\"` line in Cargo.toml");
+    // The C library is the Rust library's ABI: one version for both.
+    let library =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml"))
+            .unwrap();
+    assert!(
+        library
+            .lines()
+            .any(|l| l == format!("version = \"{version}\"")),
+        "ratecell-capi's version {version} is not the ratecell library's (the root Cargo.toml)"
+    );
     let parts: Vec<&str> = version.split(['.', '-', '+']).take(3).collect();
     let committed = std::fs::read_to_string(COMMITTED).unwrap_or_default();
     for (text, which) in [
@@ -114,9 +127,8 @@ fn version_macros_match_cargo_toml() {
             );
         }
     }
-    // SAFETY: ratecell_version returns a static NUL-terminated string.
-    let runtime = unsafe { CStr::from_ptr(ratecell::ffi::ratecell_version()) };
-    assert_eq!(runtime.to_str().unwrap(), version);
+    // ratecell_version() returns CARGO_PKG_VERSION: a unit test in
+    // src/lib.rs checks it (this test cannot link the C library).
 }
 
 #[test]

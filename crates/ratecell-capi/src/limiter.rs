@@ -1,13 +1,13 @@
 //! The opaque `ratecell_limiter` handle and every exported function that
 //! takes one.
 //!
-//! A handle holds an [`AnyLimiter`](crate::AnyLimiter): a direct
-//! [`Limiter`](crate::Limiter) (capacity 0: one shared state, keys ignored)
+//! A handle holds an [`AnyLimiter`](ratecell_lib::AnyLimiter): a direct
+//! [`Limiter`](ratecell_lib::Limiter) (capacity 0: one shared state, keys ignored)
 //! or a [`KeyedLimiter`] (capacity > 0).
 
 use super::types::{ratecell_clock, ratecell_config, ratecell_stats, ratecell_status};
 use super::{into_raw, out_ptr};
-use crate::{Clock, Config};
+use ratecell_lib::{Clock, Config};
 
 use ratecell_status::*;
 
@@ -24,7 +24,7 @@ pub struct ratecell_limiter {
 }
 
 /// What a handle holds: the library's own direct-or-keyed limiter.
-pub(super) type Inner = crate::AnyLimiter;
+pub(super) type Inner = ratecell_lib::AnyLimiter;
 
 /// The limiter behind a handle, or `RATECELL_NULL_ARGUMENT`.
 ///
@@ -90,7 +90,7 @@ pub(super) fn clock_of(kind: ratecell_clock) -> Clock {
 
 /// A direct limiter for `config` when its capacity is 0, else a keyed one.
 pub(super) fn build(config: Config, clock_kind: ratecell_clock) -> Result<Inner, ratecell_status> {
-    crate::AnyLimiter::builder()
+    ratecell_lib::AnyLimiter::builder()
         .limit(config)
         .clock(clock_of(clock_kind))
         .build()

@@ -8,7 +8,7 @@
 use super::input;
 use super::limiter::{Inner, ratecell_limiter};
 use super::types::{ratecell_clock, ratecell_config, ratecell_decision, ratecell_status};
-use crate::{Config, MultiDecision};
+use ratecell_lib::{Config, MultiDecision};
 
 use ratecell_status::*;
 
@@ -16,7 +16,7 @@ use ratecell_status::*;
 /// `ratecell_options`).
 pub const RATECELL_MAX_LIMITS: usize = 8;
 // A literal for cbindgen, which does not evaluate paths; kept equal here.
-const _: () = assert!(RATECELL_MAX_LIMITS == crate::MAX_LIMITS);
+const _: () = assert!(RATECELL_MAX_LIMITS == ratecell_lib::MAX_LIMITS);
 
 /// `denied_by` of a `ratecell_multi_decision` when no limit denied.
 pub const RATECELL_NO_LIMIT: u32 = u32::MAX;

@@ -7,7 +7,7 @@
 //! field, and an out-of-range discriminant in a Rust enum is undefined
 //! behaviour. Enums only flow from Rust to C as Rust enums (the status).
 
-use crate::{Algorithm, Config, Decision, Error, Field, Overflow, SharedErrorKind, Stats};
+use ratecell_lib::{Algorithm, Config, Decision, Error, Field, Overflow, SharedErrorKind, Stats};
 
 /// The result of every fallible `ratecell_*` call. `RATECELL_OK` is 0;
 /// every other value names one reason for failure. Values are stable:
@@ -176,6 +176,10 @@ impl ratecell_status {
             Field::Limits => RATECELL_INVALID_LENGTH,
             // The count of tiers, or a tier of another length.
             Field::Tiers => RATECELL_INVALID_LENGTH,
+            // `Field` is non-exhaustive outside the library: a field it
+            // adds has no status of its own until one is added here and
+            // in the header; until then it is refused as this one.
+            _ => RATECELL_INVALID_LENGTH,
         }
     }
 
@@ -194,6 +198,10 @@ impl ratecell_status {
                 SharedErrorKind::Unsupported => RATECELL_SHARED_UNSUPPORTED,
             },
             Error::Reconfigure(_) => RATECELL_RECONFIGURE_REFUSED,
+            // `Error` is non-exhaustive outside the library: a cause it
+            // adds has no status of its own until one is added here and
+            // in the header; until then it is a refused configuration.
+            _ => RATECELL_INVALID_LENGTH,
         }
     }
 
