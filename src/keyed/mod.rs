@@ -475,9 +475,18 @@ impl KeyedLimiter {
 
     /// [`KeyedLimiter::decision`] for the block and tiered tables, as words
     /// (see `Engine::block_decision` in `limiter.rs`).
+    /// A tiered table decides tier 0 as it decides any tier named
+    /// (`decide_tier_one`: tier 0's limits picked, then one check), not
+    /// as the composite of every tier the table holds.
     #[inline(never)]
     fn block_or_tiered_decision(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
-        crate::decision::Words::of(self.decide(h, at, n, u64::MAX).0)
+        let decision = match &self.tables {
+            Tables::TieredWord(_) | Tables::TieredBlock(_) => self
+                .decide_tier_one(h, at, n, 0)
+                .expect("every tiered limiter has tier 0"),
+            _ => self.decide(h, at, n, u64::MAX).0,
+        };
+        crate::decision::Words::of(decision)
     }
 
     /// Decides `request` (a cost, or a [`Request`] with its time and tier)
@@ -504,7 +513,12 @@ impl KeyedLimiter {
         if r.tier != Tier::DEFAULT {
             return self.tier_decision(h, r);
         }
-        self.decision(h, (r.at_ns, &self.clock), r.cost)
+        // A caller's time is a plain `u64` in the table's check (its slow
+        // paths are out of line, compiled for the time's type).
+        match r.at_ns {
+            Some(t) => self.decision(h, t, r.cost),
+            None => self.decision(h, &self.clock, r.cost),
+        }
     }
 
     /// Decides every request of `batch` in order, with one clock read (or

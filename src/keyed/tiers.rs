@@ -130,7 +130,7 @@ impl KeyedLimiter {
     /// [`KeyedLimiter::decide_tier`] without each limit's decision (none
     /// is copied out: the common, single-decision path).
     #[inline]
-    fn decide_tier_one(
+    pub(super) fn decide_tier_one(
         &self,
         h: u64,
         at: impl At,
@@ -148,8 +148,12 @@ impl KeyedLimiter {
     /// tier 0 (its table check out of line, in `decide_in_tier_words`).
     #[inline]
     pub(super) fn tier_decision(&self, h: u64, r: Request) -> Decision {
-        self.decide_tier_one(h, (r.at_ns, &self.clock), r.cost, r.tier.index())
-            .unwrap_or_else(|_| self.never())
+        let tier = r.tier.index();
+        match r.at_ns {
+            Some(t) => self.decide_tier_one(h, t, r.cost, tier),
+            None => self.decide_tier_one(h, &self.clock, r.cost, tier),
+        }
+        .unwrap_or_else(|_| self.never())
     }
 
     /// The decision of a request naming a tier this limiter does not have,
