@@ -14,19 +14,7 @@ set -uo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-passed=0
-failed=0
-check() { # check WHAT COMMAND...: runs COMMAND, counts it
-    local what="$1"
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-        echo "ok: $what"
-    else
-        failed=$((failed + 1))
-        echo "FAILED: $what" >&2
-    fi
-}
+. "$root/scripts/lib/checks.sh"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/ratecell-dependent.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -85,5 +73,4 @@ check "no cbindgen compiled" nothing "cbindgen" 'cbindgen-*'
 [ -d "$crate/target" ] &&
     echo "the dependent's target/ (a debug build): $(du -sh "$crate/target" | cut -f1)"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_summary

@@ -25,22 +25,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export CC="${CC:-cc}" CXX="${CXX:-c++}"
 
-passed=0
-failed=0
-check() { # check WHAT COMMAND...: runs COMMAND, counts it
-    local what="$1"
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-        echo "ok: $what"
-    else
-        failed=$((failed + 1))
-        echo "FAILED: $what" >&2
-    fi
-}
+. "$root/scripts/lib/checks.sh"
 finish() {
-    echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
+    checks_summary
     exit
 }
 

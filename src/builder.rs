@@ -241,11 +241,7 @@ impl Builder<Limiter> {
             }));
         }
         let clock = self.clock_or_tsc();
-        // One limit is judged alone, so its errors name no limit index.
-        let limiter = match self.limits[..] {
-            [config] => Limiter::with_clock(config, clock)?,
-            _ => Limiter::with_clock_multi(&self.limits, clock)?,
-        };
+        let limiter = Limiter::with_clock_multi(&self.limits, clock)?;
         self.named(limiter, Limiter::with_names)
     }
 }
@@ -274,10 +270,7 @@ impl Builder<KeyedLimiter> {
             KeyedLimiter::open_shared_keyed(&path, config, &options, None)?
         } else if self.tiers.is_empty() {
             let clock = self.clock_or_tsc();
-            match self.limits[..] {
-                [config] => KeyedLimiter::with_clock(config, clock)?,
-                _ => KeyedLimiter::with_clock_multi(&self.limits, clock)?,
-            }
+            KeyedLimiter::with_clock_multi(&self.limits, clock)?
         } else {
             let clock = self.clock_or_tsc();
             let tiers: Vec<&[Config]> = self.tiers.iter().map(Vec::as_slice).collect();

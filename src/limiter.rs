@@ -325,9 +325,14 @@ impl Limiter {
 
     /// [`Limiter::new_multi`] reading `clock`.
     pub(crate) fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
+        // One limit needs no composite, and is judged alone: its errors
+        // name no limit's index.
+        if let [config] = configs {
+            return Limiter::with_clock(*config, clock);
+        }
         let all = crate::multi::all_of(configs, 128)?;
-        if configs.len() == 1 || configs[0].capacity != 0 {
-            // One limit needs no composite; a capacity is refused there.
+        if configs[0].capacity != 0 {
+            // A capacity is refused there.
             return Limiter::with_clock(configs[0], clock);
         }
         let (engine, owner) = if all.is_word() {

@@ -66,10 +66,15 @@ impl KeyedLimiter {
         clock: Clock,
         hasher: KeyHasher,
     ) -> Result<KeyedLimiter, Error> {
+        // One limit needs no composite, and is judged alone: its errors
+        // name no limit's index.
+        if let [config] = configs {
+            return KeyedLimiter::with_hasher(*config, clock, hasher);
+        }
         let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
         let config = configs[0];
-        if configs.len() == 1 || config.capacity == 0 {
-            // One limit needs no composite; capacity 0 is refused there.
+        if config.capacity == 0 {
+            // Refused there.
             return KeyedLimiter::with_hasher(config, clock, hasher);
         }
         let overflow = config.overflow;
