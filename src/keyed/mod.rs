@@ -409,8 +409,9 @@ impl KeyedLimiter {
         (decision, taken)
     }
 
-    /// The whole decision of a request for the key hashed to `h`, always
-    /// taken, and counted: [`KeyedLimiter::decide`] without a queue limit,
+    /// The whole decision of a request for the key hashed to `h` under
+    /// tier `tier` (0 unless the request named one), always taken, and
+    /// counted: [`KeyedLimiter::decide`] without a queue limit,
     /// the four single-algorithm word tables inlined into the caller and
     /// every other table out of line ([`KeyedLimiter::composite_decision`]).
     ///
@@ -429,15 +430,15 @@ impl KeyedLimiter {
         reason = "a call returns the decision through memory (see above)"
     )]
     #[inline(always)]
-    fn decision(&self, h: u64, at: impl At, n: u64) -> Decision {
+    fn decision(&self, h: u64, at: impl At, n: u64, tier: usize) -> Decision {
         let tally = self.checks.tally();
-        let decision = match &self.tables {
-            Tables::Gcra(t) => t.check(h, at, n, u64::MAX).0,
-            Tables::TokenBucket(t) => t.check(h, at, n, u64::MAX).0,
-            Tables::FixedWindow(t) => t.check(h, at, n, u64::MAX).0,
-            Tables::SlidingWindow(t) => t.check(h, at, n, u64::MAX).0,
+        let decision = match (&self.tables, tier) {
+            (Tables::Gcra(t), 0) => t.check(h, at, n, u64::MAX).0,
+            (Tables::TokenBucket(t), 0) => t.check(h, at, n, u64::MAX).0,
+            (Tables::FixedWindow(t), 0) => t.check(h, at, n, u64::MAX).0,
+            (Tables::SlidingWindow(t), 0) => t.check(h, at, n, u64::MAX).0,
             // Counted there.
-            _ => return self.composite_decision(tally, h, at, n).decision(),
+            _ => return self.composite_decision(tally, h, at, n, tier).decision(),
         };
         tally.record(decision.allowed);
         decision
@@ -463,11 +464,12 @@ impl KeyedLimiter {
         h: u64,
         at: impl At,
         n: u64,
+        tier: usize,
     ) -> Words {
-        let decision = match &self.tables {
-            Tables::AllOfWord(t) => t.check(h, at, n, u64::MAX).0,
+        let decision = match (&self.tables, tier) {
+            (Tables::AllOfWord(t), 0) => t.check(h, at, n, u64::MAX).0,
             // Counted there.
-            _ => return self.block_or_tiered_decision(h, at, n),
+            _ => return self.block_or_tiered_decision(h, at, n, tier),
         };
         tally.record(decision.allowed);
         Words::of(decision)
@@ -475,16 +477,25 @@ impl KeyedLimiter {
 
     /// [`KeyedLimiter::decision`] for the block and tiered tables, as words
     /// (see `Engine::block_decision` in `limiter.rs`).
-    /// A tiered table decides tier 0 as it decides any tier named
-    /// (`decide_tier_one`: tier 0's limits picked, then one check), not
-    /// as the composite of every tier the table holds.
+    /// A tiered table decides every tier, tier 0 included, in one way
+    /// (`decide_tier_one`: the tier's limits picked, then one check), not
+    /// tier 0 as the composite of every tier the table holds; any other
+    /// table has tier 0 only, and a request for another tier is never
+    /// admitted.
     #[inline(never)]
-    fn block_or_tiered_decision(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
-        let decision = match &self.tables {
-            Tables::TieredWord(_) | Tables::TieredBlock(_) => self
-                .decide_tier_one(h, at, n, 0)
-                .expect("every tiered limiter has tier 0"),
-            _ => self.decide(h, at, n, u64::MAX).0,
+    fn block_or_tiered_decision(
+        &self,
+        h: u64,
+        at: impl At,
+        n: u64,
+        tier: usize,
+    ) -> crate::decision::Words {
+        let decision = match (&self.tables, tier) {
+            (Tables::TieredWord(_) | Tables::TieredBlock(_), _) => self
+                .decide_tier_one(h, at, n, tier)
+                .unwrap_or_else(|_| self.never()),
+            (_, 0) => self.decide(h, at, n, u64::MAX).0,
+            _ => self.never(),
         };
         crate::decision::Words::of(decision)
     }
@@ -510,14 +521,15 @@ impl KeyedLimiter {
     pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
         let r = request.into();
         let h = self.hash_key(key.into());
-        if r.tier != Tier::DEFAULT {
-            return self.tier_decision(h, r);
-        }
-        // A caller's time is a plain `u64` in the table's check (its slow
-        // paths are out of line, compiled for the time's type).
+        // The tier goes down with the request, not into a branch here: a
+        // tiered table takes one path whatever the tier, so callers whose
+        // keys alternate between tiers do not pay a mispredicted branch
+        // per check. A caller's time is a plain `u64` in the table's check
+        // (its slow paths are out of line, compiled for the time's type).
+        let tier = r.tier.index();
         match r.at_ns {
-            Some(t) => self.decision(h, t, r.cost),
-            None => self.decision(h, &self.clock, r.cost),
+            Some(t) => self.decision(h, t, r.cost, tier),
+            None => self.decision(h, &self.clock, r.cost, tier),
         }
     }
 

@@ -144,18 +144,6 @@ impl KeyedLimiter {
         }
     }
 
-    /// [`KeyedLimiter::check`] of a request that names a tier other than
-    /// tier 0 (its table check out of line, in `decide_in_tier_words`).
-    #[inline]
-    pub(super) fn tier_decision(&self, h: u64, r: Request) -> Decision {
-        let tier = r.tier.index();
-        match r.at_ns {
-            Some(t) => self.decide_tier_one(h, t, r.cost, tier),
-            None => self.decide_tier_one(h, &self.clock, r.cost, tier),
-        }
-        .unwrap_or_else(|_| self.never())
-    }
-
     /// The decision of a request naming a tier this limiter does not have,
     /// counted as a denial (as a batch counts it).
     #[cold]
