@@ -437,8 +437,14 @@ impl KeyedLimiter {
             (Tables::TokenBucket(t), 0) => t.check(h, at, n, u64::MAX).0,
             (Tables::FixedWindow(t), 0) => t.check(h, at, n, u64::MAX).0,
             (Tables::SlidingWindow(t), 0) => t.check(h, at, n, u64::MAX).0,
+            // Every tier, tier 0 included, one way (counted there).
+            (Tables::TieredWord(_) | Tables::TieredBlock(_), _) => {
+                return self.tiered_decision(h, at, n, tier);
+            }
             // Counted there.
-            _ => return self.composite_decision(tally, h, at, n, tier).decision(),
+            (_, 0) => return self.composite_decision(tally, h, at, n).decision(),
+            // Only a tiered table has tiers past tier 0.
+            _ => return self.never(),
         };
         tally.record(decision.allowed);
         decision
@@ -447,8 +453,8 @@ impl KeyedLimiter {
     /// [`KeyedLimiter::decision`] for every other table, counted on the
     /// `tally` it looked up: several limits in one word table inline here
     /// (a copy per pair of rules, too large for every call site), the
-    /// block and tiered tables out of line again
-    /// ([`KeyedLimiter::block_or_tiered_decision`]), for the reason
+    /// block tables out of line again ([`KeyedLimiter::block_decision`]),
+    /// for the reason
     /// `Engine::decision` gives in `limiter.rs`. `#[inline]` although the
     /// compiler keeps it out of line: so it is compiled in the caller's
     /// crate, for its constant arguments (as `#[inline(never)]` it cannot
@@ -464,40 +470,21 @@ impl KeyedLimiter {
         h: u64,
         at: impl At,
         n: u64,
-        tier: usize,
     ) -> Words {
-        let decision = match (&self.tables, tier) {
-            (Tables::AllOfWord(t), 0) => t.check(h, at, n, u64::MAX).0,
+        let decision = match &self.tables {
+            Tables::AllOfWord(t) => t.check(h, at, n, u64::MAX).0,
             // Counted there.
-            _ => return self.block_or_tiered_decision(h, at, n, tier),
+            _ => return self.block_decision(h, at, n),
         };
         tally.record(decision.allowed);
         Words::of(decision)
     }
 
-    /// [`KeyedLimiter::decision`] for the block and tiered tables, as words
-    /// (see `Engine::block_decision` in `limiter.rs`).
-    /// A tiered table decides every tier, tier 0 included, in one way
-    /// (`decide_tier_one`: the tier's limits picked, then one check), not
-    /// tier 0 as the composite of every tier the table holds; any other
-    /// table has tier 0 only, and a request for another tier is never
-    /// admitted.
+    /// [`KeyedLimiter::decision`] for the block tables, as words (see
+    /// `Engine::block_decision` in `limiter.rs`).
     #[inline(never)]
-    fn block_or_tiered_decision(
-        &self,
-        h: u64,
-        at: impl At,
-        n: u64,
-        tier: usize,
-    ) -> crate::decision::Words {
-        let decision = match (&self.tables, tier) {
-            (Tables::TieredWord(_) | Tables::TieredBlock(_), _) => self
-                .decide_tier_one(h, at, n, tier)
-                .unwrap_or_else(|_| self.never()),
-            (_, 0) => self.decide(h, at, n, u64::MAX).0,
-            _ => self.never(),
-        };
-        crate::decision::Words::of(decision)
+    fn block_decision(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
+        crate::decision::Words::of(self.decide(h, at, n, u64::MAX).0)
     }
 
     /// Decides `request` (a cost, or a [`Request`] with its time and tier)

@@ -127,20 +127,18 @@ impl KeyedLimiter {
         }
     }
 
-    /// [`KeyedLimiter::decide_tier`] without each limit's decision (none
-    /// is copied out: the common, single-decision path).
-    #[inline]
-    pub(super) fn decide_tier_one(
-        &self,
-        h: u64,
-        at: impl At,
-        n: u64,
-        tier: usize,
-    ) -> Result<Decision, TierError> {
-        match self.decide_in_tier(h, at, n, tier, &mut [])? {
-            Some((d, _)) => Ok(d),
-            None if tier == 0 => Ok(self.decide(h, at, n, u64::MAX).0),
-            None => Err(TierError { tier, tiers: 1 }),
+    /// The decision of a tiered table for `tier` (one it lacks is never
+    /// admitted), counted: the table's check out of line, in one call
+    /// whatever the tier, and no other table's check inline beside it.
+    #[allow(
+        clippy::inline_always,
+        reason = "a call would return the result through memory"
+    )]
+    #[inline(always)]
+    pub(super) fn tiered_decision(&self, h: u64, at: impl At, n: u64, tier: usize) -> Decision {
+        match self.decide_in_tier_words(h, at, n, tier, &mut []) {
+            [.., 0, _] => self.never(),
+            [a, b, c, d, e, f, ..] => Words([a, b, c, d, e, f]).decision(),
         }
     }
 
