@@ -6,6 +6,7 @@ use super::*;
 impl KeyedLimiter {
     /// How many tiers this limiter serves (1 for a limiter built without
     /// tiers: tier 0 is its limits).
+    #[inline]
     pub fn tiers(&self) -> usize {
         self.tiers.len().max(1)
     }
@@ -34,6 +35,10 @@ impl KeyedLimiter {
     /// assert_eq!((0..10).filter(|_| limiter.check(2, paid_request).allowed).count(), 10);
     /// assert!(limiter.tier(2).is_err(), "no tier 2");
     /// ```
+    // Inlined: a caller may name its tier on every check (the `tiers`
+    // benchmark does), and as a call it returns the `Result` through
+    // memory.
+    #[inline]
     pub fn tier(&self, index: usize) -> Result<Tier, TierError> {
         let tiers = self.tiers();
         if index < tiers {
