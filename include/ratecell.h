@@ -29,11 +29,11 @@ typedef struct ratecell_leases ratecell_leases;
 typedef struct ratecell_grant ratecell_grant;
 typedef struct ratecell_denials ratecell_denials;
 typedef struct ratecell_lease_options ratecell_lease_options;
-typedef struct ratecell_grant_info ratecell_grant_info;
 typedef struct ratecell_completion ratecell_completion;
 typedef struct ratecell_lease_stats ratecell_lease_stats;
-/* No typedef for struct ratecell_stats: the function ratecell_stats() has
- * that name. Declare it as `struct ratecell_stats s;`. */
+/* No typedef for struct ratecell_stats nor struct ratecell_grant_info: the
+ * functions ratecell_stats() and ratecell_grant_info() have those names.
+ * Declare them as `struct ratecell_stats s;`. */
 
 // `ratecell_lease_options.failure`: deny while no grant can be had.
 #define RATECELL_FAILURE_DENY 0
