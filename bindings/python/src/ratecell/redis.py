@@ -165,6 +165,11 @@ def _timed_pool(client: Any, timeout: float) -> Any:
         retry_on_timeout=False,
         retry=Retry(NoBackoff(), 0),
     )
+    if "lib_name" in kwargs:
+        # No CLIENT SETINFO handshake on a new connection: its replies are
+        # awaited one by one, each for the whole timeout, on a server that
+        # is paused. The module needs no client name.
+        kwargs.update(lib_name=None, lib_version=None)
     return _redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
 
 
