@@ -129,23 +129,27 @@ func NewLimiter(client Client, cfg ratecell.Config, o Options) (*Limiter, error)
 	if capacity == 0 {
 		capacity = 65_536
 	}
+	// The policy's own limiter: strict and cached_deny checks, and a leased
+	// key the node cannot track (the leases keep theirs).
+	switch o.Failure {
+	case ratecell.FailLocal:
+		share := cfg
+		share.Limit = max(cfg.Limit/nodes, 1)
+		if cfg.Burst != 0 {
+			share.Burst = max(cfg.Burst/nodes, 1)
+		}
+		share.Capacity = capacity
+		local, err := ratecell.New(share)
+		if err != nil {
+			return nil, err
+		}
+		m.local = local
+	case ratecell.FailDeny:
+	default:
+		return nil, &ratecell.Error{Op: "new", Status: ratecell.StatusInvalidFailure}
+	}
 	switch o.Mode {
 	case Strict, CachedDeny:
-		if o.Failure == ratecell.FailLocal {
-			share := cfg
-			share.Limit = max(cfg.Limit/nodes, 1)
-			if cfg.Burst != 0 {
-				share.Burst = max(cfg.Burst/nodes, 1)
-			}
-			share.Capacity = capacity
-			local, err := ratecell.New(share)
-			if err != nil {
-				return nil, err
-			}
-			m.local = local
-		} else if o.Failure != ratecell.FailDeny {
-			return nil, &ratecell.Error{Op: "new", Status: ratecell.StatusInvalidFailure}
-		}
 		if o.Mode == CachedDeny {
 			d, err := ratecell.NewDenials(o.Capacity)
 			if err != nil {

@@ -525,7 +525,9 @@ class RedisLimiter:
         self._core = core = _Core(client, timeout)
         self._fast = None
         self._local: Limiter | None = None
-        if failure == "local" and mode != "leased":
+        # The policy's own limiter: strict and cached_deny checks, and a
+        # leased key the node cannot track (the leases keep theirs).
+        if failure == "local":
             if (
                 isinstance(expected_nodes, bool)
                 or not isinstance(expected_nodes, int)
