@@ -36,9 +36,9 @@ tried again with backoff (10 ms doubling to 1 s)::
 ``check_all`` checks several limits as one all-or-nothing request
 (``RATECELL.CHECKALL``). ``RedisLimits`` gives the HTTP middlewares
 (``ratecell.asgi``, ``ratecell.wsgi``) one or several named limits kept in
-Redis, with a ``redis.Redis`` or a ``redis.asyncio.Redis`` client. Errors from the module that name a configuration
-field raise the matching ``InvalidConfig`` subclass; anything else is
-redis-py's own exception.
+Redis, with a ``redis.Redis`` or a ``redis.asyncio.Redis`` client. Errors
+from the module that name a configuration field raise the matching
+``InvalidConfig`` subclass; anything else is redis-py's own exception.
 """
 
 from __future__ import annotations
