@@ -246,3 +246,48 @@ func TestAPausedServerIsThePolicysThenTheGlobalLimitIsBack(t *testing.T) {
 		}
 	}
 }
+
+// A leased check that finds units, against a local ratecell.Limiter check
+// of the same key (go test -run ^$ -bench 'Check$' with the server of
+// TestEachModeAdmitsTheLimitThenDenies): both limits are never reached.
+func BenchmarkLeasedCheck(b *testing.B) {
+	addr := os.Getenv("RATECELL_REDIS_ADDR")
+	if addr == "" {
+		b.Fatal("set RATECELL_REDIS_ADDR")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	cfg := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 1<<32 - 1, Period: time.Hour}
+	l, err := NewLimiter(rdb, cfg, Options{Mode: Leased, MaxGrant: 1_000_000, Prefix: "bench:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	for i := 0; i < 1000; i++ {
+		if d, err := l.CheckString(ctx, "user:1", 1); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := l.CheckString(ctx, "user:1", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLocalCheck(b *testing.B) {
+	cfg := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 1<<32 - 1, Period: time.Hour, Capacity: 1024}
+	l, err := ratecell.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	r := ratecell.Request{Key: ratecell.StringKey("user:1")}
+	for i := 0; i < b.N; i++ {
+		if _, err := l.Check(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
