@@ -151,8 +151,11 @@ _OUTAGE = (_redis.ConnectionError, _redis.TimeoutError, TimeoutError, OSError)
 def _timed_pool(client: Any, timeout: float) -> Any:
     """A pool of ``client``'s connections whose every socket operation
     (connect, handshake, send, reply) waits at most ``timeout`` seconds and
-    is never retried; None when ``client`` has no ``connection_pool`` (a
-    cluster client: its own settings bound it)."""
+    is never retried; None for any other client than a ``redis.Redis`` (a
+    cluster client: its own settings bound it; an asyncio client, which
+    only ``RedisLimits`` uses)."""
+    if not isinstance(client, _redis.Redis):
+        return None
     pool = getattr(client, "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None)
     if pool is None or kwargs is None:
