@@ -386,8 +386,10 @@ impl ratecell_leases {
 /// `grant_out` (or NULL key bytes with a non-zero `key_len`);
 /// `RATECELL_INVALID_LENGTH` for a `size` this library does not know or a
 /// `key_len` above `PTRDIFF_MAX`; `RATECELL_INVALID_TIER` for a tier other
-/// than 0 (a leased limit has one); `RATECELL_OUT_OF_MEMORY`. A failed call
-/// spends nothing and writes nothing. Thread-safe.
+/// than 0 (a leased limit has one); `RATECELL_OUT_OF_MEMORY` when the
+/// grant could not be allocated (its check's units may have been spent: a
+/// loss, never an admission). A call refused for its arguments spends
+/// nothing; no failed call writes anything. Thread-safe.
 ///
 /// Ownership: a grant written to `*grant_out` is the caller's, to pass to
 /// `ratecell_leases_complete` and then `ratecell_grant_free`.
