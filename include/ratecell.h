@@ -25,8 +25,40 @@ typedef struct ratecell_multi_decision ratecell_multi_decision;
 typedef struct ratecell_request ratecell_request;
 typedef struct ratecell_batch ratecell_batch;
 typedef struct ratecell_options ratecell_options;
-/* No typedef for struct ratecell_stats: the function ratecell_stats() has
- * that name. Declare it as `struct ratecell_stats s;`. */
+typedef struct ratecell_leases ratecell_leases;
+typedef struct ratecell_grant ratecell_grant;
+typedef struct ratecell_denials ratecell_denials;
+typedef struct ratecell_lease_options ratecell_lease_options;
+typedef struct ratecell_completion ratecell_completion;
+typedef struct ratecell_lease_stats ratecell_lease_stats;
+/* No typedef for struct ratecell_stats nor struct ratecell_grant_info: the
+ * functions ratecell_stats() and ratecell_grant_info() have those names.
+ * Declare them as `struct ratecell_stats s;`. */
+
+// `ratecell_lease_options.failure`: deny while no grant can be had.
+#define RATECELL_FAILURE_DENY 0
+
+// `ratecell_lease_options.failure`: decide by a local limiter of the
+// limit divided by `expected_nodes`.
+#define RATECELL_FAILURE_LOCAL 1
+
+// `ratecell_leases_check`: decided here; the decision is in `*out`.
+#define RATECELL_STEP_DECIDED 0
+
+// `ratecell_leases_check`: decided here (in `*out`); send `*grant_out` in
+// the background, then complete it.
+#define RATECELL_STEP_REFILL 1
+
+// `ratecell_leases_check`: no units; send `*grant_out` now (within the
+// timeout) and complete it: the completion's decision is the check's.
+#define RATECELL_STEP_FETCH 2
+
+// `ratecell_leases_check`: the key cannot be tracked; decide it with a
+// `RATECELL.CHECK` of its own.
+#define RATECELL_STEP_DIRECT 3
+
+// The most arguments a grant's command has (`RATECELL.LEASE` included).
+#define RATECELL_LEASE_MAX_ARGS 16
 
 // The most limits one limiter checks together (`n_limits` of
 // `ratecell_options`).
@@ -150,6 +182,26 @@ enum ratecell_status
   // A request's tier is not below the limiter's number of tiers
   // (`ratecell_limiter_tiers`); nothing was checked.
   RATECELL_INVALID_TIER = 30,
+  // `ratecell_leases_new`: the algorithm cannot be leased (leaky_bucket,
+  // bucketed_window, sliding_log; docs/SPEC.md §8).
+  RATECELL_NOT_LEASABLE = 31,
+  // `ratecell_lease_options.max_grant` is above the limit.
+  RATECELL_INVALID_MAX_GRANT = 32,
+  // `ratecell_lease_options.horizon_ns` is longer than the period.
+  RATECELL_INVALID_HORIZON = 33,
+  // `ratecell_lease_options.expire_ns` is not 0 for an algorithm other
+  // than gcra, or is outside one emission interval ..= the period.
+  RATECELL_INVALID_EXPIRE = 34,
+  // `ratecell_lease_options.skew_ns` is not less than the period.
+  RATECELL_INVALID_SKEW = 35,
+  // `ratecell_lease_options.failure` is not a `RATECELL_FAILURE_*` value,
+  // or `expected_nodes` is 0 with `RATECELL_FAILURE_LOCAL`.
+  RATECELL_INVALID_FAILURE = 36,
+  // `ratecell_leases_complete`: the reply is not `RATECELL.LEASE`'s (not
+  // five integers, or a negative one where none may be); nothing done.
+  RATECELL_INVALID_REPLY = 37,
+  // A grant given to other leases than those that made it.
+  RATECELL_INVALID_GRANT = 38,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -237,6 +289,27 @@ typedef uint32_t ratecell_clock;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// `cached_deny`'s memory: denials Redis gave, per key, kept until their
+// `retry_after`. Opaque; made by `ratecell_denials_new`, released by
+// `ratecell_denials_free`. Thread-safe, but for `ratecell_denials_free`.
+struct ratecell_denials;
+
+// A grant to ask Redis for, with the command that asks for it. Opaque;
+// made by `ratecell_leases_check` (a refill or a fetch) or
+// `ratecell_leases_retry`, released by `ratecell_grant_free`. Owned by one
+// caller at a time; it may be moved to another thread (the refill
+// thread). It keeps the key's entry alive, not the `ratecell_leases`:
+// free the grants before the leases that made them, or at least never
+// use a grant after its leases is freed.
+struct ratecell_grant;
+
+// A node's grants of one leased limit, per key: the units in hand, spent
+// by `ratecell_leases_check` on an atomic word per key, and the protocol's
+// bookkeeping. Opaque; made by `ratecell_leases_new`, released by
+// `ratecell_leases_free`. Thread-safe: any number of threads may call any
+// function on it at once, except `ratecell_leases_free`.
+struct ratecell_leases;
+
 // A rate limiter: one shared state (configured capacity 0, every key
 // ignored) or one state per key (capacity > 0).
 //
@@ -306,29 +379,38 @@ struct ratecell_options {
   const char *shared_path;
 };
 
-// A snapshot of a limiter's counters. Each counter is exact on its own;
-// counters read while other threads check may be a few events apart.
-struct ratecell_stats {
-  // Requests decided (`allowed + denied`).
-  uint64_t checks;
-  // Requests admitted (peeks that would be admitted included).
-  uint64_t allowed;
-  // Requests denied (overflow denials included).
-  uint64_t denied;
-  // Keys with a state in the table now (0 for a limiter of capacity 0).
-  uint64_t keys_tracked;
-  // Entries dropped because they were equivalent to fresh.
-  uint64_t evictions;
-  // New keys that found no free or evictable place and were denied or
-  // admitted untracked (`RATECELL_OVERFLOW_DENY`, `_ALLOW`).
-  uint64_t overflows;
-  // Keys the table was sized for (0 for a limiter of capacity 0).
-  uint64_t capacity;
-  // Bytes of state allocated at construction.
-  uint64_t bytes_allocated;
-  // Live states evicted for new keys (`RATECELL_OVERFLOW_EVICT`). Last,
-  // so the fields before it keep their offsets.
-  uint64_t evicted_live;
+// How a node holds grants of a leased limit (SPEC §8). Set it up with
+// `ratecell_lease_options_init`, then set what differs. Every duration is
+// in ns; 0 for `max_grant`, `horizon_ns` and `expire_ns` is SPEC §8's
+// default.
+struct ratecell_lease_options {
+  // `sizeof(ratecell_lease_options)` as the caller was compiled with; a
+  // size this library does not know is `RATECELL_INVALID_LENGTH`.
+  uint32_t size;
+  // `RATECELL_FAILURE_DENY` (the default) or `RATECELL_FAILURE_LOCAL`.
+  uint32_t failure;
+  // `RATECELL_FAILURE_LOCAL`: how many nodes share the limit (1 or more).
+  uint32_t expected_nodes;
+  // 1: the grant's command carries `AT <the check's time>`, so the server
+  // decides on the node's timeline (explicit times: tests, replays); 0:
+  // the server's clock (the default).
+  uint32_t send_at;
+  // `W`, the largest grant (0: a tenth of the limit, at least 1).
+  uint64_t max_grant;
+  // `H`, the refill horizon (0: a tenth of the period, at least 1 ms).
+  uint64_t horizon_ns;
+  // `E`, a GCRA grant's lifetime (0: the module's default); only GCRA
+  // takes another value.
+  uint64_t expire_ns;
+  // How much before a grant's expiry the node stops spending it, for the
+  // skew between its clock and the server's (1 ms by default; 0 when
+  // both read one timeline, as with `send_at`).
+  uint64_t skew_ns;
+  // Prepended to a key's bytes to make its Redis key; may be NULL when
+  // `prefix_len` is 0. Copied: the library keeps no pointer to it.
+  const uint8_t *prefix;
+  // The length of `prefix`.
+  size_t prefix_len;
 };
 
 // One request: for which key, of what cost, at what time, under which
@@ -360,26 +442,6 @@ struct ratecell_request {
   uint64_t at_ns;
 };
 
-// Many requests decided in one call, in order, at one time: request `i`
-// is for `keys[i]`, of cost `costs[i]` (1 each when `costs` is NULL),
-// under tier `tiers[i]` (tier 0 each when `tiers` is NULL). Set it up
-// with `ratecell_batch_init`.
-struct ratecell_batch {
-  // `sizeof(ratecell_batch)` as the caller was compiled with.
-  uint32_t size;
-  // How many requests.
-  size_t n;
-  // `n` keys.
-  const uint64_t *keys;
-  // `n` costs, or NULL.
-  const uint64_t *costs;
-  // `n` tiers, or NULL.
-  const uint32_t *tiers;
-  // The time of every request, or `RATECELL_NOW` for one read of the
-  // limiter's clock.
-  uint64_t at_ns;
-};
-
 // The answer to one request (docs/SPEC.md §3). Durations are
 // nanoseconds from the request's time and saturate at `UINT64_MAX`, which
 // `retry_after_ns` also uses for "never".
@@ -399,6 +461,106 @@ struct ratecell_decision {
   // Leaky bucket only: how long an admitted request waits for its turn
   // before acting; 0 for every other algorithm.
   uint64_t wait_ns;
+};
+
+// What `ratecell_grant_info` tells of a grant.
+struct ratecell_grant_info {
+  // The key's bytes (a `uint64_t` key's 8 little-endian bytes), without
+  // the prefix; owned by the grant, valid until it is freed.
+  const uint8_t *key;
+  // The length of `key`.
+  size_t key_len;
+  // `w`, the units asked for.
+  uint64_t want;
+  // The time of the check that asked (UNIX ns).
+  uint64_t at_ns;
+  // Whether a check waits on it (a fetch) rather than none (a refill, a
+  // retry).
+  bool is_fetch;
+};
+
+// What a grant's reply, or its absence, decided
+// (`ratecell_leases_complete`).
+struct ratecell_completion {
+  // Whether `decision` is the waiting check's (a fetch's completion).
+  bool has_decision;
+  // The decision of the check that waited on a fetch.
+  struct ratecell_decision decision;
+  // Whether the grant failed and should be asked again, in the
+  // background, at `retry_at_ns` (`ratecell_leases_retry`).
+  bool has_retry;
+  // When to ask again (UNIX ns, on the leases' timeline).
+  uint64_t retry_at_ns;
+};
+
+// A node's lease counters (`ratecell_leases_stats`), SPEC §8's
+// `lease_fallbacks` among them.
+struct ratecell_lease_stats {
+  // Grants asked for with a check waiting.
+  uint64_t fetches;
+  // Grants asked for in the background (refills).
+  uint64_t refills;
+  // Replies received.
+  uint64_t replies;
+  // Units granted, over every reply.
+  uint64_t units_granted;
+  // Replies that granted nothing (the limit is spent for now).
+  uint64_t empty_grants;
+  // Grant requests completed with no reply.
+  uint64_t failures;
+  // Checks decided by the failure policy.
+  uint64_t lease_fallbacks;
+  // Checks denied here by a denial Redis gave, not yet over.
+  uint64_t remembered_denials;
+  // Checks the node could not track (`RATECELL_STEP_DIRECT`).
+  uint64_t direct;
+  // Keys tracked now.
+  uint64_t keys;
+};
+
+// A snapshot of a limiter's counters. Each counter is exact on its own;
+// counters read while other threads check may be a few events apart.
+struct ratecell_stats {
+  // Requests decided (`allowed + denied`).
+  uint64_t checks;
+  // Requests admitted (peeks that would be admitted included).
+  uint64_t allowed;
+  // Requests denied (overflow denials included).
+  uint64_t denied;
+  // Keys with a state in the table now (0 for a limiter of capacity 0).
+  uint64_t keys_tracked;
+  // Entries dropped because they were equivalent to fresh.
+  uint64_t evictions;
+  // New keys that found no free or evictable place and were denied or
+  // admitted untracked (`RATECELL_OVERFLOW_DENY`, `_ALLOW`).
+  uint64_t overflows;
+  // Keys the table was sized for (0 for a limiter of capacity 0).
+  uint64_t capacity;
+  // Bytes of state allocated at construction.
+  uint64_t bytes_allocated;
+  // Live states evicted for new keys (`RATECELL_OVERFLOW_EVICT`). Last,
+  // so the fields before it keep their offsets.
+  uint64_t evicted_live;
+};
+
+// Many requests decided in one call, in order, at one time: request `i`
+// is for `keys[i]`, of cost `costs[i]` (1 each when `costs` is NULL),
+// under tier `tiers[i]` (tier 0 each when `tiers` is NULL). Set it up
+// with `ratecell_batch_init`.
+struct ratecell_batch {
+  // `sizeof(ratecell_batch)` as the caller was compiled with.
+  uint32_t size;
+  // How many requests.
+  size_t n;
+  // `n` keys.
+  const uint64_t *keys;
+  // `n` costs, or NULL.
+  const uint64_t *costs;
+  // `n` tiers, or NULL.
+  const uint32_t *tiers;
+  // The time of every request, or `RATECELL_NOW` for one read of the
+  // limiter's clock.
+  uint64_t at_ns;
 };
 
 // One request's answer from a limiter of several limits.
@@ -541,6 +703,248 @@ const char *ratecell_algorithm_name(ratecell_algorithm algorithm);
 ratecell_status ratecell_algorithm_from_name(const uint8_t *name,
                                              size_t name_len,
                                              ratecell_algorithm *out);
+
+// Sets `*options` to SPEC §8's defaults (deny, no prefix, the server's
+// clock, a skew of 1 ms) and its size. Does nothing when `options` is
+// NULL.
+//
+// # Safety
+// `options` is NULL or points to a writable `ratecell_lease_options`.
+void ratecell_lease_options_init(struct ratecell_lease_options *options);
+
+// Makes the leases of the limit `*cfg` (its algorithm, limit, period_ns,
+// burst; `capacity` is how many keys the node tracks at once, 0 for
+// 65,536; `clock` the clock read for `RATECELL_NOW`) held as `*options`
+// says, and writes its handle to `*out`.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `cfg`, `options`
+// or `out` is NULL (or `prefix` is with a non-zero `prefix_len`);
+// `RATECELL_INVALID_LENGTH` for an options `size` this library does not
+// know or a `prefix_len` above `PTRDIFF_MAX`; the `RATECELL_INVALID_*`
+// status of the first invalid field of `*cfg`; `RATECELL_NOT_LEASABLE`
+// for an algorithm that cannot be leased (leaky_bucket, bucketed_window,
+// sliding_log); `RATECELL_INVALID_MAX_GRANT`, `_HORIZON`, `_EXPIRE`,
+// `_SKEW` or `_FAILURE` for a lease option out of range. On failure
+// `*out` is left unchanged.
+//
+// Ownership: the caller owns the leases and releases them with
+// `ratecell_leases_free`. The arguments are only read during the call.
+//
+// # Safety
+// `cfg` is NULL or points to a readable `ratecell_config`; `options` is
+// NULL or points to a readable `ratecell_lease_options` (its `prefix`
+// NULL or `prefix_len` readable bytes); `out` is NULL or points to a
+// writable `ratecell_leases *`.
+ratecell_status ratecell_leases_new(const struct ratecell_config *cfg,
+                                    const struct ratecell_lease_options *options,
+                                    struct ratecell_leases **out);
+
+// Releases leases made by `ratecell_leases_new`. NULL is a no-op. Must be
+// the last call on them; grants they made must not be used afterwards
+// (free them first).
+//
+// # Safety
+// `leases` is NULL or a live handle from `ratecell_leases_new`.
+void ratecell_leases_free(struct ratecell_leases *leases);
+
+// The leases' clock (`cfg.clock` at `ratecell_leases_new`) in UNIX ns:
+// the time a call given `RATECELL_NOW` uses. 0 for NULL.
+//
+// # Safety
+// `leases` is NULL or a live handle.
+uint64_t ratecell_leases_now_ns(const struct ratecell_leases *leases);
+
+// Checks `*request` against the units this node holds for its key, and
+// says what to do (a `RATECELL_STEP_*` value, 0 or more):
+//
+// - `RATECELL_STEP_DECIDED`: the decision is in `*out`; `*grant_out` is
+//   set to NULL.
+// - `RATECELL_STEP_REFILL`: the decision is in `*out`, and `*grant_out` a
+//   grant to fetch in the background and complete.
+// - `RATECELL_STEP_FETCH`: no units for the key: `*grant_out` is a grant
+//   to fetch now, within the timeout; `ratecell_leases_complete` gives the
+//   check's decision. `*out` is not written.
+// - `RATECELL_STEP_DIRECT`: the key cannot be tracked now (the node's
+//   keys are at capacity); decide it with a `RATECELL.CHECK`. Nothing
+//   is written but `*grant_out = NULL`.
+//
+// The time is the request's `at_ns`, else `now_ns`, else (both
+// `RATECELL_NOW`) the leases' clock. A cost of 0 is a peek: always
+// decided here, never a grant.
+//
+// Returns a negated `ratecell_status` (below 0) when the call fails:
+// `RATECELL_NULL_ARGUMENT` for a NULL `leases`, `request`, `out` or
+// `grant_out` (or NULL key bytes with a non-zero `key_len`);
+// `RATECELL_INVALID_LENGTH` for a `size` this library does not know or a
+// `key_len` above `PTRDIFF_MAX`; `RATECELL_INVALID_TIER` for a tier other
+// than 0 (a leased limit has one); `RATECELL_OUT_OF_MEMORY` when the
+// grant could not be allocated (its check's units may have been spent: a
+// loss, never an admission). A call refused for its arguments spends
+// nothing; no failed call writes anything. Thread-safe.
+//
+// Ownership: a grant written to `*grant_out` is the caller's, to pass to
+// `ratecell_leases_complete` and then `ratecell_grant_free`.
+//
+// # Safety
+// `leases` is NULL or a live handle; `request` is NULL or points to a
+// readable `ratecell_request` (its `key_bytes` NULL or `key_len` readable
+// bytes); `out` is NULL or points to a writable `ratecell_decision`;
+// `grant_out` is NULL or points to a writable `ratecell_grant *`.
+int32_t ratecell_leases_check(const struct ratecell_leases *leases,
+                              const struct ratecell_request *request,
+                              uint64_t now_ns,
+                              struct ratecell_decision *out,
+                              struct ratecell_grant **grant_out);
+
+// Writes what `grant` asks for to `*out`.
+//
+// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`.
+//
+// # Safety
+// `grant` is NULL or a live grant; `out` is NULL or points to a writable
+// `ratecell_grant_info`.
+ratecell_status ratecell_grant_info(const struct ratecell_grant *grant,
+                                    struct ratecell_grant_info *out);
+
+// The `RATECELL.LEASE` command that asks for `grant`, its name first:
+// writes the number of arguments to `*argc` and, when `cap` is at least
+// that, argument `i` to `args[i]` (owned by the grant, valid until it is
+// freed) and its length to `lens[i]`. The Redis key is the leases'
+// prefix followed by the key's bytes; `AT` is sent when the options said
+// `send_at`. At most `RATECELL_LEASE_MAX_ARGS` arguments.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `grant` or `argc`
+// is NULL, or `args` or `lens` is with `cap` > 0; `RATECELL_INVALID_LENGTH`
+// when `cap` is below the count (only `*argc` is written).
+//
+// # Safety
+// `grant` is NULL or a live grant; `argc` is NULL or writable; `args`
+// and `lens` are NULL or point to `cap` writable elements each.
+ratecell_status ratecell_grant_command(const struct ratecell_grant *grant,
+                                       const uint8_t **args,
+                                       size_t *lens,
+                                       size_t cap,
+                                       size_t *argc);
+
+// Releases a grant. NULL is a no-op. Dropping a grant unanswered is
+// allowed: its units were never granted, so nothing is lost but a refill
+// (the key asks again when it runs out).
+//
+// # Safety
+// `grant` is NULL or a live grant, not used afterwards.
+void ratecell_grant_free(struct ratecell_grant *grant);
+
+// Hands back the answer to `grant`: `RATECELL.LEASE`'s reply, its `n`
+// integers `reply[0 .. n)` (`[units, expires_at_ns, retry_after_ns,
+// limit, remaining]`, -1 for a retry that can never succeed), or `reply`
+// NULL with `n` 0 when there was no answer in time or an error. `now_ns`
+// is when it came (`RATECELL_NOW`: the leases' clock; with explicit
+// times, the grant's `at_ns`). Writes to `*out` the waiting check's
+// decision (a fetch) and, when the grant failed, when to ask again.
+//
+// A grant may be completed more than once (the units of a reply given
+// twice are taken twice: do not); its leases must be those that made it.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `leases`, `grant`
+// or `out` is NULL, or `reply` is with `n` > 0;
+// `RATECELL_INVALID_LENGTH` for an `n` above any buffer;
+// `RATECELL_INVALID_GRANT` for a grant made by other leases;
+// `RATECELL_INVALID_REPLY` for a reply that is not five integers, or
+// holds a negative one where none may be. On failure nothing is done
+// and `*out` is left unchanged: complete a bad reply again with `reply`
+// NULL (no answer) so that its check is decided. Thread-safe.
+//
+// # Safety
+// `leases` is NULL or a live handle; `grant` is NULL or a live grant;
+// `reply` is NULL or points to `n` readable integers; `out` is NULL or
+// points to a writable `ratecell_completion`.
+ratecell_status ratecell_leases_complete(const struct ratecell_leases *leases,
+                                         const struct ratecell_grant *grant,
+                                         const int64_t *reply,
+                                         size_t n,
+                                         uint64_t now_ns,
+                                         struct ratecell_completion *out);
+
+// A new grant asking again for what `grant` asked, at `at_ns` (a
+// completion's `retry_at_ns`), in the background (no check waits on it),
+// written to `*out`. The old grant stays the caller's to free.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `leases`, `grant`
+// or `out` is NULL; `RATECELL_INVALID_GRANT` for a grant of other
+// leases; `RATECELL_OUT_OF_MEMORY`. Thread-safe.
+//
+// # Safety
+// `leases` is NULL or a live handle; `grant` is NULL or a live grant;
+// `out` is NULL or points to a writable `ratecell_grant *`.
+ratecell_status ratecell_leases_retry(const struct ratecell_leases *leases,
+                                      const struct ratecell_grant *grant,
+                                      uint64_t at_ns,
+                                      struct ratecell_grant **out);
+
+// Writes the leases' counters to `*out`.
+//
+// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
+//
+// # Safety
+// `leases` is NULL or a live handle; `out` is NULL or points to a
+// writable `ratecell_lease_stats`.
+ratecell_status ratecell_leases_stats(const struct ratecell_leases *leases,
+                                      struct ratecell_lease_stats *out);
+
+// Makes a cache of denials for up to about `capacity` keys denied at once
+// (0: 65,536; a key beyond it is not remembered), reading the clock
+// `clock` (a `RATECELL_CLOCK_*`) for a time of `RATECELL_NOW`, and writes
+// its handle to `*out`.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
+// `RATECELL_INVALID_CAPACITY` (above 2^40 keys) or
+// `RATECELL_INVALID_CLOCK`. Release it with `ratecell_denials_free`.
+//
+// # Safety
+// `out` is NULL or points to a writable `ratecell_denials *`.
+ratecell_status ratecell_denials_new(uint64_t capacity,
+                                     uint32_t clock,
+                                     struct ratecell_denials **out);
+
+// Releases a denial cache. NULL is a no-op.
+//
+// # Safety
+// `denials` is NULL or a live handle, not used afterwards.
+void ratecell_denials_free(struct ratecell_denials *denials);
+
+// Whether `*request`'s key has a remembered denial still running at its
+// time (`at_ns`, else `now_ns`, else the cache's clock): 1 with that
+// denial in `*out` (its `retry_after_ns` and `reset_after_ns` reduced by
+// the time since), 0 when there is none (ask Redis; `*out` is not
+// written), or a negated `ratecell_status`: `RATECELL_NULL_ARGUMENT`, or
+// `RATECELL_INVALID_LENGTH` for an unknown `size` or a `key_len` above
+// `PTRDIFF_MAX`. The cost and tier are not read.
+// Thread-safe.
+//
+// # Safety
+// `denials` is NULL or a live handle; `request` as for
+// `ratecell_leases_check`; `out` is NULL or points to a writable
+// `ratecell_decision`.
+int32_t ratecell_denials_check(const struct ratecell_denials *denials,
+                               const struct ratecell_request *request,
+                               uint64_t now_ns,
+                               struct ratecell_decision *out);
+
+// Remembers Redis's `*decision` for `*request`'s key, made at its time
+// (`at_ns`, else `now_ns`, else the cache's clock), when it is a denial that a wait can end (an
+// admission, or a `retry_after_ns` of `UINT64_MAX`, is not remembered).
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
+// `RATECELL_INVALID_LENGTH` as `ratecell_denials_check`. Thread-safe.
+//
+// # Safety
+// `denials` is NULL or a live handle; `request` as for
+// `ratecell_leases_check`; `decision` is NULL or points to a readable
+// `ratecell_decision`.
+ratecell_status ratecell_denials_remember(const struct ratecell_denials *denials,
+                                          const struct ratecell_request *request,
+                                          uint64_t now_ns,
+                                          const struct ratecell_decision *decision);
 
 // Checks `*cfg` and makes a limiter, writing its handle to `*out`.
 //

@@ -27,7 +27,9 @@
 #      failure policy within the store's timeout);
 #   6. the Python client (ratecell.redis, installed with the `redis` extra
 #      into a venv under the target dir, plus uvicorn and starlette for the
-#      HTTP middlewares' tests) and the Go client
+#      HTTP middlewares' tests; its strict, cached_deny and leased modes,
+#      and one limit shared by two Python, one Go and one Rust process,
+#      whose Go and Rust nodes are built first) and the Go client
 #      (bindings/go/redis: gofmt, go vet, go test) against one server this
 #      script starts, with the module, and always stops; the store-timeout
 #      tests start their own server from RATECELL_REDIS_MODULE, pause it
@@ -111,6 +113,26 @@ start_server() {
 }
 step server start_server
 
+# The Go and Rust nodes of the fleet of several languages
+# (bindings/python/tests_redis/test_fleet_languages.py, run in the Python
+# step): bindings/go/redis/cmd/fleetnode and the client's example `fleet`.
+fleet_go="$target/redis-tests/fleetnode"
+fleet_rust="$target/release/examples/fleet"
+fleet_nodes() {
+    command -v "$go" >/dev/null 2>&1 || { echo "missing go" >&2; return 1; }
+    timeout 1800 cargo build --release -p ratecell-capi --quiet || return 1
+    timeout 1800 cargo build --release -p ratecell-redis-client --example fleet --quiet || return 1
+    local header_hash
+    header_hash="$(sha256sum include/ratecell.h | cut -c1-16)"
+    mkdir -p "$target/redis-tests"
+    (cd bindings/go/redis &&
+        CGO_ENABLED=1 CGO_LDFLAGS="-L$target/release ${CGO_LDFLAGS:-}" \
+            CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DRATECELL_HEADER_HASH=0x$header_hash" \
+            GOFLAGS="${GOFLAGS:-} -mod=mod" \
+            timeout 600 "$go" build -o "$fleet_go" ./cmd/fleetnode)
+}
+step fleet-nodes fleet_nodes
+
 python_client() {
     local venv="$target/redis-tests/venv"
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv" || return 1
@@ -118,6 +140,7 @@ python_client() {
     # The HTTP middlewares' tests with Redis as the store run real servers.
     timeout 900 "$venv/bin/pip" install -q uvicorn starlette || return 1
     (cd "$dir" && RATECELL_REDIS_URL="redis://127.0.0.1:$port/0" RATECELL_REDIS_MODULE="$module" \
+        RATECELL_FLEET_GO="$fleet_go" RATECELL_FLEET_RUST="$fleet_rust" \
         timeout 300 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
         "$root/bindings/python/tests_redis")
 }

@@ -56,7 +56,8 @@ const (
 	StatusReconfigureRefused Status = C.RATECELL_RECONFIGURE_REFUSED
 	// A tier not below the limiter's number of tiers (CheckTier).
 	StatusInvalidTier Status = C.RATECELL_INVALID_TIER
-	lastStatus               = StatusInvalidTier
+	// The lease protocol's statuses are in lease.go.
+	lastStatus = Status(C.RATECELL_INVALID_GRANT)
 )
 
 var statusNames = [...]string{
@@ -69,6 +70,8 @@ var statusNames = [...]string{
 	"SHARED_IO", "SHARED_NOT_A_REGION", "SHARED_TRUNCATED", "SHARED_VERSION",
 	"SHARED_CONFIG_MISMATCH", "SHARED_STALE", "SHARED_UNSUPPORTED",
 	"RECONFIGURE_REFUSED", "INVALID_TIER",
+	"NOT_LEASABLE", "INVALID_MAX_GRANT", "INVALID_HORIZON", "INVALID_EXPIRE",
+	"INVALID_SKEW", "INVALID_FAILURE", "INVALID_REPLY", "INVALID_GRANT",
 }
 
 // Name is the status's C name without the RATECELL_ prefix, e.g.

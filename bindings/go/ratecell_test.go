@@ -266,15 +266,18 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 
 func TestStatuses(t *testing.T) {
 	seen := map[string]bool{}
-	for s := ratecell.StatusOK; s <= ratecell.StatusInvalidTier; s++ {
+	for s := ratecell.StatusOK; s <= ratecell.StatusInvalidGrant; s++ {
 		text := s.String()
 		if text == "" || text == "unknown status" || seen[text] {
 			t.Errorf("status %d (%s): description %q", s, s.Name(), text)
 		}
 		seen[text] = true
 	}
-	if got := ratecell.Status(31).String(); got != "unknown status" {
-		t.Errorf("status 31: %q", got)
+	if got := ratecell.Status(39).String(); got != "unknown status" {
+		t.Errorf("status 39: %q", got)
+	}
+	if ratecell.StatusInvalidGrant.Name() != "INVALID_GRANT" || ratecell.StatusNotLeasable.Name() != "NOT_LEASABLE" {
+		t.Error("lease status names")
 	}
 	if ratecell.StatusInvalidTier.Name() != "INVALID_TIER" {
 		t.Error("INVALID_TIER name")

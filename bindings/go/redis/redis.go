@@ -40,6 +40,8 @@ type Limiter struct {
 	prefix string
 	limit  uint64
 	period time.Duration
+	// m is a limiter of NewLimiter's: its mode, timeout, failure policy.
+	m *modal
 }
 
 // New makes a limiter from the fields of cfg that shape a limit
@@ -58,7 +60,8 @@ func New(client Client, cfg ratecell.Config) *Limiter {
 	return &Limiter{client: client, args: args, limit: cfg.Limit, period: cfg.Period}
 }
 
-// WithPrefix returns a limiter that prepends prefix to every key.
+// WithPrefix returns a limiter that prepends prefix to every key. For a
+// limiter of New's only: NewLimiter takes Options.Prefix.
 func (l *Limiter) WithPrefix(prefix string) *Limiter {
 	c := *l
 	c.prefix = prefix
@@ -77,6 +80,9 @@ func (l *Limiter) command(key string, cost uint64, at bool, nowNs uint64) []any 
 }
 
 func (l *Limiter) run(ctx context.Context, key string, cost uint64, at bool, nowNs uint64) (ratecell.Decision, error) {
+	if l.m != nil {
+		return l.decide(ctx, key, cost, at, nowNs)
+	}
 	return l.runWith(ctx, l.client, key, cost, at, nowNs)
 }
 

@@ -149,6 +149,14 @@ def test_status_codes_match_the_header(repo):
         ratecell.SharedUnsupported: "RATECELL_SHARED_UNSUPPORTED",
         ratecell.ReconfigureRefused: "RATECELL_RECONFIGURE_REFUSED",
         ratecell.InvalidTier: "RATECELL_INVALID_TIER",
+        ratecell.NotLeasable: "RATECELL_NOT_LEASABLE",
+        ratecell.InvalidMaxGrant: "RATECELL_INVALID_MAX_GRANT",
+        ratecell.InvalidHorizon: "RATECELL_INVALID_HORIZON",
+        ratecell.InvalidExpire: "RATECELL_INVALID_EXPIRE",
+        ratecell.InvalidSkew: "RATECELL_INVALID_SKEW",
+        ratecell.InvalidFailure: "RATECELL_INVALID_FAILURE",
+        ratecell.InvalidReply: "RATECELL_INVALID_REPLY",
+        ratecell.InvalidGrant: "RATECELL_INVALID_GRANT",
     }
     block = header[header.index("enum ratecell_status\n") :]
     block = block[: block.index("};")]

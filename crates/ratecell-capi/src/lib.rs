@@ -129,6 +129,7 @@ macro_rules! answer_decision {
 
 mod build;
 mod info;
+mod leases;
 mod limiter;
 mod multi;
 mod request;
@@ -138,6 +139,7 @@ pub mod types;
 
 pub use build::*;
 pub use info::*;
+pub use leases::*;
 pub use limiter::*;
 pub use multi::*;
 pub use request::*;
@@ -317,6 +319,9 @@ mod adversarial;
 #[cfg(test)]
 #[path = "../tests/ffi_fuzz.rs"]
 mod ffi_fuzz;
+#[cfg(test)]
+#[path = "../tests/leases.rs"]
+mod leases_ffi;
 
 #[cfg(test)]
 mod tests {

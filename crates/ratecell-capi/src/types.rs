@@ -116,13 +116,33 @@ pub enum ratecell_status {
     /// A request's tier is not below the limiter's number of tiers
     /// (`ratecell_limiter_tiers`); nothing was checked.
     RATECELL_INVALID_TIER = 30,
+    /// `ratecell_leases_new`: the algorithm cannot be leased (leaky_bucket,
+    /// bucketed_window, sliding_log; docs/SPEC.md §8).
+    RATECELL_NOT_LEASABLE = 31,
+    /// `ratecell_lease_options.max_grant` is above the limit.
+    RATECELL_INVALID_MAX_GRANT = 32,
+    /// `ratecell_lease_options.horizon_ns` is longer than the period.
+    RATECELL_INVALID_HORIZON = 33,
+    /// `ratecell_lease_options.expire_ns` is not 0 for an algorithm other
+    /// than gcra, or is outside one emission interval ..= the period.
+    RATECELL_INVALID_EXPIRE = 34,
+    /// `ratecell_lease_options.skew_ns` is not less than the period.
+    RATECELL_INVALID_SKEW = 35,
+    /// `ratecell_lease_options.failure` is not a `RATECELL_FAILURE_*` value,
+    /// or `expected_nodes` is 0 with `RATECELL_FAILURE_LOCAL`.
+    RATECELL_INVALID_FAILURE = 36,
+    /// `ratecell_leases_complete`: the reply is not `RATECELL.LEASE`'s (not
+    /// five integers, or a negative one where none may be); nothing done.
+    RATECELL_INVALID_REPLY = 37,
+    /// A grant given to other leases than those that made it.
+    RATECELL_INVALID_GRANT = 38,
 }
 
 use ratecell_status::*;
 
 /// Every status, in numeric order (kept out of the header: cbindgen would
 /// print a public associated constant as a macro).
-const STATUSES: [ratecell_status; 31] = [
+const STATUSES: [ratecell_status; 39] = [
     RATECELL_OK,
     RATECELL_NULL_ARGUMENT,
     RATECELL_INVALID_ALGORITHM,
@@ -154,6 +174,14 @@ const STATUSES: [ratecell_status; 31] = [
     RATECELL_SHARED_UNSUPPORTED,
     RATECELL_RECONFIGURE_REFUSED,
     RATECELL_INVALID_TIER,
+    RATECELL_NOT_LEASABLE,
+    RATECELL_INVALID_MAX_GRANT,
+    RATECELL_INVALID_HORIZON,
+    RATECELL_INVALID_EXPIRE,
+    RATECELL_INVALID_SKEW,
+    RATECELL_INVALID_FAILURE,
+    RATECELL_INVALID_REPLY,
+    RATECELL_INVALID_GRANT,
 ];
 
 impl ratecell_status {
@@ -269,6 +297,22 @@ impl ratecell_status {
             RATECELL_INVALID_TIER => {
                 b"invalid tier: not below the limiter's number of tiers; nothing was checked\0"
             }
+            RATECELL_NOT_LEASABLE => {
+                b"invalid algorithm: cannot be leased (only gcra, token_bucket, fixed_window and sliding_window can)\0"
+            }
+            RATECELL_INVALID_MAX_GRANT => b"invalid max_grant: above the limit\0",
+            RATECELL_INVALID_HORIZON => b"invalid horizon_ns: longer than the period\0",
+            RATECELL_INVALID_EXPIRE => {
+                b"invalid expire_ns: only gcra takes one, from one emission interval to the period\0"
+            }
+            RATECELL_INVALID_SKEW => b"invalid skew_ns: not less than the period\0",
+            RATECELL_INVALID_FAILURE => {
+                b"invalid failure: not a RATECELL_FAILURE_* value, or expected_nodes is 0\0"
+            }
+            RATECELL_INVALID_REPLY => {
+                b"invalid reply: not RATECELL.LEASE's five integers (units, expires_at_ns, retry_after_ns, limit, remaining); nothing was done\0"
+            }
+            RATECELL_INVALID_GRANT => b"invalid grant: made by other leases\0",
         }
     }
 }

@@ -11,11 +11,18 @@
 //! RATECELL_REDIS_MODULE=target/release/libratecell_redis.so \
 //!     cargo run --release -p ratecell-redis-client --example fleet
 //! ```
+//!
+//! `fleet --node URL KEY LIMIT PERIOD_NS START_NS RUN_NS` is instead one
+//! node of the fleet of several languages
+//! (`bindings/python/tests_redis/test_fleet_languages.py`): it checks KEY
+//! under a leased fixed window of LIMIT per PERIOD_NS, at the wall clock's
+//! times sent as `AT`, from START_NS for RUN_NS, and prints the times it
+//! admitted (`ADMITTED t...`) and its count of checks (`CHECKS n`).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use ratecell::{Algorithm, Config};
+use ratecell::{Algorithm, Config, Request};
 use ratecell_redis_client::{Mode, RedisLimiter};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,10 +57,50 @@ fn child(url: &str, mode_name: &str, secs: f64) {
     println!("{checks}");
 }
 
+/// One node of the fleet of several languages (the module docs).
+fn node(args: &[String]) {
+    let [url, key, limit, period, start, run] = args else {
+        panic!("--node URL KEY LIMIT PERIOD_NS START_NS RUN_NS, not {args:?}");
+    };
+    let num = |s: &String| s.parse::<u64>().unwrap();
+    let config = Config::new(Algorithm::FixedWindow, num(limit), num(period));
+    let limiter = RedisLimiter::builder(url, config)
+        .mode(Mode::Leased)
+        .send_at(true)
+        .skew(Duration::ZERO)
+        .build()
+        .unwrap();
+    let (start, end) = (num(start), num(start) + num(run));
+    while wall_ns() < start {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let (mut admitted, mut checks) = (Vec::new(), 0u64);
+    loop {
+        let t = wall_ns();
+        if t >= end {
+            break;
+        }
+        checks += 1;
+        if limiter.check(key.as_str(), Request::new(1).at(t)).allowed {
+            admitted.push(t.to_string());
+        }
+    }
+    println!("ADMITTED {}", admitted.join(" "));
+    println!("CHECKS {checks}");
+}
+
+fn wall_ns() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    u64::try_from(since.unwrap().as_nanos()).unwrap()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
         return child(&args[2], &args[3], args[4].parse().unwrap());
+    }
+    if args.get(1).map(String::as_str) == Some("--node") {
+        return node(&args[2..]);
     }
     let secs: f64 = std::env::var("SECS")
         .ok()

@@ -35,6 +35,15 @@ __all__ = [
     "InvalidLength",
     "Panic",
     "LimiterClosed",
+    "NotLeasable",
+    "InvalidLeaseOption",
+    "InvalidMaxGrant",
+    "InvalidHorizon",
+    "InvalidExpire",
+    "InvalidSkew",
+    "InvalidFailure",
+    "InvalidReply",
+    "InvalidGrant",
     "error_for_status",
 ]
 
@@ -279,6 +288,70 @@ class InvalidTier(RatecellError, IndexError):
     status = 30
 
 
+class NotLeasable(InvalidConfig):
+    """RATECELL_NOT_LEASABLE: a leased limit of an algorithm that cannot be
+    leased (only gcra, token_bucket, fixed_window and sliding_window can)."""
+
+    status = 31
+    field = "algorithm"
+
+
+class InvalidLeaseOption(InvalidConfig):
+    """A lease option out of range (``ratecell.redis.RedisLimiter`` in
+    leased mode); ``field`` names it."""
+
+
+class InvalidMaxGrant(InvalidLeaseOption):
+    """RATECELL_INVALID_MAX_GRANT: ``max_grant`` is above the limit."""
+
+    status = 32
+    field = "max_grant"
+
+
+class InvalidHorizon(InvalidLeaseOption):
+    """RATECELL_INVALID_HORIZON: the refill horizon is longer than the
+    period."""
+
+    status = 33
+    field = "horizon"
+
+
+class InvalidExpire(InvalidLeaseOption):
+    """RATECELL_INVALID_EXPIRE: a lease expiry for an algorithm other than
+    gcra, or outside one emission interval ..= the period."""
+
+    status = 34
+    field = "lease_expiry"
+
+
+class InvalidSkew(InvalidLeaseOption):
+    """RATECELL_INVALID_SKEW: the skew margin is not less than the period."""
+
+    status = 35
+    field = "skew"
+
+
+class InvalidFailure(InvalidLeaseOption):
+    """RATECELL_INVALID_FAILURE: an unknown failure policy, or
+    ``expected_nodes`` below 1 for ``local``."""
+
+    status = 36
+    field = "failure"
+
+
+class InvalidReply(RatecellError, ValueError):
+    """RATECELL_INVALID_REPLY: a reply that is not RATECELL.LEASE's."""
+
+    status = 37
+
+
+class InvalidGrant(RatecellError, ValueError):
+    """RATECELL_INVALID_GRANT: a grant completed on leases that did not
+    make it (a bug in the binding)."""
+
+    status = 38
+
+
 class LimiterClosed(RatecellError, ValueError):
     """A call on a ``Limiter`` after ``close()`` (or after its ``with``
     block)."""
@@ -320,6 +393,14 @@ _BY_STATUS: dict[int, type[RatecellError]] = {
         SharedUnsupported,
         ReconfigureRefused,
         InvalidTier,
+        NotLeasable,
+        InvalidMaxGrant,
+        InvalidHorizon,
+        InvalidExpire,
+        InvalidSkew,
+        InvalidFailure,
+        InvalidReply,
+        InvalidGrant,
     )
     if cls.status is not None
 }

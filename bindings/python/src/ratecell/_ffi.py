@@ -44,6 +44,13 @@ __all__ = [
     "MAX_LIMITS",
     "NO_LIMIT",
     "CStats",
+    "CLeaseOptions",
+    "CGrantInfo",
+    "CCompletion",
+    "CLeaseStats",
+    "LeasesHandle",
+    "GrantHandle",
+    "DenialsHandle",
     "LimiterHandle",
     "lib",
     "speedups",
@@ -230,6 +237,70 @@ class COptions(Structure):
     ]
 
 
+class CLeaseOptions(Structure):
+    """``struct ratecell_lease_options``: how a node holds grants."""
+
+    _fields_ = [
+        ("size", c_uint32),
+        ("failure", c_uint32),
+        ("expected_nodes", c_uint32),
+        ("send_at", c_uint32),
+        ("max_grant", c_uint64),
+        ("horizon_ns", c_uint64),
+        ("expire_ns", c_uint64),
+        ("skew_ns", c_uint64),
+        ("prefix", c_char_p),
+        ("prefix_len", c_size_t),
+    ]
+
+
+class CGrantInfo(Structure):
+    """``struct ratecell_grant_info``."""
+
+    _fields_ = [
+        ("key", c_void_p),
+        ("key_len", c_size_t),
+        ("want", c_uint64),
+        ("at_ns", c_uint64),
+        ("is_fetch", c_bool),
+    ]
+
+
+class CCompletion(Structure):
+    """``struct ratecell_completion``: what a grant's reply decided."""
+
+    _fields_ = [
+        ("has_decision", c_bool),
+        ("decision", CDecision),
+        ("has_retry", c_bool),
+        ("retry_at_ns", c_uint64),
+    ]
+
+
+class CLeaseStats(Structure):
+    """``struct ratecell_lease_stats``."""
+
+    _fields_ = [
+        ("fetches", c_uint64),
+        ("refills", c_uint64),
+        ("replies", c_uint64),
+        ("units_granted", c_uint64),
+        ("empty_grants", c_uint64),
+        ("failures", c_uint64),
+        ("lease_fallbacks", c_uint64),
+        ("remembered_denials", c_uint64),
+        ("direct", c_uint64),
+        ("keys", c_uint64),
+    ]
+
+
+LEASE_MAX_ARGS = 16
+"""``RATECELL_LEASE_MAX_ARGS``."""
+STEP_DECIDED, STEP_REFILL, STEP_FETCH, STEP_DIRECT = 0, 1, 2, 3
+"""``RATECELL_STEP_*``: what ``ratecell_leases_check`` found to do."""
+FAILURE_DENY, FAILURE_LOCAL = 0, 1
+"""``RATECELL_FAILURE_*``."""
+
 NOW = U64_MAX
 """``RATECELL_NOW``: ``at_ns`` of a request decided at the limiter's clock."""
 REQUEST_SIZE = ctypes.sizeof(CRequest)
@@ -285,6 +356,36 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_persisted_limiter": (_STATUS, [c_void_p, POINTER(c_void_p)]),
     "ratecell_persisted_save": (_STATUS, [c_void_p]),
     "ratecell_persisted_close": (_STATUS, [c_void_p]),
+    "ratecell_lease_options_init": (None, [POINTER(CLeaseOptions)]),
+    "ratecell_leases_new": (_STATUS, [POINTER(CConfig), POINTER(CLeaseOptions), POINTER(c_void_p)]),
+    "ratecell_leases_free": (None, [c_void_p]),
+    "ratecell_leases_now_ns": (c_uint64, [c_void_p]),
+    "ratecell_leases_check": (
+        c_int32,
+        [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision), POINTER(c_void_p)],
+    ),
+    "ratecell_grant_info": (_STATUS, [c_void_p, POINTER(CGrantInfo)]),
+    "ratecell_grant_command": (
+        _STATUS,
+        [c_void_p, c_void_p, c_void_p, c_size_t, POINTER(c_size_t)],
+    ),
+    "ratecell_grant_free": (None, [c_void_p]),
+    "ratecell_leases_complete": (
+        _STATUS,
+        [c_void_p, c_void_p, c_void_p, c_size_t, c_uint64, POINTER(CCompletion)],
+    ),
+    "ratecell_leases_retry": (_STATUS, [c_void_p, c_void_p, c_uint64, POINTER(c_void_p)]),
+    "ratecell_leases_stats": (_STATUS, [c_void_p, POINTER(CLeaseStats)]),
+    "ratecell_denials_new": (_STATUS, [c_uint64, c_uint32, POINTER(c_void_p)]),
+    "ratecell_denials_free": (None, [c_void_p]),
+    "ratecell_denials_check": (
+        c_int32,
+        [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision)],
+    ),
+    "ratecell_denials_remember": (
+        _STATUS,
+        [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision)],
+    ),
 }
 
 for _name, (_restype, _argtypes) in _SIGNATURES.items():
@@ -363,6 +464,44 @@ class PersistedHandle(LimiterHandle):
         return status
 
 
+class LeasesHandle(c_void_p):
+    """An owned ``ratecell_leases *``, freed when the last reference goes
+    away (a thread inside a call holds one in its frame, as for
+    ``LimiterHandle``)."""
+
+    __slots__ = ()
+
+    def __del__(self, _free: object = lib.ratecell_leases_free) -> None:
+        if self.value:
+            _free(self)  # type: ignore[operator]
+            self.value = None
+
+
+class GrantHandle(c_void_p):
+    """An owned ``ratecell_grant *``, freed when the last reference goes
+    away. A grant keeps its key's entry alive, not the leases, so it may
+    outlive them (it is then only freed)."""
+
+    __slots__ = ()
+
+    def __del__(self, _free: object = lib.ratecell_grant_free) -> None:
+        if self.value:
+            _free(self)  # type: ignore[operator]
+            self.value = None
+
+
+class DenialsHandle(c_void_p):
+    """An owned ``ratecell_denials *``, freed when the last reference goes
+    away."""
+
+    __slots__ = ()
+
+    def __del__(self, _free: object = lib.ratecell_denials_free) -> None:
+        if self.value:
+            _free(self)  # type: ignore[operator]
+            self.value = None
+
+
 # In `PersistedHandle.close_now`: the closing method's local and
 # getrefcount's argument.
 _OWN_REFERENCES = 3
@@ -423,4 +562,8 @@ def speedups(decision: type, raise_error: Any) -> Any:
         decision,
         raise_error,
     )
+    # A module built before the leased check existed has no init_leases:
+    # ratecell.redis then takes the ctypes path.
+    if hasattr(_speedups, "init_leases"):
+        _speedups.init_leases(address(lib.ratecell_leases_check), address(lib.ratecell_grant_free))
     return _speedups

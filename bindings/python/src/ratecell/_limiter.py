@@ -82,6 +82,9 @@ def _raise_error(status: int, h: Any, tier: Any) -> _errors.RatecellError:
 _speedups = _ffi.speedups(Decision, _raise_error)
 _fast_check = _speedups.check if _speedups is not None else None
 _fast_allow = _speedups.allow if _speedups is not None else None
+# ratecell.redis's leased check (ratecell_leases_check), when the extension
+# module has it.
+_fast_lease_check = getattr(_speedups, "lease_check", None)
 
 # memoryview formats of a native 64-bit unsigned integer ("L" is what numpy
 # and array('L') export on LP64 platforms; itemsize is checked too).

@@ -1,5 +1,6 @@
 /*
- * ratecell._speedups: Limiter.check and Limiter.allow without ctypes.
+ * ratecell._speedups: Limiter.check and Limiter.allow without ctypes, and
+ * the leased check of ratecell.redis.RedisLimiter.
  *
  * Owns the two hot calls only: argument checks for the common key and cost
  * types, the direct call into the C ABI, and the Decision built from its
@@ -59,11 +60,16 @@ struct request {
 typedef uint32_t (*check_fn)(const void *limiter, const struct request *request,
                              struct decision *out);
 typedef int32_t (*allow_fn)(const void *limiter, uint64_t key);
+typedef int32_t (*lease_check_fn)(const void *leases, const struct request *request,
+                                  uint64_t now_ns, struct decision *out, void **grant_out);
+typedef void (*grant_free_fn)(void *grant);
 
 /* Set once by init(); the module is per-interpreter state free (the ratecell
  * library is process-wide anyway). */
 static check_fn c_check;
 static allow_fn c_allow;
+static lease_check_fn c_lease_check; /* set by init_leases() */
+static grant_free_fn c_grant_free;
 static PyObject *decision_type;  /* ratecell.Decision */
 static newfunc decision_new;     /* its tp_new (object.__new__) */
 static PyObject *raise_error;    /* ratecell._limiter._raise_error */
@@ -298,6 +304,102 @@ static PyObject *speedups_allow(PyObject *module, PyObject *const *args, Py_ssiz
     return PyBool_FromLong(out.allowed);
 }
 
+PyDoc_STRVAR(lease_check_doc,
+             "lease_check(handle, key, cost, at, tier) -> Decision | tuple | None\n\n"
+             "ratecell_leases_check on the leases' own clock (or `at`), for the arguments\n"
+             "check() takes. A Decision when the check was decided here with nothing to\n"
+             "send (the hot path: units spent); else (step, Decision or None, grant\n"
+             "address or None), the grant now owned by the caller. None for arguments\n"
+             "that are the ctypes path's, as check().");
+
+static PyObject *speedups_lease_check(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "expected (handle, key, cost, at, tier)");
+        return NULL;
+    }
+    if (!ready()) {
+        return NULL;
+    }
+    if (c_lease_check == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ratecell._speedups.init_leases() has not been called");
+        return NULL;
+    }
+    struct request req;
+    int done = read_request(args, &req);
+    if (done < 0) {
+        return NULL;
+    }
+    if (done == 0) {
+        Py_RETURN_NONE;
+    }
+    const void *leases;
+    if (handle_pointer(args[0], &leases) < 0) {
+        return NULL;
+    }
+    struct decision out = {0}; /* written by the library; zeroed for gcc */
+    void *grant = NULL;
+    int32_t step = c_lease_check(leases, &req, NOW, &out, &grant);
+    if (step < 0) {
+        return raise_status((uint32_t)-step, args[0], args[4]);
+    }
+    if (step == 0) {
+        return build_decision(&out);
+    }
+    /* Every failure below frees the grant: it is the caller's only once
+     * the tuple holding its address is returned. */
+    PyObject *d;
+    if (step == 1) {
+        d = build_decision(&out);
+    } else {
+        d = Py_None;
+        Py_INCREF(d);
+    }
+    PyObject *g;
+    if (grant == NULL) {
+        g = Py_None;
+        Py_INCREF(g);
+    } else {
+        g = PyLong_FromVoidPtr(grant);
+    }
+    PyObject *result = NULL;
+    if (d != NULL && g != NULL) {
+        result = Py_BuildValue("(lOO)", (long)step, d, g);
+    }
+    Py_XDECREF(d);
+    Py_XDECREF(g);
+    if (result == NULL && grant != NULL) {
+        c_grant_free(grant);
+    }
+    return result;
+}
+
+PyDoc_STRVAR(init_leases_doc,
+             "init_leases(lease_check, grant_free)\n\n"
+             "Binds lease_check(): the addresses of ratecell_leases_check and\n"
+             "ratecell_grant_free in the loaded library (after init()).");
+
+static PyObject *speedups_init_leases(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "init_leases() takes 2 arguments");
+        return NULL;
+    }
+    void *fns[2];
+    for (int i = 0; i < 2; i++) {
+        fns[i] = PyLong_AsVoidPtr(args[i]);
+        if (fns[i] == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "init_leases(): a NULL function address");
+            }
+            return NULL;
+        }
+    }
+    c_lease_check = (lease_check_fn)(uintptr_t)fns[0];
+    c_grant_free = (grant_free_fn)(uintptr_t)fns[1];
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(init_doc,
              "init(check, allow, request_size, decision_size, decision, raise_error)\n\n"
              "Binds the module: the addresses of ratecell_check and ratecell_allow in the\n"
@@ -375,6 +477,10 @@ static PyMethodDef methods[] = {
     {"check", (PyCFunction)(void (*)(void))speedups_check, METH_FASTCALL, check_doc},
     {"allow", (PyCFunction)(void (*)(void))speedups_allow, METH_FASTCALL, allow_doc},
     {"init", (PyCFunction)(void (*)(void))speedups_init, METH_FASTCALL, init_doc},
+    {"lease_check", (PyCFunction)(void (*)(void))speedups_lease_check, METH_FASTCALL,
+     lease_check_doc},
+    {"init_leases", (PyCFunction)(void (*)(void))speedups_init_leases, METH_FASTCALL,
+     init_leases_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,31 +14,68 @@ every process that uses the same server (or cluster) shares the limit::
     if not d:
         print(f"retry in {d.retry_after:.3f} s")
 
+A limiter has one of three modes (SPEC.md §8): ``"strict"``, one
+``RATECELL.CHECK`` per check; ``"cached_deny"``, as strict but a denial is
+remembered until its ``retry_after`` and the key's checks meanwhile cost
+Redis nothing; ``"leased"``, units granted in batches (``RATECELL.LEASE``)
+and spent on this node, with the next grant fetched by a background
+thread before they run out, so a check waits on Redis only when its node
+holds no units for the key. The lease protocol and the local spending are
+the C library's (``ratecell_leases_*``), the same code every language's
+client runs; this module brings redis-py, the timeout and the thread. Every
+command waits at most ``timeout`` (50 ms by default); with no answer the
+``failure`` policy decides (``"deny"``, or ``"local"``: a limiter of this
+node's own with the limit divided by ``expected_nodes``), and Redis is
+tried again with backoff (10 ms doubling to 1 s)::
+
+    limiter = RedisLimiter(redis.Redis(), "fixed_window", limit=1000, period=1.0,
+                           mode="leased", failure="local", expected_nodes=4)
+    if limiter.allow("user:42"):
+        ...
+
 ``check_all`` checks several limits as one all-or-nothing request
 (``RATECELL.CHECKALL``). ``RedisLimits`` gives the HTTP middlewares
 (``ratecell.asgi``, ``ratecell.wsgi``) one or several named limits kept in
-Redis, with a ``redis.Redis`` or a ``redis.asyncio.Redis`` client. Errors from the module that name a configuration
-field raise the matching ``InvalidConfig`` subclass; anything else is
-redis-py's own exception.
+Redis, with a ``redis.Redis`` or a ``redis.asyncio.Redis`` client. Errors
+from the module that name a configuration field raise the matching
+``InvalidConfig`` subclass; anything else is redis-py's own exception.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import datetime
+import heapq
 import inspect
+import itertools
+import queue
+import threading
+import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import redis as _redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from . import _errors
+from . import _errors, _ffi
+from ._decision import decision_from_c
 from ._http import LimitDecision, check_names, policy_field
+from ._limiter import Limiter, _fast_lease_check, _request
 from ._types import NEVER, Algorithm, Decision
 
-__all__ = ["RedisLimiter", "RedisLimits", "check_all"]
+__all__ = ["RedisLimiter", "RedisLimits", "RedisStats", "LeaseStats", "check_all"]
 
-Key = str | bytes
+Key = str | bytes | int
+Mode = Literal["strict", "cached_deny", "leased"]
+Failure = Literal["deny", "local"]
+
+DEFAULT_TIMEOUT = 0.05
+"""The longest a command waits for Redis by default, in seconds (SPEC §8)."""
 
 
 def _period_ns(period_ns: int | None, period: float | datetime.timedelta | None) -> int:
@@ -88,19 +125,356 @@ def _raise(e: _redis.ResponseError) -> None:
     raise e
 
 
+def _seconds_ns(value: float | datetime.timedelta | None, name: str) -> int:
+    """Seconds (a number or a timedelta; None for 0, the default) as ns."""
+    if value is None:
+        return 0
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{name} must be seconds >= 0, not {value!r}")
+    return round(value * 1_000_000_000)
+
+
+def _backoff_ns(failures: int) -> int:
+    """SPEC §8's wait after the ``failures``-th failure in a row: 10 ms,
+    doubling, at most one second (as ``ratecell::lease::backoff_ns``)."""
+    return min(10_000_000 << min(max(failures - 1, 0), 16), 1_000_000_000)
+
+
+# What a command that had no answer raises: the failure policy's, not the
+# caller's. A ResponseError is an answer (a bad argument, WRONGTYPE) and is
+# raised to the caller.
+_OUTAGE = (_redis.ConnectionError, _redis.TimeoutError, TimeoutError, OSError)
+
+
+def _timed_pool(client: Any, timeout: float) -> Any:
+    """A pool of ``client``'s connections whose every socket operation
+    (connect, handshake, send, reply) waits at most ``timeout`` seconds and
+    is never retried; None for any other client than a ``redis.Redis`` (a
+    cluster client: its own settings bound it; an asyncio client, which
+    only ``RedisLimits`` uses)."""
+    if not isinstance(client, _redis.Redis):
+        return None
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if pool is None or kwargs is None:
+        return None
+    kwargs = dict(kwargs)
+    kwargs.pop("retry_on_error", None)
+    kwargs.update(
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry_on_timeout=False,
+        retry=Retry(NoBackoff(), 0),
+    )
+    if "lib_name" in kwargs:
+        # No CLIENT SETINFO handshake on a new connection: its replies are
+        # awaited one by one, each for the whole timeout, on a server that
+        # is paused. The module needs no client name.
+        kwargs.update(lib_name=None, lib_version=None)
+    return _redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+
+
+def _pooled_call(pool: Any, command: str, args: Sequence[Any]) -> Any:
+    """``command`` on a connection of ``pool``, whose sockets bound the
+    wait; a connection that failed is dropped (a late reply must not
+    answer the next command)."""
+    try:
+        conn = pool.get_connection()
+    except TypeError:  # redis-py before 5.3 names the command
+        conn = pool.get_connection(command)
+    try:
+        conn.send_command(command, *args)
+        return conn.read_response()
+    except _redis.ResponseError:
+        raise
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+@dataclass(frozen=True)
+class LeaseStats:
+    """A leased limiter's grant counters (``ratecell_lease_stats``)."""
+
+    fetches: int
+    """Grants asked for with a check waiting."""
+    refills: int
+    """Grants asked for in the background."""
+    replies: int
+    """Replies received."""
+    units_granted: int
+    """Units granted, over every reply."""
+    empty_grants: int
+    """Replies that granted nothing (the limit is spent for now)."""
+    failures: int
+    """Grant requests that had no answer."""
+    lease_fallbacks: int
+    """Checks decided by the failure policy (SPEC §8)."""
+    remembered_denials: int
+    """Checks denied here by a denial Redis gave, not yet over."""
+    direct: int
+    """Checks the node could not track (each a RATECELL.CHECK)."""
+    keys: int
+    """Keys tracked now."""
+
+
+@dataclass(frozen=True)
+class RedisStats:
+    """A ``RedisLimiter``'s counters."""
+
+    commands: int
+    """Commands sent to Redis (each RATECELL.CHECK or RATECELL.LEASE)."""
+    failures: int
+    """Commands that had no answer in time, or an error."""
+    fallbacks: int
+    """Checks the failure policy decided (lease_fallbacks when leased)."""
+    lease: LeaseStats | None
+    """A leased limiter's grant counters; None for the other modes."""
+
+
+_MODES = ("strict", "cached_deny", "leased")
+_FAILURES = {"deny": _ffi.FAILURE_DENY, "local": _ffi.FAILURE_LOCAL}
+_lib = _ffi.lib
+_INVALID_REPLY = _errors.InvalidReply.status
+_NO_REPLY = (None, 0)
+
+
+class _Core:
+    """What a ``RedisLimiter``'s checks and its refill thread share: the
+    connections, the counters, the leases (leased) or the remembered
+    denials (cached_deny), the failure policy's state."""
+
+    def __init__(self, client: Any, timeout: float | None) -> None:
+        self.client = client
+        self.pool = None if timeout is None else _timed_pool(client, timeout)
+        self.lock = threading.Lock()
+        self.commands = 0
+        self.failures = 0
+        self.fallbacks = 0
+        self.down_failures = 0
+        self.down_until = 0
+        self.leases: _ffi.LeasesHandle | None = None
+        self.denials: _ffi.DenialsHandle | None = None
+        self.send_at = False
+
+    def call(self, command: str, args: Sequence[Any]) -> Any:
+        """The reply, or None when Redis did not answer in time (counted);
+        a ResponseError is raised."""
+        with self.lock:
+            self.commands += 1
+        try:
+            if self.pool is not None:
+                return _pooled_call(self.pool, command, args)
+            return self.client.execute_command(command, *args)
+        except _redis.ResponseError:
+            with self.lock:
+                self.failures += 1
+            raise
+        except _OUTAGE:
+            with self.lock:
+                self.failures += 1
+            return None
+
+    def now_ns(self) -> int:
+        if self.leases is not None:
+            return int(_lib.ratecell_leases_now_ns(self.leases))
+        return time.time_ns()
+
+    def grant_reply(self, grant: _ffi.GrantHandle, foreground: bool) -> list[int] | None:
+        """Sends the grant's RATECELL.LEASE; its integers, or None."""
+        ptrs = (ctypes.c_void_p * _ffi.LEASE_MAX_ARGS)()
+        lens = (ctypes.c_size_t * _ffi.LEASE_MAX_ARGS)()
+        n = ctypes.c_size_t()
+        status = _lib.ratecell_grant_command(grant, ptrs, lens, _ffi.LEASE_MAX_ARGS, n)
+        if status:
+            raise _errors.error_for_status(status)
+        args = [ctypes.string_at(ptrs[i] or 0, lens[i]) for i in range(1, n.value)]
+        try:
+            reply = self.call("RATECELL.LEASE", args)
+        except _redis.ResponseError:
+            if foreground:
+                raise
+            return None
+        if not isinstance(reply, list) or not all(type(x) is int for x in reply):
+            return None if reply is None else [-1]  # not a lease reply: refused below
+        return reply
+
+    def complete(self, grant: _ffi.GrantHandle, reply: list[int] | None, done: int) -> Any:
+        """Hands the reply (or its absence) to the leases: the completion."""
+        out = _ffi.CCompletion()
+        status = _INVALID_REPLY
+        if reply is not None:
+            try:
+                ints = (ctypes.c_int64 * len(reply))(*reply)
+            except (OverflowError, TypeError):
+                ints = None
+            if ints is not None:
+                status = _lib.ratecell_leases_complete(
+                    self.leases, grant, ints, len(reply), done, out
+                )
+        if status == _INVALID_REPLY:
+            # A reply that is not RATECELL.LEASE's is no answer.
+            status = _lib.ratecell_leases_complete(self.leases, grant, None, 0, done, out)
+        if status:
+            raise _errors.error_for_status(status)
+        return out
+
+    def retry(self, grant: _ffi.GrantHandle, c: Any, done: int) -> tuple[float, Any] | None:
+        """A failed grant's retry and its due time (monotonic seconds)."""
+        if not c.has_retry:
+            return None
+        new = _ffi.GrantHandle()
+        status = _lib.ratecell_leases_retry(self.leases, grant, c.retry_at_ns, ctypes.byref(new))
+        if status:
+            raise _errors.error_for_status(status)
+        now = done if done != _ffi.NOW else self.now_ns()
+        return time.monotonic() + max(c.retry_at_ns - now, 0) / 1e9, new
+
+    def fetch_in_background(self, grant: _ffi.GrantHandle) -> tuple[float, Any] | None:
+        """Fetches a refill or a retry off the request path: its retry."""
+        reply = self.grant_reply(grant, foreground=False)
+        done = _grant_at(grant) if self.send_at else _ffi.NOW
+        return self.retry(grant, self.complete(grant, reply, done), done)
+
+
+def _grant_at(grant: _ffi.GrantHandle) -> int:
+    info = _ffi.CGrantInfo()
+    if _lib.ratecell_grant_info(grant, info):
+        raise _errors.NullArgument()
+    return int(info.at_ns)
+
+
+def _grant_key(grant: _ffi.GrantHandle) -> bytes:
+    info = _ffi.CGrantInfo()
+    if _lib.ratecell_grant_info(grant, info):
+        raise _errors.NullArgument()
+    return ctypes.string_at(info.key, info.key_len)
+
+
+_STOP = object()
+# Refills waiting for the thread: beyond this many, a refill is dropped
+# (its key fetches when it runs dry, waiting on Redis once).
+_QUEUE_BOUND = 4096
+
+
+class _Refiller:
+    """The daemon thread that fetches refills and retries failed grants,
+    so that a check waits on Redis only when its node holds no units. Its
+    queue is bounded; a retry is queued once per key (one attempt per
+    backoff step, SPEC §8). Holds the core, never the limiter: a limiter
+    that is dropped stops its thread."""
+
+    def __init__(self, core: _Core) -> None:
+        self.queue: queue.Queue[Any] = queue.Queue(_QUEUE_BOUND)
+        self.dropped = 0
+        self.thread = threading.Thread(
+            target=self._run, args=(core, self.queue), name="ratecell-refill", daemon=True
+        )
+        self.thread.start()
+
+    def send(self, grant: _ffi.GrantHandle) -> None:
+        try:
+            self.queue.put_nowait((0.0, grant))
+        except queue.Full:
+            self.dropped += 1
+
+    def stop(self) -> None:
+        while True:
+            try:
+                self.queue.put_nowait(_STOP)
+                return
+            except queue.Full:
+                # Make room: the thread is stopping, queued refills are moot.
+                with contextlib.suppress(queue.Empty):
+                    self.queue.get_nowait()
+
+    @staticmethod
+    def _run(core: _Core, q: queue.Queue[Any]) -> None:
+        waiting: list[tuple[float, int, Any]] = []
+        retrying: set[bytes] = set()
+        seq = itertools.count()
+        while True:
+            now = time.monotonic()
+            while waiting and waiting[0][0] <= now:
+                _, _, grant = heapq.heappop(waiting)
+                retrying.discard(_grant_key(grant))
+                try:
+                    again = core.fetch_in_background(grant)
+                except Exception:
+                    # The thread must outlive any one grant: its key asks
+                    # again when it runs dry.
+                    again = None
+                if again is not None:
+                    key = _grant_key(again[1])
+                    if key not in retrying:
+                        retrying.add(key)
+                        heapq.heappush(waiting, (again[0], next(seq), again[1]))
+            wait = max(waiting[0][0] - time.monotonic(), 0.0) if waiting else 1.0
+            try:
+                item = q.get(timeout=wait)
+            except queue.Empty:
+                continue
+            if item is _STOP:
+                return
+            heapq.heappush(waiting, (item[0], next(seq), item[1]))
+
+
 class RedisLimiter:
     """One limit (algorithm, limit, period, burst, sub-windows) kept per key
-    in Redis by the ratecell module.
+    in Redis by the ratecell module, checked in one of three modes.
 
     ``client`` is a ``redis.Redis`` or ``redis.RedisCluster``; the limiter
-    holds no state of its own and is as thread-safe as the client.
-    ``prefix`` is prepended to every key. Arguments are those of
-    ``ratecell.Limiter`` (the period as ``period_ns`` or ``period`` seconds);
-    the server checks them and a bad one raises the ``InvalidConfig``
-    subclass that names it, on the first call.
+    is thread-safe. ``prefix`` is prepended to every key (str as UTF-8,
+    bytes, or an int as its 8 little-endian bytes). Arguments are those of
+    ``ratecell.Limiter`` (the period as ``period_ns`` or ``period``
+    seconds); a bad one raises the ``InvalidConfig`` subclass that names it
+    (in strict and cached_deny modes, the server checks them on the first
+    call).
+
+    ``mode`` is ``"strict"`` (default), ``"cached_deny"`` or ``"leased"``
+    (gcra, token_bucket, fixed_window and sliding_window only). ``timeout``
+    (seconds, default 0.05; None to wait as long as the client does)
+    bounds every command: with a ``redis.Redis`` the limiter keeps its own
+    pool of the client's connections, whose every socket operation waits
+    at most that long. With no answer, ``failure`` decides: ``"deny"``
+    (``retry_after`` the time to the next attempt) or ``"local"`` (a limiter
+    of this node's own, the limit and burst divided by ``expected_nodes``),
+    counted in ``stats().fallbacks``; Redis is tried again with backoff and
+    its first answer puts checks back on the global limit. An error reply
+    (a bad argument, WRONGTYPE) is raised, not a failure.
+
+    Leased: ``max_grant`` (default a tenth of the limit), ``horizon``,
+    ``lease_expiry`` (gcra) and ``skew`` (seconds, default 1 ms) as SPEC §8
+    names them; ``capacity``, the keys the node tracks (default 65,536);
+    ``send_at=True`` sends each check's time (``at``, or this node's clock)
+    as ``AT``, so the server decides on the node's timeline (tests and
+    replays with explicit times; use ``skew=0`` then). In strict and
+    cached_deny modes ``at`` is always sent as ``AT``, as before.
+
+    Use it as a context manager or call ``close()`` to stop the refill
+    thread (it also stops when the limiter is collected).
     """
 
-    __slots__ = ("_client", "_args", "_prefix", "algorithm", "limit", "period_ns", "burst")
+    __slots__ = (
+        "_client",
+        "_args",
+        "_prefix",
+        "_core",
+        "_lh",
+        "_fast",
+        "_refiller",
+        "_local",
+        "_mode",
+        "algorithm",
+        "limit",
+        "period_ns",
+        "burst",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -113,12 +487,33 @@ class RedisLimiter:
         burst: int = 0,
         sub_windows: int | None = None,
         prefix: str | bytes = "",
+        mode: Mode = "strict",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        failure: Failure = "deny",
+        expected_nodes: int = 1,
+        max_grant: int = 0,
+        horizon: float | datetime.timedelta | None = None,
+        lease_expiry: float | datetime.timedelta | None = None,
+        skew: float | datetime.timedelta | None = 0.001,
+        capacity: int = 0,
+        send_at: bool = False,
     ) -> None:
+        self._lh: _ffi.LeasesHandle | None = None
+        self._refiller: _Refiller | None = None
         if isinstance(algorithm, str):
             name = algorithm.lower().replace("-", "_")
         else:
             name = Algorithm(algorithm).spec_name
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {', '.join(_MODES)}, not {mode!r}")
+        if failure not in _FAILURES:
+            raise _errors.InvalidFailure(f"failure must be 'deny' or 'local', not {failure!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise ValueError(f"timeout must be positive seconds or None, not {timeout!r}")
         self._client = client
+        self._mode = mode
         self.algorithm = name
         self.limit = limit
         self.period_ns = _period_ns(period_ns, period)
@@ -130,8 +525,121 @@ class RedisLimiter:
             args += ["SUBWINDOWS", sub_windows]
         self._args = args
         self._prefix = prefix.encode() if isinstance(prefix, str) else prefix
+        self._core = core = _Core(client, timeout)
+        self._fast = None
+        self._local: Limiter | None = None
+        # The policy's own limiter: strict and cached_deny checks, and a
+        # leased key the node cannot track (the leases keep theirs).
+        if failure == "local":
+            if (
+                isinstance(expected_nodes, bool)
+                or not isinstance(expected_nodes, int)
+                or (expected_nodes < 1)
+            ):
+                raise _errors.InvalidFailure(
+                    f"expected_nodes must be 1 or more, not {expected_nodes!r}"
+                )
+            self._local = Limiter(
+                name,
+                max(limit // expected_nodes, 1),
+                self.period_ns,
+                burst=max(burst // expected_nodes, 1) if burst else 0,
+                sub_windows=sub_windows,
+                capacity=capacity or 65_536,
+            )
+        if mode == "cached_deny":
+            h = _ffi.DenialsHandle()
+            status = _lib.ratecell_denials_new(capacity, 0, ctypes.byref(h))
+            if status:
+                raise _errors.error_for_status(status)
+            core.denials = h
+        elif mode == "leased":
+            self._lh = core.leases = self._new_leases(
+                name,
+                limit,
+                burst,
+                sub_windows,
+                capacity,
+                failure,
+                expected_nodes,
+                max_grant,
+                horizon,
+                lease_expiry,
+                skew,
+                send_at,
+            )
+            core.send_at = send_at
+            self._fast = _fast_lease_check
+            self._refiller = _Refiller(core)
+            weakref.finalize(self, self._refiller.stop)
+
+    def _new_leases(
+        self,
+        name: str,
+        limit: int,
+        burst: int,
+        sub_windows: int | None,
+        capacity: int,
+        failure: str,
+        expected_nodes: int,
+        max_grant: int,
+        horizon: Any,
+        lease_expiry: Any,
+        skew: Any,
+        send_at: bool,
+    ) -> _ffi.LeasesHandle:
+        cfg = _ffi.CConfig()
+        algorithm = _errors_algorithm(name)
+        _lib.ratecell_config_init(cfg, algorithm, limit, self.period_ns)
+        cfg.burst = burst
+        if sub_windows is not None:
+            cfg.sub_windows = sub_windows
+        cfg.capacity = capacity
+        o = _ffi.CLeaseOptions()
+        _lib.ratecell_lease_options_init(o)
+        o.failure = _FAILURES[failure]
+        if (
+            isinstance(expected_nodes, bool)
+            or not isinstance(expected_nodes, int)
+            or not (0 <= expected_nodes <= _ffi.U32_MAX)
+        ):
+            raise _errors.InvalidFailure(
+                f"expected_nodes must be 1 or more, not {expected_nodes!r}"
+            )
+        o.expected_nodes = expected_nodes
+        o.send_at = 1 if send_at else 0
+        o.max_grant = max_grant
+        o.horizon_ns = _seconds_ns(horizon, "horizon")
+        o.expire_ns = _seconds_ns(lease_expiry, "lease_expiry")
+        o.skew_ns = _seconds_ns(skew, "skew")
+        o.prefix = self._prefix
+        o.prefix_len = len(self._prefix)
+        h = _ffi.LeasesHandle()
+        status = _lib.ratecell_leases_new(cfg, o, ctypes.byref(h))
+        if status:
+            raise _errors.error_for_status(status)
+        return h
+
+    def close(self) -> None:
+        """Stops the refill thread (leased); checks still work, refills are
+        then no longer fetched in the background."""
+        if self._refiller is not None:
+            self._refiller.stop()
+
+    def __enter__(self) -> RedisLimiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def mode(self) -> str:
+        """``"strict"``, ``"cached_deny"`` or ``"leased"``."""
+        return self._mode
 
     def _key(self, key: Key) -> bytes:
+        if isinstance(key, int):
+            return self._prefix + key.to_bytes(8, "little")
         return self._prefix + (key.encode() if isinstance(key, str) else key)
 
     def _command(self, key: Key, cost: int, now_ns: int | None) -> list[Any]:
@@ -140,26 +648,165 @@ class RedisLimiter:
             args += ["AT", now_ns]
         return args
 
-    def _run(self, key: Key, cost: int, now_ns: int | None) -> Decision:
-        try:
-            reply = self._client.execute_command(
-                "RATECELL.CHECK", *self._command(key, cost, now_ns)
-            )
-        except _redis.ResponseError as e:
-            _raise(e)
-            raise
-        return _decision(reply)
-
     def check(self, key: Key, cost: int = 1, *, at: int | None = None) -> Decision:
         """Decides a request of ``cost`` units for ``key`` (cost 0 is a
-        peek) and stores the result in Redis. ``at`` (UNIX ns) decides at
-        that time instead of the server's clock; the state is then kept
-        without expiry (replays, tests)."""
-        return self._run(key, cost, at)
+        peek). ``at`` (UNIX ns) decides at that time instead of the clock
+        (strict and cached_deny: sent as ``AT``, the state then kept
+        without expiry; leased: the node's time, sent when ``send_at``)."""
+        fast = self._fast
+        if fast is not None:
+            r = fast(self._lh, key, cost, at, None)
+            if r.__class__ is Decision:
+                return r
+            return self._leased(key, cost, at, r)
+        return self._decide(key, cost, at)
+
+    def check_at(self, key: Key, at: int, cost: int = 1) -> Decision:
+        """``check`` at the explicit time ``at`` (UNIX ns)."""
+        return self.check(key, cost, at=at)
 
     def allow(self, key: Key, cost: int = 1, *, at: int | None = None) -> bool:
         """Whether ``check`` admits the request."""
-        return self._run(key, cost, at).allowed
+        fast = self._fast
+        if fast is not None:
+            r = fast(self._lh, key, cost, at, None)
+            if r.__class__ is Decision:
+                return r.allowed
+            return self._leased(key, cost, at, r).allowed
+        return self._decide(key, cost, at).allowed
+
+    def stats(self) -> RedisStats:
+        """The counters."""
+        core = self._core
+        lease = None
+        fallbacks = core.fallbacks
+        if self._lh is not None:
+            c = _ffi.CLeaseStats()
+            if _lib.ratecell_leases_stats(self._lh, c):
+                raise _errors.NullArgument()
+            lease = LeaseStats(*(int(getattr(c, f[0])) for f in _ffi.CLeaseStats._fields_))
+            fallbacks += lease.lease_fallbacks
+        return RedisStats(core.commands, core.failures, fallbacks, lease)
+
+    # Strict and cached_deny.
+
+    def _decide(self, key: Key, cost: int, at: int | None) -> Decision:
+        if self._mode == "leased":
+            return self._leased(key, cost, at, None)
+        if self._mode == "cached_deny":
+            return self._cached_deny(key, cost, at)
+        return self._strict(key, cost, at)
+
+    def _redis_check(self, key: Key, cost: int, at: int | None, now: int) -> Decision | None:
+        """Redis's decision; None when it did not answer, now or lately
+        (the backoff of SPEC §8, node-wide, is running)."""
+        core = self._core
+        if now < core.down_until:
+            return None
+        try:
+            reply = core.call("RATECELL.CHECK", self._command(key, cost, at))
+        except _redis.ResponseError as e:
+            _raise(e)
+            raise
+        if reply is None:
+            with core.lock:
+                core.down_failures += 1
+                core.down_until = now + _backoff_ns(core.down_failures)
+            return None
+        if core.down_failures:
+            core.down_failures = 0
+        return _decision(reply)
+
+    def _strict(self, key: Key, cost: int, at: int | None) -> Decision:
+        now = at if at is not None else time.time_ns()
+        d = self._redis_check(key, cost, at, now)
+        return d if d is not None else self._fallback(key, cost, now)
+
+    def _fallback(self, key: Key, cost: int, now: int) -> Decision:
+        core = self._core
+        with core.lock:
+            core.fallbacks += 1
+        if self._local is not None:
+            return self._local.check(self._key(key)[len(self._prefix) :], cost, at=now)
+        limit = self.burst if self.burst and self.algorithm in _BURSTY else self.limit
+        return Decision(False, limit, 0, max(core.down_until - now, 1), 0, 0)
+
+    def _cached_deny(self, key: Key, cost: int, at: int | None) -> Decision:
+        denials = self._core.denials
+        request = _request(None, key, cost, at, None)
+        # The time a denial is remembered from is read before the command,
+        # so the remembered wait never outlasts the one Redis gave.
+        now = at if at is not None else time.time_ns()
+        out = _ffi.CDecision()
+        found = _lib.ratecell_denials_check(denials, request, now, out)
+        if found < 0:
+            raise _errors.error_for_status(-found)
+        if found:
+            return decision_from_c(out)
+        d = self._redis_check(key, cost, at, now)
+        if d is None:
+            return self._fallback(key, cost, now)
+        if not d.allowed:
+            c = _ffi.CDecision(
+                False, d.limit, d.remaining, d.retry_after_ns, d.reset_after_ns, d.wait_ns
+            )
+            status = _lib.ratecell_denials_remember(denials, request, now, c)
+            if status:
+                raise _errors.error_for_status(status)
+        return d
+
+    # Leased.
+
+    def _leased(self, key: Key, cost: int, at: int | None, r: Any) -> Decision:
+        core = self._core
+        if r is None:
+            r = _leases_check(self._lh, key, cost, at)
+        step, d, g = r
+        grant = None
+        if g is not None:
+            grant = _ffi.GrantHandle(g)
+        if step == _ffi.STEP_DECIDED:
+            return d  # type: ignore[no-any-return]
+        if step == _ffi.STEP_REFILL:
+            assert grant is not None and self._refiller is not None
+            self._refiller.send(grant)
+            return d  # type: ignore[no-any-return]
+        if step == _ffi.STEP_FETCH:
+            assert grant is not None
+            reply = core.grant_reply(grant, foreground=True)
+            done = at if at is not None else _ffi.NOW
+            c = core.complete(grant, reply, done)
+            again = core.retry(grant, c, done)
+            if again is not None and self._refiller is not None:
+                with contextlib.suppress(queue.Full):
+                    self._refiller.queue.put_nowait(again)
+            return decision_from_c(c.decision)
+        return self._strict(key, cost, at)
+
+
+_BURSTY = frozenset({"gcra", "leaky_bucket", "token_bucket"})
+
+
+def _errors_algorithm(name: str) -> int:
+    """The C value of an algorithm's name, or ``InvalidAlgorithm``."""
+    try:
+        return int(Algorithm[name.upper()])
+    except KeyError:
+        raise _errors.InvalidAlgorithm(f"unknown algorithm {name!r}") from None
+
+
+def _leases_check(h: Any, key: Key, cost: int, at: int | None) -> tuple[int, Any, Any]:
+    """``ratecell_leases_check`` on the ctypes path: (step, decision or
+    None, grant address or None)."""
+    out = _ffi.CDecision()
+    grant = ctypes.c_void_p()
+    step = _lib.ratecell_leases_check(
+        h, _request(None, key, cost, at, None), _ffi.NOW, out, ctypes.byref(grant)
+    )
+    if step < 0:
+        raise _errors.error_for_status(-step)
+    d = decision_from_c(out) if step in (_ffi.STEP_DECIDED, _ffi.STEP_REFILL) else None
+    return step, d, grant.value
 
 
 def _check_all_args(
