@@ -15,8 +15,12 @@
 # `dist` profile's (Cargo.toml: LTO, one codegen unit), its objects stripped
 # of debug information (--strip-debug, the conservative choice Debian's
 # dh_strip makes for static libraries; --strip-unneeded would save another
-# 2%). Linux x86-64 hosts only: the library is built for the host. Honours
-# CARGO_TARGET_DIR and STRIP. Prints the library's size.
+# 2%). Linux x86-64 hosts only: the library is built for the host. Builds
+# in $CARGO_TARGET_DIR/go-prebuilt (default target/go-prebuilt): in
+# target/dist it would recompile ratecell-capi over the Python package's
+# build of the same profile, which cargo runs with another command line
+# (setuptools-rust's cargo rustc --crate-type cdylib), and the other way
+# round. Honours CARGO_TARGET_DIR and STRIP. Prints the library's size.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,9 +32,9 @@ cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
 case "$target" in /*) ;; *) target="$root/$target" ;; esac
 
-echo "== cargo build --profile dist -p ratecell-capi" >&2
-cargo build --profile dist -p ratecell-capi
-built="$target/dist/libratecell.a"
+echo "== cargo build --profile dist -p ratecell-capi --target-dir $target/go-prebuilt" >&2
+cargo build --profile dist -p ratecell-capi --target-dir "$target/go-prebuilt"
+built="$target/go-prebuilt/dist/libratecell.a"
 [ -f "$built" ] || { echo "go-prebuilt.sh: cargo produced no $built" >&2; exit 1; }
 
 dir="bindings/go/lib/linux_amd64"
