@@ -499,14 +499,12 @@ impl KeyedLimiter {
     /// [`KeyedLimiter::decision`] for the block and tiered tables, as words
     /// (see `Engine::block_decision` in `limiter.rs`).
     /// A tiered table decides tier 0 as it decides any tier named
-    /// (`decide_tier_one`: tier 0's limits picked, then one check), not
+    /// (`decide_tier_zero`: tier 0's limits picked, then one check), not
     /// as the composite of every tier the table holds.
     #[inline(never)]
     fn block_or_tiered_decision(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
         let decision = match &self.tables {
-            Tables::TieredWord(_) | Tables::TieredBlock(_) => self
-                .decide_tier_one(h, at, n, 0)
-                .expect("every tiered limiter has tier 0"),
+            Tables::TieredWord(_) | Tables::TieredBlock(_) => self.decide_tier_zero(h, at, n),
             _ => self.decide_block(h, at, n),
         };
         crate::decision::Words::of(decision)

@@ -127,37 +127,39 @@ impl KeyedLimiter {
         }
     }
 
-    /// [`KeyedLimiter::decide_tier`] without each limit's decision (none
-    /// is copied out: the common, single-decision path).
-    #[inline]
-    pub(super) fn decide_tier_one(
-        &self,
-        h: u64,
-        at: impl At,
-        n: u64,
-        tier: usize,
-    ) -> Result<Decision, TierError> {
-        match self.decide_in_tier(h, at, n, tier, &mut [])? {
-            Some((d, _)) => Ok(d),
-            None if tier == 0 => Ok(self.decide(h, at, n, u64::MAX).0),
-            None => Err(TierError { tier, tiers: 1 }),
-        }
-    }
-
     /// [`KeyedLimiter::check`] of a request that names a tier other than
-    /// tier 0 (its table check out of line, in `decide_in_tier_words`).
+    /// tier 0 (its table check out of line, in `decide_in_tier_words`);
+    /// tier 0 is [`KeyedLimiter::decision`]'s, never asked here. A tier the
+    /// limiter lacks (any but 0 on an untiered one) is denied.
+    ///
+    /// Not through a tier-0 fallback to [`KeyedLimiter::decide`], as
+    /// [`KeyedLimiter::decide_tier`] has: that would compile every table's
+    /// check in here (the several-limits word table's is a copy per pair of
+    /// rules), for a case that cannot happen.
     #[inline]
     pub(super) fn tier_decision(&self, h: u64, r: Request) -> Decision {
         let tier = r.tier.index();
-        match r.at_ns {
-            Some(t) => self.decide_tier_one(h, t, r.cost, tier),
-            None => self.decide_tier_one(h, &self.clock, r.cost, tier),
+        debug_assert_ne!(tier, 0, "tier 0 is decided by KeyedLimiter::decision");
+        let found = match r.at_ns {
+            Some(t) => self.decide_in_tier(h, t, r.cost, tier, &mut []),
+            None => self.decide_in_tier(h, &self.clock, r.cost, tier, &mut []),
+        };
+        match found {
+            Ok(Some((d, _))) => d,
+            Ok(None) | Err(_) => self.never(),
         }
-        .unwrap_or_else(|_| self.never())
     }
 
-    /// The decision of a request naming a tier this limiter does not have,
-    /// counted as a denial (as a batch counts it).
+    /// Tier 0 of a tiered table, decided as any tier named is (tier 0's
+    /// limits picked, then one check): [`KeyedLimiter::block_or_tiered_decision`]'s.
+    #[inline]
+    pub(super) fn decide_tier_zero(&self, h: u64, at: impl At, n: u64) -> Decision {
+        match self.decide_in_tier(h, at, n, 0, &mut []) {
+            Ok(Some((d, _))) => d,
+            _ => unreachable!("every tiered limiter has tier 0"),
+        }
+    }
+
     #[cold]
     pub(super) fn never(&self) -> Decision {
         self.checks.record(false);
