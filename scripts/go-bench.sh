@@ -25,6 +25,8 @@ lib="$target/release"
 
 cargo build --release -p ratecell-capi >&2
 export CGO_ENABLED=1
+# The library just built (link_dev.go), not the prebuilt one.
+export GOFLAGS="${GOFLAGS:-} -tags=ratecell_dev"
 export CGO_LDFLAGS="-L$lib ${CGO_LDFLAGS:-}"
 header_hash="$(sha256sum include/ratecell.h | cut -c1-16)"
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DRATECELL_HEADER_HASH=0x$header_hash"

@@ -12,17 +12,27 @@
 #      and the same vet, test and benchmark smoke run in bindings/go/bench,
 #      the separate module of the benchmarks against x/time/rate and uber's
 #      ratelimit (so that a user's go.sum never gains them);
-#   6. a user's module outside the checkout that imports the binding through
-#      a replace directive: `go mod tidy` must leave its go.sum empty (the
-#      binding needs no other module), and the program builds and runs;
-#   7. the binding copied where no library is built: `go build` must fail
-#      with the binding's own message naming `go generate`.
+#   6. the prebuilt library the module ships for linux/amd64
+#      (bindings/go/lib/linux_amd64, scripts/go-prebuilt.sh): it was built
+#      from the current include/ratecell.h (the sha256 its BUILD file
+#      records) and defines every function the header declares (nm); the
+#      package's tests pass linked to it;
+#   7. a user's module outside the checkout that imports the binding through
+#      a replace directive into a copy of the module where nothing was
+#      built, with no Rust toolchain on PATH: `go mod tidy` must leave its
+#      go.sum empty (the binding needs no other module), and `go build` and
+#      the program must succeed on the prebuilt library alone;
+#   8. the binding where it has no library: with -tags ratecell_dev and no
+#      cargo build, and on a platform without a prebuilt library, the build
+#      stops with the binding's own message naming a cargo command that
+#      works from a user's own directory.
 #
-# The package links libratecell.a from the cargo target directory: this
-# script honours CARGO_TARGET_DIR by putting its release directory first on
-# the cgo link path. Go modules (x/time/rate and uber's ratelimit, for the
-# benchmarks) come from the Go module proxy into the module cache; nothing
-# else is installed. Honours GO (the go command) and CARGO_TARGET_DIR.
+# Steps 1-5 build with the tag ratecell_dev, so they test the library just
+# built from this checkout (link_dev.go), not the prebuilt one; they honour
+# CARGO_TARGET_DIR by putting its release directory first on the cgo link
+# path. Go modules (x/time/rate and uber's ratelimit, for the benchmarks)
+# come from the Go module proxy into the module cache; nothing else is
+# installed. Honours GO (the go command) and CARGO_TARGET_DIR.
 #
 # Prints each step and, last, "go: N passed, M failed" counting steps;
 # exits non-zero on any failure.
@@ -62,7 +72,8 @@ if [ "$lib" != "$root/target/release" ]; then
     export CGO_CFLAGS="$CGO_CFLAGS -DRATECELL_SKIP_LIBRARY_CHECK"
 fi
 # bench/go.sum pins the benchmark peers; -mod=mod lets a fresh checkout fetch them.
-export GOFLAGS="${GOFLAGS:-} -mod=mod"
+# ratecell_dev: link the library just built, not the prebuilt one.
+export GOFLAGS="${GOFLAGS:-} -mod=mod -tags=ratecell_dev"
 
 cd bindings/go
 "$go" version
@@ -97,10 +108,62 @@ step bench-module-smoke in_bench "$go" test -count=1 -run '^$' -bench . -benchti
 work="$(mktemp -d "${TMPDIR:-/tmp}/ratecell-go.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-# A user's program, in its own module outside the checkout. GOFLAGS is
-# cleared: a user has no -mod=mod.
+prebuilt="$root/bindings/go/lib/linux_amd64"
+
+# The prebuilt library cannot go stale unseen: it records the header it was
+# built from, and must define every function that header declares.
+prebuilt_matches_header() {
+    local want have missing=() f
+    want="$(sha256sum "$root/include/ratecell.h" | cut -d' ' -f1)"
+    have="$(sed -n 's/^header-sha256 //p' "$prebuilt/BUILD" 2>/dev/null)"
+    if [ "$want" != "$have" ]; then
+        echo "lib/linux_amd64 was built from another include/ratecell.h (BUILD says ${have:-nothing}, the header is $want): run scripts/go-prebuilt.sh and commit its output"
+        return 1
+    fi
+    local defined
+    defined="$(nm -g --defined-only "$prebuilt/libratecell.a" 2>/dev/null | awk '$2 == "T" {print $3}' | sort -u)" || return 1
+    for f in $(grep -o '\bratecell_[a-z0-9_]*(' "$root/include/ratecell.h" | tr -d '(' | sort -u); do
+        grep -qx "$f" <<<"$defined" || missing+=("$f")
+    done
+    [ "$(grep -c . <<<"$defined")" -gt 0 ] || { echo "nm finds no function in $prebuilt/libratecell.a"; return 1; }
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "lib/linux_amd64/libratecell.a lacks: ${missing[*]} (run scripts/go-prebuilt.sh)"
+        return 1
+    fi
+    echo "$(stat -c %s "$prebuilt/libratecell.a") bytes; $(grep -o '\bratecell_[a-z0-9_]*(' "$root/include/ratecell.h" | sort -u | grep -c .) header functions defined"
+}
+step prebuilt-abi prebuilt_matches_header
+
+# The package's tests, linked to the prebuilt library (no tag, no -L).
+on_prebuilt() { CGO_LDFLAGS='' GOFLAGS='-mod=mod' "$@"; }
+step prebuilt-test on_prebuilt "$go" test -count=1 .
+
+# The module as a user's replace directive sees it, where nothing was built:
+# the package's files, its prebuilt library and the header it includes.
+copy_module() { # copy_module DIR: DIR/bindings/go and DIR/include
+    mkdir -p "$1/bindings/go" "$1/include" &&
+        cp "$root"/bindings/go/*.go "$root/bindings/go/go.mod" "$1/bindings/go/" &&
+        cp "$root/include/ratecell.h" "$1/include/"
+}
+
+# PATH without any directory holding cargo, rustc or rustup.
+rustless_path() {
+    local d out=""
+    local IFS=:
+    for d in $PATH; do
+        [ -n "$d" ] || continue
+        [ -e "$d/cargo" ] || [ -e "$d/rustc" ] || [ -e "$d/rustup" ] || out="${out:+$out:}$d"
+    done
+    echo "$out"
+}
+
+# A user's program, in its own module outside the checkout, built with the
+# Go toolchain and a C compiler only. GOFLAGS and the cgo flags are cleared:
+# a user has none of this script's.
 user_module() {
-    local dir="$work/user"
+    local dir="$work/user" copy="$work/checkout"
+    copy_module "$copy" && mkdir -p "$copy/bindings/go/lib" &&
+        cp -r "$prebuilt" "$copy/bindings/go/lib/" || return 1
     mkdir -p "$dir" || return 1
     cat >"$dir/main.go" <<'GO'
 package main
@@ -130,33 +193,43 @@ func main() {
 	fmt.Printf("admitted %d of 3\n", admitted)
 }
 GO
-    (
-        cd "$dir" &&
-            GOFLAGS='' "$go" mod init example.com/user &&
-            GOFLAGS='' "$go" mod edit -require github.com/ratecell/ratecell-go@v0.0.0 \
-                -replace "github.com/ratecell/ratecell-go=$root/bindings/go" &&
-            GOFLAGS='' "$go" mod tidy
-    ) || return 1
+    local path
+    path="$(rustless_path)"
+    user() { (cd "$dir" && env PATH="$path" CARGO_HOME=/nonexistent RUSTUP_HOME=/nonexistent \
+        GOFLAGS='' CGO_ENABLED=1 CGO_CFLAGS='' CGO_LDFLAGS='' "$@"); }
+    if user sh -c 'command -v cargo || command -v rustc'; then
+        echo "cargo or rustc still on the trimmed PATH"
+        return 1
+    fi
+    user "$go" mod init example.com/user &&
+        user "$go" mod edit -require github.com/ratecell/ratecell-go@v0.0.0 \
+            -replace "github.com/ratecell/ratecell-go=$copy/bindings/go" &&
+        user "$go" mod tidy || return 1
     if [ -s "$dir/go.sum" ]; then
         echo "a user's go.sum gained more than ratecell:"
         cat "$dir/go.sum"
         return 1
     fi
+    user "$go" build -o app . || return 1
+    if readelf -d "$dir/app" | grep -q 'libratecell'; then
+        echo "the program needs libratecell at run time"
+        return 1
+    fi
+    echo "$(stat -c %s "$dir/app") bytes (not stripped)"
     local said
-    said="$(cd "$dir" && GOFLAGS='' "$go" run .)" || return 1
+    said="$("$dir/app")" || return 1
     echo "$said"
     [ "$said" = "admitted 2 of 3" ]
 }
-step user-module user_module
+step user-module-without-rust user_module
 
-# The binding where no library is built: its own message, not the linker's.
+# With -tags ratecell_dev and nothing built: the binding's own message, not
+# the linker's.
 missing_library() {
     local copy="$work/nolib" out
-    mkdir -p "$copy/bindings/go" "$copy/include" &&
-        cp "$root"/bindings/go/*.go "$root/bindings/go/go.mod" "$copy/bindings/go/" &&
-        cp "$root/include/ratecell.h" "$copy/include/" || return 1
-    if out="$(cd "$copy/bindings/go" && CGO_CFLAGS='' CGO_LDFLAGS='' GOFLAGS='' "$go" build . 2>&1)"; then
-        echo "go build succeeded without the library"
+    copy_module "$copy" || return 1
+    if out="$(cd "$copy/bindings/go" && CGO_CFLAGS='' CGO_LDFLAGS='' GOFLAGS='' "$go" build -tags ratecell_dev . 2>&1)"; then
+        echo "go build -tags ratecell_dev succeeded without the library"
         return 1
     fi
     # The message names a command that works from a user's own module.
@@ -164,5 +237,26 @@ missing_library() {
         echo "$out" | grep -q 'cargo build --release -p ratecell-capi --manifest-path'
 }
 step missing-library missing_library
+
+# Another platform: link_other.go is the one built there, and its preamble
+# stops the build with the commands to run. (Cross-building runtime/cgo
+# needs that platform's C compiler, so the preamble is run through cgo
+# directly, as a build there would.)
+other_platform() {
+    local files out
+    files="$(cd "$root/bindings/go" && GOOS=linux GOARCH=arm64 CGO_ENABLED=1 GOFLAGS='' "$go" list -f '{{.CgoFiles}}' .)" || return 1
+    echo "linux/arm64 builds: $files"
+    case "$files" in *link_other.go*) ;; *) echo "link_other.go is not among them"; return 1 ;; esac
+    case "$files" in *link_prebuilt*) echo "the linux/amd64 library is"; return 1 ;; esac
+    mkdir -p "$work/cgo-other"
+    if out="$(cd "$root/bindings/go" && "$go" tool cgo -objdir "$work/cgo-other" link_other.go 2>&1)"; then
+        echo "link_other.go's preamble compiled"
+        return 1
+    fi
+    echo "$out" | grep -m1 -o 'ratecell: no prebuilt library[^"]*' &&
+        echo "$out" | grep -q 'cargo build --release -p ratecell-capi --manifest-path' &&
+        echo "$out" | grep -q 'go build -tags ratecell_dev'
+}
+step other-platform other_platform
 
 steps_summary

@@ -23,9 +23,14 @@
 #   --destdir     stage under this directory, for packagers: files go to
 #                 DESTDIR/PREFIX/..., but name PREFIX/... inside them
 #
-# Needs cargo and a C toolchain (cc); Linux only (ELF SONAME, GNU ld). Builds
-# in $CARGO_TARGET_DIR/capi (default target/capi), apart from the ordinary
-# release build, because the SONAME is a link argument of this build only.
+# Needs cargo and a C toolchain (cc, strip); Linux only (ELF SONAME, GNU
+# ld). Builds with the `dist` profile (Cargo.toml: LTO, one codegen unit,
+# symbols stripped) in $CARGO_TARGET_DIR/capi (default target/capi), apart
+# from the ordinary builds, because the SONAME is a link argument of this
+# build only. The installed libraries carry no debug information: the
+# shared library is stripped by the profile, the static library's objects
+# here (`strip --strip-debug`, as Debian's dh_strip does for archives;
+# honours STRIP).
 # Prints the installed files; exits non-zero, naming the problem, on failure.
 set -euo pipefail
 
@@ -81,10 +86,10 @@ soname="libratecell.so.$sover"
 
 target="$(absolute "${CARGO_TARGET_DIR:-$root/target}")"
 build="$target/capi"
-echo "== cargo rustc --release -p ratecell-capi --lib (SONAME $soname) into $build" >&2
-(cd "$root" && cargo rustc --release -p ratecell-capi --lib --target-dir "$build" \
+echo "== cargo rustc --profile dist -p ratecell-capi --lib (SONAME $soname) into $build" >&2
+(cd "$root" && cargo rustc --profile dist -p ratecell-capi --lib --target-dir "$build" \
     --crate-type cdylib --crate-type staticlib -- -C "link-arg=-Wl,-soname,$soname")
-out="$build/release"
+out="$build/dist"
 for f in libratecell.so libratecell.a; do
     [ -f "$out/$f" ] || { echo "install.sh: cargo produced no $out/$f" >&2; exit 1; }
 done
@@ -101,8 +106,27 @@ install -m 755 "$out/libratecell.so" "$d_lib/$real"
 ln -sfn "$real" "$d_lib/$soname"
 ln -sfn "$soname" "$d_lib/libratecell.so"
 install -m 644 "$out/libratecell.a" "$d_lib/libratecell.a"
+"${STRIP:-strip}" --strip-debug "$d_lib/libratecell.a"
 install -m 644 "$root/include/ratecell.h" "$d_inc/ratecell.h"
 install -m 644 "$root/bindings/cpp/ratecell.hpp" "$d_inc/ratecell.hpp"
+
+# Programs linked through pkg-config against a library directory the
+# dynamic loader does not search record it (an rpath), so they start
+# without LD_LIBRARY_PATH; one the loader searches gets none, as
+# distributions require. The loader's directories: the trusted ones and
+# those ldconfig reads from /etc/ld.so.conf, compared after resolving
+# links (/lib is /usr/lib on merged systems).
+searched_by_loader() {
+    local d want
+    want="$(realpath -m "$1")"
+    for d in /lib /lib64 /usr/lib /usr/lib64 \
+        $( (ldconfig -v -N -X 2>/dev/null || /sbin/ldconfig -v -N -X 2>/dev/null) | grep -o '^/[^:]*'); do
+        [ "$(realpath -m "$d")" = "$want" ] && return 0
+    done
+    return 1
+}
+rpath=""
+searched_by_loader "$libdir" || rpath=" -Wl,-rpath,\${libdir}"
 
 cat >"$d_lib/pkgconfig/ratecell.pc" <<EOF
 prefix=$prefix
@@ -112,7 +136,7 @@ includedir=$includedir
 Name: ratecell
 Description: Lock-free in-process rate limiting (C ABI of the ratecell Rust library)
 Version: $version
-Libs: -L\${libdir} -lratecell
+Libs: -L\${libdir} -lratecell$rpath
 Libs.private: $static_libs
 Cflags: -I\${includedir}
 EOF

@@ -149,14 +149,15 @@ step python python_client
 go_client() {
     command -v "$go" >/dev/null 2>&1 || { echo "missing go" >&2; return 1; }
     timeout 1800 cargo build --release -p ratecell-capi --quiet || return 1
-    # As scripts/go-tests.sh: this build first on the core binding's link
-    # path, its header's hash in the flags, and modules fetched as needed.
+    # As scripts/go-tests.sh: this build linked (-tags ratecell_dev) and
+    # first on the core binding's link path, its header's hash in the
+    # flags, and modules fetched as needed.
     local header_hash
     header_hash="$(sha256sum include/ratecell.h | cut -c1-16)"
     (cd bindings/go/redis &&
         export CGO_ENABLED=1 CGO_LDFLAGS="-L$target/release ${CGO_LDFLAGS:-}" \
             CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DRATECELL_HEADER_HASH=0x$header_hash" \
-            GOFLAGS="${GOFLAGS:-} -mod=mod" &&
+            GOFLAGS="${GOFLAGS:-} -mod=mod -tags=ratecell_dev" &&
         [ -z "$(gofmt -l .)" ] &&
         "$go" vet ./... &&
         RATECELL_REDIS_ADDR="127.0.0.1:$port" RATECELL_REDIS_MODULE="$module" \

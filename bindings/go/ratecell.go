@@ -22,21 +22,20 @@
 // included: Close waits for calls already inside the library and makes
 // every later call return ErrClosed.
 //
-// The package links libratecell.a statically from the repository's cargo
-// target directory (../../target/release); build it first with
-// `cargo build --release -p ratecell-capi` (see README.md).
+// The package links libratecell.a statically. On linux/amd64 it is the
+// prebuilt library shipped in this module (lib/linux_amd64, linked by
+// link_prebuilt_linux_amd64.go), so `go build` needs no Rust toolchain;
+// with the build tag ratecell_dev (link_dev.go), and on any other
+// platform, it is the one cargo builds in the repository's target
+// directory (see README.md).
 package ratecell
 
-// Builds the native library this package links (needs Rust's cargo).
-//go:generate sh -c "cd ../.. && cargo build --release -p ratecell-capi"
-
-// This file owns the cgo link, the handle's life (New, Close, the in-flight
-// guard) and the non-blocking calls. Acquire is in acquire.go, the error
-// model in errors.go.
+// This file owns the C header, the handle's life (New, Close, the in-flight
+// guard) and the non-blocking calls; the link_*.go files own the link.
+// Acquire is in acquire.go, the error model in errors.go.
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../include
-#cgo LDFLAGS: -L${SRCDIR}/../../target/release -l:libratecell.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
 
 // The library keeps no pointer it is given and never calls back into Go:
 // saying so lets out-parameters stay on the Go stack (no allocation per
@@ -60,17 +59,6 @@ package ratecell
 #cgo nocallback ratecell_algorithm_from_name
 #cgo nocallback ratecell_now_ns
 #cgo nocallback ratecell_limiter_free
-
-// A clear message instead of the linker's "cannot find -l:libratecell.a"
-// when the library is not built yet. cgo compiles this preamble from the
-// package directory, so the path is relative to it. Define
-// RATECELL_SKIP_LIBRARY_CHECK (CGO_CFLAGS) when the library is elsewhere
-// (CGO_LDFLAGS=-L<dir>).
-#if defined(__has_include) && !defined(RATECELL_SKIP_LIBRARY_CHECK)
-#if !__has_include("../../target/release/libratecell.a")
-#error "ratecell: the static library is not built. From any directory, run: cargo build --release -p ratecell-capi --manifest-path <the ratecell checkout>/Cargo.toml (the checkout your go.mod's replace directive points into; it writes <checkout>/target/release/libratecell.a). If you build it elsewhere, set CGO_LDFLAGS=-L<that dir> and CGO_CFLAGS=-DRATECELL_SKIP_LIBRARY_CHECK"
-#endif
-#endif
 
 #include <stdlib.h>
 #include "ratecell.h"

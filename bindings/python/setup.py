@@ -5,8 +5,13 @@ setuptools-rust builds that library with cargo as a plain cdylib
 (``Binding.NoBinding``: no Python extension module, nothing linked against
 libpython) and bundles it inside the package, named like an extension
 module (``ratecell/libratecell.cpython-311-x86_64-linux-gnu.so``);
-``ratecell._ffi`` finds it there. Symbols are stripped (``-C strip=symbols``
-keeps the exported C functions).
+``ratecell._ffi`` finds it there. It is built with the workspace's ``dist``
+profile (LTO, one codegen unit, symbols stripped; the exported C functions
+stay), as the installed C library is: into target/dist, so that a ``pip
+install`` and the ``cargo build --release -p ratecell-capi`` of the other
+bindings' tests keep their own builds instead of recompiling the C library
+over each other's (a profile apart, a different command line cannot
+invalidate the other's build).
 
 Where the Rust crates are (the C library is the ``ratecell-capi`` crate, whose
 library is named ``ratecell``; it depends on the ``ratecell`` crate):
@@ -41,6 +46,7 @@ the platform into a manylinux tag (scripts/python-tests.sh checks it).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,6 +71,19 @@ SDIST_CRATE = "rust"
 CAPI = "ratecell-capi"
 # The crates an sdist carries: the C library's, and the library it calls.
 SDIST_PACKAGES = ("ratecell", CAPI)
+# The cargo profile the library is built with (the workspace Cargo.toml's).
+DIST_PROFILE = "dist"
+
+
+def dist_profile_section() -> str:
+    """The repository Cargo.toml's ``[profile.dist]`` table, verbatim, for
+    the sdist's workspace (a profile lives in the workspace's manifest,
+    which ``cargo package`` does not ship)."""
+    text = (REPO / "Cargo.toml").read_text()
+    match = re.search(rf"^\[profile\.{DIST_PROFILE}\]\n(?:[^\[\n#].*\n)*", text, re.M)
+    if match is None:
+        raise SystemExit(f"ratecell: no [profile.{DIST_PROFILE}] in {REPO / 'Cargo.toml'}")
+    return match.group(0)
 
 
 def crate_manifest() -> str:
@@ -144,7 +163,8 @@ def package_crates(dest: Path) -> None:
         "# (ratecell-capi) and the ratecell crate it calls, as cargo package\n"
         "# ships them.\n"
         f"[workspace]\nmembers = [{members}]\nresolver = \"3\"\n\n"
-        '[patch.crates-io]\nratecell = { path = "ratecell" }\n'
+        '[patch.crates-io]\nratecell = { path = "ratecell" }\n\n'
+        + dist_profile_section()
     )
     # The repository's lock, which cargo trims to this workspace offline:
     # the sdist builds with the versions the repository was tested with.
@@ -217,10 +237,11 @@ setup(
             "ratecell.libratecell",
             path=crate_manifest(),
             binding=Binding.NoBinding,
-            # A release build even for `pip install -e` (an editable
-            # install would otherwise get a debug build).
+            # An optimised build even for `pip install -e` (an editable
+            # install would otherwise get a debug build); the profile is
+            # the workspace's, and the sdist's workspace carries a copy.
             debug=False,
-            rustc_flags=["-C", "strip=symbols"],
+            args=["--profile", DIST_PROFILE],
         )
     ],
     cmdclass={"sdist": sdist, "bdist_wheel": bdist_wheel},

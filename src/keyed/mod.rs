@@ -322,12 +322,35 @@ impl KeyedLimiter {
                     .decide_tier(h, at, n, 0)
                     .expect("every tiered limiter has tier 0");
             }
-            _ => MultiDecision::of_one(self.decide(h, at, n, u64::MAX).0),
+            _ => MultiDecision::of_one(self.decide_one_limit(h, at, n)),
         };
         if matches!(self.tables, Tables::AllOfWord(_) | Tables::AllOfBlock(_)) {
             self.checks.record(d.decision.allowed);
         }
         d
+    }
+
+    /// [`KeyedLimiter::decide`] without a queue limit for the tables of
+    /// one untiered limit, the only ones [`KeyedLimiter::decide_each`]
+    /// leaves to it; counted. Not `decide` itself, which would compile the
+    /// several-limits and tiered tables' checks in as well, though they
+    /// cannot arrive here (see [`KeyedLimiter::decide_block`]).
+    #[inline]
+    fn decide_one_limit(&self, h: u64, at: impl At, n: u64) -> Decision {
+        let tally = self.checks.tally();
+        let (decision, taken) = match &self.tables {
+            Tables::Gcra(t) => t.decide(h, at, n, u64::MAX),
+            Tables::TokenBucket(t) => t.decide(h, at, n, u64::MAX),
+            Tables::FixedWindow(t) => t.decide(h, at, n, u64::MAX),
+            Tables::SlidingWindow(t) => t.decide(h, at, n, u64::MAX),
+            Tables::BucketedWindow(t) => t.decide(h, at, n, u64::MAX),
+            Tables::SlidingLog(t) => t.decide(h, at, n, u64::MAX),
+            _ => unreachable!("KeyedLimiter::decide_each decides the other tables"),
+        };
+        if taken {
+            tally.record(decision.allowed);
+        }
+        decision
     }
 
     /// Decides `request` for `key`, with each limit's own decision and
@@ -484,7 +507,29 @@ impl KeyedLimiter {
     /// `Engine::block_decision` in `limiter.rs`).
     #[inline(never)]
     fn block_decision(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
-        crate::decision::Words::of(self.decide(h, at, n, u64::MAX).0)
+        crate::decision::Words::of(self.decide_block(h, at, n))
+    }
+
+    /// [`KeyedLimiter::decide`] without a queue limit for the untiered
+    /// block tables, the only others [`KeyedLimiter::decision`] leaves to
+    /// [`KeyedLimiter::block_decision`]; counted. Not `decide`
+    /// itself: that compiles every table's check into the function, the
+    /// word tables' too, which cannot arrive here, and the several-limits
+    /// word table's check alone is a copy per pair of rules (about 75 KB of
+    /// the C library, twice: once per kind of time).
+    #[inline]
+    fn decide_block(&self, h: u64, at: impl At, n: u64) -> Decision {
+        let tally = self.checks.tally();
+        let (decision, taken) = match &self.tables {
+            Tables::BucketedWindow(t) => t.decide(h, at, n, u64::MAX),
+            Tables::SlidingLog(t) => t.decide(h, at, n, u64::MAX),
+            Tables::AllOfBlock(t) => t.decide(h, at, n, u64::MAX),
+            _ => unreachable!("KeyedLimiter::decision decides the word and tiered tables"),
+        };
+        if taken {
+            tally.record(decision.allowed);
+        }
+        decision
     }
 
     /// Decides `request` (a cost, or a [`Request`] with its time and tier)
