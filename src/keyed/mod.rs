@@ -432,9 +432,9 @@ impl KeyedLimiter {
         (decision, taken)
     }
 
-    /// The whole decision of a request for the key hashed to `h` under
-    /// tier `tier` (0 unless the request named one), always taken, and
-    /// counted: [`KeyedLimiter::decide`] without a queue limit,
+    /// The whole decision of a request for the key hashed to `h` (of an
+    /// untiered table: a tiered one is `tiered_decision`'s), always taken,
+    /// and counted: [`KeyedLimiter::decide`] without a queue limit,
     /// the four single-algorithm word tables inlined into the caller and
     /// every other table out of line ([`KeyedLimiter::composite_decision`]).
     ///
@@ -453,21 +453,15 @@ impl KeyedLimiter {
         reason = "a call returns the decision through memory (see above)"
     )]
     #[inline(always)]
-    fn decision(&self, h: u64, at: impl At, n: u64, tier: usize) -> Decision {
+    fn decision(&self, h: u64, at: impl At, n: u64) -> Decision {
         let tally = self.checks.tally();
-        let decision = match (&self.tables, tier) {
-            (Tables::Gcra(t), 0) => t.check(h, at, n, u64::MAX).0,
-            (Tables::TokenBucket(t), 0) => t.check(h, at, n, u64::MAX).0,
-            (Tables::FixedWindow(t), 0) => t.check(h, at, n, u64::MAX).0,
-            (Tables::SlidingWindow(t), 0) => t.check(h, at, n, u64::MAX).0,
-            // Every tier, tier 0 included, one way (counted there).
-            (Tables::TieredWord(_) | Tables::TieredBlock(_), _) => {
-                return self.tiered_decision(h, at, n, tier);
-            }
+        let decision = match &self.tables {
+            Tables::Gcra(t) => t.check(h, at, n, u64::MAX).0,
+            Tables::TokenBucket(t) => t.check(h, at, n, u64::MAX).0,
+            Tables::FixedWindow(t) => t.check(h, at, n, u64::MAX).0,
+            Tables::SlidingWindow(t) => t.check(h, at, n, u64::MAX).0,
             // Counted there.
-            (_, 0) => return self.composite_decision(tally, h, at, n).decision(),
-            // Only a tiered table has tiers past tier 0.
-            _ => return self.never(),
+            _ => return self.composite_decision(tally, h, at, n).decision(),
         };
         tally.record(decision.allowed);
         decision
@@ -553,15 +547,22 @@ impl KeyedLimiter {
     pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
         let r = request.into();
         let h = self.hash_key(key.into());
-        // The tier goes down with the request, not into a branch here: a
-        // tiered table takes one path whatever the tier, so callers whose
-        // keys alternate between tiers do not pay a mispredicted branch
-        // per check. A caller's time is a plain `u64` in the table's check
+        // A tiered table takes one path whatever the tier (the branch
+        // follows the table, not the request, so callers whose keys
+        // alternate between tiers do not pay a mispredicted branch per
+        // check); a tier past 0 on any other table is never admitted
+        // there. A caller's time is a plain `u64` in the table's check
         // (its slow paths are out of line, compiled for the time's type).
         let tier = r.tier.index();
+        if tier != 0 || self.is_tiered() {
+            return match r.at_ns {
+                Some(t) => self.tiered_decision(h, t, r.cost, tier),
+                None => self.tiered_decision(h, &self.clock, r.cost, tier),
+            };
+        }
         match r.at_ns {
-            Some(t) => self.decision(h, t, r.cost, tier),
-            None => self.decision(h, &self.clock, r.cost, tier),
+            Some(t) => self.decision(h, t, r.cost),
+            None => self.decision(h, &self.clock, r.cost),
         }
     }
 

@@ -132,8 +132,14 @@ impl KeyedLimiter {
         }
     }
 
-    /// The decision of a tiered table for `tier` (one it lacks is never
-    /// admitted), counted: the table's check out of line, in one call
+    /// Whether the table is a tiered one (built with tiers).
+    #[inline]
+    pub(super) fn is_tiered(&self) -> bool {
+        matches!(self.tables, Tables::TieredWord(_) | Tables::TieredBlock(_))
+    }
+
+    /// The decision of a tiered table for `tier` (one it lacks, or any
+    /// tier of another table, is never admitted), counted: the table's check out of line, in one call
     /// whatever the tier, and no other table's check inline beside it.
     #[allow(
         clippy::inline_always,
