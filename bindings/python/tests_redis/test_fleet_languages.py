@@ -69,7 +69,7 @@ def test_four_nodes_of_three_languages_never_exceed_the_limit() -> None:
         lines = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
         times = [int(t) for t in lines.get("ADMITTED", "").split()]
         checks = int(lines["CHECKS"])
-        assert checks > 0 and times, f"{name} took part: {checks} checks, {len(times)} admitted"
+        assert checks > 0, f"{name} made no check"
         per_node[name] = (checks, len(times))
         for t in times:
             assert start <= t < start + RUN_NS
@@ -78,6 +78,14 @@ def test_four_nodes_of_three_languages_never_exceed_the_limit() -> None:
     # fleet's admissions per window.
     print(f"\nper node (checks, admitted): {per_node}")
     print(f"per window (limit {LIMIT}): {[n for _, n in sorted(per_window.items())]}")
+    # Every language's protocol took part: each admitted some of the
+    # limit. Per language, not per node: which of two nodes of one
+    # language wins a window's last units is a matter of scheduling (on a
+    # loaded machine one Python node has been left none for a whole run).
+    admitted_by: Counter[str] = Counter()
+    for name, (_, admitted) in per_node.items():
+        admitted_by[name.split("-")[0]] += admitted
+    assert all(admitted_by[lang] > 0 for lang in ("python", "go", "rust")), per_node
     for window, n in sorted(per_window.items()):
         assert n <= LIMIT, f"window {window}: {n} admitted by the fleet, limit {LIMIT}"
     # Not vacuous: the fleet spends most of the limit in most windows.
