@@ -302,11 +302,8 @@ pub unsafe extern "C" fn ratecell_leases_new(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_leases_free(leases: *mut ratecell_leases) {
     ffi_panic_boundary! {
-        if !leases.is_null() {
-            // SAFETY: allocated by `into_raw` (the global allocator, this
-            // type's layout) and, as promised, not yet freed.
-            drop(unsafe { Box::from_raw(leases) });
-        }
+        // SAFETY: NULL or a live handle, as the caller promises.
+        unsafe { crate::free_raw(leases) }
     }
 }
 
@@ -546,10 +543,8 @@ pub unsafe extern "C" fn ratecell_grant_command(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_grant_free(grant: *mut ratecell_grant) {
     ffi_panic_boundary! {
-        if !grant.is_null() {
-            // SAFETY: allocated by `into_raw` and, as promised, not yet freed.
-            drop(unsafe { Box::from_raw(grant) });
-        }
+        // SAFETY: NULL or a live handle, as the caller promises.
+        unsafe { crate::free_raw(grant) }
     }
 }
 
@@ -718,10 +713,8 @@ pub unsafe extern "C" fn ratecell_denials_new(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_denials_free(denials: *mut ratecell_denials) {
     ffi_panic_boundary! {
-        if !denials.is_null() {
-            // SAFETY: allocated by `into_raw` and, as promised, not yet freed.
-            drop(unsafe { Box::from_raw(denials) });
-        }
+        // SAFETY: NULL or a live handle, as the caller promises.
+        unsafe { crate::free_raw(denials) }
     }
 }
 

@@ -310,6 +310,18 @@ fn into_raw<T>(value: T) -> Result<*mut T, ratecell_status> {
     Ok(ptr)
 }
 
+/// Drops a handle `into_raw` made; NULL is a no-op (every `*_free`).
+///
+/// # Safety
+/// `ptr` is NULL or came from `into_raw::<T>` and is not used afterwards.
+unsafe fn free_raw<T>(ptr: *mut T) {
+    if !ptr.is_null() {
+        // SAFETY: allocated by `into_raw` (the global allocator, `T`'s
+        // layout) and, as the caller promises, not yet freed.
+        drop(unsafe { Box::from_raw(ptr) });
+    }
+}
+
 // The Rust tests that call the C functions, kept under tests/ but compiled
 // as unit tests: the library has no rlib for integration tests to link
 // (Cargo.toml says why).

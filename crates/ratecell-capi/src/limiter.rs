@@ -125,11 +125,8 @@ pub(super) unsafe fn publish(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_limiter_free(limiter: *mut ratecell_limiter) {
     ffi_panic_boundary! {
-        if !limiter.is_null() {
-            // SAFETY: allocated in `ratecell_limiter_new` with the global
-            // allocator and this type's layout, and (as promised) not yet freed.
-            drop(unsafe { Box::from_raw(limiter) });
-        }
+        // SAFETY: NULL or a live handle, as the caller promises.
+        unsafe { crate::free_raw(limiter) }
     }
 }
 

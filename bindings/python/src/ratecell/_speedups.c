@@ -374,6 +374,21 @@ static PyObject *speedups_lease_check(PyObject *module, PyObject *const *args, P
     return result;
 }
 
+/* Reads the first n arguments of `caller` as function addresses into
+ * fns; -1 with an exception set when one is not an address or is NULL. */
+static int function_addresses(PyObject *const *args, void **fns, int n, const char *caller) {
+    for (int i = 0; i < n; i++) {
+        fns[i] = PyLong_AsVoidPtr(args[i]);
+        if (fns[i] == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "%s(): a NULL function address", caller);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(init_leases_doc,
              "init_leases(lease_check, grant_free)\n\n"
              "Binds lease_check(): the addresses of ratecell_leases_check and\n"
@@ -386,14 +401,8 @@ static PyObject *speedups_init_leases(PyObject *module, PyObject *const *args, P
         return NULL;
     }
     void *fns[2];
-    for (int i = 0; i < 2; i++) {
-        fns[i] = PyLong_AsVoidPtr(args[i]);
-        if (fns[i] == NULL) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_ValueError, "init_leases(): a NULL function address");
-            }
-            return NULL;
-        }
+    if (function_addresses(args, fns, 2, "init_leases") < 0) {
+        return NULL;
     }
     c_lease_check = (lease_check_fn)(uintptr_t)fns[0];
     c_grant_free = (grant_free_fn)(uintptr_t)fns[1];
@@ -414,14 +423,8 @@ static PyObject *speedups_init(PyObject *module, PyObject *const *args, Py_ssize
         return NULL;
     }
     void *fns[2];
-    for (int i = 0; i < 2; i++) {
-        fns[i] = PyLong_AsVoidPtr(args[i]);
-        if (fns[i] == NULL) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_ValueError, "init(): a NULL function address");
-            }
-            return NULL;
-        }
+    if (function_addresses(args, fns, 2, "init") < 0) {
+        return NULL;
     }
     static const struct {
         const char *name;
