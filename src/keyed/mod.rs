@@ -432,11 +432,12 @@ impl KeyedLimiter {
         (decision, taken)
     }
 
-    /// The whole decision of a request for the key hashed to `h` (of an
-    /// untiered table: a tiered one is `tiered_decision`'s), always taken,
-    /// and counted: [`KeyedLimiter::decide`] without a queue limit,
-    /// the four single-algorithm word tables inlined into the caller and
-    /// every other table out of line ([`KeyedLimiter::composite_decision`]).
+    /// The whole decision of a request under `tier` for the key hashed to
+    /// `h`, always taken, and counted: [`KeyedLimiter::decide`] without a
+    /// queue limit, the four single-algorithm word tables inlined into the
+    /// caller, the tiered tables in one out-of-line check
+    /// ([`KeyedLimiter::tiered_decision`]) and every other table out of line
+    /// ([`KeyedLimiter::composite_decision`]).
     ///
     /// Always inlined, so the decision stays in registers. As a call (one
     /// function holding every word table's check, which the compiler did
@@ -453,18 +454,33 @@ impl KeyedLimiter {
         reason = "a call returns the decision through memory (see above)"
     )]
     #[inline(always)]
-    fn decision(&self, h: u64, at: impl At, n: u64) -> Decision {
-        let tally = self.checks.tally();
-        let decision = match &self.tables {
-            Tables::Gcra(t) => t.check(h, at, n, u64::MAX).0,
-            Tables::TokenBucket(t) => t.check(h, at, n, u64::MAX).0,
-            Tables::FixedWindow(t) => t.check(h, at, n, u64::MAX).0,
-            Tables::SlidingWindow(t) => t.check(h, at, n, u64::MAX).0,
-            // Counted there.
-            _ => return self.composite_decision(tally, h, at, n).decision(),
-        };
-        tally.record(decision.allowed);
-        decision
+    fn decision(&self, h: u64, at: impl At, n: u64, tier: usize) -> Decision {
+        // Each arm looks up its own tally: the tiered check counts its
+        // decision itself, and a lookup before the match would stay on its
+        // path (a thread-local access the compiler does not move).
+        macro_rules! counted {
+            ($table:expr) => {{
+                let tally = self.checks.tally();
+                let decision = $table.check(h, at, n, u64::MAX).0;
+                tally.record(decision.allowed);
+                decision
+            }};
+        }
+        match &self.tables {
+            Tables::Gcra(t) if tier == 0 => counted!(t),
+            Tables::TokenBucket(t) if tier == 0 => counted!(t),
+            Tables::FixedWindow(t) if tier == 0 => counted!(t),
+            Tables::SlidingWindow(t) if tier == 0 => counted!(t),
+            // One path whatever the tier: the branch follows the table, not
+            // the request, so keys alternating between tiers do not cost a
+            // mispredicted branch per check.
+            Tables::TieredWord(_) | Tables::TieredBlock(_) => self.tiered_decision(h, at, n, tier),
+            // A tier past 0 of an untiered table is never admitted.
+            _ if tier != 0 => self.never(),
+            _ => self
+                .composite_decision(self.checks.tally(), h, at, n)
+                .decision(),
+        }
     }
 
     /// [`KeyedLimiter::decision`] for every other table, counted on the
@@ -547,22 +563,12 @@ impl KeyedLimiter {
     pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
         let r = request.into();
         let h = self.hash_key(key.into());
-        // A tiered table takes one path whatever the tier (the branch
-        // follows the table, not the request, so callers whose keys
-        // alternate between tiers do not pay a mispredicted branch per
-        // check); a tier past 0 on any other table is never admitted
-        // there. A caller's time is a plain `u64` in the table's check
-        // (its slow paths are out of line, compiled for the time's type).
+        // A caller's time is a plain `u64` in the table's check (its slow
+        // paths are out of line, compiled for the time's type).
         let tier = r.tier.index();
-        if tier != 0 || self.is_tiered() {
-            return match r.at_ns {
-                Some(t) => self.tiered_decision(h, t, r.cost, tier),
-                None => self.tiered_decision(h, &self.clock, r.cost, tier),
-            };
-        }
         match r.at_ns {
-            Some(t) => self.decision(h, t, r.cost),
-            None => self.decision(h, &self.clock, r.cost),
+            Some(t) => self.decision(h, t, r.cost, tier),
+            None => self.decision(h, &self.clock, r.cost, tier),
         }
     }
 

@@ -132,12 +132,6 @@ impl KeyedLimiter {
         }
     }
 
-    /// Whether the table is a tiered one (built with tiers).
-    #[inline]
-    pub(super) fn is_tiered(&self) -> bool {
-        matches!(self.tables, Tables::TieredWord(_) | Tables::TieredBlock(_))
-    }
-
     /// The decision of a tiered table for `tier` (one it lacks, or any
     /// tier of another table, is never admitted), counted: the table's check out of line, in one call
     /// whatever the tier, and no other table's check inline beside it.
