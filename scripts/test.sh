@@ -77,11 +77,11 @@ step clippy cargo clippy --workspace --exclude ratecell-redis --exclude ratecell
 # minutes): the Python sdist (scripts/python-tests.sh) builds ratecell and
 # ratecell-capi from their packages, offline.
 step package cargo package -p ratecell -p ratecell-capi -p ratecell-cli --no-verify --allow-dirty --quiet
-step rust cargo test --workspace --exclude ratecell-redis --exclude ratecell-redis-client --quiet
+# With the HTTP layer's optional `metrics` feature, so its scraped-counter
+# test runs in the same build (the feature only adds code; the redis step
+# lints the layer with every feature).
+step rust cargo test --workspace --exclude ratecell-redis --exclude ratecell-redis-client --features ratecell-tower/metrics --quiet
 step dependent scripts/dependent-tests.sh
-# The HTTP layer's optional `metrics` feature and its scraped-counter test.
-step tower-metrics-clippy cargo clippy -p ratecell-tower --features metrics --all-targets --quiet -- -D warnings
-step tower-metrics cargo test -p ratecell-tower --features metrics --quiet
 prune "$target/debug"
 step loom scripts/loom.sh
 prune "${LOOM_TARGET_DIR:-$root/target/loom}"
