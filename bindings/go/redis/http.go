@@ -116,7 +116,8 @@ func (h *HTTPLimits) WithTimeout(d time.Duration) *HTTPLimits {
 
 // WithClock returns limits that decide at now() (UNIX ns, the module's AT)
 // instead of the server's clock: for tests and replays (such states never
-// expire).
+// expire). A Leased limiter decides its units in hand at now() and sends
+// it to the server only with Options.SendAt.
 func (h *HTTPLimits) WithClock(now func() uint64) *HTTPLimits {
 	c := *h
 	c.now = now

@@ -904,7 +904,8 @@ class RedisLimits:
 
     ``now_ns``, a function returning UNIX ns, decides at that time instead
     of the server's clock (``AT``: tests and replays; such states never
-    expire).
+    expire). A leased store spends its units at that time and sends it to
+    the server only when the limiter was made with ``send_at=True``.
 
     ``mode`` is ``"strict"`` (the default: the commands above),
     ``"cached_deny"`` or ``"leased"`` (SPEC.md §8). In the last two the
