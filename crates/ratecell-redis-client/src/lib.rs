@@ -317,9 +317,14 @@ impl RedisLimiter {
     /// one tier: a request for another is never admitted
     /// ([`Decision::NEVER`]), as with a [`KeyedLimiter`] that lacks it.
     pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
-        match self.try_local(key, request) {
-            Ok(d) => d,
-            Err(remote) => remote.finish(),
+        let key = key.into();
+        let mut rest = None;
+        let d = self
+            .shared
+            .decide_local(key, request.into(), self.refiller.as_ref(), &mut rest);
+        match rest {
+            None => d,
+            Some(rest) => self.remote(key, rest).finish(),
         }
     }
 
@@ -336,19 +341,30 @@ impl RedisLimiter {
         request: impl Into<Request>,
     ) -> Result<Decision, Remote> {
         let key = key.into();
-        self.shared
-            .try_local(key, request.into(), self.refiller.as_ref())
-            .map_err(|(cost, now, explicit, waiting)| {
-                Remote(Box::new(Pending {
-                    shared: self.shared.clone(),
-                    refills: self.refiller.as_ref().map(Refiller::refills),
-                    key: with_bytes(key, <[u8]>::to_vec),
-                    cost,
-                    now,
-                    explicit,
-                    waiting,
-                }))
-            })
+        let mut rest = None;
+        let d = self
+            .shared
+            .decide_local(key, request.into(), self.refiller.as_ref(), &mut rest);
+        match rest {
+            None => Ok(d),
+            Some(rest) => Err(self.remote(key, rest)),
+        }
+    }
+
+    /// The rest of a check that needs Redis, made out of line: the hot
+    /// path (units in hand) then carries no allocation in its frame.
+    #[cold]
+    #[inline(never)]
+    fn remote(&self, key: Key<'_>, (cost, now, explicit, waiting): Rest) -> Remote {
+        Remote(Box::new(Pending {
+            shared: self.shared.clone(),
+            refills: self.refiller.as_ref().map(Refiller::refills),
+            key: with_bytes(key, <[u8]>::to_vec),
+            cost,
+            now,
+            explicit,
+            waiting,
+        }))
     }
 
     /// Whether a cost-1 request of `key` is admitted now.
@@ -420,9 +436,10 @@ enum Waiting {
     Fetch(GrantRequest),
 }
 
-/// A check's local outcome: decided, or the cost, time, whether the time
-/// was the request's own, and the command to wait on.
-type Local = Result<Decision, (u64, u64, bool, Waiting)>;
+/// What a check that needs Redis carries to its [`Remote`]: the cost, the
+/// time, whether the time was the request's own, and the command to wait
+/// on.
+type Rest = (u64, u64, bool, Waiting);
 
 impl Remote {
     /// Sends the check's command, waiting at most the limiter's timeout,
@@ -457,16 +474,29 @@ impl Remote {
 }
 
 impl Shared {
-    fn try_local(&self, key: Key<'_>, request: Request, refiller: Option<&Refiller>) -> Local {
+    /// The check's decision when this node makes it; else `rest` is set
+    /// to what the check must ask Redis (and the decision returned is
+    /// none). The decision comes back as a plain value and the rest
+    /// through the caller's slot because a `Result` carrying both through
+    /// the layers below made a leased check that finds units, the path
+    /// leases exist for, measurably slower.
+    #[inline(never)]
+    fn decide_local(
+        &self,
+        key: Key<'_>,
+        request: Request,
+        refiller: Option<&Refiller>,
+        rest: &mut Option<Rest>,
+    ) -> Decision {
         if request.requested_tier() != Tier::DEFAULT {
-            return Ok(Decision::NEVER);
+            return Decision::NEVER;
         }
         let at = request.at_ns();
         let now = at.unwrap_or_else(|| self.clock.now_ns());
         let cost = request.cost();
         let explicit = at.is_some();
         match self.mode {
-            Mode::Strict => self.check_or_wait(key, cost, now, explicit, false),
+            Mode::Strict => self.check_or_wait(key, cost, now, explicit, false, rest),
             Mode::CachedDeny => {
                 let cache = self
                     .denials
@@ -475,16 +505,16 @@ impl Shared {
                 // The time a denial is remembered from is read before the
                 // command, so the remembered wait never outlasts Redis's.
                 match cache.check(key, now) {
-                    Some(d) => Ok(d),
-                    None => self.check_or_wait(key, cost, now, explicit, true),
+                    Some(d) => d,
+                    None => self.check_or_wait(key, cost, now, explicit, true, rest),
                 }
             }
-            Mode::Leased => self.leased(key, cost, now, explicit, refiller),
+            Mode::Leased => self.leased(key, cost, now, explicit, refiller, rest),
         }
     }
 
-    /// A `RATECELL.CHECK` to wait on, or the failure policy's decision
-    /// while Redis is in its backoff.
+    /// A `RATECELL.CHECK` to wait on (in `rest`), or the failure policy's
+    /// decision while Redis is in its backoff.
     fn check_or_wait(
         &self,
         key: Key<'_>,
@@ -492,12 +522,14 @@ impl Shared {
         now: u64,
         explicit: bool,
         remember: bool,
-    ) -> Local {
+        rest: &mut Option<Rest>,
+    ) -> Decision {
         let until = self.down.until.load(Relaxed);
         if now < until {
-            return Ok(self.fallback(key, cost, now, until));
+            return self.fallback(key, cost, now, until);
         }
-        Err((cost, now, explicit, Waiting::Check { remember }))
+        *rest = Some((cost, now, explicit, Waiting::Check { remember }));
+        Decision::NEVER
     }
 
     /// Redis's decision, or when to try it next (it failed, now or lately).
@@ -564,13 +596,14 @@ impl Shared {
         now: u64,
         explicit: bool,
         refiller: Option<&Refiller>,
-    ) -> Local {
+        rest: &mut Option<Rest>,
+    ) -> Decision {
         let leases = self
             .leases
             .as_ref()
             .expect("a leased limiter has its leases");
         match leases.check(key, cost, now) {
-            Step::Decided(d) => Ok(d),
+            Step::Decided(d) => d,
             Step::Refill(d, req) => {
                 if let Some(r) = refiller {
                     r.send(Job {
@@ -578,10 +611,13 @@ impl Shared {
                         due: Instant::now(),
                     });
                 }
-                Ok(d)
+                d
             }
-            Step::Fetch(req) => Err((cost, now, explicit, Waiting::Fetch(req))),
-            Step::Direct => self.check_or_wait(key, cost, now, explicit, false),
+            Step::Fetch(req) => {
+                *rest = Some((cost, now, explicit, Waiting::Fetch(req)));
+                Decision::NEVER
+            }
+            Step::Direct => self.check_or_wait(key, cost, now, explicit, false, rest),
         }
     }
 
