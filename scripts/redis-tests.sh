@@ -20,11 +20,13 @@
 #      and its tests in release, each of which starts its own servers with
 #      the module and stops them when it ends (four processes sharing one
 #      limit, command counts per mode, a server paused and one restarted);
-#   5. the HTTP layer's Redis store (crates/ratecell-tower, features
-#      `redis` and `metrics`): clippy -D warnings, and its tests, which
-#      start their own servers with the module (two layers sharing one
-#      limit, a server paused with SIGSTOP and one killed, answered by the
-#      failure policy within the store's timeout);
+#   5. the HTTP layer's Redis stores (crates/ratecell-tower, features
+#      `redis`, `redis-modes` and `metrics`): clippy -D warnings, and their
+#      tests, which start their own servers with the module (two layers
+#      sharing one limit, a server paused with SIGSTOP and one killed,
+#      answered by the failure policy within the store's timeout; each of
+#      the client's modes refusing over the limit with the same fields,
+#      cached_deny's remembered refusals sending no command);
 #   6. the Python client (ratecell.redis, installed with the `redis` extra
 #      into a venv under the target dir, plus uvicorn and starlette for the
 #      HTTP middlewares' tests; its strict, cached_deny and leased modes,
@@ -88,7 +90,7 @@ step client env RATECELL_REDIS_MODULE="$module" \
     timeout 900 cargo test -p ratecell-redis-client --release --quiet -- --test-threads 1
 step tower-clippy timeout 1800 cargo clippy -p ratecell-tower --all-features --all-targets --release --quiet -- -D warnings
 step tower env RATECELL_REDIS_MODULE="$module" \
-    timeout 900 cargo test -p ratecell-tower --features redis --release --quiet --test redis_store -- --ignored --test-threads 2
+    timeout 900 cargo test -p ratecell-tower --features redis-modes --release --quiet --test redis_store --test redis_modes -- --ignored --test-threads 2
 
 # One server for the clients, stopped on exit whatever happens.
 port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

@@ -2,6 +2,7 @@ package ratecellredis
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -164,5 +165,153 @@ func TestHTTPOneLimitOnTheServerClockAndErrors(t *testing.T) {
 		if _, err := NewHTTPLimits(c, named); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Fatalf("%v: got %v, want %q", named, err, wantErr)
 		}
+	}
+}
+
+// wantRefused checks a 429 of the limit "api" with every field of the
+// middleware's refusal: t and Retry-After both retry seconds.
+func wantRefused(t *testing.T, what string, r httpReply, limit uint64, retry string) {
+	t.Helper()
+	if r.status != 429 {
+		t.Fatalf("%s: status %d %s", what, r.status, r.body)
+	}
+	want(t, what+": policy", r.header.Get("RateLimit-Policy"), fmt.Sprintf(`"api";q=%d;w=3600`, limit))
+	want(t, what+": ratelimit", r.header.Get("RateLimit"), `"api";r=0;t=`+retry)
+	want(t, what+": retry-after", r.header.Get("Retry-After"), retry)
+	want(t, what+": content-type", r.header.Get("Content-Type"), "application/problem+json")
+	if !strings.HasSuffix(r.body, `"violated-policies":["api"]}`) {
+		t.Fatalf("%s: %s", what, r.body)
+	}
+}
+
+// Every mode admits the window's limit and refuses the rest with the same
+// fields; what differs is what Redis saw.
+func TestHTTPEachModeRefusesOverTheLimitWithTheSameFields(t *testing.T) {
+	c := client(t)
+	const limit = 40
+	cfg := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: limit, Period: time.Hour}
+	now := func() uint64 { return httpT0 }
+	for _, m := range modes {
+		l := mustLimiter(t, c, cfg, Options{Mode: m.mode, SendAt: true, Skew: -1, Prefix: m.name + ":"})
+		limits, err := NewHTTPLimits(c, []Named{{Name: "api", Limiter: l}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := serveHTTP(t, limits.WithClock(now), ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
+		checks, leases := calls(t, c, "ratecell.check"), calls(t, c, "ratecell.lease")
+		admitted, refusedInARow, requests := 0, 0, 0
+		// Until ten refusals in a row: a leased node's last grant may
+		// still be on its way when the first refusal comes.
+		for refusedInARow < 10 {
+			if requests >= 2*limit {
+				t.Fatalf("%s: no end to admissions", m.name)
+			}
+			requests++
+			r := httpGet(t, srv, "alice")
+			if r.status != 200 {
+				refusedInARow++
+				wantRefused(t, m.name, r, limit, "2798")
+				continue
+			}
+			admitted++
+			refusedInARow = 0
+			if m.mode != Leased {
+				// Redis's own count and reset; a leased admission reports
+				// the units this node holds, and no reset.
+				want(t, m.name, r.header.Get("RateLimit"), fmt.Sprintf(`"api";r=%d;t=2798`, limit-admitted))
+			}
+		}
+		if m.mode == Leased {
+			// Every grant answered: none can add units now.
+			deadline := time.Now().Add(10 * time.Second)
+			for s := l.Stats().Lease; s.Fetches+s.Refills != s.Replies+s.Failures; s = l.Stats().Lease {
+				if time.Now().After(deadline) {
+					t.Fatalf("grants unanswered: %+v", s)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			for httpGet(t, srv, "alice").status == 200 {
+				admitted++
+			}
+		}
+		if admitted != limit {
+			t.Fatalf("%s: %d admitted, limit %d", m.name, admitted, limit)
+		}
+		checks, leases = calls(t, c, "ratecell.check")-checks, calls(t, c, "ratecell.lease")-leases
+		switch m.mode {
+		case Strict:
+			if checks != requests || leases != 0 {
+				t.Fatalf("strict: %d checks, %d leases for %d requests", checks, leases, requests)
+			}
+		case CachedDeny:
+			// One command saw the first refusal; the others were remembered.
+			if checks != limit+1 || leases != 0 {
+				t.Fatalf("cached_deny: %d checks, %d leases", checks, leases)
+			}
+		case Leased:
+			// Grants of at most a tenth of the limit (the default largest),
+			// far fewer than the admissions, and no checks.
+			if checks != 0 || leases < limit/(limit/10) || leases > limit/2 {
+				t.Fatalf("leased: %d checks, %d grants for %d admissions", checks, leases, admitted)
+			}
+		}
+	}
+}
+
+// A key refused in CachedDeny costs Redis nothing until its RetryAfter,
+// however many requests it sends; then it asks again.
+func TestHTTPCachedDenySendsNoCommandWhileADenialIsRemembered(t *testing.T) {
+	c := client(t)
+	now := new(atomic.Uint64)
+	now.Store(httpT0)
+	cfg := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 3, Period: time.Hour}
+	l := mustLimiter(t, c, cfg, Options{Mode: CachedDeny, Prefix: "cd:"})
+	limits, err := NewHTTPLimits(c, []Named{{Name: "api", Limiter: l}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveHTTP(t, limits.WithClock(now.Load), ratehttp.Options{Key: ratehttp.Header("X-Api-Key")})
+	for i := 0; i < 3; i++ {
+		if r := httpGet(t, srv, "bob"); r.status != 200 {
+			t.Fatalf("request %d: %d %s", i, r.status, r.body)
+		}
+	}
+	wantRefused(t, "the first refusal", httpGet(t, srv, "bob"), 3, "2798")
+	before := calls(t, c, "ratecell.check")
+	now.Add(uint64(1000 * time.Second))
+	for i := 0; i < 50; i++ {
+		// The remembered refusal, counted down on the clock.
+		wantRefused(t, fmt.Sprintf("remembered %d", i), httpGet(t, srv, "bob"), 3, "1798")
+	}
+	if n := calls(t, c, "ratecell.check"); n != before {
+		t.Fatalf("%d commands while the denial was remembered", n-before)
+	}
+	// Another key asks Redis; at the window's end "bob" asks again.
+	if r := httpGet(t, srv, "carol"); r.status != 200 {
+		t.Fatalf("carol: %d", r.status)
+	}
+	now.Add(uint64(1798 * time.Second))
+	r := httpGet(t, srv, "bob")
+	if r.status != 200 {
+		t.Fatalf("the next window: %d %s", r.status, r.body)
+	}
+	want(t, "the next window", r.header.Get("RateLimit"), `"api";r=2;t=3600`)
+	if n := calls(t, c, "ratecell.check"); n != before+2 {
+		t.Fatalf("%d commands after the denial, want 2", n-before)
+	}
+}
+
+// A CachedDeny or Leased limiter decides one limit on its own: it is
+// refused beside another, whose all-or-nothing check it cannot join.
+func TestHTTPModesTakeOneLimit(t *testing.T) {
+	c := client(t)
+	cfg := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 5, Period: time.Second}
+	leased := mustLimiter(t, c, cfg, Options{Mode: Leased})
+	_, err := NewHTTPLimits(c, []Named{{Name: "a", Limiter: New(c, cfg)}, {Name: "b", Limiter: leased}})
+	if err == nil || !strings.Contains(err.Error(), `limit 1 ("b") has mode leased`) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := NewHTTPLimits(c, []Named{{Name: "b", Limiter: leased}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -32,6 +32,20 @@ const (
 	Leased
 )
 
+// String is the mode's name in SPEC.md section 8: "strict",
+// "cached_deny" or "leased".
+func (m Mode) String() string {
+	switch m {
+	case Strict:
+		return "strict"
+	case CachedDeny:
+		return "cached_deny"
+	case Leased:
+		return "leased"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
 // DefaultCommandTimeout is how long a NewLimiter command waits for Redis
 // by default (SPEC.md section 8).
 const DefaultCommandTimeout = 50 * time.Millisecond

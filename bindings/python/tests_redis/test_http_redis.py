@@ -314,3 +314,142 @@ def test_redis_limits_timeout_is_checked() -> None:
         with pytest.raises(ValueError, match="timeout"):
             RedisLimits(client, {"": lim}, timeout=bad)  # type: ignore[arg-type]
     RedisLimits(client, {"": lim}, timeout=None)
+
+
+def _calls(command: str) -> int:
+    """How many times the server ran ``command`` (INFO commandstats)."""
+    stats: dict[str, Any] = redis.Redis.from_url(_url()).info("commandstats")
+    entry = stats.get("cmdstat_" + command, {})
+    return int(entry.get("calls", 0)) if isinstance(entry, dict) else 0
+
+
+def asgi_app_blocking(limits_of: Any, **kw: Any) -> Any:
+    """ASGI with a blocking client, which the cached_deny and leased
+    stores take (their checks that ask Redis run in the loop's executor)."""
+    return asgi.RateLimitMiddleware(_starlette(), limits_of(redis.Redis.from_url(_url())), **kw)
+
+
+MODE_KINDS = pytest.mark.parametrize(
+    "kind", [(asgi_app_blocking, uvicorn_server), (wsgi_app, wsgi_server)], ids=["asgi", "wsgi"]
+)
+
+
+def _assert_refused(status: int, h: dict[str, str], body: bytes, limit: int, retry: int) -> None:
+    """A refusal of the limit "api" with every field of the middleware's
+    429: ``t`` and Retry-After both ``retry`` seconds."""
+    assert status == 429, body
+    assert h["ratelimit-policy"] == f'"api";q={limit};w=3600'
+    assert h["ratelimit"] == f'"api";r=0;t={retry}'
+    assert h["retry-after"] == str(retry)
+    assert h["content-type"] == "application/problem+json"
+    assert json.loads(body)["violated-policies"] == ["api"]
+
+
+@MODE_KINDS
+@pytest.mark.parametrize("mode", ["strict", "cached_deny", "leased"])
+def test_each_mode_refuses_over_the_limit_with_the_same_fields(kind: Any, mode: Any) -> None:
+    make, server = kind
+    limit = 40
+    stores: list[RedisLimits] = []
+
+    def limits(client: Any) -> RedisLimits:
+        # The limit's settings are the limiter's; the store makes its own
+        # limiter of the mode from them.
+        given = RedisLimiter(client, "fixed_window", limit, period=3600, prefix=f"{mode}:",
+                             send_at=True, skew=0)
+        stores.append(RedisLimits(client, {"api": given}, now_ns=Clock(), mode=mode))
+        return stores[0]
+
+    checks, leases = _calls("ratecell.check"), _calls("ratecell.lease")
+    with server(make(limits, key="X-Api-Key")) as port:
+        store = stores[0]
+        key = {"X-Api-Key": "alice"}
+        admitted = refused_in_a_row = requests = 0
+        # Until ten refusals in a row: a leased node's last grant may still
+        # be on its way when the first refusal comes.
+        while refused_in_a_row < 10:
+            assert requests < 2 * limit, "no end to admissions"
+            requests += 1
+            status, h, body = get(port, key)
+            if status != 200:
+                refused_in_a_row += 1
+                _assert_refused(status, h, body, limit, 2798)
+                continue
+            admitted += 1
+            refused_in_a_row = 0
+            if mode != "leased":
+                # Redis's own count and reset; a leased admission reports
+                # the units this node holds, and no reset.
+                assert h["ratelimit"] == f'"api";r={limit - admitted};t=2798'
+        if mode == "leased":
+            assert store.limiter is not None
+            # Every grant answered: none can add units now.
+            deadline = time.monotonic() + 10
+            while True:
+                s = store.limiter.stats().lease
+                assert s is not None
+                if s.fetches + s.refills == s.replies + s.failures:
+                    break
+                assert time.monotonic() < deadline, s
+                time.sleep(0.01)
+            while get(port, key)[0] == 200:
+                admitted += 1
+        store.close()
+    assert admitted == limit
+    checks, leases = _calls("ratecell.check") - checks, _calls("ratecell.lease") - leases
+    if mode == "strict":
+        assert (checks, leases) == (requests, 0)
+    elif mode == "cached_deny":
+        # One command saw the first refusal; the others were remembered.
+        assert (checks, leases) == (limit + 1, 0)
+    else:
+        # Grants of at most a tenth of the limit (the default largest), far
+        # fewer than the admissions, and no checks.
+        assert checks == 0 and limit // (limit // 10) <= leases <= limit // 2, leases
+
+
+@MODE_KINDS
+def test_cached_deny_sends_no_command_while_a_denial_is_remembered(kind: Any) -> None:
+    make, server = kind
+    clock = Clock()
+
+    def limits(client: Any) -> RedisLimits:
+        given = RedisLimiter(client, "fixed_window", 3, period=3600, prefix="cd:")
+        return RedisLimits(client, {"api": given}, now_ns=clock, mode="cached_deny")
+
+    with server(make(limits, key="X-Api-Key")) as port:
+        bob = {"X-Api-Key": "bob"}
+        for _ in range(3):
+            assert get(port, bob)[0] == 200
+        _assert_refused(*get(port, bob), 3, 2798)
+        before = _calls("ratecell.check")
+        clock.now += 1000 * S
+        for _ in range(50):
+            # The remembered refusal, counted down on the clock.
+            _assert_refused(*get(port, bob), 3, 1798)
+        assert _calls("ratecell.check") == before, "a command while the denial was remembered"
+        # Another key asks Redis; at the window's end "bob" asks again.
+        assert get(port, {"X-Api-Key": "carol"})[0] == 200
+        clock.now += 1798 * S
+        status, h, _ = get(port, bob)
+        assert (status, h["ratelimit"]) == (200, '"api";r=2;t=3600')
+        assert _calls("ratecell.check") == before + 2
+
+
+def test_redis_limits_mode_is_checked() -> None:
+    client = redis.Redis.from_url(_url())
+    strict = RedisLimiter(client, "fixed_window", 5, period=1)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        RedisLimits(client, {"a": strict}, mode="lease")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="takes one limit, not 2"):
+        RedisLimits(client, {"a": strict, "b": strict}, mode="leased")
+    with RedisLimiter(client, "fixed_window", 5, period=1, mode="leased") as leased:
+        with pytest.raises(ValueError, match=r"limit 0 \('a'\): a 'leased' RedisLimiter"):
+            RedisLimits(client, {"a": leased})
+        with pytest.raises(ValueError, match="give RedisLimits mode='leased'"):
+            RedisLimits(client, {"a": leased}, mode="cached_deny")
+        RedisLimits(client, {"a": leased}, mode="leased").close()
+    with pytest.raises(TypeError, match="needs a redis.Redis"):
+        RedisLimits(redis.asyncio.Redis.from_url(_url()), {"a": strict}, mode="cached_deny")
+    # A strict store decides with its own commands: no limiter of a mode.
+    assert RedisLimits(client, {"a": strict}).limiter is None

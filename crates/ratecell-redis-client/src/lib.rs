@@ -25,7 +25,11 @@
 //!
 //! The API is synchronous, over redis-rs's sync connections with socket
 //! timeouts: a check is usable from any thread without a runtime, and a
-//! leased check that finds units never leaves the calling thread.
+//! leased check that finds units never leaves the calling thread. An
+//! async caller splits a check in two with [`RedisLimiter::try_local`]:
+//! what this node decides without the network, answered at once, and the
+//! [`Remote`] rest, which waits on Redis and is finished where blocking
+//! is allowed (ratecell-tower's store runs it on tokio's blocking pool).
 //!
 //! ```no_run
 //! use ratecell::{Algorithm, Config, Request};
@@ -53,7 +57,7 @@ use ratecell::lease::{
 };
 use ratecell::{Algorithm, Clock, Config, Decision, Key, KeyedLimiter, Request, Tier};
 use redis::Value;
-use refill::{Job, Refiller};
+use refill::{Job, Refiller, Refills};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -313,8 +317,54 @@ impl RedisLimiter {
     /// one tier: a request for another is never admitted
     /// ([`Decision::NEVER`]), as with a [`KeyedLimiter`] that lacks it.
     pub fn check<'k>(&self, key: impl Into<Key<'k>>, request: impl Into<Request>) -> Decision {
-        self.shared
-            .decide(key.into(), request.into(), self.refiller.as_ref())
+        let key = key.into();
+        let mut rest = None;
+        let d = self
+            .shared
+            .decide_local(key, request.into(), self.refiller.as_ref(), &mut rest);
+        match rest {
+            None => d,
+            Some(rest) => self.remote(key, rest).finish(),
+        }
+    }
+
+    /// The part of [`check`](Self::check) that needs no network: the
+    /// decision when this node can make it (a leased key's units in hand,
+    /// a remembered denial, the failure policy while Redis is in its
+    /// backoff), or the [`Remote`] rest of the check, which waits on Redis
+    /// (at most the timeout) in [`Remote::finish`]. `check` is this
+    /// followed by `finish`; an async caller runs the `finish` where
+    /// blocking is allowed (a blocking pool) and answers the `Ok` at once.
+    pub fn try_local<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
+    ) -> Result<Decision, Remote> {
+        let key = key.into();
+        let mut rest = None;
+        let d = self
+            .shared
+            .decide_local(key, request.into(), self.refiller.as_ref(), &mut rest);
+        match rest {
+            None => Ok(d),
+            Some(rest) => Err(self.remote(key, rest)),
+        }
+    }
+
+    /// The rest of a check that needs Redis, made out of line: the hot
+    /// path (units in hand) then carries no allocation in its frame.
+    #[cold]
+    #[inline(never)]
+    fn remote(&self, key: Key<'_>, (cost, now, explicit, waiting): Rest) -> Remote {
+        Remote(Box::new(Pending {
+            shared: self.shared.clone(),
+            refills: self.refiller.as_ref().map(Refiller::refills),
+            key: with_bytes(key, <[u8]>::to_vec),
+            cost,
+            now,
+            explicit,
+            waiting,
+        }))
     }
 
     /// Whether a cost-1 request of `key` is admitted now.
@@ -330,6 +380,12 @@ impl RedisLimiter {
     /// The mode.
     pub fn mode(&self) -> Mode {
         self.shared.mode
+    }
+
+    /// The limit (algorithm, limit, period, burst, sub-windows; the
+    /// capacity is the node's keys).
+    pub fn config(&self) -> Config {
+        self.shared.config
     }
 
     /// The counters.
@@ -353,45 +409,127 @@ fn with_bytes<R>(key: Key<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
     }
 }
 
+/// What is left of a check that needs Redis
+/// ([`RedisLimiter::try_local`]). It holds what it needs of its limiter,
+/// so it may move to another thread; dropping it unfinished decides
+/// nothing and loses nothing but a leased key's fetch (the key asks again
+/// on its next check).
+#[must_use = "the check's decision is `finish`'s"]
+pub struct Remote(Box<Pending>);
+
+struct Pending {
+    shared: Arc<Shared>,
+    refills: Option<Refills>,
+    key: Vec<u8>,
+    cost: u64,
+    now: u64,
+    explicit: bool,
+    waiting: Waiting,
+}
+
+/// The command a [`Remote`] check waits on.
+enum Waiting {
+    /// `RATECELL.CHECK`: strict, cached-deny (which remembers a denial),
+    /// a leased key this node cannot track.
+    Check { remember: bool },
+    /// `RATECELL.LEASE` for a leased key with no units in hand.
+    Fetch(GrantRequest),
+}
+
+/// What a check that needs Redis carries to its [`Remote`]: the cost, the
+/// time, whether the time was the request's own, and the command to wait
+/// on.
+type Rest = (u64, u64, bool, Waiting);
+
+impl Remote {
+    /// Sends the check's command, waiting at most the limiter's timeout,
+    /// and returns the check's decision: Redis's, or the failure policy's
+    /// when Redis does not answer in time.
+    pub fn finish(self) -> Decision {
+        let p = *self.0;
+        let key = Key::Bytes(&p.key);
+        let s = &p.shared;
+        match p.waiting {
+            Waiting::Check { remember } => match s.redis_check(key, p.cost, p.now) {
+                Ok(d) => {
+                    if let (true, false, Some(cache)) = (remember, d.allowed, &s.denials) {
+                        cache.remember(key, &d, p.now);
+                    }
+                    d
+                }
+                Err(next_attempt) => s.fallback(key, p.cost, p.now, next_attempt),
+            },
+            Waiting::Fetch(req) => {
+                let leases = s.leases.as_ref().expect("a leased limiter has its leases");
+                let reply = s.grant(&req);
+                let done = if p.explicit { p.now } else { s.clock.now_ns() };
+                let c = leases.complete(&req, reply, done);
+                if let (Some(at), Some(r)) = (c.retry_at_ns, &p.refills) {
+                    r.send(retry_job(&req, at, done));
+                }
+                c.decision.expect("a fetch's completion decides its check")
+            }
+        }
+    }
+}
+
 impl Shared {
-    fn decide(&self, key: Key<'_>, request: Request, refiller: Option<&Refiller>) -> Decision {
+    /// The check's decision when this node makes it; else `rest` is set
+    /// to what the check must ask Redis (and the decision returned is
+    /// none). The decision comes back as a plain value and the rest
+    /// through the caller's slot because a `Result` carrying both through
+    /// the layers below made a leased check that finds units, the path
+    /// leases exist for, measurably slower.
+    #[inline(never)]
+    fn decide_local(
+        &self,
+        key: Key<'_>,
+        request: Request,
+        refiller: Option<&Refiller>,
+        rest: &mut Option<Rest>,
+    ) -> Decision {
         if request.requested_tier() != Tier::DEFAULT {
             return Decision::NEVER;
         }
         let at = request.at_ns();
         let now = at.unwrap_or_else(|| self.clock.now_ns());
         let cost = request.cost();
+        let explicit = at.is_some();
         match self.mode {
-            Mode::Strict => self.strict(key, cost, now),
-            Mode::CachedDeny => self.cached_deny(key, cost, now),
-            Mode::Leased => self.leased(key, cost, now, at.is_some(), refiller),
-        }
-    }
-
-    fn cached_deny(&self, key: Key<'_>, cost: u64, now: u64) -> Decision {
-        let cache = self
-            .denials
-            .as_ref()
-            .expect("a cached-deny limiter has its cache");
-        if let Some(d) = cache.check(key, now) {
-            return d;
-        }
-        match self.redis_check(key, cost, now) {
-            Ok(d) => {
-                if !d.allowed {
-                    cache.remember(key, &d, now);
+            Mode::Strict => self.check_or_wait(key, cost, now, explicit, false, rest),
+            Mode::CachedDeny => {
+                let cache = self
+                    .denials
+                    .as_ref()
+                    .expect("a cached-deny limiter has its cache");
+                // The time a denial is remembered from is read before the
+                // command, so the remembered wait never outlasts Redis's.
+                match cache.check(key, now) {
+                    Some(d) => d,
+                    None => self.check_or_wait(key, cost, now, explicit, true, rest),
                 }
-                d
             }
-            Err(next_attempt) => self.fallback(key, cost, now, next_attempt),
+            Mode::Leased => self.leased(key, cost, now, explicit, refiller, rest),
         }
     }
 
-    fn strict(&self, key: Key<'_>, cost: u64, now: u64) -> Decision {
-        match self.redis_check(key, cost, now) {
-            Ok(d) => d,
-            Err(next_attempt) => self.fallback(key, cost, now, next_attempt),
+    /// A `RATECELL.CHECK` to wait on (in `rest`), or the failure policy's
+    /// decision while Redis is in its backoff.
+    fn check_or_wait(
+        &self,
+        key: Key<'_>,
+        cost: u64,
+        now: u64,
+        explicit: bool,
+        remember: bool,
+        rest: &mut Option<Rest>,
+    ) -> Decision {
+        let until = self.down.until.load(Relaxed);
+        if now < until {
+            return self.fallback(key, cost, now, until);
         }
+        *rest = Some((cost, now, explicit, Waiting::Check { remember }));
+        Decision::NEVER
     }
 
     /// Redis's decision, or when to try it next (it failed, now or lately).
@@ -458,6 +596,7 @@ impl Shared {
         now: u64,
         explicit: bool,
         refiller: Option<&Refiller>,
+        rest: &mut Option<Rest>,
     ) -> Decision {
         let leases = self
             .leases
@@ -475,15 +614,10 @@ impl Shared {
                 d
             }
             Step::Fetch(req) => {
-                let reply = self.grant(&req);
-                let done = if explicit { now } else { self.clock.now_ns() };
-                let c = leases.complete(&req, reply, done);
-                if let (Some(at), Some(r)) = (c.retry_at_ns, refiller) {
-                    r.send(retry_job(&req, at, done));
-                }
-                c.decision.expect("a fetch's completion decides its check")
+                *rest = Some((cost, now, explicit, Waiting::Fetch(req)));
+                Decision::NEVER
             }
-            Step::Direct => self.strict(key, cost, now),
+            Step::Direct => self.check_or_wait(key, cost, now, explicit, false, rest),
         }
     }
 

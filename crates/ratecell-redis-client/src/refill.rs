@@ -15,11 +15,31 @@ pub(crate) struct Job {
     pub due: Instant,
 }
 
+/// What the thread receives.
+enum Msg {
+    Job(Job),
+    Stop,
+}
+
 /// The thread and its queue; dropping it stops the thread (queued
-/// requests are dropped: their units were never granted).
+/// requests are dropped: their units were never granted), whatever
+/// [`Refills`] are still held.
 pub(crate) struct Refiller {
-    tx: Option<Sender<Job>>,
+    tx: Sender<Msg>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// A handle that queues jobs for the thread, for a check finished away
+/// from its limiter ([`crate::Remote`]). Jobs sent once the thread has
+/// stopped are dropped.
+#[derive(Clone)]
+pub(crate) struct Refills(Sender<Msg>);
+
+impl Refills {
+    pub(crate) fn send(&self, job: Job) {
+        // An error: the thread has stopped, and the job is moot.
+        let _ = self.0.send(Msg::Job(job));
+    }
 }
 
 impl Refiller {
@@ -30,29 +50,33 @@ impl Refiller {
             .spawn(move || run(&shared, &rx))
             .expect("spawning the refill thread");
         Refiller {
-            tx: Some(tx),
+            tx,
             thread: Some(thread),
         }
     }
 
     pub(crate) fn send(&self, job: Job) {
-        if let Some(tx) = &self.tx {
-            // The thread ends only when this sender is dropped.
-            let _ = tx.send(job);
-        }
+        let _ = self.tx.send(Msg::Job(job));
+    }
+
+    pub(crate) fn refills(&self) -> Refills {
+        Refills(self.tx.clone())
     }
 }
 
 impl Drop for Refiller {
     fn drop(&mut self) {
-        drop(self.tx.take());
+        // An explicit stop rather than the channel's disconnection: a
+        // `Refills` held by an unfinished check must not keep the thread
+        // (and this drop, which joins it) waiting.
+        let _ = self.tx.send(Msg::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn run(shared: &Shared, rx: &Receiver<Job>) {
+fn run(shared: &Shared, rx: &Receiver<Msg>) {
     let mut queue = Queue::default();
     loop {
         let now = Instant::now();
@@ -65,9 +89,9 @@ fn run(shared: &Shared, rx: &Receiver<Job>) {
             due.saturating_duration_since(Instant::now())
         });
         match rx.recv_timeout(wait) {
-            Ok(job) => queue.push(job, Instant::now()),
+            Ok(Msg::Job(job)) => queue.push(job, Instant::now()),
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
+            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
         }
     }
 }

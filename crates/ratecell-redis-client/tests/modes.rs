@@ -106,6 +106,54 @@ fn every_mode_takes_any_key_and_a_request() {
     }
 }
 
+/// `try_local` answers what needs no network and hands the rest over as
+/// a `Remote`, whose `finish` is the check's; a `Remote` dropped
+/// unfinished decides nothing, and the key's next check asks again.
+#[test]
+fn try_local_answers_without_redis_or_hands_over_the_rest() {
+    let server = Server::start();
+    let t = (wall_ns() / S) * S + S / 2;
+    let calls = || server.ratecell_calls();
+    for mode in [Mode::CachedDeny, Mode::Leased] {
+        let limiter =
+            RedisLimiter::builder(&server.url(), Config::new(Algorithm::FixedWindow, 2, S))
+                .mode(mode)
+                .prefix(format!("{mode:?}:").as_bytes())
+                .send_at(true)
+                .skew(Duration::ZERO)
+                .build()
+                .unwrap();
+        // A new key: nothing here decides it.
+        let before = calls();
+        let Err(dropped) = limiter.try_local(5, Request::new(1).at(t)) else {
+            panic!("{mode:?}: a new key was decided without Redis");
+        };
+        drop(dropped);
+        assert_eq!(calls(), before, "{mode:?}: dropping sends nothing");
+        for i in 0..2 {
+            let remote = limiter
+                .try_local(5, Request::new(1).at(t + i))
+                .expect_err("the window's units are Redis's to give");
+            assert!(remote.finish().allowed, "{mode:?} {i}");
+        }
+        // The window is spent: Redis says so once, then the node does.
+        let refused = match limiter.try_local(5, Request::new(1).at(t + 2)) {
+            Err(remote) => remote.finish(),
+            Ok(d) => d,
+        };
+        assert!(!refused.allowed, "{mode:?}");
+        let sent = calls();
+        for i in 3..100 {
+            let d = limiter
+                .try_local(5, Request::new(1).at(t + i))
+                .unwrap_or_else(|_| panic!("{mode:?}: a refusal in hand needs no command"));
+            assert!(!d.allowed, "{mode:?}");
+            assert_eq!(d.retry_after_ns, S / 2 - i, "{mode:?}");
+        }
+        assert_eq!(calls(), sent, "{mode:?}");
+    }
+}
+
 /// At steady state a busy key's checks are spent locally: Redis sees at
 /// least 50 times fewer commands than the node makes checks (a count of
 /// commands, whatever the speed).

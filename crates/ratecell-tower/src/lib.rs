@@ -26,7 +26,10 @@
 //!   [`FailurePolicy`] answers (503 unless it fails open). With the `redis`
 //!   feature, `RedisLimits` keeps limits in Redis through ratecell's module,
 //!   shared by every server that uses it, with a timeout (250 ms by
-//!   default).
+//!   default). With `redis-modes`, `RedisLimiterLimits` decides one such
+//!   limit through ratecell-redis-client's `RedisLimiter` in any of its
+//!   modes (`strict`, `cached_deny`, `leased`: SPEC §8), which cost Redis
+//!   nothing for a denied key or a key whose units are in hand.
 //! - [`fields`]: the field values and the problem document, as pure
 //!   functions of those decisions.
 //! - [`acquire`]: a future that resolves when a request is admitted.
@@ -52,6 +55,8 @@ mod layer;
 mod limits;
 #[cfg(feature = "metrics")]
 mod metrics;
+#[cfg(feature = "redis-modes")]
+mod redis_modes;
 #[cfg(feature = "redis")]
 mod redis_store;
 
@@ -65,9 +70,15 @@ pub use layer::{
 pub use limits::{
     AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits, StoreError,
 };
+/// The ratecell-redis-client crate this one is built with (feature
+/// `redis-modes`): build the [`RedisLimiterLimits`]' limiter through it.
+#[cfg(feature = "redis-modes")]
+pub use ratecell_redis_client as redis_client;
 /// The `redis` crate this one is built with (feature `redis`): connect
 /// through it, so that the connection is the type [`RedisLimits`] takes.
 #[cfg(feature = "redis")]
 pub use redis;
+#[cfg(feature = "redis-modes")]
+pub use redis_modes::RedisLimiterLimits;
 #[cfg(feature = "redis")]
 pub use redis_store::{DEFAULT_TIMEOUT, InvalidRedisLimits, RedisLimits};

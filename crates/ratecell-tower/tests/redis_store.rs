@@ -9,156 +9,17 @@
 //! built module; `scripts/redis-tests.sh` builds the module, sets
 //! `RATECELL_REDIS_MODULE` and runs them with `--ignored`.
 
-use std::net::{SocketAddr, TcpListener as StdListener};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::routing::get;
-use bytes::Bytes;
-use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
-use ratecell::{Algorithm, Config};
+use http::StatusCode;
+use ratecell::Algorithm;
 use ratecell_tower::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ratecell_tower::{FailurePolicy, RateLimitLayer, RedisLimits, StoreError};
-use tokio::net::{TcpListener, TcpStream};
-
-/// What a request may take beyond the store's timeout on a loaded 2-core
-/// machine (a connection, a handshake, the timer's thread): generous, and
-/// still far below what a hang would take.
-const SLACK: Duration = Duration::from_millis(1500);
-
-const HOUR_NS: u64 = 3_600_000_000_000;
-
-fn module() -> PathBuf {
-    let path = std::env::var_os("RATECELL_REDIS_MODULE")
-        .map(PathBuf::from)
-        .expect("set RATECELL_REDIS_MODULE to the built module (scripts/redis-tests.sh does)");
-    assert!(path.exists(), "{} does not exist", path.display());
-    path
-}
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A redis-server with the module loaded. Dropping it continues it if it
-/// was paused, kills it and removes its directory.
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Server {
-    fn start() -> Server {
-        Server::start_on(free_port())
-    }
-
-    fn start_on(port: u16) -> Server {
-        let dir = std::env::temp_dir().join(format!(
-            "ratecell-tower-redis-{}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--loadmodule")
-            .arg(module())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH");
-        let server = Server { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while server.ping().is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on {port} did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn conn(&self) -> redis::RedisResult<redis::Connection> {
-        let c =
-            redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(5))?;
-        c.set_read_timeout(Some(Duration::from_secs(10)))?;
-        Ok(c)
-    }
-
-    fn ping(&self) -> redis::RedisResult<String> {
-        redis::cmd("PING").query(&mut self.conn()?)
-    }
-
-    fn exists(&self, key: &str) -> bool {
-        redis::cmd("EXISTS")
-            .arg(key)
-            .query::<i64>(&mut self.conn().unwrap())
-            .unwrap()
-            == 1
-    }
-
-    fn signal(&self, signal: &str) {
-        // The `kill` command rather than libc: this crate forbids unsafe code.
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .expect("the kill command");
-        assert!(status.success(), "kill {signal} {}", self.child.id());
-    }
-
-    /// Stops the server (SIGSTOP): it keeps its connections but answers
-    /// nothing until `resume`.
-    fn pause(&self) {
-        self.signal("-STOP");
-    }
-
-    fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    /// Kills the server (SIGKILL) and waits for it to exit.
-    fn kill(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // A paused server would otherwise be killed stopped; harmless for
-        // SIGKILL, but never leave one stopped if the kill failed.
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.child.id().to_string()])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use support::{SLACK, Server, get_as, hour, serve};
 
 async fn connect(server: &Server) -> ConnectionManager {
     let client = redis::Client::open(server.url()).unwrap();
@@ -176,72 +37,6 @@ async fn connect_retrying(server: &Server) -> ConnectionManager {
         .get_connection_manager_with_config(config)
         .await
         .unwrap()
-}
-
-fn hour(algorithm: Algorithm, limit: u64) -> Config {
-    Config::new(algorithm, limit, HOUR_NS)
-}
-
-/// An axum app with `layer`, keyed by the `x-key` header.
-async fn serve(layer: RateLimitLayer) -> SocketAddr {
-    let app = Router::new()
-        .route("/", get(|| async { "hello" }))
-        .layer(layer.key_header(http::HeaderName::from_static("x-key")));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
-}
-
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
-    took: Duration,
-}
-
-impl Answer {
-    fn field(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-
-    /// `r` of the RateLimit field's first item.
-    fn remaining(&self) -> u64 {
-        let field = self.field("ratelimit").expect("a RateLimit field");
-        let r = field.split(";r=").nth(1).expect("an r parameter");
-        r.split(';').next().unwrap().parse().unwrap()
-    }
-}
-
-/// A request to `app` keyed `key`; fails the test when no answer comes
-/// within 20 s, so that a hanging layer fails rather than hangs the test.
-async fn get_as(app: SocketAddr, key: &str) -> Answer {
-    tokio::time::timeout(Duration::from_secs(20), get_once(app, key))
-        .await
-        .expect("no answer within 20 s: the layer hangs")
-}
-
-async fn get_once(addr: SocketAddr, key: &str) -> Answer {
-    let start = Instant::now();
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let req = Request::get("/")
-        .header("host", "127.0.0.1")
-        .header("x-key", key)
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let res = sender.send_request(req).await.unwrap();
-    let (parts, body) = res.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    Answer {
-        status: parts.status,
-        headers: parts.headers,
-        body: String::from_utf8(body.to_vec()).unwrap(),
-        took: start.elapsed(),
-    }
 }
 
 /// Counts the store errors a layer reports, by kind.

@@ -36,7 +36,8 @@ tried again with backoff (10 ms doubling to 1 s)::
 ``check_all`` checks several limits as one all-or-nothing request
 (``RATECELL.CHECKALL``). ``RedisLimits`` gives the HTTP middlewares
 (``ratecell.asgi``, ``ratecell.wsgi``) one or several named limits kept in
-Redis, with a ``redis.Redis`` or a ``redis.asyncio.Redis`` client. Errors
+Redis, with a ``redis.Redis`` or a ``redis.asyncio.Redis`` client, or one
+limit in ``mode="cached_deny"`` or ``"leased"`` (a ``redis.Redis``). Errors
 from the module that name a configuration field raise the matching
 ``InvalidConfig`` subclass; anything else is redis-py's own exception.
 """
@@ -47,6 +48,7 @@ import asyncio
 import contextlib
 import ctypes
 import datetime
+import functools
 import heapq
 import inspect
 import itertools
@@ -469,6 +471,7 @@ class RedisLimiter:
         "_refiller",
         "_local",
         "_mode",
+        "_settings",
         "algorithm",
         "limit",
         "period_ns",
@@ -514,6 +517,14 @@ class RedisLimiter:
             raise ValueError(f"timeout must be positive seconds or None, not {timeout!r}")
         self._client = client
         self._mode = mode
+        # What makes this limit again in another mode (RedisLimits).
+        self._settings: dict[str, Any] = dict(
+            algorithm=name, limit=limit, period_ns=_period_ns(period_ns, period),
+            burst=burst, sub_windows=sub_windows, prefix=prefix, timeout=timeout,
+            failure=failure, expected_nodes=expected_nodes, max_grant=max_grant,
+            horizon=horizon, lease_expiry=lease_expiry, skew=skew, capacity=capacity,
+            send_at=send_at,
+        )
         self.algorithm = name
         self.limit = limit
         self.period_ns = _period_ns(period_ns, period)
@@ -693,9 +704,48 @@ class RedisLimiter:
     def _decide(self, key: Key, cost: int, at: int | None) -> Decision:
         if self._mode == "leased":
             return self._leased(key, cost, at, None)
+        r = self._try_local(key, cost, at)
+        return r if isinstance(r, Decision) else r()
+
+    def _try_local(self, key: Key, cost: int, at: int | None) -> Decision | Callable[[], Decision]:
+        """The check's decision when this node makes it without Redis (a
+        leased key's units in hand, a remembered denial, the failure policy
+        during a backoff); else a function that finishes it, waiting on
+        Redis at most ``timeout``. A check is the two in sequence;
+        ``RedisLimits`` runs the function in a thread under an event loop."""
+        if self._mode == "leased":
+            fast = self._fast
+            r = fast(self._lh, key, cost, at, None) if fast is not None else None
+            if r.__class__ is Decision:
+                return r
+            if r is None:
+                r = _leases_check(self._lh, key, cost, at)
+            step, d, g = r
+            if step == _ffi.STEP_FETCH:
+                # Owned from here, so that it is freed if the rest never runs.
+                owned = (step, d, _ffi.GrantHandle(g))
+                return functools.partial(self._leased, key, cost, at, owned)
+            if step != _ffi.STEP_DIRECT:
+                return self._leased(key, cost, at, r)
+        core = self._core
+        now = at if at is not None else time.time_ns()
         if self._mode == "cached_deny":
-            return self._cached_deny(key, cost, at)
-        return self._strict(key, cost, at)
+            # The time a denial is remembered from is read before the
+            # command, so the remembered wait never outlasts the one Redis
+            # gave.
+            request = _request(None, key, cost, at, None)
+            out = _ffi.CDecision()
+            found = _lib.ratecell_denials_check(core.denials, request, now, out)
+            if found < 0:
+                raise _errors.error_for_status(-found)
+            if found:
+                return decision_from_c(out)
+            if now < core.down_until:
+                return self._fallback(key, cost, now)
+            return functools.partial(self._cached_deny_remote, key, cost, at, now, request)
+        if now < core.down_until:
+            return self._fallback(key, cost, now)
+        return functools.partial(self._strict_remote, key, cost, at, now)
 
     def _redis_check(self, key: Key, cost: int, at: int | None, now: int) -> Decision | None:
         """Redis's decision; None when it did not answer, now or lately
@@ -718,7 +768,9 @@ class RedisLimiter:
         return _decision(reply)
 
     def _strict(self, key: Key, cost: int, at: int | None) -> Decision:
-        now = at if at is not None else time.time_ns()
+        return self._strict_remote(key, cost, at, at if at is not None else time.time_ns())
+
+    def _strict_remote(self, key: Key, cost: int, at: int | None, now: int) -> Decision:
         d = self._redis_check(key, cost, at, now)
         return d if d is not None else self._fallback(key, cost, now)
 
@@ -731,18 +783,9 @@ class RedisLimiter:
         limit = self.burst if self.burst and self.algorithm in _BURSTY else self.limit
         return Decision(False, limit, 0, max(core.down_until - now, 1), 0, 0)
 
-    def _cached_deny(self, key: Key, cost: int, at: int | None) -> Decision:
-        denials = self._core.denials
-        request = _request(None, key, cost, at, None)
-        # The time a denial is remembered from is read before the command,
-        # so the remembered wait never outlasts the one Redis gave.
-        now = at if at is not None else time.time_ns()
-        out = _ffi.CDecision()
-        found = _lib.ratecell_denials_check(denials, request, now, out)
-        if found < 0:
-            raise _errors.error_for_status(-found)
-        if found:
-            return decision_from_c(out)
+    def _cached_deny_remote(
+        self, key: Key, cost: int, at: int | None, now: int, request: Any
+    ) -> Decision:
         d = self._redis_check(key, cost, at, now)
         if d is None:
             return self._fallback(key, cost, now)
@@ -750,7 +793,7 @@ class RedisLimiter:
             c = _ffi.CDecision(
                 False, d.limit, d.remaining, d.retry_after_ns, d.reset_after_ns, d.wait_ns
             )
-            status = _lib.ratecell_denials_remember(denials, request, now, c)
+            status = _lib.ratecell_denials_remember(self._core.denials, request, now, c)
             if status:
                 raise _errors.error_for_status(status)
         return d
@@ -762,9 +805,7 @@ class RedisLimiter:
         if r is None:
             r = _leases_check(self._lh, key, cost, at)
         step, d, g = r
-        grant = None
-        if g is not None:
-            grant = _ffi.GrantHandle(g)
+        grant = g if g is None or isinstance(g, _ffi.GrantHandle) else _ffi.GrantHandle(g)
         if step == _ffi.STEP_DECIDED:
             return d  # type: ignore[no-any-return]
         if step == _ffi.STEP_REFILL:
@@ -863,7 +904,25 @@ class RedisLimits:
 
     ``now_ns``, a function returning UNIX ns, decides at that time instead
     of the server's clock (``AT``: tests and replays; such states never
-    expire).
+    expire). A leased store spends its units at that time and sends it to
+    the server only when the limiter was made with ``send_at=True``.
+
+    ``mode`` is ``"strict"`` (the default: the commands above),
+    ``"cached_deny"`` or ``"leased"`` (SPEC.md §8). In the last two the
+    store decides through a ``RedisLimiter`` of that mode, made on
+    ``client`` (a ``redis.Redis`` or ``redis.RedisCluster``) with the given
+    limiter's limit and settings (prefix, ``timeout``, ``failure``,
+    ``expected_nodes``, the lease options); one limit only, since a limit
+    decided on its own cannot join an all-or-nothing ``RATECELL.CHECKALL``.
+    A remembered denial, or a leased key's units in hand, answer without a
+    command; under an event loop (ASGI) a check that must ask Redis runs in
+    the loop's default executor, so the loop never waits on Redis. A Redis
+    that does not answer within the limiter's ``timeout`` (0.05 s by
+    default; the store's ``timeout`` applies to strict only) is the
+    limiter's ``failure`` policy's to decide (``"deny"``: a 429 whose
+    Retry-After is the next attempt; ``"local"``: this node's share), not a
+    503. The fields are the same in every mode. ``close()`` stops a leased
+    store's refill thread.
 
     ``timeout`` (seconds, default 0.25; None for none) bounds each check: a
     server that has not answered by then raises ``TimeoutError``, which the
@@ -878,7 +937,9 @@ class RedisLimits:
     client) are called as they are.
     """
 
-    __slots__ = ("_client", "_limiters", "_policies", "_now_ns", "_timeout", "policy_field")
+    __slots__ = (
+        "_client", "_limiters", "_policies", "_now_ns", "_timeout", "_moded", "policy_field"
+    )
 
     def __init__(
         self,
@@ -887,7 +948,13 @@ class RedisLimits:
         *,
         now_ns: Callable[[], int] | None = None,
         timeout: float | None = 0.25,
+        mode: Mode = "strict",
     ) -> None:
+        self._moded: RedisLimiter | None = None
+        if mode not in _MODES:
+            raise ValueError(
+                f"RedisLimits: mode must be one of {', '.join(_MODES)}, not {mode!r}"
+            )
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
         ):
@@ -902,6 +969,25 @@ class RedisLimits:
             if not isinstance(limiter, RedisLimiter):
                 raise TypeError(f"limit {i}: a RedisLimiter, not {type(limiter).__name__}")
         names = check_names([name for name, _ in pairs], len(pairs))
+        for i, (name, limiter) in enumerate(pairs):
+            if limiter.mode not in ("strict", mode):
+                raise ValueError(
+                    f"limit {i} ({name!r}): a {limiter.mode!r} RedisLimiter in a store of mode "
+                    f"{mode!r}: give RedisLimits mode={limiter.mode!r}"
+                )
+        if mode != "strict":
+            if len(pairs) != 1:
+                raise ValueError(
+                    f"RedisLimits: mode={mode!r} takes one limit, not {len(pairs)}: a limit "
+                    "decided on its own cannot join an all-or-nothing RATECELL.CHECKALL "
+                    "(several limits are strict)"
+                )
+            if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
+                raise TypeError(
+                    f"RedisLimits: mode={mode!r} needs a redis.Redis (or RedisCluster) client, "
+                    f"not {type(client).__name__}: its checks that ask Redis run in a thread"
+                )
+            self._moded = RedisLimiter(client, **{**pairs[0][1]._settings, "mode": mode})
         self._client = client
         self._limiters = tuple(limiter for _, limiter in pairs)
         self._policies = tuple(
@@ -919,10 +1005,30 @@ class RedisLimits:
             for (name, limit, period_ns), d in zip(self._policies, decisions, strict=True)
         ]
 
+    @property
+    def limiter(self) -> RedisLimiter | None:
+        """The limiter that decides in cached_deny and leased modes (its
+        ``stats()``); None in strict mode."""
+        return self._moded
+
+    def close(self) -> None:
+        """Stops a leased store's refill thread (as ``RedisLimiter.close``)."""
+        if self._moded is not None:
+            self._moded.close()
+
     def check_limits(
         self, key: bytes, cost: int
     ) -> list[LimitDecision] | Awaitable[list[LimitDecision]]:
         now = None if self._now_ns is None else self._now_ns()
+        if self._moded is not None:
+            r = self._moded._try_local(key, cost, now)
+            if isinstance(r, Decision):
+                return self._items([r])
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return self._items([r()])
+            return self._finish_in_executor(loop, r)
         if len(self._limiters) == 1:
             command = "RATECELL.CHECK"
             args = self._limiters[0]._command(key, cost, now)
@@ -968,6 +1074,11 @@ class RedisLimits:
             raise
         finally:
             pool.release(conn)
+
+    async def _finish_in_executor(
+        self, loop: asyncio.AbstractEventLoop, finish: Callable[[], Decision]
+    ) -> list[LimitDecision]:
+        return self._items([await loop.run_in_executor(None, finish)])
 
     def _decide(self, reply: Any) -> list[LimitDecision]:
         if len(self._limiters) == 1:
