@@ -148,11 +148,20 @@ impl KeyedLimiter {
     }
 
     /// The decision of a request naming a tier this limiter does not have,
-    /// counted as a denial (as a batch counts it).
-    #[cold]
+    /// counted as a denial (as a batch counts it). Built where it is used,
+    /// so a check whose arms meet in one decision keeps it in registers
+    /// (from a call, it comes back through memory); only the count is out
+    /// of line.
+    #[inline]
     pub(super) fn never(&self) -> Decision {
-        self.checks.record(false);
+        self.count_never();
         Decision::NEVER
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_never(&self) {
+        self.checks.record(false);
     }
 
     /// The tiered batch: the one batch loop, each request under its tier
