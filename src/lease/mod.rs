@@ -32,6 +32,8 @@ mod cell;
 mod config;
 mod deny;
 mod leases;
+#[cfg(all(test, ratecell_loom))]
+mod loom_model;
 mod protocol;
 mod store;
 #[cfg(all(test, not(ratecell_loom)))]
