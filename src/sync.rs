@@ -198,12 +198,23 @@ impl StripeU64 {
     }
 }
 
-/// The pointer a live reconfiguration swaps (`crate::live`).
+/// The pointer a live reconfiguration swaps (`crate::live`), and the
+/// places of the lease store (`lease::store`).
 #[cfg(not(ratecell_loom))]
 pub(crate) use core::sync::atomic::AtomicPtr;
 
 #[cfg(ratecell_loom)]
 pub(crate) use loom::sync::atomic::AtomicPtr;
+
+/// The locks beside lock-free paths (the lease store's insertions, a
+/// lease's bookkeeping): loom's under loom, so that a model in which one
+/// thread waits for a lock another holds is explored, not deadlocked (loom
+/// runs a model's threads on one OS thread).
+#[cfg(not(ratecell_loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+#[cfg(ratecell_loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 /// Whether this process's loom models check the statistics stripes
 /// (`stats::stripe` says why only those models do): [`StripeU64`] is then

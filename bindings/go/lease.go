@@ -328,25 +328,34 @@ func (g *Grant) Info() GrantInfo {
 // leases' clock; r.Tier must be 0) and says what to do: StepDecided and
 // StepRefill carry the decision, StepRefill and StepFetch a Grant (the
 // caller's).
-func (l *Leases) Check(r Request) (Step, Decision, *Grant, error) {
-	var d Decision
+func (l *Leases) Check(r Request) (step Step, d Decision, g *Grant, err error) {
+	step, g, err = l.check(&r, &d)
+	return
+}
+
+// check has the library write d in place, for the reason Limiter.check
+// gives: Check is small enough for Go to inline, so d is the caller's own
+// variable, and no copy of a Decision the library has just written (a
+// load across smaller stores) waits for them to reach the cache.
+func (l *Leases) check(r *Request, d *Decision) (Step, *Grant, error) {
 	h, err := l.enter()
 	if err != nil {
-		return 0, d, nil, err
+		return 0, nil, err
 	}
 	if r.Tier != 0 {
 		l.exit()
-		return 0, d, nil, &Error{Op: "leases check", Status: StatusInvalidTier}
+		return 0, nil, &Error{Op: "leases check", Status: StatusInvalidTier}
 	}
 	id, ptr, n := r.Key.c()
 	var g C.uintptr_t
 	step := C.rc_leases_check(h, id, ptr, n, r.cost(), at(r.At), d.cDecision(), &g)
 	l.exit()
 	if step < 0 {
-		return 0, Decision{}, nil, statusError("leases check", C.ratecell_status(-step))
+		*d = Decision{}
+		return 0, nil, statusError("leases check", C.ratecell_status(-step))
 	}
 	d.saturate()
-	return Step(step), d, newGrant(g), nil
+	return Step(step), newGrant(g), nil
 }
 
 // Completion is what a grant's reply, or its absence, decided.

@@ -2,17 +2,18 @@
 //! the node until its `retry_after`, so the key's requests meanwhile are
 //! denied without a command.
 
-use super::store::{Found, KeyRef, Keyed, Store};
+use super::store::{KeyRef, Retire, Store, Tracked};
 use crate::decision::Decision;
 use crate::request::Key;
-use std::sync::atomic::{
+use crate::sync::{
     AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
 };
 
 /// The denials a node remembers, per key (`u64` keys as their 8
 /// little-endian bytes, as a `KeyedLimiter`'s). A check of a remembered key
-/// costs a hash, a shard's read lock and a few loads.
+/// costs a hash, a lookup with no lock and a few loads; remembering one
+/// (after a command to Redis) takes its shard's lock.
 ///
 /// ```
 /// use ratecell::{Decision, lease::DenialCache};
@@ -28,8 +29,11 @@ pub struct DenialCache {
     store: Store<Denial>,
 }
 
+/// A key's remembered denial. The store may reuse it for another key: a
+/// check reads its words between two reads of `generation` (even while it
+/// holds a key), and uses them only if both are the same.
 struct Denial {
-    key: Box<[u8]>,
+    generation: AtomicU64,
     /// Denied until this time (UNIX ns); 0 for none. Written last.
     until: AtomicU64,
     reset_at: AtomicU64,
@@ -37,21 +41,45 @@ struct Denial {
     remaining: AtomicU64,
 }
 
-impl Keyed for Denial {
-    fn key(&self) -> &[u8] {
-        &self.key
+impl Tracked for Denial {
+    /// Idle: its denial is over. Remembering and retiring both take the
+    /// shard's lock, so no write races this one.
+    fn retire(&self, now: u64) -> Retire {
+        if self.until.load(Relaxed) > now {
+            return Retire::Busy;
+        }
+        // An odd generation, then the words (`Release`): a check that reads
+        // one of them sees the generation changed.
+        self.generation.fetch_add(1, Release);
+        for w in [&self.until, &self.reset_at, &self.limit, &self.remaining] {
+            w.store(0, Release);
+        }
+        // 2^63 reuses of one entry: never worn.
+        Retire::Done
+    }
+
+    fn reopen(&self) {
+        self.generation.fetch_add(1, Release);
     }
 }
 
 impl DenialCache {
-    /// A cache for up to about `capacity` keys denied at once (0: 65,536);
-    /// a key beyond it is not remembered (Redis decides its requests).
+    /// A cache for up to about `capacity` keys denied at once (0: 65,536;
+    /// at most [`DenialCache::MAX_CAPACITY`]); a key beyond it is not
+    /// remembered (Redis decides its requests).
     pub fn new(capacity: u64) -> DenialCache {
-        let capacity = if capacity == 0 { 65_536 } else { capacity };
+        let capacity = match capacity {
+            0 => 65_536,
+            c => c.min(Self::MAX_CAPACITY),
+        };
         DenialCache {
-            store: Store::new(capacity),
+            store: Store::new(capacity).expect("the places of 2^20 keys (32 MiB)"),
         }
     }
+
+    /// The most keys a cache remembers at once, 2^20: its places (32 bytes
+    /// a key) are allocated up front.
+    pub const MAX_CAPACITY: u64 = 1 << 20;
 
     /// The remembered denial of `key` at `now_ns`, its `retry_after` and
     /// `reset_after` reduced by the time since; `None` when there is none
@@ -63,21 +91,23 @@ impl DenialCache {
     }
 
     fn check_key(&self, key: KeyRef<'_>, now: u64) -> Option<Decision> {
-        let found = self.store.with(key, |d| {
-            let until = d.until.load(Acquire);
-            (now < until).then(|| Decision {
-                allowed: false,
-                limit: d.limit.load(Relaxed),
-                remaining: d.remaining.load(Relaxed),
-                retry_after_ns: until - now,
-                reset_after_ns: d.reset_at.load(Relaxed).saturating_sub(now),
-                wait_ns: 0,
-            })
-        });
-        match found {
-            Found::Entry(d) => d,
-            Found::Missing | Found::Collision => None,
+        let (d, generation) = self.store.find(key, |d| d.generation.load(Acquire))?;
+        if generation % 2 != 0 {
+            return None;
         }
+        let until = d.until.load(Acquire);
+        let decision = (now < until).then(|| Decision {
+            allowed: false,
+            limit: d.limit.load(Acquire),
+            remaining: d.remaining.load(Acquire),
+            retry_after_ns: until - now,
+            reset_after_ns: d.reset_at.load(Acquire).saturating_sub(now),
+            wait_ns: 0,
+        });
+        // Another key's since the lookup: Redis decides.
+        (d.generation.load(Acquire) == generation)
+            .then_some(decision)
+            .flatten()
     }
 
     /// Remembers Redis's `decision` for `key`, made at `now_ns`, if it is
@@ -92,29 +122,20 @@ impl DenialCache {
         if d.allowed || d.retry_after_ns == u64::MAX {
             return;
         }
-        let write = |e: &Denial| {
-            e.reset_at
-                .store(now.saturating_add(d.reset_after_ns), Relaxed);
-            e.limit.store(d.limit, Relaxed);
-            e.remaining.store(d.remaining, Relaxed);
-            e.until.store(now.saturating_add(d.retry_after_ns), Release);
-        };
-        if let Found::Entry(()) = self.store.with(key, |e| write(e)) {
-            return;
-        }
         let make = || Denial {
-            key: key.bytes.into(),
+            generation: AtomicU64::new(0),
             until: AtomicU64::new(0),
             reset_at: AtomicU64::new(0),
             limit: AtomicU64::new(0),
             remaining: AtomicU64::new(0),
         };
-        if let Some(e) = self
-            .store
-            .get_or_insert(key, make, |e| e.until.load(Relaxed) <= now)
-        {
-            write(&e);
-        }
+        self.store.upsert(key, now, make, |e| {
+            e.reset_at
+                .store(now.saturating_add(d.reset_after_ns), Release);
+            e.limit.store(d.limit, Release);
+            e.remaining.store(d.remaining, Release);
+            e.until.store(now.saturating_add(d.retry_after_ns), Release);
+        });
     }
 
     /// Keys remembered now (expired ones included until their place is

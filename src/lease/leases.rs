@@ -2,17 +2,29 @@
 //! if it arrived early, and the bookkeeping that decides when to ask for
 //! more, how much, and what to do when Redis does not answer.
 
-use super::cell::{GrantCell, Held};
+use super::cell::{GrantCell, Held, Retired, Spend, Word};
 use super::config::{LeaseConfig, LeaseError, Resolved};
 use super::protocol::{Demand, GrantReply, backoff_ns, grant_size, lease_args};
-use super::store::{Found, KeyRef, Keyed, Store};
+use super::store::{KeyRef, Node, Retire, Store, Tracked};
 use crate::config::Algorithm;
 use crate::decision::Decision;
 use crate::keyed::KeyedLimiter;
 use crate::request::{Key, Request, Tier};
-use crate::sync::{AtomicU64, Ordering::Relaxed};
+use crate::sync::{
+    AtomicU64, Mutex, MutexGuard,
+    Ordering::{Acquire, Relaxed, Release},
+};
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64 as Counter;
-use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Lookups a check makes before Redis decides it instead: each but the
+/// first follows one that lost a race with the retirement of the entry it
+/// found.
+const LOOKUPS: usize = 4;
+
+/// A lookup found an entry that was retired or reused before the check
+/// decided anything: look again.
+struct Moved;
 
 /// A node's grants of one leased limit, per key: the local spending and
 /// the protocol's decisions, with no I/O (the module docs say who carries
@@ -58,25 +70,64 @@ pub enum Step {
     /// [`Leases::complete`] it, whose decision is this check's.
     Fetch(GrantRequest),
     /// This key cannot be tracked (the node's keys are at capacity, every
-    /// one holding units, or it shares its 64-bit hash with another key):
-    /// decide it with a `RATECELL.CHECK` of its own.
+    /// one holding units): decide it with a `RATECELL.CHECK` of its own.
     Direct,
 }
 
 /// A grant to ask Redis for: which key, how many units, at what time.
-#[derive(Debug)]
+///
+/// While it lives, its key's entry is not dropped or reused (the entry
+/// counts its requests, `Slow::requests`), so its reply always finds the
+/// key it was asked for.
 pub struct GrantRequest {
-    entry: Arc<Entry>,
+    entry: Arc<Node<Entry>>,
+    key: Box<[u8]>,
     want: u64,
     at: u64,
     /// The check waiting on it (a fetch), or none (a refill, a retry).
     cost: Option<u64>,
 }
 
+impl std::fmt::Debug for GrantRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrantRequest")
+            .field("key", &self.key)
+            .field("want", &self.want)
+            .field("at", &self.at)
+            .field("cost", &self.cost)
+            .finish()
+    }
+}
+
+impl Drop for GrantRequest {
+    fn drop(&mut self) {
+        self.entry.lock().requests -= 1;
+    }
+}
+
 impl GrantRequest {
+    /// A request for `entry`'s key, counted in its entry (`s` is its lock).
+    fn new(
+        entry: Arc<Node<Entry>>,
+        s: &mut Slow,
+        key: &[u8],
+        want: u64,
+        at: u64,
+        cost: Option<u64>,
+    ) -> GrantRequest {
+        s.requests += 1;
+        GrantRequest {
+            entry,
+            key: key.into(),
+            want,
+            at,
+            cost,
+        }
+    }
+
     /// The key's bytes (a `u64` key's 8 little-endian bytes).
     pub fn key(&self) -> &[u8] {
-        &self.entry.key
+        &self.key
     }
 
     /// `w`, the units asked for.
@@ -99,12 +150,14 @@ impl GrantRequest {
     /// failure (no check waits on it).
     #[must_use]
     pub fn retry_at(&self, at: u64) -> GrantRequest {
-        GrantRequest {
-            entry: self.entry.clone(),
-            want: self.want,
+        GrantRequest::new(
+            self.entry.clone(),
+            &mut self.entry.lock(),
+            &self.key,
+            self.want,
             at,
-            cost: None,
-        }
+            None,
+        )
     }
 }
 
@@ -165,17 +218,27 @@ fn bump(c: &Counter, n: u64) {
     c.fetch_add(n, Relaxed);
 }
 
-/// A key's lease. The words a check reads sit beside the grant word.
+/// A key's lease. The words a check that finds units reads come first, on
+/// the line of the store's node that holds the key (`store::Node`).
+///
+/// A check reads the entry without a lock, and the store may reuse it for
+/// another key ([`Tracked`]): a check commits only through the grant
+/// word's CAS, which fails once the generation it loaded has ended, and a
+/// decision made from the other words is made only if the word's
+/// generation is unchanged after reading them ([`Leases::still`]), or
+/// under the lock, which retirement takes. Those words are written with
+/// `Release` and read with `Acquire` for that reread to be sound.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Entry {
     cell: GrantCell,
-    /// A refill is due when a spend leaves this many units or fewer (a
-    /// quarter of the grant)...
-    refill_below: AtomicU64,
+    /// While a refill may be asked for (none since the grant in hand
+    /// came), the refill threshold plus one: a refill is due when a spend
+    /// leaves fewer units than this (a quarter of the grant or fewer)...
+    /// 0 while not armed. One word, so the check reads one line.
+    refill: AtomicU64,
     /// ...or at this time (a fifth of the grant's lifetime left).
     refill_at: AtomicU64,
-    /// 1 while no refill has been asked for since the grant in hand came.
-    armed: AtomicU64,
     /// Redis granted nothing: denied here until this time.
     denied_until: AtomicU64,
     /// Grants failed: no fetch before this time, the policy decides.
@@ -183,14 +246,7 @@ pub(crate) struct Entry {
     /// Checks that found no units and spent none (demand the units do
     /// not show).
     unmet: AtomicU64,
-    key: Box<[u8]>,
     slow: Mutex<Slow>,
-}
-
-impl Keyed for Entry {
-    fn key(&self) -> &[u8] {
-        &self.key
-    }
 }
 
 /// What only the key's lock guards.
@@ -202,21 +258,24 @@ struct Slow {
     /// The units in hand when last counted: spends since are this less
     /// what the cell holds.
     counted_units: u64,
+    /// The refill threshold of the grant in hand, for re-arming `refill`.
+    refill_below: u64,
     demand: Demand,
     failures: u32,
+    /// Grant requests alive for this key: while any is, the entry is not
+    /// retired.
+    requests: u64,
 }
 
 impl Entry {
-    fn new(key: &[u8]) -> Entry {
+    fn new() -> Entry {
         Entry {
             cell: GrantCell::new(),
-            refill_below: AtomicU64::new(0),
+            refill: AtomicU64::new(0),
             refill_at: AtomicU64::new(u64::MAX),
-            armed: AtomicU64::new(0),
             denied_until: AtomicU64::new(0),
             backoff_until: AtomicU64::new(0),
             unmet: AtomicU64::new(0),
-            key: key.into(),
             slow: Mutex::new(Slow::default()),
         }
     }
@@ -226,13 +285,41 @@ impl Entry {
         // way that could admit more: a poisoned lock is used as it is.
         self.slow.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    /// Whether dropping it loses nothing: no units, no denial or backoff
-    /// still running.
-    fn idle(&self, now: u64) -> bool {
-        self.cell.load().is_spent(now)
-            && self.denied_until.load(Relaxed) <= now
-            && self.backoff_until.load(Relaxed) <= now
+impl Tracked for Entry {
+    /// Idle: no units, no denial or backoff still running, no grant
+    /// request alive. A grant kept for later (`Slow::next`) is dropped
+    /// with it: losing units never admits more.
+    fn retire(&self, now: u64) -> Retire {
+        let mut s = self.lock();
+        if s.requests != 0
+            || self.denied_until.load(Relaxed) > now
+            || self.backoff_until.load(Relaxed) > now
+        {
+            return Retire::Busy;
+        }
+        let retired = self.cell.retire(|held| held.is_spent(now));
+        if retired == Retired::Busy {
+            return Retire::Busy;
+        }
+        // After the generation ended, with `Release`: a check that reads
+        // one of these values and then the word finds it ended.
+        self.refill.store(0, Release);
+        self.refill_at.store(u64::MAX, Release);
+        self.denied_until.store(0, Release);
+        self.backoff_until.store(0, Release);
+        self.unmet.store(0, Release);
+        *s = Slow::default();
+        match retired {
+            Retired::Worn => Retire::Worn,
+            _ => Retire::Done,
+        }
+    }
+
+    fn reopen(&self) {
+        let _s = self.lock();
+        self.cell.reopen();
     }
 }
 
@@ -243,7 +330,15 @@ impl Leases {
         let local = config.failure.limiter(&config.limit)?;
         Ok(Leases {
             config: resolved,
-            store: Store::new(resolved.capacity),
+            store: Store::new(resolved.capacity).map_err(|bytes| {
+                LeaseError::new(
+                    "capacity",
+                    format!(
+                        "{} keys need {bytes} bytes of places, which memory cannot hold",
+                        resolved.capacity
+                    ),
+                )
+            })?,
             local,
             counts: Counts::default(),
         })
@@ -275,29 +370,32 @@ impl Leases {
     }
 
     #[inline]
-    fn check_key(&self, kr: KeyRef<'_>, cost: u64, now: u64) -> Step {
-        match self.store.with(kr, |e| self.check_entry(e, cost, now)) {
-            Found::Entry(step) => step,
-            Found::Missing => self.check_new(kr, cost, now),
-            Found::Collision => self.direct(),
+    fn check_key(&self, key: KeyRef<'_>, cost: u64, now: u64) -> Step {
+        // A check whose entry was retired or reused under it (another
+        // key's insertion evicted it) looks again; one that loses that race
+        // every turn meets keys churning faster than they are checked, and
+        // Redis decides.
+        for _ in 0..LOOKUPS {
+            match self.store.find(key, |e| e.cell.open()) {
+                Some((e, word)) => {
+                    if let Ok(step) = self.check_entry(e, key.bytes, word, cost, now) {
+                        return step;
+                    }
+                }
+                None => {
+                    if self.store.upsert(key, now, Entry::new, |_| ()).is_none() {
+                        break;
+                    }
+                }
+            }
         }
+        self.direct()
     }
 
     #[cold]
     fn direct(&self) -> Step {
         bump(&self.counts.direct, 1);
         Step::Direct
-    }
-
-    #[cold]
-    fn check_new(&self, key: KeyRef<'_>, cost: u64, now: u64) -> Step {
-        let entry = self
-            .store
-            .get_or_insert(key, || Entry::new(key.bytes), |e| e.idle(now));
-        match entry {
-            Some(e) => self.check_entry(&e, cost, now),
-            None => self.direct(),
-        }
     }
 
     /// The decision of a spend that left `left` units.
@@ -324,54 +422,74 @@ impl Leases {
         }
     }
 
+    /// Whether `e` is still in the generation of `word`, the word its
+    /// lookup opened: the entry's words read since (with `Acquire`), and
+    /// the key's bytes the lookup compared, are then that key's.
     #[inline]
-    fn check_entry(&self, e: &Arc<Entry>, cost: u64, now: u64) -> Step {
+    fn still(e: &Entry, word: Word) -> bool {
+        e.cell.open().generation() == word.generation()
+    }
+
+    /// A check of the entry its lookup found, `word` loaded before the
+    /// key's bytes were compared; `Err` when the entry was retired or
+    /// reused meanwhile (nothing was spent or decided).
+    #[inline]
+    fn check_entry(
+        &self,
+        e: &Node<Entry>,
+        key: &[u8],
+        word: Word,
+        cost: u64,
+        now: u64,
+    ) -> Result<Step, Moved> {
         let q = cost.max(1);
         if cost == 0 {
             // A peek never asks Redis: it says whether a unit is in hand.
-            let held = e.cell.load();
-            return Step::Decided(if held.covers(1, now) {
+            let held = word.held();
+            let denied = e.denied_until.load(Acquire);
+            if !word.is_live() || !Self::still(e, word) {
+                return Err(Moved);
+            }
+            return Ok(Step::Decided(if held.covers(1, now) {
                 self.spent(held.units)
             } else {
-                self.denial(e.denied_until.load(Relaxed).saturating_sub(now))
-            });
+                self.denial(denied.saturating_sub(now))
+            }));
         }
-        match e.cell.spend(q, now) {
-            Ok(left) => {
-                if (left <= e.refill_below.load(Relaxed) || now >= e.refill_at.load(Relaxed))
-                    && e.armed.load(Relaxed) == 1
-                {
-                    return self.refill(e, left, now);
+        match e.cell.spend(word, q, now) {
+            Spend::Left(left) => {
+                let refill = e.refill.load(Relaxed);
+                if refill != 0 && (left < refill || now >= e.refill_at.load(Relaxed)) {
+                    return Ok(self.refill(e, key, word, left, now));
                 }
-                Step::Decided(self.spent(left))
+                Ok(Step::Decided(self.spent(left)))
             }
-            Err(_) => self.no_units(e, q, now),
+            Spend::Short(_) => self.no_units(e, key, word, q, now),
+            Spend::Moved => Err(Moved),
         }
     }
 
     /// A spend crossed a refill threshold: one check per grant gets here
     /// and asks for the next one.
     #[cold]
-    fn refill(&self, e: &Arc<Entry>, left: u64, now: u64) -> Step {
+    fn refill(&self, e: &Node<Entry>, key: &[u8], word: Word, left: u64, now: u64) -> Step {
         let d = self.spent(left);
         // No refill while Redis has said "nothing yet" or grants fail: the
         // remembered denial and the background retry cover those.
-        if now < e.denied_until.load(Relaxed)
-            || now < e.backoff_until.load(Relaxed)
-            || e.armed.swap(0, Relaxed) != 1
-        {
+        if now < e.denied_until.load(Relaxed) || now < e.backoff_until.load(Relaxed) {
             return Step::Decided(d);
         }
-        let want = self.want(e, &mut e.lock(), 0, now);
+        // Under the lock the generation is either the spend's, whose
+        // threshold one check disarms, or over (nothing to refill).
+        let mut s = e.lock();
+        if !Self::still(e, word) || e.refill.swap(0, Relaxed) == 0 {
+            return Step::Decided(d);
+        }
+        let want = self.want(e, &mut s, 0, now);
         bump(&self.counts.refills, 1);
         Step::Refill(
             d,
-            GrantRequest {
-                entry: e.clone(),
-                want,
-                at: now,
-                cost: None,
-            },
+            GrantRequest::new(self.store.share(e), &mut s, key, want, now, None),
         )
     }
 
@@ -388,41 +506,58 @@ impl Leases {
     }
 
     #[cold]
-    fn no_units(&self, e: &Arc<Entry>, q: u64, now: u64) -> Step {
+    fn no_units(
+        &self,
+        e: &Node<Entry>,
+        key: &[u8],
+        word: Word,
+        q: u64,
+        now: u64,
+    ) -> Result<Step, Moved> {
         let limit = self.config.reported_limit();
         if q > limit {
             // No grant can cover it (SPEC §3: never).
-            return Step::Decided(Decision {
+            return Ok(Step::Decided(Decision {
                 retry_after_ns: u64::MAX,
                 ..self.denial(1)
-            });
+            }));
         }
-        let denied = e.denied_until.load(Relaxed);
+        let denied = e.denied_until.load(Acquire);
+        let backoff = e.backoff_until.load(Acquire);
+        if !word.is_live() || !Self::still(e, word) {
+            return Err(Moved);
+        }
         if now < denied {
             e.unmet.fetch_add(q, Relaxed);
             bump(&self.counts.remembered_denials, 1);
-            return Step::Decided(self.denial(denied - now));
+            return Ok(Step::Decided(self.denial(denied - now)));
         }
-        let backoff = e.backoff_until.load(Relaxed);
         if now < backoff {
             e.unmet.fetch_add(q, Relaxed);
-            return Step::Decided(self.fallback(&e.key, q, now, backoff));
+            return Ok(Step::Decided(self.fallback(key, q, now, backoff)));
         }
         let mut s = e.lock();
+        // Under the lock the generation cannot end: the key's, if it is
+        // the one the lookup opened.
+        if !Self::still(e, word) {
+            return Err(Moved);
+        }
         // A grant may have come while this check waited for the lock, or
         // one kept for later may be due now.
         self.promote(e, &mut s, now);
-        if let Ok(left) = e.cell.spend(q, now) {
-            return Step::Decided(self.spent(left));
+        if let Spend::Left(left) = e.cell.spend(e.cell.open(), q, now) {
+            return Ok(Step::Decided(self.spent(left)));
         }
         let want = self.want(e, &mut s, q, now);
         bump(&self.counts.fetches, 1);
-        Step::Fetch(GrantRequest {
-            entry: e.clone(),
+        Ok(Step::Fetch(GrantRequest::new(
+            self.store.share(e),
+            &mut s,
+            key,
             want,
-            at: now,
-            cost: Some(q),
-        })
+            now,
+            Some(q),
+        )))
     }
 
     /// Puts the kept grant in hand once the one in hand is spent or has
@@ -450,10 +585,10 @@ impl Leases {
         let spent = s.counted_units.saturating_sub(old.units);
         s.demand.add(now, spent, self.config.horizon);
         s.counted_units = new.units;
-        e.refill_below.store(new.units / 4, Relaxed);
+        s.refill_below = new.units / 4;
         e.refill_at
-            .store(new.until - new.until.saturating_sub(now) / 5, Relaxed);
-        e.armed.store(1, Relaxed);
+            .store(new.until - new.until.saturating_sub(now) / 5, Release);
+        e.refill.store(s.refill_below + 1, Release);
     }
 
     /// Hands back the answer to `req`: the reply, or `None` when there was
@@ -473,7 +608,7 @@ impl Leases {
         bump(&self.counts.units_granted, reply.units);
         let mut s = e.lock();
         s.failures = 0;
-        e.backoff_until.store(0, Relaxed);
+        e.backoff_until.store(0, Release);
         if reply.units == 0 {
             bump(&self.counts.empty_grants, 1);
             let retry = reply.retry_after_ns;
@@ -485,12 +620,12 @@ impl Leases {
                 retry
             };
             e.denied_until
-                .store(req.at.saturating_add(retry).max(now), Relaxed);
+                .store(req.at.saturating_add(retry).max(now), Release);
             // Whatever is still in hand keeps its refill thresholds; the
             // next refill waits for the denial to end.
-            e.armed.store(1, Relaxed);
+            e.refill.store(s.refill_below + 1, Release);
         } else {
-            e.denied_until.store(0, Relaxed);
+            e.denied_until.store(0, Release);
             let until = reply.expires_at_ns.saturating_sub(self.config.skew);
             self.apply(
                 e,
@@ -503,13 +638,12 @@ impl Leases {
             );
         }
         drop(s);
-        let decision = req.cost.map(|q| match e.cell.spend(q, now) {
-            Ok(left) => self.spent(left),
-            Err(_) if reply.units == 0 => {
-                self.denial(e.denied_until.load(Relaxed).saturating_sub(now))
-            }
+        // The request keeps the entry in its generation: no `Moved`.
+        let decision = req.cost.map(|q| match e.cell.spend(e.cell.open(), q, now) {
+            Spend::Left(left) => self.spent(left),
+            _ if reply.units == 0 => self.denial(e.denied_until.load(Relaxed).saturating_sub(now)),
             // Granted fewer than the cost, or others spent them first.
-            Err(_) => self.denial(1),
+            _ => self.denial(1),
         });
         Completion {
             decision,
@@ -572,9 +706,9 @@ impl Leases {
         let mut s = e.lock();
         s.failures = s.failures.saturating_add(1);
         let until = now.saturating_add(backoff_ns(s.failures));
-        e.backoff_until.store(until, Relaxed);
+        e.backoff_until.store(until, Release);
         drop(s);
-        let decision = req.cost.map(|q| self.fallback(&e.key, q, now, until));
+        let decision = req.cost.map(|q| self.fallback(&req.key, q, now, until));
         Completion {
             decision,
             retry_at_ns: Some(until),
@@ -595,7 +729,7 @@ impl Leases {
     /// `send_at` (the node and the server on one explicit timeline).
     pub fn command(&self, req: &GrantRequest, prefix: &[u8], send_at: bool) -> Vec<Vec<u8>> {
         let mut key = prefix.to_vec();
-        key.extend_from_slice(&req.entry.key);
+        key.extend_from_slice(&req.key);
         lease_args(&self.config, key, req.want, send_at.then_some(req.at))
     }
 

@@ -21,8 +21,10 @@
 //!
 //! - `config`: [`LeaseConfig`], its defaults and the checks that refuse it.
 //! - `protocol`: the command's arguments, the reply, grant sizing, backoff.
-//! - `cell`: the grant word and its CAS loops (the only atomics a spend touches).
-//! - `store`: keys to entries, sharded, with the key's bytes kept for the command.
+//! - `cell`: the grant word, its entry's generation in it, and its CAS loops
+//!   (the only atomic a spend writes).
+//! - `store`: keys to entries, found without a lock; idle entries reused for
+//!   new keys; the key's bytes kept for the command.
 //! - `leases`: [`Leases`], the per-key protocol.
 //! - `deny`: [`DenialCache`].
 
@@ -30,6 +32,8 @@ mod cell;
 mod config;
 mod deny;
 mod leases;
+#[cfg(all(test, ratecell_loom))]
+mod loom_model;
 mod protocol;
 mod store;
 #[cfg(all(test, not(ratecell_loom)))]

@@ -340,6 +340,41 @@ fn remembered_denials_count_down_and_end() {
 }
 
 #[test]
+fn a_full_denial_cache_reuses_the_place_of_a_denial_that_ended() {
+    // One key at most.
+    let c = DenialCache::new(1);
+    let denied = |retry_after_ns| Decision {
+        allowed: false,
+        limit: 5,
+        remaining: 0,
+        retry_after_ns,
+        reset_after_ns: 400,
+        wait_ns: 0,
+    };
+    let long = b"a long key, of more than one word";
+    c.remember(long, &denied(100), T0);
+    // Full: another key is not remembered while the first runs.
+    c.remember(2, &denied(100), T0 + 50);
+    assert!(c.check(2, T0 + 50).is_none());
+    assert_eq!(c.check(long, T0 + 50).unwrap().retry_after_ns, 50);
+    // Once it has ended, the other takes its place.
+    c.remember(2, &denied(100), T0 + 100);
+    assert_eq!(c.check(2, T0 + 150).unwrap().retry_after_ns, 50);
+    assert!(c.check(long, T0 + 150).is_none());
+    assert_eq!(c.len(), 1);
+}
+
+#[test]
+fn a_capacity_memory_cannot_hold_is_refused() {
+    let e = Leases::new(LeaseConfig::new(
+        Config::new(Algorithm::FixedWindow, 100, S).capacity(1 << 40),
+    ))
+    .err()
+    .unwrap();
+    assert_eq!(e.field, "capacity");
+}
+
+#[test]
 fn a_requests_time_wins_over_the_callers_clock() {
     let l = Leases::new(fixed(100)).unwrap();
     // The request says T0; the clock reading passed beside it is ignored.
@@ -360,4 +395,61 @@ fn a_tier_a_lease_does_not_have_is_never_admitted() {
     let d = decided(l.check(1, crate::Request::new(1).tier(crate::Tier::checked(1)), T0));
     assert_eq!(d, Decision::NEVER);
     assert_eq!(l.stats().fetches, 0);
+}
+
+#[test]
+fn keys_churning_through_a_small_node_spend_only_their_own_grants() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    // 4 keys at most, 16 checked: entries are evicted and reused all the
+    // time, while other threads spend from them.
+    const KEYS: usize = 16;
+    let l = Leases::new(
+        LeaseConfig::new(Config::new(Algorithm::FixedWindow, 1_000, S).capacity(4)).skew_ns(0),
+    )
+    .unwrap();
+    let granted: [AtomicU64; KEYS] = Default::default();
+    let admitted: [AtomicU64; KEYS] = Default::default();
+    let key_of = |r: &GrantRequest| u64::from_le_bytes(r.key().try_into().unwrap()) as usize;
+    std::thread::scope(|s| {
+        for thread in 0..4u64 {
+            let (l, granted, admitted) = (&l, &granted, &admitted);
+            s.spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ thread;
+                for i in 0..20_000u64 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = (x % KEYS as u64) as usize;
+                    // Grants last until the end of a window of 50 checks
+                    // (every key's the same: a stale spend would find a
+                    // word like its own); the threads' clocks differ, so
+                    // some check in another's past.
+                    let now = T0 + (i + thread * 7) * MS;
+                    let until = (now / (50 * MS) + 1) * 50 * MS;
+                    let grant = |r: &GrantRequest| {
+                        granted[key_of(r)].fetch_add(3, Relaxed);
+                        l.complete(r, Some(reply(3, until)), now)
+                    };
+                    let allowed = match l.check(k as u64, 1, now) {
+                        Step::Decided(d) => d.allowed,
+                        Step::Refill(d, r) => {
+                            grant(&r);
+                            d.allowed
+                        }
+                        Step::Fetch(r) => grant(&r).decision.unwrap().allowed,
+                        Step::Direct => false,
+                    };
+                    admitted[k].fetch_add(u64::from(allowed), Relaxed);
+                }
+            });
+        }
+    });
+    let mut total = 0;
+    for k in 0..KEYS {
+        let (a, g) = (admitted[k].load(Relaxed), granted[k].load(Relaxed));
+        assert!(a <= g, "key {k} admitted {a} of {g} granted");
+        total += a;
+    }
+    assert!(total > 10_000, "the keys were mostly tracked: {total}");
+    assert!(l.stats().keys <= 4);
 }

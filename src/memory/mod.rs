@@ -126,6 +126,21 @@ pub(crate) fn zeroed_wide_words(
     zeroed_slice(len, residency, || SlotU128::new(0))
 }
 
+/// Like [`zeroed_words`], for an array of a struct of atomics (the lease
+/// store's places).
+///
+/// # Safety
+/// All-zero bytes are a valid `T`, and `T` needs no drop (the array is
+/// freed without dropping its items); `zero` makes that value (loom
+/// builds the array from it).
+pub(crate) unsafe fn zeroed_array<T>(
+    len: usize,
+    residency: Residency,
+    zero: impl Fn() -> T,
+) -> Result<AlignedWords<T>, usize> {
+    zeroed_slice(len, residency, zero)
+}
+
 #[cfg(not(ratecell_loom))]
 fn zeroed_slice<T>(
     len: usize,
@@ -156,7 +171,7 @@ fn zeroed_slice<T>(
     // shortcut above 16-byte alignment), which faults every page in at
     // 4 KiB before the advice could apply.
     // SAFETY: the layout has a non-zero size (len > 0 and T is not a ZST:
-    // callers only use atomic integers).
+    // callers only use atomic integers, and structs of them).
     let ptr = unsafe {
         if now {
             alloc(layout)
@@ -182,7 +197,8 @@ fn zeroed_slice<T>(
         unsafe { std::ptr::write_bytes(ptr.as_ptr().cast::<u8>(), 0, bytes) };
     }
     // The allocation holds `len` values of T laid out as an array; all-zero
-    // bits are a valid value for the atomic integers callers use; `AlignedWords`
+    // bits are a valid value for the atomic integers callers use (and the
+    // structs of them `zeroed_array`'s callers vouch for); `AlignedWords`
     // frees it with the same layout.
     Ok(AlignedWords {
         ptr,

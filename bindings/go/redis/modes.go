@@ -278,12 +278,10 @@ func (l *Limiter) call(ctx context.Context, args ...any) ([]int64, error) {
 	return nil, errOutage
 }
 
+// decide is a check of a Strict or CachedDeny limiter (run decides a
+// Leased one).
 func (l *Limiter) decide(ctx context.Context, key string, cost uint64, at bool, nowNs uint64) (ratecell.Decision, error) {
-	m := l.m
-	switch m.mode {
-	case Leased:
-		return l.leased(ctx, key, cost, at, nowNs)
-	case CachedDeny:
+	if l.m.mode == CachedDeny {
 		return l.cachedDeny(ctx, key, cost, at, nowNs)
 	}
 	return l.strict(ctx, key, cost, at, timeOf(at, nowNs))
@@ -372,22 +370,19 @@ func (l *Limiter) cachedDeny(ctx context.Context, key string, cost uint64, at bo
 	return d, err
 }
 
-func (l *Limiter) leased(ctx context.Context, key string, cost uint64, at bool, nowNs uint64) (ratecell.Decision, error) {
+// leased is what a leased check does when its step is not StepDecided
+// (run has the step, and d if it carries one): queue the refill, fetch
+// the grant now, or ask Redis.
+func (l *Limiter) leased(ctx context.Context, key string, cost uint64, at bool, nowNs uint64, step ratecell.Step, d *ratecell.Decision, g *ratecell.Grant) (ratecell.Decision, error) {
 	m := l.m
-	step, d, g, err := m.leases.Check(request(key, cost, at, nowNs))
-	if err != nil {
-		return d, err
-	}
 	switch step {
-	case ratecell.StepDecided:
-		return d, nil
 	case ratecell.StepRefill:
 		select {
 		case m.refills <- job{grant: g}:
 		default:
 			g.Free() // queue full: the key fetches when it runs dry
 		}
-		return d, nil
+		return *d, nil
 	case ratecell.StepFetch:
 		defer g.Free()
 		reply, err := l.lease(ctx, g)

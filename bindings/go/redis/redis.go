@@ -80,10 +80,24 @@ func (l *Limiter) command(key string, cost uint64, at bool, nowNs uint64) []any 
 }
 
 func (l *Limiter) run(ctx context.Context, key string, cost uint64, at bool, nowNs uint64) (ratecell.Decision, error) {
-	if l.m != nil {
-		return l.decide(ctx, key, cost, at, nowNs)
+	m := l.m
+	if m == nil {
+		return l.runWith(ctx, l.client, key, cost, at, nowNs)
 	}
-	return l.runWith(ctx, l.client, key, cost, at, nowNs)
+	if m.mode == Leased {
+		// A leased check that finds units is decided in this frame, the
+		// one its Decision is returned from (ratecell.Leases.Check is
+		// inlined, so the library writes it here): returned through one
+		// more call, Go copies it through memory first, and that copy's
+		// loads across the smaller stores just made wait for them
+		// (ratecell.Leases.check). Everything else is leased's.
+		step, d, g, err := m.leases.Check(request(key, cost, at, nowNs))
+		if step == ratecell.StepDecided || err != nil {
+			return d, err
+		}
+		return l.leased(ctx, key, cost, at, nowNs, step, &d, g)
+	}
+	return l.decide(ctx, key, cost, at, nowNs)
 }
 
 func (l *Limiter) runWith(ctx context.Context, client Client, key string, cost uint64, at bool, nowNs uint64) (ratecell.Decision, error) {
