@@ -262,10 +262,22 @@ fn a_replica_holds_the_same_states_and_continues_them_when_promoted() {
     // Expiring states too (no AT): the replica gets their PXAT.
     let c = Config::new(Algorithm::TokenBucket, 5, 3_600_000_000_000);
     check(&mut m, "live", &c, 2, None);
+    // A lease's charge reaches the replica as a check's state does (§8).
+    let granted: Vec<i64> = redis::cmd("RATECELL.LEASE")
+        .arg("leased")
+        .arg("fixed_window")
+        .arg(10)
+        .arg("1h")
+        .arg("WANT")
+        .arg(4)
+        .query(&mut m)
+        .unwrap();
+    assert_eq!(granted[0], 4, "{granted:?}");
     let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut m).unwrap();
     assert_eq!(acked, 1);
     let mut keys: Vec<String> = halves.cases.iter().map(|(k, _, _)| k.clone()).collect();
     keys.push("live".into());
+    keys.push("leased".into());
     let on_master = dumps(&mut m, &keys);
     assert!(on_master.iter().all(Option::is_some));
     assert_eq!(dumps(&mut r, &keys), on_master);
@@ -786,6 +798,28 @@ fn a_three_master_cluster_routes_by_slot() {
     for n in &nodes {
         let size: i64 = redis::cmd("DBSIZE").query(&mut n.conn()).unwrap();
         assert!(size > 50, "node {} holds {size} of 300 keys", n.port);
+    }
+    // Leases route by their key's slot too, and charge the key there.
+    for i in 0..30 {
+        let key = format!("user:{i}");
+        let v = routed(
+            &ports,
+            &["RATECELL.LEASE", &key, "gcra", "5", "1h", "WANT", "2"],
+        )
+        .unwrap();
+        assert!(
+            matches!(v, Value::Array(ref a) if a[0] == Value::Int(2)),
+            "{key}: {v:?}"
+        );
+        let v = routed(
+            &ports,
+            &["RATECELL.CHECK", &key, "gcra", "5", "1h", "COST", "3"],
+        )
+        .unwrap();
+        assert!(
+            matches!(v, Value::Array(ref a) if a[0] == Value::Int(0)),
+            "{key}: 1 checked and 2 leased of 5, so 3 more are refused: {v:?}"
+        );
     }
     // Keys in different slots: CROSSSLOT; one hash tag: one slot, admitted.
     let cross = routed(
