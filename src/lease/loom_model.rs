@@ -26,16 +26,6 @@ fn one_key() -> Leases {
     Leases::new(LeaseConfig::new(limit).skew_ns(0)).unwrap()
 }
 
-fn grant(units: u64, expires_at_ns: u64) -> GrantReply {
-    GrantReply {
-        units,
-        expires_at_ns,
-        retry_after_ns: 0,
-        limit: 100,
-        remaining: 0,
-    }
-}
-
 /// Whether a check admitted (a request it made is dropped unsent).
 fn admitted(step: Step) -> bool {
     match step {
@@ -143,14 +133,18 @@ fn a_stale_spend_never_lands_on_the_key_that_reused_the_entry() {
         let Step::Fetch(req) = leases.check(A, 1, 0) else {
             panic!("A fetches")
         };
-        let d = leases.complete(&req, Some(grant(2, 10)), 0).decision;
+        let d = leases
+            .complete(&req, Some(GrantReply::of(2, 10)), 0)
+            .decision;
         assert!(d.unwrap().allowed);
         drop(req);
         let l = leases.clone();
         let spender = loom::thread::spawn(move || admitted(l.check(A, 1, EARLY)));
         let b = match leases.check(B, 1, LATE) {
             Step::Fetch(req) => {
-                let d = leases.complete(&req, Some(grant(2, 10)), EARLY).decision;
+                let d = leases
+                    .complete(&req, Some(GrantReply::of(2, 10)), EARLY)
+                    .decision;
                 assert!(d.unwrap().allowed, "B's own unit");
                 Some(req)
             }

@@ -30,6 +30,21 @@ pub struct GrantReply {
     pub remaining: u64,
 }
 
+/// The tests' grants (the unit tests' and the loom models'): `units`
+/// until `expires_at_ns` of a limit of 100, nothing left in the key.
+#[cfg(test)]
+impl GrantReply {
+    pub(crate) fn of(units: u64, expires_at_ns: u64) -> GrantReply {
+        GrantReply {
+            units,
+            expires_at_ns,
+            retry_after_ns: 0,
+            limit: 100,
+            remaining: 0,
+        }
+    }
+}
+
 /// A reply that is not `RATECELL.LEASE`'s.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplyError(pub String);

@@ -12,16 +12,6 @@ fn fixed(limit: u64) -> LeaseConfig {
     LeaseConfig::new(Config::new(Algorithm::FixedWindow, limit, S)).skew_ns(0)
 }
 
-fn reply(units: u64, expires_at_ns: u64) -> GrantReply {
-    GrantReply {
-        units,
-        expires_at_ns,
-        retry_after_ns: 0,
-        limit: 100,
-        remaining: 0,
-    }
-}
-
 fn empty(retry_after_ns: u64) -> GrantReply {
     GrantReply {
         units: 0,
@@ -51,11 +41,11 @@ fn decided(step: Step) -> Decision {
 fn check_granting(l: &Leases, key: u64, t: u64, units: u64, until: u64) -> Decision {
     match l.check(key, 1, t) {
         Step::Fetch(r) => l
-            .complete(&r, Some(reply(units, until)), t)
+            .complete(&r, Some(GrantReply::of(units, until)), t)
             .decision
             .unwrap(),
         Step::Refill(d, r) => {
-            l.complete(&r, Some(reply(units, until)), t);
+            l.complete(&r, Some(GrantReply::of(units, until)), t);
             d
         }
         Step::Decided(d) => d,
@@ -73,13 +63,13 @@ fn a_first_check_fetches_one_unit_and_grants_grow_with_the_checks() {
             Step::Fetch(r) => {
                 wants.push(r.want());
                 assert!(r.is_fetch());
-                let d = l.complete(&r, Some(reply(r.want(), T0 + S)), t);
+                let d = l.complete(&r, Some(GrantReply::of(r.want(), T0 + S)), t);
                 assert!(d.decision.unwrap().allowed);
             }
             Step::Refill(d, r) => {
                 assert!(d.allowed);
                 wants.push(r.want());
-                l.complete(&r, Some(reply(r.want(), T0 + S)), t);
+                l.complete(&r, Some(GrantReply::of(r.want(), T0 + S)), t);
             }
             Step::Decided(d) => assert!(d.allowed),
             Step::Direct => panic!(),
@@ -97,7 +87,7 @@ fn a_quarter_left_asks_once_for_a_refill_in_the_background() {
     let r = fetch(l.check(1, 1, T0));
     // Asked for 1, granted 8 (the reply may differ from the want).
     assert_eq!(
-        l.complete(&r, Some(reply(8, T0 + S)), T0)
+        l.complete(&r, Some(GrantReply::of(8, T0 + S)), T0)
             .decision
             .unwrap()
             .remaining,
@@ -117,7 +107,7 @@ fn a_quarter_left_asks_once_for_a_refill_in_the_background() {
     }
     assert_eq!(refills.len(), 1, "one refill per grant");
     // The refill, same window: one pool with the 2 left.
-    l.complete(&refills[0], Some(reply(5, T0 + S)), T0 + 6);
+    l.complete(&refills[0], Some(GrantReply::of(5, T0 + S)), T0 + 6);
     for i in 0..7 {
         assert!(decided(l.check(1, 1, T0 + 7 + i)).allowed);
     }
@@ -130,7 +120,7 @@ fn a_quarter_left_asks_once_for_a_refill_in_the_background() {
 fn a_fifth_of_the_lifetime_left_asks_for_a_refill() {
     let l = Leases::new(fixed(1000)).unwrap();
     let r = fetch(l.check(1, 1, T0));
-    l.complete(&r, Some(reply(100, T0 + 100 * MS)), T0);
+    l.complete(&r, Some(GrantReply::of(100, T0 + 100 * MS)), T0);
     assert!(matches!(l.check(1, 1, T0 + 79 * MS), Step::Decided(_)));
     assert!(matches!(l.check(1, 1, T0 + 80 * MS), Step::Refill(..)));
 }
@@ -140,12 +130,16 @@ fn units_are_spent_only_before_expiry_less_the_skew() {
     let cfg = fixed(1000).skew_ns(MS);
     let l = Leases::new(cfg).unwrap();
     let r = fetch(l.check(1, 1, T0));
-    l.complete(&r, Some(reply(50, T0 + 10 * MS)), T0);
+    l.complete(&r, Some(GrantReply::of(50, T0 + 10 * MS)), T0);
     assert!(decided(l.check(1, 1, T0 + 9 * MS - 1)).allowed);
     // Usable until 9 ms: the next check finds none.
     let r = fetch(l.check(1, 1, T0 + 9 * MS));
     // A grant that expires within the skew is lost on arrival.
-    let d = l.complete(&r, Some(reply(5, T0 + 9 * MS + MS / 2)), T0 + 9 * MS);
+    let d = l.complete(
+        &r,
+        Some(GrantReply::of(5, T0 + 9 * MS + MS / 2)),
+        T0 + 9 * MS,
+    );
     assert!(!d.decision.unwrap().allowed);
 }
 
@@ -154,13 +148,13 @@ fn a_grant_of_another_expiry_waits_until_the_units_in_hand_are_gone() {
     let l =
         Leases::new(LeaseConfig::new(Config::new(Algorithm::Gcra, 1000, S)).skew_ns(0)).unwrap();
     let r = fetch(l.check(1, 1, T0));
-    l.complete(&r, Some(reply(4, T0 + 100 * MS)), T0);
+    l.complete(&r, Some(GrantReply::of(4, T0 + 100 * MS)), T0);
     // Spends to 1 left (a quarter), then the refill arrives with a later
     // expiry: it is kept, not merged (its units may outlive these).
     let Step::Refill(_, refill) = l.check(1, 2, T0 + 1) else {
         panic!()
     };
-    l.complete(&refill, Some(reply(10, T0 + 150 * MS)), T0 + 2);
+    l.complete(&refill, Some(GrantReply::of(10, T0 + 150 * MS)), T0 + 2);
     assert_eq!(decided(l.check(1, 1, T0 + 3)).remaining, 0);
     // The one in hand spent: the kept grant takes over.
     assert_eq!(decided(l.check(1, 1, T0 + 4)).remaining, 9);
@@ -211,7 +205,7 @@ fn a_failed_grant_denies_with_backoff_doubling_and_counts_fallbacks() {
     assert!(!retry.is_fetch());
     l.complete(&r, None, t);
     assert!(
-        l.complete(&retry, Some(reply(10, t + S)), t + 1)
+        l.complete(&retry, Some(GrantReply::of(10, t + S)), t + 1)
             .decision
             .is_none()
     );
@@ -251,7 +245,7 @@ fn a_big_cost_asks_for_at_least_itself() {
     assert_eq!(r.want(), 30, "W is 10, but the check needs 30");
     // Granted fewer: denied, the units kept for smaller checks.
     assert!(
-        !l.complete(&r, Some(reply(20, T0 + S)), T0)
+        !l.complete(&r, Some(GrantReply::of(20, T0 + S)), T0)
             .decision
             .unwrap()
             .allowed
@@ -274,7 +268,7 @@ fn u64_keys_are_their_little_endian_bytes() {
     let l = Leases::new(fixed(100)).unwrap();
     let r = fetch(l.check(0x0102, 1, T0));
     assert_eq!(r.key(), 0x0102u64.to_le_bytes());
-    l.complete(&r, Some(reply(5, T0 + S)), T0);
+    l.complete(&r, Some(GrantReply::of(5, T0 + S)), T0);
     assert_eq!(
         decided(l.check(&0x0102u64.to_le_bytes(), 1, T0)).remaining,
         3
@@ -292,7 +286,7 @@ fn a_full_node_drops_idle_keys_and_sends_the_rest_to_redis() {
     let mut held = vec![];
     for k in 0..2000u64 {
         if let Step::Fetch(r) = l.check(k, 1, T0) {
-            l.complete(&r, Some(reply(5, T0 + S)), T0);
+            l.complete(&r, Some(GrantReply::of(5, T0 + S)), T0);
             held.push(k);
         }
     }
@@ -380,7 +374,7 @@ fn a_requests_time_wins_over_the_callers_clock() {
     // The request says T0; the clock reading passed beside it is ignored.
     let r = fetch(l.check(1, crate::Request::new(1).at(T0), 5 * T0));
     assert_eq!(r.at_ns(), T0);
-    l.complete(&r, Some(reply(5, T0 + S)), T0);
+    l.complete(&r, Some(GrantReply::of(5, T0 + S)), T0);
     // No time on the request: the reading is the time (past the grant).
     assert!(matches!(l.check(1, 1, T0 + S), Step::Fetch(_)));
     assert_eq!(
@@ -428,7 +422,7 @@ fn keys_churning_through_a_small_node_spend_only_their_own_grants() {
                     let until = (now / (50 * MS) + 1) * 50 * MS;
                     let grant = |r: &GrantRequest| {
                         granted[key_of(r)].fetch_add(3, Relaxed);
-                        l.complete(r, Some(reply(3, until)), now)
+                        l.complete(r, Some(GrantReply::of(3, until)), now)
                     };
                     let allowed = match l.check(k as u64, 1, now) {
                         Step::Decided(d) => d.allowed,
