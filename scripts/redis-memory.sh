@@ -12,8 +12,10 @@
 # data type, RATECELL.FLOOR.BARE (a module value that allocates nothing:
 # Redis's own object and module-value wrapper, no byte of ratecell's).
 #
-# Builds the module with the `floor` feature (bindings/redis/src/floor.rs)
-# and loads a copy of it. Honours CARGO_TARGET_DIR and N. Used by
+# Builds the module with the `floor` feature (bindings/redis/src/floor.rs),
+# in release, and loads a copy of it; or loads FLOOR_MODULE, a module
+# already built with that feature (memory per key is the same in any
+# build). Honours CARGO_TARGET_DIR and N. Used by
 # docs/REDIS-MEMORY.md; `CHECK=1` also fails if a single-word algorithm's
 # key costs more than the floor plus its 16- or 32-byte block.
 set -euo pipefail
@@ -34,8 +36,12 @@ done
 dir="$(mktemp -d)"
 pid=""
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; [ -n "$pid" ] && wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
-cargo build -p ratecell-redis --release --quiet --features floor
-cp "$target/release/libratecell_redis.so" "$dir/floor.so"
+if [ -n "${FLOOR_MODULE:-}" ]; then
+    cp "$FLOOR_MODULE" "$dir/floor.so"
+else
+    cargo build -p ratecell-redis --release --quiet --features floor
+    cp "$target/release/libratecell_redis.so" "$dir/floor.so"
+fi
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Runs every test of ratecell, from a fresh clone on a fresh machine:
-#   1. formatting and clippy (warnings are errors);
-#   2. the Rust suites (unit, doc, property, brute-force, stress, keyed,
-#      C ABI header and fuzz, CLI goldens), in debug so arithmetic overflow
-#      panics instead of wrapping; and that a Rust crate depending on
-#      ratecell builds no C library (scripts/dependent-tests.sh);
+#   0. the system packages the Redis module needs (redis-server,
+#      redis-tools, libclang-dev), installed where missing;
+#   1. formatting and clippy of the whole workspace, every feature on
+#      (warnings are errors);
+#   2. the Rust suites of the whole workspace (unit, doc, property,
+#      brute-force, stress, keyed, C ABI header and fuzz, CLI goldens, the
+#      HTTP layer, the Redis client against servers it starts), in debug so
+#      arithmetic overflow panics instead of wrapping; and that a Rust
+#      crate depending on ratecell builds no C library
+#      (scripts/dependent-tests.sh);
 #   3. the loom models of every concurrent protocol;
 #   4. the C and C++ bindings, normally and under ASan/UBSan;
 #   5. the Go and Python bindings (when present);
 #   6. installing for C and C++ (scripts/install.sh into a temporary prefix,
 #      then a C program via pkg-config and a C++ one via CMake).
-#   7. the Redis module and its Python and Go clients, on real servers
-#      (its clippy and tests run there, after the system packages it needs
-#      are installed, so steps 1-2 leave it out);
+#   7. the Redis module's server tests (from step 2's build) and its
+#      Python and Go clients, on real servers;
 #   8. that no step left a file in the temporary directory.
 # Each step installs or finds what it needs. Prints one line per step and a
 # last line "N passed, M failed" counting steps; exits non-zero if any failed.
@@ -67,22 +71,24 @@ nothing_left_behind() {
 }
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
+. "$root/scripts/lib/workspace.sh"
+step packages system_packages
 step fmt cargo fmt --all -- --check
-# The Redis module and its Rust client are built and tested by
-# scripts/redis-tests.sh (the redis step), in release, with their servers.
-step clippy cargo clippy --workspace --exclude ratecell-redis --exclude ratecell-redis-client --all-targets --quiet -- -D warnings
+# Every feature: the Redis module's `floor` commands and each of the HTTP
+# layer's stores are linted with the rest.
+step clippy cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 # The crates a user would install are packageable (metadata, the files
 # they ship); packaged together, so the command's and the C library's
 # ratecell is this one. Not verified here (each package built again, a few
 # minutes): the Python sdist (scripts/python-tests.sh) builds ratecell and
 # ratecell-capi from their packages, offline.
 step package cargo package -p ratecell -p ratecell-capi -p ratecell-cli --no-verify --allow-dirty --quiet
-# With the HTTP layer's optional `metrics` feature, so its scraped-counter
-# test runs in the same build (the feature only adds code; the redis step
-# lints the layer with every feature).
-step rust cargo test --workspace --exclude ratecell-redis --exclude ratecell-redis-client --features ratecell-tower/metrics --quiet
+# The Redis client's tests start their own servers with this build's
+# module (a test build leaves the cdylib in deps/); the module's server
+# tests, marked ignored, run in the redis step from this build.
+step rust env RATECELL_REDIS_MODULE="$target/debug/deps/libratecell_redis.so" \
+    cargo test --workspace --features "$WORKSPACE_FEATURES" --quiet
 step dependent scripts/dependent-tests.sh
-prune "$target/debug"
 step loom scripts/loom.sh
 prune "${LOOM_TARGET_DIR:-$root/target/loom}"
 step c-cpp scripts/c-tests.sh
@@ -90,6 +96,7 @@ step c-cpp scripts/c-tests.sh
 [ -x scripts/python-tests.sh ] && step python scripts/python-tests.sh
 step install scripts/install-tests.sh
 [ -x scripts/redis-tests.sh ] && step redis scripts/redis-tests.sh
+prune "$target/debug"
 step tmp nothing_left_behind
 
 steps_summary

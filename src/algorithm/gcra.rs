@@ -119,7 +119,7 @@ impl WordAlgorithm for Gcra {
     // of the clock only keeps its key denied until then.
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
     use crate::config::{Algorithm, Config};

@@ -208,7 +208,9 @@ pub fn trace(rng: &mut Rng, c: &Config, len: usize) -> Vec<(u64, u64)> {
         .map(|_| {
             let step = rng.below(c.period_ns / 2 + 1);
             t = if rng.below(8) == 0 {
-                t - step.min(t - T0 + c.period_ns)
+                // Back at most to a period before T0 (`t` may already be
+                // below T0, so the period is added before T0 is taken away).
+                t - step.min(t + c.period_ns - T0)
             } else {
                 t + step
             };
