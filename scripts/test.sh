@@ -18,6 +18,7 @@
 #   7. the Redis module's server tests (from step 2's build) and its
 #      Python and Go clients, on real servers;
 #   8. that no step left a file in the temporary directory.
+# Steps 3-6 run beside steps 1-2, as a second lane (see bindings_lane below).
 # Each step installs or finds what it needs. Prints one line per step and a
 # last line "N passed, M failed" counting steps; exits non-zero if any failed.
 set -uo pipefail
@@ -39,8 +40,9 @@ need cargo "install Rust (https://rustup.rs) first" || exit 1
 
 # Disk: the steps together leave about 3 GB under target/; on CI, which
 # removes each step's build products once no later step needs them, at
-# most about 1.3 GB at once (the Rust suites' debug build). Say what there
-# is, so a step that fails for want of it is recognised as such.
+# most about 3 GB at once (the workspace's debug build, kept for the Redis
+# step, beside the second lane's). Say what there is, so a step that fails
+# for want of it is recognised as such.
 target="${CARGO_TARGET_DIR:-$root/target}"
 mkdir -p "$target"
 echo "$STEP_PREFIX disk: $(df -Pm "$target" | awk 'NR == 2 { print $4 }') MB free for $target"
@@ -73,6 +75,29 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 
 . "$root/scripts/lib/workspace.sh"
 step packages system_packages
+
+# Two lanes at once: much of each step is one core's work (a test binary
+# of one test, an LTO link, pytest, a server's round trips), so on a
+# machine of two cores or more, loom and the bindings' steps run beside
+# the workspace's lint and test build. They share target/ only for the
+# bindings' release and dist builds, which cargo's lock takes in turn. The
+# second lane's output is printed when it ends, and its steps counted with
+# the others. The Redis step, which needs both lanes' builds, runs after.
+bindings_lane() {
+    step loom scripts/loom.sh
+    prune "${LOOM_TARGET_DIR:-$root/target/loom}"
+    step c-cpp scripts/c-tests.sh
+    [ -x scripts/go-tests.sh ] && step go scripts/go-tests.sh
+    [ -x scripts/python-tests.sh ] && step python scripts/python-tests.sh
+    step install scripts/install-tests.sh
+    echo "$passed $failed ${failures[*]}" >"$lane_counts"
+}
+lane_log="$target/bindings-lane.log"
+lane_counts="$target/bindings-lane.counts"
+lane_started=$SECONDS
+(passed=0 failed=0 failures=() && bindings_lane) >"$lane_log" 2>&1 &
+lane_pid=$!
+echo "$STEP_PREFIX loom, c-cpp, go, python and install: running beside the steps below (their output follows them)"
 step fmt cargo fmt --all -- --check
 # Every feature: the Redis module's `floor` commands and each of the HTTP
 # layer's stores are linted with the rest.
@@ -89,12 +114,19 @@ step package cargo package -p ratecell -p ratecell-capi -p ratecell-cli --no-ver
 step rust env RATECELL_REDIS_MODULE="$target/debug/deps/libratecell_redis.so" \
     cargo test --workspace --features "$WORKSPACE_FEATURES" --quiet
 step dependent scripts/dependent-tests.sh
-step loom scripts/loom.sh
-prune "${LOOM_TARGET_DIR:-$root/target/loom}"
-step c-cpp scripts/c-tests.sh
-[ -x scripts/go-tests.sh ] && step go scripts/go-tests.sh
-[ -x scripts/python-tests.sh ] && step python scripts/python-tests.sh
-step install scripts/install-tests.sh
+# The second lane: its output, then its steps counted with these.
+wait "$lane_pid"
+cat "$lane_log"
+echo "$STEP_PREFIX (loom to install ran beside the steps above: $((SECONDS - lane_started)) s from the start)"
+if read -r lane_passed lane_failed lane_failures <"$lane_counts"; then
+    passed=$((passed + lane_passed))
+    failed=$((failed + lane_failed))
+    [ -n "$lane_failures" ] && failures+=($lane_failures)
+else
+    failed=$((failed + 1))
+    failures+=("bindings-lane")
+fi
+rm -f "$lane_log" "$lane_counts"
 [ -x scripts/redis-tests.sh ] && step redis scripts/redis-tests.sh
 prune "$target/debug"
 step tmp nothing_left_behind
