@@ -14,9 +14,8 @@
 #      (the CMake package is relocatable);
 #   5. stages an install with --destdir and checks that the files land under
 #      it while naming the final prefix;
-#   6. sizes: the installed libratecell.so at most 4 MiB (a guard against
-#      growth: the goal, 2 MiB, is not met; bindings/c/README.md says why),
-#      and tests/install/hello.c linked statically against libratecell.a
+#   6. sizes: the installed libratecell.so at most 2 MiB, and
+#      tests/install/hello.c linked statically against libratecell.a
 #      (-Wl,--gc-sections) at most 3 MiB; prints both figures in bytes.
 #      RATECELL_MAX_SO_BYTES and RATECELL_MAX_STATIC_BYTES change the limits.
 #
@@ -91,7 +90,7 @@ check "the C program runs against the installed library, without LD_LIBRARY_PATH
     env -u LD_LIBRARY_PATH "$work/consumer-c"
 
 # Sizes: what the library costs a user, installed and statically linked.
-so_max="${RATECELL_MAX_SO_BYTES:-$((4 * 1024 * 1024))}"
+so_max="${RATECELL_MAX_SO_BYTES:-$((2 * 1024 * 1024))}"
 static_max="${RATECELL_MAX_STATIC_BYTES:-$((3 * 1024 * 1024))}"
 at_most() { # at_most WHAT FILE LIMIT: prints the figure, fails above LIMIT
     local size

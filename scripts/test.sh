@@ -102,6 +102,8 @@ step fmt cargo fmt --all -- --check
 # Every feature: the Redis module's `floor` commands and each of the HTTP
 # layer's stores are linted with the rest.
 step clippy cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
+# And the library as the C library builds it: without `pair-checks`.
+step clippy-capi cargo clippy -p ratecell-capi --all-targets --quiet -- -D warnings
 # The crates a user would install are packageable (metadata, the files
 # they ship); packaged together, so the command's and the C library's
 # ratecell is this one. Not verified here (each package built again, a few

@@ -133,6 +133,7 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync {
     /// [`Self::state_bits`] when every configuration packs its state in
     /// the same bits (GCRA: 64), so a composite placing another state
     /// above this one shifts by a constant (`all_of`'s `Pair`).
+    #[cfg_attr(not(feature = "pair-checks"), allow(dead_code))]
     const FIXED_BITS: Option<u32> = None;
 
     /// Runs `visit` with the form of this algorithm that decides fastest:

@@ -77,6 +77,7 @@ impl BlockAlgorithm for AllOf {
         n: u64,
         out: &mut [Decision],
     ) -> Decision {
+        #[cfg_attr(not(feature = "pair-checks"), allow(unused_macros))]
         macro_rules! pair {
             ($a:ident, $b:ident) => {{
                 let (Rule::$a(a), Rule::$b(b)) = (&self.parts[0].rule, &self.parts[1].rule) else {

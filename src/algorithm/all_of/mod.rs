@@ -41,7 +41,9 @@ use super::{
 };
 use crate::config::{Algorithm, Params};
 use crate::decision::Decision;
-use pair::{One, Pair, decide_pair};
+use pair::One;
+#[cfg(feature = "pair-checks")]
+use pair::{Pair, decide_pair};
 
 /// The most limits one limiter checks together.
 pub const MAX_LIMITS: usize = 8;
@@ -73,6 +75,9 @@ macro_rules! with_rule {
 
 /// Runs `$pair!(A, B)` for the form of two single-word rules of kinds
 /// `A` and `B` ([`AllOf`]'s `form`, [`Rule::word_kind`]), else `$other`.
+/// Without the feature `pair-checks`, always `$other`: no pair has a check
+/// of its own.
+#[cfg(feature = "pair-checks")]
 macro_rules! by_pair_form {
     ($form:expr, $pair:ident, $other:expr) => {
         match $form {
@@ -95,6 +100,13 @@ macro_rules! by_pair_form {
             _ => $other,
         }
     };
+}
+#[cfg(not(feature = "pair-checks"))]
+macro_rules! by_pair_form {
+    ($form:expr, $pair:ident, $other:expr) => {{
+        let _ = $form;
+        $other
+    }};
 }
 impl Rule {
     pub(crate) fn new(p: &Params) -> Rule {
@@ -393,7 +405,7 @@ impl AllOf {
         // would be a jump table each, beside the bounds and layout checks
         // this byte also replaces.
         const FORM: &str = "a rule of another kind than its form";
-        let (p, q) = (&self.parts[0], &self.parts[1]);
+        let p = &self.parts[0];
         macro_rules! one {
             ($a:ident) => {{
                 let Rule::$a(a) = &p.rule else {
@@ -405,8 +417,10 @@ impl AllOf {
                 })
             }};
         }
+        #[cfg_attr(not(feature = "pair-checks"), allow(unused_macros))]
         macro_rules! pair {
             ($a:ident, $b:ident) => {{
+                let q = &self.parts[1];
                 let (Rule::$a(a), Rule::$b(b)) = (&p.rule, &q.rule) else {
                     unreachable!("{FORM}")
                 };

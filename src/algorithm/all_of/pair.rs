@@ -68,12 +68,14 @@ impl<A: WordAlgorithm> WordAlgorithm for One<A> {
 /// rules by reference: copied into the check, their fields would be
 /// loaded once and spilled to the stack.
 #[derive(Clone, Copy, Debug)]
+#[cfg(feature = "pair-checks")]
 pub(super) struct Pair<'r, A, B> {
     pub(super) a: &'r A,
     pub(super) b: &'r B,
     pub(super) at: u32,
     pub(super) size: u32,
 }
+#[cfg(feature = "pair-checks")]
 impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<'_, A, B> {
     type State = u128;
 
@@ -130,6 +132,7 @@ impl<A: WordAlgorithm, B: WordAlgorithm> WordAlgorithm for Pair<'_, A, B> {
         packed_validate(self.b, (state >> at) & mask(self.size - at))
     }
 }
+#[cfg(feature = "pair-checks")]
 impl<A: WordAlgorithm, B: WordAlgorithm> Pair<'_, A, B> {
     /// Where the second state starts: a constant when the first's width
     /// is (`WordAlgorithm::FIXED_BITS`), so the split and the join of the
@@ -141,6 +144,7 @@ impl<A: WordAlgorithm, B: WordAlgorithm> Pair<'_, A, B> {
     }
 }
 #[inline(always)]
+#[cfg(feature = "pair-checks")]
 pub(super) fn decide_pair<A: WordAlgorithm, B: WordAlgorithm>(
     a: &A,
     b: &B,
@@ -172,6 +176,7 @@ pub(super) fn decide_pair<A: WordAlgorithm, B: WordAlgorithm>(
     reason = "part of decide_pair's body, whose decisions stay in registers"
 )]
 #[inline(always)]
+#[cfg(feature = "pair-checks")]
 pub(super) fn denied_pair<A: WordAlgorithm, B: WordAlgorithm>(
     a: &A,
     b: &B,
@@ -199,6 +204,7 @@ pub(super) fn denied_pair<A: WordAlgorithm, B: WordAlgorithm>(
     reason = "part of decide_pair's body, whose decisions stay in registers"
 )]
 #[inline(always)]
+#[cfg(feature = "pair-checks")]
 pub(super) fn combine_pair(
     da: Decision,
     db: Decision,
