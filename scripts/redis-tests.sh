@@ -48,19 +48,17 @@ case "$target" in /*) ;; *) target="$root/$target" ;; esac
 export CARGO_TARGET_DIR="$target"
 python="${PYTHON:-python3}"
 go="${GO:-go}"
-# The module of the workspace's test build (which leaves the cdylib in deps/).
-module="$target/debug/deps/libratecell_redis.so"
 
 STEP_PREFIX="== redis"
 SUMMARY_PREFIX="redis: "
 . "$root/scripts/lib/steps.sh"
 
 . "$root/scripts/lib/workspace.sh"
+module="$workspace_module"
 step packages system_packages
 step fmt cargo fmt -p ratecell-redis -- --check
-step build timeout 1800 cargo test --workspace --features "$WORKSPACE_FEATURES" --no-run --quiet
-step servers env RATECELL_REDIS_MODULE="$module" \
-    timeout 900 cargo test --workspace --features "$WORKSPACE_FEATURES" --quiet \
+step build timeout 1800 "${workspace_test[@]}" --no-run --quiet
+step servers env RATECELL_REDIS_MODULE="$module" timeout 900 "${workspace_test[@]}" --quiet \
     --test server --test hostile --test redis_store --test redis_modes -- --ignored --test-threads 2
 
 # One server for the clients, stopped on exit whatever happens.
@@ -143,11 +141,7 @@ step go go_client
 stop_server
 # Last: the test build of the module again, with `floor` (only that crate
 # is rebuilt), in place of the one the steps above loaded.
-floor_module() {
-    timeout 1800 cargo test --workspace --features "$WORKSPACE_FEATURES,ratecell-redis/floor" \
-        --no-run --quiet
-}
-step floor-module floor_module
+step floor-module timeout 1800 "${workspace_test[@]}" --features ratecell-redis/floor --no-run --quiet
 step memory env N=20000 CHECK=1 FLOOR_MODULE="$module" timeout 600 scripts/redis-memory.sh
 
 steps_summary

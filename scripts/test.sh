@@ -94,6 +94,7 @@ bindings_lane() {
 }
 lane_log="$target/bindings-lane.log"
 lane_counts="$target/bindings-lane.counts"
+rm -f "$lane_counts"
 lane_started=$SECONDS
 (passed=0 failed=0 failures=() && bindings_lane) >"$lane_log" 2>&1 &
 lane_pid=$!
@@ -111,10 +112,9 @@ step clippy-capi cargo clippy -p ratecell-capi --all-targets --quiet -- -D warni
 # ratecell-capi from their packages, offline.
 step package cargo package -p ratecell -p ratecell-capi -p ratecell-cli --no-verify --allow-dirty --quiet
 # The Redis client's tests start their own servers with this build's
-# module (a test build leaves the cdylib in deps/); the module's server
-# tests, marked ignored, run in the redis step from this build.
-step rust env RATECELL_REDIS_MODULE="$target/debug/deps/libratecell_redis.so" \
-    cargo test --workspace --features "$WORKSPACE_FEATURES" --quiet
+# module; the module's server tests, marked ignored, run in the redis step
+# from this build.
+step rust env RATECELL_REDIS_MODULE="$workspace_module" "${workspace_test[@]}" --quiet
 step dependent scripts/dependent-tests.sh
 # The second lane: its output, then its steps counted with these.
 wait "$lane_pid"

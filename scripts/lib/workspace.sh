@@ -8,6 +8,15 @@
 # cargo finds it fresh) rather than compiling the workspace again.
 WORKSPACE_FEATURES="ratecell-tower/metrics,ratecell-tower/redis-modes"
 
+# That build's cargo test, as a command ("${workspace_test[@]}" ARGS...), so
+# every caller names the same packages and features (more --features add to
+# them) and can still run it under timeout or env.
+workspace_test=(cargo test --workspace --features "$WORKSPACE_FEATURES")
+
+# The Redis module of that build: a test build leaves the cdylib in deps/.
+# Needs $target, the cargo target directory, set before this file is read.
+workspace_module="$target/debug/deps/libratecell_redis.so"
+
 # system_packages: installs, as root (directly or through sudo) with
 # apt-get, what the Redis module's build and tests need and the machine
 # lacks: redis-server and redis-tools (redis-server, redis-cli) and
