@@ -318,9 +318,7 @@ impl KeyedLimiter {
                 MultiDecision::of_many(d, each, self.limits.load().configs.len())
             }
             Tables::TieredWord(_) | Tables::TieredBlock(_) => {
-                return self
-                    .decide_tier(h, at, n, 0)
-                    .expect("every tiered limiter has tier 0");
+                return self.decide_tier(h, at, n, 0);
             }
             _ => MultiDecision::of_one(self.decide_one_limit(h, at, n)),
         };
@@ -367,7 +365,6 @@ impl KeyedLimiter {
             return self.decide_each(h, at, r.cost);
         }
         self.decide_tier(h, at, r.cost, r.tier.index())
-            .unwrap_or_else(|_| MultiDecision::of_one(self.never()))
     }
 
     /// The configuration this limiter was built from (the first limit's,

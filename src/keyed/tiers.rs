@@ -49,39 +49,15 @@ impl KeyedLimiter {
     }
 
     /// Decides one request for the key hashed to `h` under `tier`'s limits
-    /// of a tiered table, writes each limit's own decision to `each` (as
-    /// many as fit) and counts it: the decision and how many limits a tier
-    /// has. `None` for a limiter without tiers, which decides nothing.
-    #[allow(
-        clippy::inline_always,
-        reason = "a call would return the result through memory"
-    )]
-    #[inline(always)]
-    fn decide_in_tier(
-        &self,
-        h: u64,
-        at: impl At,
-        n: u64,
-        tier: usize,
-        each: &mut [Decision],
-    ) -> Result<Option<(Decision, usize)>, TierError> {
-        let [words @ .., len, tiers] = self.decide_in_tier_words(h, at, n, tier, each);
-        match (len, tiers) {
-            (0, 0) => Ok(None),
-            (0, tiers) => Err(TierError {
-                tier,
-                tiers: tiers as usize,
-            }),
-            (len, _) => Ok(Some((Words(words).decision(), len as usize))),
-        }
-    }
-
-    /// [`KeyedLimiter::decide_in_tier`] out of line, its result as words:
-    /// the decision's six, then the tier's number of limits, then 0 (or,
-    /// when there is no tier `tier`, 0 limits and the number of tiers; 0
-    /// limits and 0 for a limiter without tiers). Returned as a
-    /// `Result<Option<(Decision, usize)>, TierError>`, it came back
-    /// through memory, copied with wider loads than its stores.
+    /// and counts it, writing each limit's own decision to `each` (as many
+    /// as fit): the decision's six words, then the tier's number of limits.
+    /// A tier this limiter lacks is never admitted: [`Decision::NEVER`],
+    /// counted, and 0 limits. (A limiter without tiers lacks every tier
+    /// here: its callers decide its tier 0 by its own check.)
+    ///
+    /// Out of line, and words: returned as a decision and a count, the
+    /// result came back through memory, copied with wider loads than its
+    /// stores.
     #[inline(never)]
     fn decide_in_tier_words(
         &self,
@@ -90,50 +66,49 @@ impl KeyedLimiter {
         n: u64,
         tier: usize,
         each: &mut [Decision],
-    ) -> [u64; 8] {
-        let (d, len) = match &self.tables {
+    ) -> [u64; 7] {
+        // Each arm counts and packs its own decision: where the two arms
+        // met in one decision, it was copied through the stack twice.
+        let counted = |d: Decision, len: usize| {
+            self.checks.record(d.allowed);
+            let Words([a, b, c, e, f, g]) = Words::of(d);
+            [a, b, c, e, f, g, len as u64]
+        };
+        match &self.tables {
             Tables::TieredWord(t) => {
                 let tiers = t.alg().get();
-                let alg = match tiers.get(tier) {
-                    Ok(alg) => alg,
-                    Err(e) => return [0, 0, 0, 0, 0, 0, 0, e.tiers as u64],
-                };
-                (t.check_as(alg, h, at, n, u64::MAX, each).0, tiers.limits())
+                if let Ok(alg) = tiers.get(tier) {
+                    let d = t.check_as(alg, h, at, n, u64::MAX, each).0;
+                    return counted(d, tiers.limits());
+                }
             }
             Tables::TieredBlock(t) => {
                 let tiers = t.alg().get();
-                let alg = match tiers.get(tier) {
-                    Ok(alg) => alg,
-                    Err(e) => return [0, 0, 0, 0, 0, 0, 0, e.tiers as u64],
-                };
-                (t.check_as(alg, h, at, n, each), tiers.limits())
+                if let Ok(alg) = tiers.get(tier) {
+                    return counted(t.check_as(alg, h, at, n, each), tiers.limits());
+                }
             }
-            _ => return [0; 8],
-        };
-        self.checks.record(d.allowed);
-        let Words([a, b, c, e, f, g]) = Words::of(d);
-        [a, b, c, e, f, g, len as u64, 0]
+            _ => {}
+        }
+        let Words([a, b, c, e, f, g]) = Words::of(self.never());
+        [a, b, c, e, f, g, 0]
     }
 
     /// Decides one request for the key hashed to `h` under `tier`'s limits,
-    /// with each limit's own decision, and counts it.
-    pub(super) fn decide_tier(
-        &self,
-        h: u64,
-        at: impl At,
-        n: u64,
-        tier: usize,
-    ) -> Result<MultiDecision, TierError> {
+    /// with each limit's own decision, and counts it (a tier this limiter
+    /// lacks: [`Decision::NEVER`] alone).
+    pub(super) fn decide_tier(&self, h: u64, at: impl At, n: u64, tier: usize) -> MultiDecision {
         let mut each = [Decision::default(); MAX_LIMITS];
-        match self.decide_in_tier(h, at, n, tier, &mut each)? {
-            Some((d, len)) => Ok(MultiDecision::of_many(d, each, len)),
-            None if tier == 0 => Ok(self.decide_each(h, at, n)),
-            None => Err(TierError { tier, tiers: 1 }),
+        let [words @ .., len] = self.decide_in_tier_words(h, at, n, tier, &mut each);
+        let d = Words(words).decision();
+        match len {
+            0 => MultiDecision::of_one(d),
+            len => MultiDecision::of_many(d, each, len as usize),
         }
     }
 
-    /// The decision of a tiered table for `tier` (one it lacks, or any
-    /// tier of another table, is never admitted), counted: the table's check out of line, in one call
+    /// The decision of a tiered table for `tier` (one it lacks is never
+    /// admitted), counted: the table's check out of line, in one call
     /// whatever the tier, and no other table's check inline beside it.
     #[allow(
         clippy::inline_always,
@@ -141,10 +116,8 @@ impl KeyedLimiter {
     )]
     #[inline(always)]
     pub(super) fn tiered_decision(&self, h: u64, at: impl At, n: u64, tier: usize) -> Decision {
-        match self.decide_in_tier_words(h, at, n, tier, &mut []) {
-            [.., 0, _] => self.never(),
-            [a, b, c, d, e, f, ..] => Words([a, b, c, d, e, f]).decision(),
-        }
+        let [words @ .., _] = self.decide_in_tier_words(h, at, n, tier, &mut []);
+        Words(words).decision()
     }
 
     /// The decision of a request naming a tier this limiter does not have,
