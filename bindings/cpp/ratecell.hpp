@@ -305,6 +305,50 @@ private:
 };
 
 namespace detail {
+/// `options` as the C ABI takes them (one ratecell_options, for every
+/// function that takes one): the configs laid out tier by tier and the
+/// struct pointing into them and into `options`, which must outlive this.
+/// Throws Error(RATECELL_INVALID_LENGTH) for no limit, both limits and
+/// tiers, tiers of unequal lengths, or names not one per limit.
+class RawOptions {
+public:
+    explicit RawOptions(const Options &options) {
+        const std::vector<std::vector<Config>> &tiers = options.tiers();
+        if (!tiers.empty() && !options.limits().empty()) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: both limits and tiers given");
+        }
+        std::size_t per_tier = 0;
+        configs_ = tiers.empty() ? raw_configs(options.limits()) : tier_configs(tiers, per_tier);
+        std::size_t n_limits = tiers.empty() ? configs_.size() : per_tier;
+        if (!options.names().empty() && options.names().size() != n_limits) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: names.size() = " +
+                                                     std::to_string(options.names().size()) +
+                                                     " != limits = " + std::to_string(n_limits));
+        }
+        if (n_limits == 0) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: no limit");
+        }
+        ::ratecell_options_init(&raw_);
+        raw_.configs = configs_.data();
+        raw_.n_limits = n_limits;
+        raw_.n_tiers = tiers.size();
+        if (!options.shared_path().empty()) {
+            raw_.shared_path = options.shared_path().c_str();
+            raw_.shared_mode = options.shared_mode();
+        }
+    }
+
+    // `raw_` points into `configs_`: neither copied nor moved.
+    RawOptions(const RawOptions &) = delete;
+    RawOptions &operator=(const RawOptions &) = delete;
+
+    const ratecell_options *get() const noexcept { return &raw_; }
+
+private:
+    std::vector<ratecell_config> configs_;
+    ratecell_options raw_{};
+};
+
 inline const std::uint8_t *bytes(std::string_view key) noexcept {
     return reinterpret_cast<const std::uint8_t *>(key.data());
 }
@@ -485,33 +529,8 @@ public:
     /// lengths, both limit() and tier() given, or names not one per limit;
     /// RATECELL_SHARED_* when a shared region does not fit).
     explicit Limiter(const Options &options) {
-        const std::vector<std::vector<Config>> &tiers = options.tiers();
-        if (!tiers.empty() && !options.limits().empty()) {
-            throw Error(RATECELL_INVALID_LENGTH, "Options: both limits and tiers given");
-        }
-        std::size_t per_tier = 0;
-        std::vector<ratecell_config> raw = tiers.empty()
-                                               ? detail::raw_configs(options.limits())
-                                               : detail::tier_configs(tiers, per_tier);
-        std::size_t n_limits = tiers.empty() ? raw.size() : per_tier;
-        if (!options.names().empty() && options.names().size() != n_limits) {
-            throw Error(RATECELL_INVALID_LENGTH, "Options: names.size() = " +
-                                                     std::to_string(options.names().size()) +
-                                                     " != limits = " + std::to_string(n_limits));
-        }
-        if (n_limits == 0) {
-            throw Error(RATECELL_INVALID_LENGTH, "Options: no limit");
-        }
-        ratecell_options o{};
-        ::ratecell_options_init(&o);
-        o.configs = raw.data();
-        o.n_limits = n_limits;
-        o.n_tiers = tiers.size();
-        if (!options.shared_path().empty()) {
-            o.shared_path = options.shared_path().c_str();
-            o.shared_mode = options.shared_mode();
-        }
-        detail::check(::ratecell_limiter_build(&o, &handle_));
+        detail::RawOptions raw(options);
+        detail::check(::ratecell_limiter_build(raw.get(), &handle_));
         names_ = options.names();
     }
 

@@ -903,13 +903,13 @@ def _snapshot_path(path: Any, name: str) -> bytes:
     return p
 
 
-def _build(
+def _options(
     configs: Any, n_limits: int, n_tiers: int, shared: Any = None, shared_mode: Any = 0o600
-) -> _ffi.LimiterHandle:
-    """``ratecell_limiter_build`` of ``configs`` (``n_tiers`` rows of
-    ``n_limits``, or one row when ``n_tiers`` is 0), in the shared region
-    at ``shared`` when not None; a refusal raises the ``InvalidConfig``
-    subclass naming the field (or the ``SharedRegionError`` subclass)."""
+) -> _ffi.COptions:
+    """The ``ratecell_options`` of ``configs`` (``n_tiers`` rows of
+    ``n_limits``, or one row when ``n_tiers`` is 0), in the shared region at
+    ``shared`` when not None, for every function that takes one. It keeps
+    ``configs`` and the path alive."""
     options = _ffi.COptions()
     _lib.ratecell_options_init(options)
     options.configs = configs
@@ -925,6 +925,16 @@ def _build(
             raise ValueError("shared: the path contains a NUL byte")
         options.shared_path = path
         options.shared_mode = shared_mode
+    return options
+
+
+def _build(
+    configs: Any, n_limits: int, n_tiers: int, shared: Any = None, shared_mode: Any = 0o600
+) -> _ffi.LimiterHandle:
+    """``ratecell_limiter_build`` of ``_options(...)``; a refusal raises the
+    ``InvalidConfig`` subclass naming the field (or the
+    ``SharedRegionError`` subclass)."""
+    options = _options(configs, n_limits, n_tiers, shared, shared_mode)
     handle = _ffi.LimiterHandle()
     status = _lib.ratecell_limiter_build(options, handle)
     if status:
