@@ -8,7 +8,7 @@ use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{into_raw, out_ptr, path_arg};
 use ratecell_lib::snapshot::{Save, saved_tiers};
-use ratecell_lib::{AnyLimiter, Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
+use ratecell_lib::{AnyLimiter, Config, KeyedLimiter, Persisted, SnapshotError};
 use std::ffi::c_char;
 use std::io;
 use std::path::Path;
@@ -40,10 +40,7 @@ fn status(e: &SnapshotError) -> ratecell_status {
 
 impl Save for super::limiter::ratecell_limiter {
     fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
-        match &self.inner {
-            Inner::Direct(l) => l.save(path),
-            Inner::Keyed(k) => k.save(path),
-        }
+        self.inner.save_to(path)
     }
 }
 
@@ -54,11 +51,10 @@ fn restore(
     configs: &[Config],
     clock: ratecell_clock,
 ) -> Result<super::limiter::ratecell_limiter, SnapshotError> {
-    let inner = if configs[0].capacity == 0 {
-        Inner::Direct(Limiter::load_multi(path, configs, clock_of(clock))?)
-    } else {
-        Inner::Keyed(KeyedLimiter::load_multi(path, configs, clock_of(clock))?)
-    };
+    let inner = AnyLimiter::builder()
+        .limits(configs)
+        .clock(clock_of(clock))
+        .load(path)?;
     Ok(super::limiter::ratecell_limiter { inner, clock })
 }
 
@@ -69,7 +65,11 @@ fn restore_tiered(
     tiers: &[&[Config]],
     clock: ratecell_clock,
 ) -> Result<super::limiter::ratecell_limiter, SnapshotError> {
-    let keyed = KeyedLimiter::load_tiered(path, tiers, clock_of(clock))?;
+    let keyed = tiers
+        .iter()
+        .fold(KeyedLimiter::builder(), |b, tier| b.tier(tier))
+        .clock(clock_of(clock))
+        .load(path)?;
     Ok(super::limiter::ratecell_limiter {
         inner: Inner::Keyed(keyed),
         clock,

@@ -29,8 +29,8 @@
 
 use crate::*;
 use ratecell_lib::{
-    AcquireError, Clock, Config, Decision, KeyedLimiter, Limiter, ManualClock, MultiDecision,
-    Request, TierError,
+    AcquireError, AnyLimiter, Clock, Config, Decision, KeyedLimiter, Limiter, ManualClock,
+    MultiDecision, Request, TierError,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::{null, null_mut};
@@ -323,15 +323,16 @@ impl Twin {
             // SAFETY: `l` is live; the path is NUL-terminated.
             let s = unsafe { ratecell_snapshot_save_at(l, c_path.as_ptr(), T0) };
             assert_eq!(s, ratecell_status::RATECELL_OK, "seed {seed}: snapshot");
-            let file = std::io::BufReader::new(std::fs::File::open(&path).unwrap());
-            let keyed = match per_tier {
-                None => KeyedLimiter::restore_multi(file, &configs, manual),
-                Some(n) => {
-                    let tiers: Vec<&[Config]> = configs.chunks(n).collect();
-                    KeyedLimiter::restore_tiered(file, &tiers, manual)
-                }
-            }
-            .expect("a fresh limiter's snapshot restores");
+            let builder = match per_tier {
+                None => KeyedLimiter::builder().limits(&configs),
+                Some(n) => configs
+                    .chunks(n)
+                    .fold(KeyedLimiter::builder(), |b, tier| b.tier(tier)),
+            };
+            let keyed = builder
+                .clock(manual)
+                .load(&path)
+                .expect("a fresh limiter's snapshot restores");
             std::fs::remove_file(&path).unwrap();
             TwinLimiter::Keyed(Box::new(keyed))
         };
@@ -1172,14 +1173,13 @@ impl Fuzz {
             .map(|c| c.to_rust().expect("the ABI accepted it").0)
             .collect();
         let (clock, _) = Clock::manual(T0);
-        let restored = match (kind, rust[0].capacity) {
-            (0 | 1, 0) => Limiter::load_multi(&path, &rust, clock).map(drop),
-            (0 | 1, _) => KeyedLimiter::load_multi(&path, &rust, clock).map(drop),
-            _ => {
-                let tiers: Vec<&[Config]> = rust.chunks(n_limits).collect();
-                KeyedLimiter::load_tiered(&path, &tiers, clock).map(drop)
-            }
+        let builder = match kind {
+            0 | 1 => AnyLimiter::builder().limits(&rust),
+            _ => rust
+                .chunks(n_limits)
+                .fold(AnyLimiter::builder(), |b, tier| b.tier(tier)),
         };
+        let restored = builder.clock(clock).load(&path).map(drop);
         assert!(
             restored.is_ok(),
             "seed {}: the file a close left does not restore: {restored:?}",
