@@ -2,8 +2,8 @@ package ratecell
 
 // This file owns the limiters New does not make (NewWith: several limits
 // checked as one, tiers, a shared region), Options as the C ABI takes them
-// (one ratecell_options), the per-limit answer (MultiDecision) and the
-// limits' names.
+// (one ratecell_options for NewWith, RestoreWith and OpenPersistedWith),
+// the per-limit answer (MultiDecision) and the limits' names.
 
 /*
 #cgo noescape rc_build
@@ -29,6 +29,16 @@ static inline struct ratecell_options rc_options(const struct ratecell_config *c
 static inline ratecell_status rc_build(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, ratecell_limiter **out) {
 	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
 	return ratecell_limiter_build(&o, out);
+}
+
+static inline ratecell_status rc_restore(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, const char *path, ratecell_limiter **out) {
+	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
+	return ratecell_limiter_restore(&o, path, out);
+}
+
+static inline ratecell_status rc_persisted_open(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, const char *path, uint64_t every_ns, ratecell_persisted **out) {
+	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
+	return ratecell_persisted_open(&o, path, every_ns, out);
 }
 
 // As rc_check (ratecell.go), for ratecell_check_each.
@@ -71,9 +81,9 @@ type MultiDecision struct {
 	Limits   []Decision
 }
 
-// Options describes the limiter NewWith makes: Limits, or Tiers, and
-// where its table lies. The zero value of every optional field is its
-// default.
+// Options describes the limiter NewWith makes, RestoreWith restores and
+// OpenPersistedWith opens: Limits, or Tiers, and where its table lies. The
+// zero value of every optional field is its default.
 type Options struct {
 	// Limits are checked as one (1 to MaxLimits, any algorithms mixed): a
 	// request is admitted only when every limit admits it, and only then
@@ -96,7 +106,9 @@ type Options struct {
 	// placed under /dev/shm), shared by every process on the machine that
 	// opens it, in any language: one limit across processes. Needs one
 	// limit of Capacity >= 1 and a word algorithm, no tiers
-	// (ErrSharedUnsupported otherwise).
+	// (ErrSharedUnsupported otherwise). NewWith only: RestoreWith and
+	// OpenPersistedWith refuse it with ErrSharedUnsupported (a region
+	// outlives its processes and is never filled from a snapshot).
 	Shared string
 	// SharedMode is the permission bits of a region NewWith creates (0
 	// means 0600). An existing region keeps its mode.
@@ -174,11 +186,19 @@ func (c cOptions) wrap(handle *C.ratecell_limiter) *Limiter {
 	return l
 }
 
-// build passes these options to ratecell_limiter_build, through the
-// preamble's helper (cgo gives other files no access to a preamble's
-// functions).
+// build, restore and persistedOpen pass these options to the C function
+// of that name, through the preamble's helpers (cgo gives other files no
+// access to a preamble's functions).
 func (c cOptions) build(out **C.ratecell_limiter) C.ratecell_status {
 	return C.rc_build(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, out)
+}
+
+func (c cOptions) restore(path *C.char, out **C.ratecell_limiter) C.ratecell_status {
+	return C.rc_restore(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, path, out)
+}
+
+func (c cOptions) persistedOpen(path *C.char, everyNs C.uint64_t, out **C.ratecell_persisted) C.ratecell_status {
+	return C.rc_persisted_open(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, path, everyNs, out)
 }
 
 // name gives a limiter made of these options their limits' names.

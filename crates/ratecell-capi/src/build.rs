@@ -1,7 +1,8 @@
-//! `ratecell_limiter_build`: every limiter the C ABI makes beyond
-//! `ratecell_limiter_new` (several limits, tiers, a shared region) from one
-//! `ratecell_options`, as the Rust `Builder` makes them; the options are
-//! read in one place (`builder_of`), for every function that takes them.
+//! `ratecell_options`: every limiter the C ABI makes beyond
+//! `ratecell_limiter_new` (several limits, tiers, a shared region), as the
+//! Rust `Builder` makes them: fresh (`ratecell_limiter_build`), from a
+//! snapshot (`ratecell_limiter_restore`) or saved periodically
+//! (`ratecell_persisted_open`), all three reading the options here.
 
 use super::limiter::{clock_of, publish, ratecell_limiter};
 use super::multi::configs_arg;
@@ -11,8 +12,11 @@ use super::{out_ptr, path_arg};
 use ratecell_lib::{AnyLimiter, Builder, SharedOptions};
 use std::ffi::c_char;
 
-/// What `ratecell_limiter_build` makes. Set it up with
-/// `ratecell_options_init`, then set what differs.
+/// What `ratecell_limiter_build` makes, `ratecell_limiter_restore`
+/// restores and `ratecell_persisted_open` opens: one struct for every way
+/// of making a limiter, so that a new option is a new field, not a new
+/// function. Set it up with `ratecell_options_init`, then set what
+/// differs.
 ///
 /// `configs` holds `n_limits` configs (tier 0's limits) when `n_tiers` is
 /// 0, else `n_tiers` rows of `n_limits` configs, tier by tier (tier `t`'s
@@ -37,6 +41,9 @@ pub struct ratecell_options {
     pub n_tiers: usize,
     /// NULL, or the file whose region holds the table, shared by every
     /// process that opens it (a name without `/` lies under `/dev/shm`).
+    /// `ratecell_limiter_build` only: `ratecell_limiter_restore` and
+    /// `ratecell_persisted_open` refuse it with
+    /// `RATECELL_SHARED_UNSUPPORTED` (a region outlives its processes).
     pub shared_path: *const c_char,
 }
 
@@ -129,9 +136,10 @@ pub unsafe extern "C" fn ratecell_limiter_build(
 
 /// The builder `*options` describes, and the clock its configs name: the
 /// one reading of a `ratecell_options` (its size, counts, configs, clock
-/// and shared region), for every function that takes one. Returns the
-/// status of the first thing wrong, as `ratecell_limiter_build`
-/// documents.
+/// and shared region), for every function that takes one
+/// (`ratecell_limiter_build`, `ratecell_limiter_restore`,
+/// `ratecell_persisted_open`). Returns the status of the first thing
+/// wrong, as `ratecell_limiter_build` documents.
 ///
 /// # Safety
 /// As `ratecell_limiter_build`'s `options`.
