@@ -121,7 +121,10 @@ fn main() {
         took
     };
     let load_start = Instant::now();
-    let back = KeyedLimiter::load_multi(&path, &configs, ratecell::Clock::tsc()).unwrap();
+    let back = KeyedLimiter::builder()
+        .limits(&configs)
+        .load(&path)
+        .unwrap();
     let load = load_start.elapsed();
     std::fs::remove_file(&path).unwrap();
 

@@ -133,7 +133,7 @@ enum ratecell_status
   // A snapshot file could not be read or written (permissions, a full
   // disk, a directory that does not exist...).
   RATECELL_SNAPSHOT_IO = 16,
-  // `ratecell_limiter_restore*`: no file at the path. (A periodic saver
+  // `ratecell_limiter_restore`: no file at the path. (A periodic saver
   // opened on a missing file starts fresh instead.)
   RATECELL_SNAPSHOT_NOT_FOUND = 17,
   // The file is not a snapshot, is truncated, or is damaged (a checksum
@@ -321,7 +321,7 @@ struct ratecell_limiter;
 
 // A limiter saved to a file periodically by a background thread.
 //
-// Opaque; made by `ratecell_persisted_open*`, stopped and released by
+// Opaque; made by `ratecell_persisted_open`, stopped and released by
 // `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
 // is used like any other from any number of threads, until the close.
 struct ratecell_persisted;
@@ -352,8 +352,11 @@ struct ratecell_config {
   uint32_t clock;
 };
 
-// What `ratecell_limiter_build` makes. Set it up with
-// `ratecell_options_init`, then set what differs.
+// What `ratecell_limiter_build` makes, `ratecell_limiter_restore`
+// restores and `ratecell_persisted_open` opens: one struct for every way
+// of making a limiter, so that a new option is a new field, not a new
+// function. Set it up with `ratecell_options_init`, then set what
+// differs.
 //
 // `configs` holds `n_limits` configs (tier 0's limits) when `n_tiers` is
 // 0, else `n_tiers` rows of `n_limits` configs, tier by tier (tier `t`'s
@@ -376,6 +379,9 @@ struct ratecell_options {
   size_t n_tiers;
   // NULL, or the file whose region holds the table, shared by every
   // process that opens it (a name without `/` lies under `/dev/shm`).
+  // `ratecell_limiter_build` only: `ratecell_limiter_restore` and
+  // `ratecell_persisted_open` refuse it with
+  // `RATECELL_SHARED_UNSUPPORTED` (a region outlives its processes).
   const char *shared_path;
 };
 
@@ -1176,160 +1182,83 @@ ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter
                                           const char *path,
                                           uint64_t now_ns);
 
-// Builds a limiter from the snapshot file at `path`, with the
-// configuration saved in it (every limit, for a limiter of several: the
-// result is as `ratecell_limiter_build` makes it; every tier, for a
-// tiered limiter), on the TSC clock,
-// and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
-// `ratecell_limiter_new` would: restore this way only files you would
-// take a configuration from; `ratecell_limiter_restore_config` refuses
-// any snapshot that does not fit the caller's configuration before
-// allocating anything.
+// Builds a limiter holding the states saved in the snapshot file at
+// `path` and writes its handle to `*out`:
 //
-// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
+// - **`options` NULL**: the configuration saved in the file (every limit,
+//   for a limiter of several; every tier, for a tiered one), on the TSC
+//   clock. The saved configuration sizes the table, as one passed to
+//   `ratecell_limiter_build` would: restore this way only files you
+//   would take a configuration from.
+// - **`options` not NULL**: the limiter `ratecell_limiter_build` makes of
+//   `*options` (its limits or tiers, its clock), read and checked exactly
+//   as `ratecell_limiter_build` reads and checks them. The snapshot must
+//   hold the same limits in the same order (the same tiers of them, for
+//   `n_tiers` ≥ 1; a snapshot of a limiter made without tiers is no
+//   tiered limiter's, nor the reverse), else
+//   `RATECELL_SNAPSHOT_CONFIG_MISMATCH`, before anything is allocated.
+//   The overflow policy and the clock are the caller's to choose; a
+//   burst of 0 equals a burst of `limit`. A `shared_path` is refused with
+//   `RATECELL_SHARED_UNSUPPORTED`: a shared region outlives its
+//   processes and is made or attached by `ratecell_limiter_build`, never
+//   filled from a snapshot here.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `path` or `out`
+// is NULL; the statuses of `ratecell_limiter_build` for invalid
+// `*options` (`RATECELL_INVALID_LENGTH` for an unknown `size`);
 // `RATECELL_SNAPSHOT_NOT_FOUND`, `RATECELL_SNAPSHOT_IO`,
-// `RATECELL_SNAPSHOT_DAMAGED`, `RATECELL_SNAPSHOT_VERSION`, an
-// `RATECELL_INVALID_*` status for an invalid saved configuration, or
-// `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
+// `RATECELL_SNAPSHOT_DAMAGED`, `RATECELL_SNAPSHOT_VERSION`,
+// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`; an `RATECELL_INVALID_*` status for
+// an invalid saved configuration; or `RATECELL_OUT_OF_MEMORY`. On
+// failure `*out` is left unchanged.
 //
 // Ownership: the caller owns the new limiter and releases it with
-// `ratecell_limiter_free`. Thread-safe.
+// `ratecell_limiter_free`; `*options` and what it points to are only read
+// during the call. Thread-safe.
 //
 // # Safety
-// `path` is NULL or a NUL-terminated string; `out` is NULL or points to a
-// writable `ratecell_limiter *`.
-ratecell_status ratecell_limiter_restore(const char *path, struct ratecell_limiter **out);
-
-// Builds a limiter of configuration `*cfg` (its clock included) from the
-// snapshot file at `path` and writes its handle to `*out`. A snapshot of
-// another configuration is refused with
-// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (the
-// overflow policy and the clock are the caller's to choose; a burst of 0
-// equals a burst of `limit`).
-//
-// Returns the statuses of `ratecell_limiter_restore`, the
-// `RATECELL_INVALID_*` status naming an invalid field of `*cfg`, or
-// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`. On failure `*out` is left
-// unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
-//
-// # Safety
-// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
-// or a NUL-terminated string; `out` is NULL or points to a writable
-// `ratecell_limiter *`.
-ratecell_status ratecell_limiter_restore_config(const struct ratecell_config *cfg,
-                                                const char *path,
-                                                struct ratecell_limiter **out);
-
-// `ratecell_limiter_restore_config` for a limiter of several limits
-// (`ratecell_options.n_limits` > 1): builds the limiter of `configs[0..n]`
-// from the snapshot file at `path`. The snapshot must hold the same
-// limits in the same order; otherwise `RATECELL_SNAPSHOT_CONFIG_MISMATCH`
-// before anything is allocated. `n` = 1 is `ratecell_limiter_restore_config`.
-//
-// Returns the statuses of `ratecell_limiter_restore_config`, and those of
-// `ratecell_limiter_build` for invalid `configs`. On failure `*out` is
-// left unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
-//
-// # Safety
-// `configs` is NULL or points to `n` readable configs; `path` is NULL or
+// `options` is NULL or as for `ratecell_limiter_build`; `path` is NULL or
 // a NUL-terminated string; `out` is NULL or points to a writable
 // `ratecell_limiter *`.
-ratecell_status ratecell_limiter_restore_multi(const struct ratecell_config *configs,
-                                               size_t n,
-                                               const char *path,
-                                               struct ratecell_limiter **out);
+ratecell_status ratecell_limiter_restore(const struct ratecell_options *options,
+                                         const char *path,
+                                         struct ratecell_limiter **out);
 
-// `ratecell_limiter_restore_config` for a tiered limiter
-// (`ratecell_options.n_tiers` ≥ 1): builds the limiter of
-// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from the
-// snapshot file at `path`. The snapshot must hold the same tiers of the
-// same limits in the same order; otherwise
-// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (a
-// snapshot of a limiter made without tiers is refused so too).
+// Restores the limiter of `*options` (as `ratecell_limiter_restore`
+// does with options) from the snapshot file at `path` if the file exists,
+// else makes it fresh (as `ratecell_limiter_build` does), and starts a
+// thread that saves it there atomically every `every_ns` nanoseconds (at
+// least 1 ms). Writes the handle to `*out`. Crash-safe limits in one
+// call: a process killed at any moment leaves the last whole snapshot.
+// Only a missing file starts fresh: a file that exists but cannot be
+// restored (damaged, or of another configuration: other limits, other
+// tiers, tiers where the file has none) is an error; remove it, or use
+// another path, to start afresh.
 //
-// Returns the statuses of `ratecell_limiter_restore_config`, and those of
-// `ratecell_limiter_build` for invalid `configs`. On failure
-// `*out` is left unchanged. Ownership as for `ratecell_limiter_new`.
-// Thread-safe.
+// `options` is required (NULL is `RATECELL_NULL_ARGUMENT`: a missing file
+// leaves no configuration to start from); a `shared_path` is refused with
+// `RATECELL_SHARED_UNSUPPORTED`, as `ratecell_limiter_restore` refuses
+// it. Every check on its limiter may name a tier
+// (`ratecell_request.tier`, `ratecell_batch.tiers`) when `n_tiers` ≥ 1.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `options`, `path`
+// or `out` is NULL; the statuses of `ratecell_limiter_build` for invalid
+// `*options` or a fresh limiter that cannot be made; those of
+// `ratecell_limiter_restore` for a file that exists but cannot be
+// restored; or `RATECELL_SNAPSHOT_IO` when the thread cannot start. On
+// failure `*out` is left unchanged.
+//
+// Ownership: release with `ratecell_persisted_close`; `*options` and what
+// it points to are only read during the call. Thread-safe.
 //
 // # Safety
-// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
-// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
-// a writable `ratecell_limiter *`.
-ratecell_status ratecell_limiter_restore_tiered(const struct ratecell_config *configs,
-                                                size_t n_limits,
-                                                size_t n_tiers,
-                                                const char *path,
-                                                struct ratecell_limiter **out);
-
-// Restores a limiter of configuration `*cfg` from the snapshot file at
-// `path` if the file exists (else makes it fresh), and starts a thread
-// that saves it there atomically every `every_ns` nanoseconds (at least
-// 1 ms). Writes the handle to `*out`. Crash-safe limits in one call: a
-// process killed at any moment leaves the last whole snapshot.
-//
-// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, the statuses of
-// `ratecell_limiter_restore_config` for a file that exists but cannot be
-// restored (remove it, or use another path, to start afresh), or
-// `RATECELL_SNAPSHOT_IO` when the thread cannot start. On failure `*out`
-// is left unchanged. Ownership: release with `ratecell_persisted_close`.
-// Thread-safe.
-//
-// # Safety
-// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
-// or a NUL-terminated string; `out` is NULL or points to a writable
+// `options` is NULL or as for `ratecell_limiter_build`; `path` is NULL or
+// a NUL-terminated string; `out` is NULL or points to a writable
 // `ratecell_persisted *`.
-ratecell_status ratecell_persisted_open(const struct ratecell_config *cfg,
+ratecell_status ratecell_persisted_open(const struct ratecell_options *options,
                                         const char *path,
                                         uint64_t every_ns,
                                         struct ratecell_persisted **out);
-
-// `ratecell_persisted_open` for a limiter of several limits checked as
-// one (`ratecell_options.n_limits` > 1): restores `configs[0..n]`'s limiter
-// from `path` if the file exists (the same limits in the same order, else
-// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`), else makes it fresh, and saves it
-// there every `every_ns`. `n` = 1 is `ratecell_persisted_open`.
-//
-// Returns the statuses of `ratecell_persisted_open`, and those of
-// `ratecell_limiter_build` for invalid `configs`. On failure `*out`
-// is left unchanged. Ownership: release with `ratecell_persisted_close`.
-// Thread-safe.
-//
-// # Safety
-// `configs` is NULL or points to `n` readable configs; `path` is NULL or
-// a NUL-terminated string; `out` is NULL or points to a writable
-// `ratecell_persisted *`.
-ratecell_status ratecell_persisted_open_multi(const struct ratecell_config *configs,
-                                              size_t n,
-                                              const char *path,
-                                              uint64_t every_ns,
-                                              struct ratecell_persisted **out);
-
-// `ratecell_persisted_open` for a tiered limiter
-// (`ratecell_options.n_tiers` ≥ 1): restores the limiter of
-// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from
-// `path` if the file exists, else makes it fresh, and saves it there
-// every `every_ns` with every tier. A file of other tiers, another number
-// of them, or of a limiter made without tiers is refused with
-// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` (as `ratecell_limiter_restore_tiered`
-// refuses it) before anything is allocated. Every check on its limiter
-// may name a tier (`ratecell_request.tier`, `ratecell_batch.tiers`).
-//
-// Returns the statuses of `ratecell_persisted_open`, and those of
-// `ratecell_limiter_build` for invalid `configs` or counts.
-// On failure `*out` is left unchanged. Ownership: release with
-// `ratecell_persisted_close`. Thread-safe.
-//
-// # Safety
-// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
-// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
-// a writable `ratecell_persisted *`.
-ratecell_status ratecell_persisted_open_tiered(const struct ratecell_config *configs,
-                                               size_t n_limits,
-                                               size_t n_tiers,
-                                               const char *path,
-                                               uint64_t every_ns,
-                                               struct ratecell_persisted **out);
 
 // The limiter of a persisted handle, written to `*out`: use it with every
 // `ratecell_check*` call. It stays valid until `ratecell_persisted_close`
@@ -1361,7 +1290,7 @@ ratecell_status ratecell_persisted_save(const struct ratecell_persisted *persist
 // thread may be using either.
 //
 // # Safety
-// `persisted` is NULL or a live handle from `ratecell_persisted_open*`.
+// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
 ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
 
 // How many tiers the limiter serves (1 for one made without tiers); 0

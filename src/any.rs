@@ -124,3 +124,15 @@ impl AnyLimiter {
         }
     }
 }
+
+/// What [`crate::Builder::persisted`] needs of an `AnyLimiter`: the save
+/// of whichever limiter it holds.
+#[cfg(not(ratecell_loom))]
+impl crate::snapshot::Save for AnyLimiter {
+    fn save_to(&self, path: &std::path::Path) -> Result<(), crate::SnapshotError> {
+        match self {
+            AnyLimiter::Direct(l) => l.save(path),
+            AnyLimiter::Keyed(k) => k.save(path),
+        }
+    }
+}

@@ -30,8 +30,10 @@
 //!   clock ([`Builder::clock`]); a request may give its own time instead
 //!   ([`Request::at`]).
 //! - [`snapshot`]: every limiter saves its states while checks go on and is
-//!   restored from them after a restart; [`Persisted`] does both from one
-//!   line (restore at start, save periodically).
+//!   restored from them after a restart by its builder
+//!   ([`Builder::restore`], [`Builder::load`]); [`Persisted`] does both
+//!   from one line ([`Builder::persisted`]: restore at start, save
+//!   periodically).
 //!
 //! ```
 //! use ratecell::{Algorithm, Clock, Config, Limiter};

@@ -450,7 +450,11 @@ fn a_snapshot_after_a_reconfiguration_restores_under_the_new_limits() {
             (12, S),
             "the new limits are saved"
         );
-        let back = KeyedLimiter::restore(&file[..], after, Clock::manual(T).0).unwrap();
+        let back = KeyedLimiter::builder()
+            .limit(after)
+            .clock(Clock::manual(T).0)
+            .restore(&file[..])
+            .unwrap();
         for key in 0..20 {
             assert_eq!(
                 back.check(key, Request::new(0).at(T)),

@@ -9,8 +9,8 @@
 use proptest::prelude::*;
 use ratecell::snapshot::saved_config;
 use ratecell::{
-    Algorithm, Clock, Config, Field, KeyedLimiter, Limiter, Overflow, Persisted, Request,
-    SnapshotError,
+    Algorithm, AnyLimiter, Clock, Config, Error, Field, KeyedLimiter, Limiter, Overflow, Request,
+    SharedErrorKind, SharedOptions, SnapshotError,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -102,7 +102,11 @@ fn keyed_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
             }
             let bytes = snapshot_bytes_keyed(&first, t_snap);
             drop(first);
-            let restored = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
+            let restored = KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .restore(&bytes[..])
+                .unwrap();
             let mut compared = 0;
             for (i, &(key, cost, t)) in steps[split..].iter().enumerate() {
                 // After the snapshot time goes no further back than it.
@@ -158,7 +162,11 @@ fn direct_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
             }
             let mut bytes = Vec::new();
             first.snapshot_at(&mut bytes, t_snap).unwrap();
-            let restored = Limiter::restore(&bytes[..], cfg, clock()).unwrap();
+            let restored = Limiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .restore(&bytes[..])
+                .unwrap();
             for (i, &(_, cost, t)) in steps[split..].iter().enumerate() {
                 // A direct snapshot keeps the state whatever its age, so
                 // time may go back after it too.
@@ -189,7 +197,11 @@ fn a_full_table_restores_every_live_key() {
             assert!(l.check(key, Request::new(3).at(T0)).allowed, "{algorithm}");
         }
         let bytes = snapshot_bytes_keyed(&l, T0);
-        let r = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
+        let r = KeyedLimiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .restore(&bytes[..])
+            .unwrap();
         assert_eq!(r.stats().keys_tracked, 64, "{algorithm}");
         for key in 0..64 {
             assert_eq!(
@@ -224,7 +236,11 @@ fn fresh_and_reset_keys_are_left_out_and_later_keys_still_found() {
         l.check(100, Request::new(1).at(later));
         // At `later` every key of T0 is fresh again: only key 100 is live.
         let bytes = snapshot_bytes_keyed(&l, later);
-        let r = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
+        let r = KeyedLimiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .restore(&bytes[..])
+            .unwrap();
         assert_eq!(r.stats().keys_tracked, 1, "{algorithm}");
         assert_eq!(
             r.check(100, Request::new(0).at(later)),
@@ -232,7 +248,11 @@ fn fresh_and_reset_keys_are_left_out_and_later_keys_still_found() {
         );
         // At T0 the odd keys are live, the reset ones are not.
         let bytes = snapshot_bytes_keyed(&l, T0);
-        let r = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
+        let r = KeyedLimiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .restore(&bytes[..])
+            .unwrap();
         assert_eq!(r.stats().keys_tracked, 9, "{algorithm}");
         for key in 0..16 {
             assert_eq!(
@@ -301,7 +321,11 @@ fn a_snapshot_while_threads_check_holds_states_the_keys_had() {
             // The upper bound is read once the threads stop, below; keep
             // the snapshot and the lower bounds until then.
             after.extend(admitted.iter().map(|a| a.load(Ordering::SeqCst)));
-            let r = KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
+            let r = KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .restore(&bytes[..])
+                .unwrap();
             for key in 0..KEYS {
                 let peek = r.check(key, Request::new(0).at(T0));
                 let saved = LIMIT - peek.remaining;
@@ -366,13 +390,21 @@ fn a_different_configuration_is_refused_naming_the_field() {
         (cfg.capacity(0), Field::Capacity),
     ];
     for (other, field) in cases {
-        let err = KeyedLimiter::restore(&bytes[..], other, clock()).unwrap_err();
+        let err = KeyedLimiter::builder()
+            .limit(other)
+            .clock(clock())
+            .restore(&bytes[..])
+            .unwrap_err();
         assert!(
             matches!(err, SnapshotError::ConfigMismatch { field: f, .. } if f == field),
             "{field:?}: {err}"
         );
     }
-    let err = Limiter::restore(&bytes[..], cfg.capacity(0), clock()).unwrap_err();
+    let err = Limiter::builder()
+        .limit(cfg.capacity(0))
+        .clock(clock())
+        .restore(&bytes[..])
+        .unwrap_err();
     assert!(matches!(
         err,
         SnapshotError::ConfigMismatch {
@@ -382,7 +414,10 @@ fn a_different_configuration_is_refused_naming_the_field() {
     ));
     // Carried over: the overflow policy is the caller's; a burst of 0 is
     // the limit.
-    let r = KeyedLimiter::restore(&bytes[..], cfg.overflow(Overflow::Allow).burst(10), clock())
+    let r = KeyedLimiter::builder()
+        .limit(cfg.overflow(Overflow::Allow).burst(10))
+        .clock(clock())
+        .restore(&bytes[..])
         .unwrap();
     assert_eq!(r.check(1, Request::new(0).at(T0)).remaining, 7);
     assert_eq!(r.config().overflow, Overflow::Allow);
@@ -429,13 +464,26 @@ fn small_snapshots() -> Vec<(Config, Vec<u8>)> {
 fn empty_truncated_and_flipped_snapshots_are_refused() {
     let cfg = config(Algorithm::Gcra, 4).capacity(8);
     assert!(matches!(
-        KeyedLimiter::restore(&[][..], cfg, clock()),
+        KeyedLimiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .restore(&[][..]),
         Err(SnapshotError::NotASnapshot)
     ));
     for (cfg, bytes) in small_snapshots() {
-        assert!(KeyedLimiter::restore(&bytes[..], cfg, clock()).is_ok());
+        assert!(
+            KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .restore(&bytes[..])
+                .is_ok()
+        );
         for len in 0..bytes.len() {
-            let err = KeyedLimiter::restore(&bytes[..len], cfg, clock()).unwrap_err();
+            let err = KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .restore(&bytes[..len])
+                .unwrap_err();
             assert!(
                 matches!(
                     err,
@@ -450,20 +498,29 @@ fn empty_truncated_and_flipped_snapshots_are_refused() {
             for flip in [0x01u8, 0x80, 0xff] {
                 let mut damaged = bytes.clone();
                 damaged[at] ^= flip;
-                let result = KeyedLimiter::restore(&damaged[..], cfg, clock());
+                let result = KeyedLimiter::builder()
+                    .limit(cfg)
+                    .clock(clock())
+                    .restore(&damaged[..]);
                 assert!(result.is_err(), "byte {at} ^ {flip:#x} was accepted");
             }
         }
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(matches!(
-            KeyedLimiter::restore(&longer[..], cfg, clock()),
+            KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .restore(&longer[..]),
             Err(SnapshotError::Damaged(_))
         ));
         let mut other_version = bytes.clone();
         other_version[8] = 4;
         assert!(matches!(
-            KeyedLimiter::restore(&other_version[..], cfg, clock()),
+            KeyedLimiter::builder()
+                .limit(cfg)
+                .clock(clock())
+                .restore(&other_version[..]),
             Err(SnapshotError::UnsupportedVersion {
                 found: 4,
                 supported: 3
@@ -484,8 +541,8 @@ proptest! {
             bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
         }
         let cfg = config(Algorithm::SlidingLog, 4).capacity(8);
-        prop_assert!(KeyedLimiter::restore(&bytes[..], cfg, clock()).is_err());
-        prop_assert!(Limiter::restore(&bytes[..], config(Algorithm::SlidingLog, 4), clock()).is_err());
+        prop_assert!(KeyedLimiter::builder().limit(cfg).clock(clock()).restore(&bytes[..]).is_err());
+        prop_assert!(Limiter::builder().limit(config(Algorithm::SlidingLog, 4)).clock(clock()).restore(&bytes[..]).is_err());
         let _ = saved_config(&bytes[..]);
     }
 
@@ -499,7 +556,7 @@ proptest! {
             let at = at % bytes.len();
             bytes[at] = value;
         }
-        let result = KeyedLimiter::restore(&bytes[..], cfg, clock());
+        let result = KeyedLimiter::builder().limit(cfg).clock(clock()).restore(&bytes[..]);
         if bytes != original {
             prop_assert!(result.is_err());
         }
@@ -520,7 +577,10 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
     let cfg = config(Algorithm::SlidingWindow, 5).capacity(100);
     let now = Clock::tsc().now_ns();
     {
-        let l = Persisted::<KeyedLimiter>::open(cfg, &path, Duration::from_secs(3600)).unwrap();
+        let l = KeyedLimiter::builder()
+            .limit(cfg)
+            .persisted(&path, Duration::from_secs(3600))
+            .unwrap();
         assert!(!path.exists(), "no file until the first save");
         for _ in 0..5 {
             assert!(l.check(9, Request::new(1).at(now)).allowed);
@@ -536,13 +596,18 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
         vec!["limits.snap"],
         "no temporary file is left behind"
     );
-    let l = Persisted::<KeyedLimiter>::open(cfg, &path, Duration::from_secs(3600)).unwrap();
+    let l = KeyedLimiter::builder()
+        .limit(cfg)
+        .persisted(&path, Duration::from_secs(3600))
+        .unwrap();
     assert!(
         !l.check(9, Request::new(1).at(now)).allowed,
         "key 9 stays spent across the restart"
     );
     drop(l);
-    let err = Persisted::<KeyedLimiter>::open(cfg.capacity(50), &path, Duration::from_secs(1))
+    let err = KeyedLimiter::builder()
+        .limit(cfg.capacity(50))
+        .persisted(&path, Duration::from_secs(1))
         .unwrap_err();
     assert!(matches!(
         err,
@@ -559,8 +624,154 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
         .unwrap();
     direct.check(Request::new(2).at(T0));
     direct.save(dir.join("direct.snap")).unwrap();
-    let back = Limiter::load(dir.join("direct.snap"), config(Algorithm::Gcra, 2), clock()).unwrap();
+    let back = Limiter::builder()
+        .limit(config(Algorithm::Gcra, 2))
+        .clock(clock())
+        .load(dir.join("direct.snap"))
+        .unwrap();
     assert!(!back.check(Request::new(1).at(T0)).allowed);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What the builder's terminals make that no constructor made before:
+/// names kept across a restore, a persisted limiter on a manual clock, a
+/// direct-or-keyed limiter restored as its options say; and what they
+/// refuse by name (a shared region, a direct limiter's tiers).
+#[test]
+fn the_builder_restores_with_every_option_and_refuses_a_shared_region_by_name() {
+    let dir = temp_dir("builder");
+    let per_second = config(Algorithm::Gcra, 2).capacity(100);
+    let per_minute = Config::new(Algorithm::FixedWindow, 5, 60 * SECOND).capacity(100);
+    let names = ["per_second", "per_minute"];
+
+    // Names and several limits: the names are the builder's, the states
+    // the snapshot's.
+    let builder = KeyedLimiter::builder()
+        .limits(&[per_second, per_minute])
+        .names(&names)
+        .clock(clock());
+    let l = builder.clone().build().unwrap();
+    assert!(l.check(7, Request::new(2).at(T0)).allowed);
+    let bytes = snapshot_bytes_keyed(&l, T0);
+    let back = builder.clone().restore(&bytes[..]).unwrap();
+    assert_eq!(back.limit_name(0), Some("per_second"));
+    assert_eq!(back.limit_name(1), Some("per_minute"));
+    let each = back.check_each(7, Request::new(1).at(T0));
+    assert!(!each.decision.allowed, "key 7 stays spent");
+    assert_eq!(each.denied_by, Some(0));
+    assert_eq!(
+        each.limits()[1].remaining,
+        3,
+        "per_minute kept what it counted"
+    );
+    let unnamed = KeyedLimiter::builder()
+        .limits(&[per_second, per_minute])
+        .restore(&bytes[..])
+        .unwrap();
+    assert_eq!(unnamed.limit_name(0), None, "names are not saved");
+    // Names of another count are refused after the snapshot fits.
+    match builder.clone().names(&["one"]).restore(&bytes[..]) {
+        Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Limits),
+        other => panic!("{other:?}"),
+    }
+
+    // A manual clock with a persisted limiter: checks without a time read
+    // the hand's, and the state comes back under a later clock.
+    let path = dir.join("manual.snap");
+    let (manual, hand) = Clock::manual(T0);
+    let p = KeyedLimiter::builder()
+        .limit(per_second)
+        .clock(manual)
+        .persisted(&path, Duration::from_secs(3600))
+        .unwrap();
+    assert!(p.check(1, 2).allowed);
+    assert!(!p.check(1, 1).allowed);
+    hand.advance(SECOND / 2);
+    assert!(p.check(1, 1).allowed, "GCRA: one back after half a second");
+    p.close().unwrap();
+    let (later, _hand) = Clock::manual(T0 + SECOND / 2);
+    let p = KeyedLimiter::builder()
+        .limit(per_second)
+        .clock(later)
+        .persisted(&path, Duration::from_secs(3600))
+        .unwrap();
+    assert_eq!(p.now_ns(), T0 + SECOND / 2, "the builder's clock");
+    assert!(!p.check(1, 1).allowed, "key 1 spent what it had");
+    drop(p);
+
+    // AnyLimiter: the options choose direct or keyed, never the snapshot.
+    let direct = config(Algorithm::Gcra, 2);
+    let d = Limiter::builder()
+        .limit(direct)
+        .clock(clock())
+        .build()
+        .unwrap();
+    d.check(Request::new(2).at(T0));
+    d.save(dir.join("direct.snap")).unwrap();
+    let any = AnyLimiter::builder()
+        .limit(direct)
+        .clock(clock())
+        .load(dir.join("direct.snap"))
+        .unwrap();
+    assert!(matches!(any, AnyLimiter::Direct(_)));
+    assert!(!any.check(0, Request::new(1).at(T0)).allowed);
+    match AnyLimiter::builder()
+        .limit(direct.capacity(100))
+        .load(dir.join("direct.snap"))
+    {
+        Err(SnapshotError::ConfigMismatch { field, .. }) => assert_eq!(field, Field::Capacity),
+        other => panic!("{other:?}"),
+    }
+    let any = AnyLimiter::builder()
+        .limit(per_second)
+        .clock(clock())
+        .persisted(dir.join("any.snap"), Duration::from_secs(3600))
+        .unwrap();
+    assert!(matches!(*any.limiter().as_ref(), AnyLimiter::Keyed(_)));
+    drop(any);
+    assert!(dir.join("any.snap").exists(), "saved on drop");
+
+    // A direct limiter has no tiers; a builder without limits makes none.
+    match Limiter::builder().tier(&[direct]).restore(&bytes[..]) {
+        Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Tiers),
+        other => panic!("{other:?}"),
+    }
+    match KeyedLimiter::builder().persisted(dir.join("none.snap"), Duration::from_secs(1)) {
+        Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Limits),
+        other => panic!("{other:?}"),
+    }
+
+    // A shared region: every terminal but build refuses it, by name,
+    // before reading the snapshot or touching the region.
+    let region = dir.join("region");
+    let shared = || {
+        KeyedLimiter::builder()
+            .limit(per_second)
+            .shared(&region, SharedOptions::default())
+    };
+    let refused = |r: Result<(), SnapshotError>| match r {
+        Err(SnapshotError::Limiter(Error::Shared(e))) => {
+            assert_eq!(e.kind, SharedErrorKind::Unsupported);
+            assert_eq!(e.path, region);
+            assert!(e.message.contains("restore_shared"), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    };
+    refused(shared().restore(&bytes[..]).map(drop));
+    refused(shared().load(dir.join("missing.snap")).map(drop));
+    refused(
+        shared()
+            .persisted(dir.join("missing.snap"), Duration::from_secs(1))
+            .map(drop),
+    );
+    refused(
+        AnyLimiter::builder()
+            .limit(per_second)
+            .shared(&region, SharedOptions::default())
+            .restore(&bytes[..])
+            .map(drop),
+    );
+    assert!(!region.exists() && !dir.join("missing.snap").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -576,7 +787,10 @@ fn killed_config() -> Config {
 fn helper_child_saving_until_killed() {
     let path = std::env::var("RATECELL_SNAPSHOT_CHILD").expect("run by its parent test");
     let cfg = killed_config();
-    let l = Persisted::<KeyedLimiter>::open(cfg, &path, Duration::from_millis(1)).unwrap();
+    let l = KeyedLimiter::builder()
+        .limit(cfg)
+        .persisted(&path, Duration::from_millis(1))
+        .unwrap();
     let mut key = 0u64;
     loop {
         l.check(key % 40_000, 1);
@@ -604,7 +818,7 @@ fn a_process_killed_while_saving_leaves_a_snapshot_that_restores() {
         // moment while the saves go on.
         let mut waited = 0;
         while waited < 30_000 {
-            let saved = KeyedLimiter::load(&path, cfg, Clock::tsc());
+            let saved = KeyedLimiter::builder().limit(cfg).load(&path);
             if saved.is_ok_and(|l| l.stats().keys_tracked > 0) {
                 break;
             }
@@ -614,7 +828,9 @@ fn a_process_killed_while_saving_leaves_a_snapshot_that_restores() {
         std::thread::sleep(Duration::from_millis(50 + 37 * round));
         child.kill().unwrap(); // SIGKILL on Unix
         child.wait().unwrap();
-        let l = KeyedLimiter::load(&path, cfg, Clock::tsc())
+        let l = KeyedLimiter::builder()
+            .limit(cfg)
+            .load(&path)
             .unwrap_or_else(|e| panic!("round {round}: the file left by the killed process: {e}"));
         restored_keys.push(l.stats().keys_tracked);
     }
@@ -781,7 +997,11 @@ fn direct_and_keyed_case(seed: u64) -> Result<(), TestCaseError> {
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, at).unwrap();
     damage_states(&mut bytes, &mut rng, header);
-    if let Ok(back) = Limiter::restore(&bytes[..], cfg, clock()) {
+    if let Ok(back) = Limiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .restore(&bytes[..])
+    {
         obeys_the_bound(&[cfg], 1, at, &mut rng, |_, cost, t| {
             back.check(Request::new(cost).at(t)).allowed
         })?;
@@ -798,7 +1018,11 @@ fn direct_and_keyed_case(seed: u64) -> Result<(), TestCaseError> {
     });
     let mut bytes = snapshot_bytes_keyed(&l, at);
     damage_states(&mut bytes, &mut rng, header);
-    if let Ok(back) = KeyedLimiter::restore(&bytes[..], keyed_cfg, clock()) {
+    if let Ok(back) = KeyedLimiter::builder()
+        .limit(keyed_cfg)
+        .clock(clock())
+        .restore(&bytes[..])
+    {
         obeys_the_bound(&[cfg], FUZZ_KEYS, at, &mut rng, |key, cost, t| {
             back.check(key, Request::new(cost).at(t)).allowed
         })?;
@@ -826,7 +1050,11 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, at).unwrap();
     damage_states(&mut bytes, &mut rng, header);
-    if let Ok(back) = Limiter::restore_multi(&bytes[..], &limits, clock()) {
+    if let Ok(back) = Limiter::builder()
+        .limits(&limits)
+        .clock(clock())
+        .restore(&bytes[..])
+    {
         obeys_the_bound(&limits, 1, at, &mut rng, |_, cost, t| {
             back.check(Request::new(cost).at(t)).allowed
         })?;
@@ -843,7 +1071,11 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
     });
     let mut bytes = snapshot_bytes_keyed(&l, at);
     damage_states(&mut bytes, &mut rng, header);
-    if let Ok(back) = KeyedLimiter::restore_multi(&bytes[..], &keyed, clock()) {
+    if let Ok(back) = KeyedLimiter::builder()
+        .limits(&keyed)
+        .clock(clock())
+        .restore(&bytes[..])
+    {
         obeys_the_bound(&limits, FUZZ_KEYS, at, &mut rng, |key, cost, t| {
             back.check(key, Request::new(cost).at(t)).allowed
         })?;
@@ -878,8 +1110,12 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
     });
     let mut bytes = snapshot_bytes_keyed(&l, at);
     damage_states(&mut bytes, &mut rng, header);
-    let tier_lists: [&[Config]; 2] = [&tiers[..1], &tiers[1..]];
-    if let Ok(back) = KeyedLimiter::restore_tiered(&bytes[..], &tier_lists, clock()) {
+    let restored = KeyedLimiter::builder()
+        .tier(&tiers[..1])
+        .tier(&tiers[1..])
+        .clock(clock())
+        .restore(&bytes[..]);
+    if let Ok(back) = restored {
         for tier in 0..2 {
             obeys_the_bound(
                 &tiers[tier..=tier],
@@ -930,7 +1166,11 @@ fn a_snapshot_holding_the_bucketed_state_that_hung_a_check_is_refused() {
     let end = bytes.len() - 4;
     let c = crc32c(&bytes[..end]);
     bytes[end..].copy_from_slice(&c.to_le_bytes());
-    match Limiter::restore(&bytes[..], cfg, clock()) {
+    match Limiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .restore(&bytes[..])
+    {
         Err(SnapshotError::Damaged(why)) => assert!(
             why.contains("bucketed_window: word 0 (newest sub-window) 18446744073709551615"),
             "{why}"
@@ -950,7 +1190,11 @@ fn a_snapshot_holding_the_bucketed_state_that_hung_a_check_is_refused() {
     let end = bytes.len() - 4;
     let c = crc32c(&bytes[..end]);
     bytes[end..].copy_from_slice(&c.to_le_bytes());
-    match KeyedLimiter::restore(&bytes[..], keyed, clock()) {
+    match KeyedLimiter::builder()
+        .limit(keyed)
+        .clock(clock())
+        .restore(&bytes[..])
+    {
         Err(SnapshotError::Damaged(why)) => assert!(why.contains("newest sub-window"), "{why}"),
         other => panic!("expected Damaged, got {:?}", other.map(|_| ())),
     }

@@ -9,9 +9,7 @@
 
 use proptest::prelude::*;
 use ratecell::snapshot::{saved_config, saved_configs};
-use ratecell::{
-    Algorithm, Clock, Config, Field, KeyedLimiter, Limiter, Persisted, Request, SnapshotError,
-};
+use ratecell::{Algorithm, Clock, Config, Field, KeyedLimiter, Limiter, Request, SnapshotError};
 use std::time::Duration;
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -152,7 +150,10 @@ fn keyed_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_rest
         );
         assert_eq!(saved_configs(&bytes[..]).unwrap().len(), configs.len());
         drop(first);
-        let restored = KeyedLimiter::restore_multi(&bytes[..], &configs, clock())
+        let restored = KeyedLimiter::builder()
+            .limits(&configs)
+            .clock(clock())
+            .restore(&bytes[..])
             .unwrap_or_else(|e| panic!("case {case} {configs:?}: {e}"));
         let mut denied = 0;
         for (i, &(key, cost, t)) in steps[split..].iter().enumerate() {
@@ -199,7 +200,10 @@ fn direct_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_res
         }
         let mut bytes = Vec::new();
         first.snapshot_at(&mut bytes, t_snap).unwrap();
-        let restored = Limiter::restore_multi(&bytes[..], configs, clock())
+        let restored = Limiter::builder()
+            .limits(configs)
+            .clock(clock())
+            .restore(&bytes[..])
             .unwrap_or_else(|e| panic!("case {case} {configs:?}: {e}"));
         assert_eq!(restored.limits(), &configs[..]);
         for (i, &(_, cost, t)) in steps[split..].iter().enumerate() {
@@ -226,16 +230,19 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
 
-    let mismatch =
-        |wanted: &[Config]| match KeyedLimiter::restore_multi(&bytes[..], wanted, clock()) {
-            Err(SnapshotError::ConfigMismatch {
-                limit,
-                field,
-                saved,
-                wanted,
-            }) => (limit, field, saved, wanted),
-            other => panic!("expected a mismatch, got {other:?}"),
-        };
+    let mismatch = |wanted: &[Config]| match KeyedLimiter::builder()
+        .limits(wanted)
+        .clock(clock())
+        .restore(&bytes[..])
+    {
+        Err(SnapshotError::ConfigMismatch {
+            limit,
+            field,
+            saved,
+            wanted,
+        }) => (limit, field, saved, wanted),
+        other => panic!("expected a mismatch, got {other:?}"),
+    };
     assert_eq!(mismatch(&list[..3]), (0, Field::Limits, 4, 3));
     assert_eq!(mismatch(&list[..1]), (0, Field::Limits, 4, 1));
     let mut other = list.clone();
@@ -254,7 +261,11 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
         ..limit2[2]
     };
     assert_eq!(mismatch(&limit2), (2, Field::Limit, 5, 6));
-    let err = KeyedLimiter::restore_multi(&bytes[..], &other, clock()).unwrap_err();
+    let err = KeyedLimiter::builder()
+        .limits(&other)
+        .clock(clock())
+        .restore(&bytes[..])
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -264,7 +275,10 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     );
     // One limit asked of a file of several, and several of a file of one.
     assert!(matches!(
-        KeyedLimiter::restore(&bytes[..], list[0], clock()),
+        KeyedLimiter::builder()
+            .limit(list[0])
+            .clock(clock())
+            .restore(&bytes[..]),
         Err(SnapshotError::ConfigMismatch {
             field: Field::Limits,
             ..
@@ -278,7 +292,10 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     let mut one = Vec::new();
     single.snapshot_at(&mut one, T0).unwrap();
     assert!(matches!(
-        KeyedLimiter::restore_multi(&one[..], &list, clock()),
+        KeyedLimiter::builder()
+            .limits(&list)
+            .clock(clock())
+            .restore(&one[..]),
         Err(SnapshotError::ConfigMismatch {
             field: Field::Limits,
             saved: 1,
@@ -290,7 +307,10 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     let mut bad = list.clone();
     bad[1] = bad[1].capacity(65);
     assert!(matches!(
-        KeyedLimiter::restore_multi(&bytes[..], &bad, clock()),
+        KeyedLimiter::builder()
+            .limits(&bad)
+            .clock(clock())
+            .restore(&bytes[..]),
         Err(SnapshotError::Limiter(_))
     ));
     // The header gives every limit back, the first alone from saved_config.
@@ -298,7 +318,11 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     assert_eq!(saved.len(), 4);
     assert_eq!(saved[3].period_ns, SECOND / 2);
     assert_eq!(saved_config(&bytes[..]).unwrap(), saved[0]);
-    let back = KeyedLimiter::restore_multi(&bytes[..], &saved, clock()).unwrap();
+    let back = KeyedLimiter::builder()
+        .limits(&saved)
+        .clock(clock())
+        .restore(&bytes[..])
+        .unwrap();
     assert!(
         !back.check_each(1, Request::new(3).at(T0)).decision.allowed,
         "key 1 kept its spend"
@@ -331,9 +355,17 @@ fn version_1_files_stay_readable_and_one_limit_is_still_written_in_version_1() {
     l.snapshot_at(&mut bytes, T0).unwrap();
     assert_eq!(&bytes[8..12], &1u32.to_le_bytes());
     assert_eq!(bytes, V1_GCRA, "one limit is written as version 1 was");
-    let back = Limiter::restore(V1_GCRA, cfg, clock()).unwrap();
+    let back = Limiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .restore(V1_GCRA)
+        .unwrap();
     assert_eq!(back.check(Request::new(0).at(T0)).remaining, 2);
-    let back = Limiter::restore_multi(V1_GCRA, &[cfg], clock()).unwrap();
+    let back = Limiter::builder()
+        .limits(&[cfg])
+        .clock(clock())
+        .restore(V1_GCRA)
+        .unwrap();
     assert_eq!(back.check(Request::new(0).at(T0)).remaining, 2);
 }
 
@@ -370,9 +402,17 @@ fn small_snapshots() -> Vec<(Vec<Config>, Vec<u8>, bool)> {
 
 fn restore_any(configs: &[Config], bytes: &[u8], keyed: bool) -> Result<(), SnapshotError> {
     if keyed {
-        KeyedLimiter::restore_multi(bytes, configs, clock()).map(drop)
+        KeyedLimiter::builder()
+            .limits(configs)
+            .clock(clock())
+            .restore(bytes)
+            .map(drop)
     } else {
-        Limiter::restore_multi(bytes, configs, clock()).map(drop)
+        Limiter::builder()
+            .limits(configs)
+            .clock(clock())
+            .restore(bytes)
+            .map(drop)
     }
 }
 
@@ -424,8 +464,8 @@ proptest! {
             bytes[28..32].copy_from_slice(&count.to_le_bytes());
         }
         let configs = keyed(&fixed_lists()[1], 8);
-        prop_assert!(KeyedLimiter::restore_multi(&bytes[..], &configs, clock()).is_err());
-        prop_assert!(Limiter::restore_multi(&bytes[..], &fixed_lists()[2], clock()).is_err());
+        prop_assert!(KeyedLimiter::builder().limits(&configs).clock(clock()).restore(&bytes[..]).is_err());
+        prop_assert!(Limiter::builder().limits(&fixed_lists()[2]).clock(clock()).restore(&bytes[..]).is_err());
         let _ = saved_configs(&bytes[..]);
     }
 
@@ -456,7 +496,9 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
     let configs = keyed(&fixed_lists()[1], 100);
     let now = Clock::tsc().now_ns();
     {
-        let l = Persisted::<KeyedLimiter>::open_multi(&configs, &path, Duration::from_secs(3600))
+        let l = KeyedLimiter::builder()
+            .limits(&configs)
+            .persisted(&path, Duration::from_secs(3600))
             .unwrap();
         for _ in 0..4 {
             assert!(l.check(9, Request::new(1).at(now)).allowed);
@@ -464,8 +506,10 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
         assert_eq!(l.check_each(9, Request::new(1).at(now)).denied_by, Some(0));
         l.close().unwrap();
     }
-    let l =
-        Persisted::<KeyedLimiter>::open_multi(&configs, &path, Duration::from_secs(3600)).unwrap();
+    let l = KeyedLimiter::builder()
+        .limits(&configs)
+        .persisted(&path, Duration::from_secs(3600))
+        .unwrap();
     let d = l.check_each(9, Request::new(1).at(now));
     assert_eq!(
         d.denied_by,
@@ -478,8 +522,10 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
         "and the token bucket kept its 4"
     );
     drop(l);
-    let err =
-        Persisted::<KeyedLimiter>::open(configs[0], &path, Duration::from_secs(1)).unwrap_err();
+    let err = KeyedLimiter::builder()
+        .limit(configs[0])
+        .persisted(&path, Duration::from_secs(1))
+        .unwrap_err();
     assert!(matches!(
         err,
         SnapshotError::ConfigMismatch {
@@ -489,13 +535,19 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
     ));
     // The direct form.
     let direct = &fixed_lists()[0];
-    let p = Persisted::<Limiter>::open_multi(direct, dir.join("d.snap"), Duration::from_secs(60))
+    let p = Limiter::builder()
+        .limits(direct)
+        .persisted(dir.join("d.snap"), Duration::from_secs(60))
         .unwrap();
     for _ in 0..10 {
         assert!(p.check(Request::new(1).at(now)).allowed);
     }
     p.close().unwrap();
-    let back = Limiter::load_multi(dir.join("d.snap"), direct, clock()).unwrap();
+    let back = Limiter::builder()
+        .limits(direct)
+        .clock(clock())
+        .load(dir.join("d.snap"))
+        .unwrap();
     assert!(
         !back.check(Request::new(1).at(now)).allowed,
         "the GCRA's 10 are spent"
@@ -566,7 +618,11 @@ fn a_snapshot_of_several_limits_while_threads_check_holds_states_the_keys_had() 
             let mut bytes = Vec::new();
             l.snapshot_at(&mut bytes, T0).unwrap();
             let after: Vec<u64> = admitted.iter().map(|a| a.load(Ordering::SeqCst)).collect();
-            let r = KeyedLimiter::restore_multi(&bytes[..], &configs, clock()).unwrap();
+            let r = KeyedLimiter::builder()
+                .limits(&configs)
+                .clock(clock())
+                .restore(&bytes[..])
+                .unwrap();
             for key in 0..KEYS {
                 let peek = r.check_each(key, Request::new(0).at(T0));
                 let saved: Vec<u64> = peek

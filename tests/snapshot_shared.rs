@@ -140,7 +140,11 @@ fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
     // in-process limiter (what the C ABI and the bindings do).
     let saver = Persisted::start(again, &p.snapshot, Duration::from_secs(3600)).unwrap();
     saver.close().unwrap();
-    let local = KeyedLimiter::load(&p.snapshot, config(), ratecell::Clock::manual(now).0).unwrap();
+    let local = KeyedLimiter::builder()
+        .limit(config())
+        .clock(ratecell::Clock::manual(now).0)
+        .load(&p.snapshot)
+        .unwrap();
     assert!(!local.check(3, Request::new(1).at(now)).allowed);
     assert!(local.check(999_998, Request::new(1).at(now)).allowed);
 }

@@ -15,7 +15,7 @@
 //! - A snapshot (format version 3) restores a limiter that decides the rest
 //!   of a random trace as the saved one; a restore of other tiers, or of a
 //!   limiter without tiers, is refused naming the field.
-//! - `Persisted::open_tiered*`: a file as the periodic saving thread left
+//! - `Builder::persisted` with tiers: a file as the periodic saving thread left
 //!   it reopens into a limiter that decides the rest of a random trace as
 //!   the original; a file of other tiers, or none, is refused naming the
 //!   field and left as it was.
@@ -36,6 +36,20 @@ use std::sync::Barrier;
 
 const S: u64 = 1_000_000_000;
 const T0: u64 = 1_700_000_000_000_000_000;
+
+/// A builder of `tiers`, each a list of limits.
+fn builder_of(tiers: &[&[Config]]) -> ratecell::Builder<KeyedLimiter> {
+    tiers
+        .iter()
+        .fold(KeyedLimiter::builder(), |b, tier| b.tier(tier))
+}
+
+/// A builder of one limit per tier.
+fn tiers_of(tiers: &[Config]) -> ratecell::Builder<KeyedLimiter> {
+    tiers.iter().fold(KeyedLimiter::builder(), |b, tier| {
+        b.tier(std::slice::from_ref(tier))
+    })
+}
 
 #[derive(Clone, Debug)]
 struct Case {
@@ -254,7 +268,10 @@ fn restored_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     let mut bytes = Vec::new();
     saved.snapshot_at(&mut bytes, t).unwrap();
     prop_assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 3);
-    let back = KeyedLimiter::restore_tiered(&bytes[..], &tiers, Clock::manual(0).0).unwrap();
+    let back = builder_of(&tiers)
+        .clock(Clock::manual(0).0)
+        .restore(&bytes[..])
+        .unwrap();
     prop_assert_eq!(back.tiers(), tiers.len());
     let at_save = t;
     for &r in &case.requests[half..] {
@@ -319,19 +336,15 @@ fn wait_for(path: &std::path::Path) {
 /// left it, as a process killed then would leave it; a limiter reopened
 /// from the copy decides the rest as the original, under every tier.
 fn persisted_decides_alike(case: &Case) -> Result<(), TestCaseError> {
-    use ratecell::Persisted;
     use std::time::Duration;
     let dir = temp_dir("persisted");
     let path = dir.join("tiers.snap");
     let tiers: Vec<&[Config]> = case.tiers.iter().map(Vec::as_slice).collect();
     let (clock, hand) = Clock::manual(case.start);
-    let original = Persisted::<KeyedLimiter>::open_tiered_multi_with_clock(
-        &tiers,
-        clock,
-        &path,
-        Duration::from_millis(1),
-    )
-    .unwrap();
+    let original = builder_of(&tiers)
+        .clock(clock)
+        .persisted(&path, Duration::from_millis(1))
+        .unwrap();
     prop_assert_eq!(original.tiers(), tiers.len());
     let half = case.requests.len() / 2;
     let mut t = case.start;
@@ -356,13 +369,10 @@ fn persisted_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     wait_for(&path);
     let copy = dir.join("copy.snap");
     std::fs::copy(&path, &copy).unwrap();
-    let back = Persisted::<KeyedLimiter>::open_tiered_multi_with_clock(
-        &tiers,
-        Clock::manual(t).0,
-        &copy,
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let back = builder_of(&tiers)
+        .clock(Clock::manual(t).0)
+        .persisted(&copy, Duration::from_secs(3600))
+        .unwrap();
     prop_assert_eq!(back.tiers(), tiers.len());
     let at_save = t;
     for &r in &case.requests[half..] {
@@ -399,7 +409,9 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
     let free = Config::new(Algorithm::TokenBucket, 2, S).capacity(100);
     let paid = free.limit(20);
     let clock = || Clock::manual(T0).0;
-    let p = Persisted::<KeyedLimiter>::open_tiered_with_clock(&[free, paid], clock(), &path, hour)
+    let p = tiers_of(&[free, paid])
+        .clock(clock())
+        .persisted(&path, hour)
         .unwrap();
     assert!(!path.exists(), "a missing file starts fresh");
     assert_eq!(p.tiers(), 2);
@@ -418,26 +430,20 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
         Ok(_) => panic!("opened"),
     };
     // Another number of tiers; another paid limit; no tiers at all.
-    let m = mismatch(Persisted::open_tiered_with_clock(
-        &[free],
-        clock(),
-        &path,
-        hour,
-    ));
+    let m = mismatch(tiers_of(&[free]).clock(clock()).persisted(&path, hour));
     assert_eq!(m, (0, Field::Tiers, 2, 1));
-    let m = mismatch(Persisted::open_tiered_multi_with_clock(
-        &[&[free], &[paid.limit(30)]],
-        clock(),
-        &path,
-        hour,
-    ));
+    let m = mismatch(
+        builder_of(&[&[free], &[paid.limit(30)]])
+            .clock(clock())
+            .persisted(&path, hour),
+    );
     assert_eq!(m, (1, Field::Limit, 20, 30));
-    let m = mismatch(Persisted::<KeyedLimiter>::open_with_clock(
-        free,
-        clock(),
-        &path,
-        hour,
-    ));
+    let m = mismatch(
+        KeyedLimiter::builder()
+            .limit(free)
+            .clock(clock())
+            .persisted(&path, hour),
+    );
     assert_eq!(m, (0, Field::Tiers, 2, 0));
     assert_eq!(
         std::fs::read(&path).unwrap(),
@@ -446,28 +452,36 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
     );
     // A file saved without tiers is no tiered limiter's.
     let plain = dir.join("plain.snap");
-    Persisted::<KeyedLimiter>::open_with_clock(free, clock(), &plain, hour)
+    KeyedLimiter::builder()
+        .limit(free)
+        .clock(clock())
+        .persisted(&plain, hour)
         .unwrap()
         .close()
         .unwrap();
-    let m = mismatch(Persisted::open_tiered_with_clock(
-        &[free, paid],
-        clock(),
-        &plain,
-        hour,
-    ));
+    let m = mismatch(
+        tiers_of(&[free, paid])
+            .clock(clock())
+            .persisted(&plain, hour),
+    );
     assert_eq!(m, (0, Field::Tiers, 0, 2));
     // Invalid tiers, with no file to restore, are refused as the
     // constructor refuses them.
     let missing = dir.join("missing.snap");
-    match Persisted::open_tiered_with_clock(&[free, free.capacity(7)], clock(), &missing, hour) {
+    match tiers_of(&[free, free.capacity(7)])
+        .clock(clock())
+        .persisted(&missing, hour)
+    {
         Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Capacity),
         other => panic!("{other:?}"),
     }
     assert!(!missing.exists());
     // The paid key kept what it spent: 5 of 20 left, and nothing under
     // the free tier's 2.
-    let back = Persisted::open_tiered_with_clock(&[free, paid], clock(), &path, hour).unwrap();
+    let back = tiers_of(&[free, paid])
+        .clock(clock())
+        .persisted(&path, hour)
+        .unwrap();
     assert_eq!(
         back.check(1, Request::new(0).at(T0).tier(back.tier(1).unwrap()))
             .remaining,
@@ -513,22 +527,26 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     };
     let clock = || Clock::manual(T0).0;
     // Another number of tiers; no tiers at all; another paid limit.
-    let m = mismatch(KeyedLimiter::restore_tiered(
-        &bytes[..],
-        &[&[free]],
-        clock(),
-    ));
+    let m = mismatch(builder_of(&[&[free]]).clock(clock()).restore(&bytes[..]));
     assert_eq!(m, (0, Field::Tiers, 2, 1));
-    let m = mismatch(KeyedLimiter::restore(&bytes[..], free, clock()));
+    let m = mismatch(
+        KeyedLimiter::builder()
+            .limit(free)
+            .clock(clock())
+            .restore(&bytes[..]),
+    );
     assert_eq!(m, (0, Field::Tiers, 2, 0));
     let wider = paid.limit(30);
-    let m = mismatch(KeyedLimiter::restore_tiered(
-        &bytes[..],
-        &[&[free], &[wider]],
-        clock(),
-    ));
+    let m = mismatch(
+        builder_of(&[&[free], &[wider]])
+            .clock(clock())
+            .restore(&bytes[..]),
+    );
     assert_eq!(m, (1, Field::Limit, 20, 30));
-    let e = KeyedLimiter::restore_tiered(&bytes[..], &[&[free], &[wider]], clock()).err();
+    let e = builder_of(&[&[free], &[wider]])
+        .clock(clock())
+        .restore(&bytes[..])
+        .err();
     assert!(e.unwrap().to_string().contains("limit 1"));
     // An untiered snapshot is no tiered limiter's.
     let plain = KeyedLimiter::builder()
@@ -542,15 +560,18 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
         u32::from_le_bytes(plain_bytes[8..12].try_into().unwrap()),
         1
     );
-    let m = mismatch(KeyedLimiter::restore_tiered(
-        &plain_bytes[..],
-        &[&[free]],
-        clock(),
-    ));
+    let m = mismatch(
+        builder_of(&[&[free]])
+            .clock(clock())
+            .restore(&plain_bytes[..]),
+    );
     assert_eq!(m, (0, Field::Tiers, 0, 1));
     assert!(!saved_tiers(&plain_bytes[..]).unwrap().1);
     // The paid key keeps what it spent.
-    let back = KeyedLimiter::restore_tiered(&bytes[..], &[&[free], &[paid]], clock()).unwrap();
+    let back = builder_of(&[&[free], &[paid]])
+        .clock(clock())
+        .restore(&bytes[..])
+        .unwrap();
     assert_eq!(
         back.check(1, Request::new(0).at(T0).tier(back.tier(1).unwrap()))
             .remaining,
@@ -564,7 +585,10 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     // A tier count no tiered limiter has is damage, named.
     let mut bad = bytes.clone();
     bad[112..116].copy_from_slice(&17u32.to_le_bytes());
-    match KeyedLimiter::restore_tiered(&bad[..], &[&[free], &[paid]], clock()) {
+    match builder_of(&[&[free], &[paid]])
+        .clock(clock())
+        .restore(&bad[..])
+    {
         Err(SnapshotError::Damaged(why)) => assert!(why.contains("17 tiers"), "{why}"),
         other => panic!("{other:?}"),
     }
@@ -572,7 +596,10 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     // version 3 refuse a tiered snapshot.
     let mut newer = bytes.clone();
     newer[8..12].copy_from_slice(&4u32.to_le_bytes());
-    match KeyedLimiter::restore_tiered(&newer[..], &[&[free], &[paid]], clock()) {
+    match builder_of(&[&[free], &[paid]])
+        .clock(clock())
+        .restore(&newer[..])
+    {
         Err(SnapshotError::UnsupportedVersion {
             found: 4,
             supported: 3,

@@ -305,6 +305,51 @@ private:
 };
 
 namespace detail {
+/// `options` as the C ABI takes them (one ratecell_options for
+/// ratecell_limiter_build, ratecell_limiter_restore and
+/// ratecell_persisted_open): the configs laid out tier by tier and the
+/// struct pointing into them and into `options`, which must outlive this.
+/// Throws Error(RATECELL_INVALID_LENGTH) for no limit, both limits and
+/// tiers, tiers of unequal lengths, or names not one per limit.
+class RawOptions {
+public:
+    explicit RawOptions(const Options &options) {
+        const std::vector<std::vector<Config>> &tiers = options.tiers();
+        if (!tiers.empty() && !options.limits().empty()) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: both limits and tiers given");
+        }
+        std::size_t per_tier = 0;
+        configs_ = tiers.empty() ? raw_configs(options.limits()) : tier_configs(tiers, per_tier);
+        std::size_t n_limits = tiers.empty() ? configs_.size() : per_tier;
+        if (!options.names().empty() && options.names().size() != n_limits) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: names.size() = " +
+                                                     std::to_string(options.names().size()) +
+                                                     " != limits = " + std::to_string(n_limits));
+        }
+        if (n_limits == 0) {
+            throw Error(RATECELL_INVALID_LENGTH, "Options: no limit");
+        }
+        ::ratecell_options_init(&raw_);
+        raw_.configs = configs_.data();
+        raw_.n_limits = n_limits;
+        raw_.n_tiers = tiers.size();
+        if (!options.shared_path().empty()) {
+            raw_.shared_path = options.shared_path().c_str();
+            raw_.shared_mode = options.shared_mode();
+        }
+    }
+
+    // `raw_` points into `configs_`: neither copied nor moved.
+    RawOptions(const RawOptions &) = delete;
+    RawOptions &operator=(const RawOptions &) = delete;
+
+    const ratecell_options *get() const noexcept { return &raw_; }
+
+private:
+    std::vector<ratecell_config> configs_;
+    ratecell_options raw_{};
+};
+
 inline const std::uint8_t *bytes(std::string_view key) noexcept {
     return reinterpret_cast<const std::uint8_t *>(key.data());
 }
@@ -485,33 +530,8 @@ public:
     /// lengths, both limit() and tier() given, or names not one per limit;
     /// RATECELL_SHARED_* when a shared region does not fit).
     explicit Limiter(const Options &options) {
-        const std::vector<std::vector<Config>> &tiers = options.tiers();
-        if (!tiers.empty() && !options.limits().empty()) {
-            throw Error(RATECELL_INVALID_LENGTH, "Options: both limits and tiers given");
-        }
-        std::size_t per_tier = 0;
-        std::vector<ratecell_config> raw = tiers.empty()
-                                               ? detail::raw_configs(options.limits())
-                                               : detail::tier_configs(tiers, per_tier);
-        std::size_t n_limits = tiers.empty() ? raw.size() : per_tier;
-        if (!options.names().empty() && options.names().size() != n_limits) {
-            throw Error(RATECELL_INVALID_LENGTH, "Options: names.size() = " +
-                                                     std::to_string(options.names().size()) +
-                                                     " != limits = " + std::to_string(n_limits));
-        }
-        if (n_limits == 0) {
-            throw Error(RATECELL_INVALID_LENGTH, "Options: no limit");
-        }
-        ratecell_options o{};
-        ::ratecell_options_init(&o);
-        o.configs = raw.data();
-        o.n_limits = n_limits;
-        o.n_tiers = tiers.size();
-        if (!options.shared_path().empty()) {
-            o.shared_path = options.shared_path().c_str();
-            o.shared_mode = options.shared_mode();
-        }
-        detail::check(::ratecell_limiter_build(&o, &handle_));
+        detail::RawOptions raw(options);
+        detail::check(::ratecell_limiter_build(raw.get(), &handle_));
         names_ = options.names();
     }
 
@@ -563,63 +583,38 @@ public:
     ratecell_limiter *release() noexcept { return std::exchange(handle_, nullptr); }
 
     /// A limiter restored from the snapshot file at `path`, with the
-    /// configuration saved in it (trust the file as you would a Config).
-    /// Throws Error(RATECELL_SNAPSHOT_*) for a missing, damaged or
-    /// unsupported file.
+    /// configuration saved in it (every limit, every tier; trust the file
+    /// as you would a Config), on the TSC clock
+    /// (ratecell_limiter_restore with no options). Throws
+    /// Error(RATECELL_SNAPSHOT_*) for a missing, damaged or unsupported
+    /// file.
     static Limiter restore(const std::string &path) {
         ratecell_limiter *l = nullptr;
-        detail::check(::ratecell_limiter_restore(path.c_str(), &l));
+        detail::check(::ratecell_limiter_restore(nullptr, path.c_str(), &l));
         return Limiter(l);
     }
 
-    /// A limiter of `config` restored from the snapshot file at `path`;
-    /// throws Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH) if the file was saved
-    /// from another configuration (docs/SNAPSHOT.md).
-    static Limiter restore(const Config &config, const std::string &path) {
+    /// The limiter `options` describes (as Limiter(options) makes it:
+    /// several limits, tiers, names) holding the states saved in the
+    /// snapshot file at `path` (ratecell_limiter_restore). The file must
+    /// hold the same limits in the same order, or the same tiers of them,
+    /// else Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH) (also for a snapshot
+    /// of a limiter made without tiers restored with tiers, or the
+    /// reverse); errors of the options as for Limiter(options), and
+    /// Error(RATECELL_SHARED_UNSUPPORTED) for a shared region. Names are
+    /// not saved: the restored limiter has `options`' names.
+    static Limiter restore(const Options &options, const std::string &path) {
+        detail::RawOptions raw(options);
         ratecell_limiter *l = nullptr;
-        detail::check(::ratecell_limiter_restore_config(&config.raw(), path.c_str(), &l));
-        return Limiter(l);
-    }
-
-    /// A limiter of several limits restored from the snapshot file at
-    /// `path` (ratecell_limiter_restore_multi): the file must hold the same
-    /// limits in the same order, else Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH).
-    /// `names` as for the constructor (names are not saved).
-    static Limiter restore(const std::vector<Config> &limits, const std::string &path,
-                           std::vector<std::string> names = {}) {
-        if (!names.empty() && names.size() != limits.size()) {
-            throw Error(RATECELL_INVALID_LENGTH);
-        }
-        std::vector<ratecell_config> raw = detail::raw_configs(limits);
-        ratecell_limiter *l = nullptr;
-        detail::check(::ratecell_limiter_restore_multi(raw.data(), raw.size(), path.c_str(), &l));
+        detail::check(::ratecell_limiter_restore(raw.get(), path.c_str(), &l));
         Limiter back(l);
-        back.names_ = std::move(names);
+        back.names_ = options.names();
         return back;
     }
 
-    /// A tiered limiter (as Options().tier(...) makes it) from the snapshot file at
-    /// `path` (ratecell_limiter_restore_tiered): the snapshot must hold the
-    /// same tiers of the same limits, else Error with
-    /// RATECELL_SNAPSHOT_CONFIG_MISMATCH (also for a snapshot of a limiter
-    /// made without tiers). restore(path) takes the tiers from the file.
-    static Limiter restore_tiered(const std::vector<std::vector<Config>> &tiers,
-                                  const std::string &path) {
-        std::size_t per_tier = 0;
-        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
-        ratecell_limiter *l = nullptr;
-        detail::check(::ratecell_limiter_restore_tiered(raw.data(), per_tier, tiers.size(),
-                                                        path.c_str(), &l));
-        return Limiter(l);
-    }
-
-    /// restore_tiered for tiers of one limit each.
-    static Limiter restore_tiered(const std::vector<Config> &tiers, const std::string &path) {
-        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
-        ratecell_limiter *l = nullptr;
-        detail::check(
-            ::ratecell_limiter_restore_tiered(raw.data(), 1, raw.size(), path.c_str(), &l));
-        return Limiter(l);
+    /// restore(Options().limit(config), path): a limiter of one limit.
+    static Limiter restore(const Config &config, const std::string &path) {
+        return restore(Options().limit(config), path);
     }
 
     /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
@@ -669,61 +664,43 @@ private:
 /// last time; close() reports that save's failure by throwing.
 class Persisted : public detail::Checks<Persisted> {
 public:
-    /// Throws Error (RATECELL_SNAPSHOT_* for a file that exists but cannot
-    /// be restored, RATECELL_INVALID_* for the configuration).
-    Persisted(const Config &config, const std::string &path, std::chrono::nanoseconds every) {
-        detail::check(::ratecell_persisted_open(&config.raw(), path.c_str(), nanos(every),
-                                                &handle_));
+    /// The limiter `options` describes (several limits, tiers, names),
+    /// restored from `path` if the file exists (as Limiter::restore(options,
+    /// path)), else made fresh (as Limiter(options)), and saved there every
+    /// `every` (ratecell_persisted_open). Throws Error:
+    /// RATECELL_SNAPSHOT_* for a file that exists but cannot be restored
+    /// (RATECELL_SNAPSHOT_CONFIG_MISMATCH for other limits or tiers, or
+    /// tiers where the file has none), the errors of Limiter(options), and
+    /// RATECELL_SHARED_UNSUPPORTED for a shared region. Name a request's
+    /// tier with Request().tier(t); a request that names none is tier 0's.
+    Persisted(const Options &options, const std::string &path, std::chrono::nanoseconds every) {
+        detail::RawOptions raw(options);
+        detail::check(::ratecell_persisted_open(raw.get(), path.c_str(), nanos(every), &handle_));
+        names_ = options.names();
     }
 
-    /// Several limits checked as one (ratecell_persisted_open_multi): a file
-    /// saved with other limits, or another number of them, throws
-    /// Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH).
-    Persisted(const std::vector<Config> &limits, const std::string &path,
-              std::chrono::nanoseconds every) {
-        std::vector<ratecell_config> raw = detail::raw_configs(limits);
-        detail::check(::ratecell_persisted_open_multi(raw.data(), raw.size(), path.c_str(),
-                                                      nanos(every), &handle_));
-    }
-
-    /// A tiered limiter (Limiter(Options().tier(...)...)), one config per tier, saved every
-    /// period with every tier (ratecell_persisted_open_tiered): restored
-    /// from `path` if the file exists, else made fresh. A file of other
-    /// tiers, another number of them, or of a limiter made without tiers
-    /// throws Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH). Name a request's tier
-    /// with Request().tier(t); a request that names none is tier 0's.
-    static Persisted tiered(const std::vector<Config> &tiers, const std::string &path,
-                            std::chrono::nanoseconds every) {
-        std::vector<ratecell_config> raw = detail::raw_configs(tiers);
-        ratecell_persisted *p = nullptr;
-        detail::check(::ratecell_persisted_open_tiered(raw.data(), 1, raw.size(), path.c_str(),
-                                                       nanos(every), &p));
-        return Persisted(p);
-    }
-
-    /// Tiers of several limits each: every
-    /// tier lists the same limits in the same order, with its own values.
-    static Persisted tiered(const std::vector<std::vector<Config>> &tiers,
-                            const std::string &path, std::chrono::nanoseconds every) {
-        std::size_t per_tier = 0;
-        std::vector<ratecell_config> raw = detail::tier_configs(tiers, per_tier);
-        ratecell_persisted *p = nullptr;
-        detail::check(::ratecell_persisted_open_tiered(raw.data(), per_tier, tiers.size(),
-                                                       path.c_str(), nanos(every), &p));
-        return Persisted(p);
-    }
+    /// Persisted(Options().limit(config), path, every): one limit.
+    Persisted(const Config &config, const std::string &path, std::chrono::nanoseconds every)
+        : Persisted(Options().limit(config), path, every) {}
 
     ~Persisted() { ::ratecell_persisted_close(handle_); }
 
     Persisted(const Persisted &) = delete;
     Persisted &operator=(const Persisted &) = delete;
-    Persisted(Persisted &&other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    Persisted(Persisted &&other) noexcept
+        : handle_(std::exchange(other.handle_, nullptr)), names_(std::move(other.names_)) {}
     Persisted &operator=(Persisted &&other) noexcept {
         if (this != &other) {
             ::ratecell_persisted_close(handle_);
             handle_ = std::exchange(other.handle_, nullptr);
+            names_ = std::move(other.names_);
         }
         return *this;
+    }
+
+    /// The name given to limit `index` ("" when none was given).
+    std::string_view limit_name(std::size_t index) const noexcept {
+        return index < names_.size() ? std::string_view(names_[index]) : std::string_view();
     }
 
     /// The limiter's C handle, owned by this object (valid until close).
@@ -741,14 +718,14 @@ public:
     void close() { detail::check(::ratecell_persisted_close(std::exchange(handle_, nullptr))); }
 
 private:
-    explicit Persisted(ratecell_persisted *adopted) noexcept : handle_(adopted) {}
-
     friend class detail::Checks<Persisted>;
     const ratecell_limiter *handle() const { return get(); }
 
     static std::uint64_t nanos(std::chrono::nanoseconds every) { return detail::nanos(every); }
 
     ratecell_persisted *handle_ = nullptr;
+    // The names of several limits, as given (empty when none were).
+    std::vector<std::string> names_;
 };
 
 }  // namespace ratecell

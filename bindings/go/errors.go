@@ -175,9 +175,9 @@ var (
 	ErrSnapshotDamaged = sentinel(StatusSnapshotDamaged)
 	// ErrSnapshotVersion: the snapshot's format version is not supported.
 	ErrSnapshotVersion = sentinel(StatusSnapshotVersion)
-	// ErrSnapshotConfigMismatch: RestoreConfig (RestoreMulti,
-	// OpenPersisted) was given another configuration, or other limits,
-	// than the snapshot's.
+	// ErrSnapshotConfigMismatch: RestoreWith (OpenPersistedWith,
+	// OpenPersisted) was given another configuration, other limits or
+	// other tiers than the snapshot's.
 	ErrSnapshotConfigMismatch = sentinel(StatusSnapshotConfigMismatch)
 	// ErrSnapshotSeveralLimits: reserved, no longer returned (limiters of
 	// several limits are saved since snapshot format version 2).

@@ -1,8 +1,9 @@
 package ratecell
 
 // This file owns the limiters New does not make (NewWith: several limits
-// checked as one, tiers, a shared region), the per-limit answer
-// (MultiDecision) and the limits' names.
+// checked as one, tiers, a shared region), Options as the C ABI takes them
+// (one ratecell_options for NewWith, RestoreWith and OpenPersistedWith),
+// the per-limit answer (MultiDecision) and the limits' names.
 
 /*
 #cgo noescape rc_build
@@ -14,7 +15,7 @@ package ratecell
 
 // The options, built here: Go memory handed to C may not hold Go pointers,
 // and a ratecell_options holding the Go slice of configs would.
-static inline ratecell_status rc_build(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, ratecell_limiter **out) {
+static inline struct ratecell_options rc_options(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode) {
 	struct ratecell_options o;
 	ratecell_options_init(&o);
 	o.configs = configs;
@@ -22,7 +23,22 @@ static inline ratecell_status rc_build(const struct ratecell_config *configs, si
 	o.n_tiers = n_tiers;
 	o.shared_path = shared_path;
 	o.shared_mode = shared_mode;
+	return o;
+}
+
+static inline ratecell_status rc_build(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, ratecell_limiter **out) {
+	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
 	return ratecell_limiter_build(&o, out);
+}
+
+static inline ratecell_status rc_restore(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, const char *path, ratecell_limiter **out) {
+	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
+	return ratecell_limiter_restore(&o, path, out);
+}
+
+static inline ratecell_status rc_persisted_open(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, const char *path, uint64_t every_ns, ratecell_persisted **out) {
+	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
+	return ratecell_persisted_open(&o, path, every_ns, out);
 }
 
 // As rc_check (ratecell.go), for ratecell_check_each.
@@ -65,9 +81,9 @@ type MultiDecision struct {
 	Limits   []Decision
 }
 
-// Options describes the limiter NewWith makes: Limits, or Tiers, and
-// where its table lies. The zero value of every optional field is its
-// default.
+// Options describes the limiter NewWith makes, RestoreWith restores and
+// OpenPersistedWith opens: Limits, or Tiers, and where its table lies. The
+// zero value of every optional field is its default.
 type Options struct {
 	// Limits are checked as one (1 to MaxLimits, any algorithms mixed): a
 	// request is admitted only when every limit admits it, and only then
@@ -90,7 +106,9 @@ type Options struct {
 	// placed under /dev/shm), shared by every process on the machine that
 	// opens it, in any language: one limit across processes. Needs one
 	// limit of Capacity >= 1 and a word algorithm, no tiers
-	// (ErrSharedUnsupported otherwise).
+	// (ErrSharedUnsupported otherwise). NewWith only: RestoreWith and
+	// OpenPersistedWith refuse it with ErrSharedUnsupported (a region
+	// outlives its processes and is never filled from a snapshot).
 	Shared string
 	// SharedMode is the permission bits of a region NewWith creates (0
 	// means 0600). An existing region keeps its mode.
@@ -103,43 +121,91 @@ type Options struct {
 // limiter when done, as one made by New.
 func NewWith(o Options) (*Limiter, error) {
 	const op = "new"
-	var (
-		configs  []C.struct_ratecell_config
-		perTier  int
-		leaky    bool
-		err      error
-		names    []Limit
-		numTiers int
-	)
-	switch {
-	case len(o.Tiers) > 0 && len(o.Limits) > 0:
-		return nil, &Error{Op: op, Status: StatusInvalidLength}
-	case len(o.Tiers) > 0:
-		configs, perTier, leaky, err = cTiers(op, o.Tiers)
-		numTiers = len(o.Tiers)
-	default:
-		configs, leaky, err = cConfigs(op, o.Limits)
-		perTier = len(configs)
-		names = o.Limits
-	}
+	c, err := o.c(op)
 	if err != nil {
 		return nil, err
 	}
-	var path *C.char
-	if o.Shared != "" {
-		path = C.CString(o.Shared)
-		defer C.free(unsafe.Pointer(path))
-	}
+	defer c.free()
 	var handle *C.ratecell_limiter
-	status := C.rc_build(&configs[0], C.size_t(perTier), C.size_t(numTiers), path, C.uint32_t(o.SharedMode), &handle)
-	if err := statusError(op, status); err != nil {
+	if err := statusError(op, c.build(&handle)); err != nil {
 		return nil, err
 	}
-	l := wrap(handle, leaky)
-	if len(names) > 0 {
-		l.core.limits = append([]Limit(nil), names...)
+	return c.wrap(handle), nil
+}
+
+// cOptions is Options as the C ABI takes them, read once for every
+// function that takes a ratecell_options.
+type cOptions struct {
+	configs []C.struct_ratecell_config
+	perTier C.size_t
+	tiers   C.size_t
+	shared  *C.char
+	mode    C.uint32_t
+	leaky   bool
+	names   []Limit
+}
+
+// c lays o out as the C ABI takes it; free releases the shared path. No
+// limits, too many, both Limits and Tiers, or tiers of unequal lengths
+// give ErrInvalidLength.
+func (o Options) c(op string) (cOptions, error) {
+	var c cOptions
+	var err error
+	switch {
+	case len(o.Tiers) > 0 && len(o.Limits) > 0:
+		return c, &Error{Op: op, Status: StatusInvalidLength}
+	case len(o.Tiers) > 0:
+		var perTier int
+		c.configs, perTier, c.leaky, err = cTiers(op, o.Tiers)
+		c.perTier, c.tiers = C.size_t(perTier), C.size_t(len(o.Tiers))
+	default:
+		c.configs, c.leaky, err = cConfigs(op, o.Limits)
+		c.perTier = C.size_t(len(c.configs))
+		c.names = o.Limits
 	}
-	return l, nil
+	if err != nil {
+		return c, err
+	}
+	if o.Shared != "" {
+		c.shared = C.CString(o.Shared)
+	}
+	c.mode = C.uint32_t(o.SharedMode)
+	return c, nil
+}
+
+func (c cOptions) free() {
+	if c.shared != nil {
+		C.free(unsafe.Pointer(c.shared))
+	}
+}
+
+// wrap wraps a handle made of these options, with their limits' names.
+func (c cOptions) wrap(handle *C.ratecell_limiter) *Limiter {
+	l := wrap(handle, c.leaky)
+	c.name(l.core)
+	return l
+}
+
+// build, restore and persistedOpen pass these options to the C function
+// of that name, through the preamble's helpers (cgo gives other files no
+// access to a preamble's functions).
+func (c cOptions) build(out **C.ratecell_limiter) C.ratecell_status {
+	return C.rc_build(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, out)
+}
+
+func (c cOptions) restore(path *C.char, out **C.ratecell_limiter) C.ratecell_status {
+	return C.rc_restore(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, path, out)
+}
+
+func (c cOptions) persistedOpen(path *C.char, everyNs C.uint64_t, out **C.ratecell_persisted) C.ratecell_status {
+	return C.rc_persisted_open(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, path, everyNs, out)
+}
+
+// name gives a limiter made of these options their limits' names.
+func (c cOptions) name(core *core) {
+	if len(c.names) > 0 {
+		core.limits = append([]Limit(nil), c.names...)
+	}
 }
 
 // LimitName is the Name given to limit i in Options.Limits ("" when none).

@@ -2,8 +2,8 @@ package ratecell
 
 // This file owns periodic saving (docs/SNAPSHOT.md, "Periodic saving"): a
 // Limiter restored from its file at start and saved there by a background
-// thread of the library (ratecell_persisted_*), of one limit, several, or
-// tiers; and RestoreMulti.
+// thread of the library (ratecell_persisted_open), of one limit, several,
+// or tiers.
 
 /*
 #include <stdlib.h>
@@ -33,65 +33,37 @@ type Persisted struct {
 
 // OpenPersisted is crash-safe limits in one line: the limiter of cfg,
 // restored from path if the file exists and saved there every `every` (at
-// least 1 ms). A file that exists but cannot be restored (damaged, or of
-// another configuration: ErrSnapshotConfigMismatch) is an error, not a
-// silent fresh start: remove it, or use another path, to start afresh.
+// least 1 ms). It is OpenPersistedWith of one limit, as New is NewWith of
+// one.
 func OpenPersisted(path string, cfg Config, every time.Duration) (*Persisted, error) {
-	return OpenPersistedMulti(path, []Limit{{Config: cfg}}, every)
+	return OpenPersistedWith(Options{Limits: []Limit{{Config: cfg}}}, path, every)
 }
 
-// OpenPersistedMulti is OpenPersisted for several limits checked as one
-// (NewMulti): a file saved with other limits, or another number of them,
-// gives ErrSnapshotConfigMismatch.
-func OpenPersistedMulti(path string, limits []Limit, every time.Duration) (*Persisted, error) {
-	configs, leaky, err := cConfigs("open_persisted", limits)
+// OpenPersistedWith opens the limiter o describes (as NewWith makes it:
+// several limits, tiers, their clock and names), restored from path if
+// the file exists (as RestoreWith restores it), else made fresh, and
+// saved there every `every` (at least 1 ms) by a background thread of the
+// library (ratecell_persisted_open). A file that exists but cannot be
+// restored (damaged, or of another configuration: other limits, other
+// tiers, tiers where the file has none: ErrSnapshotConfigMismatch) is an
+// error, not a silent fresh start: remove it, or use another path, to
+// start afresh. o's errors are NewWith's; o.Shared gives
+// ErrSharedUnsupported. With Tiers, CheckTier and the other tier methods
+// name a key's tier; the methods that name none are tier 0's.
+func OpenPersistedWith(o Options, path string, every time.Duration) (*Persisted, error) {
+	const op = "open_persisted"
+	c, err := o.c(op)
 	if err != nil {
 		return nil, err
 	}
+	defer c.free()
 	p := C.CString(path)
 	defer C.free(unsafe.Pointer(p))
 	var persisted *C.ratecell_persisted
-	status := C.ratecell_persisted_open_multi(&configs[0], C.size_t(len(configs)), p, everyNs(every), &persisted)
-	if err := statusError("open_persisted", status); err != nil {
+	if err := statusError(op, c.persistedOpen(p, everyNs(every), &persisted)); err != nil {
 		return nil, err
 	}
-	var names []Limit
-	if len(limits) > 1 {
-		names = append([]Limit(nil), limits...)
-	}
-	return adoptPersisted(persisted, leaky, names), nil
-}
-
-// OpenPersistedTiered is OpenPersisted for a tiered limiter (NewTiered,
-// one Config per tier): restored from path with every tier if the file
-// exists, else made fresh, and saved there every `every` with every tier.
-// A file saved with other tiers, another number of them, or by a limiter
-// made without tiers gives ErrSnapshotConfigMismatch. CheckTier and the
-// other tier methods name a key's tier; the methods that name none are
-// tier 0's.
-func OpenPersistedTiered(path string, tiers []Config, every time.Duration) (*Persisted, error) {
-	rows := make([][]Config, len(tiers))
-	for i := range tiers {
-		rows[i] = tiers[i : i+1]
-	}
-	return OpenPersistedTieredMulti(path, rows, every)
-}
-
-// OpenPersistedTieredMulti is OpenPersistedTiered for tiers of several
-// limits each (NewTieredMulti).
-func OpenPersistedTieredMulti(path string, tiers [][]Config, every time.Duration) (*Persisted, error) {
-	configs, perTier, leaky, err := cTiers("open_persisted_tiered", tiers)
-	if err != nil {
-		return nil, err
-	}
-	p := C.CString(path)
-	defer C.free(unsafe.Pointer(p))
-	var persisted *C.ratecell_persisted
-	status := C.ratecell_persisted_open_tiered(&configs[0], C.size_t(perTier), C.size_t(len(tiers)), p, everyNs(every), &persisted)
-	if err := statusError("open_persisted_tiered", status); err != nil {
-		return nil, err
-	}
-	return adoptPersisted(persisted, leaky, nil), nil
+	return adoptPersisted(persisted, c), nil
 }
 
 // everyNs is a saving period as the C ABI takes it (a negative one is 0,
@@ -103,15 +75,15 @@ func everyNs(every time.Duration) C.uint64_t {
 	return 0
 }
 
-// adoptPersisted wraps an opened persisted handle: its limiter is used as
-// any other, and releasing it (Close of any copy, or the cleanup) closes
-// the persisted handle, saving a last time. limits are the names of
-// several limits, or nil.
-func adoptPersisted(persisted *C.ratecell_persisted, leaky bool, limits []Limit) *Persisted {
+// adoptPersisted wraps a persisted handle opened with the options c: its
+// limiter is used as any other, and releasing it (Close of any copy, or
+// the cleanup) closes the persisted handle, saving a last time.
+func adoptPersisted(persisted *C.ratecell_persisted, c cOptions) *Persisted {
 	var handle *C.ratecell_limiter
 	// Cannot fail: both pointers are valid.
 	C.ratecell_persisted_limiter(persisted, &handle)
-	owner := &core{handle: handle, leaky: leaky, limits: limits}
+	owner := &core{handle: handle, leaky: c.leaky}
+	c.name(owner)
 	closeErr := new(error)
 	owner.free = func() {
 		*closeErr = statusError("close_persisted", C.ratecell_persisted_close(persisted))
@@ -145,27 +117,6 @@ func (p *Persisted) Close() error {
 	err := *p.closeErr
 	*p.closeErr = nil
 	return err
-}
-
-// RestoreMulti builds the limiter of several limits (NewMulti) from the
-// snapshot file at path: the file must hold the same limits in the same
-// order, else ErrSnapshotConfigMismatch (before anything is allocated).
-// Names are not saved: they are taken from limits.
-func RestoreMulti(limits []Limit, path string) (*Limiter, error) {
-	configs, leaky, err := cConfigs("restore", limits)
-	if err != nil {
-		return nil, err
-	}
-	p := C.CString(path)
-	defer C.free(unsafe.Pointer(p))
-	var handle *C.ratecell_limiter
-	status := C.ratecell_limiter_restore_multi(&configs[0], C.size_t(len(configs)), p, &handle)
-	if err := statusError("restore", status); err != nil {
-		return nil, err
-	}
-	l := wrap(handle, leaky)
-	l.core.limits = append([]Limit(nil), limits...)
-	return l, nil
 }
 
 // cConfigs is limits as the C ABI takes them, and

@@ -38,7 +38,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 	}
 	// The background saves happen without any call from here.
 	waitFor(t, 10*time.Second, "a periodic save holding key 7", func() bool {
-		back, err := ratecell.RestoreConfig(cfg, path)
+		back, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}}, path)
 		if err != nil {
 			return false
 		}
@@ -101,13 +101,13 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 	}
 }
 
-func TestPersistedSeveralLimitsAndRestoreMulti(t *testing.T) {
+func TestPersistedSeveralLimitsAndRestoreWith(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "multi.snap")
 	limits := []ratecell.Limit{
 		{Config: ratecell.Config{Algorithm: ratecell.SlidingLog, Limit: 2, Period: time.Hour, Capacity: 10}, Name: "hourly"},
 		{Config: ratecell.Config{Algorithm: ratecell.TokenBucket, Limit: 5, Period: time.Hour, Capacity: 10}, Name: "tokens"},
 	}
-	p, err := ratecell.OpenPersistedMulti(path, limits, time.Hour)
+	p, err := ratecell.OpenPersistedWith(ratecell.Options{Limits: limits}, path, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestPersistedSeveralLimitsAndRestoreMulti(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ratecell.RestoreMulti(limits, path)
+	back, err := ratecell.RestoreWith(ratecell.Options{Limits: limits}, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +131,13 @@ func TestPersistedSeveralLimitsAndRestoreMulti(t *testing.T) {
 	if d.Allowed || d.DeniedBy != 0 || back.LimitName(d.DeniedBy) != "hourly" || d.Limits[1].Remaining != 3 {
 		t.Fatalf("restored: %+v", d)
 	}
-	if _, err := ratecell.RestoreMulti(limits[:1], path); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
+	if _, err := ratecell.RestoreWith(ratecell.Options{Limits: limits[:1]}, path); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
 		t.Fatalf("one limit of two: %v", err)
 	}
-	if _, err := ratecell.RestoreMulti(nil, path); !errors.Is(err, ratecell.ErrInvalidLength) {
+	if _, err := ratecell.RestoreWith(ratecell.Options{}, path); !errors.Is(err, ratecell.ErrInvalidLength) {
 		t.Fatalf("no limits: %v", err)
 	}
-	p, err = ratecell.OpenPersistedMulti(path, limits, time.Hour)
+	p, err = ratecell.OpenPersistedWith(ratecell.Options{Limits: limits}, path, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +145,26 @@ func TestPersistedSeveralLimitsAndRestoreMulti(t *testing.T) {
 		t.Fatalf("reopened: %+v", d)
 	}
 	p.Close()
+	// Options are read as NewWith reads them; a shared region is built,
+	// never restored, and refused by name before anything is made.
+	both := ratecell.Options{Limits: limits, Tiers: [][]ratecell.Config{{limits[0].Config}}}
+	if _, err := ratecell.RestoreWith(both, path); !errors.Is(err, ratecell.ErrInvalidLength) {
+		t.Fatalf("limits and tiers: %v", err)
+	}
+	if _, err := ratecell.OpenPersistedWith(both, path, time.Hour); !errors.Is(err, ratecell.ErrInvalidLength) {
+		t.Fatalf("limits and tiers: %v", err)
+	}
+	region := "ratecell-go-never-made"
+	shared := ratecell.Options{Limits: limits[1:], Shared: region}
+	if _, err := ratecell.RestoreWith(shared, path); !errors.Is(err, ratecell.ErrSharedUnsupported) {
+		t.Fatalf("shared: %v", err)
+	}
+	if _, err := ratecell.OpenPersistedWith(shared, path, time.Hour); !errors.Is(err, ratecell.ErrSharedUnsupported) {
+		t.Fatalf("shared: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join("/dev/shm", region)); !os.IsNotExist(err) {
+		t.Fatalf("a region was made: %v", err)
+	}
 }
 
 // TestHelperPersistedChild is the child process of the SIGKILL test: it
@@ -187,7 +207,7 @@ func TestKilledProcessLeavesASnapshotThatRestores(t *testing.T) {
 			}
 		})
 		waitFor(t, 30*time.Second, "a save holding keys", func() bool {
-			l, err := ratecell.RestoreConfig(killedConfig, path)
+			l, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: killedConfig}}}, path)
 			if err != nil {
 				return false
 			}
@@ -201,7 +221,7 @@ func TestKilledProcessLeavesASnapshotThatRestores(t *testing.T) {
 		}
 		child.Wait()
 		killed = true
-		l, err := ratecell.RestoreConfig(killedConfig, path)
+		l, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: killedConfig}}}, path)
 		if err != nil {
 			t.Fatalf("round %d: the file left by the killed process: %v", round, err)
 		}

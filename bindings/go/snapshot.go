@@ -40,14 +40,16 @@ func (l *Limiter) SaveAt(path string, nowNs uint64) error {
 }
 
 // Restore builds a limiter from the snapshot file at path, with the
-// configuration saved in it (which sizes the table: restore this way only
-// files you would take a configuration from). Errors match
-// ErrSnapshotNotFound, ErrSnapshotDamaged, ErrSnapshotVersion, ...
+// configuration saved in it (every limit, every tier; it sizes the table:
+// restore this way only files you would take a configuration from), on
+// the TSC clock. Errors match ErrSnapshotNotFound, ErrSnapshotDamaged,
+// ErrSnapshotVersion, ... RestoreWith takes the configuration from the
+// caller instead.
 func Restore(path string) (*Limiter, error) {
 	p := C.CString(path)
 	defer C.free(unsafe.Pointer(p))
 	var handle *C.ratecell_limiter
-	if err := statusError("restore", C.ratecell_limiter_restore(p, &handle)); err != nil {
+	if err := statusError("restore", C.ratecell_limiter_restore(nil, p, &handle)); err != nil {
 		return nil, err
 	}
 	var c C.struct_ratecell_config
@@ -55,16 +57,27 @@ func Restore(path string) (*Limiter, error) {
 	return wrap(handle, Algorithm(c.algorithm) == LeakyBucket), nil
 }
 
-// RestoreConfig builds a limiter of cfg from the snapshot file at path; a
-// snapshot of another configuration gives ErrSnapshotConfigMismatch before
-// anything is allocated (the overflow policy and the clock are cfg's).
-func RestoreConfig(cfg Config, path string) (*Limiter, error) {
-	c := cConfig(cfg)
+// RestoreWith builds the limiter o describes (as NewWith makes it: several
+// limits, tiers, their clock and names) holding the states saved in the
+// snapshot file at path (ratecell_limiter_restore). The snapshot must
+// hold the same limits in the same order, or the same tiers of them, else
+// ErrSnapshotConfigMismatch before anything is allocated (a snapshot of a
+// limiter made without tiers is no tiered limiter's, nor the reverse); the
+// overflow policy and the clock are o's to choose. Names are not saved:
+// they are taken from o. o's errors are NewWith's; o.Shared gives
+// ErrSharedUnsupported. Each key keeps the state it had.
+func RestoreWith(o Options, path string) (*Limiter, error) {
+	const op = "restore"
+	c, err := o.c(op)
+	if err != nil {
+		return nil, err
+	}
+	defer c.free()
 	p := C.CString(path)
 	defer C.free(unsafe.Pointer(p))
 	var handle *C.ratecell_limiter
-	if err := statusError("restore", C.ratecell_limiter_restore_config(&c, p, &handle)); err != nil {
+	if err := statusError(op, c.restore(p, &handle)); err != nil {
 		return nil, err
 	}
-	return wrap(handle, cfg.Algorithm == LeakyBucket), nil
+	return c.wrap(handle), nil
 }

@@ -28,7 +28,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		if err := lim.SaveAt(path, t0); err != nil {
 			t.Fatal(err)
 		}
-		back, err := ratecell.RestoreConfig(cfg, path)
+		back, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}}, path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		}
 		other := cfg
 		other.Limit = 4
-		if _, err := ratecell.RestoreConfig(other, path); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
+		if _, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: other}}}, path); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
 			t.Errorf("%v: a different limit gave %v", a, err)
 		}
 		lim.Close()

@@ -1,8 +1,9 @@
 package ratecell
 
-// This file owns a quota per tier: the tiers a limiter serves and the
-// snapshot of a tiered limiter. NewWith makes one (Options.Tiers); every
-// request names its tier (Request.Tier, Batch.Tiers).
+// This file owns a quota per tier: the tiers a limiter serves and their
+// layout for the C ABI. NewWith makes one (Options.Tiers), RestoreWith and
+// OpenPersistedWith restore one; every request names its tier
+// (Request.Tier, Batch.Tiers).
 
 /*
 #include <stdlib.h>
@@ -10,10 +11,7 @@ package ratecell
 */
 import "C"
 
-import (
-	"math"
-	"unsafe"
-)
+import "math"
 
 // MaxTiers is the most tiers one limiter serves (RATECELL_MAX_TIERS).
 const MaxTiers = C.RATECELL_MAX_TIERS
@@ -37,27 +35,6 @@ func cTier(tier int) C.uint32_t {
 		return C.uint32_t(math.MaxUint32)
 	}
 	return C.uint32_t(tier)
-}
-
-// RestoreTiered builds a tiered limiter (as NewWith with Options.Tiers makes it) from
-// the snapshot file at path: the snapshot must hold the same tiers of the
-// same limits in the same order, else ErrSnapshotConfigMismatch before
-// anything is allocated (a snapshot of a limiter made without tiers is
-// refused so too). Each key keeps the state it had. Restore(path) takes
-// the tiers from the file instead.
-func RestoreTiered(tiers [][]Config, path string) (*Limiter, error) {
-	configs, perTier, leaky, err := cTiers("restore tiered", tiers)
-	if err != nil {
-		return nil, err
-	}
-	p := C.CString(path)
-	defer C.free(unsafe.Pointer(p))
-	var handle *C.ratecell_limiter
-	status := C.ratecell_limiter_restore_tiered(&configs[0], C.size_t(perTier), C.size_t(len(tiers)), p, &handle)
-	if err := statusError("restore tiered", status); err != nil {
-		return nil, err
-	}
-	return wrap(handle, leaky), nil
 }
 
 // cTiers lays tiers out as the C ABI takes them, tier by tier, with the

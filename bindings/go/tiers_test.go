@@ -263,7 +263,7 @@ func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
 	if err := lim.SaveAt(path, tiersT0); err != nil {
 		t.Fatal(err)
 	}
-	back, err := RestoreTiered([][]Config{{free}, {paid}}, path)
+	back, err := RestoreWith(Options{Tiers: [][]Config{{free}, {paid}}}, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,13 +281,13 @@ func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
 	}
 	other := paid
 	other.Limit = 40
-	if _, err := RestoreTiered([][]Config{{free}, {other}}, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := RestoreWith(Options{Tiers: [][]Config{{free}, {other}}}, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("another paid limit: %v", err)
 	}
-	if _, err := RestoreConfig(free, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := RestoreWith(Options{Limits: []Limit{{Config: free}}}, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("no tiers: %v", err)
 	}
-	if _, err := RestoreTiered(nil, path); !errors.Is(err, ErrInvalidLength) {
+	if _, err := RestoreWith(Options{}, path); !errors.Is(err, ErrInvalidLength) {
 		t.Errorf("no tiers given: %v", err)
 	}
 }
@@ -327,7 +327,7 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 		}
 		return key, tier, 1 + uint64(i%4)
 	}
-	p, err := OpenPersistedTieredMulti(path, tiers, time.Millisecond)
+	p, err := OpenPersistedWith(Options{Tiers: tiers}, path, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 	if err := os.WriteFile(copyPath, saved, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	back, err := OpenPersistedTieredMulti(copyPath, tiers, time.Hour)
+	back, err := OpenPersistedWith(Options{Tiers: tiers}, copyPath, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,12 +402,12 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 	}
 
 	// Another number of tiers, another tier's limit, no tiers at all.
-	if _, err := OpenPersistedTieredMulti(path, tiers[:1], time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := OpenPersistedWith(Options{Tiers: tiers[:1]}, path, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("one tier: %v", err)
 	}
 	other := [][]Config{tiers[0], {tiers[1][0], tiers[1][1]}}
 	other[1][1].Limit = 81
-	if _, err := OpenPersistedTieredMulti(path, other, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := OpenPersistedWith(Options{Tiers: other}, path, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("another limit: %v", err)
 	}
 	if _, err := OpenPersisted(path, tiers[0][0], time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
@@ -421,14 +421,14 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 	if err := untiered.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenPersistedTiered(plain, []Config{tiers[0][0], tiers[1][0]}, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := OpenPersistedWith(Options{Tiers: [][]Config{{tiers[0][0]}, {tiers[1][0]}}}, plain, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("tiered open of an untiered file: %v", err)
 	}
-	if _, err := OpenPersistedTiered(path, nil, time.Hour); !errors.Is(err, ErrInvalidLength) {
+	if _, err := OpenPersistedWith(Options{}, path, time.Hour); !errors.Is(err, ErrInvalidLength) {
 		t.Errorf("no tiers: %v", err)
 	}
 	// One limit per tier, fresh: the tiers are there.
-	single, err := OpenPersistedTiered(filepath.Join(dir, "single.snap"), []Config{tiers[0][0], tiers[1][0]}, time.Hour)
+	single, err := OpenPersistedWith(Options{Tiers: [][]Config{{tiers[0][0]}, {tiers[1][0]}}}, filepath.Join(dir, "single.snap"), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

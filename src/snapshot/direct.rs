@@ -56,24 +56,15 @@ impl Limiter {
         out.finish(1)
     }
 
-    /// Builds a limiter of `config` on `clock` holding the state saved in
-    /// `input`. A snapshot of another configuration is refused with
-    /// [`SnapshotError::ConfigMismatch`] before anything is allocated;
-    /// damaged input with the error that says how.
-    pub fn restore(
-        input: impl Read,
-        config: Config,
-        clock: Clock,
-    ) -> Result<Limiter, SnapshotError> {
-        Limiter::restore_multi(input, std::slice::from_ref(&config), clock)
-    }
-
-    /// [`Limiter::restore`] for a limiter of several limits
-    /// ([`crate::Builder::limits`]): `configs` must be the saved limits, in
-    /// the same order, else [`SnapshotError::ConfigMismatch`] names the
-    /// first that differs (or [`Field::Limits`] when their number does).
-    /// Names are not saved, and a restored limiter has none.
-    pub fn restore_multi(
+    /// Builds a limiter of `configs` (one limit, or several as one) on
+    /// `clock` holding the state saved in `input`: what
+    /// [`crate::Builder::restore`] makes. `configs` must be the saved
+    /// limits, in the same order: a snapshot of another configuration is
+    /// refused with [`SnapshotError::ConfigMismatch`] naming the first
+    /// field that differs (or [`crate::Field::Limits`] when their number
+    /// does) before anything is allocated; damaged input with the error
+    /// that says how. Names are not saved: the builder applies its own.
+    pub(crate) fn from_snapshot(
         input: impl Read,
         configs: &[Config],
         clock: Clock,

@@ -2,8 +2,7 @@
 //! restored from its file at start and saved to it periodically.
 
 use super::SnapshotError;
-use crate::clock::Clock;
-use crate::config::{Config, Error};
+use crate::config::Config;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
 use std::fs::{self, File, OpenOptions};
@@ -72,24 +71,6 @@ impl Limiter {
     pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
         write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
     }
-
-    /// [`Limiter::restore`] from the file at `path`.
-    pub fn load(
-        path: impl AsRef<Path>,
-        config: Config,
-        clock: Clock,
-    ) -> Result<Limiter, SnapshotError> {
-        Limiter::restore(BufReader::new(File::open(path)?), config, clock)
-    }
-
-    /// [`Limiter::restore_multi`] from the file at `path`.
-    pub fn load_multi(
-        path: impl AsRef<Path>,
-        configs: &[Config],
-        clock: Clock,
-    ) -> Result<Limiter, SnapshotError> {
-        Limiter::restore_multi(BufReader::new(File::open(path)?), configs, clock)
-    }
 }
 
 impl KeyedLimiter {
@@ -103,15 +84,6 @@ impl KeyedLimiter {
     /// [`KeyedLimiter::snapshot_at`]): for limiters driven by the `_at` calls.
     pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
         write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
-    }
-
-    /// [`KeyedLimiter::restore`] from the file at `path`.
-    pub fn load(
-        path: impl AsRef<Path>,
-        config: Config,
-        clock: Clock,
-    ) -> Result<KeyedLimiter, SnapshotError> {
-        KeyedLimiter::restore(BufReader::new(File::open(path)?), config, clock)
     }
 
     /// [`KeyedLimiter::restore_shared`] from the snapshot file at
@@ -134,24 +106,6 @@ impl KeyedLimiter {
             Err(e) => Err(e.into()),
         }
     }
-
-    /// [`KeyedLimiter::restore_multi`] from the file at `path`.
-    pub fn load_multi(
-        path: impl AsRef<Path>,
-        configs: &[Config],
-        clock: Clock,
-    ) -> Result<KeyedLimiter, SnapshotError> {
-        KeyedLimiter::restore_multi(BufReader::new(File::open(path)?), configs, clock)
-    }
-
-    /// [`KeyedLimiter::restore_tiered`] from the file at `path`.
-    pub fn load_tiered(
-        path: impl AsRef<Path>,
-        tiers: &[&[Config]],
-        clock: Clock,
-    ) -> Result<KeyedLimiter, SnapshotError> {
-        KeyedLimiter::restore_tiered(BufReader::new(File::open(path)?), tiers, clock)
-    }
 }
 
 /// A limiter that can be saved to a file (what [`Persisted`] needs to run).
@@ -160,27 +114,9 @@ pub trait Save: Send + Sync + 'static {
     fn save_to(&self, path: &Path) -> Result<(), SnapshotError>;
 }
 
-/// A limiter that can also be built fresh or loaded from a file:
-/// [`Limiter`] and [`KeyedLimiter`] (what [`Persisted::open`] needs).
-pub trait Persist: Save + Sized {
-    /// A fresh limiter of `configs` (one limit, or several as one).
-    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error>;
-    /// Restores from the snapshot at `path`.
-    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError>;
-}
-
 impl Save for Limiter {
     fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
         self.save(path)
-    }
-}
-
-impl Persist for Limiter {
-    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error> {
-        Limiter::with_clock_multi(configs, clock)
-    }
-    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError> {
-        Limiter::load_multi(path, configs, clock)
     }
 }
 
@@ -190,31 +126,26 @@ impl Save for KeyedLimiter {
     }
 }
 
-impl Persist for KeyedLimiter {
-    fn build(configs: &[Config], clock: Clock) -> Result<Self, Error> {
-        KeyedLimiter::with_clock_multi(configs, clock)
-    }
-    fn load_from(path: &Path, configs: &[Config], clock: Clock) -> Result<Self, SnapshotError> {
-        KeyedLimiter::load_multi(path, configs, clock)
-    }
-}
-
 /// A limiter whose states survive a restart: at start it is restored from
 /// its file when the file exists, and a background thread saves it there
 /// every period (atomically, so a crash leaves the last whole snapshot).
 /// Dropping it stops and joins the thread and saves once more;
 /// [`Persisted::close`] does the same and returns that save's result.
-/// Dereferences to the limiter.
+/// Dereferences to the limiter. Made by [`crate::Builder::persisted`]
+/// (every option of a limiter: several limits, tiers, a clock, names), or
+/// by [`Persisted::start`] for a limiter at hand.
 ///
 /// ```
-/// use ratecell::{Algorithm, Config, KeyedLimiter, Persisted};
+/// use ratecell::{Algorithm, Config, KeyedLimiter};
 /// use std::time::Duration;
 ///
 /// # let dir = std::env::temp_dir().join(format!("ratecell-doc-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir).unwrap();
 /// # let path = dir.join("limits.snap");
 /// let config = Config::new(Algorithm::Gcra, 10, 1_000_000_000).capacity(10_000);
-/// let limiter = Persisted::<KeyedLimiter>::open(config, &path, Duration::from_secs(5))?;
+/// let limiter = KeyedLimiter::builder()
+///     .limit(config)
+///     .persisted(&path, Duration::from_secs(5))?;
 /// assert!(limiter.check(42, 1).allowed);
 /// # drop(limiter);
 /// # std::fs::remove_dir_all(&dir).unwrap();
@@ -234,111 +165,9 @@ struct Shared {
     last_error: Mutex<Option<SnapshotError>>,
 }
 
-impl<L: Persist> Persisted<L> {
-    /// Restores `config`'s limiter from `path` if the file exists (else
-    /// builds it fresh), on the TSC clock, and saves it there every
-    /// `every` (at least 1 ms). A file that exists but cannot be restored
-    /// (damaged, or of another configuration) is an error: remove it, or
-    /// use another path, to start afresh.
-    pub fn open(
-        config: Config,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
-        Persisted::open_with_clock(config, Clock::tsc(), path, every)
-    }
-
-    /// [`Persisted::open`] on `clock`.
-    pub fn open_with_clock(
-        config: Config,
-        clock: Clock,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
-        Persisted::open_multi_with_clock(std::slice::from_ref(&config), clock, path, every)
-    }
-
-    /// [`Persisted::open`] for a limiter of several limits checked as one
-    /// ([`crate::Builder::limit`] given more than once); a file saved
-    /// with other limits, or another number of them, is refused.
-    pub fn open_multi(
-        configs: &[Config],
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
-        Persisted::open_multi_with_clock(configs, Clock::tsc(), path, every)
-    }
-
-    /// [`Persisted::open_multi`] on `clock`.
-    pub fn open_multi_with_clock(
-        configs: &[Config],
-        clock: Clock,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
-        Persisted::open_or_build(
-            path.as_ref(),
-            every,
-            |path| L::load_from(path, configs, clock.clone()),
-            || L::build(configs, clock.clone()),
-        )
-    }
-}
-
-impl Persisted<KeyedLimiter> {
-    /// [`Persisted::open`] for a tiered limiter
-    /// ([`crate::Builder::tier`], one limit per tier): restored from
-    /// `path` with every tier if the file exists, else built fresh. A file
-    /// saved with other tiers, another number of them, or without tiers is
-    /// refused ([`SnapshotError::ConfigMismatch`] naming the field, as
-    /// [`KeyedLimiter::restore_tiered`] refuses it).
-    pub fn open_tiered(
-        tiers: &[Config],
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
-        Persisted::open_tiered_with_clock(tiers, Clock::tsc(), path, every)
-    }
-
-    /// [`Persisted::open_tiered`] on `clock`.
-    pub fn open_tiered_with_clock(
-        tiers: &[Config],
-        clock: Clock,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
-        let rows: Vec<&[Config]> = tiers.iter().map(std::slice::from_ref).collect();
-        Persisted::open_tiered_multi_with_clock(&rows, clock, path, every)
-    }
-
-    /// [`Persisted::open_tiered`] for tiers of several limits each
-    /// ([`crate::Builder::tier`] of several limits).
-    pub fn open_tiered_multi(
-        tiers: &[&[Config]],
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
-        Persisted::open_tiered_multi_with_clock(tiers, Clock::tsc(), path, every)
-    }
-
-    /// [`Persisted::open_tiered_multi`] on `clock`.
-    pub fn open_tiered_multi_with_clock(
-        tiers: &[&[Config]],
-        clock: Clock,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
-        Persisted::open_or_build(
-            path.as_ref(),
-            every,
-            |path| KeyedLimiter::load_tiered(path, tiers, clock.clone()),
-            || KeyedLimiter::with_clock_tiered_multi(tiers, clock.clone()),
-        )
-    }
-}
-
 impl<L: Save> Persisted<L> {
-    /// Every `open`: the limiter `load` restores from `path` if the file
+    /// Every way to open a persisted limiter ([`crate::Builder::persisted`]
+    /// calls it): the limiter `load` restores from `path` if the file
     /// exists, else the one `build` makes, saved every `every` from now on.
     /// Only a missing file means "start fresh": any other failure to
     /// restore (a damaged file, another configuration) is returned, so

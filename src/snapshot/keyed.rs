@@ -73,23 +73,14 @@ impl KeyedLimiter {
         out.finish(records)
     }
 
-    /// Builds a keyed limiter of `config` on `clock` holding the states
-    /// saved in `input`, hashing keys with the saved seed, so every key
-    /// finds the state it had. A snapshot of another configuration is
-    /// refused with [`SnapshotError::ConfigMismatch`] before the table is
-    /// allocated; damaged input with the error that says how.
-    pub fn restore(
-        input: impl Read,
-        config: Config,
-        clock: Clock,
-    ) -> Result<KeyedLimiter, SnapshotError> {
-        KeyedLimiter::restore_multi(input, std::slice::from_ref(&config), clock)
-    }
-
-    /// [`KeyedLimiter::restore`] for a keyed limiter of several limits
-    /// ([`crate::Builder::limits`]): `configs` must be the saved limits,
-    /// in the same order (see [`Limiter::restore_multi`]).
-    pub fn restore_multi(
+    /// Builds a keyed limiter of `configs` (one limit, or several as one)
+    /// on `clock` holding the states saved in `input`, hashing keys with
+    /// the saved seed, so every key finds the state it had: what
+    /// [`crate::Builder::restore`] makes. A snapshot of another
+    /// configuration is refused with [`SnapshotError::ConfigMismatch`]
+    /// before the table is allocated (see `Limiter::from_snapshot`);
+    /// damaged input with the error that says how.
+    pub(crate) fn from_snapshot(
         input: impl Read,
         configs: &[Config],
         clock: Clock,
@@ -104,17 +95,16 @@ impl KeyedLimiter {
         Ok(limiter)
     }
 
-    /// [`KeyedLimiter::restore`] for a tiered limiter
-    /// ([`crate::Builder::tier`], once per tier; one limit per tier is
-    /// `&[&[free], &[paid]]`): `tiers` must be the saved tiers, each with
-    /// the saved limits in the same order, else
-    /// [`SnapshotError::ConfigMismatch`] names the first that differs:
-    /// [`Field::Tiers`] when the number of tiers does (a snapshot of a
-    /// limiter without tiers counts 0), else the field, with `limit` the
-    /// index in the tiers' flat list (tier `t`'s limit `i` is
-    /// `t × limits + i`). Keys keep the states they had, under whichever
-    /// tier they name next.
-    pub fn restore_tiered(
+    /// [`KeyedLimiter::from_snapshot`] for a tiered limiter (what
+    /// [`crate::Builder::tier`] then [`crate::Builder::restore`] makes):
+    /// `tiers` must be the saved tiers, each with the saved limits in the
+    /// same order, else [`SnapshotError::ConfigMismatch`] names the first
+    /// that differs: [`crate::Field::Tiers`] when the number of tiers does
+    /// (a snapshot of a limiter without tiers counts 0), else the field,
+    /// with `limit` the index in the tiers' flat list (tier `t`'s limit
+    /// `i` is `t × limits + i`). Keys keep the states they had, under
+    /// whichever tier they name next.
+    pub(crate) fn from_snapshot_tiered(
         input: impl Read,
         tiers: &[&[Config]],
         clock: Clock,

@@ -16,7 +16,7 @@ mod file;
 mod format;
 mod keyed;
 
-pub use file::{Persist, Persisted, Save};
+pub use file::{Persisted, Save};
 pub use format::{VERSION, saved_config, saved_configs, saved_tiers};
 
 use crate::config::{Error, Field};

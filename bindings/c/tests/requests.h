@@ -119,15 +119,40 @@ static inline ratecell_status rq_reset_bytes(const ratecell_limiter *l, const vo
     return ratecell_reset(l, &r);
 }
 
-/* ratecell_limiter_build of `n_tiers` (0: none) tiers of `n_limits` limits. */
-static inline ratecell_status rq_build(const ratecell_config *configs, size_t n_limits,
-                                       size_t n_tiers, ratecell_limiter **out) {
+/* The options of `n_tiers` (0: none) tiers of `n_limits` limits. */
+static inline struct ratecell_options rq_options(const ratecell_config *configs, size_t n_limits,
+                                                 size_t n_tiers) {
     struct ratecell_options o;
     ratecell_options_init(&o);
     o.configs = configs;
     o.n_limits = n_limits;
     o.n_tiers = n_tiers;
+    return o;
+}
+
+/* ratecell_limiter_build of `n_tiers` (0: none) tiers of `n_limits` limits. */
+static inline ratecell_status rq_build(const ratecell_config *configs, size_t n_limits,
+                                       size_t n_tiers, ratecell_limiter **out) {
+    struct ratecell_options o = rq_options(configs, n_limits, n_tiers);
     return ratecell_limiter_build(&o, out);
+}
+
+/* ratecell_limiter_restore of `n_tiers` (0: none) tiers of `n_limits`
+ * limits from the snapshot file at `path`. */
+static inline ratecell_status rq_restore(const ratecell_config *configs, size_t n_limits,
+                                         size_t n_tiers, const char *path,
+                                         ratecell_limiter **out) {
+    struct ratecell_options o = rq_options(configs, n_limits, n_tiers);
+    return ratecell_limiter_restore(&o, path, out);
+}
+
+/* ratecell_persisted_open of `n_tiers` (0: none) tiers of `n_limits`
+ * limits, saved to `path` every `every_ns`. */
+static inline ratecell_status rq_persisted(const ratecell_config *configs, size_t n_limits,
+                                           size_t n_tiers, const char *path, uint64_t every_ns,
+                                           ratecell_persisted **out) {
+    struct ratecell_options o = rq_options(configs, n_limits, n_tiers);
+    return ratecell_persisted_open(&o, path, every_ns, out);
 }
 
 /* ratecell_limiter_build of one limit in the shared region at `path`. */

@@ -78,8 +78,8 @@ static void test_round_trip_every_algorithm(void) {
             }
             CHECK(ratecell_snapshot_save_at(l, path, t) == RATECELL_OK);
             ratecell_limiter *r1 = NULL, *r2 = NULL;
-            CHECK(ratecell_limiter_restore(path, &r1) == RATECELL_OK);
-            CHECK(ratecell_limiter_restore_config(&cfg, path, &r2) == RATECELL_OK);
+            CHECK(ratecell_limiter_restore(NULL, path, &r1) == RATECELL_OK);
+            CHECK(rq_restore(&cfg, 1, 0, path, &r2) == RATECELL_OK);
             int agree = r1 != NULL && r2 != NULL;
             for (uint64_t i = 0; agree && i < 300; i++) {
                 t += (i * 104729) % (SECOND / 10);
@@ -109,20 +109,67 @@ static void test_a_different_configuration_is_refused(void) {
     ratecell_limiter *r = NULL;
     ratecell_config other = cfg;
     other.limit = 6;
-    CHECK(ratecell_limiter_restore_config(&other, path, &r) == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(rq_restore(&other, 1, 0, path, &r) == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     other = cfg;
     other.capacity = 0;
-    CHECK(ratecell_limiter_restore_config(&other, path, &r) == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
+    CHECK(rq_restore(&other, 1, 0, path, &r) == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     other = cfg;
     other.limit = 0;
-    CHECK(ratecell_limiter_restore_config(&other, path, &r) == RATECELL_INVALID_LIMIT);
+    CHECK(rq_restore(&other, 1, 0, path, &r) == RATECELL_INVALID_LIMIT);
     CHECK(r == NULL);
     /* The overflow policy may differ: the caller's applies. */
     other = cfg;
     other.overflow = RATECELL_OVERFLOW_ALLOW;
-    CHECK(ratecell_limiter_restore_config(&other, path, &r) == RATECELL_OK);
+    CHECK(rq_restore(&other, 1, 0, path, &r) == RATECELL_OK);
     ratecell_limiter_free(r);
     ratecell_limiter_free(l);
+    remove(path);
+}
+
+/* ratecell_limiter_restore and ratecell_persisted_open read their options
+ * as ratecell_limiter_build does (the size first), refuse a shared region
+ * by name, and write nothing on failure. */
+static void test_options_are_read_as_build_reads_them(void) {
+    char path[600], region[600];
+    path_of(path, sizeof path, "options.snap");
+    path_of(region, sizeof region, "options.region");
+    remove(region);
+    ratecell_config cfg = config(RATECELL_ALGORITHM_GCRA, 100);
+    cfg.clock = RATECELL_CLOCK_COARSE;
+    ratecell_limiter *l = NULL;
+    CHECK(ratecell_limiter_new(&cfg, &l) == RATECELL_OK);
+    CHECK(at(l, 1, 5, T0).allowed);
+    CHECK(ratecell_snapshot_save_at(l, path, T0) == RATECELL_OK);
+    ratecell_limiter_free(l);
+
+    ratecell_limiter *const sentinel = (ratecell_limiter *)&cfg;
+    ratecell_persisted *const psentinel = (ratecell_persisted *)&cfg;
+    ratecell_limiter *r = sentinel;
+    ratecell_persisted *p = psentinel;
+    struct ratecell_options o = rq_options(&cfg, 1, 0);
+    o.size += 1;
+    CHECK(ratecell_limiter_restore(&o, path, &r) == RATECELL_INVALID_LENGTH);
+    CHECK(ratecell_persisted_open(&o, path, SECOND, &p) == RATECELL_INVALID_LENGTH);
+    o = rq_options(&cfg, 1, 0);
+    o.shared_path = region;
+    CHECK(ratecell_limiter_restore(&o, path, &r) == RATECELL_SHARED_UNSUPPORTED);
+    CHECK(ratecell_persisted_open(&o, path, SECOND, &p) == RATECELL_SHARED_UNSUPPORTED);
+    CHECK(access(region, F_OK) != 0); /* no region was made */
+    o = rq_options(&cfg, 1, 0);
+    CHECK(ratecell_limiter_restore(&o, path, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_limiter_restore(&o, NULL, &r) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_persisted_open(&o, NULL, SECOND, &p) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_persisted_open(&o, path, SECOND, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(r == sentinel && p == psentinel);
+
+    /* The options' clock is the restored limiter's: key 1 spent all 5. */
+    r = NULL;
+    CHECK(ratecell_limiter_restore(&o, path, &r) == RATECELL_OK);
+    ratecell_config got;
+    CHECK(r != NULL && ratecell_limiter_config(r, &got) == RATECELL_OK);
+    CHECK(got.clock == RATECELL_CLOCK_COARSE);
+    CHECK(!at(r, 1, 1, T0).allowed);
+    ratecell_limiter_free(r);
     remove(path);
 }
 
@@ -131,8 +178,8 @@ static void test_missing_damaged_and_truncated_files_are_refused(void) {
     path_of(path, sizeof path, "good.snap");
     path_of(bad, sizeof bad, "bad.snap");
     ratecell_limiter *r = NULL;
-    CHECK(ratecell_limiter_restore(bad, &r) == RATECELL_SNAPSHOT_NOT_FOUND);
-    CHECK(ratecell_limiter_restore(NULL, &r) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_limiter_restore(NULL, bad, &r) == RATECELL_SNAPSHOT_NOT_FOUND);
+    CHECK(ratecell_limiter_restore(NULL, NULL, &r) == RATECELL_NULL_ARGUMENT);
     CHECK(ratecell_snapshot_save(NULL, bad) == RATECELL_NULL_ARGUMENT);
 
     ratecell_config cfg = config(RATECELL_ALGORITHM_SLIDING_LOG, 16);
@@ -174,7 +221,7 @@ static void test_missing_damaged_and_truncated_files_are_refused(void) {
             }
             CHECK(fwrite(copy, 1, write_len, g) == write_len);
             fclose(g);
-            ratecell_status s = ratecell_limiter_restore(bad, &r);
+            ratecell_status s = ratecell_limiter_restore(NULL, bad, &r);
             int expected = (!flip && len == n) ? s == RATECELL_OK
                                                : (s == RATECELL_SNAPSHOT_DAMAGED ||
                                                   s == RATECELL_SNAPSHOT_VERSION);
@@ -201,7 +248,7 @@ static void test_persisted_limiter_survives_close_and_open(void) {
     ratecell_config cfg = config(RATECELL_ALGORITHM_TOKEN_BUCKET, 1000);
     cfg.period_ns = 3600 * SECOND;
     ratecell_persisted *p = NULL;
-    CHECK(ratecell_persisted_open(&cfg, path, 1000000, &p) == RATECELL_OK);
+    CHECK(rq_persisted(&cfg, 1, 0, path, 1000000, &p) == RATECELL_OK);
     const ratecell_limiter *l = NULL;
     CHECK(ratecell_persisted_limiter(p, &l) == RATECELL_OK);
     uint64_t now = ratecell_now_ns(l);
@@ -213,14 +260,14 @@ static void test_persisted_limiter_survives_close_and_open(void) {
     CHECK(ratecell_persisted_close(p) == RATECELL_OK);
     CHECK(ratecell_persisted_close(NULL) == RATECELL_OK);
 
-    CHECK(ratecell_persisted_open(&cfg, path, 1000000, &p) == RATECELL_OK);
+    CHECK(rq_persisted(&cfg, 1, 0, path, 1000000, &p) == RATECELL_OK);
     CHECK(ratecell_persisted_limiter(p, &l) == RATECELL_OK);
     CHECK(!at(l, 42, 1, now).allowed);
     CHECK(at(l, 43, 1, now).allowed);
     CHECK(ratecell_persisted_close(p) == RATECELL_OK);
     ratecell_config other = cfg;
     other.limit = 7;
-    CHECK(ratecell_persisted_open(&other, path, 1000000, &p) ==
+    CHECK(rq_persisted(&other, 1, 0, path, 1000000, &p) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     CHECK(ratecell_persisted_open(NULL, path, 1000000, &p) == RATECELL_NULL_ARGUMENT);
     remove(path);
@@ -242,7 +289,7 @@ static void test_sigkill_during_periodic_saves_leaves_a_restorable_file(void) {
         CHECK(child >= 0);
         if (child == 0) {
             ratecell_persisted *p = NULL;
-            if (ratecell_persisted_open(&cfg, path, 1000000, &p) != RATECELL_OK) {
+            if (rq_persisted(&cfg, 1, 0, path, 1000000, &p) != RATECELL_OK) {
                 _exit(3);
             }
             const ratecell_limiter *l = NULL;
@@ -264,7 +311,7 @@ static void test_sigkill_during_periodic_saves_leaves_a_restorable_file(void) {
         CHECK(waitpid(child, &status, 0) == child);
         CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
         ratecell_limiter *r = NULL;
-        ratecell_status s = ratecell_limiter_restore_config(&cfg, path, &r);
+        ratecell_status s = rq_restore(&cfg, 1, 0, path, &r);
         if (s != RATECELL_OK) {
             fprintf(stderr, "round %d: %s\n", round, ratecell_status_str(s));
         }
@@ -297,8 +344,8 @@ static void test_several_limits(void) {
         }
         CHECK(ratecell_snapshot_save_at(l, path, T0) == RATECELL_OK);
         ratecell_limiter *r1 = NULL, *r2 = NULL, *r3 = NULL;
-        CHECK(ratecell_limiter_restore_multi(limits, 3, path, &r1) == RATECELL_OK);
-        CHECK(ratecell_limiter_restore(path, &r2) == RATECELL_OK);
+        CHECK(rq_restore(limits, 3, 0, path, &r1) == RATECELL_OK);
+        CHECK(ratecell_limiter_restore(NULL, path, &r2) == RATECELL_OK);
         for (uint64_t t = T0; t < T0 + 2 * SECOND; t += SECOND / 4) {
             ratecell_multi_decision a, b, c;
             CHECK(rq_each(l, 2, 1, t, &a) == RATECELL_OK);
@@ -312,14 +359,14 @@ static void test_several_limits(void) {
             }
         }
         ratecell_config swapped[3] = {limits[1], limits[0], limits[2]};
-        CHECK(ratecell_limiter_restore_multi(swapped, 3, path, &r3) ==
+        CHECK(rq_restore(swapped, 3, 0, path, &r3) ==
               RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-        CHECK(ratecell_limiter_restore_multi(limits, 2, path, &r3) ==
+        CHECK(rq_restore(limits, 2, 0, path, &r3) ==
               RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-        CHECK(ratecell_limiter_restore_config(&limits[0], path, &r3) ==
+        CHECK(rq_restore(&limits[0], 1, 0, path, &r3) ==
               RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-        CHECK(ratecell_limiter_restore_multi(limits, 0, path, &r3) == RATECELL_INVALID_LENGTH);
-        CHECK(ratecell_limiter_restore_multi(NULL, 3, path, &r3) == RATECELL_NULL_ARGUMENT);
+        CHECK(rq_restore(limits, 0, 0, path, &r3) == RATECELL_INVALID_LENGTH);
+        CHECK(rq_restore(NULL, 3, 0, path, &r3) == RATECELL_NULL_ARGUMENT);
         CHECK(r3 == NULL);
         ratecell_limiter_free(l);
         ratecell_limiter_free(r1);
@@ -345,14 +392,14 @@ static void test_several_limits(void) {
         fwrite(bytes, 1, n, w);
         fclose(w);
         ratecell_limiter *r = NULL;
-        CHECK(ratecell_limiter_restore_multi(limits, 3, cut, &r) == RATECELL_SNAPSHOT_DAMAGED);
+        CHECK(rq_restore(limits, 3, 0, cut, &r) == RATECELL_SNAPSHOT_DAMAGED);
         CHECK(r == NULL);
     }
     remove(cut);
     remove(path);
     /* The periodic saver of several limits. */
     ratecell_persisted *p = NULL;
-    CHECK(ratecell_persisted_open_multi(limits, 3, path, SECOND, &p) == RATECELL_OK);
+    CHECK(rq_persisted(limits, 3, 0, path, SECOND, &p) == RATECELL_OK);
     const ratecell_limiter *pl = NULL;
     CHECK(ratecell_persisted_limiter(p, &pl) == RATECELL_OK);
     uint64_t now = ratecell_now_ns(pl);
@@ -361,12 +408,12 @@ static void test_several_limits(void) {
     }
     CHECK(ratecell_persisted_close(p) == RATECELL_OK);
     p = NULL;
-    CHECK(ratecell_persisted_open_multi(limits, 3, path, SECOND, &p) == RATECELL_OK);
+    CHECK(rq_persisted(limits, 3, 0, path, SECOND, &p) == RATECELL_OK);
     CHECK(ratecell_persisted_limiter(p, &pl) == RATECELL_OK);
     CHECK(!at(pl, 5, 1, now).allowed);
     CHECK(ratecell_persisted_close(p) == RATECELL_OK);
     ratecell_persisted *q = NULL;
-    CHECK(ratecell_persisted_open(&limits[0], path, SECOND, &q) ==
+    CHECK(rq_persisted(&limits[0], 1, 0, path, SECOND, &q) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     CHECK(q == NULL);
     remove(path);
@@ -378,6 +425,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_round_trip_every_algorithm);
     RUN(test_a_different_configuration_is_refused);
+    RUN(test_options_are_read_as_build_reads_them);
     RUN(test_missing_damaged_and_truncated_files_are_refused);
     RUN(test_persisted_limiter_survives_close_and_open);
     RUN(test_sigkill_during_periodic_saves_leaves_a_restorable_file);

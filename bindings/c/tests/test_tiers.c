@@ -4,7 +4,7 @@
  * the tier its check names, a key moving tiers keeping what it spent,
  * tier 0 for the calls that name none, batches and acquires naming tiers,
  * snapshots that keep the tiers, periodic saving of a tiered limiter
- * (ratecell_persisted_open_tiered), and the statuses of bad input.
+ * (ratecell_persisted_open with n_tiers), and the statuses of bad input.
  *
  * Built and run by scripts/c-tests.sh, once normally and once under
  * -fsanitize=address,undefined. Prints "N passed, M failed" last.
@@ -308,7 +308,7 @@ static void test_snapshots_keep_the_tiers(void) {
     /* Restored with the caller's tiers, or the file's: key 1 spent 10. */
     ratecell_decision d;
     ratecell_limiter *back = NULL;
-    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 3, path, &back) == RATECELL_OK);
+    CHECK(rq_restore(cfgs, 1, 3, path, &back) == RATECELL_OK);
     if (back != NULL) {
         CHECK_EQ_U64(ratecell_limiter_tiers(back), 3);
         CHECK(rq_check_tier(back, 1, 1, 0, T0, &d) == RATECELL_OK);
@@ -318,7 +318,7 @@ static void test_snapshots_keep_the_tiers(void) {
         ratecell_limiter_free(back);
     }
     back = NULL;
-    CHECK(ratecell_limiter_restore(path, &back) == RATECELL_OK);
+    CHECK(ratecell_limiter_restore(NULL, path, &back) == RATECELL_OK);
     if (back != NULL) {
         CHECK_EQ_U64(ratecell_limiter_tiers(back), 3);
         CHECK(rq_check_tier(back, 1, 2, 0, T0, &d) == RATECELL_OK);
@@ -330,18 +330,18 @@ static void test_snapshots_keep_the_tiers(void) {
     /* Other tiers, or no tiers: refused, nothing made. */
     ratecell_limiter *const sentinel = (ratecell_limiter *)&cfgs;
     back = sentinel;
-    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 2, path, &back) ==
+    CHECK(rq_restore(cfgs, 1, 2, path, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     cfgs[2].limit = cfgs[2].burst = 5000;
-    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 3, path, &back) ==
+    CHECK(rq_restore(cfgs, 1, 3, path, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    CHECK(ratecell_limiter_restore_config(&cfgs[0], path, &back) ==
+    CHECK(rq_restore(&cfgs[0], 1, 0, path, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 0, path, &back) ==
+    CHECK(rq_restore(cfgs, 1, RATECELL_MAX_TIERS + 1, path, &back) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_limiter_restore_tiered(NULL, 1, 3, path, &back) ==
+    CHECK(rq_restore(NULL, 1, 3, path, &back) ==
           RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_limiter_restore_tiered(cfgs, 1, 3, NULL, &back) ==
+    CHECK(rq_restore(cfgs, 1, 3, NULL, &back) ==
           RATECELL_NULL_ARGUMENT);
     CHECK(back == sentinel);
     remove(path);
@@ -423,7 +423,7 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
     remove(copy);
     remove(plain);
     ratecell_persisted *p = NULL;
-    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, path, 1000000, &p) == RATECELL_OK);
+    CHECK(rq_persisted(cfgs, 2, 3, path, 1000000, &p) == RATECELL_OK);
     if (p == NULL) {
         return;
     }
@@ -449,7 +449,7 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
     CHECK(wait_for(path));
     CHECK(copy_file(path, copy));
     ratecell_persisted *back = NULL;
-    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, copy, 3600 * SECOND, &back) ==
+    CHECK(rq_persisted(cfgs, 2, 3, copy, 3600 * SECOND, &back) ==
           RATECELL_OK);
     if (back == NULL) {
         ratecell_persisted_close(p);
@@ -480,30 +480,30 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
     /* Another number of tiers, another tier's limit, no tiers: refused. */
     ratecell_persisted *const sentinel = (ratecell_persisted *)&cfgs;
     back = sentinel;
-    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 2, path, SECOND, &back) ==
+    CHECK(rq_persisted(cfgs, 2, 2, path, SECOND, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    CHECK(ratecell_persisted_open_multi(cfgs, 2, path, SECOND, &back) ==
+    CHECK(rq_persisted(cfgs, 2, 0, path, SECOND, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     ratecell_config other[6];
     two_limit_tiers(other);
     other[3].limit = 81;
-    CHECK(ratecell_persisted_open_tiered(other, 2, 3, path, SECOND, &back) ==
+    CHECK(rq_persisted(other, 2, 3, path, SECOND, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     ratecell_persisted *untiered = NULL;
-    CHECK(ratecell_persisted_open_multi(cfgs, 2, plain, SECOND, &untiered) == RATECELL_OK);
+    CHECK(rq_persisted(cfgs, 2, 0, plain, SECOND, &untiered) == RATECELL_OK);
     CHECK(ratecell_persisted_close(untiered) == RATECELL_OK);
-    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, plain, SECOND, &back) ==
+    CHECK(rq_persisted(cfgs, 2, 3, plain, SECOND, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     /* Bad arguments, as for ratecell_limiter_build with tiers. */
-    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 0, path, SECOND, &back) ==
+    CHECK(rq_persisted(cfgs, 2, RATECELL_MAX_TIERS + 1, path, SECOND, &back) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_persisted_open_tiered(cfgs, 0, 3, path, SECOND, &back) ==
+    CHECK(rq_persisted(cfgs, 0, 3, path, SECOND, &back) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_persisted_open_tiered(NULL, 2, 3, path, SECOND, &back) ==
+    CHECK(rq_persisted(NULL, 2, 3, path, SECOND, &back) ==
           RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, NULL, SECOND, &back) ==
+    CHECK(rq_persisted(cfgs, 2, 3, NULL, SECOND, &back) ==
           RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_persisted_open_tiered(cfgs, 2, 3, path, SECOND, NULL) ==
+    CHECK(rq_persisted(cfgs, 2, 3, path, SECOND, NULL) ==
           RATECELL_NULL_ARGUMENT);
     CHECK(back == sentinel);
     remove(path);

@@ -447,7 +447,7 @@ void test_snapshots_of_several_limits() {
         CHECK(l.check(4, Request().at(T0)).allowed);
     }
     l.save_at(path, T0);
-    Limiter back = Limiter::restore(limits, path, {"burst", "steady"});
+    Limiter back = Limiter::restore(Options().limits(limits).names({"burst", "steady"}), path);
     ratecell::MultiDecision d = back.check_each(4, Request().at(T0));
     CHECK(!d.decision.allowed);
     CHECK(d.denied_by == 0);
@@ -455,7 +455,7 @@ void test_snapshots_of_several_limits() {
     CHECK(d.limits[1].remaining == 7);
     ratecell_status status = RATECELL_OK;
     try {
-        Limiter::restore(std::vector<Config>{limits[1], limits[0]}, path);
+        Limiter::restore(Options().limits({limits[1], limits[0]}), path);
     } catch (const Error &e) {
         status = e.status();
     }
@@ -463,15 +463,16 @@ void test_snapshots_of_several_limits() {
     std::remove(path.c_str());
     std::uint64_t now = 0;
     {
-        ratecell::Persisted p(limits, path, 1ms);
+        ratecell::Persisted p(Options().limits(limits).names({"burst", "steady"}), path, 1ms);
         now = ::ratecell_now_ns(p.get());
         for (int i = 0; i < 3; i++) {
             CHECK(p.check(9, Request().at(now)).allowed);
         }
     }
     {
-        ratecell::Persisted again(limits, path, 1ms);
+        ratecell::Persisted again(Options().limits(limits).names({"burst", "steady"}), path, 1ms);
         CHECK(again.check_each(9, Request().at(now)).denied_by == 0);
+        CHECK(again.limit_name(0) == "burst");
         again.close();
     }
     std::remove(path.c_str());
@@ -514,7 +515,7 @@ void test_persisted_tiers() {
                           : static_cast<std::uint32_t>(key % 2);
         cost = 1 + static_cast<std::uint64_t>(i % 3);
     };
-    ratecell::Persisted p = ratecell::Persisted::tiered({free, paid}, path, 1ms);
+    ratecell::Persisted p(Options().tier({free}).tier({paid}), path, 1ms);
     CHECK(p.tiers() == 2);
     // The first half before the limiter's clock (by which the saver judges
     // which states are live), the rest after every save.
@@ -536,7 +537,7 @@ void test_persisted_tiers() {
         std::ofstream out(copy, std::ios::binary);
         out << in.rdbuf();
     }
-    ratecell::Persisted back = ratecell::Persisted::tiered({free, paid}, copy, 1h);
+    ratecell::Persisted back(Options().tier({free}).tier({paid}), copy, 1h);
     const std::uint64_t rest = ::ratecell_now_ns(p.get()) + SECOND;
     bool alike = true;
     int denied = 0;
@@ -557,19 +558,29 @@ void test_persisted_tiers() {
     back.close();
     p.close();
 
-    CHECK(thrown([&] { ratecell::Persisted::tiered({free}, path, 1h); }) ==
+    CHECK(thrown([&] { ratecell::Persisted(Options().tier({free}), path, 1h); }) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    CHECK(thrown([&] { ratecell::Persisted::tiered({free, Config(Algorithm::TokenBucket, 41, 3600s).capacity(100)}, path, 1h); }) ==
+    CHECK(thrown([&] {
+              ratecell::Persisted(
+                  Options().tier({free}).tier({Config(Algorithm::TokenBucket, 41, 3600s).capacity(100)}),
+                  path, 1h);
+          }) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     CHECK(thrown([&] { ratecell::Persisted(free, path, 1h); }) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    CHECK(thrown([&] {
-              ratecell::Persisted::tiered(std::vector<std::vector<Config>>{{free}, {}}, path, 1h);
-          }) == RATECELL_INVALID_LENGTH);
-    CHECK(thrown([&] { ratecell::Persisted::tiered(std::vector<Config>{}, path, 1h); }) ==
+    CHECK(thrown([&] { ratecell::Persisted(Options().tier({free}).tier({}), path, 1h); }) ==
           RATECELL_INVALID_LENGTH);
-    ratecell::Persisted both =
-        ratecell::Persisted::tiered(std::vector<std::vector<Config>>{{free}, {paid}}, path, 1h);
+    CHECK(thrown([&] { ratecell::Persisted(Options(), path, 1h); }) == RATECELL_INVALID_LENGTH);
+    // A shared region is built, never restored: refused by name.
+    CHECK(thrown([&] {
+              ratecell::Persisted(Options().limit(free).shared("ratecell-cpp-never-made"), path,
+                                  1h);
+          }) == RATECELL_SHARED_UNSUPPORTED);
+    CHECK(thrown([&] {
+              Limiter::restore(Options().limit(free).shared("ratecell-cpp-never-made"), path);
+          }) == RATECELL_SHARED_UNSUPPORTED);
+    CHECK(::access("/dev/shm/ratecell-cpp-never-made", F_OK) != 0);
+    ratecell::Persisted both(Options().tier({free}).tier({paid}), path, 1h);
     CHECK(both.tiers() == 2);
     both.close();
     std::remove(path.c_str());
@@ -726,14 +737,15 @@ void test_tiered_batch_and_acquire() {
     const std::string path = "/tmp/ratecell-cpp-tiers-" + std::to_string(::getpid()) + ".snap";
     l.save_at(path, T0);
     Config paid = Config(Algorithm::TokenBucket, 30, 3600s).capacity(100);
-    Limiter back = Limiter::restore_tiered({free, paid}, path);
+    Limiter back = Limiter::restore(Options().tier({free}).tier({paid}), path);
     CHECK(back.tiers() == 2);
     CHECK(back.check(2, Request().cost(0).at(T0).tier(1)).remaining == 29);
-    Limiter both = Limiter::restore_tiered(std::vector<std::vector<Config>>{{free}, {paid}}, path);
+    Limiter both = Limiter::restore(path);
+    CHECK(both.tiers() == 2);
     CHECK(both.check(1, Request().at(T0).tier(0)).allowed == false);
     status = RATECELL_OK;
     try {
-        Limiter::restore_tiered({free, free}, path);
+        Limiter::restore(Options().tier({free}).tier({free}), path);
     } catch (const Error &e) {
         status = e.status();
     }

@@ -1,17 +1,22 @@
-//! `ratecell_limiter_build`: every limiter the C ABI makes beyond
-//! `ratecell_limiter_new` (several limits, tiers, a shared region) from one
-//! `ratecell_options`, as the Rust `Builder` makes them.
+//! `ratecell_options`: every limiter the C ABI makes beyond
+//! `ratecell_limiter_new` (several limits, tiers, a shared region), as the
+//! Rust `Builder` makes them: fresh (`ratecell_limiter_build`), from a
+//! snapshot (`ratecell_limiter_restore`) or saved periodically
+//! (`ratecell_persisted_open`), all three reading the options here.
 
 use super::limiter::{clock_of, publish, ratecell_limiter};
 use super::multi::configs_arg;
 use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
 use super::{out_ptr, path_arg};
-use ratecell_lib::{AnyLimiter, SharedOptions};
+use ratecell_lib::{AnyLimiter, Builder, SharedOptions};
 use std::ffi::c_char;
 
-/// What `ratecell_limiter_build` makes. Set it up with
-/// `ratecell_options_init`, then set what differs.
+/// What `ratecell_limiter_build` makes, `ratecell_limiter_restore`
+/// restores and `ratecell_persisted_open` opens: one struct for every way
+/// of making a limiter, so that a new option is a new field, not a new
+/// function. Set it up with `ratecell_options_init`, then set what
+/// differs.
 ///
 /// `configs` holds `n_limits` configs (tier 0's limits) when `n_tiers` is
 /// 0, else `n_tiers` rows of `n_limits` configs, tier by tier (tier `t`'s
@@ -36,6 +41,9 @@ pub struct ratecell_options {
     pub n_tiers: usize,
     /// NULL, or the file whose region holds the table, shared by every
     /// process that opens it (a name without `/` lies under `/dev/shm`).
+    /// `ratecell_limiter_build` only: `ratecell_limiter_restore` and
+    /// `ratecell_persisted_open` refuse it with
+    /// `RATECELL_SHARED_UNSUPPORTED` (a region outlives its processes).
     pub shared_path: *const c_char,
 }
 
@@ -119,36 +127,57 @@ pub unsafe extern "C" fn ratecell_limiter_build(
     ffi_panic_boundary! {
         let out = try_status!(out_ptr(out));
         // SAFETY: as promised by the caller.
-        let o = try_status!(unsafe { super::request::read_sized(options) });
-        // SAFETY: as promised by the caller.
-        let (configs, clock_kind) = try_status!(unsafe {
-            if o.n_tiers == 0 {
-                configs_arg(o.configs, o.n_limits)
-            } else {
-                tiers_arg(o.configs, o.n_limits, o.n_tiers)
-            }
-        });
-        let mut builder = AnyLimiter::builder();
-        if o.n_tiers == 0 {
-            builder = builder.limits(&configs);
-        } else {
-            for tier in configs.chunks(o.n_limits) {
-                builder = builder.tier(tier);
-            }
-        }
-        if o.shared_path.is_null() {
-            builder = builder.clock(clock_of(clock_kind));
-        } else {
-            // SAFETY: NUL-terminated, as the caller promises.
-            let path = try_status!(unsafe { path_arg(o.shared_path) });
-            let options = SharedOptions {
-                mode: if o.shared_mode == 0 { 0o600 } else { o.shared_mode },
-                coarse_clock: clock_kind == ratecell_clock::RATECELL_CLOCK_COARSE,
-            };
-            builder = builder.shared(path, options);
-        }
+        let (builder, clock_kind) = try_status!(unsafe { builder_of(options) });
         let inner = try_status!(builder.build().map_err(|e| ratecell_status::from_error(&e)));
         // SAFETY: `out` is non-NULL and, as the caller promises, writable.
         unsafe { publish(inner, clock_kind, out) }
     }
+}
+
+/// The builder `*options` describes, and the clock its configs name: the
+/// one reading of a `ratecell_options` (its size, counts, configs, clock
+/// and shared region), for every function that takes one
+/// (`ratecell_limiter_build`, `ratecell_limiter_restore`,
+/// `ratecell_persisted_open`). Returns the status of the first thing
+/// wrong, as `ratecell_limiter_build` documents.
+///
+/// # Safety
+/// As `ratecell_limiter_build`'s `options`.
+pub(super) unsafe fn builder_of(
+    options: *const ratecell_options,
+) -> Result<(Builder<AnyLimiter>, ratecell_clock), ratecell_status> {
+    // SAFETY: as promised by the caller.
+    let o = unsafe { super::request::read_sized(options) }?;
+    // SAFETY: as promised by the caller.
+    let (configs, clock_kind) = unsafe {
+        if o.n_tiers == 0 {
+            configs_arg(o.configs, o.n_limits)
+        } else {
+            tiers_arg(o.configs, o.n_limits, o.n_tiers)
+        }
+    }?;
+    let mut builder = AnyLimiter::builder();
+    if o.n_tiers == 0 {
+        builder = builder.limits(&configs);
+    } else {
+        for tier in configs.chunks(o.n_limits) {
+            builder = builder.tier(tier);
+        }
+    }
+    if o.shared_path.is_null() {
+        builder = builder.clock(clock_of(clock_kind));
+    } else {
+        // SAFETY: NUL-terminated, as the caller promises.
+        let path = unsafe { path_arg(o.shared_path) }?;
+        let options = SharedOptions {
+            mode: if o.shared_mode == 0 {
+                0o600
+            } else {
+                o.shared_mode
+            },
+            coarse_clock: clock_kind == ratecell_clock::RATECELL_CLOCK_COARSE,
+        };
+        builder = builder.shared(path, options);
+    }
+    Ok((builder, clock_kind))
 }

@@ -2,13 +2,12 @@
 //! a file, and `ratecell_persisted`, a limiter saved periodically by a
 //! background thread (docs/SNAPSHOT.md).
 
+use super::build::{builder_of, ratecell_options};
 use super::limiter::{Inner, clock_of, handle, put};
-use super::multi::configs_arg;
-use super::tiers::tiers_arg;
-use super::types::{ratecell_clock, ratecell_config, ratecell_status};
+use super::types::{ratecell_clock, ratecell_status};
 use super::{into_raw, out_ptr, path_arg};
 use ratecell_lib::snapshot::{Save, saved_tiers};
-use ratecell_lib::{AnyLimiter, Config, KeyedLimiter, Limiter, Persisted, SnapshotError};
+use ratecell_lib::{AnyLimiter, Builder, Persisted, SnapshotError};
 use std::ffi::c_char;
 use std::io;
 use std::path::Path;
@@ -40,40 +39,8 @@ fn status(e: &SnapshotError) -> ratecell_status {
 
 impl Save for super::limiter::ratecell_limiter {
     fn save_to(&self, path: &Path) -> Result<(), SnapshotError> {
-        match &self.inner {
-            Inner::Direct(l) => l.save(path),
-            Inner::Keyed(k) => k.save(path),
-        }
+        self.inner.save_to(path)
     }
-}
-
-/// Restores a handle of `configs` (one limit, or several as one) from the
-/// file at `path`.
-fn restore(
-    path: &Path,
-    configs: &[Config],
-    clock: ratecell_clock,
-) -> Result<super::limiter::ratecell_limiter, SnapshotError> {
-    let inner = if configs[0].capacity == 0 {
-        Inner::Direct(Limiter::load_multi(path, configs, clock_of(clock))?)
-    } else {
-        Inner::Keyed(KeyedLimiter::load_multi(path, configs, clock_of(clock))?)
-    };
-    Ok(super::limiter::ratecell_limiter { inner, clock })
-}
-
-/// Restores a tiered handle (`ratecell_limiter_build` with tiers) of
-/// `tiers` from the file at `path`.
-fn restore_tiered(
-    path: &Path,
-    tiers: &[&[Config]],
-    clock: ratecell_clock,
-) -> Result<super::limiter::ratecell_limiter, SnapshotError> {
-    let keyed = KeyedLimiter::load_tiered(path, tiers, clock_of(clock))?;
-    Ok(super::limiter::ratecell_limiter {
-        inner: Inner::Keyed(keyed),
-        clock,
-    })
 }
 
 /// Writes a restored handle to `*out`, or returns the error's status.
@@ -152,232 +119,134 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
     }
 }
 
-/// Builds a limiter from the snapshot file at `path`, with the
-/// configuration saved in it (every limit, for a limiter of several: the
-/// result is as `ratecell_limiter_build` makes it; every tier, for a
-/// tiered limiter), on the TSC clock,
-/// and writes its handle to `*out`. The saved configuration sizes the table, as one passed to
-/// `ratecell_limiter_new` would: restore this way only files you would
-/// take a configuration from; `ratecell_limiter_restore_config` refuses
-/// any snapshot that does not fit the caller's configuration before
-/// allocating anything.
+/// Builds a limiter holding the states saved in the snapshot file at
+/// `path` and writes its handle to `*out`:
 ///
-/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
+/// - **`options` NULL**: the configuration saved in the file (every limit,
+///   for a limiter of several; every tier, for a tiered one), on the TSC
+///   clock. The saved configuration sizes the table, as one passed to
+///   `ratecell_limiter_build` would: restore this way only files you
+///   would take a configuration from.
+/// - **`options` not NULL**: the limiter `ratecell_limiter_build` makes of
+///   `*options` (its limits or tiers, its clock), read and checked exactly
+///   as `ratecell_limiter_build` reads and checks them. The snapshot must
+///   hold the same limits in the same order (the same tiers of them, for
+///   `n_tiers` ≥ 1; a snapshot of a limiter made without tiers is no
+///   tiered limiter's, nor the reverse), else
+///   `RATECELL_SNAPSHOT_CONFIG_MISMATCH`, before anything is allocated.
+///   The overflow policy and the clock are the caller's to choose; a
+///   burst of 0 equals a burst of `limit`. A `shared_path` is refused with
+///   `RATECELL_SHARED_UNSUPPORTED`: a shared region outlives its
+///   processes and is made or attached by `ratecell_limiter_build`, never
+///   filled from a snapshot here.
+///
+/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `path` or `out`
+/// is NULL; the statuses of `ratecell_limiter_build` for invalid
+/// `*options` (`RATECELL_INVALID_LENGTH` for an unknown `size`);
 /// `RATECELL_SNAPSHOT_NOT_FOUND`, `RATECELL_SNAPSHOT_IO`,
-/// `RATECELL_SNAPSHOT_DAMAGED`, `RATECELL_SNAPSHOT_VERSION`, an
-/// `RATECELL_INVALID_*` status for an invalid saved configuration, or
-/// `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
+/// `RATECELL_SNAPSHOT_DAMAGED`, `RATECELL_SNAPSHOT_VERSION`,
+/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`; an `RATECELL_INVALID_*` status for
+/// an invalid saved configuration; or `RATECELL_OUT_OF_MEMORY`. On
+/// failure `*out` is left unchanged.
 ///
 /// Ownership: the caller owns the new limiter and releases it with
-/// `ratecell_limiter_free`. Thread-safe.
+/// `ratecell_limiter_free`; `*options` and what it points to are only read
+/// during the call. Thread-safe.
 ///
 /// # Safety
-/// `path` is NULL or a NUL-terminated string; `out` is NULL or points to a
-/// writable `ratecell_limiter *`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_limiter_restore(
-    path: *const c_char,
-    out: *mut *mut super::limiter::ratecell_limiter,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let out = try_status!(out_ptr(out));
-        // SAFETY: as promised by the caller.
-        let path = try_status!(unsafe { path_arg(path) });
-        let (tiers, tiered) = match std::fs::File::open(&path)
-            .map_err(SnapshotError::from)
-            .and_then(|f| saved_tiers(io::BufReader::new(f)))
-        {
-            Ok(saved) => saved,
-            Err(e) => return status(&e),
-        };
-        let tsc = ratecell_clock::RATECELL_CLOCK_TSC;
-        let restored = if tiered {
-            let rows: Vec<&[Config]> = tiers.iter().map(Vec::as_slice).collect();
-            restore_tiered(&path, &rows, tsc)
-        } else {
-            restore(&path, &tiers[0], tsc)
-        };
-        // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { publish_restored(restored, out) }
-    }
-}
-
-/// Builds a limiter of configuration `*cfg` (its clock included) from the
-/// snapshot file at `path` and writes its handle to `*out`. A snapshot of
-/// another configuration is refused with
-/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (the
-/// overflow policy and the clock are the caller's to choose; a burst of 0
-/// equals a burst of `limit`).
-///
-/// Returns the statuses of `ratecell_limiter_restore`, the
-/// `RATECELL_INVALID_*` status naming an invalid field of `*cfg`, or
-/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`. On failure `*out` is left
-/// unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
-///
-/// # Safety
-/// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
-/// or a NUL-terminated string; `out` is NULL or points to a writable
-/// `ratecell_limiter *`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_limiter_restore_config(
-    cfg: *const ratecell_config,
-    path: *const c_char,
-    out: *mut *mut super::limiter::ratecell_limiter,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let out = try_status!(out_ptr(out));
-        if cfg.is_null() {
-            return RATECELL_NULL_ARGUMENT;
-        }
-        // SAFETY: non-NULL and readable, as promised; every field is an
-        // integer, so any bit pattern is a valid value.
-        let (config, clock) = try_status!(unsafe { cfg.read() }.to_rust());
-        // SAFETY: as promised by the caller.
-        let path = try_status!(unsafe { path_arg(path) });
-        let restored = restore(&path, &[config], clock);
-        // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { publish_restored(restored, out) }
-    }
-}
-
-/// `ratecell_limiter_restore_config` for a limiter of several limits
-/// (`ratecell_options.n_limits` > 1): builds the limiter of `configs[0..n]`
-/// from the snapshot file at `path`. The snapshot must hold the same
-/// limits in the same order; otherwise `RATECELL_SNAPSHOT_CONFIG_MISMATCH`
-/// before anything is allocated. `n` = 1 is `ratecell_limiter_restore_config`.
-///
-/// Returns the statuses of `ratecell_limiter_restore_config`, and those of
-/// `ratecell_limiter_build` for invalid `configs`. On failure `*out` is
-/// left unchanged. Ownership as for `ratecell_limiter_new`. Thread-safe.
-///
-/// # Safety
-/// `configs` is NULL or points to `n` readable configs; `path` is NULL or
+/// `options` is NULL or as for `ratecell_limiter_build`; `path` is NULL or
 /// a NUL-terminated string; `out` is NULL or points to a writable
 /// `ratecell_limiter *`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_limiter_restore_multi(
-    configs: *const ratecell_config,
-    n: usize,
+pub unsafe extern "C" fn ratecell_limiter_restore(
+    options: *const ratecell_options,
     path: *const c_char,
     out: *mut *mut super::limiter::ratecell_limiter,
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let out = try_status!(out_ptr(out));
-        // SAFETY: as promised by the caller.
-        let (configs, clock) = try_status!(unsafe { configs_arg(configs, n) });
+        let given = if options.is_null() {
+            None
+        } else {
+            // SAFETY: as promised by the caller.
+            Some(try_status!(unsafe { builder_of(options) }))
+        };
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let restored = restore(&path, &configs, clock);
+        let (builder, clock) = match given {
+            Some(given) => given,
+            None => match saved_builder(&path) {
+                Ok(saved) => saved,
+                Err(e) => return status(&e),
+            },
+        };
+        let restored = builder
+            .load(&path)
+            .map(|inner| super::limiter::ratecell_limiter { inner, clock });
         // SAFETY: `out` is non-NULL and writable, as promised.
         unsafe { publish_restored(restored, out) }
     }
 }
 
-/// `ratecell_limiter_restore_config` for a tiered limiter
-/// (`ratecell_options.n_tiers` ≥ 1): builds the limiter of
-/// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from the
-/// snapshot file at `path`. The snapshot must hold the same tiers of the
-/// same limits in the same order; otherwise
-/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` before anything is allocated (a
-/// snapshot of a limiter made without tiers is refused so too).
-///
-/// Returns the statuses of `ratecell_limiter_restore_config`, and those of
-/// `ratecell_limiter_build` for invalid `configs`. On failure
-/// `*out` is left unchanged. Ownership as for `ratecell_limiter_new`.
-/// Thread-safe.
-///
-/// # Safety
-/// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
-/// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
-/// a writable `ratecell_limiter *`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_limiter_restore_tiered(
-    configs: *const ratecell_config,
-    n_limits: usize,
-    n_tiers: usize,
-    path: *const c_char,
-    out: *mut *mut super::limiter::ratecell_limiter,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let out = try_status!(out_ptr(out));
-        // SAFETY: as promised by the caller.
-        let (configs, clock) = try_status!(unsafe { tiers_arg(configs, n_limits, n_tiers) });
-        // SAFETY: as promised by the caller.
-        let path = try_status!(unsafe { path_arg(path) });
-        let rows: Vec<&[Config]> = configs.chunks(n_limits).collect();
-        let restored = restore_tiered(&path, &rows, clock);
-        // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { publish_restored(restored, out) }
-    }
+/// The builder of the configuration saved in the snapshot file at `path`
+/// (every limit, every tier), on the TSC clock.
+fn saved_builder(path: &Path) -> Result<(Builder<AnyLimiter>, ratecell_clock), SnapshotError> {
+    let file = std::fs::File::open(path)?;
+    let (tiers, tiered) = saved_tiers(io::BufReader::new(file))?;
+    let builder = if tiered {
+        tiers
+            .iter()
+            .fold(AnyLimiter::builder(), |b, tier| b.tier(tier))
+    } else {
+        AnyLimiter::builder().limits(&tiers[0])
+    };
+    let tsc = ratecell_clock::RATECELL_CLOCK_TSC;
+    Ok((builder.clock(clock_of(tsc)), tsc))
 }
 
 /// A limiter saved to a file periodically by a background thread.
 ///
-/// Opaque; made by `ratecell_persisted_open*`, stopped and released by
+/// Opaque; made by `ratecell_persisted_open`, stopped and released by
 /// `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
 /// is used like any other from any number of threads, until the close.
 pub struct ratecell_persisted {
     inner: Persisted<super::limiter::ratecell_limiter>,
 }
 
-/// Restores a limiter of configuration `*cfg` from the snapshot file at
-/// `path` if the file exists (else makes it fresh), and starts a thread
-/// that saves it there atomically every `every_ns` nanoseconds (at least
-/// 1 ms). Writes the handle to `*out`. Crash-safe limits in one call: a
-/// process killed at any moment leaves the last whole snapshot.
+/// Restores the limiter of `*options` (as `ratecell_limiter_restore`
+/// does with options) from the snapshot file at `path` if the file exists,
+/// else makes it fresh (as `ratecell_limiter_build` does), and starts a
+/// thread that saves it there atomically every `every_ns` nanoseconds (at
+/// least 1 ms). Writes the handle to `*out`. Crash-safe limits in one
+/// call: a process killed at any moment leaves the last whole snapshot.
+/// Only a missing file starts fresh: a file that exists but cannot be
+/// restored (damaged, or of another configuration: other limits, other
+/// tiers, tiers where the file has none) is an error; remove it, or use
+/// another path, to start afresh.
 ///
-/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, the statuses of
-/// `ratecell_limiter_restore_config` for a file that exists but cannot be
-/// restored (remove it, or use another path, to start afresh), or
-/// `RATECELL_SNAPSHOT_IO` when the thread cannot start. On failure `*out`
-/// is left unchanged. Ownership: release with `ratecell_persisted_close`.
-/// Thread-safe.
+/// `options` is required (NULL is `RATECELL_NULL_ARGUMENT`: a missing file
+/// leaves no configuration to start from); a `shared_path` is refused with
+/// `RATECELL_SHARED_UNSUPPORTED`, as `ratecell_limiter_restore` refuses
+/// it. Every check on its limiter may name a tier
+/// (`ratecell_request.tier`, `ratecell_batch.tiers`) when `n_tiers` ≥ 1.
 ///
-/// # Safety
-/// `cfg` is NULL or points to a readable `ratecell_config`; `path` is NULL
-/// or a NUL-terminated string; `out` is NULL or points to a writable
-/// `ratecell_persisted *`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_persisted_open(
-    cfg: *const ratecell_config,
-    path: *const c_char,
-    every_ns: u64,
-    out: *mut *mut ratecell_persisted,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let out = try_status!(out_ptr(out));
-        if cfg.is_null() {
-            return RATECELL_NULL_ARGUMENT;
-        }
-        // SAFETY: non-NULL and readable, as promised.
-        let (config, clock) = try_status!(unsafe { cfg.read() }.to_rust());
-        // SAFETY: as promised by the caller.
-        let path = try_status!(unsafe { path_arg(path) });
-        let opened = open_multi(&[config], clock, &path, every_ns);
-        // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { publish_persisted(opened, out) }
-    }
-}
-
-/// `ratecell_persisted_open` for a limiter of several limits checked as
-/// one (`ratecell_options.n_limits` > 1): restores `configs[0..n]`'s limiter
-/// from `path` if the file exists (the same limits in the same order, else
-/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`), else makes it fresh, and saves it
-/// there every `every_ns`. `n` = 1 is `ratecell_persisted_open`.
+/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `options`, `path`
+/// or `out` is NULL; the statuses of `ratecell_limiter_build` for invalid
+/// `*options` or a fresh limiter that cannot be made; those of
+/// `ratecell_limiter_restore` for a file that exists but cannot be
+/// restored; or `RATECELL_SNAPSHOT_IO` when the thread cannot start. On
+/// failure `*out` is left unchanged.
 ///
-/// Returns the statuses of `ratecell_persisted_open`, and those of
-/// `ratecell_limiter_build` for invalid `configs`. On failure `*out`
-/// is left unchanged. Ownership: release with `ratecell_persisted_close`.
-/// Thread-safe.
+/// Ownership: release with `ratecell_persisted_close`; `*options` and what
+/// it points to are only read during the call. Thread-safe.
 ///
 /// # Safety
-/// `configs` is NULL or points to `n` readable configs; `path` is NULL or
+/// `options` is NULL or as for `ratecell_limiter_build`; `path` is NULL or
 /// a NUL-terminated string; `out` is NULL or points to a writable
 /// `ratecell_persisted *`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_persisted_open_multi(
-    configs: *const ratecell_config,
-    n: usize,
+pub unsafe extern "C" fn ratecell_persisted_open(
+    options: *const ratecell_options,
     path: *const c_char,
     every_ns: u64,
     out: *mut *mut ratecell_persisted,
@@ -385,88 +254,24 @@ pub unsafe extern "C" fn ratecell_persisted_open_multi(
     ffi_panic_boundary! {
         let out = try_status!(out_ptr(out));
         // SAFETY: as promised by the caller.
-        let (configs, clock) = try_status!(unsafe { configs_arg(configs, n) });
+        let (builder, clock) = try_status!(unsafe { builder_of(options) });
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let opened = open_multi(&configs, clock, &path, every_ns);
-        // SAFETY: `out` is non-NULL and writable, as promised.
-        unsafe { publish_persisted(opened, out) }
-    }
-}
-
-/// `ratecell_persisted_open` for a tiered limiter
-/// (`ratecell_options.n_tiers` ≥ 1): restores the limiter of
-/// `n_tiers` tiers of `n_limits` limits, `configs` tier by tier, from
-/// `path` if the file exists, else makes it fresh, and saves it there
-/// every `every_ns` with every tier. A file of other tiers, another number
-/// of them, or of a limiter made without tiers is refused with
-/// `RATECELL_SNAPSHOT_CONFIG_MISMATCH` (as `ratecell_limiter_restore_tiered`
-/// refuses it) before anything is allocated. Every check on its limiter
-/// may name a tier (`ratecell_request.tier`, `ratecell_batch.tiers`).
-///
-/// Returns the statuses of `ratecell_persisted_open`, and those of
-/// `ratecell_limiter_build` for invalid `configs` or counts.
-/// On failure `*out` is left unchanged. Ownership: release with
-/// `ratecell_persisted_close`. Thread-safe.
-///
-/// # Safety
-/// `configs` is NULL or points to `n_limits * n_tiers` readable configs;
-/// `path` is NULL or a NUL-terminated string; `out` is NULL or points to
-/// a writable `ratecell_persisted *`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_persisted_open_tiered(
-    configs: *const ratecell_config,
-    n_limits: usize,
-    n_tiers: usize,
-    path: *const c_char,
-    every_ns: u64,
-    out: *mut *mut ratecell_persisted,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let out = try_status!(out_ptr(out));
-        // SAFETY: as promised by the caller.
-        let (configs, clock) = try_status!(unsafe { tiers_arg(configs, n_limits, n_tiers) });
-        // SAFETY: as promised by the caller.
-        let path = try_status!(unsafe { path_arg(path) });
-        let rows: Vec<&[Config]> = configs.chunks(n_limits).collect();
+        let handle = |inner| super::limiter::ratecell_limiter { inner, clock };
+        let fresh = builder.clone();
+        // The builder's own `persisted` would give a `Persisted<AnyLimiter>`;
+        // the handle's limiter must be a `ratecell_limiter` (what
+        // `ratecell_persisted_limiter` lends), so this opens through the
+        // same rule with the handle's type.
         let opened = Persisted::open_or_build(
             &path,
             Duration::from_nanos(every_ns),
-            |path| restore_tiered(path, &rows, clock),
-            || {
-                rows.iter()
-                    .fold(KeyedLimiter::builder().clock(clock_of(clock)), |b, tier| {
-                        b.tier(tier)
-                    })
-                    .build()
-                    .map(|k| super::limiter::ratecell_limiter {
-                        inner: Inner::Keyed(k),
-                        clock,
-                    })
-            },
+            |path| builder.load(path).map(handle),
+            || fresh.build().map(handle),
         );
         // SAFETY: `out` is non-NULL and writable, as promised.
         unsafe { publish_persisted(opened, out) }
     }
-}
-
-/// A persisted handle of `configs` (one limit, or several as one),
-/// restored from `path` or made fresh, saving every `every_ns`.
-fn open_multi(
-    configs: &[Config],
-    clock: ratecell_clock,
-    path: &Path,
-    every_ns: u64,
-) -> Result<Persisted<super::limiter::ratecell_limiter>, SnapshotError> {
-    Persisted::open_or_build(
-        path,
-        Duration::from_nanos(every_ns),
-        |path| restore(path, configs, clock),
-        || {
-            build_multi(configs, clock)
-                .map(|inner| super::limiter::ratecell_limiter { inner, clock })
-        },
-    )
 }
 
 /// Writes an opened persisted handle to `*out`, or returns the error's
@@ -546,7 +351,7 @@ pub unsafe extern "C" fn ratecell_persisted_save(
 /// thread may be using either.
 ///
 /// # Safety
-/// `persisted` is NULL or a live handle from `ratecell_persisted_open*`.
+/// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_persisted_close(
     persisted: *mut ratecell_persisted,
@@ -563,16 +368,4 @@ pub unsafe extern "C" fn ratecell_persisted_close(
             Err(e) => save_status(&e),
         }
     }
-}
-
-/// A direct or keyed limiter of `configs` (1 to `RATECELL_MAX_LIMITS`) as
-/// one, on the clock `clock_kind` names (a restored snapshot's limits).
-fn build_multi(
-    configs: &[Config],
-    clock_kind: ratecell_clock,
-) -> Result<Inner, ratecell_lib::Error> {
-    AnyLimiter::builder()
-        .limits(configs)
-        .clock(clock_of(clock_kind))
-        .build()
 }

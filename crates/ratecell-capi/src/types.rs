@@ -67,7 +67,7 @@ pub enum ratecell_status {
     /// A snapshot file could not be read or written (permissions, a full
     /// disk, a directory that does not exist...).
     RATECELL_SNAPSHOT_IO = 16,
-    /// `ratecell_limiter_restore*`: no file at the path. (A periodic saver
+    /// `ratecell_limiter_restore`: no file at the path. (A periodic saver
     /// opened on a missing file starts fresh instead.)
     RATECELL_SNAPSHOT_NOT_FOUND = 17,
     /// The file is not a snapshot, is truncated, or is damaged (a checksum

@@ -8,8 +8,10 @@
 //! multi-limit (`ratecell_check_each`) and tier (a `ratecell_request` or
 //! `ratecell_batch` naming tiers, for `ratecell_check`,
 //! `ratecell_check_batch` and `ratecell_acquire`) calls included. Limiters saved periodically
-//! (`ratecell_persisted_open*`) are opened with the same random arguments,
-//! used, saved and closed, and the file they leave must restore.
+//! (`ratecell_persisted_open`) are opened with the same random options,
+//! used, saved and closed, and the file they leave must restore, through
+//! the Rust API and `ratecell_limiter_restore` (with those options and
+//! with none).
 //!
 //! It checks what the ABI promises: no `RATECELL_PANIC` (this test runs the
 //! library in a debug build, so an arithmetic overflow anywhere behind the
@@ -29,8 +31,8 @@
 
 use crate::*;
 use ratecell_lib::{
-    AcquireError, Clock, Config, Decision, KeyedLimiter, Limiter, ManualClock, MultiDecision,
-    Request, TierError,
+    AcquireError, AnyLimiter, Clock, Config, Decision, KeyedLimiter, Limiter, ManualClock,
+    MultiDecision, Request, TierError,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::{null, null_mut};
@@ -323,15 +325,16 @@ impl Twin {
             // SAFETY: `l` is live; the path is NUL-terminated.
             let s = unsafe { ratecell_snapshot_save_at(l, c_path.as_ptr(), T0) };
             assert_eq!(s, ratecell_status::RATECELL_OK, "seed {seed}: snapshot");
-            let file = std::io::BufReader::new(std::fs::File::open(&path).unwrap());
-            let keyed = match per_tier {
-                None => KeyedLimiter::restore_multi(file, &configs, manual),
-                Some(n) => {
-                    let tiers: Vec<&[Config]> = configs.chunks(n).collect();
-                    KeyedLimiter::restore_tiered(file, &tiers, manual)
-                }
-            }
-            .expect("a fresh limiter's snapshot restores");
+            let builder = match per_tier {
+                None => KeyedLimiter::builder().limits(&configs),
+                Some(n) => configs
+                    .chunks(n)
+                    .fold(KeyedLimiter::builder(), |b, tier| b.tier(tier)),
+            };
+            let keyed = builder
+                .clock(manual)
+                .load(&path)
+                .expect("a fresh limiter's snapshot restores");
             std::fs::remove_file(&path).unwrap();
             TwinLimiter::Keyed(Box::new(keyed))
         };
@@ -459,7 +462,7 @@ struct Fuzz {
     /// Of `made`: limiters of several limits, and tiered ones.
     made_multi: u64,
     made_tiered: u64,
-    /// Limiters opened with `ratecell_persisted_open*`.
+    /// Limiters opened with `ratecell_persisted_open`.
     made_persisted: u64,
     refused: u64,
     calls: u64,
@@ -1065,13 +1068,15 @@ impl Fuzz {
         self.made(s, out, &Made::Tiers(&configs, n_limits.max(1)), slot, slots);
     }
 
-    /// Opens a limiter saved periodically (`ratecell_persisted_open*`, one
-    /// limit, several or tiers) with arguments as random as the others'
-    /// (NULLs, bad counts and configs, a path in no directory, any period),
-    /// over the file the last one left (so a restore, or a refused
-    /// mismatch) or none. Once opened: its limiter checks, it saves and
-    /// closes, and the file it leaves restores through the Rust API with
-    /// the same configs.
+    /// Opens a limiter saved periodically (`ratecell_persisted_open`, of
+    /// one limit, several or tiers) with arguments as random as the
+    /// others' (NULLs, a wrong size, bad counts and configs, a shared
+    /// region, a path in no directory, any period), over the file the
+    /// last one left (so a restore, or a refused mismatch) or none. Once
+    /// opened: its limiter checks, it saves and closes, and the file it
+    /// leaves restores through the Rust API with the same configs, and
+    /// through `ratecell_limiter_restore` with the same options and with
+    /// none (the file's own configuration).
     fn persisted(&mut self) {
         use ratecell_status::*;
         let path = persisted_path();
@@ -1096,35 +1101,45 @@ impl Fuzz {
         } else {
             &mut out as *mut _
         };
+        // One limit, several, or tiers (`n_tiers` 0 now and then: one
+        // list of limits, tier 0's row).
         let kind = self.rng.below(3);
         let (configs, n_limits, n_tiers) = match kind {
-            0 => (vec![self.config()], 1, 1),
+            0 => (vec![self.config()], 1, 0),
             1 => {
                 let (configs, n) = self.multi_configs();
-                (configs, n, 1)
+                (configs, n, 0)
             }
             _ => self.tiered_configs(),
         };
         let ptr = self.configs_ptr(&configs);
-        // SAFETY: `configs` holds `n_limits * n_tiers` configs (one row
-        // when a count is 0, refused before any is read) or `ptr` is NULL;
-        // the path is NULL or NUL-terminated; `out_ptr` NULL or writable.
-        let s = unsafe {
-            match kind {
-                0 => ratecell_persisted_open(ptr, path_ptr, every, out_ptr),
-                1 => ratecell_persisted_open_multi(ptr, n_limits, path_ptr, every, out_ptr),
-                _ => {
-                    ratecell_persisted_open_tiered(ptr, n_limits, n_tiers, path_ptr, every, out_ptr)
-                }
-            }
-        };
+        let mut o = options(ptr, n_limits, n_tiers);
+        let wrong_size = self.rng.chance(40);
+        if wrong_size {
+            o.size += 8;
+        }
+        let region = std::ffi::CString::new("ratecell-fuzz-never-made").unwrap();
+        let shared = self.rng.chance(40);
+        if shared {
+            o.shared_path = region.as_ptr();
+        }
+        let o_ptr: *const ratecell_options = if self.rng.chance(40) { null() } else { &o };
+        // SAFETY: `o_ptr` is NULL or a live options whose `configs` holds
+        // `n_limits * max(n_tiers, 1)` configs (one row when a count is
+        // 0, refused before any is read) or is NULL, and whose
+        // `shared_path` is NULL or NUL-terminated; the path is NULL or
+        // NUL-terminated; `out_ptr` NULL or writable.
+        let s = unsafe { ratecell_persisted_open(o_ptr, path_ptr, every, out_ptr) };
         self.status(s);
-        // Refused in this order: no place for the handle, impossible
-        // counts, no configs, a config's field, no path.
-        if out_ptr.is_null() {
+        // Refused in this order: no place for the handle, no options, a
+        // size this library does not know, impossible counts, no configs,
+        // a config's field, no path; a shared region once all is read.
+        if out_ptr.is_null() || o_ptr.is_null() {
             assert_eq!(s, RATECELL_NULL_ARGUMENT, "seed {}", self.seed);
+        } else if wrong_size {
+            assert_eq!(s, RATECELL_INVALID_LENGTH, "seed {}", self.seed);
         } else {
-            self.counts_refused(s, n_limits, n_tiers);
+            self.counts_refused(s, n_limits, n_tiers.max(1));
             if ptr.is_null() {
                 assert!(
                     matches!(s, RATECELL_NULL_ARGUMENT | RATECELL_INVALID_LENGTH),
@@ -1138,6 +1153,10 @@ impl Fuzz {
             "seed {}",
             self.seed
         );
+        if shared {
+            assert_ne!(s, RATECELL_OK, "seed {}: a shared region opened", self.seed);
+            assert!(!std::path::Path::new("/dev/shm/ratecell-fuzz-never-made").exists());
+        }
         if s != RATECELL_OK {
             assert!(untouched(&out), "seed {}: written on {s:?}", self.seed);
             return;
@@ -1167,24 +1186,33 @@ impl Fuzz {
         if nowhere {
             return;
         }
-        let rust: Vec<Config> = configs[..n_limits * n_tiers]
+        let rust: Vec<Config> = configs[..n_limits * n_tiers.max(1)]
             .iter()
             .map(|c| c.to_rust().expect("the ABI accepted it").0)
             .collect();
         let (clock, _) = Clock::manual(T0);
-        let restored = match (kind, rust[0].capacity) {
-            (0 | 1, 0) => Limiter::load_multi(&path, &rust, clock).map(drop),
-            (0 | 1, _) => KeyedLimiter::load_multi(&path, &rust, clock).map(drop),
-            _ => {
-                let tiers: Vec<&[Config]> = rust.chunks(n_limits).collect();
-                KeyedLimiter::load_tiered(&path, &tiers, clock).map(drop)
-            }
+        let builder = if n_tiers == 0 {
+            AnyLimiter::builder().limits(&rust)
+        } else {
+            rust.chunks(n_limits)
+                .fold(AnyLimiter::builder(), |b, tier| b.tier(tier))
         };
+        let restored = builder.clock(clock).load(&path).map(drop);
         assert!(
             restored.is_ok(),
             "seed {}: the file a close left does not restore: {restored:?}",
             self.seed
         );
+        for given in [o_ptr, null()] {
+            let mut back: *mut ratecell_limiter = null_mut();
+            // SAFETY: `given` is `o_ptr`, live and accepted above, or
+            // NULL; the path is NUL-terminated; `back` is writable.
+            unsafe {
+                let s = ratecell_limiter_restore(given, c_path.as_ptr(), &mut back);
+                assert_eq!(s, RATECELL_OK, "seed {}: restore", self.seed);
+                ratecell_limiter_free(back);
+            }
+        }
         self.compared += 1;
     }
 

@@ -47,7 +47,11 @@ fn keyed(algorithm: Algorithm, limit: u64, keys: u64) -> (Config, Vec<u8>) {
 }
 
 fn refused(cfg: Config, bytes: &[u8], why: &str) {
-    match KeyedLimiter::restore(bytes, cfg, clock()) {
+    match KeyedLimiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .restore(bytes)
+    {
         Err(SnapshotError::Damaged(reason)) => {
             assert!(reason.contains(why), "{reason:?} does not say {why:?}")
         }
@@ -64,7 +68,11 @@ const WORD_RECORD: usize = 32;
 fn a_resealed_copy_still_restores() {
     let (cfg, mut bytes) = keyed(Algorithm::FixedWindow, 5, 3);
     reseal(&mut bytes);
-    KeyedLimiter::restore(&bytes[..], cfg, clock()).unwrap();
+    KeyedLimiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .restore(&bytes[..])
+        .unwrap();
 }
 
 #[test]
@@ -112,7 +120,11 @@ fn states_no_limiter_stores_are_refused() {
     put(&mut b, FIRST + 16, count_6 as u64);
     put(&mut b, FIRST + 24, (count_6 >> 64) as u64);
     reseal(&mut b);
-    let l = KeyedLimiter::restore(&b[..], cfg, clock()).unwrap();
+    let l = KeyedLimiter::builder()
+        .limit(cfg)
+        .clock(clock())
+        .restore(&b[..])
+        .unwrap();
     let key = (0..64).find(|&k| !l.check(k, Request::new(0).at(T0)).allowed);
     assert!(key.is_some(), "the key holding 6 of 5 is denied");
     // Bits above the state's width.
@@ -133,7 +145,13 @@ fn sliding_log_rings_out_of_range_are_refused() {
     let mut b = bytes.clone();
     put(&mut b, state, 3);
     reseal(&mut b);
-    assert!(KeyedLimiter::restore(&b[..], cfg, clock()).is_err());
+    assert!(
+        KeyedLimiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .restore(&b[..])
+            .is_err()
+    );
     // An entry adding more than the limit.
     let mut b = bytes.clone();
     put(&mut b, state + 32, get(&bytes, state + 16) + 4);
@@ -189,12 +207,20 @@ fn a_count_of_limits_out_of_range_is_refused_before_the_table_is_read() {
     assert_eq!(u32::from_le_bytes(bytes[28..32].try_into().unwrap()), 2);
     let mut b = bytes.clone();
     reseal_v2(&mut b, 1);
-    KeyedLimiter::restore_multi(&b[..], &configs, clock()).unwrap();
+    KeyedLimiter::builder()
+        .limits(&configs)
+        .clock(clock())
+        .restore(&b[..])
+        .unwrap();
     for count in [0u32, 1, 9, u32::MAX] {
         let mut b = bytes.clone();
         b[28..32].copy_from_slice(&count.to_le_bytes());
         reseal_v2(&mut b, 1);
-        match KeyedLimiter::restore_multi(&b[..], &configs, clock()) {
+        match KeyedLimiter::builder()
+            .limits(&configs)
+            .clock(clock())
+            .restore(&b[..])
+        {
             Err(SnapshotError::Damaged(r)) => assert!(r.contains("limits"), "{r}"),
             other => panic!("count {count}: {other:?}"),
         }
@@ -218,7 +244,10 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
         Err(SnapshotError::Damaged(_))
     ));
     assert!(matches!(
-        KeyedLimiter::restore_multi(&b[..], &configs, clock()),
+        KeyedLimiter::builder()
+            .limits(&configs)
+            .clock(clock())
+            .restore(&b[..]),
         Err(SnapshotError::ConfigMismatch {
             limit: 1,
             field: Field::Algorithm,
@@ -231,7 +260,10 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
     put(&mut b, HEADER_LEN + 8, 4);
     reseal_v2(&mut b, 1);
     assert!(matches!(
-        KeyedLimiter::restore_multi(&b[..], &configs, clock()),
+        KeyedLimiter::builder()
+            .limits(&configs)
+            .clock(clock())
+            .restore(&b[..]),
         Err(SnapshotError::ConfigMismatch {
             limit: 1,
             field: Field::Limit,
@@ -251,7 +283,10 @@ fn a_direct_log_claiming_more_entries_than_it_holds_is_truncated() {
     put(&mut bytes, FIRST + 8, 1000);
     reseal(&mut bytes);
     assert!(matches!(
-        Limiter::restore(&bytes[..], cfg, clock()),
+        Limiter::builder()
+            .limit(cfg)
+            .clock(clock())
+            .restore(&bytes[..]),
         Err(SnapshotError::Truncated | SnapshotError::Damaged(_))
     ));
 }

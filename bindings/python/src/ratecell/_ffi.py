@@ -225,7 +225,9 @@ class CBatch(Structure):
 
 
 class COptions(Structure):
-    """``struct ratecell_options``: what ``ratecell_limiter_build`` makes."""
+    """``struct ratecell_options``: what ``ratecell_limiter_build`` makes,
+    ``ratecell_limiter_restore`` restores and ``ratecell_persisted_open``
+    opens."""
 
     _fields_ = [
         ("size", c_uint32),
@@ -335,23 +337,10 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_stats": (_STATUS, [c_void_p, POINTER(CStats)]),
     "ratecell_snapshot_save": (_STATUS, [c_void_p, c_char_p]),
     "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),
-    "ratecell_limiter_restore": (_STATUS, [c_char_p, POINTER(c_void_p)]),
-    "ratecell_limiter_restore_tiered": (
+    "ratecell_limiter_restore": (_STATUS, [POINTER(COptions), c_char_p, POINTER(c_void_p)]),
+    "ratecell_persisted_open": (
         _STATUS,
-        [POINTER(CConfig), c_size_t, c_size_t, c_char_p, POINTER(c_void_p)],
-    ),
-    "ratecell_limiter_restore_config": (_STATUS, [POINTER(CConfig), c_char_p, POINTER(c_void_p)]),
-    "ratecell_limiter_restore_multi": (
-        _STATUS,
-        [POINTER(CConfig), c_size_t, c_char_p, POINTER(c_void_p)],
-    ),
-    "ratecell_persisted_open_multi": (
-        _STATUS,
-        [POINTER(CConfig), c_size_t, c_char_p, c_uint64, POINTER(c_void_p)],
-    ),
-    "ratecell_persisted_open_tiered": (
-        _STATUS,
-        [POINTER(CConfig), c_size_t, c_size_t, c_char_p, c_uint64, POINTER(c_void_p)],
+        [POINTER(COptions), c_char_p, c_uint64, POINTER(c_void_p)],
     ),
     "ratecell_persisted_limiter": (_STATUS, [c_void_p, POINTER(c_void_p)]),
     "ratecell_persisted_save": (_STATUS, [c_void_p]),

@@ -570,10 +570,8 @@ class Limiter:
         would a configuration). Raises ``SnapshotNotFound``,
         ``SnapshotDamaged`` or ``SnapshotVersion`` for a missing, damaged or
         unsupported file."""
-        p = os.fsencode(path)
-        handle = _ffi.LimiterHandle()
         if config is None:
-            status = _lib.ratecell_limiter_restore(p, handle)
+            status, handle = _restore(path, None)
         else:
             cfg = _ffi.CConfig()
             _lib.ratecell_config_init(cfg, int(config.algorithm), config.limit, config.period_ns)
@@ -582,7 +580,7 @@ class Limiter:
             cfg.capacity = config.capacity
             cfg.overflow = int(config.overflow)
             cfg.clock = int(config.clock)
-            status = _lib.ratecell_limiter_restore_config(cfg, p, handle)
+            status, handle = _restore(path, _options((_ffi.CConfig * 1)(cfg), 1, 0))
         if status:
             raise _errors.error_for_status(status)
         limiter = cls.__new__(cls)
@@ -903,13 +901,14 @@ def _snapshot_path(path: Any, name: str) -> bytes:
     return p
 
 
-def _build(
+def _options(
     configs: Any, n_limits: int, n_tiers: int, shared: Any = None, shared_mode: Any = 0o600
-) -> _ffi.LimiterHandle:
-    """``ratecell_limiter_build`` of ``configs`` (``n_tiers`` rows of
-    ``n_limits``, or one row when ``n_tiers`` is 0), in the shared region
-    at ``shared`` when not None; a refusal raises the ``InvalidConfig``
-    subclass naming the field (or the ``SharedRegionError`` subclass)."""
+) -> _ffi.COptions:
+    """The ``ratecell_options`` of ``configs`` (``n_tiers`` rows of
+    ``n_limits``, or one row when ``n_tiers`` is 0), in the shared region at
+    ``shared`` when not None: the one struct ``ratecell_limiter_build``,
+    ``ratecell_limiter_restore`` and ``ratecell_persisted_open`` take. It
+    keeps ``configs`` and the path alive."""
     options = _ffi.COptions()
     _lib.ratecell_options_init(options)
     options.configs = configs
@@ -925,6 +924,16 @@ def _build(
             raise ValueError("shared: the path contains a NUL byte")
         options.shared_path = path
         options.shared_mode = shared_mode
+    return options
+
+
+def _build(
+    configs: Any, n_limits: int, n_tiers: int, shared: Any = None, shared_mode: Any = 0o600
+) -> _ffi.LimiterHandle:
+    """``ratecell_limiter_build`` of ``_options(...)``; a refusal raises the
+    ``InvalidConfig`` subclass naming the field (or the
+    ``SharedRegionError`` subclass)."""
+    options = _options(configs, n_limits, n_tiers, shared, shared_mode)
     handle = _ffi.LimiterHandle()
     status = _lib.ratecell_limiter_build(options, handle)
     if status:
@@ -932,23 +941,30 @@ def _build(
     return handle
 
 
+def _restore(path: Any, options: _ffi.COptions | None) -> tuple[int, _ffi.LimiterHandle]:
+    """``ratecell_limiter_restore`` of ``options`` (None: the file's own
+    configuration) from the snapshot file at ``path``: its status, and the
+    handle (owning a limiter only when the status is 0)."""
+    p = _snapshot_path(path, "path")
+    handle = _ffi.LimiterHandle()
+    return _lib.ratecell_limiter_restore(options, p, handle), handle
+
+
 def _open_persisted(
     configs: Any, path: Any, every: Any, per_tier: int | None = None
 ) -> _ffi.PersistedHandle:
     """Restores (or makes) the limiter of ``configs`` and starts its saver
-    (``ratecell_persisted_open_multi``; with ``per_tier``, ``configs`` are
-    tiers of that many limits each, tier by tier:
-    ``ratecell_persisted_open_tiered``); the handle closes it when freed."""
+    (``ratecell_persisted_open``; with ``per_tier``, ``configs`` are tiers
+    of that many limits each, tier by tier); the handle closes it when
+    freed."""
     every_ns = _every_ns(every)
     p = _snapshot_path(path, "persist")
-    persisted = ctypes.c_void_p()
     if per_tier is None:
-        status = _lib.ratecell_persisted_open_multi(configs, len(configs), p, every_ns, persisted)
+        options = _options(configs, len(configs), 0)
     else:
-        n_tiers = len(configs) // per_tier
-        status = _lib.ratecell_persisted_open_tiered(
-            configs, per_tier, n_tiers, p, every_ns, persisted
-        )
+        options = _options(configs, per_tier, len(configs) // per_tier)
+    persisted = ctypes.c_void_p()
+    status = _lib.ratecell_persisted_open(options, p, every_ns, persisted)
     if status:
         raise _config_error(status, configs[0])
     handle = _ffi.PersistedHandle()

@@ -21,9 +21,10 @@ from ._limiter import (
     _c_configs,
     _first_config_error,
     _open_persisted,
+    _options,
     _raise_error,
     _request,
-    _snapshot_path,
+    _restore,
 )
 from ._decision import decision_from_c
 from ._types import Algorithm, Clock, Config, Decision, Limit, Overflow
@@ -110,7 +111,7 @@ class MultiLimiter(Limiter):
         clock: Clock | str | int = Clock.TSC,
     ) -> MultiLimiter:
         """A limiter of several limits restored from the snapshot file at
-        ``path`` (``ratecell_limiter_restore_multi``): ``limits`` (with
+        ``path`` (``ratecell_limiter_restore``): ``limits`` (with
         ``capacity``, ``overflow`` and ``clock`` as for the constructor)
         must be the saved limits in the same order, else
         ``SnapshotConfigMismatch`` before anything is allocated. Names are
@@ -119,9 +120,7 @@ class MultiLimiter(Limiter):
         if limits is None or config is not None:
             raise TypeError("MultiLimiter.restore takes limits=[Limit, ...], not a config")
         configs = _c_configs(limits, capacity, overflow, clock)
-        handle = _ffi.LimiterHandle()
-        p = _snapshot_path(path, "path")
-        status = _lib.ratecell_limiter_restore_multi(configs, len(configs), p, handle)
+        status, handle = _restore(path, _options(configs, len(configs), 0))
         if status:
             raise _first_config_error(status, configs)
         limiter = cls.__new__(cls)

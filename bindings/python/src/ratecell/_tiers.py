@@ -16,6 +16,8 @@ from ._limiter import (
     _build,
     _c_configs,
     _open_persisted,
+    _options,
+    _restore,
 )
 from ._multi import MultiDecision, _check_each
 from ._types import Clock, Limit, Overflow
@@ -121,15 +123,13 @@ class TieredLimiter(Limiter):
         made without tiers gives one tier, its limits). Raises
         ``SnapshotNotFound``, ``SnapshotDamaged`` or ``SnapshotVersion``
         for a missing, damaged or unsupported file."""
-        p = os.fsencode(path)
-        handle = _ffi.LimiterHandle()
         if tiers is None:
-            status = _lib.ratecell_limiter_restore(p, handle)
+            status, handle = _restore(path, None)
         else:
             if capacity is None:
                 raise TypeError("restore() with tiers needs capacity, as the constructor does")
             configs, per_tier, n = _tier_configs(tiers, capacity, overflow, clock)
-            status = _lib.ratecell_limiter_restore_tiered(configs, per_tier, n, p, handle)
+            status, handle = _restore(path, _options(configs, per_tier, n))
         if status:
             raise _errors.error_for_status(status)
         limiter = cls.__new__(cls)

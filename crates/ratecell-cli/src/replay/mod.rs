@@ -427,13 +427,17 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
         ),
         Some(path) => {
             let (clock, _) = Clock::manual(crate::engine::EPOCH_NS);
-            let keyed = if tiered {
-                let tiers: Vec<&[Config]> = tiers.iter().map(std::slice::from_ref).collect();
-                KeyedLimiter::load_tiered(path, &tiers, clock)
+            let builder = if tiered {
+                tiers.iter().fold(KeyedLimiter::builder(), |b, tier| {
+                    b.tier(std::slice::from_ref(tier))
+                })
             } else {
-                KeyedLimiter::load_multi(path, &configs, clock)
+                KeyedLimiter::builder().limits(&configs)
             };
-            let keyed = keyed.map_err(|e| snapshot_error("--from-snapshot", path, e, tiered))?;
+            let keyed = builder
+                .clock(clock)
+                .load(path)
+                .map_err(|e| snapshot_error("--from-snapshot", path, e, tiered))?;
             let keys = keyed.stats().keys_tracked;
             (Policy::Keyed(keyed), Some((path.as_path(), keys)))
         }
