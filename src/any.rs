@@ -1,13 +1,13 @@
 //! [`AnyLimiter`]: a direct or a keyed limiter behind one type, for callers
 //! whose configuration, not their code, says which one they need.
 
-use crate::acquire::AcquireError;
+use crate::check::acquire::AcquireError;
+use crate::check::decision::Decision;
+use crate::check::request::{Key, Request};
 use crate::config::{Config, Error};
-use crate::decision::Decision;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
-use crate::multi::MultiDecision;
-use crate::request::{Key, Request};
+use crate::policy::multi::MultiDecision;
 use crate::stats::Stats;
 use std::time::Duration;
 
@@ -129,7 +129,7 @@ impl AnyLimiter {
 /// of whichever limiter it holds.
 #[cfg(not(ratecell_loom))]
 impl crate::snapshot::Save for AnyLimiter {
-    fn save_to(&self, path: &std::path::Path) -> Result<(), crate::SnapshotError> {
+    fn save_to(&self, path: &std::path::Path) -> Result<(), crate::snapshot::SnapshotError> {
         match self {
             AnyLimiter::Direct(l) => l.save(path),
             AnyLimiter::Keyed(k) => k.save(path),

@@ -72,16 +72,13 @@
     reason = "each function's prose says when it fails, and the error types list every cause"
 )]
 
-mod acquire;
 mod algorithm;
 mod any;
 mod builder;
 mod cell;
+mod check;
 mod clock;
 mod config;
-mod decision;
-mod duration;
-mod fork;
 /// The specification every limiter follows: what a request decides, for
 /// each algorithm, and the C ABI's contract. The API docs cite it as
 /// "SPEC §N".
@@ -92,11 +89,8 @@ mod keyed;
 /// Leases (SPEC §8): a limit kept in Redis, spent locally from grants; the protocol without I/O.
 pub mod lease;
 mod limiter;
-mod live;
 mod memory;
-mod multi;
-mod reconfigure;
-mod request;
+mod policy;
 mod shared;
 /// Snapshots: save a limiter's states and restore them after a restart
 /// (docs/SNAPSHOT.md).
@@ -106,28 +100,27 @@ pub mod state;
 mod stats;
 mod sync;
 mod table;
-mod tiers;
 
-pub use acquire::AcquireError;
 pub use any::AnyLimiter;
 pub use builder::Builder;
+pub use check::acquire::AcquireError;
+pub use check::decision::Decision;
+pub use check::request::{Batch, Key, Request, Tier};
 pub use clock::{COARSE_INTERVAL, Clock, ManualClock};
+pub use config::duration::{DurationError, parse_duration};
 pub use config::{
     Algorithm, Config, ConfigError, Error, Field, MAX_CAPACITY, MAX_GCRA_TOLERANCE_NS, MAX_LIMIT,
     MAX_PERIOD_NS, MAX_SUB_WINDOWS, MIN_PERIOD_NS, Overflow, ReconfigureError, SharedError,
     SharedErrorKind,
 };
-pub use decision::Decision;
-pub use duration::{DurationError, parse_duration};
 pub use keyed::KeyedLimiter;
 pub use limiter::Limiter;
-pub use multi::{MAX_LIMITS, MultiDecision};
-pub use request::{Batch, Key, Request, Tier};
+pub use policy::multi::{MAX_LIMITS, MultiDecision};
+pub use policy::tiers::{MAX_TIERS, TierError};
 pub use shared::SharedOptions;
 #[cfg(not(ratecell_loom))]
 pub use snapshot::{Persisted, SnapshotError};
 pub use stats::Stats;
-pub use tiers::{MAX_TIERS, TierError};
 
 /// Entry points for the loom models in `tests/loom_latch.rs` (not API).
 #[cfg(ratecell_loom)]

@@ -6,19 +6,19 @@
 //! algorithm's integer arithmetic and one CAS (or one latch for the two
 //! multi-word algorithms).
 
-use crate::acquire::{AcquireError, acquire};
 use crate::algorithm::WordAlgorithm;
 use crate::algorithm::{
     BlockAlgorithm, all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow,
     gcra::Gcra, sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
 use crate::cell::{BlockCell, WordCell};
+use crate::check::acquire::{AcquireError, acquire};
+use crate::check::decision::Decision;
+use crate::check::request::{Request, Tier};
 use crate::clock::Clock;
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
-use crate::decision::Decision;
-use crate::live::{Live, Owner, Swap};
-use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
-use crate::request::{Request, Tier};
+use crate::policy::live::{Live, Owner, Swap};
+use crate::policy::multi::{Limits, MAX_LIMITS, MultiDecision};
 use crate::stats::{CheckCounters, Stats};
 use crate::sync::{AtomicU64, AtomicU128, SlotU128};
 use std::fmt;
@@ -64,7 +64,7 @@ pub(crate) enum Engine {
     SlidingWindow(Live<SlidingWindow>, WordCell<AtomicU128>),
     BucketedWindow(Live<BucketedWindow>, BlockCell),
     SlidingLog(Live<SlidingLog>, BlockCell),
-    /// Several limits as one (`crate::multi`), their states in one word...
+    /// Several limits as one (`crate::policy::multi`), their states in one word...
     AllOfWord(Live<AllOf>, WordCell<SlotU128>),
     /// ...or in one block under its latch.
     AllOfBlock(Live<AllOf>, BlockCell),
@@ -187,7 +187,7 @@ impl Engine {
     /// the word arms use and copy the block's decision from one slot to
     /// another.
     #[inline(never)]
-    fn block_decision(&self, t: u64, n: u64) -> crate::decision::Words {
+    fn block_decision(&self, t: u64, n: u64) -> crate::check::decision::Words {
         match self {
             Engine::AllOfBlock(a, cell) => cell.decide_words(a, t, n),
             Engine::BucketedWindow(a, cell) => cell.decide_words(a, t, n),
@@ -246,7 +246,7 @@ impl Engine {
         configs: &[Config],
         params: &[Params],
     ) -> Result<(), Error> {
-        use crate::reconfigure::{block, word};
+        use crate::policy::reconfigure::{block, word};
         let (o, c, p) = (&old[0], &configs[0], &params[0]);
         match self {
             Engine::Gcra(live, _) => word(
@@ -261,8 +261,8 @@ impl Engine {
             Engine::BucketedWindow(live, _) => block(live, BucketedWindow::new(p), o, c),
             Engine::SlidingLog(live, _) => block(live, SlidingLog::new(p), o, c),
             Engine::AllOfWord(live, _) | Engine::AllOfBlock(live, _) => {
-                let all = crate::multi::all_of(configs, 128)?;
-                crate::reconfigure::all_of(live, all, old, configs)
+                let all = crate::policy::multi::all_of(configs, 128)?;
+                crate::policy::reconfigure::all_of(live, all, old, configs)
             }
         }
     }
@@ -330,7 +330,7 @@ impl Limiter {
         if let [config] = configs {
             return Limiter::with_clock(*config, clock);
         }
-        let all = crate::multi::all_of(configs, 128)?;
+        let all = crate::policy::multi::all_of(configs, 128)?;
         if configs[0].capacity != 0 {
             // A capacity is refused there.
             return Limiter::with_clock(configs[0], clock);
@@ -488,7 +488,7 @@ impl Limiter {
     ///
     /// Each accepted change keeps the replaced parameters (a few hundred
     /// bytes) until the limiter is dropped, the price of checks that read
-    /// them without any atomic write (see `crate::live`).
+    /// them without any atomic write (see `crate::policy::live`).
     ///
     /// ```
     /// use ratecell::{Algorithm, Clock, Config, Limiter, Request};
@@ -512,7 +512,7 @@ impl Limiter {
     pub fn reconfigure(&self, configs: &[Config]) -> Result<(), Error> {
         let _one = self.reconfiguring.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.limits.load();
-        let params = crate::reconfigure::check(&old.configs, configs)?;
+        let params = crate::policy::reconfigure::check(&old.configs, configs)?;
         self.engine.reconfigure(&old.configs, configs, &params)?;
         self.limits.replace(Limits {
             configs: configs.into(),

@@ -54,8 +54,8 @@ use crate::algorithm::{
     BlockAlgorithm, WordAlgorithm, bucketed_window::BucketedWindow, fixed_window, gcra::Gcra,
     sliding_log::SlidingLog, sliding_window, token_bucket,
 };
+use crate::check::decision::Decision;
 use crate::config::{Algorithm, Config, ConfigError};
-use crate::decision::Decision;
 
 /// A validated configuration that decides requests on caller-held states.
 #[derive(Clone, Copy, Debug)]

@@ -1,6 +1,6 @@
 //! Issue 20, item 2: a fork while other threads hold a *per-key* latch of a
 //! block algorithm (bucketed window, sliding log; keyed and direct). Such a
-//! latch records no holder, so before the fork barrier (`src/fork.rs`) a
+//! latch records no holder, so before the fork barrier (`src/cell/fork.rs`) a
 //! child that inherited one held spun on it forever. Its own test binary:
 //! it forks the whole process.
 

@@ -9,8 +9,8 @@
 //! positions it passes over.
 
 use super::{BlockAlgorithm, StateError, Words, at_most, effective_cost};
+use crate::check::decision::{Decision, saturate};
 use crate::config::{Algorithm, MAX_LIMIT, Params};
-use crate::decision::{Decision, saturate};
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BucketedWindow {

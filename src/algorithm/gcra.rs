@@ -9,8 +9,8 @@
 //! `u64::MAX` is denied, never stored wrapped.
 
 use super::{Divisor, WordAlgorithm, effective_cost};
+use crate::check::decision::Decision;
 use crate::config::{Algorithm, Params};
-use crate::decision::Decision;
 
 /// GCRA with emission interval `T` and tolerance `B·T`; with `queue` set it
 /// is the leaky bucket, and admitted requests learn their place in the queue.
@@ -158,7 +158,7 @@ mod tests {
     /// The decision as it was computed in u128 before it moved to u64
     /// with overflow checks: the reference the u64 form must match.
     fn decide_u128(g: &Gcra, tat: u64, t: u64, n: u64) -> (Decision, Option<u64>) {
-        use crate::decision::saturate;
+        use crate::check::decision::saturate;
         let q = effective_cost(n);
         let base = tat.max(t);
         let new = u128::from(base) + u128::from(q) * u128::from(g.interval);

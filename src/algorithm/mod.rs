@@ -27,8 +27,8 @@ pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;
 
+use crate::check::decision::Decision;
 use crate::config::Algorithm;
-use crate::decision::Decision;
 use std::fmt;
 
 /// A stored state that a loader refuses ([`crate::state::Rule::validate`],

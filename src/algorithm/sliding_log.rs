@@ -20,8 +20,8 @@
 //! its whole budget resident at construction.
 
 use super::{BlockAlgorithm, StateError, Words, at_most, effective_cost};
+use crate::check::decision::{Decision, saturate};
 use crate::config::{Algorithm, Params};
-use crate::decision::{Decision, saturate};
 
 const HEAD: usize = 0;
 const LEN: usize = 1;

@@ -10,8 +10,8 @@
 //! limit below 2^20 fits every period).
 
 use super::{StateError, WordAlgorithm, at_most, bits_for, effective_cost, mask};
+use crate::check::decision::{Decision, saturate};
 use crate::config::{Algorithm, MAX_LIMIT, Params};
-use crate::decision::{Decision, saturate};
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SlidingWindow {
@@ -44,7 +44,7 @@ impl SlidingWindow {
     }
 
     /// The same rule packing its counts in `bits` (at least its own): the
-    /// layout several tiers with different limits share (`crate::tiers`).
+    /// layout several tiers with different limits share (`crate::policy::tiers`).
     pub(crate) fn with_count_bits(mut self, bits: u32) -> Self {
         debug_assert!(bits >= self.count_bits && bits <= 32);
         self.count_bits = bits;

@@ -71,7 +71,7 @@ impl KeyedLimiter {
         if let [config] = configs {
             return KeyedLimiter::with_hasher(*config, clock, hasher);
         }
-        let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
+        let all = crate::policy::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
         let config = configs[0];
         if config.capacity == 0 {
             // Refused there.
@@ -107,7 +107,7 @@ impl KeyedLimiter {
         clock: Clock,
         hasher: KeyHasher,
     ) -> Result<KeyedLimiter, Error> {
-        let built = crate::tiers::tiers(tiers)?;
+        let built = crate::policy::tiers::tiers(tiers)?;
         let config = tiers[0][0];
         let overflow = config.overflow;
         let (live, owner) = Live::new(built);

@@ -2,18 +2,19 @@
 //! fixed-capacity table; `src/table/mod.rs` says how keys are placed,
 //! evicted and kept apart.
 
-use crate::acquire::{AcquireError, acquire};
 use crate::algorithm::{BlockAlgorithm, WordAlgorithm};
 use crate::algorithm::{
     all_of::AllOf, bucketed_window::BucketedWindow, fixed_window::FixedWindow, gcra::Gcra,
     sliding_log::SlidingLog, sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
+use crate::check::acquire::{AcquireError, acquire};
+use crate::check::decision::{Decision, Words};
+use crate::check::request::{Batch, Key, Request, Tier};
 use crate::clock::{At, Clock};
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params};
-use crate::decision::{Decision, Words};
-use crate::live::{Live, Owner, Swap};
-use crate::multi::{Limits, MAX_LIMITS, MultiDecision};
-use crate::request::{Batch, Key, Request, Tier};
+use crate::policy::live::{Live, Owner, Swap};
+use crate::policy::multi::{Limits, MAX_LIMITS, MultiDecision};
+use crate::policy::tiers::{TierError, Tiers};
 use crate::shared::SharedOptions;
 use crate::stats::{CheckCounters, Stats};
 use crate::sync::SlotU128;
@@ -23,7 +24,6 @@ use crate::table::{
     block::BlockTable,
     word::{MIN_FINGERPRINT_BITS, WordTable},
 };
-use crate::tiers::{TierError, Tiers};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::time::Duration;
@@ -87,7 +87,7 @@ const PREFETCH_DISTANCE: usize = 16;
 pub struct KeyedLimiter {
     hasher: KeyHasher,
     tables: Tables,
-    // Every tier's limits, for a tiered limiter (`crate::tiers`); empty
+    // Every tier's limits, for a tiered limiter (`crate::policy::tiers`); empty
     // otherwise (one tier: `limits`).
     tiers: Box<[Box<[Config]>]>,
     // Frees the tables' live parameters: declared after them, so dropped
@@ -111,11 +111,11 @@ pub(crate) enum Tables {
     SlidingWindow(WordTable<Live<SlidingWindow>>),
     BucketedWindow(BlockTable<Live<BucketedWindow>>),
     SlidingLog(BlockTable<Live<SlidingLog>>),
-    /// Several limits as one (`crate::multi`), a key's states in one slot...
+    /// Several limits as one (`crate::policy::multi`), a key's states in one slot...
     AllOfWord(WordTable<Live<AllOf>>),
     /// ...or in one block under its latch.
     AllOfBlock(BlockTable<Live<AllOf>>),
-    /// A quota per tier (`crate::tiers`), a key's states in one slot...
+    /// A quota per tier (`crate::policy::tiers`), a key's states in one slot...
     TieredWord(WordTable<Live<Tiers>>),
     /// ...or in one block.
     TieredBlock(BlockTable<Live<Tiers>>),
@@ -251,7 +251,7 @@ impl Tables {
         configs: &[Config],
         params: &[Params],
     ) -> Result<(), Error> {
-        use crate::reconfigure::{block, word};
+        use crate::policy::reconfigure::{block, word};
         let (o, c, p) = (&old[0], &configs[0], &params[0]);
         match self {
             Tables::Gcra(t) => word(
@@ -266,12 +266,12 @@ impl Tables {
             Tables::BucketedWindow(t) => block(t.alg(), BucketedWindow::new(p), o, c),
             Tables::SlidingLog(t) => block(t.alg(), SlidingLog::new(p), o, c),
             Tables::AllOfWord(t) => {
-                let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
-                crate::reconfigure::all_of(t.alg(), all, old, configs)
+                let all = crate::policy::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
+                crate::policy::reconfigure::all_of(t.alg(), all, old, configs)
             }
             Tables::AllOfBlock(t) => {
-                let all = crate::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
-                crate::reconfigure::all_of(t.alg(), all, old, configs)
+                let all = crate::policy::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
+                crate::policy::reconfigure::all_of(t.alg(), all, old, configs)
             }
             Tables::TieredWord(_) | Tables::TieredBlock(_) => {
                 Err(Error::Reconfigure(crate::config::ReconfigureError {
@@ -513,8 +513,8 @@ impl KeyedLimiter {
     /// [`KeyedLimiter::decision`] for the block tables, as words (see
     /// `Engine::block_decision` in `limiter.rs`).
     #[inline(never)]
-    fn block_decision(&self, h: u64, at: impl At, n: u64) -> crate::decision::Words {
-        crate::decision::Words::of(self.decide_block(h, at, n))
+    fn block_decision(&self, h: u64, at: impl At, n: u64) -> crate::check::decision::Words {
+        crate::check::decision::Words::of(self.decide_block(h, at, n))
     }
 
     /// [`KeyedLimiter::decide`] without a queue limit for the untiered
@@ -689,7 +689,7 @@ impl KeyedLimiter {
             }));
         }
         let old = self.limits.load();
-        let params = crate::reconfigure::check(&old.configs, configs)?;
+        let params = crate::policy::reconfigure::check(&old.configs, configs)?;
         self.tables.reconfigure(&old.configs, configs, &params)?;
         self.limits.replace(Limits {
             configs: configs.into(),

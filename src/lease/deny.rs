@@ -3,8 +3,8 @@
 //! denied without a command.
 
 use super::store::{KeyRef, Retire, Store, Tracked};
-use crate::decision::Decision;
-use crate::request::Key;
+use crate::check::decision::Decision;
+use crate::check::request::Key;
 use crate::sync::{
     AtomicU64,
     Ordering::{Acquire, Relaxed, Release},

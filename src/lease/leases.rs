@@ -6,10 +6,10 @@ use super::cell::{GrantCell, Held, Retired, Spend, Word};
 use super::config::{LeaseConfig, LeaseError, Resolved};
 use super::protocol::{Demand, GrantReply, backoff_ns, grant_size, lease_args};
 use super::store::{KeyRef, Node, Retire, Store, Tracked};
+use crate::check::decision::Decision;
+use crate::check::request::{Key, Request, Tier};
 use crate::config::Algorithm;
-use crate::decision::Decision;
 use crate::keyed::KeyedLimiter;
-use crate::request::{Key, Request, Tier};
 use crate::sync::{
     AtomicU64, Mutex, MutexGuard,
     Ordering::{Acquire, Relaxed, Release},

@@ -43,8 +43,8 @@
 //! locks; what an entry holds, when it is idle and how its generation is
 //! kept belong to the entry's module (`Tracked`).
 
+use crate::check::request::Key;
 use crate::memory::{AlignedWords, Residency, zeroed_array};
-use crate::request::Key;
 use crate::sync::{AtomicPtr, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::table::KeyHasher;
 use crossbeam_utils::CachePadded;

@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use stripe::SHARED;
 #[cfg(ratecell_loom)]
 pub(crate) use stripe::stripes_held;
-/// The stripes are also the fork barrier's (`crate::fork`).
+/// The stripes are also the fork barrier's (`crate::cell::fork`).
 pub(crate) use stripe::{SHARED as SHARED_STRIPE, STRIPES, stripe};
 
 /// A snapshot of a limiter's counters. Counters are read one by one while

@@ -13,11 +13,11 @@ use super::place::{Pass, Place, Took, Windows};
 use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{BlockAlgorithm, Words};
+use crate::cell::fork::LATCHED;
 use crate::cell::{LatchGuard, LatchedWords, latch};
+use crate::check::decision::Decision;
 use crate::clock::At;
 use crate::config::{Error, Overflow};
-use crate::decision::Decision;
-use crate::fork::LATCHED;
 use crate::memory::prefetch;
 use crate::memory::{Residency, zeroed_words};
 use crate::stats::Stats;
@@ -56,7 +56,7 @@ impl Words for Fresh {
 
 impl<A: BlockAlgorithm> BlockTable<A> {
     pub(crate) fn new(alg: A, capacity: u64, overflow: Overflow) -> Result<Self, Error> {
-        crate::fork::install();
+        crate::cell::fork::install();
         let (geometry, shards) = Geometry::new(capacity, SLOTS as u64, FINGERPRINT_BITS);
         let places = geometry.buckets(shards) * SLOTS;
         let words = alg.words();

@@ -80,8 +80,8 @@ pub(crate) use geometry::{Geometry, Home};
 pub(crate) use hash::KeyHasher;
 pub(crate) use shard::{Shard, new_shards, stats};
 
+use crate::check::decision::Decision;
 use crate::clock::At;
-use crate::decision::Decision;
 
 /// Buckets searched from a key's home bucket (up to the first empty
 /// place). At exactly `capacity` live keys, about one new key in five

@@ -14,8 +14,8 @@
 //! table's own, passed in as a closure; it never touches a place itself.
 
 use super::{Geometry, Home, Shard, no_room};
+use crate::check::decision::Decision;
 use crate::config::Overflow;
-use crate::decision::Decision;
 
 /// Which places a pass over the window takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use super::holder;
 use super::no_room;
 use super::place::Took;
 use crate::cell::{LatchGuard, latch_recording};
-use crate::decision::Decision;
+use crate::check::decision::Decision;
 use crate::stats::{Stats, TableCounters};
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;

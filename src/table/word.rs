@@ -13,9 +13,9 @@ use super::storage::Storage;
 use super::{FREED, Geometry, Home, KeyedTable, Shard, new_shards};
 use crate::algorithm::{Visit, WordAlgorithm, mask, packed_validate};
 use crate::cell::{AtomicWord, cas_loop_from};
+use crate::check::decision::{Decision, Words};
 use crate::clock::At;
 use crate::config::{ConfigError, Error, Field, Overflow};
-use crate::decision::{Decision, Words};
 use crate::memory::prefetch;
 use crate::memory::{Residency, zeroed_wide_words};
 use crate::stats::Stats;
@@ -237,7 +237,7 @@ impl<A: WordAlgorithm> WordTable<A> {
 
     /// [`WordTable::check_each`] deciding with `alg` instead of the
     /// table's own algorithm: one of several tiers that read the same
-    /// state layout (`crate::tiers`). Eviction still asks the table's
+    /// state layout (`crate::policy::tiers`). Eviction still asks the table's
     /// algorithm whether a state may be dropped.
     #[allow(clippy::inline_always, reason = "see check_concrete")]
     #[inline(always)]

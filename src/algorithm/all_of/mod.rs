@@ -39,8 +39,8 @@ use super::{
     fixed_window::FixedWindow, gcra::Gcra, mask, packed_validate, sliding_log::SlidingLog,
     sliding_window::SlidingWindow, token_bucket::TokenBucket,
 };
+use crate::check::decision::Decision;
 use crate::config::{Algorithm, Params};
-use crate::decision::Decision;
 use pair::One;
 #[cfg(feature = "pair-checks")]
 use pair::{Pair, decide_pair};

@@ -4,7 +4,7 @@
 use super::*;
 
 /// A composite of one single-word limit with its rule's type known (a tier
-/// of one limit, `crate::tiers`): its own decision is the combined one,
+/// of one limit, `crate::policy::tiers`): its own decision is the combined one,
 /// denied or not; nothing to decide again or combine.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct One<A> {

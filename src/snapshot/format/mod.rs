@@ -15,9 +15,9 @@ use super::crc::Crc32c;
 use crate::algorithm::{BlockAlgorithm, StateError, WordAlgorithm, Words, packed_validate};
 use crate::cell::LatchedWords;
 use crate::config::{Algorithm, Config, Field, Overflow};
-use crate::multi::MAX_LIMITS;
+use crate::policy::multi::MAX_LIMITS;
+use crate::policy::tiers::MAX_TIERS;
 use crate::sync::AtomicU64;
-use crate::tiers::MAX_TIERS;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -484,7 +484,7 @@ impl Header {
         if wanted.len() != 1 {
             // The constructor's own checks (count, each limit, shared
             // capacity and overflow); its layout is not needed here.
-            crate::multi::all_of(wanted, 128)?;
+            crate::policy::multi::all_of(wanted, 128)?;
         }
         self.check_tier_count(0)?;
         self.check_limits(0, wanted)?;
@@ -497,7 +497,7 @@ impl Header {
     /// list (tier `t`'s limit `i` is `t × limits + i`).
     pub(super) fn check_tiers(&self, wanted: &[&[Config]]) -> Result<(), SnapshotError> {
         // The constructor's own checks, as in `check`.
-        crate::tiers::tiers(wanted)?;
+        crate::policy::tiers::tiers(wanted)?;
         self.check_tier_count(wanted.len())?;
         for (t, tier) in wanted.iter().enumerate() {
             self.check_limits(t, tier)?;

@@ -3,11 +3,11 @@
 
 use super::*;
 use crate::algorithm::mask;
+use crate::check::request::Request;
 use crate::clock::Clock;
 use crate::config::Algorithm;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
-use crate::request::Request;
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const SECOND: u64 = 1_000_000_000;

@@ -11,7 +11,7 @@
 //! # A key whose tier changes
 //! Its state is kept and read by the new tier's parameters at its next
 //! check: exactly what a live reconfiguration does to every key
-//! (`crate::reconfigure`, the carry-over rules in docs/ALGORITHMS.md,
+//! (`crate::policy::reconfigure`, the carry-over rules in docs/ALGORITHMS.md,
 //! "Live reconfiguration"), here for one key. So what the key has spent
 //! counts against its new quota: a GCRA key keeps its backlog, a token
 //! bucket key the tokens it took (a key that took 80 of a paid burst of
@@ -38,8 +38,8 @@
 
 use crate::algorithm::all_of::AllOf;
 use crate::algorithm::{BlockAlgorithm, StateError, WordAlgorithm, Words};
+use crate::check::decision::Decision;
 use crate::config::{Config, ConfigError, Error, Field};
-use crate::decision::Decision;
 use crate::table::word::MIN_FINGERPRINT_BITS;
 use std::fmt;
 
@@ -135,7 +135,7 @@ pub(crate) fn tiers(tiers: &[&[Config]]) -> Result<Tiers, Error> {
     };
     let mut rules = Vec::with_capacity(tiers.len());
     for (j, tier) in tiers.iter().enumerate() {
-        let r = crate::multi::rules(tier).map_err(|e| in_tier(j, e))?;
+        let r = crate::policy::multi::rules(tier).map_err(|e| in_tier(j, e))?;
         if tier.len() != first.len() {
             return Err(invalid(
                 Field::Limits,
@@ -155,7 +155,7 @@ pub(crate) fn tiers(tiers: &[&[Config]]) -> Result<Tiers, Error> {
         if j > 0 {
             // A key moving between tiers is a live reconfiguration of one
             // key: the same rule decides what may differ.
-            crate::reconfigure::check(first, tier).map_err(|e| carry_over(j, e))?;
+            crate::policy::reconfigure::check(first, tier).map_err(|e| carry_over(j, e))?;
         }
         rules.push(r);
     }
@@ -170,7 +170,7 @@ pub(crate) fn tiers(tiers: &[&[Config]]) -> Result<Tiers, Error> {
     let max_bits = 128 - MIN_FINGERPRINT_BITS;
     let built: Vec<AllOf> = rules.iter().map(|r| AllOf::new(r, max_bits)).collect();
     for (j, b) in built.iter().enumerate().skip(1) {
-        crate::reconfigure::same_layout(&built[0], b, first, tiers[j])
+        crate::policy::reconfigure::same_layout(&built[0], b, first, tiers[j])
             .map_err(|e| carry_over(j, e))?;
     }
     let mut all = [built[0]; MAX_TIERS];

@@ -198,7 +198,7 @@ impl StripeU64 {
     }
 }
 
-/// The pointer a live reconfiguration swaps (`crate::live`), and the
+/// The pointer a live reconfiguration swaps (`crate::policy::live`), and the
 /// places of the lease store (`lease::store`).
 #[cfg(not(ratecell_loom))]
 pub(crate) use core::sync::atomic::AtomicPtr;

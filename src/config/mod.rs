@@ -4,6 +4,8 @@
 //! Validation happens once, at construction; the result is [`Params`], the
 //! plain integers the algorithms read on every check.
 
+pub(crate) mod duration;
+
 use std::fmt;
 use std::path::PathBuf;
 

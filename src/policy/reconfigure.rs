@@ -8,12 +8,12 @@
 //! reconfiguration") and the state's layout, its bit widths or word
 //! count, stays the same; anything else is refused with
 //! [`ReconfigureError`] before anything changes. The parameters themselves
-//! are swapped whole through [`crate::live`], so a check decides on the
+//! are swapped whole through [`crate::policy::live`], so a check decides on the
 //! old ones or the new ones.
 
 use crate::algorithm::{BlockAlgorithm, WordAlgorithm, all_of::AllOf};
 use crate::config::{Algorithm, Config, ConfigError, Error, Field, Params, ReconfigureError};
-use crate::live::Live;
+use crate::policy::live::Live;
 
 fn refuse(limit: usize, field: Field, message: String) -> Error {
     Error::Reconfigure(ReconfigureError {

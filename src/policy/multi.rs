@@ -15,8 +15,8 @@
 //! [`MultiDecision`]; it touches no atomic.
 
 use crate::algorithm::all_of::{AllOf, Rule, combine};
+use crate::check::decision::Decision;
 use crate::config::{Config, ConfigError, Error, Field};
-use crate::decision::Decision;
 
 pub use crate::algorithm::all_of::MAX_LIMITS;
 
@@ -141,7 +141,7 @@ pub(crate) fn all_of(configs: &[Config], max_bits: u32) -> Result<AllOf, Error> 
 }
 
 /// [`all_of`]'s checks, returning each limit's rule (tiers widen them to
-/// one layout before building their composites: `crate::tiers`).
+/// one layout before building their composites: `crate::policy::tiers`).
 pub(crate) fn rules(configs: &[Config]) -> Result<Vec<Rule>, Error> {
     if !(1..=MAX_LIMITS).contains(&configs.len()) {
         return Err(ConfigError {

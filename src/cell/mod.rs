@@ -14,12 +14,14 @@
 //! The keyed table uses the same loop and latch on its slots; this module is
 //! the only code that compare-exchanges a state.
 
+pub(crate) mod fork;
+
 use crate::algorithm::{BlockAlgorithm, Visit, WordAlgorithm, Words};
-use crate::decision::Decision;
-use crate::fork::LATCHED;
+use crate::check::decision::Decision;
 use crate::memory::Residency;
 use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, waited, yield_now};
 use crossbeam_utils::CachePadded;
+use fork::LATCHED;
 
 /// An atomic word of 64 or 128 bits, seen as a `u128`.
 pub(crate) trait AtomicWord: Send + Sync {
@@ -230,13 +232,13 @@ impl<S, W: AtomicWord, F: Fn(&Decision) -> bool> Visit<S> for CellCheck<'_, W, F
 /// Waits while another thread holds it; fails, returning what it found, if
 /// the header changed to anything else.
 ///
-/// A per-key latch: counted in the fork barrier (`crate::fork`) from
+/// A per-key latch: counted in the fork barrier (`crate::cell::fork`) from
 /// before the CAS until after the release, so no child of a `fork()` ever
 /// inherits it held (its header has no room to say who holds it).
 #[inline]
 pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>, u64> {
     debug_assert_eq!(expected & LATCHED, 0);
-    let in_flight = crate::fork::enter();
+    let in_flight = crate::cell::fork::enter();
     match take(header, expected) {
         Ok(()) => Ok(LatchGuard {
             header,
@@ -244,7 +246,7 @@ pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>,
             in_flight: Some(in_flight),
         }),
         Err(found) => {
-            crate::fork::leave(in_flight);
+            crate::cell::fork::leave(in_flight);
             Err(found)
         }
     }
@@ -252,7 +254,7 @@ pub(crate) fn latch(header: &AtomicU64, expected: u64) -> Result<LatchGuard<'_>,
 
 /// Takes a direct block's latch (`BlockCell`), not counted in the fork
 /// barrier: the block is registered there, and a fork takes the latch
-/// itself (`crate::fork`, `register_direct`).
+/// itself (`crate::cell::fork`, `register_direct`).
 #[inline]
 fn latch_direct(header: &AtomicU64) -> LatchGuard<'_> {
     take(header, 0).expect("a direct block's header is only ever latched");
@@ -302,7 +304,7 @@ pub(crate) struct LatchGuard<'a> {
     release_to: u64,
     /// Where a per-key latch is counted in the fork barrier (`None` for a
     /// holder-recording latch, which a child takes over instead).
-    in_flight: Option<crate::fork::InFlight>,
+    in_flight: Option<crate::cell::fork::InFlight>,
 }
 
 impl LatchGuard<'_> {
@@ -318,7 +320,7 @@ impl Drop for LatchGuard<'_> {
         // the next thread that takes it (Acquire).
         self.header.store(self.release_to, Ordering::Release);
         if let Some(in_flight) = self.in_flight {
-            crate::fork::leave(in_flight);
+            crate::cell::fork::leave(in_flight);
         }
     }
 }
@@ -343,7 +345,7 @@ impl Words for LatchedWords<'_> {
 #[derive(Debug)]
 pub(crate) struct BlockCell {
     // Padded: the latch word is written by every check. Boxed: registered
-    // by address in the fork barrier (`crate::fork::register_direct`).
+    // by address in the fork barrier (`crate::cell::fork::register_direct`).
     header: Box<CachePadded<AtomicU64>>,
     words: crate::memory::AlignedWords<AtomicU64>,
 }
@@ -351,13 +353,13 @@ pub(crate) struct BlockCell {
 impl BlockCell {
     /// Allocates the block; on failure returns the bytes that were asked for.
     pub(crate) fn new(words: usize) -> Result<BlockCell, usize> {
-        crate::fork::install();
+        crate::cell::fork::install();
         let cell = BlockCell {
             header: Box::new(CachePadded::new(AtomicU64::new(0))),
             words: crate::memory::zeroed_words(words, Residency::OnUse)?,
         };
         #[cfg(not(ratecell_loom))]
-        crate::fork::register_direct(&cell.header);
+        crate::cell::fork::register_direct(&cell.header);
         Ok(cell)
     }
 
@@ -394,9 +396,14 @@ impl BlockCell {
         alg: &A,
         t: u64,
         n: u64,
-    ) -> crate::decision::Words {
+    ) -> crate::check::decision::Words {
         let _guard = latch_direct(&self.header);
-        crate::decision::Words::of(alg.decide_each(&mut LatchedWords(&self.words), t, n, &mut []))
+        crate::check::decision::Words::of(alg.decide_each(
+            &mut LatchedWords(&self.words),
+            t,
+            n,
+            &mut [],
+        ))
     }
 
     #[cfg_attr(ratecell_loom, allow(dead_code))]
@@ -425,7 +432,7 @@ impl BlockCell {
 impl Drop for BlockCell {
     fn drop(&mut self) {
         #[cfg(not(ratecell_loom))]
-        crate::fork::unregister_direct(&self.header);
+        crate::cell::fork::unregister_direct(&self.header);
     }
 }
 

@@ -1,8 +1,8 @@
 //! Waiting for admission: the blocking `acquire` shared by the direct and
 //! keyed limiters, and why it gives up ([`AcquireError`]).
 
+use crate::check::decision::Decision;
 use crate::clock::Clock;
-use crate::decision::Decision;
 use std::fmt;
 use std::time::{Duration, Instant};
 

@@ -25,7 +25,7 @@
 //! unpacks the same under the new.
 
 use crate::algorithm::{BlockAlgorithm, StateError, WordAlgorithm, Words};
-use crate::decision::Decision;
+use crate::check::decision::Decision;
 use crate::sync::{AtomicPtr, Ordering};
 use std::ptr::NonNull;
 use std::sync::Mutex;
