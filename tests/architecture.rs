@@ -108,3 +108,131 @@ fn every_path_architecture_md_names_exists() {
         "docs/ARCHITECTURE.md names paths that do not exist: {missing:?}"
     );
 }
+
+/// Each top-level module of `src/` (`sync` for `src/sync/`, `state` for
+/// `src/state.rs`) and its layer, as docs/ARCHITECTURE.md's table of the
+/// library gives them.
+fn layers(text: &str) -> Vec<(String, u32)> {
+    let table = text
+        .split("## The library")
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .expect("ARCHITECTURE.md has a section on the library");
+    let mut out = Vec::new();
+    for row in table.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let Ok(layer) = cells[1].parse::<u32>() else {
+            continue;
+        };
+        for path in quoted(cells[2]) {
+            let module = path
+                .strip_prefix("src/")
+                .and_then(|p| p.split('/').next())
+                .map(|m| m.trim_end_matches(".rs"))
+                .expect("a layer's path lies under src/");
+            out.push((module.to_string(), layer));
+        }
+    }
+    out
+}
+
+/// The modules `crate::module` names in the code of `source` (comments
+/// and the test modules at a file's end left out: a test may reach
+/// anything).
+fn imports(source: &str) -> Vec<String> {
+    let code = source.split("#[cfg(test)]").next().unwrap_or(source);
+    let mut out = Vec::new();
+    for line in code.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") {
+            continue;
+        }
+        for (i, _) in line.match_indices("crate::") {
+            let rest = &line[i + "crate::".len()..];
+            // `crate::{a::X, Y}` names each of its items' first parts.
+            let heads: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
+                None => vec![rest],
+            };
+            for head in heads {
+                let name: String = head
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                // `crate::Name` is a re-export of lib.rs, the top layer.
+                let name = if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    "lib".to_string()
+                } else {
+                    name
+                };
+                if !name.is_empty() && !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+        let path = e.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_module_imports_only_lower_layers() {
+    let root = root();
+    let text = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
+    let layers = layers(&text);
+    let layer_of = |m: &str| layers.iter().find(|(n, _)| n == m).map(|(_, l)| *l);
+    let src = root.join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut unplaced = Vec::new();
+    let mut upward = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        // A test module's own file (`lease/tests.rs`) may reach anything.
+        if relative.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let module = relative
+            .components()
+            .next()
+            .and_then(|c| c.as_os_str().to_str())
+            .map(|m| m.trim_end_matches(".rs").to_string())
+            .unwrap();
+        let Some(own) = layer_of(&module) else {
+            unplaced.push(module);
+            continue;
+        };
+        let source = std::fs::read_to_string(file).unwrap();
+        for used in imports(&source) {
+            // `crate::spec` is the specification's page, no code.
+            if used == module || used == "spec" {
+                continue;
+            }
+            match layer_of(&used) {
+                Some(l) if l < own => {}
+                _ => upward.push(format!("{} ({own}) -> {used}", relative.display())),
+            }
+        }
+    }
+    unplaced.dedup();
+    assert!(
+        unplaced.is_empty(),
+        "modules with no layer in docs/ARCHITECTURE.md: {unplaced:?}"
+    );
+    assert!(files.len() > 50, "only {} files read", files.len());
+    assert!(
+        upward.is_empty(),
+        "imports of a module not below the importer's layer: {upward:#?}"
+    );
+}

@@ -9,8 +9,8 @@
 use super::cell::{GrantCell, Held, Retired, Spend};
 use super::store::{KeyRef, Retire, Store, Tracked};
 use super::*;
+use crate::config::{Algorithm, Config};
 use crate::sync::{Race, clear, seen};
-use crate::{Algorithm, Config};
 use loom::sync::Arc;
 
 const A: u64 = 1;
