@@ -27,6 +27,25 @@ fn clock() -> Clock {
     Clock::manual(T0).0
 }
 
+/// `config`'s keyed limiter on the test clock, restored from `snapshot`.
+fn restore_keyed(
+    config: Config,
+    snapshot: impl std::io::Read,
+) -> Result<KeyedLimiter, SnapshotError> {
+    KeyedLimiter::builder()
+        .limit(config)
+        .clock(clock())
+        .restore(snapshot)
+}
+
+/// `config`'s direct limiter on the test clock, restored from `snapshot`.
+fn restore_direct(config: Config, snapshot: impl std::io::Read) -> Result<Limiter, SnapshotError> {
+    Limiter::builder()
+        .limit(config)
+        .clock(clock())
+        .restore(snapshot)
+}
+
 /// xorshift64*: a reproducible trace without a dependency.
 struct Rng(u64);
 
@@ -102,11 +121,7 @@ fn keyed_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
             }
             let bytes = snapshot_bytes_keyed(&first, t_snap);
             drop(first);
-            let restored = KeyedLimiter::builder()
-                .limit(cfg)
-                .clock(clock())
-                .restore(&bytes[..])
-                .unwrap();
+            let restored = restore_keyed(cfg, &bytes[..]).unwrap();
             let mut compared = 0;
             for (i, &(key, cost, t)) in steps[split..].iter().enumerate() {
                 // After the snapshot time goes no further back than it.
@@ -162,11 +177,7 @@ fn direct_round_trip_decides_the_rest_of_a_trace_as_without_a_restart() {
             }
             let mut bytes = Vec::new();
             first.snapshot_at(&mut bytes, t_snap).unwrap();
-            let restored = Limiter::builder()
-                .limit(cfg)
-                .clock(clock())
-                .restore(&bytes[..])
-                .unwrap();
+            let restored = restore_direct(cfg, &bytes[..]).unwrap();
             for (i, &(_, cost, t)) in steps[split..].iter().enumerate() {
                 // A direct snapshot keeps the state whatever its age, so
                 // time may go back after it too.
@@ -197,11 +208,7 @@ fn a_full_table_restores_every_live_key() {
             assert!(l.check(key, Request::new(3).at(T0)).allowed, "{algorithm}");
         }
         let bytes = snapshot_bytes_keyed(&l, T0);
-        let r = KeyedLimiter::builder()
-            .limit(cfg)
-            .clock(clock())
-            .restore(&bytes[..])
-            .unwrap();
+        let r = restore_keyed(cfg, &bytes[..]).unwrap();
         assert_eq!(r.stats().keys_tracked, 64, "{algorithm}");
         for key in 0..64 {
             assert_eq!(
@@ -236,11 +243,7 @@ fn fresh_and_reset_keys_are_left_out_and_later_keys_still_found() {
         l.check(100, Request::new(1).at(later));
         // At `later` every key of T0 is fresh again: only key 100 is live.
         let bytes = snapshot_bytes_keyed(&l, later);
-        let r = KeyedLimiter::builder()
-            .limit(cfg)
-            .clock(clock())
-            .restore(&bytes[..])
-            .unwrap();
+        let r = restore_keyed(cfg, &bytes[..]).unwrap();
         assert_eq!(r.stats().keys_tracked, 1, "{algorithm}");
         assert_eq!(
             r.check(100, Request::new(0).at(later)),
@@ -248,11 +251,7 @@ fn fresh_and_reset_keys_are_left_out_and_later_keys_still_found() {
         );
         // At T0 the odd keys are live, the reset ones are not.
         let bytes = snapshot_bytes_keyed(&l, T0);
-        let r = KeyedLimiter::builder()
-            .limit(cfg)
-            .clock(clock())
-            .restore(&bytes[..])
-            .unwrap();
+        let r = restore_keyed(cfg, &bytes[..]).unwrap();
         assert_eq!(r.stats().keys_tracked, 9, "{algorithm}");
         for key in 0..16 {
             assert_eq!(
@@ -321,11 +320,7 @@ fn a_snapshot_while_threads_check_holds_states_the_keys_had() {
             // The upper bound is read once the threads stop, below; keep
             // the snapshot and the lower bounds until then.
             after.extend(admitted.iter().map(|a| a.load(Ordering::SeqCst)));
-            let r = KeyedLimiter::builder()
-                .limit(cfg)
-                .clock(clock())
-                .restore(&bytes[..])
-                .unwrap();
+            let r = restore_keyed(cfg, &bytes[..]).unwrap();
             for key in 0..KEYS {
                 let peek = r.check(key, Request::new(0).at(T0));
                 let saved = LIMIT - peek.remaining;
@@ -390,21 +385,13 @@ fn a_different_configuration_is_refused_naming_the_field() {
         (cfg.capacity(0), Field::Capacity),
     ];
     for (other, field) in cases {
-        let err = KeyedLimiter::builder()
-            .limit(other)
-            .clock(clock())
-            .restore(&bytes[..])
-            .unwrap_err();
+        let err = restore_keyed(other, &bytes[..]).unwrap_err();
         assert!(
             matches!(err, SnapshotError::ConfigMismatch { field: f, .. } if f == field),
             "{field:?}: {err}"
         );
     }
-    let err = Limiter::builder()
-        .limit(cfg.capacity(0))
-        .clock(clock())
-        .restore(&bytes[..])
-        .unwrap_err();
+    let err = restore_direct(cfg.capacity(0), &bytes[..]).unwrap_err();
     assert!(matches!(
         err,
         SnapshotError::ConfigMismatch {
@@ -464,26 +451,13 @@ fn small_snapshots() -> Vec<(Config, Vec<u8>)> {
 fn empty_truncated_and_flipped_snapshots_are_refused() {
     let cfg = config(Algorithm::Gcra, 4).capacity(8);
     assert!(matches!(
-        KeyedLimiter::builder()
-            .limit(cfg)
-            .clock(clock())
-            .restore(&[][..]),
+        restore_keyed(cfg, &[][..]),
         Err(SnapshotError::NotASnapshot)
     ));
     for (cfg, bytes) in small_snapshots() {
-        assert!(
-            KeyedLimiter::builder()
-                .limit(cfg)
-                .clock(clock())
-                .restore(&bytes[..])
-                .is_ok()
-        );
+        assert!(restore_keyed(cfg, &bytes[..]).is_ok());
         for len in 0..bytes.len() {
-            let err = KeyedLimiter::builder()
-                .limit(cfg)
-                .clock(clock())
-                .restore(&bytes[..len])
-                .unwrap_err();
+            let err = restore_keyed(cfg, &bytes[..len]).unwrap_err();
             assert!(
                 matches!(
                     err,
@@ -498,29 +472,20 @@ fn empty_truncated_and_flipped_snapshots_are_refused() {
             for flip in [0x01u8, 0x80, 0xff] {
                 let mut damaged = bytes.clone();
                 damaged[at] ^= flip;
-                let result = KeyedLimiter::builder()
-                    .limit(cfg)
-                    .clock(clock())
-                    .restore(&damaged[..]);
+                let result = restore_keyed(cfg, &damaged[..]);
                 assert!(result.is_err(), "byte {at} ^ {flip:#x} was accepted");
             }
         }
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(matches!(
-            KeyedLimiter::builder()
-                .limit(cfg)
-                .clock(clock())
-                .restore(&longer[..]),
+            restore_keyed(cfg, &longer[..]),
             Err(SnapshotError::Damaged(_))
         ));
         let mut other_version = bytes.clone();
         other_version[8] = 4;
         assert!(matches!(
-            KeyedLimiter::builder()
-                .limit(cfg)
-                .clock(clock())
-                .restore(&other_version[..]),
+            restore_keyed(cfg, &other_version[..]),
             Err(SnapshotError::UnsupportedVersion {
                 found: 4,
                 supported: 3
@@ -541,8 +506,8 @@ proptest! {
             bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
         }
         let cfg = config(Algorithm::SlidingLog, 4).capacity(8);
-        prop_assert!(KeyedLimiter::builder().limit(cfg).clock(clock()).restore(&bytes[..]).is_err());
-        prop_assert!(Limiter::builder().limit(config(Algorithm::SlidingLog, 4)).clock(clock()).restore(&bytes[..]).is_err());
+        prop_assert!(restore_keyed(cfg, &bytes[..]).is_err());
+        prop_assert!(restore_direct(config(Algorithm::SlidingLog, 4), &bytes[..]).is_err());
         let _ = saved_config(&bytes[..]);
     }
 
@@ -556,7 +521,7 @@ proptest! {
             let at = at % bytes.len();
             bytes[at] = value;
         }
-        let result = KeyedLimiter::builder().limit(cfg).clock(clock()).restore(&bytes[..]);
+        let result = restore_keyed(cfg, &bytes[..]);
         if bytes != original {
             prop_assert!(result.is_err());
         }
@@ -997,11 +962,7 @@ fn direct_and_keyed_case(seed: u64) -> Result<(), TestCaseError> {
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, at).unwrap();
     damage_states(&mut bytes, &mut rng, header);
-    if let Ok(back) = Limiter::builder()
-        .limit(cfg)
-        .clock(clock())
-        .restore(&bytes[..])
-    {
+    if let Ok(back) = restore_direct(cfg, &bytes[..]) {
         obeys_the_bound(&[cfg], 1, at, &mut rng, |_, cost, t| {
             back.check(Request::new(cost).at(t)).allowed
         })?;
@@ -1018,11 +979,7 @@ fn direct_and_keyed_case(seed: u64) -> Result<(), TestCaseError> {
     });
     let mut bytes = snapshot_bytes_keyed(&l, at);
     damage_states(&mut bytes, &mut rng, header);
-    if let Ok(back) = KeyedLimiter::builder()
-        .limit(keyed_cfg)
-        .clock(clock())
-        .restore(&bytes[..])
-    {
+    if let Ok(back) = restore_keyed(keyed_cfg, &bytes[..]) {
         obeys_the_bound(&[cfg], FUZZ_KEYS, at, &mut rng, |key, cost, t| {
             back.check(key, Request::new(cost).at(t)).allowed
         })?;
@@ -1166,11 +1123,7 @@ fn a_snapshot_holding_the_bucketed_state_that_hung_a_check_is_refused() {
     let end = bytes.len() - 4;
     let c = crc32c(&bytes[..end]);
     bytes[end..].copy_from_slice(&c.to_le_bytes());
-    match Limiter::builder()
-        .limit(cfg)
-        .clock(clock())
-        .restore(&bytes[..])
-    {
+    match restore_direct(cfg, &bytes[..]) {
         Err(SnapshotError::Damaged(why)) => assert!(
             why.contains("bucketed_window: word 0 (newest sub-window) 18446744073709551615"),
             "{why}"
@@ -1190,11 +1143,7 @@ fn a_snapshot_holding_the_bucketed_state_that_hung_a_check_is_refused() {
     let end = bytes.len() - 4;
     let c = crc32c(&bytes[..end]);
     bytes[end..].copy_from_slice(&c.to_le_bytes());
-    match KeyedLimiter::builder()
-        .limit(keyed)
-        .clock(clock())
-        .restore(&bytes[..])
-    {
+    match restore_keyed(keyed, &bytes[..]) {
         Err(SnapshotError::Damaged(why)) => assert!(why.contains("newest sub-window"), "{why}"),
         other => panic!("expected Damaged, got {:?}", other.map(|_| ())),
     }

@@ -16,6 +16,25 @@ fn clock() -> Clock {
     Clock::manual(T0).0
 }
 
+/// `config`'s keyed limiter on the test clock, restored from `snapshot`.
+fn restore_keyed(
+    config: Config,
+    snapshot: impl std::io::Read,
+) -> Result<KeyedLimiter, SnapshotError> {
+    KeyedLimiter::builder()
+        .limit(config)
+        .clock(clock())
+        .restore(snapshot)
+}
+
+/// `config`'s direct limiter on the test clock, restored from `snapshot`.
+fn restore_direct(config: Config, snapshot: impl std::io::Read) -> Result<Limiter, SnapshotError> {
+    Limiter::builder()
+        .limit(config)
+        .clock(clock())
+        .restore(snapshot)
+}
+
 /// Recomputes both checksums after an edit.
 fn reseal(bytes: &mut [u8]) {
     let mut crc = Crc32c::new();
@@ -47,11 +66,7 @@ fn keyed(algorithm: Algorithm, limit: u64, keys: u64) -> (Config, Vec<u8>) {
 }
 
 fn refused(cfg: Config, bytes: &[u8], why: &str) {
-    match KeyedLimiter::builder()
-        .limit(cfg)
-        .clock(clock())
-        .restore(bytes)
-    {
+    match restore_keyed(cfg, bytes) {
         Err(SnapshotError::Damaged(reason)) => {
             assert!(reason.contains(why), "{reason:?} does not say {why:?}")
         }
@@ -68,11 +83,7 @@ const WORD_RECORD: usize = 32;
 fn a_resealed_copy_still_restores() {
     let (cfg, mut bytes) = keyed(Algorithm::FixedWindow, 5, 3);
     reseal(&mut bytes);
-    KeyedLimiter::builder()
-        .limit(cfg)
-        .clock(clock())
-        .restore(&bytes[..])
-        .unwrap();
+    restore_keyed(cfg, &bytes[..]).unwrap();
 }
 
 #[test]
@@ -120,11 +131,7 @@ fn states_no_limiter_stores_are_refused() {
     put(&mut b, FIRST + 16, count_6 as u64);
     put(&mut b, FIRST + 24, (count_6 >> 64) as u64);
     reseal(&mut b);
-    let l = KeyedLimiter::builder()
-        .limit(cfg)
-        .clock(clock())
-        .restore(&b[..])
-        .unwrap();
+    let l = restore_keyed(cfg, &b[..]).unwrap();
     let key = (0..64).find(|&k| !l.check(k, Request::new(0).at(T0)).allowed);
     assert!(key.is_some(), "the key holding 6 of 5 is denied");
     // Bits above the state's width.
@@ -145,13 +152,7 @@ fn sliding_log_rings_out_of_range_are_refused() {
     let mut b = bytes.clone();
     put(&mut b, state, 3);
     reseal(&mut b);
-    assert!(
-        KeyedLimiter::builder()
-            .limit(cfg)
-            .clock(clock())
-            .restore(&b[..])
-            .is_err()
-    );
+    assert!(restore_keyed(cfg, &b[..]).is_err());
     // An entry adding more than the limit.
     let mut b = bytes.clone();
     put(&mut b, state + 32, get(&bytes, state + 16) + 4);
@@ -283,10 +284,7 @@ fn a_direct_log_claiming_more_entries_than_it_holds_is_truncated() {
     put(&mut bytes, FIRST + 8, 1000);
     reseal(&mut bytes);
     assert!(matches!(
-        Limiter::builder()
-            .limit(cfg)
-            .clock(clock())
-            .restore(&bytes[..]),
+        restore_direct(cfg, &bytes[..]),
         Err(SnapshotError::Truncated | SnapshotError::Damaged(_))
     ));
 }
