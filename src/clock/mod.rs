@@ -48,7 +48,7 @@ enum Source {
     Tsc(TscClock),
     /// quanta's counter, where the TSC cannot be read inline.
     Quanta(QuantaClock),
-    Coarse(&'static AtomicU64),
+    Coarse(&'static CoarseTime),
     Manual(ManualClock),
     /// A shared region's clock (`shared`).
     #[cfg(not(ratecell_loom))]
@@ -94,8 +94,8 @@ impl Clock {
     pub fn now_ns(&self) -> u64 {
         match &self.0 {
             Source::Tsc(tsc) => tsc.now_ns(),
-            Source::Coarse(time) => match time.load(Ordering::Relaxed) {
-                STALE => coarse_restart(time),
+            Source::Coarse(coarse) => match coarse.time.load(Ordering::Relaxed) {
+                STALE => coarse_restart(coarse),
                 now => now,
             },
             #[cfg(not(ratecell_loom))]
@@ -312,29 +312,39 @@ impl QuantaClock {
     }
 }
 
+/// The process-wide coarse time and the clock its refresher reads.
+#[derive(Debug)]
+struct CoarseTime {
+    time: AtomicU64,
+    tsc: Clock,
+}
+
 /// The process-wide coarse time, once a coarse clock has been made.
-static COARSE_TIME: OnceLock<&'static AtomicU64> = OnceLock::new();
+static COARSE_TIME: OnceLock<&'static CoarseTime> = OnceLock::new();
 
 /// The process-wide coarse time, and its refresher thread.
-fn coarse_time() -> &'static AtomicU64 {
+fn coarse_time() -> &'static CoarseTime {
     COARSE_TIME.get_or_init(|| {
         let tsc = Clock::tsc();
-        let time: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(tsc.now_ns())));
+        let coarse: &'static CoarseTime = Box::leak(Box::new(CoarseTime {
+            time: AtomicU64::new(tsc.now_ns()),
+            tsc,
+        }));
         refresh_after_fork();
-        spawn_refresher(tsc, time).expect("ratecell: cannot start the coarse clock thread");
-        time
+        spawn_refresher(coarse).expect("ratecell: cannot start the coarse clock thread");
+        coarse
     })
 }
 
-/// Starts the thread that stores the TSC time into `time` every
+/// Starts the thread that stores the TSC time into the coarse time every
 /// [`COARSE_INTERVAL`].
-fn spawn_refresher(tsc: Clock, time: &'static AtomicU64) -> std::io::Result<()> {
+fn spawn_refresher(coarse: &'static CoarseTime) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("ratecell-coarse-clock".into())
         .spawn(move || {
             loop {
                 std::thread::sleep(COARSE_INTERVAL);
-                time.store(tsc.now_ns(), Ordering::Relaxed);
+                coarse.time.store(coarse.tsc.now_ns(), Ordering::Relaxed);
             }
         })
         .map(drop)
@@ -345,7 +355,11 @@ fn spawn_refresher(tsc: Clock, time: &'static AtomicU64) -> std::io::Result<()> 
 // limiter in the child (old or new: they share the word) would deny forever
 // after its burst. An atfork handler marks the time STALE in the child (one
 // atomic store: all a handler may safely do there), and the first read in
-// the child starts a new refresher, outside the handler.
+// the child starts a new refresher, outside the handler. The time stays
+// STALE until that refresher's first store, and every read meanwhile
+// answers from the refresher's own TSC clock: a thread that was spawned but
+// has not run yet (a loaded machine, a sanitizer's runtime busy in the
+// child) cannot stop the child's time.
 
 /// The coarse time of a forked child that has no refresher yet. No real
 /// reading is 0 (it would be 1970).
@@ -368,32 +382,26 @@ fn refresh_after_fork() {
 #[cfg(unix)]
 extern "C" fn coarse_forked() {
     RESTARTING.store(false, Ordering::Relaxed);
-    if let Some(time) = COARSE_TIME.get() {
-        time.store(STALE, Ordering::Relaxed);
+    if let Some(coarse) = COARSE_TIME.get() {
+        coarse.time.store(STALE, Ordering::Relaxed);
     }
 }
 
 /// A coarse read that found the time STALE: starts the refresher of this
-/// (forked) process once, and answers from the TSC meanwhile.
+/// (forked) process once, and answers from the refresher's TSC clock until
+/// it has stored.
 #[cold]
 #[inline(never)]
-fn coarse_restart(time: &'static AtomicU64) -> u64 {
-    let tsc = Clock::tsc();
-    let now = tsc.now_ns().max(STALE + 1);
+fn coarse_restart(coarse: &'static CoarseTime) -> u64 {
     if RESTARTING
         .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
+        .is_ok()
+        && spawn_refresher(coarse).is_err()
     {
-        return now;
-    }
-    time.store(now, Ordering::Relaxed);
-    if spawn_refresher(tsc, time).is_err() {
-        // No thread to be had: keep answering from the TSC, and try again
-        // on the next read.
-        time.store(STALE, Ordering::Relaxed);
+        // No thread to be had: try again on the next read.
         RESTARTING.store(false, Ordering::Release);
     }
-    now
+    coarse.tsc.now_ns().max(STALE + 1)
 }
 
 /// The handle of a manual clock: every clone moves the same time.
@@ -500,6 +508,29 @@ mod tests {
         assert_eq!(clock.now_ns(), 15);
         hand.set(3);
         assert_eq!(clock.now_ns(), 3);
+    }
+
+    #[test]
+    fn a_forked_childs_coarse_time_moves_before_its_new_refresher_stores() {
+        // A child's coarse time, as its atfork handler leaves it: STALE.
+        let coarse: &'static CoarseTime = Box::leak(Box::new(CoarseTime {
+            time: AtomicU64::new(STALE),
+            tsc: Clock::tsc(),
+        }));
+        let clock = Clock(Source::Coarse(coarse));
+        // The first read starts a refresher; the time is left for it to
+        // store, so a refresher that is slow to run cannot pin the time to
+        // this read.
+        let first = clock.now_ns();
+        let stored = coarse.time.load(Ordering::Relaxed);
+        assert!(
+            stored == STALE || stored >= first + COARSE_INTERVAL.as_nanos() as u64,
+            "the read that started the refresher stored {stored} (it read {first})"
+        );
+        // From the refresher's TSC clock or its stores, the time moves.
+        std::thread::sleep(Duration::from_millis(20));
+        let later = clock.now_ns();
+        assert!(later > first, "{first} then {later}");
     }
 
     #[test]
