@@ -81,19 +81,37 @@ def _outcome(fn, *args, **kwargs):
         return ("raised", type(e), str(e))
 
 
+HOUR = 3600 * SECOND
+
+
 def _run_all(make):
-    lim = make("fixed_window", 3, SECOND, capacity=64, clock="coarse")
-    got = []
-    for key in KEYS:
-        for cost in COSTS:
-            for fn in (lim.check, lim.allow):
-                out = _outcome(fn, key, cost)
-                if out[0] == "ok" and isinstance(out[1], Decision):
-                    d = out[1]
-                    # Times move between calls; the rest is deterministic.
-                    out = ("ok", d.allowed, d.limit, d.remaining, d.retry_after_ns > 0, d.wait_ns)
-                got.append((repr(key)[:20], repr(cost), fn.__name__, out))
-    return got
+    """Every key and cost through check and allow on a fresh limiter, on the
+    real clock. Its window is an hour, and a run that straddles a window's
+    edge is run again: calls on either side of the edge would decide apart
+    for a reason that is not the path."""
+    for _ in range(3):
+        lim = make("fixed_window", 3, HOUR, capacity=64, clock="coarse")
+        window = lim.now_ns() // HOUR
+        got = []
+        for key in KEYS:
+            for cost in COSTS:
+                for fn in (lim.check, lim.allow):
+                    out = _outcome(fn, key, cost)
+                    if out[0] == "ok" and isinstance(out[1], Decision):
+                        d = out[1]
+                        # Times move between calls; the rest is deterministic.
+                        out = (
+                            "ok",
+                            d.allowed,
+                            d.limit,
+                            d.remaining,
+                            d.retry_after_ns > 0,
+                            d.wait_ns,
+                        )
+                    got.append((repr(key)[:20], repr(cost), fn.__name__, out))
+        if lim.now_ns() // HOUR == window:
+            return got
+    pytest.fail("three runs in a row straddled an hour's edge")
 
 
 def test_both_paths_decide_and_refuse_alike(make, monkeypatch):
