@@ -210,7 +210,7 @@ def test_values_across_the_u64_range(make, path):
 
 
 def test_str_and_bytes_keys_are_one_key(make, path):
-    lim = make("fixed_window", 2, SECOND, capacity=8)
+    lim = make("fixed_window", 2, HOUR, capacity=8)
     assert lim.check("ключ").remaining == 1
     assert lim.allow("ключ".encode())
     assert not lim.check("ключ").allowed
@@ -287,7 +287,7 @@ def test_the_environment_variable_forces_ctypes():
     code = (
         "import ratecell, ratecell._limiter as L\n"
         "assert L._speedups is None and L._fast_check is None, L._speedups\n"
-        "with ratecell.Limiter('fixed_window', 1, period=1.0, capacity=4) as lim:\n"
+        "with ratecell.Limiter('fixed_window', 1, period=3600.0, capacity=4) as lim:\n"
         "    assert lim.check('a').allowed and not lim.allow('a')\n"
         "print('ctypes only')\n"
     )
