@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 SECOND = 1_000_000_000
 MINUTE = 60 * SECOND
+HOUR = 60 * MINUTE
 # A window-aligned instant well inside the u64 range (multiple of an hour).
 T0 = 1_700_002_800 * SECOND
 

@@ -16,11 +16,11 @@ from array import array
 from typing import Any
 
 import pytest
+from conftest import HOUR
 
 import ratecell
 from ratecell._limiter import _u64_buffer
 
-HOUR = 3_600_000_000_000
 T0 = 1_700_000_000_000_000_000
 
 

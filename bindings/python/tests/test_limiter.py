@@ -15,12 +15,11 @@ from array import array
 from pathlib import Path
 
 import pytest
-from conftest import MINUTE, SECOND, T0
+from conftest import HOUR, MINUTE, SECOND, T0
 
 import ratecell
 from ratecell import Decision, Limiter, LimiterClosed
 
-HOUR = 3600 * SECOND
 
 try:
     import numpy as np

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SECOND
+from conftest import HOUR, SECOND
 
 import ratecell
 
-HOUR = 3600 * SECOND
 
 
 def wait_for(what: str, cond: Callable[[], bool], limit: float = 20.0) -> None:

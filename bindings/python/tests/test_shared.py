@@ -22,9 +22,8 @@ import pytest
 
 import ratecell
 
-from conftest import SECOND, T0
+from conftest import HOUR, SECOND, T0
 
-HOUR = 3600 * SECOND
 SHAREABLE = ["gcra", "leaky_bucket", "token_bucket", "fixed_window", "sliding_window"]
 WORKER = Path(__file__).with_name("shared_worker.py")
 

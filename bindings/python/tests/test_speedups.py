@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SECOND, T0
+from conftest import HOUR, SECOND, T0
 
 import ratecell
 from ratecell import Decision, Limiter, LimiterClosed, _ffi, _limiter
@@ -79,9 +79,6 @@ def _outcome(fn, *args, **kwargs):
         return ("ok", fn(*args, **kwargs))
     except Exception as e:  # the type and message are what is compared
         return ("raised", type(e), str(e))
-
-
-HOUR = 3600 * SECOND
 
 
 def _run_all(make):
