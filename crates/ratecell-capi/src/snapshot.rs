@@ -7,9 +7,9 @@ use super::limiter::{Inner, clock_of, handle, put};
 use super::types::{ratecell_clock, ratecell_status};
 use super::{into_raw, out_ptr, path_arg};
 use ratecell_lib::snapshot::{Save, saved_tiers};
-use ratecell_lib::{AnyLimiter, Builder, Persisted, SnapshotError};
+use ratecell_lib::{AnyLimiter, Persisted, SnapshotError};
 use std::ffi::c_char;
-use std::io;
+use std::io::{self, Seek};
 use std::path::Path;
 use std::time::Duration;
 
@@ -173,26 +173,25 @@ pub unsafe extern "C" fn ratecell_limiter_restore(
         };
         // SAFETY: as promised by the caller.
         let path = try_status!(unsafe { path_arg(path) });
-        let (builder, clock) = match given {
-            Some(given) => given,
-            None => match saved_builder(&path) {
-                Ok(saved) => saved,
-                Err(e) => return status(&e),
-            },
+        let restored = match given {
+            Some((builder, clock)) => builder
+                .load(&path)
+                .map(|inner| super::limiter::ratecell_limiter { inner, clock }),
+            None => restore_as_saved(&path),
         };
-        let restored = builder
-            .load(&path)
-            .map(|inner| super::limiter::ratecell_limiter { inner, clock });
         // SAFETY: `out` is non-NULL and writable, as promised.
         unsafe { publish_restored(restored, out) }
     }
 }
 
-/// The builder of the configuration saved in the snapshot file at `path`
-/// (every limit, every tier), on the TSC clock.
-fn saved_builder(path: &Path) -> Result<(Builder<AnyLimiter>, ratecell_clock), SnapshotError> {
-    let file = std::fs::File::open(path)?;
-    let (tiers, tiered) = saved_tiers(io::BufReader::new(file))?;
+/// The limiter of the configuration saved in the snapshot file at `path`
+/// (every limit, every tier), on the TSC clock, holding the states saved
+/// there. The file is opened once: the configuration and the states come
+/// from one snapshot even if the file is replaced meanwhile.
+fn restore_as_saved(path: &Path) -> Result<super::limiter::ratecell_limiter, SnapshotError> {
+    let mut input = io::BufReader::new(std::fs::File::open(path)?);
+    let (tiers, tiered) = saved_tiers(&mut input)?;
+    input.seek(io::SeekFrom::Start(0))?;
     let builder = if tiered {
         tiers
             .iter()
@@ -200,8 +199,9 @@ fn saved_builder(path: &Path) -> Result<(Builder<AnyLimiter>, ratecell_clock), S
     } else {
         AnyLimiter::builder().limits(&tiers[0])
     };
-    let tsc = ratecell_clock::RATECELL_CLOCK_TSC;
-    Ok((builder.clock(clock_of(tsc)), tsc))
+    let clock = ratecell_clock::RATECELL_CLOCK_TSC;
+    let inner = builder.clock(clock_of(clock)).restore(input)?;
+    Ok(super::limiter::ratecell_limiter { inner, clock })
 }
 
 /// A limiter saved to a file periodically by a background thread.
