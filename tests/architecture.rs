@@ -42,20 +42,20 @@ fn exists(base: &Path, pattern: &str) -> bool {
     })
 }
 
-/// Every file name in the tree, outside build products.
-fn file_names(dir: &Path, out: &mut Vec<String>) {
+/// Every file below `dir`, outside build products.
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.filter_map(Result::ok) {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if matches!(name.as_str(), "target" | ".git" | "node_modules") {
+        let name = e.file_name();
+        if matches!(name.to_str(), Some("target" | ".git" | "node_modules")) {
             continue;
         }
         if e.path().is_dir() {
-            file_names(&e.path(), out);
+            files(&e.path(), out);
         } else {
-            out.push(name);
+            out.push(e.path());
         }
     }
 }
@@ -69,8 +69,13 @@ fn every_path_architecture_md_names_exists() {
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    let mut names = Vec::new();
-    file_names(&root, &mut names);
+    let mut paths = Vec::new();
+    files(&root, &mut paths);
+    let names: Vec<String> = paths
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
     let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_.-/*".contains(c);
     let mut missing = Vec::new();
     let mut checked = 0;
@@ -175,17 +180,6 @@ fn imports(source: &str) -> Vec<String> {
     out
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
-        let path = e.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn every_module_imports_only_lower_layers() {
     let root = root();
@@ -193,11 +187,12 @@ fn every_module_imports_only_lower_layers() {
     let layers = layers(&text);
     let layer_of = |m: &str| layers.iter().find(|(n, _)| n == m).map(|(_, l)| *l);
     let src = root.join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let mut sources = Vec::new();
+    files(&src, &mut sources);
+    sources.retain(|f| f.extension().is_some_and(|x| x == "rs"));
     let mut unplaced = Vec::new();
     let mut upward = Vec::new();
-    for file in &files {
+    for file in &sources {
         let relative = file.strip_prefix(&src).unwrap();
         // A test module's own file (`lease/tests.rs`) may reach anything.
         if relative.file_name().is_some_and(|n| n == "tests.rs") {
@@ -230,7 +225,7 @@ fn every_module_imports_only_lower_layers() {
         unplaced.is_empty(),
         "modules with no layer in docs/ARCHITECTURE.md: {unplaced:?}"
     );
-    assert!(files.len() > 50, "only {} files read", files.len());
+    assert!(sources.len() > 50, "only {} files read", sources.len());
     assert!(
         upward.is_empty(),
         "imports of a module not below the importer's layer: {upward:#?}"
