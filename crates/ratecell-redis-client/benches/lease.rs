@@ -5,7 +5,9 @@
 //! The leased side is `ratecell::lease::Leases`, the part of a leased
 //! `RedisLimiter::check` that runs when units are in hand (the limiter adds
 //! a branch on its mode); each key holds a grant no run can spend, so no
-//! check asks for more. The keyed side has a limit no run can reach.
+//! check asks for more: the period is a day, and each grant expires when
+//! the module's would (the window's end, the next refill, or a tenth of
+//! the period for GCRA). The keyed side has a limit no run can reach.
 //!
 //! `cargo bench -p ratecell-redis-client --bench lease`
 
@@ -15,6 +17,7 @@ use ratecell::{Algorithm, Clock, Config, KeyedLimiter};
 use std::hint::black_box;
 
 const SECOND: u64 = 1_000_000_000;
+const DAY: u64 = 86_400 * SECOND;
 const LIMIT: u64 = 1_000_000_000;
 
 fn keys(n: usize) -> Vec<u64> {
@@ -29,9 +32,21 @@ fn keys(n: usize) -> Vec<u64> {
         .collect()
 }
 
-/// Leases whose every key in `keys` holds a grant of 2^40 units for a day.
+/// When a grant made at `now` expires, as the module decides it for a
+/// fresh key: a window's units at its end, a token bucket's at the next
+/// refill, GCRA's after its default lifetime (a tenth of the period).
+fn expiry(alg: Algorithm, now: u64) -> u64 {
+    match alg {
+        Algorithm::FixedWindow | Algorithm::SlidingWindow => (now / DAY + 1) * DAY,
+        Algorithm::TokenBucket => now + DAY,
+        _ => now + DAY / 10,
+    }
+}
+
+/// Leases whose every key in `keys` holds a grant of 2^31 units, of a
+/// limit with a period of a day.
 fn leased(alg: Algorithm, keys: &[u64], clock: &Clock) -> Leases {
-    let config = Config::new(alg, LIMIT, SECOND).capacity(4096);
+    let config = Config::new(alg, LIMIT, DAY).capacity(4096);
     let leases = Leases::new(LeaseConfig::new(config)).unwrap();
     let now = clock.now_ns();
     for &k in keys {
@@ -39,8 +54,8 @@ fn leased(alg: Algorithm, keys: &[u64], clock: &Clock) -> Leases {
             panic!("a new key asks for a grant")
         };
         let reply = GrantReply {
-            units: 1 << 40,
-            expires_at_ns: now + 86_400 * SECOND,
+            units: 1 << 31,
+            expires_at_ns: expiry(alg, now),
             retry_after_ns: 0,
             limit: LIMIT,
             remaining: 0,
