@@ -131,6 +131,43 @@ impl Rule {
         }
     }
 
+    /// Adds `units` admitted at `t` that no decision of this rule made,
+    /// as admissions nothing refuses: what a leased node admitted on its
+    /// own while Redis was away, charged to the key when Redis returns
+    /// ([SPEC §8](crate::spec#8-leases-one-limit-for-a-fleet-decided-locally)).
+    /// Per algorithm: GCRA's `tat` moves on by `units` emission intervals
+    /// from `max(tat, t)`; a window counts them in `t`'s window (nothing
+    /// once that window no longer counts); a token bucket takes them from
+    /// its tokens at `t`, down to empty. Counts saturate at the largest
+    /// limit, so the state stays one [`Rule::validate`] accepts.
+    ///
+    /// Returns `false`, changing nothing, for the algorithms that are not
+    /// leased (leaky bucket, bucketed window, sliding log).
+    ///
+    /// # Panics
+    /// If `state.len() != self.words()`.
+    pub fn charge(&self, state: &mut [u64], t: u64, units: u64) -> bool {
+        assert_eq!(state.len(), self.words(), "state has the wrong length");
+        match &self.kind {
+            Kind::Gcra(a) if self.config.algorithm == Algorithm::Gcra => {
+                a.put(a.charge(a.get(state), t, units), state);
+            }
+            Kind::TokenBucket(a) => a.put(a.charge(a.get(state), t, units), state),
+            Kind::FixedWindow(a) => a.put(a.charge(a.get(state), t, units), state),
+            Kind::SlidingWindow(a) => a.put(a.charge(a.get(state), t, units), state),
+            _ => return false,
+        }
+        true
+    }
+
+    /// GCRA's emission interval `T` (`None` for the other algorithms).
+    pub(crate) fn gcra_interval(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::Gcra(a) if self.config.algorithm == Algorithm::Gcra => Some(a.interval()),
+            _ => None,
+        }
+    }
+
     /// Refuses a state that no sequence of [`Rule::decide`] calls could
     /// have stored, under this rule or under another with the same
     /// algorithm, period and sub-windows (a limit or burst may change

@@ -45,6 +45,23 @@ impl FixedWindow {
         self.count_bits = bits;
         self
     }
+
+    /// Adds `n` units admitted at `t` without a decision of this rule (a
+    /// leased node's admissions while Redis was away, SPEC §8): counted in
+    /// `t`'s window, nothing if that window is over in `s`. The count
+    /// saturates at the largest limit, which every loader accepts.
+    pub(crate) fn charge(&self, s: State, t: u64, n: u64) -> State {
+        let w = t / self.period;
+        let (window, count) = match s.window.cmp(&w) {
+            std::cmp::Ordering::Greater => return s,
+            std::cmp::Ordering::Equal => (w, s.count),
+            std::cmp::Ordering::Less => (w, 0),
+        };
+        State {
+            window,
+            count: count.saturating_add(n).min(MAX_LIMIT),
+        }
+    }
 }
 
 impl WordAlgorithm for FixedWindow {

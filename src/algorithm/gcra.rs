@@ -35,6 +35,19 @@ impl Gcra {
             queue,
         }
     }
+
+    /// Adds `n` units admitted at `t` without a decision of this rule (a
+    /// leased node's admissions while Redis was away, SPEC §8): `tat`
+    /// moves on by `n` emission intervals from `max(tat, t)`, as an
+    /// admission would move it, saturating at the end of time.
+    pub(crate) fn charge(&self, tat: u64, t: u64, n: u64) -> u64 {
+        tat.max(t).saturating_add(n.saturating_mul(self.interval))
+    }
+
+    /// The emission interval `T`.
+    pub(crate) fn interval(&self) -> u64 {
+        self.interval
+    }
 }
 
 impl WordAlgorithm for Gcra {

@@ -51,6 +51,23 @@ impl SlidingWindow {
         self
     }
 
+    /// Adds `n` units admitted at `t` without a decision of this rule (a
+    /// leased node's admissions while Redis was away, SPEC §8): counted in
+    /// `t`'s window, which is `s`'s current or previous one, or a later one
+    /// (then rolled to); nothing if it is older. Counts saturate at the
+    /// largest limit, which every loader accepts.
+    pub(crate) fn charge(&self, s: State, t: u64, n: u64) -> State {
+        let w = t / self.period;
+        let add = |c: u64| c.saturating_add(n).min(MAX_LIMIT);
+        let mut s = self.roll(s, t);
+        if s.window == w {
+            s.cur = add(s.cur);
+        } else if s.window == w + 1 {
+            s.prev = add(s.prev);
+        }
+        s
+    }
+
     /// Rolls the stored state to the window of `t`; a stored window in the
     /// future (time went back) is kept.
     #[inline]

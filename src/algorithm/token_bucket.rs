@@ -49,6 +49,18 @@ impl TokenBucket {
         self
     }
 
+    /// Takes `n` tokens used at `t` without a decision of this rule (a
+    /// leased node's admissions while Redis was away, SPEC §8), from the
+    /// bucket as refilled at `t` (at `s.last` if `t` is earlier: a refill
+    /// step already counted); the bucket empties and goes no lower.
+    pub(crate) fn charge(&self, s: State, t: u64, n: u64) -> State {
+        let (tokens, last) = self.refill(s, t);
+        State {
+            used: self.burst - tokens.saturating_sub(n),
+            last,
+        }
+    }
+
     /// Refills at `t`: returns (tokens, last) as SPEC's refill step leaves them.
     #[inline]
     fn refill(&self, s: State, t: u64) -> (u64, u64) {

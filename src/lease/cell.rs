@@ -28,18 +28,33 @@ use crate::sync::{Ordering, SlotU128, spin_loop};
 /// The most units a cell holds (32 bits of the word), the largest limit.
 pub(crate) const MAX_UNITS: u64 = crate::config::MAX_LIMIT;
 
-/// What a cell holds: `units` spendable before `until`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a cell holds: `units` spendable before `until`, on requests dated
+/// in the grant's period: the `span` before `until` (one value for every
+/// grant of a limit, [`Resolved::span`](super::config::Resolved), so the
+/// word need not hold it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Held {
     pub units: u64,
     pub until: u64,
 }
 
 impl Held {
-    /// Whether `q` units may be spent at `now`.
+    /// Whether `q` units may be spent on a request dated `now`.
     #[inline]
-    pub(crate) fn covers(self, q: u64, now: u64) -> bool {
-        now < self.until && self.units >= q
+    pub(crate) fn covers(self, q: u64, now: u64, span: u64) -> bool {
+        self.units >= q && self.dates(now, span)
+    }
+
+    /// Whether a request dated `now` falls in the grant's period, whose
+    /// units are the only ones it may spend.
+    #[inline]
+    pub(crate) fn dates(self, now: u64, span: u64) -> bool {
+        now < self.until && now >= self.until.saturating_sub(span)
+    }
+
+    /// When the grant's period starts.
+    pub(crate) fn from(self, span: u64) -> u64 {
+        self.until.saturating_sub(span)
     }
 
     /// Whether it holds nothing spendable at `now`.
@@ -134,16 +149,17 @@ impl GrantCell {
         self.open().held()
     }
 
-    /// Spends `q ≥ 1` units at `now` from the generation of `from`, a word
-    /// this cell held: the units left after, what the cell held when it
-    /// could not (too few, or expired), or [`Spend::Moved`] when the
-    /// generation changed.
+    /// Spends `q ≥ 1` units on a request dated `now` from the generation of
+    /// `from`, a word this cell held: the units left after, what the cell
+    /// held when it could not (too few, expired, or `now` before the
+    /// grant's period: the `span` before its `until`), or
+    /// [`Spend::Moved`] when the generation changed.
     #[inline]
-    pub(crate) fn spend(&self, from: Word, q: u64, now: u64) -> Spend {
+    pub(crate) fn spend(&self, from: Word, q: u64, now: u64, span: u64) -> Spend {
         let mut word = from;
         loop {
             let held = word.held();
-            if !held.covers(q, now) {
+            if !held.covers(q, now, span) {
                 return Spend::Short(held);
             }
             let left = word.less(q);
@@ -256,8 +272,29 @@ impl GrantCell {
 mod tests {
     use super::*;
 
+    /// Grants whose period is all of time before their expiry.
+    const ALWAYS: u64 = u64::MAX;
+
     fn spend(c: &GrantCell, q: u64, now: u64) -> Spend {
-        c.spend(c.open(), q, now)
+        c.spend(c.open(), q, now, ALWAYS)
+    }
+
+    #[test]
+    fn spends_only_on_requests_dated_in_the_grants_period() {
+        let c = GrantCell::new();
+        c.update(|_| {
+            Some(Held {
+                units: 3,
+                until: 100,
+            })
+        });
+        let held = c.load();
+        assert_eq!(c.spend(c.open(), 1, 59, 40), Spend::Short(held));
+        assert_eq!(c.spend(c.open(), 1, 60, 40), Spend::Left(2));
+        assert_eq!(c.spend(c.open(), 1, 99, 40), Spend::Left(1));
+        assert_eq!(held.from(40), 60);
+        // A period longer than the time before it: from the start of time.
+        assert_eq!(c.spend(c.open(), 1, 0, 400), Spend::Left(0));
     }
 
     #[test]
@@ -330,7 +367,7 @@ mod tests {
                 until: 100,
             })
         });
-        assert_eq!(c.spend(stale, 1, 50), Spend::Moved);
+        assert_eq!(c.spend(stale, 1, 50, ALWAYS), Spend::Moved);
         assert_eq!(c.load().units, 5);
         assert_eq!(c.open().generation(), 2);
         // Units in hand at that time: not retired.
@@ -368,7 +405,7 @@ mod loom_model {
                 .map(|_| {
                     let c = cell.clone();
                     loom::thread::spawn(move || {
-                        u64::from(matches!(c.spend(c.open(), 1, 5), Spend::Left(_)))
+                        u64::from(matches!(c.spend(c.open(), 1, 5, 10), Spend::Left(_)))
                     })
                 })
                 .collect();

@@ -1,6 +1,7 @@
 //! What a leased limit is configured with (SPEC §8), its defaults, and the
 //! checks that refuse a bad value by name.
 
+use super::grant::lifetime_ns;
 use crate::config::{Algorithm, Config, Params};
 use crate::keyed::KeyedLimiter;
 use std::fmt;
@@ -80,10 +81,17 @@ pub struct LeaseConfig {
     /// `E`, a GCRA grant's lifetime, sent as `EXPIRE` (0: the module's
     /// default, a tenth of the period). One emission interval ..= the period.
     pub expire_ns: u64,
-    /// How much earlier than `expires_at_ns` this node stops spending a
-    /// grant, for the skew between its clock and the server's (1 ms by
-    /// default; 0 when both read one clock, as with explicit times).
+    /// The most this node's clock may differ from the server's (1 ms by
+    /// default; 0 when both read one clock, as with explicit times). A
+    /// grant's units are spent only on requests dated `skew_ns` or more
+    /// inside their period, at both ends, so that a request spends units
+    /// of its own period on either clock (SPEC §8).
     pub skew_ns: u64,
+    /// The server decides each grant at the time of the check that asked
+    /// (`AT`), on the node's timeline, rather than on its own clock: for
+    /// tests and replays with explicit times (states written so never
+    /// expire in Redis). Off by default.
+    pub send_at: bool,
     /// What decides when no grant can be had.
     pub failure: FailurePolicy,
 }
@@ -97,6 +105,7 @@ impl LeaseConfig {
             horizon_ns: 0,
             expire_ns: 0,
             skew_ns: MS,
+            send_at: false,
             failure: FailurePolicy::Deny,
         }
     }
@@ -126,6 +135,14 @@ impl LeaseConfig {
     #[must_use]
     pub fn skew_ns(mut self, ns: u64) -> LeaseConfig {
         self.skew_ns = ns;
+        self
+    }
+
+    /// Sets whether grants are decided at the checks' own times
+    /// ([`LeaseConfig::send_at`]).
+    #[must_use]
+    pub fn send_at(mut self, on: bool) -> LeaseConfig {
+        self.send_at = on;
         self
     }
 
@@ -193,12 +210,18 @@ impl LeaseConfig {
                 ));
             }
         };
-        if self.skew_ns >= p {
+        let lifetime = lifetime_ns(&params, Some(expire));
+        if self.skew_ns.saturating_mul(2) >= lifetime {
             return Err(LeaseError::new(
                 "skew_ns",
                 format!(
-                    "{} ns is not less than the period ({p} ns): no grant would be usable",
-                    self.skew_ns
+                    "{} ns is not less than half a grant's lifetime ({lifetime} ns, {}): no request could spend a grant",
+                    self.skew_ns,
+                    if alg == Algorithm::Gcra {
+                        "E"
+                    } else {
+                        "the period"
+                    },
                 ),
             ));
         }
@@ -218,6 +241,8 @@ impl LeaseConfig {
             horizon,
             expire,
             skew: self.skew_ns,
+            span: lifetime - 2 * self.skew_ns,
+            send_at: self.send_at,
             capacity,
         })
     }
@@ -243,6 +268,11 @@ pub(crate) struct Resolved {
     /// 0: the module's default.
     pub expire: u64,
     pub skew: u64,
+    /// How long a grant may be spent: its lifetime ([`lifetime_ns`]) less
+    /// the skew at both ends. A grant held until `until` (its expiry less
+    /// the skew) is spent on requests dated in `[until − span, until)`.
+    pub span: u64,
+    pub send_at: bool,
     pub capacity: u64,
 }
 
@@ -300,10 +330,16 @@ mod tests {
             (r.max_grant, r.horizon, r.expire, r.skew),
             (100, S / 10, 0, MS)
         );
-        let r = LeaseConfig::new(Config::new(Algorithm::Gcra, 5, 5 * MS))
+        let tiny = LeaseConfig::new(Config::new(Algorithm::Gcra, 5, 5 * MS));
+        let r = tiny.skew_ns(0).resolve().unwrap();
+        assert_eq!((r.max_grant, r.horizon), (1, MS));
+        // E is then one emission interval, 1 ms: the default skew of 1 ms
+        // would leave no time to spend a grant in.
+        assert_eq!(tiny.resolve().unwrap_err().field, "skew_ns");
+        let r = LeaseConfig::new(Config::new(Algorithm::Gcra, 100, S))
             .resolve()
             .unwrap();
-        assert_eq!((r.max_grant, r.horizon), (1, MS));
+        assert_eq!(r.span, S / 10 - 2 * MS, "E less the skew at both ends");
     }
 
     #[test]

@@ -4,18 +4,20 @@
 
 use super::cell::{GrantCell, Held, Retired, Spend, Word};
 use super::config::{LeaseConfig, LeaseError, Resolved};
-use super::protocol::{Demand, GrantReply, backoff_ns, grant_size, lease_args};
+use super::grant::{Charge, charges};
+use super::protocol::{Demand, GrantReply, grant_size, lease_args, probe_delay_ns};
 use super::store::{KeyRef, Node, Retire, Store, Tracked};
 use crate::check::decision::Decision;
 use crate::check::request::{Key, Request, Tier};
 use crate::config::Algorithm;
 use crate::keyed::KeyedLimiter;
+use crate::state::Rule;
 use crate::sync::{
     AtomicU64, Mutex, MutexGuard,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64 as Counter;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64 as Counter};
 
 /// Lookups a check makes before Redis decides it instead: each but the
 /// first follows one that lost a race with the retirement of the entry it
@@ -52,10 +54,31 @@ struct Moved;
 /// ```
 pub struct Leases {
     config: Resolved,
+    /// The limit as a rule on plain words: a key's debt under the `local`
+    /// policy is a state of it.
+    rule: Rule,
     store: Store<Entry>,
     /// The `local` failure policy's limiter.
     local: Option<KeyedLimiter>,
+    health: Arc<Health>,
     counts: Counts,
+}
+
+/// Whether Redis answers, for the whole node (SPEC §8, "When Redis is slow
+/// or unreachable"): one failed grant puts every key on the failure policy
+/// at once, and one probe in the background, the retry of that grant,
+/// finds Redis again; the first reply of any grant puts every key back.
+#[derive(Default)]
+struct Health {
+    down: AtomicBool,
+    /// Failed grants in a row: the probe's delay doubles with them.
+    failures: AtomicU32,
+    /// A probe is asked for and not yet answered: no other failure asks
+    /// for one.
+    probing: AtomicBool,
+    /// When the probe is due (the node's clock, as the completions give
+    /// it): a denial's `retry_after` under the `deny` policy.
+    probe_at: AtomicU64,
 }
 
 /// What a check found to do.
@@ -86,6 +109,21 @@ pub struct GrantRequest {
     at: u64,
     /// The check waiting on it (a fetch), or none (a refill, a retry).
     cost: Option<u64>,
+    /// The node's health, when this is the retry of a failed grant that
+    /// stands for its probe.
+    probe: Option<Arc<Health>>,
+    /// The key's debt, sent with this request: taken from the key, and
+    /// given back to it unless a reply takes it.
+    debt: Option<Box<Debt>>,
+    /// Completed ([`Leases::complete`]): its reply or failure is handled.
+    done: AtomicBool,
+}
+
+/// A debt on its way to Redis: the charges sent, and the rule that gives
+/// them back to the key.
+struct Debt {
+    rule: Rule,
+    charges: Vec<Charge>,
 }
 
 impl std::fmt::Debug for GrantRequest {
@@ -101,12 +139,24 @@ impl std::fmt::Debug for GrantRequest {
 
 impl Drop for GrantRequest {
     fn drop(&mut self) {
-        self.entry.lock().requests -= 1;
+        let mut s = self.entry.lock();
+        s.requests -= 1;
+        if self.done.load(Relaxed) {
+            return;
+        }
+        // Dropped unanswered (never sent, or its answer not handed back):
+        // the key keeps its debt for its next grant, and the next failure
+        // asks for a probe.
+        self.give_back(&mut s);
+        if let Some(h) = &self.probe {
+            h.probing.store(false, Relaxed);
+        }
     }
 }
 
 impl GrantRequest {
-    /// A request for `entry`'s key, counted in its entry (`s` is its lock).
+    /// A request for `entry`'s key, counted in its entry (`s` is its lock),
+    /// carrying the key's debt, if any (`rule` reads it at `at`).
     fn new(
         entry: Arc<Node<Entry>>,
         s: &mut Slow,
@@ -114,15 +164,41 @@ impl GrantRequest {
         want: u64,
         at: u64,
         cost: Option<u64>,
+        rule: &Rule,
     ) -> GrantRequest {
         s.requests += 1;
+        let debt = std::mem::take(&mut s.debt);
+        let debt = (!debt.is_empty()).then(|| {
+            Box::new(Debt {
+                rule: *rule,
+                charges: charges(rule, &debt, at),
+            })
+        });
         GrantRequest {
             entry,
             key: key.into(),
             want,
             at,
             cost,
+            probe: None,
+            debt,
+            done: AtomicBool::new(false),
         }
+    }
+
+    /// Gives the charges back to the key's debt (`s`, its lock).
+    fn give_back(&self, s: &mut Slow) {
+        if let Some(d) = &self.debt {
+            for c in &d.charges {
+                s.charge(&d.rule, c.at_ns, c.units);
+            }
+        }
+    }
+
+    /// The charges it carries: the key's own admissions, made while Redis
+    /// was away, that the server adds to the key before the grant.
+    pub fn charges(&self) -> &[Charge] {
+        self.debt.as_ref().map_or(&[], |d| &d.charges)
     }
 
     /// The key's bytes (a `u64` key's 8 little-endian bytes).
@@ -145,20 +221,6 @@ impl GrantRequest {
     pub fn is_fetch(&self) -> bool {
         self.cost.is_some()
     }
-
-    /// The same request asked again at `at` in the background, after a
-    /// failure (no check waits on it).
-    #[must_use]
-    pub fn retry_at(&self, at: u64) -> GrantRequest {
-        GrantRequest::new(
-            self.entry.clone(),
-            &mut self.entry.lock(),
-            &self.key,
-            self.want,
-            at,
-            None,
-        )
-    }
 }
 
 /// What a grant reply, or its absence, decided.
@@ -167,8 +229,11 @@ pub struct Completion {
     /// The decision of the check that waited on a fetch (`None` for a
     /// refill).
     pub decision: Option<Decision>,
-    /// When the grant failed: ask again at this time (UNIX ns), in the
-    /// background, with [`GrantRequest::retry_at`].
+    /// When the grant failed and it stands for the node's probe: ask again
+    /// at this time (the timeline of the completion's `now_ns`), in the
+    /// background, with [`Leases::retry`]. One failed grant at a time
+    /// gets one; the others' keys wait for its answer on the failure
+    /// policy.
     pub retry_at_ns: Option<u64>,
 }
 
@@ -241,8 +306,6 @@ pub(crate) struct Entry {
     refill_at: AtomicU64,
     /// Redis granted nothing: denied here until this time.
     denied_until: AtomicU64,
-    /// Grants failed: no fetch before this time, the policy decides.
-    backoff_until: AtomicU64,
     /// Checks that found no units and spent none (demand the units do
     /// not show).
     unmet: AtomicU64,
@@ -261,10 +324,23 @@ struct Slow {
     /// The refill threshold of the grant in hand, for re-arming `refill`.
     refill_below: u64,
     demand: Demand,
-    failures: u32,
     /// Grant requests alive for this key: while any is, the entry is not
     /// retired.
     requests: u64,
+    /// What the `local` policy admitted for this key that Redis has not
+    /// been told: a state of the limit's rule fed only by those admissions
+    /// (empty: none), sent as charges with the key's next grant.
+    debt: Vec<u64>,
+}
+
+impl Slow {
+    /// Adds `units` admitted here at `at` to the key's debt.
+    fn charge(&mut self, rule: &Rule, at: u64, units: u64) {
+        if self.debt.is_empty() {
+            self.debt = vec![0; rule.words()];
+        }
+        rule.charge(&mut self.debt, at, units);
+    }
 }
 
 impl Entry {
@@ -274,7 +350,6 @@ impl Entry {
             refill: AtomicU64::new(0),
             refill_at: AtomicU64::new(u64::MAX),
             denied_until: AtomicU64::new(0),
-            backoff_until: AtomicU64::new(0),
             unmet: AtomicU64::new(0),
             slow: Mutex::new(Slow::default()),
         }
@@ -288,15 +363,12 @@ impl Entry {
 }
 
 impl Tracked for Entry {
-    /// Idle: no units, no denial or backoff still running, no grant
-    /// request alive. A grant kept for later (`Slow::next`) is dropped
-    /// with it: losing units never admits more.
+    /// Idle: no units, no denial still running, no grant request alive,
+    /// no debt to tell Redis. A grant kept for later (`Slow::next`) is
+    /// dropped with it: losing units never admits more.
     fn retire(&self, now: u64) -> Retire {
         let mut s = self.lock();
-        if s.requests != 0
-            || self.denied_until.load(Relaxed) > now
-            || self.backoff_until.load(Relaxed) > now
-        {
+        if s.requests != 0 || self.denied_until.load(Relaxed) > now || !s.debt.is_empty() {
             return Retire::Busy;
         }
         let retired = self.cell.retire(|held| held.is_spent(now));
@@ -308,7 +380,6 @@ impl Tracked for Entry {
         self.refill.store(0, Release);
         self.refill_at.store(u64::MAX, Release);
         self.denied_until.store(0, Release);
-        self.backoff_until.store(0, Release);
         self.unmet.store(0, Release);
         *s = Slow::default();
         match retired {
@@ -328,8 +399,11 @@ impl Leases {
     pub fn new(config: LeaseConfig) -> Result<Leases, LeaseError> {
         let resolved = config.resolve()?;
         let local = config.failure.limiter(&config.limit)?;
+        let rule =
+            Rule::new(&config.limit).map_err(|e| LeaseError::new(e.field.name(), e.message))?;
         Ok(Leases {
             config: resolved,
+            rule,
             store: Store::new(resolved.capacity).map_err(|bytes| {
                 LeaseError::new(
                     "capacity",
@@ -340,6 +414,7 @@ impl Leases {
                 )
             })?,
             local,
+            health: Arc::default(),
             counts: Counts::default(),
         })
     }
@@ -450,13 +525,13 @@ impl Leases {
             if !word.is_live() || !Self::still(e, word) {
                 return Err(Moved);
             }
-            return Ok(Step::Decided(if held.covers(1, now) {
+            return Ok(Step::Decided(if held.covers(1, now, self.config.span) {
                 self.spent(held.units)
             } else {
                 self.denial(denied.saturating_sub(now))
             }));
         }
-        match e.cell.spend(word, q, now) {
+        match e.cell.spend(word, q, now, self.config.span) {
             Spend::Left(left) => {
                 let refill = e.refill.load(Relaxed);
                 if refill != 0 && (left < refill || now >= e.refill_at.load(Relaxed)) {
@@ -464,7 +539,7 @@ impl Leases {
                 }
                 Ok(Step::Decided(self.spent(left)))
             }
-            Spend::Short(_) => self.no_units(e, key, word, q, now),
+            Spend::Short(held) => self.no_units(e, key, word, held, q, now),
             Spend::Moved => Err(Moved),
         }
     }
@@ -474,9 +549,9 @@ impl Leases {
     #[cold]
     fn refill(&self, e: &Node<Entry>, key: &[u8], word: Word, left: u64, now: u64) -> Step {
         let d = self.spent(left);
-        // No refill while Redis has said "nothing yet" or grants fail: the
-        // remembered denial and the background retry cover those.
-        if now < e.denied_until.load(Relaxed) || now < e.backoff_until.load(Relaxed) {
+        // No refill while Redis has said "nothing yet" or is away: the
+        // remembered denial and the probe cover those.
+        if now < e.denied_until.load(Relaxed) || self.health.down.load(Relaxed) {
             return Step::Decided(d);
         }
         // Under the lock the generation is either the spend's, whose
@@ -487,10 +562,20 @@ impl Leases {
         }
         let want = self.want(e, &mut s, 0, now);
         bump(&self.counts.refills, 1);
-        Step::Refill(
-            d,
-            GrantRequest::new(self.store.share(e), &mut s, key, want, now, None),
-        )
+        Step::Refill(d, self.request(e, &mut s, key, want, now, None))
+    }
+
+    /// A request for `e`'s key (`s` its lock), carrying its debt.
+    fn request(
+        &self,
+        e: &Node<Entry>,
+        s: &mut Slow,
+        key: &[u8],
+        want: u64,
+        at: u64,
+        cost: Option<u64>,
+    ) -> GrantRequest {
+        GrantRequest::new(self.store.share(e), s, key, want, at, cost, &self.rule)
     }
 
     /// `w` for a request made at `now` with `pending` more checks waiting.
@@ -505,12 +590,15 @@ impl Leases {
         grant_size(seen, self.config.max_grant).max(pending)
     }
 
+    /// A check that found too few units for a request of `q` dated `now`
+    /// (`held`, what the cell held).
     #[cold]
     fn no_units(
         &self,
         e: &Node<Entry>,
         key: &[u8],
         word: Word,
+        held: Held,
         q: u64,
         now: u64,
     ) -> Result<Step, Moved> {
@@ -523,7 +611,6 @@ impl Leases {
             }));
         }
         let denied = e.denied_until.load(Acquire);
-        let backoff = e.backoff_until.load(Acquire);
         if !word.is_live() || !Self::still(e, word) {
             return Err(Moved);
         }
@@ -532,9 +619,16 @@ impl Leases {
             bump(&self.counts.remembered_denials, 1);
             return Ok(Step::Decided(self.denial(denied - now)));
         }
-        if now < backoff {
+        let span = self.config.span;
+        if !self.config.send_at && held.units >= q && now < held.from(span) {
+            // Dated before the period of the units in hand: its own period's
+            // units, had this node any, are gone, and on the server's clock
+            // a grant now would be of the later period too.
+            return Ok(Step::Decided(self.denial(held.from(span) - now)));
+        }
+        if self.health.down.load(Relaxed) {
             e.unmet.fetch_add(q, Relaxed);
-            return Ok(Step::Decided(self.fallback(key, q, now, backoff)));
+            return Ok(Step::Decided(self.fallback(e, key, q, now)));
         }
         let mut s = e.lock();
         // Under the lock the generation cannot end: the key's, if it is
@@ -545,13 +639,13 @@ impl Leases {
         // A grant may have come while this check waited for the lock, or
         // one kept for later may be due now.
         self.promote(e, &mut s, now);
-        if let Spend::Left(left) = e.cell.spend(e.cell.open(), q, now) {
+        if let Spend::Left(left) = e.cell.spend(e.cell.open(), q, now, span) {
             return Ok(Step::Decided(self.spent(left)));
         }
         let want = self.want(e, &mut s, q, now);
         bump(&self.counts.fetches, 1);
-        Ok(Step::Fetch(GrantRequest::new(
-            self.store.share(e),
+        Ok(Step::Fetch(self.request(
+            e,
             &mut s,
             key,
             want,
@@ -592,7 +686,10 @@ impl Leases {
     }
 
     /// Hands back the answer to `req`: the reply, or `None` when there was
-    /// none in time (or an error). `now_ns` is when it came.
+    /// none in time (or an error). `now_ns` is when it came, on the node's
+    /// clock (or the explicit timeline of `send_at`): a grant already
+    /// expired then is lost, and a failure's probe is due a delay after
+    /// it. A fetch's check is decided at its own time.
     pub fn complete(
         &self,
         req: &GrantRequest,
@@ -606,9 +703,16 @@ impl Leases {
         };
         bump(&self.counts.replies, 1);
         bump(&self.counts.units_granted, reply.units);
+        // Redis answers: every key is back on the global limit.
+        let h = &self.health;
+        h.failures.store(0, Relaxed);
+        h.down.store(false, Relaxed);
+        if req.probe.is_some() {
+            h.probing.store(false, Relaxed);
+        }
         let mut s = e.lock();
-        s.failures = 0;
-        e.backoff_until.store(0, Release);
+        // The reply took the debt it carried.
+        req.done.store(true, Relaxed);
         if reply.units == 0 {
             bump(&self.counts.empty_grants, 1);
             let retry = reply.retry_after_ns;
@@ -639,11 +743,21 @@ impl Leases {
         }
         drop(s);
         // The request keeps the entry in its generation: no `Moved`.
-        let decision = req.cost.map(|q| match e.cell.spend(e.cell.open(), q, now) {
-            Spend::Left(left) => self.spent(left),
-            _ if reply.units == 0 => self.denial(e.denied_until.load(Relaxed).saturating_sub(now)),
-            // Granted fewer than the cost, or others spent them first.
-            _ => self.denial(1),
+        let decision = req.cost.map(|q| {
+            let span = self.config.span;
+            match e.cell.spend(e.cell.open(), q, req.at, span) {
+                Spend::Left(left) => self.spent(left),
+                _ if reply.units == 0 => {
+                    self.denial(e.denied_until.load(Relaxed).saturating_sub(req.at))
+                }
+                // Dated before the grant's period: its own period's units
+                // are gone.
+                Spend::Short(held) if held.units >= q && req.at < held.from(span) => {
+                    self.denial(held.from(span) - req.at)
+                }
+                // Granted fewer than the cost, or others spent them first.
+                _ => self.denial(1),
+            }
         });
         Completion {
             decision,
@@ -660,7 +774,7 @@ impl Leases {
             if held.is_spent(now) {
                 Some(g)
             } else if held.until == g.until {
-                // The same window (or refill step): one pool.
+                // The same period: one pool.
                 Some(Held {
                     units: held.units.saturating_add(g.units),
                     until: g.until,
@@ -700,37 +814,80 @@ impl Leases {
         }
     }
 
+    /// No answer: the node is down until a reply comes, and every key's
+    /// checks without units go to the failure policy. The first failure
+    /// while no probe is on its way, or the probe's own, asks for the
+    /// (next) probe.
     fn failed(&self, req: &GrantRequest, now: u64) -> Completion {
         let e = &req.entry;
         bump(&self.counts.failures, 1);
-        let mut s = e.lock();
-        s.failures = s.failures.saturating_add(1);
-        let until = now.saturating_add(backoff_ns(s.failures));
-        e.backoff_until.store(until, Release);
-        drop(s);
-        let decision = req.cost.map(|q| self.fallback(&req.key, q, now, until));
+        let h = &self.health;
+        let failures = h.failures.fetch_add(1, Relaxed).saturating_add(1);
+        h.down.store(true, Relaxed);
+        let probe = req.probe.is_some() || !h.probing.swap(true, Relaxed);
+        let retry_at_ns = probe.then(|| {
+            let at = now.saturating_add(probe_delay_ns(failures));
+            h.probe_at.store(at, Relaxed);
+            at
+        });
+        {
+            let mut s = e.lock();
+            req.give_back(&mut s);
+            req.done.store(true, Relaxed);
+        }
+        let decision = req.cost.map(|q| self.fallback(e, &req.key, q, req.at));
         Completion {
             decision,
-            retry_at_ns: Some(until),
+            retry_at_ns,
         }
     }
 
-    /// The failure policy's decision, counted.
-    fn fallback(&self, key: &[u8], q: u64, now: u64, next_attempt: u64) -> Decision {
+    /// The failure policy's decision for `e`'s key, counted; an admission
+    /// by the `local` policy is added to the key's debt.
+    fn fallback(&self, e: &Entry, key: &[u8], q: u64, now: u64) -> Decision {
         bump(&self.counts.lease_fallbacks, 1);
         match &self.local {
-            Some(local) => local.check(key, Request::new(q).at(now)),
-            None => self.denial(next_attempt.saturating_sub(now)),
+            Some(local) => {
+                let d = local.check(key, Request::new(q).at(now));
+                if d.allowed {
+                    e.lock().charge(&self.rule, now, q);
+                }
+                d
+            }
+            None => {
+                let next = self.health.probe_at.load(Relaxed);
+                self.denial(next.saturating_sub(now))
+            }
         }
+    }
+
+    /// The grant `req` asked for, asked again at `at_ns` (a completion's
+    /// `retry_at_ns`) in the background, as the node's probe: no check
+    /// waits on it, and it carries the key's debt as it is now.
+    #[must_use]
+    pub fn retry(&self, req: &GrantRequest, at_ns: u64) -> GrantRequest {
+        let e = &req.entry;
+        let mut s = e.lock();
+        let mut retry = self.request(e, &mut s, &req.key, req.want, at_ns, None);
+        retry.probe = Some(self.health.clone());
+        retry
+    }
+
+    /// Whether the node's last grant failed and no reply has come since:
+    /// every key without units is then decided by the failure policy.
+    pub fn is_down(&self) -> bool {
+        self.health.down.load(Relaxed)
     }
 
     /// The `RATECELL.LEASE` command for `req` (its name first), the Redis
-    /// key being `prefix` followed by the key's bytes; `AT` is sent when
-    /// `send_at` (the node and the server on one explicit timeline).
-    pub fn command(&self, req: &GrantRequest, prefix: &[u8], send_at: bool) -> Vec<Vec<u8>> {
+    /// key being `prefix` followed by the key's bytes; with the key's
+    /// debt as `CHARGE` pairs, and `AT` when grants are decided at the
+    /// checks' times ([`LeaseConfig::send_at`]).
+    pub fn command(&self, req: &GrantRequest, prefix: &[u8]) -> Vec<Vec<u8>> {
         let mut key = prefix.to_vec();
         key.extend_from_slice(&req.key);
-        lease_args(&self.config, key, req.want, send_at.then_some(req.at))
+        let at = self.config.send_at.then_some(req.at);
+        lease_args(&self.config, key, req.want, at, req.charges())
     }
 
     /// The counters.

@@ -99,7 +99,7 @@ fn a_spend_racing_the_reuse_of_its_entry_spends_only_its_key() {
         let spender = loom::thread::spawn(move || {
             let a = key(A);
             let spend = || match s.find(KeyRef { hash: 7, bytes: &a }, |g| g.0.open()) {
-                Some((g, word)) => g.0.spend(word, 1, EARLY) == Spend::Left(0),
+                Some((g, word)) => g.0.spend(word, 1, EARLY, LATE) == Spend::Left(0),
                 None => false,
             };
             usize::from(spend()) + usize::from(spend())

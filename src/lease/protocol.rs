@@ -4,6 +4,7 @@
 //! leases can use these and give the same answers.
 
 use super::config::Resolved;
+use super::grant::Charge;
 use crate::config::Algorithm;
 use std::fmt;
 
@@ -11,6 +12,9 @@ use std::fmt;
 const BACKOFF_FIRST_NS: u64 = 10_000_000;
 /// The longest wait between grant attempts (one second).
 const BACKOFF_MAX_NS: u64 = 1_000_000_000;
+/// The longest wait between a leased node's probes (SPEC §8: the probe
+/// interval, 100 ms).
+pub const PROBE_INTERVAL_NS: u64 = 100_000_000;
 
 /// `RATECELL.LEASE`'s reply: `[units, expires_at_ns, retry_after_ns,
 /// limit, remaining]`.
@@ -83,8 +87,14 @@ impl GrantReply {
 
 /// The arguments of the `RATECELL.LEASE` command (the command's name
 /// first) asking for `want` units of `key`'s limit, at `at` when given
-/// (else on the server's clock).
-pub(crate) fn lease_args(r: &Resolved, key: Vec<u8>, want: u64, at: Option<u64>) -> Vec<Vec<u8>> {
+/// (else on the server's clock), after the `charges`.
+pub(crate) fn lease_args(
+    r: &Resolved,
+    key: Vec<u8>,
+    want: u64,
+    at: Option<u64>,
+    charges: &[Charge],
+) -> Vec<Vec<u8>> {
     let p = &r.params;
     let mut args = vec![
         b"RATECELL.LEASE".to_vec(),
@@ -107,6 +117,11 @@ pub(crate) fn lease_args(r: &Resolved, key: Vec<u8>, want: u64, at: Option<u64>)
     if let Some(t) = at {
         pair("AT", t.to_string());
     }
+    for c in charges {
+        args.push(b"CHARGE".to_vec());
+        args.push(c.at_ns.to_string().into_bytes());
+        args.push(c.units.to_string().into_bytes());
+    }
     args
 }
 
@@ -123,7 +138,7 @@ pub fn lease_command(
     if want == 0 {
         return Err(super::LeaseError::new("want", "0 is outside 1..".into()));
     }
-    Ok(lease_args(&config.resolve()?, key.to_vec(), want, at))
+    Ok(lease_args(&config.resolve()?, key.to_vec(), want, at, &[]))
 }
 
 /// SPEC §8's grant size: `clamp(ceil(r·H), 1, W)`, where `checks_in_horizon`
@@ -138,6 +153,13 @@ pub fn grant_size(checks_in_horizon: u64, max_grant: u64) -> u64 {
 pub fn backoff_ns(failures: u32) -> u64 {
     let doublings = failures.saturating_sub(1).min(16);
     (BACKOFF_FIRST_NS << doublings).min(BACKOFF_MAX_NS)
+}
+
+/// How long a leased node waits after its `failures`-th failed grant in a
+/// row (1-based) before it probes Redis again: 10 ms, doubling, at most
+/// [`PROBE_INTERVAL_NS`].
+pub fn probe_delay_ns(failures: u32) -> u64 {
+    backoff_ns(failures).min(PROBE_INTERVAL_NS)
 }
 
 /// The checks seen on a key over the last `H`, as a sliding window counter
@@ -196,6 +218,8 @@ mod tests {
         assert_eq!(got, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
         assert_eq!(ms(u32::MAX), 1000);
         assert_eq!(ms(0), 10);
+        let probe: Vec<u64> = (1..=6).map(|f| probe_delay_ns(f) / 1_000_000).collect();
+        assert_eq!(probe, [10, 20, 40, 80, 100, 100]);
     }
 
     #[test]

@@ -151,15 +151,17 @@ fn a_grant_of_another_expiry_waits_until_the_units_in_hand_are_gone() {
     l.complete(&r, Some(GrantReply::of(4, T0 + 100 * MS)), T0);
     // Spends to 1 left (a quarter), then the refill arrives with a later
     // expiry: it is kept, not merged (its units may outlive these).
-    let Step::Refill(_, refill) = l.check(1, 2, T0 + 1) else {
+    let t = T0 + 50 * MS;
+    let Step::Refill(_, refill) = l.check(1, 2, t) else {
         panic!()
     };
-    l.complete(&refill, Some(GrantReply::of(10, T0 + 150 * MS)), T0 + 2);
-    assert_eq!(decided(l.check(1, 1, T0 + 3)).remaining, 0);
+    // Granted at `t`: its units are those of [t, t + E).
+    l.complete(&refill, Some(GrantReply::of(10, t + 100 * MS)), t + 1);
+    assert_eq!(decided(l.check(1, 1, t + 2)).remaining, 0);
     // The one in hand spent: the kept grant takes over.
-    assert_eq!(decided(l.check(1, 1, T0 + 4)).remaining, 9);
+    assert_eq!(decided(l.check(1, 1, t + 3)).remaining, 9);
     // And expires at its own time.
-    assert!(matches!(l.check(1, 1, T0 + 150 * MS), Step::Fetch(_)));
+    assert!(matches!(l.check(1, 1, t + 100 * MS), Step::Fetch(_)));
 }
 
 #[test]
@@ -178,43 +180,79 @@ fn an_empty_grant_is_remembered_until_its_retry_after() {
 }
 
 #[test]
-fn a_failed_grant_denies_with_backoff_doubling_and_counts_fallbacks() {
+fn one_failed_grant_sends_every_key_to_the_policy_and_one_probe_brings_them_back() {
     let l = Leases::new(fixed(1000)).unwrap();
-    let mut t = T0;
-    let mut backoffs = vec![];
-    for _ in 0..9 {
-        let r = fetch(l.check(1, 1, t));
-        let c = l.complete(&r, None, t);
-        let d = c.decision.unwrap();
-        let retry = c.retry_at_ns.unwrap() - t;
-        assert!(!d.allowed);
-        assert_eq!(d.retry_after_ns, retry, "deny: until the next attempt");
-        backoffs.push(retry / MS);
-        // Meanwhile: no fetch, the policy decides, counted.
-        let d = decided(l.check(1, 1, t + retry - 1));
-        assert!(!d.allowed);
-        t += retry;
-    }
-    assert_eq!(backoffs, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
-    assert_eq!(l.stats().lease_fallbacks, 18);
-    assert_eq!(l.stats().failures, 9);
-    // The background retry succeeds: global again, with no call from the
-    // caller, and the backoff starts over.
+    let t = T0;
     let r = fetch(l.check(1, 1, t));
-    let retry = r.retry_at(t + 1);
-    assert!(!retry.is_fetch());
-    l.complete(&r, None, t);
+    let c = l.complete(&r, None, t);
+    let probe_at = c.retry_at_ns.expect("the first failure asks for the probe");
+    assert_eq!(probe_at, t + 10 * MS);
+    let d = c.decision.unwrap();
+    assert_eq!((d.allowed, d.retry_after_ns), (false, 10 * MS));
+    assert!(l.is_down());
+    // Every other key, new or not, is decided at once: no fetch, no wait.
+    for k in 2..100 {
+        let d = decided(l.check(k, 1, t + k));
+        assert!(!d.allowed);
+        assert_eq!(
+            d.retry_after_ns,
+            probe_at - (t + k),
+            "deny: until the probe"
+        );
+    }
+    assert_eq!(l.stats().fetches, 1);
+    assert_eq!(l.stats().lease_fallbacks, 99);
+    // The probe's own failures ask for the next probe, doubling to the
+    // probe interval; a fetch that was already on its way when Redis went
+    // away asks for none (one probe at a time).
+    let mut probe = l.retry(&r, probe_at);
+    assert!(!probe.is_fetch());
+    let late = fetch(Leases::new(fixed(1000)).unwrap().check(1, 1, t));
+    drop(late);
+    let mut delays = vec![];
+    let mut now = probe_at;
+    for _ in 0..6 {
+        let c = l.complete(&probe, None, now);
+        let next = c.retry_at_ns.expect("the probe asks for the next");
+        delays.push((next - now) / MS);
+        probe = l.retry(&probe, next);
+        now = next;
+    }
+    assert_eq!(delays, [20, 40, 80, 100, 100, 100]);
+    // Its first reply puts every key back on the global limit.
     assert!(
-        l.complete(&retry, Some(GrantReply::of(10, t + S)), t + 1)
+        l.complete(&probe, Some(GrantReply::of(10, T0 + S)), now)
             .decision
             .is_none()
     );
-    assert!(decided(l.check(1, 1, t + 2)).allowed);
-    let r = fetch(l.check(1, 10, t + 3));
+    assert!(!l.is_down());
+    assert!(decided(l.check(1, 1, now + 1)).allowed);
+    assert!(matches!(l.check(50, 1, now + 1), Step::Fetch(_)));
+    // A new outage starts over at 10 ms.
+    let r = fetch(l.check(51, 1, now + 2));
     assert_eq!(
-        l.complete(&r, None, t + 3).retry_at_ns,
-        Some(t + 3 + 10 * MS)
+        l.complete(&r, None, now + 2).retry_at_ns,
+        Some(now + 2 + 10 * MS)
     );
+}
+
+#[test]
+fn a_probe_dropped_unsent_lets_the_next_failure_ask_for_one() {
+    let l = Leases::new(fixed(1000)).unwrap();
+    // Three fetches on their way when Redis goes away.
+    let [a, b, c] = [1, 2, 3].map(|k| fetch(l.check(k, 1, T0)));
+    let at = l
+        .complete(&a, None, T0)
+        .retry_at_ns
+        .expect("the first asks");
+    assert_eq!(
+        l.complete(&b, None, T0).retry_at_ns,
+        None,
+        "a probe is on its way"
+    );
+    // That probe is dropped unsent (its sender stopped, say).
+    drop(l.retry(&a, at));
+    assert!(l.complete(&c, None, T0).retry_at_ns.is_some());
 }
 
 #[test]
@@ -300,10 +338,16 @@ fn a_full_node_drops_idle_keys_and_sends_the_rest_to_redis() {
 fn the_command_names_the_key_with_its_prefix() {
     let l = Leases::new(fixed(100)).unwrap();
     let r = fetch(l.check(b"user:1", 1, T0));
-    let args = l.command(&r, b"rl:", true);
+    let args = l.command(&r, b"rl:");
     assert_eq!(args[1], b"rl:user:1");
-    assert_eq!(args.last().unwrap(), T0.to_string().as_bytes());
-    assert_eq!(l.command(&r, b"", false).len(), args.len() - 2);
+    assert_eq!(args.len(), 7, "no AT: the server's clock");
+    let l = Leases::new(fixed(100).send_at(true)).unwrap();
+    let r = fetch(l.check(b"user:1", 1, T0));
+    let args = l.command(&r, b"");
+    assert_eq!(
+        args[args.len() - 2..],
+        [b"AT".to_vec(), T0.to_string().into_bytes()]
+    );
 }
 
 #[test]
@@ -398,27 +442,30 @@ fn keys_churning_through_a_small_node_spend_only_their_own_grants() {
     // time, while other threads spend from them.
     const KEYS: usize = 16;
     let l = Leases::new(
-        LeaseConfig::new(Config::new(Algorithm::FixedWindow, 1_000, S).capacity(4)).skew_ns(0),
+        LeaseConfig::new(Config::new(Algorithm::FixedWindow, 1_000, 50 * MS).capacity(4))
+            .skew_ns(0),
     )
     .unwrap();
+    // One clock for the threads, each reading it a little off: some check
+    // in another's past.
+    let tick = AtomicU64::new(0);
     let granted: [AtomicU64; KEYS] = Default::default();
     let admitted: [AtomicU64; KEYS] = Default::default();
     let key_of = |r: &GrantRequest| u64::from_le_bytes(r.key().try_into().unwrap()) as usize;
     std::thread::scope(|s| {
         for thread in 0..4u64 {
-            let (l, granted, admitted) = (&l, &granted, &admitted);
+            let (l, granted, admitted, tick) = (&l, &granted, &admitted, &tick);
             s.spawn(move || {
                 let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ thread;
-                for i in 0..20_000u64 {
+                for _ in 0..20_000u64 {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
                     let k = (x % KEYS as u64) as usize;
-                    // Grants last until the end of a window of 50 checks
-                    // (every key's the same: a stale spend would find a
-                    // word like its own); the threads' clocks differ, so
-                    // some check in another's past.
-                    let now = T0 + (i + thread * 7) * MS;
+                    // Grants last until the end of the window (every key's
+                    // the same: a stale spend would find a word like its
+                    // own).
+                    let now = T0 + (tick.fetch_add(1, Relaxed) / 4 + thread * 7) * MS / 10;
                     let until = (now / (50 * MS) + 1) * 50 * MS;
                     let grant = |r: &GrantRequest| {
                         granted[key_of(r)].fetch_add(3, Relaxed);

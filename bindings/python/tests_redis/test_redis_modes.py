@@ -65,7 +65,7 @@ def test_each_mode_admits_the_limit_then_denies(client: redis.Redis, mode: str) 
         # The window's end is T0 + S; the last check was at T0 + 70 ms.
         assert 0 < denied.retry_after_ns <= S - 7 * S // 100
         # The next window admits again.
-        assert lim.check_at("k", T0 + S)
+        assert lim.check("k", at=T0 + S)
         assert lim.allow("k", at=T0 + S + 1)
         stats = lim.stats()
         assert stats.commands >= 1 and stats.failures == 0 and stats.fallbacks == 0

@@ -249,10 +249,18 @@ pub struct Lease<'a> {
     pub expire_ns: Option<u64>,
     /// `AT`: the request's time in UNIX ns, instead of the server's clock.
     pub at: Option<u64>,
+    /// `CHARGE <at_ns> <units>`, at most [`MAX_CHARGES`]: units the node
+    /// admitted on its own, added to the key's state before the grant.
+    pub charges: Vec<ratecell::lease::Charge>,
 }
 
+/// The most `CHARGE`s one `RATECELL.LEASE` carries (a node's debt is at
+/// most two: a sliding window's two windows).
+pub const MAX_CHARGES: usize = 2;
+
 /// `RATECELL.LEASE <key> <algorithm> <limit> <period> [BURST <b>]
-/// [SUBWINDOWS <n>] WANT <w> [EXPIRE <duration>] [AT <now_ns>]`.
+/// [SUBWINDOWS <n>] WANT <w> [EXPIRE <duration>] [AT <now_ns>]
+/// [CHARGE <at_ns> <units>]...`.
 pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Lease<'a>, String> {
     // Options come in name/value pairs after the four positional words.
     if args
@@ -266,12 +274,28 @@ pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Lease<'a>, String> {
     let mut at = None;
     let mut it = args.iter().peekable();
     let limit = limit(&mut it, &["WANT", "EXPIRE"], &mut at, true)?;
-    let (mut want, mut expire_ns) = (None, None);
+    let (mut want, mut expire_ns, mut charges) = (None, None, Vec::new());
     while let Some(&name) = it.next() {
         let value = *it
             .next()
             .ok_or_else(|| format!("ERR {} needs a value", text(name)))?;
-        if name.eq_ignore_ascii_case(b"WANT") && want.is_none() {
+        if name.eq_ignore_ascii_case(b"CHARGE") {
+            if charges.len() == MAX_CHARGES {
+                return Err(format!("ERR at most {MAX_CHARGES} CHARGEs"));
+            }
+            let units = it.next().ok_or("ERR CHARGE needs <at_ns> <units>")?;
+            let range = "0..=4294967295";
+            let units = number(units, "CHARGE's units", range)?;
+            if units > ratecell::MAX_LIMIT {
+                return Err(format!(
+                    "ERR CHARGE's units must be in {range}, got {units}"
+                ));
+            }
+            charges.push(ratecell::lease::Charge {
+                at_ns: number(value, "CHARGE's at_ns", "0..=2^64-1 (UNIX ns)")?,
+                units,
+            });
+        } else if name.eq_ignore_ascii_case(b"WANT") && want.is_none() {
             let w = number(value, "WANT", "1..=4294967295")?;
             if !(1..=ratecell::MAX_LIMIT).contains(&w) {
                 return Err(format!("ERR WANT must be in 1..=4294967295, got {w}"));
@@ -285,7 +309,7 @@ pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Lease<'a>, String> {
             at = Some(number(value, "AT", "0..=2^64-1 (UNIX ns)")?);
         } else {
             return Err(format!(
-                "ERR unknown or repeated option '{}' (expected WANT, EXPIRE or AT)",
+                "ERR unknown or repeated option '{}' (expected WANT, EXPIRE, AT or CHARGE)",
                 text(name)
             ));
         }
@@ -296,6 +320,7 @@ pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Lease<'a>, String> {
         want,
         expire_ns,
         at,
+        charges,
     })
 }
 
@@ -418,6 +443,9 @@ mod tests {
         assert_eq!((l.want, l.expire_ns, l.at), (4, Some(100_000_000), Some(7)));
         let l = lease(&words("k gcra 10 1s BURST 5 AT 3 WANT 2")).unwrap();
         assert_eq!((l.want, l.at, l.limit.rule.config().burst), (2, Some(3), 5));
+        let l = lease(&words("k gcra 10 1s WANT 2 CHARGE 5 3 CHARGE 9 1")).unwrap();
+        let charges: Vec<(u64, u64)> = l.charges.iter().map(|c| (c.at_ns, c.units)).collect();
+        assert_eq!(charges, [(5, 3), (9, 1)]);
         for (args, name) in [
             ("k gcra 10 1s", "WANT"),
             ("k gcra 10 1s WANT 0", "WANT"),
@@ -426,6 +454,14 @@ mod tests {
             ("k gcra 10 1s COST 2 WANT 1", "COST"),
             ("k gcra 10 1s WANT 1 EXPIRE 5", "EXPIRE"),
             ("k gcra 10 1s WANT 1 FOO 1", "FOO"),
+            ("k gcra 10 1s WANT 1 CHARGE 5", "CHARGE"),
+            ("k gcra 10 1s WANT 1 CHARGE 5 x", "CHARGE's units"),
+            ("k gcra 10 1s WANT 1 CHARGE 5 4294967296", "CHARGE's units"),
+            ("k gcra 10 1s WANT 1 CHARGE x 1", "CHARGE's at_ns"),
+            (
+                "k gcra 10 1s WANT 1 CHARGE 1 1 CHARGE 2 1 CHARGE 3 1",
+                "CHARGE",
+            ),
             ("k gcra 10 1s WANT", "WANT"),
         ] {
             let e = lease(&words(args)).unwrap_err();

@@ -677,8 +677,9 @@ unsafe extern "C" fn restore_command(
 }
 
 /// `RATECELL.LEASE <key> <algorithm> <limit> <period> [options] WANT <w>
-/// [EXPIRE <duration>] [AT <now_ns>]` (SPEC.md §8): a grant of up to `w`
-/// units, applied to the key as a check of its cost; replies `[units,
+/// [EXPIRE <duration>] [AT <now_ns>] [CHARGE <at_ns> <units>]...` (SPEC.md
+/// §8): the charges added to the key's state, then a grant of up to `w`
+/// units applied to it as a check of its cost; replies `[units,
 /// expires_at_ns, retry_after_ns, limit, remaining]`.
 unsafe extern "C" fn lease_command(
     ctx: *mut raw::RedisModuleCtx,
@@ -693,32 +694,18 @@ unsafe extern "C" fn lease_command(
         let rule = req.limit.rule;
         lease::leasable(rule.config().algorithm).map_err(err)?;
         let t = req.at.unwrap_or_else(now_ns);
-        let name = a.strings[1];
-        let words = match Key::open(ctx, name).held(&rule)? {
-            Held::Empty => vec![0; rule.words()],
-            Held::Value(v) => v.words().to_vec(),
-            Held::Other(shape) => {
-                return Err(err(shape.admits(&rule, req.limit.key).unwrap_err()));
-            }
-        };
-        let g = lease::grant(&rule, &words, t, req.want, req.expire_ns);
+        let mut work = open(ctx, &req.limit)?;
+        // The node's own admissions first, so the grant is decided on books
+        // that hold them (SPEC §8, the `local` policy).
+        for c in &req.charges {
+            rule.charge(&mut work.words, c.at_ns, c.units);
+        }
+        let g = ratecell::lease::grant(&rule, &mut work.words, t, req.want, req.expire_ns);
+        // Stored, replicated and given its expiry as a check's state (at
+        // `t`, which is the server's clock without AT).
+        commit(ctx, work, t, req.at.is_some())?;
         if g.units > 0 {
-            // Stored, replicated and given its expiry as a check of the
-            // grant's cost (at `t`, which is the server's clock without AT).
-            let d = check_one(
-                ctx,
-                name,
-                req.limit.key,
-                &rule,
-                g.units,
-                t,
-                req.at.is_some(),
-            )?;
-            if !d.allowed {
-                return Err(RedisError::Str(
-                    "ERR the grant was refused when applied (a bug)",
-                ));
-            }
+            tally(true);
         }
         let d = six(&g.decision);
         reply::send_ints(

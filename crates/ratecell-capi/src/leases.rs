@@ -42,8 +42,9 @@ pub const RATECELL_STEP_FETCH: i32 = 2;
 /// `RATECELL.CHECK` of its own.
 pub const RATECELL_STEP_DIRECT: i32 = 3;
 
-/// The most arguments a grant's command has (`RATECELL.LEASE` included).
-pub const RATECELL_LEASE_MAX_ARGS: usize = 16;
+/// The most arguments a grant's command has (`RATECELL.LEASE` included):
+/// thirteen, and two `CHARGE <at_ns> <units>` triples for a key's debt.
+pub const RATECELL_LEASE_MAX_ARGS: usize = 19;
 
 /// How a node holds grants of a leased limit (SPEC §8). Set it up with
 /// `ratecell_lease_options_init`, then set what differs. Every duration is
@@ -70,9 +71,10 @@ pub struct ratecell_lease_options {
     /// `E`, a GCRA grant's lifetime (0: the module's default); only GCRA
     /// takes another value.
     pub expire_ns: u64,
-    /// How much before a grant's expiry the node stops spending it, for the
-    /// skew between its clock and the server's (1 ms by default; 0 when
-    /// both read one timeline, as with `send_at`).
+    /// The most the node's clock may differ from the server's (1 ms by
+    /// default; 0 when both read one timeline, as with `send_at`): a
+    /// grant's units are spent only on requests dated this far or more
+    /// inside their period, at both ends (SPEC §8).
     pub skew_ns: u64,
     /// Prepended to a key's bytes to make its Redis key; may be NULL when
     /// `prefix_len` is 0. Copied: the library keeps no pointer to it.
@@ -90,7 +92,6 @@ pub struct ratecell_leases {
     leases: Leases,
     clock: Clock,
     prefix: Box<[u8]>,
-    send_at: bool,
     /// Tells this handle's grants from another's.
     id: u64,
 }
@@ -278,13 +279,13 @@ pub unsafe extern "C" fn ratecell_leases_new(
             .horizon_ns(o.horizon_ns)
             .expire_ns(o.expire_ns)
             .skew_ns(o.skew_ns)
+            .send_at(o.send_at != 0)
             .failure(failure);
         let leases = try_status!(Leases::new(config).map_err(|e| lease_status(&e)));
         let handle = try_status!(into_raw(ratecell_leases {
             leases,
             clock: clock_of(clock_kind),
             prefix: prefix.into(),
-            send_at: o.send_at != 0,
             id: NEXT_ID.fetch_add(1, Relaxed),
         }));
         // SAFETY: non-NULL and writable, as the caller promises.
@@ -351,7 +352,7 @@ impl ratecell_leases {
 
     /// Boxes `req` with its command, for C.
     fn grant(&self, req: GrantRequest) -> Result<*mut ratecell_grant, ratecell_status> {
-        let args = self.leases.command(&req, &self.prefix, self.send_at);
+        let args = self.leases.command(&req, &self.prefix);
         into_raw(ratecell_grant {
             req,
             args,
@@ -496,7 +497,8 @@ pub unsafe extern "C" fn ratecell_grant_info(
 /// that, argument `i` to `args[i]` (owned by the grant, valid until it is
 /// freed) and its length to `lens[i]`. The Redis key is the leases'
 /// prefix followed by the key's bytes; `AT` is sent when the options said
-/// `send_at`. At most `RATECELL_LEASE_MAX_ARGS` arguments.
+/// `send_at`; the key's debt under the `local` policy follows as `CHARGE`
+/// triples. At most `RATECELL_LEASE_MAX_ARGS` arguments.
 ///
 /// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `grant` or `argc`
 /// is NULL, or `args` or `lens` is with `cap` > 0; `RATECELL_INVALID_LENGTH`
@@ -632,7 +634,7 @@ pub unsafe extern "C" fn ratecell_leases_retry(
         if g.leases_id != l.id {
             return RATECELL_INVALID_GRANT;
         }
-        let retry = try_status!(l.grant(g.req.retry_at(at_ns)));
+        let retry = try_status!(l.grant(l.leases.retry(&g.req, at_ns)));
         // SAFETY: non-NULL and writable, as the caller promises.
         unsafe { out.write(retry) };
         RATECELL_OK

@@ -157,6 +157,7 @@ impl Builder {
     #[must_use]
     pub fn send_at(mut self, on: bool) -> Builder {
         self.send_at = on;
+        self.lease = self.lease.send_at(on);
         self
     }
 
@@ -355,14 +356,13 @@ impl RedisLimiter {
     /// path (units in hand) then carries no allocation in its frame.
     #[cold]
     #[inline(never)]
-    fn remote(&self, key: Key<'_>, (cost, now, explicit, waiting): Rest) -> Remote {
+    fn remote(&self, key: Key<'_>, (cost, now, waiting): Rest) -> Remote {
         Remote(Box::new(Pending {
             shared: self.shared.clone(),
             refills: self.refiller.as_ref().map(Refiller::refills),
             key: with_bytes(key, <[u8]>::to_vec),
             cost,
             now,
-            explicit,
             waiting,
         }))
     }
@@ -423,7 +423,6 @@ struct Pending {
     key: Vec<u8>,
     cost: u64,
     now: u64,
-    explicit: bool,
     waiting: Waiting,
 }
 
@@ -437,9 +436,8 @@ enum Waiting {
 }
 
 /// What a check that needs Redis carries to its [`Remote`]: the cost, the
-/// time, whether the time was the request's own, and the command to wait
-/// on.
-type Rest = (u64, u64, bool, Waiting);
+/// time, and the command to wait on.
+type Rest = (u64, u64, Waiting);
 
 impl Remote {
     /// Sends the check's command, waiting at most the limiter's timeout,
@@ -462,10 +460,10 @@ impl Remote {
             Waiting::Fetch(req) => {
                 let leases = s.leases.as_ref().expect("a leased limiter has its leases");
                 let reply = s.grant(&req);
-                let done = if p.explicit { p.now } else { s.clock.now_ns() };
+                let done = s.completed_at(&req);
                 let c = leases.complete(&req, reply, done);
                 if let (Some(at), Some(r)) = (c.retry_at_ns, &p.refills) {
-                    r.send(retry_job(&req, at, done));
+                    r.send(retry_job(leases, &req, at, done));
                 }
                 c.decision.expect("a fetch's completion decides its check")
             }
@@ -494,9 +492,8 @@ impl Shared {
         let at = request.at_ns();
         let now = at.unwrap_or_else(|| self.clock.now_ns());
         let cost = request.cost();
-        let explicit = at.is_some();
         match self.mode {
-            Mode::Strict => self.check_or_wait(key, cost, now, explicit, false, rest),
+            Mode::Strict => self.check_or_wait(key, cost, now, false, rest),
             Mode::CachedDeny => {
                 let cache = self
                     .denials
@@ -506,10 +503,10 @@ impl Shared {
                 // command, so the remembered wait never outlasts Redis's.
                 match cache.check(key, now) {
                     Some(d) => d,
-                    None => self.check_or_wait(key, cost, now, explicit, true, rest),
+                    None => self.check_or_wait(key, cost, now, true, rest),
                 }
             }
-            Mode::Leased => self.leased(key, cost, now, explicit, refiller, rest),
+            Mode::Leased => self.leased(key, cost, now, refiller, rest),
         }
     }
 
@@ -520,7 +517,6 @@ impl Shared {
         key: Key<'_>,
         cost: u64,
         now: u64,
-        explicit: bool,
         remember: bool,
         rest: &mut Option<Rest>,
     ) -> Decision {
@@ -528,7 +524,7 @@ impl Shared {
         if now < until {
             return self.fallback(key, cost, now, until);
         }
-        *rest = Some((cost, now, explicit, Waiting::Check { remember }));
+        *rest = Some((cost, now, Waiting::Check { remember }));
         Decision::NEVER
     }
 
@@ -594,7 +590,6 @@ impl Shared {
         key: Key<'_>,
         cost: u64,
         now: u64,
-        explicit: bool,
         refiller: Option<&Refiller>,
         rest: &mut Option<Rest>,
     ) -> Decision {
@@ -614,10 +609,10 @@ impl Shared {
                 d
             }
             Step::Fetch(req) => {
-                *rest = Some((cost, now, explicit, Waiting::Fetch(req)));
+                *rest = Some((cost, now, Waiting::Fetch(req)));
                 Decision::NEVER
             }
-            Step::Direct => self.check_or_wait(key, cost, now, explicit, false, rest),
+            Step::Direct => self.check_or_wait(key, cost, now, false, rest),
         }
     }
 
@@ -625,20 +620,24 @@ impl Shared {
     pub(crate) fn fetch_in_background(&self, req: &GrantRequest) -> Option<Job> {
         let leases = self.leases.as_ref()?;
         let reply = self.grant(req);
-        // With explicit times the request's own time is the node's
-        // timeline; otherwise the clock's.
-        let done = if self.send_at {
+        let done = self.completed_at(req);
+        let c = leases.complete(req, reply, done);
+        c.retry_at_ns.map(|at| retry_job(leases, req, at, done))
+    }
+
+    /// When a grant's answer came, on the node's timeline: the clock's
+    /// time, or with `send_at` (one explicit timeline) the request's own.
+    fn completed_at(&self, req: &GrantRequest) -> u64 {
+        if self.send_at {
             req.at_ns()
         } else {
             self.clock.now_ns()
-        };
-        let c = leases.complete(req, reply, done);
-        c.retry_at_ns.map(|at| retry_job(req, at, done))
+        }
     }
 
     fn grant(&self, req: &GrantRequest) -> Option<GrantReply> {
         let leases = self.leases.as_ref()?;
-        let args = leases.command(req, &self.prefix, self.send_at);
+        let args = leases.command(req, &self.prefix);
         let mut cmd = redis::cmd("RATECELL.LEASE");
         for a in &args[1..] {
             cmd.arg(a.as_slice());
@@ -666,11 +665,11 @@ impl Shared {
     }
 }
 
-/// A failed grant's retry, due when the backoff ends (`at` on the
-/// completion's timeline, `done` its time).
-fn retry_job(req: &GrantRequest, at: u64, done: u64) -> Job {
+/// The node's probe after a failed grant, due when its delay ends (`at`
+/// on the completion's timeline, `done` its time).
+fn retry_job(leases: &Leases, req: &GrantRequest, at: u64, done: u64) -> Job {
     Job {
-        req: req.retry_at(at),
+        req: leases.retry(req, at),
         due: Instant::now() + Duration::from_nanos(at.saturating_sub(done)),
     }
 }

@@ -296,7 +296,7 @@ class CLeaseStats(Structure):
     ]
 
 
-LEASE_MAX_ARGS = 16
+LEASE_MAX_ARGS = 19
 """``RATECELL_LEASE_MAX_ARGS``."""
 STEP_DECIDED, STEP_REFILL, STEP_FETCH, STEP_DIRECT = 0, 1, 2, 3
 """``RATECELL_STEP_*``: what ``ratecell_leases_check`` found to do."""

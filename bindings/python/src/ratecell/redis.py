@@ -672,10 +672,6 @@ class RedisLimiter:
             return self._leased(key, cost, at, r)
         return self._decide(key, cost, at)
 
-    def check_at(self, key: Key, at: int, cost: int = 1) -> Decision:
-        """``check`` at the explicit time ``at`` (UNIX ns)."""
-        return self.check(key, cost, at=at)
-
     def allow(self, key: Key, cost: int = 1, *, at: int | None = None) -> bool:
         """Whether ``check`` admits the request."""
         fast = self._fast
@@ -815,7 +811,9 @@ class RedisLimiter:
         if step == _ffi.STEP_FETCH:
             assert grant is not None
             reply = core.grant_reply(grant, foreground=True)
-            done = at if at is not None else _ffi.NOW
+            # When the answer came, on the node's clock (the request's own
+            # time with send_at): a probe is due a delay after it.
+            done = _grant_at(grant) if core.send_at else _ffi.NOW
             c = core.complete(grant, reply, done)
             again = core.retry(grant, c, done)
             if again is not None and self._refiller is not None:
