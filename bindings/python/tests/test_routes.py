@@ -112,3 +112,24 @@ def test_flask_views_get_their_own_limits() -> None:
             # Keyed by header on /other: no key is refused (the default), keys are separate.
             assert get(port, "/other")[0] == 400
             assert get(port, "/other", {"X-Api-Key": "a"})[0] == 200
+
+
+def test_a_full_table_of_a_route_evicts_rather_than_refusing_new_clients() -> None:
+    """More clients than the table holds, one request each: every one is
+    admitted with its own full quota (a table that denied would refuse
+    the 5th on)."""
+    flask = pytest.importorskip("flask")
+    app = flask.Flask(__name__)
+    with RouteLimits(capacity=4, key="X-Api-Key") as limits:
+
+        @app.get("/")
+        @limits.limit("2/hour")
+        def index() -> str:
+            return "in"
+
+        app.wsgi_app = limits.wsgi(app.wsgi_app)  # type: ignore[method-assign]
+        with wsgi_server(app) as port:
+            for i in range(12):
+                status, h, _ = get(port, "/", {"X-Api-Key": f"client-{i}"})
+                assert status == 200, (i, status, h)
+                assert h["ratelimit"].startswith('"2/hour";r=1;'), (i, h)

@@ -18,8 +18,10 @@ admitted responses. A decorated view called outside it raises
 are the view's return value: a Starlette ``Response`` under ASGI, Flask's
 ``(body, status, headers)`` under WSGI, or whatever ``response=`` builds.
 
-Each decorated view has its own limiter (``algorithm``, ``capacity``), keyed
-like the middlewares (client address by default). Stacked decorators are
+Each decorated view has its own limiter (``algorithm``, ``capacity``, and
+``overflow="evict"``: a table full of a flood's keys gives a new client the
+place of the state nearest to fresh rather than refusing it), keyed like the
+middlewares (client address by default). Stacked decorators are
 checked one after another, outermost first; for several limits decided
 all-or-nothing give ``limit()`` a ``ratecell.MultiLimiter`` instead.
 Standard library only.
@@ -179,7 +181,11 @@ class RouteLimits:
             from ._limiter import Limiter
 
             limit, period = parse_rate(rate)
-            limiter = Limiter(self.algorithm, limit, period=period, capacity=self.capacity)
+            # Evict, as every HTTP limiter should: the keys come from
+            # clients, and under "deny" a full table refuses every new one.
+            limiter = Limiter(
+                self.algorithm, limit, period=period, capacity=self.capacity, overflow="evict"
+            )
             self._owned.append(limiter)
             limits: Any = Named(limiter, name or rate.strip())
         else:
