@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_http import get, uvicorn_server, wsgi_server
 
-from ratecell.routes import RouteLimits, parse_rate
+from ratecell.routes import RouteLimits, parse_rate, parse_rates
 
 starlette_apps = pytest.importorskip("starlette.applications")
 from starlette.responses import PlainTextResponse  # noqa: E402
@@ -23,9 +23,24 @@ def test_rates_parse_and_bad_ones_are_named() -> None:
     assert parse_rate("100/day") == (100, 86400)
     assert parse_rate("10/5 seconds") == (10, 5)
     assert parse_rate("3/h") == (3, 3600)
+    assert parse_rate("1000/month") == (1000, 30 * 86400)
+    assert parse_rate("5 per 2 Months") == (5, 60 * 86400)
+    assert parse_rate("1/year") == (1, 365 * 86400)
     for bad in ("5", "five/minute", "5/fortnight", "0/minute", "5/0 seconds"):
         with pytest.raises(ValueError, match="rate"):
             parse_rate(bad)
+
+
+def test_several_rates_in_one_string_parse_in_order() -> None:
+    assert parse_rates("3/minute;5/hour") == [("3/minute", 3, 60), ("5/hour", 5, 3600)]
+    assert parse_rates("100 per day, 10 per hour") == [
+        ("100 per day", 100, 86400), ("10 per hour", 10, 3600)
+    ]
+    assert parse_rates(" 1/second | 2/2 seconds ") == [("1/second", 1, 1), ("2/2 seconds", 2, 2)]
+    assert parse_rates("5/minute") == [("5/minute", 5, 60)]
+    for bad in ("3/minute;", ";3/minute", "3/minute;;5/hour", "3/minute;5/fortnight", ""):
+        with pytest.raises(ValueError, match="rate"):
+            parse_rates(bad)
 
 
 def test_starlette_views_get_their_own_limits() -> None:
@@ -133,3 +148,52 @@ def test_a_full_table_of_a_route_evicts_rather_than_refusing_new_clients() -> No
                 status, h, _ = get(port, "/", {"X-Api-Key": f"client-{i}"})
                 assert status == 200, (i, status, h)
                 assert h["ratelimit"].startswith('"2/hour";r=1;'), (i, h)
+
+
+def test_several_rates_on_a_starlette_view_are_decided_all_or_nothing() -> None:
+    with RouteLimits() as limits:
+
+        @limits.limit("2/minute;3/hour")
+        async def login(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("in")
+
+        app = starlette_apps.Starlette(routes=[Route("/login", login)])
+        with uvicorn_server(limits.asgi(app)) as port:
+            for r in (1, 0):
+                status, h, _ = get(port, "/login")
+                assert status == 200
+                assert h["ratelimit-policy"] == '"2/minute";q=2;w=60, "3/hour";q=3;w=3600'
+                minute, hour = h["ratelimit"].split(", ")
+                assert minute.startswith(f'"2/minute";r={r};'), h
+                assert hour.startswith(f'"3/hour";r={r + 1};'), h
+            for _ in range(2):
+                status, h, body = get(port, "/login")
+                assert status == 429
+                assert b'"violated-policies":["2/minute"]' in body
+                # The hour's limit spent nothing on the refusals.
+                assert '"3/hour";r=1;' in h["ratelimit"], h
+
+
+def test_several_rates_on_a_flask_view_with_words_and_commas() -> None:
+    flask = pytest.importorskip("flask")
+    app = flask.Flask(__name__)
+    with RouteLimits() as limits:
+
+        @app.get("/")
+        @limits.limit("100 per day, 2 per hour")
+        def index() -> str:
+            return "in"
+
+        with pytest.raises(ValueError, match="name"):
+            limits.limit("1/minute;2/hour", name="both")
+
+        app.wsgi_app = limits.wsgi(app.wsgi_app)  # type: ignore[method-assign]
+        with wsgi_server(app) as port:
+            for r in (1, 0):
+                status, h, _ = get(port, "/")
+                assert status == 200
+                assert h["ratelimit-policy"] == '"100 per day";q=100;w=86400, "2 per hour";q=2;w=3600'
+                assert f'"2 per hour";r={r};' in h["ratelimit"], h
+            status, h, body = get(port, "/")
+            assert status == 429 and b'"violated-policies":["2 per hour"]' in body
+            assert '"100 per day";r=98;' in h["ratelimit"], h

@@ -55,34 +55,50 @@ from ._http import (
     refusal_headers,
 )
 
-__all__ = ["RouteLimits", "parse_rate"]
+__all__ = ["RouteLimits", "parse_rate", "parse_rates"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Kind = Literal["asgi", "wsgi"]
 Headers = list[tuple[bytes, bytes]]
 Response = Callable[[int, Sequence[tuple[str, str]], bytes], Any]
 
+# SPEC §2, "Rates in text": a month is 30 days and a year 365, as a
+# period must be fixed (and at most 366 days).
 _UNITS = {
-    "s": 1, "sec": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "minute": 60, "minutes": 60,
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
     "h": 3600, "hour": 3600, "hours": 3600,
     "d": 86400, "day": 86400, "days": 86400,
+    "month": 30 * 86400, "months": 30 * 86400,
+    "year": 365 * 86400, "years": 365 * 86400,
 }
 _RATE = re.compile(r"^\s*(\d+)\s*(?:/|per)\s*(\d+)?\s*([a-z]+)\s*$", re.IGNORECASE)
+_SEPARATORS = re.compile(r"[;,|]")
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
-    """``"5/minute"``, ``"5 per minute"``, ``"100/day"``, ``"10/5 seconds"``
-    as ``(limit, period in seconds)``; raises ``ValueError`` naming the
-    string otherwise."""
+    """``"5/minute"``, ``"5 per minute"``, ``"100/day"``, ``"10/5 seconds"``,
+    ``"1000/month"`` as ``(limit, period in seconds)``; raises ``ValueError``
+    naming the string otherwise. (Several rates: ``parse_rates``.)"""
     m = _RATE.match(rate)
     unit = _UNITS.get(m.group(3).lower()) if m else None
     if m is None or unit is None or int(m.group(1)) <= 0 or m.group(2) == "0":
         raise ValueError(
             f"rate {rate!r}: give 'N/unit' or 'N per K units' with unit second, minute, "
-            "hour or day (e.g. '5/minute', '10/5 seconds')"
+            "hour, day, month or year (e.g. '5/minute', '10/5 seconds')"
         )
     return int(m.group(1)), unit * int(m.group(2) or 1)
+
+
+def parse_rates(rates: str) -> list[tuple[str, int, int]]:
+    """One rate or several separated by ``;``, ``,`` or ``|``
+    (``"3/minute;5/hour"``, ``"100 per day, 10 per hour"``), as
+    ``(text, limit, period in seconds)`` each, in order; raises
+    ``ValueError`` naming the string when a part is empty or not a rate."""
+    parts = [part.strip() for part in _SEPARATORS.split(rates)]
+    if not all(parts):
+        raise ValueError(f"rates {rates!r}: an empty rate between separators (; , |)")
+    return [(part, *parse_rate(part)) for part in parts]
 
 
 class _Request:
@@ -172,22 +188,43 @@ class RouteLimits:
         methods: Iterable[str] | None = None,
         key: str | Callable[[Any], bytes | str | None] | None = None,
     ) -> Callable[[F], F]:
-        """A decorator giving a view the limit ``rate`` (``"5/minute"``, or
-        a limiter: a ``ratecell.Limiter``, ``MultiLimiter`` or anything the
-        middlewares take), named ``name`` (default: the rate string, or the
-        limiter's own names). ``cost``, ``methods`` and ``key`` are the
+        """A decorator giving a view the limit ``rate`` (``"5/minute"``;
+        several rates, ``"3/minute;5/hour"``, decided all-or-nothing and
+        each named by its text; or a limiter: a ``ratecell.Limiter``,
+        ``MultiLimiter`` or anything the middlewares take), named ``name``
+        (default: the rate string, or the limiter's own names). ``cost``, ``methods`` and ``key`` are the
         middlewares' options for this view only."""
         if isinstance(rate, str):
             from ._limiter import Limiter
+            from ._multi import MultiLimiter
+            from ._types import Limit
 
-            limit, period = parse_rate(rate)
+            rates = parse_rates(rate)
             # Evict, as every HTTP limiter should: the keys come from
             # clients, and under "deny" a full table refuses every new one.
-            limiter = Limiter(
-                self.algorithm, limit, period=period, capacity=self.capacity, overflow="evict"
-            )
+            limiter: Any
+            if len(rates) == 1:
+                text, limit, period = rates[0]
+                limiter = Limiter(
+                    self.algorithm, limit, period=period, capacity=self.capacity,
+                    overflow="evict",
+                )
+                limits: Any = Named(limiter, name or text)
+            else:
+                if name is not None:
+                    raise ValueError(
+                        f"rates {rate!r}: name= names one limit; several rates are each "
+                        "named by their own text"
+                    )
+                # One limiter of several limits: all-or-nothing, so a
+                # refusal by one spends nothing from the others.
+                limiter = MultiLimiter(
+                    [Limit(self.algorithm, limit, period=period, name=text)
+                     for text, limit, period in rates],
+                    capacity=self.capacity, overflow="evict",
+                )
+                limits = as_limits(limiter)
             self._owned.append(limiter)
-            limits: Any = Named(limiter, name or rate.strip())
         else:
             limits = Named(rate, name) if name is not None else as_limits(rate)
         settings: dict[Kind, Settings[Any]] = {}
