@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -275,6 +276,50 @@ type Options struct {
 	// (github.com/ratecell/ratecell-go/prometheus counts them per policy).
 	// Default: none.
 	Observe func(items []LimitDecision, admitted, dryRun bool)
+	// OnStoreError sees every failure of Limits (a Redis store that did
+	// not answer) with its request, before FailOpen decides the answer;
+	// failedOpen says which it is (passed, or 503). The prometheus
+	// module's Metrics.StoreError counts them. Whether or not it is set,
+	// failures are logged (log.Printf): the first at once, then at most
+	// one line every StoreErrorLogInterval with the count since, so a
+	// store that fails open is never silent and an outage does not write
+	// a line per request.
+	OnStoreError func(r *http.Request, err error, failedOpen bool)
+}
+
+// StoreErrorLogInterval is the least time between two log lines of store
+// failures (the first is logged at once).
+const StoreErrorLogInterval = 10 * time.Second
+
+// ErrNoDecisions is the store failure of a Limits that returned no
+// decisions and no error.
+var ErrNoDecisions = errors.New("ratehttp: the limits returned no decisions")
+
+// storeErrorLog writes the store failures' log line, at most once per
+// StoreErrorLogInterval.
+type storeErrorLog struct {
+	mu    sync.Mutex
+	next  time.Time
+	since int
+}
+
+func (l *storeErrorLog) failed(err error, failedOpen bool) {
+	now := time.Now()
+	l.mu.Lock()
+	l.since++
+	if now.Before(l.next) {
+		l.mu.Unlock()
+		return
+	}
+	since := l.since
+	l.since = 0
+	l.next = now.Add(StoreErrorLogInterval)
+	l.mu.Unlock()
+	answer := "requests get 503"
+	if failedOpen {
+		answer = "requests pass unlimited (FailOpen)"
+	}
+	log.Printf("ratehttp: the rate-limit store failed (%v); %s; %d failure(s) since the last such line", err, answer, since)
 }
 
 // ClientAddr is the IP of r.RemoteAddr as text (the port is dropped: a
@@ -318,6 +363,7 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 		}
 	}
 	var loggedNoAddr atomic.Bool
+	storeLog := &storeErrorLog{}
 	// A Limits whose policies are fixed says its RateLimit-Policy once.
 	policy := ""
 	if p, ok := limits.(interface{ PolicyField() string }); ok {
@@ -367,6 +413,13 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			}
 			items, err := limits.Check(r.Context(), k, cost)
 			if err != nil || len(items) == 0 {
+				if err == nil {
+					err = ErrNoDecisions
+				}
+				if opts.OnStoreError != nil {
+					opts.OnStoreError(r, err, opts.FailOpen)
+				}
+				storeLog.failed(err, opts.FailOpen)
 				if opts.FailOpen {
 					next.ServeHTTP(w, r)
 				} else {

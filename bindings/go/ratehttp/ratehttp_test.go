@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -556,6 +558,79 @@ func TestAFailingLimiterFailsClosedUnlessTold(t *testing.T) {
 	if r.status != 200 || r.header.Get("RateLimit") != "" {
 		t.Fatalf("fail open: %d %q", r.status, r.header.Get("RateLimit"))
 	}
+}
+
+// A store that fails is never silent: the hook sees each failure with its
+// request, its error and the answer given; the log says so once per
+// middleware, not once per request.
+func TestStoreFailuresReachTheHookAndTheLog(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	log.SetOutput(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}))
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	type seen struct {
+		query      string
+		err        string
+		failedOpen bool
+	}
+	var got []seen
+	hook := func(r *http.Request, err error, failedOpen bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, seen{r.URL.RawQuery, err.Error(), failedOpen})
+	}
+	closed := serve(t, broken{}, ratehttp.Options{OnStoreError: hook})
+	open := serve(t, broken{}, ratehttp.Options{OnStoreError: hook, FailOpen: true})
+	empty := serve(t, emptyLimits{}, ratehttp.Options{OnStoreError: hook})
+	for i := 0; i < 3; i++ {
+		if r := get(t, closed, "/?closed"); r.status != 503 {
+			t.Fatalf("fail closed: %d", r.status)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if r := get(t, open, "/?open"); r.status != 200 {
+			t.Fatalf("fail open: %d", r.status)
+		}
+	}
+	if r := get(t, empty, "/?empty"); r.status != 503 {
+		t.Fatalf("no decisions: %d", r.status)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []seen{
+		{"closed", "store down", false}, {"closed", "store down", false}, {"closed", "store down", false},
+		{"open", "store down", true}, {"open", "store down", true},
+		{"empty", ratehttp.ErrNoDecisions.Error(), false},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hook saw %v, want %v", got, want)
+	}
+	// One line per middleware: its first failure (the next ones fall in
+	// the same StoreErrorLogInterval, which a few loopback requests cannot
+	// span).
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d log lines, want 3:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{"store down); requests get 503", "store down); requests pass unlimited", "no decisions); requests get 503"} {
+		if !strings.Contains(lines[i], want) {
+			t.Fatalf("log line %d %q lacks %q", i, lines[i], want)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+type emptyLimits struct{}
+
+func (emptyLimits) Check(context.Context, []byte, uint64) ([]ratehttp.LimitDecision, error) {
+	return nil, nil
 }
 
 // Issue 33 §4 through the middleware keyed by an API-key header: a flood

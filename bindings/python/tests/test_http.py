@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import logging
 import socket
 import socketserver
 import threading
@@ -553,6 +554,50 @@ def test_a_failing_limiter_fails_closed_unless_told(kind: Any) -> None:
         assert get(port)[0] == 503
     with serve(kind, Broken(), fail_open=True) as port:
         assert get(port)[0] == 200
+
+
+@BOTH
+def test_store_failures_reach_the_hook_the_counter_and_the_log(
+    kind: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store that fails is never silent: the hook sees each failure with
+    its request and exception, the counter counts it by outcome, and the
+    log says so once (not once per request)."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from ratecell.metrics import PrometheusMetrics
+
+    class Broken:
+        def check_limits(self, key: bytes, cost: int) -> list[LimitDecision]:
+            raise ConnectionError("store down")
+
+    registry = prometheus_client.CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    seen: list[tuple[str, str]] = []
+    kind_name = kind[0]
+
+    def hook(request: Any, exc: Exception) -> None:
+        query = request["query_string"].decode() if kind_name == "asgi" else request["QUERY_STRING"]
+        seen.append((query, repr(exc)))
+
+    caplog.set_level(logging.WARNING, logger="ratecell")
+    with serve(kind, Broken(), metrics=metrics, on_store_error=hook) as port:
+        assert [get(port, "/?a")[0] for _ in range(3)] == [503] * 3
+    with serve(kind, Broken(), metrics=metrics, on_store_error=hook, fail_open=True) as port:
+        assert [get(port, "/?b")[0] for _ in range(2)] == [200] * 2
+    assert seen == [("a", "ConnectionError('store down')")] * 3 + [
+        ("b", "ConnectionError('store down')")
+    ] * 2
+    text = prometheus_client.generate_latest(registry).decode()
+    assert 'ratecell_http_store_errors_total{outcome="unavailable"} 3.0' in text, text
+    assert 'ratecell_http_store_errors_total{outcome="failed_open"} 2.0' in text, text
+    # A failure decides nothing per policy.
+    assert "ratecell_http_requests_total{" not in text, text
+    lines = [r.getMessage() for r in caplog.records if r.name == "ratecell"]
+    # One line per middleware: its first failure (the next ones fall in
+    # the same 10 s, which three requests on loopback cannot span).
+    assert len(lines) == 2, lines
+    assert "store down" in lines[0] and "503" in lines[0], lines
+    assert "store down" in lines[1] and "fail_open" in lines[1], lines
 
 
 def test_asgi_takes_an_async_limiter(clocked: Any) -> None:

@@ -11,6 +11,8 @@ import inspect
 import ipaddress
 import logging
 import math
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
@@ -344,6 +346,39 @@ R = TypeVar("R")
 
 _log = logging.getLogger("ratecell")
 
+STORE_ERROR_LOG_INTERVAL = 10.0
+"""Seconds between the log lines of store failures after the first."""
+
+
+class StoreErrorLog:
+    """The log line of store failures on the ``ratecell`` logger: the first
+    at once, then at most one every ``STORE_ERROR_LOG_INTERVAL`` seconds
+    with how many failed since. An outage fails every request, and a line
+    per request would bury the log (and cost the time of a write each)."""
+
+    __slots__ = ("_lock", "_next", "_since")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0.0
+        self._since = 0
+
+    def failed(self, exc: BaseException, fail_open: bool) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._since += 1
+            if now < self._next:
+                return
+            since, self._since = self._since, 0
+            self._next = now + STORE_ERROR_LOG_INTERVAL
+        _log.warning(
+            "ratecell: the rate-limit store failed (%s: %s); %s; %d failure(s) since the "
+            "last such line",
+            type(exc).__name__, exc,
+            "requests pass unlimited (fail_open)" if fail_open else "requests get 503",
+            since,
+        )
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -484,7 +519,8 @@ class Settings(Generic[R]):
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
                  "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
-                 "on_refusal", "on_dry_run_refusal", "methods", "metrics", "regroup")
+                 "on_refusal", "on_dry_run_refusal", "methods", "metrics", "regroup",
+                 "on_store_error", "count_store_error", "store_log")
 
     def __init__(
         self,
@@ -503,6 +539,7 @@ class Settings(Generic[R]):
         on_dry_run_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
+        on_store_error: Callable[[R, Exception], Any] | None = None,
     ) -> None:
         self.limits = as_limits(limiter)
         if metrics is not None and not callable(metrics):
@@ -510,6 +547,14 @@ class Settings(Generic[R]):
                 f"metrics must be a callable (ratecell.metrics.PrometheusMetrics), not {metrics!r}"
             )
         self.metrics = metrics
+        # PrometheusMetrics counts store failures too; a plain function
+        # sees decisions only.
+        count = getattr(metrics, "store_error", None)
+        self.count_store_error: Callable[[bool], Any] | None = count if callable(count) else None
+        if on_store_error is not None and not callable(on_store_error):
+            raise TypeError(f"on_store_error must be a callable, not {on_store_error!r}")
+        self.on_store_error = on_store_error
+        self.store_log = StoreErrorLog()
         if isinstance(methods, str):
             raise TypeError("methods: give a list of methods, not one string")
         self.methods: frozenset[str] | None = (
@@ -608,6 +653,15 @@ class Settings(Generic[R]):
         if self.missing_key == "skip":
             return None
         raise MissingKeyError
+
+    def store_failed(self, request: R, exc: Exception) -> None:
+        """Reports a failure of the limits (the store) before the failure
+        policy answers: the hook, the counter, the log line."""
+        if self.on_store_error is not None:
+            self.on_store_error(request, exc)
+        if self.count_store_error is not None:
+            self.count_store_error(self.fail_open)
+        self.store_log.failed(exc, self.fail_open)
 
     def request_cost(self, request: R) -> int:
         return 1 if self.cost is None else self.cost(request)

@@ -103,7 +103,14 @@ class RateLimitMiddleware:
     - ``dry_run``: count and send the fields, never refuse.
     - ``exempt``: a list of paths (exact match) or ``f(scope) -> bool``.
     - ``fail_open``: when the limiter raises, pass the request (default:
-      answer 503).
+      answer 503). Either way the failure is logged on the ``ratecell``
+      logger (the first at once, then one line every 10 s at most, with
+      the count since), counted by ``metrics`` (a ``PrometheusMetrics``:
+      ``ratecell_http_store_errors_total``) and given to
+      ``on_store_error``.
+    - ``on_store_error``: ``f(scope, exception)`` sees every failure of
+      the limiter (a Redis store that did not answer), before the failure
+      policy answers. Default: none.
     - ``trusted_proxies``: CIDRs of your proxies (``["10.0.0.0/8"]``): when
       the peer is one, the client is the right-most address of
       ``forwarded_header`` (``"x-forwarded-for"``, the default, or
@@ -147,12 +154,13 @@ class RateLimitMiddleware:
         on_dry_run_refusal: Callable[[Scope, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
+        on_store_error: Callable[[Scope, Exception], Any] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods, metrics,
+            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -177,7 +185,8 @@ class RateLimitMiddleware:
             items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(scope))
             if not isinstance(items, (list, tuple)):
                 items = await items  # type: ignore[misc]
-        except Exception:
+        except Exception as e:
+            s.store_failed(scope, e)
             if not s.fail_open:
                 await _respond(send, 503, problem_headers(UNAVAILABLE_BODY), UNAVAILABLE_BODY)
                 return

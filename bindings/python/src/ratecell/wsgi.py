@@ -110,12 +110,13 @@ class RateLimitMiddleware:
         on_dry_run_refusal: Callable[[Environ, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
+        on_store_error: Callable[[Environ, Exception], Any] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods, metrics,
+            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -138,7 +139,8 @@ class RateLimitMiddleware:
             items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(environ))
             if not isinstance(items, (list, tuple)):
                 raise TypeError("the WSGI middleware needs a synchronous limiter")
-        except Exception:
+        except Exception as e:
+            s.store_failed(environ, e)
             if not s.fail_open:
                 start_response(_STATUS[503], _str_headers(problem_headers(UNAVAILABLE_BODY)))
                 return [UNAVAILABLE_BODY]
