@@ -121,6 +121,61 @@ func request(key []byte, cost uint64) ratecell.Request {
 	return ratecell.Request{Key: ratecell.BytesKey(key), Cost: cost, Peek: cost == 0}
 }
 
+// TierLimits are Limits with a quota per tier (free, paid, internal...),
+// each request's tier chosen by Options.Tier. CheckTier decides as Check
+// under tier; a tier the limits do not have is the default tier, 0, so no
+// client can choose a quota it was not given. Check is the default tier's.
+type TierLimits interface {
+	Limits
+	CheckTier(ctx context.Context, key []byte, cost uint64, tier int) ([]LimitDecision, error)
+}
+
+type tiered struct {
+	policies []Policy
+	c        Checker
+}
+
+func (t *tiered) Check(ctx context.Context, key []byte, cost uint64) ([]LimitDecision, error) {
+	return t.CheckTier(ctx, key, cost, 0)
+}
+
+func (t *tiered) CheckTier(_ context.Context, key []byte, cost uint64, tier int) ([]LimitDecision, error) {
+	if tier < 0 || tier >= len(t.policies) {
+		tier = 0
+	}
+	r := request(key, cost)
+	r.Tier = tier
+	d, err := t.c.Check(r)
+	if err != nil {
+		return nil, err
+	}
+	p := t.policies[tier]
+	return []LimitDecision{{Name: p.Name, Limit: p.Limit, Period: p.Period, Decision: d}}, nil
+}
+
+// Tiered is a limiter of one limit per tier (ratecell.NewWith with
+// Options.Tiers), tier t's limit being tiers[t], under its own policy
+// name: the fields name the request's tier and give its quota. Tier 0 is
+// the default tier.
+func Tiered(tiers []Policy, c Checker) (TierLimits, error) {
+	if len(tiers) == 0 {
+		return nil, errors.New("ratehttp: Tiered: give one policy per tier")
+	}
+	for i, p := range tiers {
+		if p.Name == "" {
+			return nil, fmt.Errorf("ratehttp: Tiered: tier %d has no name: name every tier", i)
+		}
+	}
+	policies, err := CheckPolicies(tiers)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, errors.New("ratehttp: Tiered: checker is nil")
+	}
+	return &tiered{policies: policies, c: c}, nil
+}
+
 type multi struct {
 	policies []Policy
 	c        EachChecker
@@ -285,6 +340,11 @@ type Options struct {
 	// store that fails open is never silent and an outage does not write
 	// a line per request.
 	OnStoreError func(r *http.Request, err error, failedOpen bool)
+	// Tier chooses each request's tier (a plan from a header, a claim,
+	// the route) among the tiers of TierLimits (Tiered); a tier they do
+	// not have is the default tier. Middleware panics when it is set and
+	// the limits have no tiers.
+	Tier func(*http.Request) int
 }
 
 // StoreErrorLogInterval is the least time between two log lines of store
@@ -362,6 +422,13 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			panic(err)
 		}
 	}
+	var tiers TierLimits
+	if opts.Tier != nil {
+		var ok bool
+		if tiers, ok = limits.(TierLimits); !ok {
+			panic(fmt.Sprintf("ratehttp: Options.Tier chooses among tiers: give Middleware TierLimits (ratehttp.Tiered), not %T", limits))
+		}
+	}
 	var loggedNoAddr atomic.Bool
 	storeLog := &storeErrorLog{}
 	// A Limits whose policies are fixed says its RateLimit-Policy once.
@@ -411,7 +478,13 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			if opts.Cost != nil {
 				cost = opts.Cost(r)
 			}
-			items, err := limits.Check(r.Context(), k, cost)
+			var items []LimitDecision
+			var err error
+			if tiers == nil {
+				items, err = limits.Check(r.Context(), k, cost)
+			} else {
+				items, err = tiers.CheckTier(r.Context(), k, cost, opts.Tier(r))
+			}
 			if err != nil || len(items) == 0 {
 				if err == nil {
 					err = ErrNoDecisions

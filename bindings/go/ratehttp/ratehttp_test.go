@@ -671,3 +671,63 @@ func TestAFloodOfMadeUpKeysLocksOutNewClientsOnlyUnderDeny(t *testing.T) {
 		}
 	}
 }
+
+// A plan from a header picks each request's quota; an unknown plan is the
+// default tier's; a key that changes tier keeps what it spent.
+func TestATierIsChosenPerRequest(t *testing.T) {
+	free := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 2, Period: time.Hour, Capacity: 64, Overflow: ratecell.OverflowEvict}
+	pro := free
+	pro.Limit = 5
+	l, err := ratecell.NewWith(ratecell.Options{Tiers: [][]ratecell.Config{{free}, {pro}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	limits, err := ratehttp.Tiered([]ratehttp.Policy{{Name: "free", Limit: 2, Period: time.Hour}, {Name: "pro", Limit: 5, Period: time.Hour}}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := map[string]int{"free": 0, "pro": 1}
+	plan := func(r *http.Request) int {
+		if p, ok := plans[r.Header.Get("X-Plan")]; ok {
+			return p
+		}
+		return 99 // a plan the limits lack: the default tier
+	}
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), Tier: plan})
+	ask := func(key, plan string) reply {
+		return get(t, srv, "/", "X-Api-Key", key, "X-Plan", plan)
+	}
+	for _, r := range []int{1, 0} {
+		got := ask("a", "free")
+		expect(t, "status", strconv.Itoa(got.status), "200")
+		expect(t, "policy", got.header.Get("RateLimit-Policy"), `"free";q=2;w=3600`)
+		if want := `"free";r=` + strconv.Itoa(r) + ";"; !strings.HasPrefix(got.header.Get("RateLimit"), want) {
+			t.Fatalf("RateLimit %q, want %q...", got.header.Get("RateLimit"), want)
+		}
+	}
+	expect(t, "a's third", strconv.Itoa(ask("a", "free").status), "429")
+	for _, r := range []int{4, 3, 2, 1, 0} {
+		got := ask("b", "pro")
+		expect(t, "policy", got.header.Get("RateLimit-Policy"), `"pro";q=5;w=3600`)
+		if want := `"pro";r=` + strconv.Itoa(r) + ";"; got.status != 200 || !strings.HasPrefix(got.header.Get("RateLimit"), want) {
+			t.Fatalf("%d %q, want 200 %q...", got.status, got.header.Get("RateLimit"), want)
+		}
+	}
+	expect(t, "b's sixth", strconv.Itoa(ask("b", "pro").status), "429")
+	got := ask("c", "enterprise")
+	if got.status != 200 || !strings.HasPrefix(got.header.Get("RateLimit"), `"free";r=1;`) {
+		t.Fatalf("unknown plan: %d %q", got.status, got.header.Get("RateLimit"))
+	}
+	// Upgraded: the two units spent under free count under pro.
+	got = ask("a", "pro")
+	if got.status != 200 || !strings.HasPrefix(got.header.Get("RateLimit"), `"pro";r=2;`) {
+		t.Fatalf("upgraded: %d %q", got.status, got.header.Get("RateLimit"))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Options.Tier over limits without tiers did not panic")
+		}
+	}()
+	ratehttp.Middleware(broken{}, ratehttp.Options{Tier: plan})
+}

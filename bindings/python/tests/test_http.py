@@ -600,6 +600,53 @@ def test_store_failures_reach_the_hook_the_counter_and_the_log(
     assert "store down" in lines[1] and "fail_open" in lines[1], lines
 
 
+@BOTH
+def test_a_tier_is_chosen_per_request(kind: Any) -> None:
+    """A plan from a header picks each request's quota; an unknown plan is
+    the default tier's; a key that changes tier keeps what it spent."""
+    from ratecell import Limit
+
+    limits = (asgi if kind[0] == "asgi" else wsgi).Tiered(
+        {"free": Limit("fixed_window", 2, period=3600),
+         "pro": Limit("fixed_window", 5, period=3600)},
+        capacity=64,
+    )
+
+    def plan(request: Any) -> str | None:
+        if kind[0] == "asgi":
+            return dict(request["headers"]).get(b"x-plan", b"").decode() or None
+        return request.get("HTTP_X_PLAN")  # type: ignore[no-any-return]
+
+    try:
+        with serve(kind, limits, key="X-Api-Key", tier=plan) as port:
+            def ask(key: str, tier: str | None) -> tuple[int, dict[str, str]]:
+                headers = {"X-Api-Key": key} | ({"X-Plan": tier} if tier else {})
+                status, h, _ = get(port, "/", headers)
+                return status, h
+
+            for r in (1, 0):
+                status, h = ask("a", "free")
+                assert status == 200 and h["ratelimit-policy"] == '"free";q=2;w=3600', h
+                assert h["ratelimit"].startswith(f'"free";r={r};'), h
+            assert ask("a", "free")[0] == 429
+            for r in (4, 3, 2, 1, 0):
+                status, h = ask("b", "pro")
+                assert status == 200 and h["ratelimit-policy"] == '"pro";q=5;w=3600', h
+                assert h["ratelimit"].startswith(f'"pro";r={r};'), h
+            assert ask("b", "pro")[0] == 429
+            # No plan, or one the limits lack: the default tier.
+            for plan_sent in (None, "enterprise"):
+                status, h = ask(f"c-{plan_sent}", plan_sent)
+                assert status == 200 and h["ratelimit"].startswith('"free";r=1;'), h
+            # Upgraded: the two units spent under free count under pro.
+            status, h = ask("a", "pro")
+            assert status == 200 and h["ratelimit"].startswith('"pro";r=2;'), h
+    finally:
+        limits.close()
+    with ratecell.Limiter("gcra", 1, period=1) as plain, pytest.raises(TypeError, match="Tiered"):
+        kind[1](None, plain, tier=plan)  # no tiers to choose among
+
+
 def test_asgi_takes_an_async_limiter(clocked: Any) -> None:
     c = clocked("fixed_window", 1, 10)
 

@@ -100,6 +100,7 @@ struct Settings {
     client_ip: ClientIp,
     missing: MissingKey,
     cost: Option<PartsFn<u64>>,
+    tier: Option<PartsFn<usize>>,
     dry_run: bool,
     on_refusal: Option<RefusalFn>,
     on_dry_run_refusal: Option<ViolationFn>,
@@ -173,6 +174,7 @@ impl RateLimitLayer {
                 client_ip: ClientIp::default(),
                 missing: MissingKey::Reject,
                 cost: None,
+                tier: None,
                 dry_run: false,
                 on_refusal: None,
                 on_dry_run_refusal: None,
@@ -264,6 +266,15 @@ impl RateLimitLayer {
     /// Each request costs `f(request)` units (default 1; 0 is a peek).
     pub fn cost(self, f: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> RateLimitLayer {
         self.edit(|s| s.cost = Some(Arc::new(f)))
+    }
+
+    /// Each request is decided in tier `f(request)` (a plan from a header,
+    /// a claim, the route) of limits with tiers ([`Tiered`](crate::Tiered));
+    /// a tier they do not have is the default tier, 0. Limits without
+    /// tiers decide every request in that one. No effect on a layer of a
+    /// store ([`RateLimitLayer::new_async`]), whose limits have no tiers.
+    pub fn tier(self, f: impl Fn(&Parts) -> usize + Send + Sync + 'static) -> RateLimitLayer {
+        self.edit(|s| s.tier = Some(Arc::new(f)))
     }
 
     /// Dry run: requests are counted and get the fields, but none is refused.
@@ -444,7 +455,10 @@ impl Settings {
         };
         let cost = self.cost.as_ref().map_or(1, |f| f(parts));
         match &self.limits {
-            Source::Sync(limits) => Verdict::Limited(limits.check(&key, cost)),
+            Source::Sync(limits) => Verdict::Limited(match &self.tier {
+                None => limits.check(&key, cost),
+                Some(tier) => limits.check_tier(&key, cost, tier(parts)),
+            }),
             Source::Async(limits) => Verdict::Ask(limits.check(key, cost)),
         }
     }

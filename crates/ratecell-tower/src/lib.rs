@@ -68,7 +68,8 @@ pub use layer::{
     ResponseFuture,
 };
 pub use limits::{
-    AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits, StoreError,
+    AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits,
+    StoreError, Tiered,
 };
 /// The ratecell-redis-client crate this one is built with (feature
 /// `redis-modes`): build the [`RedisLimiterLimits`]' limiter through it.

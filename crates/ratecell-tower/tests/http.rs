@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, ManualClock, Overflow};
 use ratecell_tower::{
-    FailurePolicy, MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire,
+    FailurePolicy, MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, Tiered, acquire,
 };
 use tokio::net::{TcpListener, TcpStream};
 
@@ -932,4 +932,85 @@ async fn a_failing_store_is_a_503_unless_the_layer_fails_open() {
     let r = request(open, "/", None).await;
     assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hello"));
     assert_eq!(r.field("ratelimit"), None);
+}
+
+/// A plan from the request picks its quota; an unknown plan is the default
+/// tier's; a key that changes tier keeps what it spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_is_chosen_per_request() {
+    let (clock, _hand) = Clock::manual(T0);
+    let free = Config::new(Algorithm::FixedWindow, 2, 10 * S).capacity(1024);
+    let pro = Config::new(Algorithm::FixedWindow, 5, 10 * S).capacity(1024);
+    let limiter = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[pro])
+        .clock(clock)
+        .build()
+        .unwrap();
+    let plans = ["free", "pro"];
+    let layer = RateLimitLayer::new(Tiered::keyed(limiter, &plans).unwrap())
+        .key_header("x-api-key".parse().unwrap())
+        .tier(move |parts| {
+            // The plan from the query; anything else is past the tiers.
+            let plan = parts.uri.query().and_then(|q| q.strip_prefix("plan="));
+            plan.map_or(usize::MAX, |p| {
+                plans.iter().position(|t| *t == p).unwrap_or(usize::MAX)
+            })
+        });
+    let addr = serve(app(layer)).await;
+    for r in [1, 0] {
+        let reply = request(addr, "/?plan=free", Some(("x-api-key", "a"))).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.field("ratelimit-policy"), Some(r#""free";q=2;w=10"#));
+        assert_eq!(
+            reply.field("ratelimit"),
+            Some(format!(r#""free";r={r};t=8"#).as_str())
+        );
+    }
+    let reply = request(addr, "/?plan=free", Some(("x-api-key", "a"))).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    for r in [4, 3, 2, 1, 0] {
+        let reply = request(addr, "/?plan=pro", Some(("x-api-key", "b"))).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.field("ratelimit-policy"), Some(r#""pro";q=5;w=10"#));
+        assert_eq!(
+            reply.field("ratelimit"),
+            Some(format!(r#""pro";r={r};t=8"#).as_str())
+        );
+    }
+    let reply = request(addr, "/?plan=pro", Some(("x-api-key", "b"))).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    // No plan, or one the limits lack: the default tier.
+    for (path, key) in [("/", "c"), ("/?plan=enterprise", "d")] {
+        let reply = request(addr, path, Some(("x-api-key", key))).await;
+        assert_eq!(reply.field("ratelimit"), Some(r#""free";r=1;t=8"#));
+    }
+    // Upgraded: the two units spent under free count under pro.
+    let reply = request(addr, "/?plan=pro", Some(("x-api-key", "a"))).await;
+    assert_eq!(reply.field("ratelimit"), Some(r#""pro";r=2;t=8"#));
+}
+
+#[test]
+fn tier_names_are_checked() {
+    let one = Config::new(Algorithm::Gcra, 2, S).capacity(16);
+    let four = Config::new(Algorithm::Gcra, 4, S).capacity(16);
+    let tiered = || {
+        KeyedLimiter::builder()
+            .tier(&[one])
+            .tier(&[four])
+            .build()
+            .unwrap()
+    };
+    for names in [
+        &["free"][..],
+        &["free", "free"],
+        &["free", ""],
+        &["a", "b\n"],
+    ] {
+        assert!(Tiered::keyed(tiered(), names).is_err(), "{names:?}");
+    }
+    assert!(Tiered::keyed(tiered(), &["free", "pro"]).is_ok());
+    let two = KeyedLimiter::builder().tier(&[one, four]).build().unwrap();
+    let err = Tiered::keyed(two, &["free"]).unwrap_err();
+    assert!(err.message.contains("one limit per tier"), "{err}");
 }

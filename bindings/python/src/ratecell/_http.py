@@ -202,6 +202,72 @@ class Multi:
         ]
 
 
+class Tiered:
+    """A quota per tier (free, paid, internal...) as ``RateLimits``, each
+    request's tier chosen by the middleware's ``tier=f(request)``: a plan
+    from a header, a claim, the route.
+
+    ``tiers`` maps each tier's policy name to its ``ratecell.Limit`` (tier
+    0 first: the default tier). The fields name the request's tier and
+    give its quota. ``f(request)`` returns a tier name or index; a tier
+    that is not one of these (None, an unknown plan a client sent) is the
+    default tier, so no client can choose a quota it was not given. One
+    ``ratecell.TieredLimiter`` (``capacity``, ``overflow``: evict, as every
+    HTTP limiter should) holds the keys of every tier; a key whose tier
+    changes keeps what it spent. ``close()`` closes it."""
+
+    __slots__ = ("limiter", "_policies", "_index")
+
+    def __init__(
+        self,
+        tiers: Any,
+        *,
+        capacity: int = 100_000,
+        overflow: str = "evict",
+    ) -> None:
+        from ._limiter import _as_given, _c_configs
+        from ._tiers import TieredLimiter
+
+        pairs = list(tiers.items() if hasattr(tiers, "items") else tiers)
+        if not pairs:
+            raise ValueError("Tiered: give at least one tier (name, Limit)")
+        names = [name for name, _ in pairs]
+        for i, name in enumerate(names):
+            if not name:
+                raise ValueError(f"tier {i} has no name: name every tier")
+        check_names(names, len(names))
+        limits = [limit for _, limit in pairs]
+        self.limiter = TieredLimiter(limits, capacity=capacity, overflow=overflow)
+        given = _as_given(limits, _c_configs(limits, capacity, overflow, "tsc"))
+        self._policies = tuple(
+            (name, lim.limit, int(lim.period_ns or 0))
+            for name, lim in zip(names, given, strict=True)
+        )
+        self._index = {name: i for i, name in enumerate(names)}
+
+    def tier_index(self, tier: str | int | None) -> int:
+        """The tier named or numbered ``tier``; the default tier (0) for
+        any other value."""
+        if isinstance(tier, str):
+            return self._index.get(tier, 0)
+        if type(tier) is int and 0 <= tier < len(self._policies):
+            return tier
+        return 0
+
+    def check_tier(self, key: bytes, cost: int, tier: str | int | None) -> list[LimitDecision]:
+        i = self.tier_index(tier)
+        d = self.limiter.check(key, cost, tier=i)
+        name, limit, period_ns = self._policies[i]
+        return [LimitDecision(name, limit, period_ns, d)]
+
+    def check_limits(self, key: bytes, cost: int) -> list[LimitDecision]:
+        """The default tier's decision (a middleware given no ``tier=``)."""
+        return self.check_tier(key, cost, 0)
+
+    def close(self) -> None:
+        self.limiter.close()
+
+
 def as_limits(limiter: Any) -> RateLimits:
     """``limiter`` itself when it is ``RateLimits``, ``Multi(limiter)`` for
     a multi-limit limiter, else ``Named(limiter)``."""
@@ -520,7 +586,7 @@ class Settings(Generic[R]):
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
                  "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
                  "on_refusal", "on_dry_run_refusal", "methods", "metrics", "regroup",
-                 "on_store_error", "count_store_error", "store_log")
+                 "on_store_error", "count_store_error", "store_log", "tier")
 
     def __init__(
         self,
@@ -540,8 +606,18 @@ class Settings(Generic[R]):
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
         on_store_error: Callable[[R, Exception], Any] | None = None,
+        tier: Callable[[R], str | int | None] | None = None,
     ) -> None:
         self.limits = as_limits(limiter)
+        if tier is not None:
+            if not callable(tier):
+                raise TypeError(f"tier must be a callable of the request, not {tier!r}")
+            if not callable(getattr(self.limits, "check_tier", None)):
+                raise TypeError(
+                    "tier= chooses among tiers: give the middleware ratecell.asgi.Tiered "
+                    f"(or ratecell.wsgi.Tiered) limits, not {type(limiter).__name__}"
+                )
+        self.tier = tier
         if metrics is not None and not callable(metrics):
             raise TypeError(
                 f"metrics must be a callable (ratecell.metrics.PrometheusMetrics), not {metrics!r}"

@@ -50,7 +50,7 @@ from ._http import (
     problem_headers,
     refusal_headers,
 )
-from ._http import LimitDecision, Multi, Named, RateLimits
+from ._http import LimitDecision, Multi, Named, RateLimits, Tiered
 from ._types import Decision
 
 Scope = MutableMapping[str, Any]
@@ -59,7 +59,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-__all__ = ["RateLimitMiddleware", "acquire", "Named", "Multi", "LimitDecision", "RateLimits"]
+__all__ = [
+    "RateLimitMiddleware", "acquire", "Named", "Multi", "Tiered", "LimitDecision", "RateLimits"
+]
 
 
 def _header(scope: Scope, name: str) -> bytes | None:
@@ -108,6 +110,9 @@ class RateLimitMiddleware:
       the count since), counted by ``metrics`` (a ``PrometheusMetrics``:
       ``ratecell_http_store_errors_total``) and given to
       ``on_store_error``.
+    - ``tier``: ``f(scope) -> str | int | None`` chooses each request's
+      tier (a plan from a header, a claim, the route) among ``Tiered``
+      limits' tiers; any other value is the default tier.
     - ``on_store_error``: ``f(scope, exception)`` sees every failure of
       the limiter (a Redis store that did not answer), before the failure
       policy answers. Default: none.
@@ -155,12 +160,13 @@ class RateLimitMiddleware:
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
         on_store_error: Callable[[Scope, Exception], Any] | None = None,
+        tier: Callable[[Scope], str | int | None] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error,
+            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error, tier,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -182,7 +188,11 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(scope))
+            cost = 1 if s.cost is None else s.cost(scope)
+            if s.tier is None:
+                items = s.limits.check_limits(key, cost)
+            else:
+                items = s.limits.check_tier(key, cost, s.tier(scope))  # type: ignore[attr-defined]
             if not isinstance(items, (list, tuple)):
                 items = await items  # type: ignore[misc]
         except Exception as e:

@@ -37,6 +37,7 @@ from ._http import (
     Refusal,
     RateLimits,
     Settings,
+    Tiered,
     hooked_refusal_headers,
     outcome,
     problem_body,
@@ -48,7 +49,7 @@ Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-__all__ = ["RateLimitMiddleware", "Named", "Multi", "LimitDecision", "RateLimits"]
+__all__ = ["RateLimitMiddleware", "Named", "Multi", "Tiered", "LimitDecision", "RateLimits"]
 
 _STATUS = {
     400: "400 Bad Request",
@@ -111,12 +112,13 @@ class RateLimitMiddleware:
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
         on_store_error: Callable[[Environ, Exception], Any] | None = None,
+        tier: Callable[[Environ], str | int | None] | None = None,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error,
+            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error, tier,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -136,7 +138,11 @@ class RateLimitMiddleware:
         if key is None:
             return self.app(environ, start_response)
         try:
-            items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(environ))
+            cost = 1 if s.cost is None else s.cost(environ)
+            if s.tier is None:
+                items = s.limits.check_limits(key, cost)
+            else:
+                items = s.limits.check_tier(key, cost, s.tier(environ))  # type: ignore[attr-defined]
             if not isinstance(items, (list, tuple)):
                 raise TypeError("the WSGI middleware needs a synchronous limiter")
         except Exception as e:
