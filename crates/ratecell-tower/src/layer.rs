@@ -48,6 +48,27 @@ pub enum Key {
     Header(HeaderName),
     /// A function of the request; `None` or an empty key counts as no key.
     Fn(PartsFn<Option<Vec<u8>>>),
+    /// Several parts in one key (the client's address and the route, say):
+    /// each part in order, length-prefixed so no two lists of parts give
+    /// the same key. A header part missing or empty makes the request
+    /// keyless ([`MissingKey`] decides); a missing address is a 500, as
+    /// for [`Key::ClientAddr`].
+    Parts(Vec<KeyPart>),
+}
+
+/// One part of a [`Key::Parts`] key.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum KeyPart {
+    /// The client's address, as [`Key::ClientAddr`] finds and groups it
+    /// (trusted proxies, prefixes).
+    ClientAddr,
+    /// The request's path (without its query).
+    Path,
+    /// The request's method.
+    Method,
+    /// A header's value.
+    Header(HeaderName),
 }
 
 /// What happens to a request whose header or key function gave no key.
@@ -101,6 +122,10 @@ struct Settings {
     missing: MissingKey,
     cost: Option<PartsFn<u64>>,
     tier: Option<PartsFn<usize>>,
+    // `.enabled(false)`: every request passes, unlimited and unfielded.
+    disabled: bool,
+    // `.legacy_headers(true)`: X-RateLimit-* beside the draft's fields.
+    legacy: bool,
     dry_run: bool,
     on_refusal: Option<RefusalFn>,
     on_dry_run_refusal: Option<ViolationFn>,
@@ -175,6 +200,8 @@ impl RateLimitLayer {
                 missing: MissingKey::Reject,
                 cost: None,
                 tier: None,
+                disabled: false,
+                legacy: false,
                 dry_run: false,
                 on_refusal: None,
                 on_dry_run_refusal: None,
@@ -275,6 +302,22 @@ impl RateLimitLayer {
     /// store ([`RateLimitLayer::new_async`]), whose limits have no tiers.
     pub fn tier(self, f: impl Fn(&Parts) -> usize + Send + Sync + 'static) -> RateLimitLayer {
         self.edit(|s| s.tier = Some(Arc::new(f)))
+    }
+
+    /// `false` turns limiting off (tests, staging; from a setting read at
+    /// start-up): every request passes to the service as if the layer
+    /// were not there, with no fields and no check. Default: on.
+    pub fn enabled(self, enabled: bool) -> RateLimitLayer {
+        self.edit(|s| s.disabled = !enabled)
+    }
+
+    /// Also sends the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining`
+    /// and `X-RateLimit-Reset` (UNIX seconds) that clients written for
+    /// GitHub's, httprate's or slowapi's headers read, beside the draft's
+    /// fields, for one limit ([`fields::legacy_values`] says which).
+    /// Default: off.
+    pub fn legacy_headers(self, on: bool) -> RateLimitLayer {
+        self.edit(|s| s.legacy = on)
     }
 
     /// Dry run: requests are counted and get the fields, but none is refused.
@@ -420,18 +463,45 @@ impl Settings {
     /// The key of a header or function (the client address is `decide`'s).
     fn given_key(&self, parts: &Parts) -> Option<Vec<u8>> {
         let key = match &self.key {
-            Key::ClientAddr => None,
+            Key::ClientAddr | Key::Parts(_) => None,
             Key::Header(name) => parts.headers.get(name).map(|v| v.as_bytes().to_vec()),
             Key::Fn(f) => f(parts),
         };
         key.filter(|k| !k.is_empty())
     }
 
+    /// The key of [`Key::Parts`]: `Err(true)` when the client has no
+    /// address, `Err(false)` when a header part is missing.
+    fn parts_key(&self, key_parts: &[KeyPart], parts: &Parts) -> Result<Vec<u8>, bool> {
+        let mut key = Vec::with_capacity(64);
+        for part in key_parts {
+            let bytes: Vec<u8> = match part {
+                KeyPart::ClientAddr => match client_ip(parts) {
+                    Some(peer) => self
+                        .client_ip
+                        .key(self.client_ip.client(peer, &parts.headers)),
+                    None => return Err(true),
+                },
+                KeyPart::Path => parts.uri.path().as_bytes().to_vec(),
+                KeyPart::Method => parts.method.as_str().as_bytes().to_vec(),
+                KeyPart::Header(name) => match parts.headers.get(name) {
+                    Some(v) if !v.is_empty() => v.as_bytes().to_vec(),
+                    _ => return Err(false),
+                },
+            };
+            // A length prefix: ("ab", "c") and ("a", "bc") differ.
+            key.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+            key.extend_from_slice(&bytes);
+        }
+        Ok(key)
+    }
+
     fn decide(&self, parts: &Parts) -> Verdict {
-        if self
-            .methods
-            .as_ref()
-            .is_some_and(|m| !m.contains(&parts.method))
+        if self.disabled
+            || self
+                .methods
+                .as_ref()
+                .is_some_and(|m| !m.contains(&parts.method))
             || self.exempt_paths.iter().any(|p| p == parts.uri.path())
             || self.exempt.as_ref().is_some_and(|f| f(parts))
         {
@@ -443,6 +513,14 @@ impl Settings {
                     .client_ip
                     .key(self.client_ip.client(peer, &parts.headers)),
                 None => return Verdict::NoClientAddr,
+            }
+        } else if let Key::Parts(key_parts) = &self.key {
+            match (self.parts_key(key_parts, parts), self.missing) {
+                (Ok(key), _) => key,
+                (Err(true), _) => return Verdict::NoClientAddr,
+                (Err(false), MissingKey::Shared) => Vec::new(),
+                (Err(false), MissingKey::Skip) => return Verdict::Pass,
+                (Err(false), MissingKey::Reject) => return Verdict::BadRequest,
             }
         } else {
             match (self.given_key(parts), self.missing) {
@@ -478,7 +556,10 @@ impl Settings {
             }
         }
         Outcome::Forward {
-            fields: field_values(self.policy.as_ref(), items),
+            fields: Fields {
+                draft: field_values(self.policy.as_ref(), items),
+                legacy: self.legacy.then(|| Box::new(legacy_values(items))),
+            },
             wait: if self.dry_run { 0 } else { queue_wait(items) },
         }
     }
@@ -501,10 +582,45 @@ enum Outcome {
     Answer(Response<Bytes>),
     /// Forwarded with these fields, after a leaky bucket's queue wait (ns;
     /// 0 for none).
-    Forward {
-        fields: [(HeaderName, HeaderValue); 2],
-        wait: u64,
-    },
+    Forward { fields: Fields, wait: u64 },
+}
+
+/// The fields an admitted request's response gets: the draft's two, and
+/// the legacy three when the layer sends them (boxed: most layers do not,
+/// and the response future carries this).
+struct Fields {
+    draft: [(HeaderName, HeaderValue); 2],
+    legacy: Option<Box<[(HeaderName, HeaderValue); 3]>>,
+}
+
+impl Fields {
+    fn add_to(self, headers: &mut http::HeaderMap) {
+        headers.extend(self.draft);
+        if let Some(legacy) = self.legacy {
+            headers.extend(*legacy);
+        }
+    }
+}
+
+/// `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// See [`X_RATELIMIT_LIMIT`].
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// See [`X_RATELIMIT_LIMIT`].
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The legacy headers of `items` ([`fields::legacy_values`]), Reset from
+/// the system clock.
+fn legacy_values(items: &[LimitDecision]) -> [(HeaderName, HeaderValue); 3] {
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (limit, remaining, reset) = fields::legacy_values(items, now_s).unwrap_or((0, 0, now_s));
+    [
+        (X_RATELIMIT_LIMIT, HeaderValue::from(limit)),
+        (X_RATELIMIT_REMAINING, HeaderValue::from(remaining)),
+        (X_RATELIMIT_RESET, HeaderValue::from(reset)),
+    ]
 }
 
 /// A field value. Names are printable ASCII and the rest digits, so the
@@ -543,6 +659,9 @@ fn refusal(settings: &Settings, parts: &Parts, items: &[LimitDecision]) -> Respo
         let mut res = problem(StatusCode::TOO_MANY_REQUESTS, fields::problem_body(items));
         let headers = res.headers_mut();
         headers.extend(field_values(policy, items));
+        if settings.legacy {
+            headers.extend(legacy_values(items));
+        }
         if let Some(secs) = fields::retry_after_seconds(items) {
             headers.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
@@ -552,6 +671,11 @@ fn refusal(settings: &Settings, parts: &Parts, items: &[LimitDecision]) -> Respo
     let headers = res.headers_mut();
     for (name, value) in field_values(policy, items) {
         headers.entry(name).or_insert(value);
+    }
+    if settings.legacy {
+        for (name, value) in legacy_values(items) {
+            headers.entry(name).or_insert(value);
+        }
     }
     if let Some(secs) = fields::retry_after_seconds(items) {
         headers
@@ -606,7 +730,7 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 async fn forward_after<S, ReqB, ResB>(
     mut ready: S,
     req: Request<ReqB>,
-    fields: [(HeaderName, HeaderValue); 2],
+    fields: Fields,
     wait_ns: u64,
 ) -> Result<Response<ResB>, S::Error>
 where
@@ -616,7 +740,7 @@ where
         futures_timer::Delay::new(Duration::from_nanos(wait_ns)).await;
     }
     let mut res = ready.call(req).await?;
-    res.headers_mut().extend(fields);
+    fields.add_to(res.headers_mut());
     Ok(res)
 }
 
@@ -633,7 +757,7 @@ pin_project_lite::pin_project! {
     enum State<F, B, E> {
         // Forwarded: the inner service's future, and the fields to add
         // (none for an exempt request).
-        Inner { #[pin] future: F, fields: Option<[(HeaderName, HeaderValue); 2]> },
+        Inner { #[pin] future: F, fields: Option<Fields> },
         // Forwarded after a leaky bucket's queue wait, or decided by a
         // store first.
         Later { future: BoxFuture<Result<Response<B>, E>> },
@@ -657,7 +781,7 @@ where
             StateProj::Inner { future, fields } => {
                 let mut res = std::task::ready!(future.poll(cx))?;
                 if let Some(fields) = fields.take() {
-                    res.headers_mut().extend(fields);
+                    fields.add_to(res.headers_mut());
                 }
                 Poll::Ready(Ok(res))
             }

@@ -64,8 +64,8 @@ pub use acquire::acquire;
 pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies};
 pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TYPE};
 pub use layer::{
-    FailurePolicy, Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer,
-    ResponseFuture,
+    FailurePolicy, Key, KeyPart, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit,
+    RateLimitLayer, ResponseFuture, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 pub use limits::{
     AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits,
