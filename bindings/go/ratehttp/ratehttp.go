@@ -25,6 +25,7 @@ package ratehttp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log"
@@ -340,6 +341,15 @@ type Options struct {
 	// store that fails open is never silent and an outage does not write
 	// a line per request.
 	OnStoreError func(r *http.Request, err error, failedOpen bool)
+	// Disabled turns limiting off (tests, staging; from a setting read at
+	// start-up): Middleware returns the handler itself, so requests pass
+	// unchecked and without fields.
+	Disabled bool
+	// LegacyHeaders also sends X-RateLimit-Limit, X-RateLimit-Remaining
+	// and X-RateLimit-Reset (UNIX seconds), which clients written for
+	// GitHub's or httprate's headers read, beside the draft's fields, for
+	// one limit (LegacyValues says which).
+	LegacyHeaders bool
 	// Tier chooses each request's tier (a plan from a header, a claim,
 	// the route) among the tiers of TierLimits (Tiered); a tier they do
 	// not have is the default tier. Middleware panics when it is set and
@@ -394,6 +404,35 @@ func ClientAddr(r *http.Request) []byte {
 	return []byte(host)
 }
 
+// KeyParts keys requests by several parts at once (the client's address
+// and the route, say): each part's value in order, length-prefixed so no
+// two lists of values give the same key. A part with no value makes the
+// request keyless, which Options.MissingKey decides. For the client's
+// address as the middleware finds it, give ClientIP's function:
+//
+//	addr, _ := ratehttp.ClientIP(ratehttp.ClientIPOptions{})
+//	opts := ratehttp.Options{Key: ratehttp.KeyParts(addr, ratehttp.PathKey)}
+func KeyParts(parts ...func(*http.Request) []byte) func(*http.Request) []byte {
+	return func(r *http.Request) []byte {
+		var key []byte
+		for _, part := range parts {
+			v := part(r)
+			if len(v) == 0 {
+				return nil
+			}
+			key = binary.BigEndian.AppendUint32(key, uint32(len(v)))
+			key = append(key, v...)
+		}
+		return key
+	}
+}
+
+// PathKey is the request's URL path, a part for KeyParts.
+func PathKey(r *http.Request) []byte { return []byte(r.URL.Path) }
+
+// MethodKey is the request's method, a part for KeyParts.
+func MethodKey(r *http.Request) []byte { return []byte(r.Method) }
+
 // Header keys requests by the value of header name (an API key).
 func Header(name string) func(*http.Request) []byte {
 	canonical := http.CanonicalHeaderKey(name)
@@ -442,6 +481,9 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 	}
 	methods := append([]string(nil), opts.Methods...)
 	return func(next http.Handler) http.Handler {
+		if opts.Disabled {
+			return next
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if len(methods) > 0 && !slices.Contains(methods, r.Method) {
 				next.ServeHTTP(w, r)
@@ -505,12 +547,22 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			}
 			h := w.Header()
 			// Canonical keys, set directly: no canonicalization per request.
+			// Appended: a middleware outside this one (an application-wide
+			// limit around per-client ones) has set its own field lines,
+			// which the client reads as one list.
 			if policy != "" {
-				h["Ratelimit-Policy"] = []string{policy}
+				h["Ratelimit-Policy"] = append(h["Ratelimit-Policy"], policy)
 			} else {
-				h["Ratelimit-Policy"] = []string{PolicyField(items)}
+				h["Ratelimit-Policy"] = append(h["Ratelimit-Policy"], PolicyField(items))
 			}
-			h["Ratelimit"] = []string{RateLimitField(items)}
+			h["Ratelimit"] = append(h["Ratelimit"], RateLimitField(items))
+			if opts.LegacyHeaders {
+				if limit, remaining, reset, ok := LegacyValues(items, time.Now()); ok {
+					h["X-Ratelimit-Limit"] = []string{strconv.FormatUint(limit, 10)}
+					h["X-Ratelimit-Remaining"] = []string{strconv.FormatUint(remaining, 10)}
+					h["X-Ratelimit-Reset"] = []string{strconv.FormatUint(reset, 10)}
+				}
+			}
 			if opts.DryRun {
 				if opts.OnDryRunRefusal != nil && !Admitted(items) {
 					opts.OnDryRunRefusal(r, items)
