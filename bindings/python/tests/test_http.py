@@ -28,6 +28,7 @@ from ratecell._http import (
     LimitDecision,
     Multi,
     Named,
+    legacy_values,
     policy_field,
     problem_body,
     quota_window,
@@ -645,6 +646,59 @@ def test_a_tier_is_chosen_per_request(kind: Any) -> None:
         limits.close()
     with ratecell.Limiter("gcra", 1, period=1) as plain, pytest.raises(TypeError, match="Tiered"):
         kind[1](None, plain, tier=plan)  # no tiers to choose among
+
+
+@BOTH
+def test_a_disabled_middleware_passes_every_request_unchecked(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, enabled=False) as port:
+        for _ in range(5):
+            status, h, _ = get(port)
+            assert status == 200 and "ratelimit" not in h
+    assert c.limiter.stats().checks == 0
+    with serve(kind, c) as port:
+        assert [get(port)[0] for _ in range(2)] == [200, 429]
+
+
+@BOTH
+def test_legacy_headers_beside_the_drafts_fields(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 3, 10)
+    with serve(kind, Named(c, "api"), legacy_headers=True) as port:
+        for remaining in ("2", "1", "0"):
+            before = int(time.time())
+            status, h, _ = get(port)
+            after = int(time.time())
+            assert status == 200 and h["ratelimit"] == f'"api";r={remaining};t=8'
+            assert (h["x-ratelimit-limit"], h["x-ratelimit-remaining"]) == ("3", remaining)
+            # t is 8: T0's window has 7.5 s left.
+            assert before + 8 <= int(h["x-ratelimit-reset"]) <= after + 8, h
+        status, h, _ = get(port)
+        assert status == 429 and h["retry-after"] == "8"
+        assert (h["x-ratelimit-limit"], h["x-ratelimit-remaining"]) == ("3", "0")
+    with serve(kind, Named(clocked("fixed_window", 3, 10), "api")) as port:
+        assert "x-ratelimit-limit" not in get(port)[1]
+    # The limit with the fewest units left; of a refusal, the refusing one.
+    items = [
+        LimitDecision("a", 10, S, d(True, 5, 0, S)),
+        LimitDecision("b", 100, 3600 * S, d(True, 4, 0, 60 * S)),
+    ]
+    assert legacy_values(items, 1000) == (100, 4, 1060)
+    items[0] = LimitDecision("a", 10, S, d(False, 0, 2 * S, S))
+    assert legacy_values(items, 1000) == (10, 0, 1002)
+
+
+@BOTH
+def test_a_key_of_the_address_and_the_path(kind: Any, clocked: Any) -> None:
+    with serve(kind, clocked("fixed_window", 1, 10), key=("client", "path")) as port:
+        for path in ("/", "/other"):
+            assert get(port, path)[0] != 429  # (Starlette answers 404 on /other)
+            assert get(port, path)[0] == 429
+    parts = ("X-Api-Key", "method")
+    with serve(kind, clocked("fixed_window", 1, 10), key=parts) as port:
+        assert get(port)[0] == 400  # a part missing: missing_key="reject"
+        assert get(port, "/", {"X-Api-Key": "a"})[0] == 200
+        assert get(port, "/", {"X-Api-Key": "a"})[0] == 429
+        assert get(port, "/", {"X-Api-Key": "b"})[0] == 200
 
 
 def test_asgi_takes_an_async_limiter(clocked: Any) -> None:

@@ -197,3 +197,111 @@ def test_several_rates_on_a_flask_view_with_words_and_commas() -> None:
             status, h, body = get(port, "/")
             assert status == 429 and b'"violated-policies":["2 per hour"]' in body
             assert '"100 per day";r=98;' in h["ratelimit"], h
+
+
+def test_default_application_wide_exempt_and_computed_limits_on_starlette() -> None:
+    """Default limits on views without their own, an application-wide
+    limit for every client together, an exempt view, a limit skipped by
+    exempt_when, and a limit computed per request from the user's plan."""
+    with RouteLimits(
+        key="X-User", default_limits="2/hour", application_limits="11/hour", legacy_headers=True
+    ) as limits:
+
+        async def index(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("index")
+
+        @limits.limit("1/hour")
+        async def login(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("in")
+
+        @limits.exempt
+        async def health(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("ok")
+
+        def plan(scope: Any) -> str:
+            return "3/hour" if dict(scope["headers"]).get(b"x-plan") == b"pro" else "1/hour"
+
+        @limits.limit(plan, key="X-User")
+        async def search(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("found")
+
+        app = starlette_apps.Starlette(routes=[
+            Route("/", index), Route("/login", login), Route("/health", health),
+            Route("/search", search),
+        ])
+        with uvicorn_server(limits.asgi(app)) as port:
+            def ask(path: str, user: str, **extra: str) -> tuple[int, dict[str, str], bytes]:
+                return get(port, path, {"X-User": user, **extra})
+
+            # The default applies to / (no limit of its own), per user.
+            for r in (1, 0):
+                status, h, _ = ask("/", "a")
+                assert status == 200 and h["ratelimit"].split(", ")[0].startswith(
+                    f'"2/hour";r={r};'
+                ), h
+                assert h["x-ratelimit-remaining"] == str(r), h
+            status, h, body = ask("/", "a")
+            assert status == 429 and b'["2/hour"]' in body and h["retry-after"], h
+            # /login has its own limit instead of the default.
+            assert ask("/login", "a")[0] == 200
+            status, _, body = ask("/login", "a")
+            assert status == 429 and b'["1/hour"]' in body
+            # Exempt: neither limit, however often.
+            for _ in range(12):
+                status, h, _ = ask("/health", "a")
+                assert status == 200 and "ratelimit" not in h
+            # Computed per request: the plan's rate.
+            assert [ask("/search", "p", **{"X-Plan": "pro"})[0] for _ in range(4)] == [
+                200, 200, 200, 429
+            ]
+            assert [ask("/search", "f")[0] for _ in range(2)] == [200, 429]
+            # Application-wide: 11 for all users together, the wrapper
+            # checking it first (so the 3 + 2 + 4 + 2 requests above, the
+            # views' refusals too, spent it; /health none).
+            status, _, body = ask("/", "z")
+            assert status == 429 and b'["11/hour"]' in body, body
+
+
+def test_default_limits_exempt_when_and_the_off_switch_on_flask() -> None:
+    flask = pytest.importorskip("flask")
+    app = flask.Flask(__name__)
+    with RouteLimits(key="X-User", default_limits="1/hour") as limits:
+
+        @app.get("/")
+        def index() -> str:
+            return "index"
+
+        @app.get("/report")
+        @limits.limit("1/hour", exempt_when=lambda environ: environ.get("HTTP_X_ADMIN") == "1")
+        def report() -> str:
+            return "report"
+
+        @app.get("/health")
+        @limits.exempt
+        def health() -> str:
+            return "ok"
+
+        app.wsgi_app = limits.wsgi(app.wsgi_app)  # type: ignore[method-assign]
+        with wsgi_server(app) as port:
+            assert [get(port, "/", {"X-User": "a"})[0] for _ in range(2)] == [200, 429]
+            assert [get(port, "/report", {"X-User": "a"})[0] for _ in range(2)] == [200, 429]
+            # exempt_when: an admin is not limited on /report.
+            for _ in range(3):
+                status, h, _ = get(port, "/report", {"X-User": "a", "X-Admin": "1"})
+                assert status == 200 and "ratelimit" not in h
+            assert [get(port, "/health", {"X-User": "a"})[0] for _ in range(3)] == [200] * 3
+            # A path no view serves: the default applies (then Flask's 404).
+            assert [get(port, "/nowhere", {"X-User": "b"})[0] for _ in range(2)] == [404, 429]
+    off = flask.Flask(__name__)
+    with RouteLimits(key="X-User", default_limits="1/hour", enabled=False) as limits:
+
+        @off.get("/")
+        @limits.limit("1/hour")
+        def limited() -> str:
+            return "in"
+
+        off.wsgi_app = limits.wsgi(off.wsgi_app)  # type: ignore[method-assign]
+        with wsgi_server(off) as port:
+            for _ in range(3):
+                status, h, _ = get(port, "/", {"X-User": "a"})
+                assert status == 200 and "ratelimit" not in h

@@ -586,12 +586,12 @@ class Settings(Generic[R]):
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
                  "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
                  "on_refusal", "on_dry_run_refusal", "methods", "metrics", "regroup",
-                 "on_store_error", "count_store_error", "store_log", "tier")
+                 "on_store_error", "count_store_error", "store_log", "tier", "legacy")
 
     def __init__(
         self,
         limiter: Any,
-        key: str | Callable[[R], bytes | str | None] | None,
+        key: str | Sequence[Any] | Callable[[R], bytes | str | None] | None,
         missing_key: MissingKey,
         cost: Callable[[R], int] | None,
         dry_run: bool,
@@ -607,8 +607,11 @@ class Settings(Generic[R]):
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
         on_store_error: Callable[[R, Exception], Any] | None = None,
         tier: Callable[[R], str | int | None] | None = None,
+        enabled: bool = True,
+        legacy: bool = False,
     ) -> None:
         self.limits = as_limits(limiter)
+        self.legacy = bool(legacy)
         if tier is not None:
             if not callable(tier):
                 raise TypeError(f"tier must be a callable of the request, not {tier!r}")
@@ -663,6 +666,8 @@ class Settings(Generic[R]):
                 raise ValueError("key: a header name must not be empty")
             name = key.lower()
             self.key = lambda r: header_of(r, name)
+        elif isinstance(key, (tuple, list)):
+            self.key = _key_parts(key, header_of, client_of, headers_of, client_ip or ClientIp())
         elif callable(key):
             self.key = key
         else:
@@ -691,6 +696,10 @@ class Settings(Generic[R]):
         self.plain = (
             not self.exempt_paths and self.exempt is None and cost is None and self.methods is None
         )
+        if not enabled:
+            # Off: every request is exempt, through the check the
+            # middlewares already make, so an enabled one pays nothing.
+            self.exempt_paths, self.exempt, self.plain = frozenset(), lambda r: True, False
 
     def fields(self, items: Sequence[LimitDecision]) -> tuple[str, str]:
         """The values of ``RateLimit-Policy`` and ``RateLimit``."""
@@ -752,12 +761,110 @@ class Settings(Generic[R]):
         )
 
 
+def _header_part(
+    header_of: Callable[[Any, str], bytes | None], name: str
+) -> Callable[[Any], bytes | None]:
+    return lambda r: header_of(r, name)
+
+
+def _key_parts(
+    parts: Sequence[Any],
+    header_of: Callable[[Any, str], bytes | None],
+    client_of: Callable[[Any], str | None],
+    headers_of: Callable[[Any, str], Sequence[bytes]] | None,
+    ip: ClientIp,
+) -> Callable[[Any], bytes | None]:
+    """The key function of ``key=("client", "path", ...)``: each part's
+    value in order, length-prefixed so no two lists of values give the
+    same key; None (no key) when a part has none. Parts: ``"client"`` (the
+    client's address, found and grouped as the middleware's options say),
+    ``"path"``, ``"method"``, a header name, or ``f(request)``."""
+    if not parts:
+        raise ValueError("key: give at least one part")
+    lines = headers_of or (lambda r, n: [v] if (v := header_of(r, n)) else [])
+
+    def client(r: Any) -> bytes | None:
+        k = ip.key(client_of(r), lambda: lines(r, ip.header))
+        return k.encode() if k else None
+
+    def path(r: Any) -> bytes | None:
+        # An ASGI scope has "path"; a WSGI environ PATH_INFO (latin-1 text).
+        v = r.get("path") if "type" in r else r.get("PATH_INFO")
+        return v.encode("utf-8", "surrogateescape") if v else None
+
+    def method(r: Any) -> bytes | None:
+        v = r.get("method") if "type" in r else r.get("REQUEST_METHOD")
+        return v.encode("ascii") if v else None
+
+    fns: list[Callable[[Any], bytes | str | None]] = []
+    for part in parts:
+        if part == "client":
+            fns.append(client)
+        elif part == "path":
+            fns.append(path)
+        elif part == "method":
+            fns.append(method)
+        elif isinstance(part, str) and part:
+            fns.append(_header_part(header_of, part.lower()))
+        elif callable(part):
+            fns.append(part)
+        else:
+            raise TypeError(
+                f"key part {part!r}: give 'client', 'path', 'method', a header name or a callable"
+            )
+
+    def key(r: Any) -> bytes | None:
+        out = bytearray()
+        for fn in fns:
+            v = fn(r)
+            if not v:
+                return None
+            b = v.encode() if isinstance(v, str) else bytes(v)
+            out += len(b).to_bytes(4, "big") + b
+        return bytes(out)
+
+    return key
+
+
 class MissingKeyError(Exception):
     """A request without a key under ``missing_key="reject"``."""
 
 
 class NoClientAddrError(Exception):
     """A request keyed by client address that has none: a misconfiguration."""
+
+
+def legacy_values(items: Sequence[LimitDecision], now_s: int) -> tuple[int, int, int] | None:
+    """The legacy ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset``
+    values (GitHub's, slowapi's, flask-limiter's), which describe one
+    limit: of a refused request the refusing limit whose wait is the
+    longest (the one ``Retry-After`` gives), else the limit with the fewest
+    units left (the first of equals). Limit is its ``q`` (as
+    ``RateLimit-Policy`` says it), Remaining its ``r``, and Reset the UNIX
+    time in whole seconds when its ``t`` ends, counted from ``now_s``.
+    None for no items."""
+    refused = [i for i in items if not i.decision.allowed]
+    if refused:
+        item = max(refused, key=lambda i: reset_seconds(i.decision))
+    elif items:
+        item = min(items, key=lambda i: i.decision.remaining)
+    else:
+        return None
+    q, _ = quota_window(item.limit, item.period_ns)
+    return q, min(item.decision.remaining, SF_INTEGER_MAX), now_s + reset_seconds(item.decision)
+
+
+def legacy_headers(items: Sequence[LimitDecision]) -> list[tuple[bytes, bytes]]:
+    """``legacy_values`` as header lines, Reset from the system clock."""
+    got = legacy_values(items, int(time.time()))
+    if got is None:
+        return []
+    limit, remaining, reset = got
+    return [
+        (b"x-ratelimit-limit", str(limit).encode("ascii")),
+        (b"x-ratelimit-remaining", str(remaining).encode("ascii")),
+        (b"x-ratelimit-reset", str(reset).encode("ascii")),
+    ]
 
 
 def field_headers(fields: tuple[str, str]) -> list[tuple[bytes, bytes]]:

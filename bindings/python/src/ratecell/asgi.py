@@ -46,6 +46,7 @@ from ._http import (
     outcome,
     field_headers,
     hooked_refusal_headers,
+    legacy_headers as _legacy_headers,
     problem_body,
     problem_headers,
     refusal_headers,
@@ -110,6 +111,15 @@ class RateLimitMiddleware:
       the count since), counted by ``metrics`` (a ``PrometheusMetrics``:
       ``ratecell_http_store_errors_total``) and given to
       ``on_store_error``.
+    - ``enabled``: False turns limiting off (tests, staging): every
+      request passes unchecked and without fields.
+    - ``legacy_headers``: True also sends ``X-RateLimit-Limit``,
+      ``X-RateLimit-Remaining`` and ``X-RateLimit-Reset`` (UNIX seconds)
+      for one limit (``ratecell._http.legacy_values`` says which), beside
+      the draft's fields.
+    - ``key`` may also be a sequence of parts, keyed together:
+      ``("client", "path")`` (the client's address as found above and the
+      path), ``"method"``, header names, or functions of the scope.
     - ``tier``: ``f(scope) -> str | int | None`` chooses each request's
       tier (a plan from a header, a claim, the route) among ``Tiered``
       limits' tiers; any other value is the default tier.
@@ -144,7 +154,7 @@ class RateLimitMiddleware:
         app: ASGIApp,
         limiter: Any,
         *,
-        key: str | Callable[[Scope], bytes | str | None] | None = None,
+        key: str | Sequence[Any] | Callable[[Scope], bytes | str | None] | None = None,
         missing_key: MissingKey = "reject",
         cost: Callable[[Scope], int] | None = None,
         dry_run: bool = False,
@@ -161,12 +171,15 @@ class RateLimitMiddleware:
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
         on_store_error: Callable[[Scope, Exception], Any] | None = None,
         tier: Callable[[Scope], str | int | None] | None = None,
+        enabled: bool = True,
+        legacy_headers: bool = False,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error, tier,
+            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error, tier, enabled,
+            legacy_headers,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -214,12 +227,18 @@ class RateLimitMiddleware:
                         got = await got
                     status, given, body = got
                     headers = hooked_refusal_headers(items, fields, given)
+                    if s.legacy:
+                        present = {k for k, _ in headers}
+                        headers += [h for h in _legacy_headers(items) if h[0] not in present]
                     if not any(k == b"content-length" for k, _ in headers):
                         headers.append((b"content-length", str(len(body)).encode("ascii")))
                     await _respond(send, status, headers, body)
                     return
                 body = problem_body(items)
-                await _respond(send, 429, refusal_headers(items, fields, body), body)
+                headers = refusal_headers(items, fields, body)
+                if s.legacy:
+                    headers += _legacy_headers(items)
+                await _respond(send, 429, headers, body)
                 return
             if s.on_dry_run_refusal is not None:
                 seen = s.on_dry_run_refusal(scope, items)
@@ -229,6 +248,8 @@ class RateLimitMiddleware:
             # A leaky bucket's place in its queue: run when its turn comes.
             await asyncio.sleep(wait / 1e9)
         extra = field_headers(fields)
+        if s.legacy:
+            extra += _legacy_headers(items)
 
         async def send_with_fields(message: Message) -> None:
             if message["type"] == "http.response.start":

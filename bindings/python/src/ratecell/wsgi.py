@@ -39,6 +39,7 @@ from ._http import (
     Settings,
     Tiered,
     hooked_refusal_headers,
+    legacy_headers as _legacy_headers,
     outcome,
     problem_body,
     problem_headers,
@@ -97,7 +98,7 @@ class RateLimitMiddleware:
         app: WSGIApp,
         limiter: Any,
         *,
-        key: str | Callable[[Environ], bytes | str | None] | None = None,
+        key: str | Sequence[Any] | Callable[[Environ], bytes | str | None] | None = None,
         missing_key: MissingKey = "reject",
         cost: Callable[[Environ], int] | None = None,
         dry_run: bool = False,
@@ -113,12 +114,15 @@ class RateLimitMiddleware:
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
         on_store_error: Callable[[Environ, Exception], Any] | None = None,
         tier: Callable[[Environ], str | int | None] | None = None,
+        enabled: bool = True,
+        legacy_headers: bool = False,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error, tier,
+            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error, tier, enabled,
+            legacy_headers,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -160,10 +164,16 @@ class RateLimitMiddleware:
                 if s.on_refusal is not None:
                     status, given, body = s.on_refusal(environ, items)
                     headers = hooked_refusal_headers(items, fields, given)
+                    if s.legacy:
+                        present = {k for k, _ in headers}
+                        headers += [h for h in _legacy_headers(items) if h[0] not in present]
                     start_response(_status_line(status), _str_headers(headers))
                     return [body]
                 body = problem_body(items)
-                start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
+                headers = refusal_headers(items, fields, body)
+                if s.legacy:
+                    headers += _legacy_headers(items)
+                start_response(_STATUS[429], _str_headers(headers))
                 return [body]
             if s.on_dry_run_refusal is not None:
                 s.on_dry_run_refusal(environ, items)
@@ -171,6 +181,20 @@ class RateLimitMiddleware:
             # A leaky bucket's place in its queue; WSGI serves each request
             # on its own thread, so sleeping holds only this request.
             time.sleep(wait / 1e9)
+
+        if s.legacy:
+            legacy = _str_headers(_legacy_headers(items))
+
+            def start_with_legacy(
+                status: str, headers: list[tuple[str, str]], exc_info: Any = None
+            ) -> Any:
+                return start_response(
+                    status,
+                    [*headers, ("RateLimit-Policy", policy), ("RateLimit", ratelimit), *legacy],
+                    exc_info,
+                )
+
+            return self.app(environ, start_with_legacy)
 
         def start_with_fields(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             return start_response(
