@@ -62,6 +62,13 @@ impl PolicyName {
     }
 }
 
+impl std::fmt::Display for PolicyName {
+    /// The name as given (not quoted as the fields quote it).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl Default for PolicyName {
     /// `default`, the name the draft's examples use for a lone policy.
     fn default() -> PolicyName {

@@ -90,9 +90,11 @@ pub enum MissingKey {
 
 /// What a store's failure answers: when an [`AsyncRateLimits`] could not
 /// decide (the store is unreachable, answered an error, or did not answer
-/// within its timeout).
+/// within its timeout). (Named apart from the Redis client's own
+/// `redis_client::FailurePolicy`, what a leased or cached-deny limiter
+/// decides without Redis, so one `use` line can name both.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FailurePolicy {
+pub enum StoreFailurePolicy {
     /// 503 Service Unavailable with a problem document (fail closed). The
     /// default: a limit that cannot be checked is not silently lifted, and
     /// a client sees that the failure is the server's.
@@ -130,7 +132,7 @@ struct Settings {
     on_refusal: Option<RefusalFn>,
     on_dry_run_refusal: Option<ViolationFn>,
     observe: Option<ObserveFn>,
-    failure: FailurePolicy,
+    failure: StoreFailurePolicy,
     on_store_error: Option<StoreErrorFn>,
     // `.metrics()`: store failures are counted too.
     #[cfg(feature = "metrics")]
@@ -183,7 +185,7 @@ impl RateLimitLayer {
     /// A layer whose limits are kept in a store it awaits (with the `redis`
     /// feature, `RedisLimits`): each request waits
     /// for the store's decision without holding a thread. When the store
-    /// fails, the [`FailurePolicy`] answers (default: 503). Every other
+    /// fails, the [`StoreFailurePolicy`] answers (default: 503). Every other
     /// option is as for [`RateLimitLayer::new`].
     pub fn new_async(limits: impl AsyncRateLimits) -> RateLimitLayer {
         let policy = limits.policy_field();
@@ -206,7 +208,7 @@ impl RateLimitLayer {
                 on_refusal: None,
                 on_dry_run_refusal: None,
                 observe: None,
-                failure: FailurePolicy::ServiceUnavailable,
+                failure: StoreFailurePolicy::ServiceUnavailable,
                 on_store_error: None,
                 #[cfg(feature = "metrics")]
                 count_store_errors: false,
@@ -359,9 +361,9 @@ impl RateLimitLayer {
     }
 
     /// What a request gets when the store of a [`RateLimitLayer::new_async`]
-    /// layer fails (default: [`FailurePolicy::ServiceUnavailable`]). No
+    /// layer fails (default: [`StoreFailurePolicy::ServiceUnavailable`]). No
     /// effect on a layer of in-process limits, which cannot fail.
-    pub fn failure_policy(self, policy: FailurePolicy) -> RateLimitLayer {
+    pub fn failure_policy(self, policy: StoreFailurePolicy) -> RateLimitLayer {
         self.edit(|s| s.failure = policy)
     }
 
@@ -571,7 +573,7 @@ impl Settings {
         }
         #[cfg(feature = "metrics")]
         if self.count_store_errors {
-            crate::metrics::record_store_error(self.failure == FailurePolicy::FailOpen);
+            crate::metrics::record_store_error(self.failure == StoreFailurePolicy::FailOpen);
         }
     }
 }
@@ -852,8 +854,8 @@ where
                                 settings.store_failed(&parts, &error);
                                 let req = Request::from_parts(parts, body);
                                 return match settings.failure {
-                                    FailurePolicy::ServiceUnavailable => Ok(unavailable()),
-                                    FailurePolicy::FailOpen => {
+                                    StoreFailurePolicy::ServiceUnavailable => Ok(unavailable()),
+                                    StoreFailurePolicy::FailOpen => {
                                         let mut ready = ready;
                                         ready.call(req).await
                                     }

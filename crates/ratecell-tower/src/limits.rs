@@ -74,7 +74,7 @@ pub type LimitsFuture =
 /// a bound of its own (a timeout: `RedisLimits` has
 /// one, 250 ms by default), since the request waits for it; a store that
 /// cannot decide in time returns [`StoreError::Timeout`] and the layer
-/// answers with its [`FailurePolicy`](crate::FailurePolicy).
+/// answers with its [`StoreFailurePolicy`](crate::StoreFailurePolicy).
 pub trait AsyncRateLimits: Send + Sync + 'static {
     /// Decides a request of `cost` units for `key` (see
     /// [`RateLimits::check`]). The future owns what it needs: the layer
@@ -98,7 +98,7 @@ impl<T: AsyncRateLimits + ?Sized> AsyncRateLimits for Arc<T> {
 }
 
 /// Why a store gave no decisions. The layer answers such a request with
-/// its [`FailurePolicy`](crate::FailurePolicy); causes may be added, so
+/// its [`StoreFailurePolicy`](crate::StoreFailurePolicy); causes may be added, so
 /// match with a wildcard arm.
 #[derive(Debug)]
 #[non_exhaustive]

@@ -14,8 +14,8 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, ManualClock, Overflow};
 use ratecell_tower::{
-    FailurePolicy, Key, KeyPart, MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer,
-    Tiered, acquire,
+    Key, KeyPart, MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer,
+    StoreFailurePolicy, Tiered, acquire,
 };
 use tokio::net::{TcpListener, TcpStream};
 
@@ -927,7 +927,7 @@ async fn a_failing_store_is_a_503_unless_the_layer_fails_open() {
     );
 
     let open = serve(app(
-        RateLimitLayer::new_async(failing()).failure_policy(FailurePolicy::FailOpen)
+        RateLimitLayer::new_async(failing()).failure_policy(StoreFailurePolicy::FailOpen)
     ))
     .await;
     let r = request(open, "/", None).await;
@@ -1199,4 +1199,11 @@ async fn default_application_wide_and_route_limits_compose() {
         assert_eq!(reply.status, StatusCode::OK);
         assert_eq!(reply.field("ratelimit"), None);
     }
+}
+
+#[test]
+fn policy_names_display_as_given() {
+    let name = ratecell_tower::PolicyName::new("api \"v2\"").unwrap();
+    assert_eq!(name.to_string(), "api \"v2\"");
+    assert_eq!(format!("policy {name}"), "policy api \"v2\"");
 }
