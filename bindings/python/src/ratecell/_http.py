@@ -586,7 +586,8 @@ class Settings(Generic[R]):
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
                  "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
                  "on_refusal", "on_dry_run_refusal", "methods", "metrics", "regroup",
-                 "on_store_error", "count_store_error", "store_log", "tier", "legacy")
+                 "on_store_error", "count_store_error", "store_log", "tier", "legacy",
+                 "extended")
 
     def __init__(
         self,
@@ -621,6 +622,9 @@ class Settings(Generic[R]):
                     f"(or ratecell.wsgi.Tiered) limits, not {type(limiter).__name__}"
                 )
         self.tier = tier
+        # Whether a request needs more than the plain check and fields:
+        # one flag the middlewares test, so those without pay one test.
+        self.extended = tier is not None or self.legacy
         if metrics is not None and not callable(metrics):
             raise TypeError(
                 f"metrics must be a callable (ratecell.metrics.PrometheusMetrics), not {metrics!r}"
@@ -738,6 +742,14 @@ class Settings(Generic[R]):
         if self.missing_key == "skip":
             return None
         raise MissingKeyError
+
+    def check_extended(self, request: R, key: bytes) -> Any:
+        """The limits' decisions for a request of an ``extended`` setting
+        (a tier function, legacy headers)."""
+        cost = self.request_cost(request)
+        if self.tier is None:
+            return self.limits.check_limits(key, cost)
+        return self.limits.check_tier(key, cost, self.tier(request))  # type: ignore[attr-defined]
 
     def store_failed(self, request: R, exc: Exception) -> None:
         """Reports a failure of the limits (the store) before the failure

@@ -200,12 +200,12 @@ class RateLimitMiddleware:
         if key is None:
             await self.app(scope, receive, send)
             return
+        extended = s.extended
         try:
-            cost = 1 if s.cost is None else s.cost(scope)
-            if s.tier is None:
-                items = s.limits.check_limits(key, cost)
+            if not extended:
+                items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(scope))
             else:
-                items = s.limits.check_tier(key, cost, s.tier(scope))  # type: ignore[attr-defined]
+                items = s.check_extended(scope, key)
             if not isinstance(items, (list, tuple)):
                 items = await items  # type: ignore[misc]
         except Exception as e:
@@ -227,7 +227,7 @@ class RateLimitMiddleware:
                         got = await got
                     status, given, body = got
                     headers = hooked_refusal_headers(items, fields, given)
-                    if s.legacy:
+                    if extended and s.legacy:
                         present = {k for k, _ in headers}
                         headers += [h for h in _legacy_headers(items) if h[0] not in present]
                     if not any(k == b"content-length" for k, _ in headers):
@@ -236,7 +236,7 @@ class RateLimitMiddleware:
                     return
                 body = problem_body(items)
                 headers = refusal_headers(items, fields, body)
-                if s.legacy:
+                if extended and s.legacy:
                     headers += _legacy_headers(items)
                 await _respond(send, 429, headers, body)
                 return
@@ -248,7 +248,7 @@ class RateLimitMiddleware:
             # A leaky bucket's place in its queue: run when its turn comes.
             await asyncio.sleep(wait / 1e9)
         extra = field_headers(fields)
-        if s.legacy:
+        if extended and s.legacy:
             extra += _legacy_headers(items)
 
         async def send_with_fields(message: Message) -> None:

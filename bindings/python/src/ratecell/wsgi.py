@@ -141,12 +141,12 @@ class RateLimitMiddleware:
             return [MISSING_KEY_BODY]
         if key is None:
             return self.app(environ, start_response)
+        extended = s.extended
         try:
-            cost = 1 if s.cost is None else s.cost(environ)
-            if s.tier is None:
-                items = s.limits.check_limits(key, cost)
+            if not extended:
+                items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(environ))
             else:
-                items = s.limits.check_tier(key, cost, s.tier(environ))  # type: ignore[attr-defined]
+                items = s.check_extended(environ, key)
             if not isinstance(items, (list, tuple)):
                 raise TypeError("the WSGI middleware needs a synchronous limiter")
         except Exception as e:
@@ -164,14 +164,14 @@ class RateLimitMiddleware:
                 if s.on_refusal is not None:
                     status, given, body = s.on_refusal(environ, items)
                     headers = hooked_refusal_headers(items, fields, given)
-                    if s.legacy:
+                    if extended and s.legacy:
                         present = {k for k, _ in headers}
                         headers += [h for h in _legacy_headers(items) if h[0] not in present]
                     start_response(_status_line(status), _str_headers(headers))
                     return [body]
                 body = problem_body(items)
                 headers = refusal_headers(items, fields, body)
-                if s.legacy:
+                if extended and s.legacy:
                     headers += _legacy_headers(items)
                 start_response(_STATUS[429], _str_headers(headers))
                 return [body]
@@ -182,7 +182,7 @@ class RateLimitMiddleware:
             # on its own thread, so sleeping holds only this request.
             time.sleep(wait / 1e9)
 
-        if s.legacy:
+        if extended and s.legacy:
             legacy = _str_headers(_legacy_headers(items))
 
             def start_with_legacy(
