@@ -305,3 +305,29 @@ def test_default_limits_exempt_when_and_the_off_switch_on_flask() -> None:
             for _ in range(3):
                 status, h, _ = get(port, "/", {"X-User": "a"})
                 assert status == 200 and "ratelimit" not in h
+
+
+def test_a_failing_route_limiter_is_a_store_failure_hooked_and_answered() -> None:
+    flask = pytest.importorskip("flask")
+
+    class Broken:
+        def check_limits(self, key: bytes, cost: int) -> list[Any]:
+            raise ConnectionError("store down")
+
+    seen: list[str] = []
+    for fail_open, want in ((False, 503), (True, 200)):
+        app = flask.Flask(__name__)
+        with RouteLimits(
+            fail_open=fail_open, on_store_error=lambda request, exc: seen.append(str(exc))
+        ) as limits:
+
+            @app.get("/")
+            @limits.limit(Broken())
+            def index() -> str:
+                return "in"
+
+            app.wsgi_app = limits.wsgi(app.wsgi_app)  # type: ignore[method-assign]
+            with wsgi_server(app) as port:
+                status, h, _ = get(port, "/")
+                assert status == want and "ratelimit" not in h, (status, h)
+    assert seen == ["store down", "store down"]

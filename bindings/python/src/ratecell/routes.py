@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar
 from ._http import (
     MISSING_KEY_BODY,
     NO_CLIENT_ADDR_BODY,
+    UNAVAILABLE_BODY,
     ClientIp,
     ForwardedHeader,
     LimitDecision,
@@ -178,8 +179,9 @@ class _Check:
             header_of, client_of, headers_of = _asgi_parts() if kind == "asgi" else _wsgi_parts()
             got = Settings(
                 self.limits, self.key if self.key is not None else o.key, o.missing_key,
-                self.cost, False, self.exempt_when, False, header_of, client_of, headers_of,
-                o.client_ip, None, None, self.methods, o.metrics, legacy=o.legacy_headers,
+                self.cost, False, self.exempt_when, o.fail_open, header_of, client_of,
+                headers_of, o.client_ip, None, None, self.methods, o.metrics,
+                on_store_error=o.on_store_error, legacy=o.legacy_headers,
             )
             self.settings[kind] = got
         return got
@@ -204,10 +206,17 @@ class _Check:
             return respond(400, _str_headers(problem_headers(body)), body)
         if k is None:
             return None
-        # In-process limiters answer at once (no awaitable).
-        items: Sequence[LimitDecision] = s.limits.check_limits(  # type: ignore[assignment]
-            k, s.request_cost(req)
-        )
+        try:
+            # In-process limiters answer at once (no awaitable).
+            items: Sequence[LimitDecision] = s.limits.check_limits(  # type: ignore[assignment]
+                k, s.request_cost(req)
+            )
+        except Exception as e:
+            s.store_failed(req, e)
+            if s.fail_open:
+                return None
+            body = UNAVAILABLE_BODY
+            return respond(503, _str_headers(problem_headers(body)), body)
         fields = s.fields(items)
         ok, _ = outcome(items)
         if s.metrics is not None:
@@ -244,7 +253,11 @@ class RouteLimits:
     routing (Starlette or FastAPI routes, Flask's URL map), and applies the
     default to any request whose view it cannot find (a 404).
     ``enabled=False`` turns every limit off (tests, staging);
-    ``legacy_headers=True`` adds ``X-RateLimit-*`` as the middlewares do."""
+    ``legacy_headers=True`` adds ``X-RateLimit-*`` as the middlewares do.
+    A limiter that raises (a store that did not answer) is the
+    middlewares' store failure: logged, counted by ``metrics``, given to
+    ``on_store_error(request, exc)``, and answered 503 unless
+    ``fail_open``."""
 
     def __init__(
         self,
@@ -263,8 +276,12 @@ class RouteLimits:
         application_limits: str | None = None,
         enabled: bool = True,
         legacy_headers: bool = False,
+        fail_open: bool = False,
+        on_store_error: Callable[[Any, Exception], Any] | None = None,
     ) -> None:
         self.algorithm = algorithm
+        self.fail_open = bool(fail_open)
+        self.on_store_error = on_store_error
         self.capacity = capacity
         self.key = key
         self.missing_key: MissingKey = missing_key
