@@ -6,9 +6,11 @@
 #   2. a venv under the cargo target dir, into which `pip install
 #      ./bindings/python` (the package builds and bundles the library itself)
 #      plus pytest, numpy and limits from PyPI (and uvicorn, starlette,
-#      flask and prometheus-client, test-only, for the HTTP middleware's,
-#      ratecell.routes' and ratecell.metrics' real-server tests; the WSGI
-#      servers are wsgiref); pytest on bindings/python/tests
+#      flask, waitress and prometheus-client, test-only, for the HTTP
+#      middleware's, ratecell.routes' and ratecell.metrics' real-server
+#      tests and docs/HTTP.md's snippets, bindings/python/examples; the
+#      WSGI servers are wsgiref, and waitress behind a proxy); pytest on
+#      bindings/python/tests
 #      against that installed package (no tests collected is a failure);
 #   3. a second venv with `pip install -e ./bindings/python`, the same tests;
 #   4. bindings/c/tests/parity.c, built with -std=c11 -Wall -Wextra -Wpedantic
@@ -79,7 +81,7 @@ run_pytest() {
 
 # What the tests import beyond the package; both passes install all of it,
 # since a test file skipped for a missing module fails the step.
-test_packages=(pytest numpy uvicorn starlette flask prometheus-client)
+test_packages=(pytest numpy uvicorn starlette flask prometheus-client waitress)
 
 installed() {
     local env="$target/python-venv"

@@ -15,9 +15,18 @@
 //     refused counts once under each; a policy that would have admitted a
 //     request another refused counts nothing).
 //   - dry_run_refused: as refused, in a dry run (the request passed).
+//
+// Store failures decide nothing per policy: they are counted on a counter
+// of their own, ratecell_http_store_errors_total, labelled outcome
+// (unavailable: answered 503; failed_open: the request passed), through
+// ratehttp.Options.OnStoreError:
+//
+//	ratehttp.Options{Observe: m.Observe, OnStoreError: m.StoreError}
 package ratecellprom
 
 import (
+	"errors"
+	"net/http"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,9 +36,15 @@ import (
 // DefaultName is the counter's name when New is given "".
 const DefaultName = "ratecell_http_requests_total"
 
-// Metrics is the counter; Observe is ratehttp.Options.Observe.
+// StoreErrorsName is the store failures' counter.
+const StoreErrorsName = "ratecell_http_store_errors_total"
+
+// Metrics is the counters; Observe is ratehttp.Options.Observe and
+// StoreError ratehttp.Options.OnStoreError.
 type Metrics struct {
 	vec *prometheus.CounterVec
+	// failedOpen and unavailable: the store failures' two counters.
+	failedOpen, unavailable prometheus.Counter
 	// (policy, outcome) -> its counter: WithLabelValues hashes the labels
 	// on every call.
 	counters sync.Map
@@ -50,7 +65,38 @@ func New(reg prometheus.Registerer, name string) (*Metrics, error) {
 	if err := reg.Register(vec); err != nil {
 		return nil, err
 	}
-	return &Metrics{vec: vec}, nil
+	stores := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: StoreErrorsName,
+		Help: "Failures of the rate-limit store by outcome (unavailable, failed_open).",
+	}, []string{"outcome"})
+	if err := reg.Register(stores); err != nil {
+		// Several Metrics (one per counter name) in one registry share it.
+		var already prometheus.AlreadyRegisteredError
+		if !errors.As(err, &already) {
+			reg.Unregister(vec)
+			return nil, err
+		}
+		shared, ok := already.ExistingCollector.(*prometheus.CounterVec)
+		if !ok {
+			reg.Unregister(vec)
+			return nil, err
+		}
+		stores = shared
+	}
+	return &Metrics{
+		vec:         vec,
+		failedOpen:  stores.WithLabelValues("failed_open"),
+		unavailable: stores.WithLabelValues("unavailable"),
+	}, nil
+}
+
+// StoreError counts one store failure (ratehttp.Options.OnStoreError).
+func (m *Metrics) StoreError(_ *http.Request, _ error, failedOpen bool) {
+	if failedOpen {
+		m.failedOpen.Inc()
+	} else {
+		m.unavailable.Inc()
+	}
 }
 
 func (m *Metrics) inc(policy, outcome string) {

@@ -1,6 +1,8 @@
 package ratecellprom_test
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -85,5 +87,56 @@ func TestOutcomesPerPolicyAreScraped(t *testing.T) {
 		if !strings.Contains(text, line) {
 			t.Fatalf("no %q in\n%s", line, text)
 		}
+	}
+}
+
+type broken struct{}
+
+func (broken) Check(context.Context, []byte, uint64) ([]ratehttp.LimitDecision, error) {
+	return nil, errors.New("store down")
+}
+
+func TestStoreFailuresAreCountedByOutcome(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := ratecellprom.New(reg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second Metrics under another name shares the failures' counter.
+	other, err := ratecellprom.New(reg, "other_requests_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hello") })
+	closed := httptest.NewServer(ratehttp.Middleware(broken{}, ratehttp.Options{Observe: m.Observe, OnStoreError: m.StoreError})(hello))
+	t.Cleanup(closed.Close)
+	open := httptest.NewServer(ratehttp.Middleware(broken{}, ratehttp.Options{Observe: other.Observe, OnStoreError: other.StoreError, FailOpen: true})(hello))
+	t.Cleanup(open.Close)
+	var got []int
+	for i := 0; i < 3; i++ {
+		s, _ := get(t, closed.URL+"/")
+		got = append(got, s)
+	}
+	for i := 0; i < 2; i++ {
+		s, _ := get(t, open.URL+"/")
+		got = append(got, s)
+	}
+	if want := []int{503, 503, 503, 200, 200}; !slices.Equal(got, want) {
+		t.Fatalf("statuses %v, want %v", got, want)
+	}
+	scrape := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(scrape.Close)
+	_, text := get(t, scrape.URL+"/metrics")
+	for _, line := range []string{
+		`ratecell_http_store_errors_total{outcome="unavailable"} 3`,
+		`ratecell_http_store_errors_total{outcome="failed_open"} 2`,
+	} {
+		if !strings.Contains(text, line) {
+			t.Fatalf("no %q in\n%s", line, text)
+		}
+	}
+	// A failure decides nothing per policy.
+	if strings.Contains(text, "ratecell_http_requests_total{") {
+		t.Fatalf("a failure counted per policy:\n%s", text)
 	}
 }

@@ -145,6 +145,37 @@ func RateLimitField(items []LimitDecision) string {
 	return b.String()
 }
 
+// LegacyValues are the legacy X-RateLimit-Limit, -Remaining and -Reset
+// values (GitHub's, httprate's, slowapi's), which describe one limit: of a
+// refused request the refusing limit whose wait is the longest (the one
+// Retry-After gives), else the limit with the fewest units left (the first
+// of equals). Limit is its q (as RateLimit-Policy says it), Remaining its
+// r, and Reset the UNIX time in whole seconds when its t ends, counted
+// from now. ok is false for no items.
+func LegacyValues(items []LimitDecision, now time.Time) (limit, remaining, reset uint64, ok bool) {
+	refused := !Admitted(items)
+	pick := -1
+	for i, it := range items {
+		switch {
+		case refused && !it.Decision.Allowed:
+			if pick < 0 || ResetSeconds(it.Decision) > ResetSeconds(items[pick].Decision) {
+				pick = i
+			}
+		case !refused:
+			if pick < 0 || it.Decision.Remaining < items[pick].Decision.Remaining {
+				pick = i
+			}
+		}
+	}
+	if pick < 0 {
+		return 0, 0, 0, false
+	}
+	it := items[pick]
+	q, _ := QuotaWindow(it.Limit, it.Period)
+	unix := uint64(max(now.Unix(), 0))
+	return q, min(it.Decision.Remaining, SFIntegerMax), unix + ResetSeconds(it.Decision), true
+}
+
 // Admitted reports whether every limit admitted the request.
 func Admitted(items []LimitDecision) bool {
 	for _, it := range items {

@@ -25,6 +25,7 @@ package ratehttp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log"
@@ -32,6 +33,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -118,6 +120,61 @@ type EachChecker interface {
 // cost (0: a peek).
 func request(key []byte, cost uint64) ratecell.Request {
 	return ratecell.Request{Key: ratecell.BytesKey(key), Cost: cost, Peek: cost == 0}
+}
+
+// TierLimits are Limits with a quota per tier (free, paid, internal...),
+// each request's tier chosen by Options.Tier. CheckTier decides as Check
+// under tier; a tier the limits do not have is the default tier, 0, so no
+// client can choose a quota it was not given. Check is the default tier's.
+type TierLimits interface {
+	Limits
+	CheckTier(ctx context.Context, key []byte, cost uint64, tier int) ([]LimitDecision, error)
+}
+
+type tiered struct {
+	policies []Policy
+	c        Checker
+}
+
+func (t *tiered) Check(ctx context.Context, key []byte, cost uint64) ([]LimitDecision, error) {
+	return t.CheckTier(ctx, key, cost, 0)
+}
+
+func (t *tiered) CheckTier(_ context.Context, key []byte, cost uint64, tier int) ([]LimitDecision, error) {
+	if tier < 0 || tier >= len(t.policies) {
+		tier = 0
+	}
+	r := request(key, cost)
+	r.Tier = tier
+	d, err := t.c.Check(r)
+	if err != nil {
+		return nil, err
+	}
+	p := t.policies[tier]
+	return []LimitDecision{{Name: p.Name, Limit: p.Limit, Period: p.Period, Decision: d}}, nil
+}
+
+// Tiered is a limiter of one limit per tier (ratecell.NewWith with
+// Options.Tiers), tier t's limit being tiers[t], under its own policy
+// name: the fields name the request's tier and give its quota. Tier 0 is
+// the default tier.
+func Tiered(tiers []Policy, c Checker) (TierLimits, error) {
+	if len(tiers) == 0 {
+		return nil, errors.New("ratehttp: Tiered: give one policy per tier")
+	}
+	for i, p := range tiers {
+		if p.Name == "" {
+			return nil, fmt.Errorf("ratehttp: Tiered: tier %d has no name: name every tier", i)
+		}
+	}
+	policies, err := CheckPolicies(tiers)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, errors.New("ratehttp: Tiered: checker is nil")
+	}
+	return &tiered{policies: policies, c: c}, nil
 }
 
 type multi struct {
@@ -275,6 +332,64 @@ type Options struct {
 	// (github.com/ratecell/ratecell-go/prometheus counts them per policy).
 	// Default: none.
 	Observe func(items []LimitDecision, admitted, dryRun bool)
+	// OnStoreError sees every failure of Limits (a Redis store that did
+	// not answer) with its request, before FailOpen decides the answer;
+	// failedOpen says which it is (passed, or 503). The prometheus
+	// module's Metrics.StoreError counts them. Whether or not it is set,
+	// failures are logged (log.Printf): the first at once, then at most
+	// one line every StoreErrorLogInterval with the count since, so a
+	// store that fails open is never silent and an outage does not write
+	// a line per request.
+	OnStoreError func(r *http.Request, err error, failedOpen bool)
+	// Disabled turns limiting off (tests, staging; from a setting read at
+	// start-up): Middleware returns the handler itself, so requests pass
+	// unchecked and without fields.
+	Disabled bool
+	// LegacyHeaders also sends X-RateLimit-Limit, X-RateLimit-Remaining
+	// and X-RateLimit-Reset (UNIX seconds), which clients written for
+	// GitHub's or httprate's headers read, beside the draft's fields, for
+	// one limit (LegacyValues says which).
+	LegacyHeaders bool
+	// Tier chooses each request's tier (a plan from a header, a claim,
+	// the route) among the tiers of TierLimits (Tiered); a tier they do
+	// not have is the default tier. Middleware panics when it is set and
+	// the limits have no tiers.
+	Tier func(*http.Request) int
+}
+
+// StoreErrorLogInterval is the least time between two log lines of store
+// failures (the first is logged at once).
+const StoreErrorLogInterval = 10 * time.Second
+
+// ErrNoDecisions is the store failure of a Limits that returned no
+// decisions and no error.
+var ErrNoDecisions = errors.New("ratehttp: the limits returned no decisions")
+
+// storeErrorLog writes the store failures' log line, at most once per
+// StoreErrorLogInterval.
+type storeErrorLog struct {
+	mu    sync.Mutex
+	next  time.Time
+	since int
+}
+
+func (l *storeErrorLog) failed(err error, failedOpen bool) {
+	now := time.Now()
+	l.mu.Lock()
+	l.since++
+	if now.Before(l.next) {
+		l.mu.Unlock()
+		return
+	}
+	since := l.since
+	l.since = 0
+	l.next = now.Add(StoreErrorLogInterval)
+	l.mu.Unlock()
+	answer := "requests get 503"
+	if failedOpen {
+		answer = "requests pass unlimited (FailOpen)"
+	}
+	log.Printf("ratehttp: the rate-limit store failed (%v); %s; %d failure(s) since the last such line", err, answer, since)
 }
 
 // ClientAddr is the IP of r.RemoteAddr as text (the port is dropped: a
@@ -288,6 +403,35 @@ func ClientAddr(r *http.Request) []byte {
 	}
 	return []byte(host)
 }
+
+// KeyParts keys requests by several parts at once (the client's address
+// and the route, say): each part's value in order, length-prefixed so no
+// two lists of values give the same key. A part with no value makes the
+// request keyless, which Options.MissingKey decides. For the client's
+// address as the middleware finds it, give ClientIP's function:
+//
+//	addr, _ := ratehttp.ClientIP(ratehttp.ClientIPOptions{})
+//	opts := ratehttp.Options{Key: ratehttp.KeyParts(addr, ratehttp.PathKey)}
+func KeyParts(parts ...func(*http.Request) []byte) func(*http.Request) []byte {
+	return func(r *http.Request) []byte {
+		var key []byte
+		for _, part := range parts {
+			v := part(r)
+			if len(v) == 0 {
+				return nil
+			}
+			key = binary.BigEndian.AppendUint32(key, uint32(len(v)))
+			key = append(key, v...)
+		}
+		return key
+	}
+}
+
+// PathKey is the request's URL path, a part for KeyParts.
+func PathKey(r *http.Request) []byte { return []byte(r.URL.Path) }
+
+// MethodKey is the request's method, a part for KeyParts.
+func MethodKey(r *http.Request) []byte { return []byte(r.Method) }
 
 // Header keys requests by the value of header name (an API key).
 func Header(name string) func(*http.Request) []byte {
@@ -317,7 +461,15 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			panic(err)
 		}
 	}
+	var tiers TierLimits
+	if opts.Tier != nil {
+		var ok bool
+		if tiers, ok = limits.(TierLimits); !ok {
+			panic(fmt.Sprintf("ratehttp: Options.Tier chooses among tiers: give Middleware TierLimits (ratehttp.Tiered), not %T", limits))
+		}
+	}
 	var loggedNoAddr atomic.Bool
+	storeLog := &storeErrorLog{}
 	// A Limits whose policies are fixed says its RateLimit-Policy once.
 	policy := ""
 	if p, ok := limits.(interface{ PolicyField() string }); ok {
@@ -329,6 +481,9 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 	}
 	methods := append([]string(nil), opts.Methods...)
 	return func(next http.Handler) http.Handler {
+		if opts.Disabled {
+			return next
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if len(methods) > 0 && !slices.Contains(methods, r.Method) {
 				next.ServeHTTP(w, r)
@@ -365,8 +520,21 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			if opts.Cost != nil {
 				cost = opts.Cost(r)
 			}
-			items, err := limits.Check(r.Context(), k, cost)
+			var items []LimitDecision
+			var err error
+			if tiers == nil {
+				items, err = limits.Check(r.Context(), k, cost)
+			} else {
+				items, err = tiers.CheckTier(r.Context(), k, cost, opts.Tier(r))
+			}
 			if err != nil || len(items) == 0 {
+				if err == nil {
+					err = ErrNoDecisions
+				}
+				if opts.OnStoreError != nil {
+					opts.OnStoreError(r, err, opts.FailOpen)
+				}
+				storeLog.failed(err, opts.FailOpen)
 				if opts.FailOpen {
 					next.ServeHTTP(w, r)
 				} else {
@@ -379,12 +547,22 @@ func Middleware(limits Limits, opts Options) func(http.Handler) http.Handler {
 			}
 			h := w.Header()
 			// Canonical keys, set directly: no canonicalization per request.
+			// Appended: a middleware outside this one (an application-wide
+			// limit around per-client ones) has set its own field lines,
+			// which the client reads as one list.
 			if policy != "" {
-				h["Ratelimit-Policy"] = []string{policy}
+				h["Ratelimit-Policy"] = append(h["Ratelimit-Policy"], policy)
 			} else {
-				h["Ratelimit-Policy"] = []string{PolicyField(items)}
+				h["Ratelimit-Policy"] = append(h["Ratelimit-Policy"], PolicyField(items))
 			}
-			h["Ratelimit"] = []string{RateLimitField(items)}
+			h["Ratelimit"] = append(h["Ratelimit"], RateLimitField(items))
+			if opts.LegacyHeaders {
+				if limit, remaining, reset, ok := LegacyValues(items, time.Now()); ok {
+					h["X-Ratelimit-Limit"] = []string{strconv.FormatUint(limit, 10)}
+					h["X-Ratelimit-Remaining"] = []string{strconv.FormatUint(remaining, 10)}
+					h["X-Ratelimit-Reset"] = []string{strconv.FormatUint(reset, 10)}
+				}
+			}
 			if opts.DryRun {
 				if opts.OnDryRunRefusal != nil && !Admitted(items) {
 					opts.OnDryRunRefusal(r, items)

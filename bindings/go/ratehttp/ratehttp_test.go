@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -558,6 +560,79 @@ func TestAFailingLimiterFailsClosedUnlessTold(t *testing.T) {
 	}
 }
 
+// A store that fails is never silent: the hook sees each failure with its
+// request, its error and the answer given; the log says so once per
+// middleware, not once per request.
+func TestStoreFailuresReachTheHookAndTheLog(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	log.SetOutput(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}))
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	type seen struct {
+		query      string
+		err        string
+		failedOpen bool
+	}
+	var got []seen
+	hook := func(r *http.Request, err error, failedOpen bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, seen{r.URL.RawQuery, err.Error(), failedOpen})
+	}
+	closed := serve(t, broken{}, ratehttp.Options{OnStoreError: hook})
+	open := serve(t, broken{}, ratehttp.Options{OnStoreError: hook, FailOpen: true})
+	empty := serve(t, emptyLimits{}, ratehttp.Options{OnStoreError: hook})
+	for i := 0; i < 3; i++ {
+		if r := get(t, closed, "/?closed"); r.status != 503 {
+			t.Fatalf("fail closed: %d", r.status)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if r := get(t, open, "/?open"); r.status != 200 {
+			t.Fatalf("fail open: %d", r.status)
+		}
+	}
+	if r := get(t, empty, "/?empty"); r.status != 503 {
+		t.Fatalf("no decisions: %d", r.status)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []seen{
+		{"closed", "store down", false}, {"closed", "store down", false}, {"closed", "store down", false},
+		{"open", "store down", true}, {"open", "store down", true},
+		{"empty", ratehttp.ErrNoDecisions.Error(), false},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hook saw %v, want %v", got, want)
+	}
+	// One line per middleware: its first failure (the next ones fall in
+	// the same StoreErrorLogInterval, which a few loopback requests cannot
+	// span).
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d log lines, want 3:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{"store down); requests get 503", "store down); requests pass unlimited", "no decisions); requests get 503"} {
+		if !strings.Contains(lines[i], want) {
+			t.Fatalf("log line %d %q lacks %q", i, lines[i], want)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+type emptyLimits struct{}
+
+func (emptyLimits) Check(context.Context, []byte, uint64) ([]ratehttp.LimitDecision, error) {
+	return nil, nil
+}
+
 // Issue 33 §4 through the middleware keyed by an API-key header: a flood
 // of made-up keys fills the table with live states. Under OverflowDeny the
 // next new client is refused; under OverflowEvict, the policy the package
@@ -593,6 +668,186 @@ func TestAFloodOfMadeUpKeysLocksOutNewClientsOnlyUnderDeny(t *testing.T) {
 		}
 		if got != want {
 			t.Fatalf("%v: a new client after the flood got %d, want %d", policy, got, want)
+		}
+	}
+}
+
+// A plan from a header picks each request's quota; an unknown plan is the
+// default tier's; a key that changes tier keeps what it spent.
+func TestATierIsChosenPerRequest(t *testing.T) {
+	free := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 2, Period: time.Hour, Capacity: 64, Overflow: ratecell.OverflowEvict}
+	pro := free
+	pro.Limit = 5
+	l, err := ratecell.NewWith(ratecell.Options{Tiers: [][]ratecell.Config{{free}, {pro}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	limits, err := ratehttp.Tiered([]ratehttp.Policy{{Name: "free", Limit: 2, Period: time.Hour}, {Name: "pro", Limit: 5, Period: time.Hour}}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := map[string]int{"free": 0, "pro": 1}
+	plan := func(r *http.Request) int {
+		if p, ok := plans[r.Header.Get("X-Plan")]; ok {
+			return p
+		}
+		return 99 // a plan the limits lack: the default tier
+	}
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.Header("X-Api-Key"), Tier: plan})
+	ask := func(key, plan string) reply {
+		return get(t, srv, "/", "X-Api-Key", key, "X-Plan", plan)
+	}
+	for _, r := range []int{1, 0} {
+		got := ask("a", "free")
+		expect(t, "status", strconv.Itoa(got.status), "200")
+		expect(t, "policy", got.header.Get("RateLimit-Policy"), `"free";q=2;w=3600`)
+		if want := `"free";r=` + strconv.Itoa(r) + ";"; !strings.HasPrefix(got.header.Get("RateLimit"), want) {
+			t.Fatalf("RateLimit %q, want %q...", got.header.Get("RateLimit"), want)
+		}
+	}
+	expect(t, "a's third", strconv.Itoa(ask("a", "free").status), "429")
+	for _, r := range []int{4, 3, 2, 1, 0} {
+		got := ask("b", "pro")
+		expect(t, "policy", got.header.Get("RateLimit-Policy"), `"pro";q=5;w=3600`)
+		if want := `"pro";r=` + strconv.Itoa(r) + ";"; got.status != 200 || !strings.HasPrefix(got.header.Get("RateLimit"), want) {
+			t.Fatalf("%d %q, want 200 %q...", got.status, got.header.Get("RateLimit"), want)
+		}
+	}
+	expect(t, "b's sixth", strconv.Itoa(ask("b", "pro").status), "429")
+	got := ask("c", "enterprise")
+	if got.status != 200 || !strings.HasPrefix(got.header.Get("RateLimit"), `"free";r=1;`) {
+		t.Fatalf("unknown plan: %d %q", got.status, got.header.Get("RateLimit"))
+	}
+	// Upgraded: the two units spent under free count under pro.
+	got = ask("a", "pro")
+	if got.status != 200 || !strings.HasPrefix(got.header.Get("RateLimit"), `"pro";r=2;`) {
+		t.Fatalf("upgraded: %d %q", got.status, got.header.Get("RateLimit"))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Options.Tier over limits without tiers did not panic")
+		}
+	}()
+	ratehttp.Middleware(broken{}, ratehttp.Options{Tier: plan})
+}
+
+// Options.Disabled: every request passes, unchecked and unfielded.
+func TestADisabledMiddlewarePassesEveryRequestUnchecked(t *testing.T) {
+	limits, l, _ := newLimits(t, "api", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{Disabled: true})
+	for i := 0; i < 5; i++ {
+		if r := get(t, srv, "/"); r.status != 200 || r.header.Get("RateLimit") != "" {
+			t.Fatalf("request %d: %d %q", i, r.status, r.header.Get("RateLimit"))
+		}
+	}
+	if s, _ := l.Stats(); s.Checks != 0 {
+		t.Fatalf("%d checks through a disabled middleware", s.Checks)
+	}
+	on := serve(t, limits, ratehttp.Options{})
+	if a, b := get(t, on, "/").status, get(t, on, "/").status; a != 200 || b != 429 {
+		t.Fatalf("enabled: %d %d", a, b)
+	}
+}
+
+// Options.LegacyHeaders: X-RateLimit-* for the limit with the fewest units
+// left, or the refusing one; Reset is UNIX seconds, t from the server's now.
+func TestLegacyHeadersBesideTheDraftsFields(t *testing.T) {
+	limits, _, _ := newLimits(t, "api", ratecell.FixedWindow, 3, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{LegacyHeaders: true})
+	for _, remaining := range []string{"2", "1", "0"} {
+		before := time.Now().Unix()
+		r := get(t, srv, "/")
+		after := time.Now().Unix()
+		expect(t, "status", strconv.Itoa(r.status), "200")
+		expect(t, "limit", r.header.Get("X-RateLimit-Limit"), "3")
+		expect(t, "remaining", r.header.Get("X-RateLimit-Remaining"), remaining)
+		reset, err := strconv.ParseInt(r.header.Get("X-RateLimit-Reset"), 10, 64)
+		// t is 8: t0's window has 7.5 s left.
+		if err != nil || reset < before+8 || reset > after+8 {
+			t.Fatalf("reset %q, want within [%d, %d]", r.header.Get("X-RateLimit-Reset"), before+8, after+8)
+		}
+	}
+	r := get(t, srv, "/")
+	expect(t, "status", strconv.Itoa(r.status), "429")
+	expect(t, "refused remaining", r.header.Get("X-RateLimit-Remaining"), "0")
+	expect(t, "retry-after", r.header.Get("Retry-After"), "8")
+	plain, _, _ := newLimits(t, "api", ratecell.FixedWindow, 3, 10*time.Second)
+	if h := get(t, serve(t, plain, ratehttp.Options{}), "/").header.Get("X-RateLimit-Limit"); h != "" {
+		t.Fatalf("legacy headers sent by default: %q", h)
+	}
+	items := []ratehttp.LimitDecision{
+		{Name: "a", Limit: 10, Period: time.Second, Decision: ratecell.Decision{Allowed: true, Remaining: 5, ResetAfter: time.Second}},
+		{Name: "b", Limit: 100, Period: time.Hour, Decision: ratecell.Decision{Allowed: true, Remaining: 4, ResetAfter: time.Minute}},
+	}
+	if l, rem, reset, ok := ratehttp.LegacyValues(items, time.Unix(1000, 0)); !ok || l != 100 || rem != 4 || reset != 1060 {
+		t.Fatalf("fewest left: %d %d %d %v", l, rem, reset, ok)
+	}
+}
+
+// KeyParts: the client's address and the path, each route its own quota
+// per client; a part with no value is a missing key.
+func TestAKeyOfTheAddressAndThePath(t *testing.T) {
+	addr, err := ratehttp.ClientIP(ratehttp.ClientIPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits, _, _ := newLimits(t, "api", ratecell.FixedWindow, 1, 10*time.Second)
+	srv := serve(t, limits, ratehttp.Options{Key: ratehttp.KeyParts(addr, ratehttp.PathKey)})
+	for _, path := range []string{"/a", "/b"} {
+		if a, b := get(t, srv, path).status, get(t, srv, path).status; a != 200 || b != 429 {
+			t.Fatalf("%s: %d %d", path, a, b)
+		}
+	}
+	keyed, _, _ := newLimits(t, "api", ratecell.FixedWindow, 1, 10*time.Second)
+	srv = serve(t, keyed, ratehttp.Options{Key: ratehttp.KeyParts(ratehttp.Header("X-Api-Key"), ratehttp.MethodKey)})
+	expect(t, "no key", strconv.Itoa(get(t, srv, "/").status), "400")
+	expect(t, "a", strconv.Itoa(get(t, srv, "/", "X-Api-Key", "a").status), "200")
+	expect(t, "a again", strconv.Itoa(get(t, srv, "/", "X-Api-Key", "a").status), "429")
+	// Length prefixes: ("ab", "c") and ("a", "bc") are different keys.
+	part := func(v string) func(*http.Request) []byte { return func(*http.Request) []byte { return []byte(v) } }
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	if string(ratehttp.KeyParts(part("ab"), part("c"))(r)) == string(ratehttp.KeyParts(part("a"), part("bc"))(r)) {
+		t.Fatal("two part lists gave one key")
+	}
+}
+
+// Default limits for every route (the middleware around the mux, per
+// client), an application-wide limit (one key for every client), a
+// route's own limit and an exempt path, composed from the one middleware.
+func TestDefaultApplicationWideAndRouteLimitsCompose(t *testing.T) {
+	login, _, _ := newLimits(t, "login", ratecell.FixedWindow, 1, 10*time.Second)
+	perClient, _, _ := newLimits(t, "client", ratecell.FixedWindow, 3, 10*time.Second)
+	app, _, _ := newLimits(t, "app", ratecell.FixedWindow, 4, 10*time.Second)
+	mux := http.NewServeMux()
+	mux.Handle("/", hello)
+	mux.Handle("/login", ratehttp.Middleware(login, ratehttp.Options{})(hello))
+	mux.Handle("/health", hello)
+	exempt := []string{"/health"}
+	global := func(*http.Request) []byte { return []byte("app") }
+	handler := ratehttp.Middleware(app, ratehttp.Options{Key: global, ExemptPaths: exempt})(
+		ratehttp.Middleware(perClient, ratehttp.Options{ExemptPaths: exempt})(mux))
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	r := get(t, srv, "/login")
+	if got := r.header.Values("RateLimit"); r.status != 200 || !slices.Equal(got, []string{`"app";r=3;t=8`, `"client";r=2;t=8`, `"login";r=0;t=8`}) {
+		t.Fatalf("%d %q", r.status, got)
+	}
+	if r = get(t, srv, "/login"); r.status != 429 || !strings.Contains(r.body, `["login"]`) {
+		t.Fatalf("route's own: %d %s", r.status, r.body)
+	}
+	if r = get(t, srv, "/"); r.status != 200 {
+		t.Fatalf("default: %d", r.status)
+	}
+	if r = get(t, srv, "/"); r.status != 429 || !strings.Contains(r.body, `["client"]`) {
+		t.Fatalf("default refuses: %d %s", r.status, r.body)
+	}
+	if r = get(t, srv, "/"); r.status != 429 || !strings.Contains(r.body, `["app"]`) {
+		t.Fatalf("application-wide refuses: %d %s", r.status, r.body)
+	}
+	for i := 0; i < 5; i++ {
+		if r = get(t, srv, "/health"); r.status != 200 || r.header.Get("RateLimit") != "" {
+			t.Fatalf("exempt: %d %q", r.status, r.header.Get("RateLimit"))
 		}
 	}
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import logging
 import socket
 import socketserver
 import threading
@@ -27,6 +28,7 @@ from ratecell._http import (
     LimitDecision,
     Multi,
     Named,
+    legacy_values,
     policy_field,
     problem_body,
     quota_window,
@@ -553,6 +555,150 @@ def test_a_failing_limiter_fails_closed_unless_told(kind: Any) -> None:
         assert get(port)[0] == 503
     with serve(kind, Broken(), fail_open=True) as port:
         assert get(port)[0] == 200
+
+
+@BOTH
+def test_store_failures_reach_the_hook_the_counter_and_the_log(
+    kind: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store that fails is never silent: the hook sees each failure with
+    its request and exception, the counter counts it by outcome, and the
+    log says so once (not once per request)."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from ratecell.metrics import PrometheusMetrics
+
+    class Broken:
+        def check_limits(self, key: bytes, cost: int) -> list[LimitDecision]:
+            raise ConnectionError("store down")
+
+    registry = prometheus_client.CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    seen: list[tuple[str, str]] = []
+    kind_name = kind[0]
+
+    def hook(request: Any, exc: Exception) -> None:
+        query = request["query_string"].decode() if kind_name == "asgi" else request["QUERY_STRING"]
+        seen.append((query, repr(exc)))
+
+    caplog.set_level(logging.WARNING, logger="ratecell")
+    with serve(kind, Broken(), metrics=metrics, on_store_error=hook) as port:
+        assert [get(port, "/?a")[0] for _ in range(3)] == [503] * 3
+    with serve(kind, Broken(), metrics=metrics, on_store_error=hook, fail_open=True) as port:
+        assert [get(port, "/?b")[0] for _ in range(2)] == [200] * 2
+    assert seen == [("a", "ConnectionError('store down')")] * 3 + [
+        ("b", "ConnectionError('store down')")
+    ] * 2
+    text = prometheus_client.generate_latest(registry).decode()
+    assert 'ratecell_http_store_errors_total{outcome="unavailable"} 3.0' in text, text
+    assert 'ratecell_http_store_errors_total{outcome="failed_open"} 2.0' in text, text
+    # A failure decides nothing per policy.
+    assert "ratecell_http_requests_total{" not in text, text
+    lines = [r.getMessage() for r in caplog.records if r.name == "ratecell"]
+    # One line per middleware: its first failure (the next ones fall in
+    # the same 10 s, which three requests on loopback cannot span).
+    assert len(lines) == 2, lines
+    assert "store down" in lines[0] and "503" in lines[0], lines
+    assert "store down" in lines[1] and "fail_open" in lines[1], lines
+
+
+@BOTH
+def test_a_tier_is_chosen_per_request(kind: Any) -> None:
+    """A plan from a header picks each request's quota; an unknown plan is
+    the default tier's; a key that changes tier keeps what it spent."""
+    from ratecell import Limit
+
+    limits = (asgi if kind[0] == "asgi" else wsgi).Tiered(
+        {"free": Limit("fixed_window", 2, period=3600),
+         "pro": Limit("fixed_window", 5, period=3600)},
+        capacity=64,
+    )
+
+    def plan(request: Any) -> str | None:
+        if kind[0] == "asgi":
+            return dict(request["headers"]).get(b"x-plan", b"").decode() or None
+        return request.get("HTTP_X_PLAN")  # type: ignore[no-any-return]
+
+    try:
+        with serve(kind, limits, key="X-Api-Key", tier=plan) as port:
+            def ask(key: str, tier: str | None) -> tuple[int, dict[str, str]]:
+                headers = {"X-Api-Key": key} | ({"X-Plan": tier} if tier else {})
+                status, h, _ = get(port, "/", headers)
+                return status, h
+
+            for r in (1, 0):
+                status, h = ask("a", "free")
+                assert status == 200 and h["ratelimit-policy"] == '"free";q=2;w=3600', h
+                assert h["ratelimit"].startswith(f'"free";r={r};'), h
+            assert ask("a", "free")[0] == 429
+            for r in (4, 3, 2, 1, 0):
+                status, h = ask("b", "pro")
+                assert status == 200 and h["ratelimit-policy"] == '"pro";q=5;w=3600', h
+                assert h["ratelimit"].startswith(f'"pro";r={r};'), h
+            assert ask("b", "pro")[0] == 429
+            # No plan, or one the limits lack: the default tier.
+            for plan_sent in (None, "enterprise"):
+                status, h = ask(f"c-{plan_sent}", plan_sent)
+                assert status == 200 and h["ratelimit"].startswith('"free";r=1;'), h
+            # Upgraded: the two units spent under free count under pro.
+            status, h = ask("a", "pro")
+            assert status == 200 and h["ratelimit"].startswith('"pro";r=2;'), h
+    finally:
+        limits.close()
+    with ratecell.Limiter("gcra", 1, period=1) as plain, pytest.raises(TypeError, match="Tiered"):
+        kind[1](None, plain, tier=plan)  # no tiers to choose among
+
+
+@BOTH
+def test_a_disabled_middleware_passes_every_request_unchecked(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 1, 10)
+    with serve(kind, c, enabled=False) as port:
+        for _ in range(5):
+            status, h, _ = get(port)
+            assert status == 200 and "ratelimit" not in h
+    assert c.limiter.stats().checks == 0
+    with serve(kind, c) as port:
+        assert [get(port)[0] for _ in range(2)] == [200, 429]
+
+
+@BOTH
+def test_legacy_headers_beside_the_drafts_fields(kind: Any, clocked: Any) -> None:
+    c = clocked("fixed_window", 3, 10)
+    with serve(kind, Named(c, "api"), legacy_headers=True) as port:
+        for remaining in ("2", "1", "0"):
+            before = int(time.time())
+            status, h, _ = get(port)
+            after = int(time.time())
+            assert status == 200 and h["ratelimit"] == f'"api";r={remaining};t=8'
+            assert (h["x-ratelimit-limit"], h["x-ratelimit-remaining"]) == ("3", remaining)
+            # t is 8: T0's window has 7.5 s left.
+            assert before + 8 <= int(h["x-ratelimit-reset"]) <= after + 8, h
+        status, h, _ = get(port)
+        assert status == 429 and h["retry-after"] == "8"
+        assert (h["x-ratelimit-limit"], h["x-ratelimit-remaining"]) == ("3", "0")
+    with serve(kind, Named(clocked("fixed_window", 3, 10), "api")) as port:
+        assert "x-ratelimit-limit" not in get(port)[1]
+    # The limit with the fewest units left; of a refusal, the refusing one.
+    items = [
+        LimitDecision("a", 10, S, d(True, 5, 0, S)),
+        LimitDecision("b", 100, 3600 * S, d(True, 4, 0, 60 * S)),
+    ]
+    assert legacy_values(items, 1000) == (100, 4, 1060)
+    items[0] = LimitDecision("a", 10, S, d(False, 0, 2 * S, S))
+    assert legacy_values(items, 1000) == (10, 0, 1002)
+
+
+@BOTH
+def test_a_key_of_the_address_and_the_path(kind: Any, clocked: Any) -> None:
+    with serve(kind, clocked("fixed_window", 1, 10), key=("client", "path")) as port:
+        for path in ("/", "/other"):
+            assert get(port, path)[0] != 429  # (Starlette answers 404 on /other)
+            assert get(port, path)[0] == 429
+    parts = ("X-Api-Key", "method")
+    with serve(kind, clocked("fixed_window", 1, 10), key=parts) as port:
+        assert get(port)[0] == 400  # a part missing: missing_key="reject"
+        assert get(port, "/", {"X-Api-Key": "a"})[0] == 200
+        assert get(port, "/", {"X-Api-Key": "a"})[0] == 429
+        assert get(port, "/", {"X-Api-Key": "b"})[0] == 200
 
 
 def test_asgi_takes_an_async_limiter(clocked: Any) -> None:

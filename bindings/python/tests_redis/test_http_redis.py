@@ -307,6 +307,94 @@ def test_a_paused_store_is_answered_within_the_timeout(kind: Any) -> None:
             proc.send_signal(signal.SIGCONT)
 
 
+class _Recorded(redis.Connection):
+    """A connection that records what each of its waits may last: a
+    connect attempt (its connect timeout), a wait for a reply (the timeout
+    given, or the socket's), and each command sent (a handshake's too)."""
+
+    log: list[tuple[str, float | None]] = []
+
+    def _connect(self) -> Any:
+        self.log.append(("connect", self.socket_connect_timeout))
+        return super()._connect()
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        self.log.append(("send", None))
+        super().send_command(*args, **kwargs)
+
+    def can_read(self, timeout: float = 0) -> bool:
+        self.log.append(("reply", timeout))
+        return super().can_read(timeout)
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        # A reply already known to be there (can_read) waits on nothing.
+        self.log.append(("read", self.socket_timeout))
+        return super().read_response(*args, **kwargs)
+
+
+def _waits(log: list[tuple[str, float | None]]) -> tuple[int, int, list[float | None]]:
+    """Connect attempts, commands sent and the bound of every wait."""
+    connects = sum(op == "connect" for op, _ in log)
+    sends = sum(op == "send" for op, _ in log)
+    return connects, sends, [t for op, t in log if op in ("connect", "reply", "read")]
+
+
+@pytest.mark.parametrize("server", [wsgi_server, uvicorn_server], ids=["wsgi", "asgi"])
+def test_every_request_to_a_stalled_store_waits_at_most_its_timeout(server: Any) -> None:
+    """A plain ``redis.Redis`` with redis-py's defaults (no socket
+    timeouts, retries on), as a Flask user writes it: while the server is
+    paused, every request, not only the first, makes at most one connect
+    attempt and sends one command, and each of its waits is bounded by
+    the store's timeout; a killed server costs one connect attempt."""
+    timeout = 0.25
+    with pausable_server() as (port, proc):
+        client = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", connection_class=_Recorded)
+        store = RedisLimits(
+            client, {"": RedisLimiter(client, "gcra", 100, period=1)}, timeout=timeout
+        )
+        if server is wsgi_server:
+            app: Any = wsgi.RateLimitMiddleware(_wsgi_app, store)
+        else:
+            # A sync client under ASGI, as the docs allow for FastAPI.
+            app = asgi.RateLimitMiddleware(_starlette(), store)
+        log = _Recorded.log
+        try:
+            with server(app) as http_port:
+                assert get(http_port)[0] == 200
+                proc.send_signal(signal.SIGSTOP)
+                for i in range(4):
+                    log.clear()
+                    start = time.monotonic()
+                    status, h, _ = get(http_port)
+                    took = time.monotonic() - start
+                    connects, sends, bounds = _waits(log)
+                    assert (status, "ratelimit" in h) == (503, False), i
+                    # The first request's connection is dropped with its
+                    # late reply; each later one opens a new connection.
+                    assert connects == (0 if i == 0 else 1), (i, log)
+                    assert sends == 1, (i, log)  # no handshake, no retry
+                    # Every wait bounded by the timeout (the pool's poll
+                    # for stale data waits 0), and at most a connect and a
+                    # reply's worth of them.
+                    assert all(b is not None and b <= timeout for b in bounds), (i, log)
+                    assert sum(b or 0 for b in bounds) <= (connects + 1) * timeout, (i, log)
+                    # It did wait for the reply (a lower bound only).
+                    assert took >= timeout, (i, took)
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+                proc.wait(timeout=10)
+                for i in range(3):
+                    log.clear()
+                    status, _, _ = get(http_port)
+                    connects, sends, bounds = _waits(log)
+                    assert status == 503, i
+                    assert connects == 1, (i, log)  # refused once, not retried
+                    assert all(b is not None and b <= timeout for b in bounds), (i, log)
+        finally:
+            store.close()
+            log.clear()
+
+
 def test_redis_limits_timeout_is_checked() -> None:
     client = redis.Redis.from_url(_url())
     lim = RedisLimiter(client, "gcra", 1, period=1)

@@ -62,6 +62,13 @@ impl PolicyName {
     }
 }
 
+impl std::fmt::Display for PolicyName {
+    /// The name as given (not quoted as the fields quote it).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl Default for PolicyName {
     /// `default`, the name the draft's examples use for a lone policy.
     fn default() -> PolicyName {
@@ -171,6 +178,33 @@ pub fn ratelimit_field(items: &[LimitDecision]) -> String {
         );
     }
     out
+}
+
+/// The legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` values
+/// (GitHub's, httprate's, slowapi's), which describe one limit: of a
+/// refused request the refusing limit whose wait is the longest (the one
+/// `Retry-After` gives), else the limit with the fewest units left (the
+/// first of equals). Limit is its `q` (as `RateLimit-Policy` says it),
+/// Remaining its `r`, and Reset the UNIX time in whole seconds when its
+/// `t` ends, counted from `now_s` (the server's UNIX seconds). `None` for
+/// no items.
+pub fn legacy_values(items: &[LimitDecision], now_s: u64) -> Option<(u64, u64, u64)> {
+    let refused = !admitted(items);
+    let item = if refused {
+        items
+            .iter()
+            .filter(|i| !i.decision.allowed)
+            .max_by_key(|i| reset_seconds(&i.decision))?
+    } else {
+        // min_by_key keeps the first of equals.
+        items.iter().min_by_key(|i| i.decision.remaining)?
+    };
+    let (q, _) = quota_window(item.limit, item.period_ns);
+    Some((
+        q,
+        item.decision.remaining.min(SF_INTEGER_MAX),
+        now_s.saturating_add(reset_seconds(&item.decision)),
+    ))
 }
 
 /// Whether every limit admitted the request.

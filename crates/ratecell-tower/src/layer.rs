@@ -48,6 +48,27 @@ pub enum Key {
     Header(HeaderName),
     /// A function of the request; `None` or an empty key counts as no key.
     Fn(PartsFn<Option<Vec<u8>>>),
+    /// Several parts in one key (the client's address and the route, say):
+    /// each part in order, length-prefixed so no two lists of parts give
+    /// the same key. A header part missing or empty makes the request
+    /// keyless ([`MissingKey`] decides); a missing address is a 500, as
+    /// for [`Key::ClientAddr`].
+    Parts(Vec<KeyPart>),
+}
+
+/// One part of a [`Key::Parts`] key.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum KeyPart {
+    /// The client's address, as [`Key::ClientAddr`] finds and groups it
+    /// (trusted proxies, prefixes).
+    ClientAddr,
+    /// The request's path (without its query).
+    Path,
+    /// The request's method.
+    Method,
+    /// A header's value.
+    Header(HeaderName),
 }
 
 /// What happens to a request whose header or key function gave no key.
@@ -69,9 +90,11 @@ pub enum MissingKey {
 
 /// What a store's failure answers: when an [`AsyncRateLimits`] could not
 /// decide (the store is unreachable, answered an error, or did not answer
-/// within its timeout).
+/// within its timeout). (Named apart from the Redis client's own
+/// `redis_client::FailurePolicy`, what a leased or cached-deny limiter
+/// decides without Redis, so one `use` line can name both.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FailurePolicy {
+pub enum StoreFailurePolicy {
     /// 503 Service Unavailable with a problem document (fail closed). The
     /// default: a limit that cannot be checked is not silently lifted, and
     /// a client sees that the failure is the server's.
@@ -100,11 +123,16 @@ struct Settings {
     client_ip: ClientIp,
     missing: MissingKey,
     cost: Option<PartsFn<u64>>,
+    tier: Option<PartsFn<usize>>,
+    // `.enabled(false)`: every request passes, unlimited and unfielded.
+    disabled: bool,
+    // `.legacy_headers(true)`: X-RateLimit-* beside the draft's fields.
+    legacy: bool,
     dry_run: bool,
     on_refusal: Option<RefusalFn>,
     on_dry_run_refusal: Option<ViolationFn>,
     observe: Option<ObserveFn>,
-    failure: FailurePolicy,
+    failure: StoreFailurePolicy,
     on_store_error: Option<StoreErrorFn>,
     // `.metrics()`: store failures are counted too.
     #[cfg(feature = "metrics")]
@@ -157,7 +185,7 @@ impl RateLimitLayer {
     /// A layer whose limits are kept in a store it awaits (with the `redis`
     /// feature, `RedisLimits`): each request waits
     /// for the store's decision without holding a thread. When the store
-    /// fails, the [`FailurePolicy`] answers (default: 503). Every other
+    /// fails, the [`StoreFailurePolicy`] answers (default: 503). Every other
     /// option is as for [`RateLimitLayer::new`].
     pub fn new_async(limits: impl AsyncRateLimits) -> RateLimitLayer {
         let policy = limits.policy_field();
@@ -173,11 +201,14 @@ impl RateLimitLayer {
                 client_ip: ClientIp::default(),
                 missing: MissingKey::Reject,
                 cost: None,
+                tier: None,
+                disabled: false,
+                legacy: false,
                 dry_run: false,
                 on_refusal: None,
                 on_dry_run_refusal: None,
                 observe: None,
-                failure: FailurePolicy::ServiceUnavailable,
+                failure: StoreFailurePolicy::ServiceUnavailable,
                 on_store_error: None,
                 #[cfg(feature = "metrics")]
                 count_store_errors: false,
@@ -266,6 +297,31 @@ impl RateLimitLayer {
         self.edit(|s| s.cost = Some(Arc::new(f)))
     }
 
+    /// Each request is decided in tier `f(request)` (a plan from a header,
+    /// a claim, the route) of limits with tiers ([`Tiered`](crate::Tiered));
+    /// a tier they do not have is the default tier, 0. Limits without
+    /// tiers decide every request in that one. No effect on a layer of a
+    /// store ([`RateLimitLayer::new_async`]), whose limits have no tiers.
+    pub fn tier(self, f: impl Fn(&Parts) -> usize + Send + Sync + 'static) -> RateLimitLayer {
+        self.edit(|s| s.tier = Some(Arc::new(f)))
+    }
+
+    /// `false` turns limiting off (tests, staging; from a setting read at
+    /// start-up): every request passes to the service as if the layer
+    /// were not there, with no fields and no check. Default: on.
+    pub fn enabled(self, enabled: bool) -> RateLimitLayer {
+        self.edit(|s| s.disabled = !enabled)
+    }
+
+    /// Also sends the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining`
+    /// and `X-RateLimit-Reset` (UNIX seconds) that clients written for
+    /// GitHub's, httprate's or slowapi's headers read, beside the draft's
+    /// fields, for one limit ([`fields::legacy_values`] says which).
+    /// Default: off.
+    pub fn legacy_headers(self, on: bool) -> RateLimitLayer {
+        self.edit(|s| s.legacy = on)
+    }
+
     /// Dry run: requests are counted and get the fields, but none is refused.
     pub fn dry_run(self, dry_run: bool) -> RateLimitLayer {
         self.edit(|s| s.dry_run = dry_run)
@@ -305,9 +361,9 @@ impl RateLimitLayer {
     }
 
     /// What a request gets when the store of a [`RateLimitLayer::new_async`]
-    /// layer fails (default: [`FailurePolicy::ServiceUnavailable`]). No
+    /// layer fails (default: [`StoreFailurePolicy::ServiceUnavailable`]). No
     /// effect on a layer of in-process limits, which cannot fail.
-    pub fn failure_policy(self, policy: FailurePolicy) -> RateLimitLayer {
+    pub fn failure_policy(self, policy: StoreFailurePolicy) -> RateLimitLayer {
         self.edit(|s| s.failure = policy)
     }
 
@@ -409,18 +465,45 @@ impl Settings {
     /// The key of a header or function (the client address is `decide`'s).
     fn given_key(&self, parts: &Parts) -> Option<Vec<u8>> {
         let key = match &self.key {
-            Key::ClientAddr => None,
+            Key::ClientAddr | Key::Parts(_) => None,
             Key::Header(name) => parts.headers.get(name).map(|v| v.as_bytes().to_vec()),
             Key::Fn(f) => f(parts),
         };
         key.filter(|k| !k.is_empty())
     }
 
+    /// The key of [`Key::Parts`]: `Err(true)` when the client has no
+    /// address, `Err(false)` when a header part is missing.
+    fn parts_key(&self, key_parts: &[KeyPart], parts: &Parts) -> Result<Vec<u8>, bool> {
+        let mut key = Vec::with_capacity(64);
+        for part in key_parts {
+            let bytes: Vec<u8> = match part {
+                KeyPart::ClientAddr => match client_ip(parts) {
+                    Some(peer) => self
+                        .client_ip
+                        .key(self.client_ip.client(peer, &parts.headers)),
+                    None => return Err(true),
+                },
+                KeyPart::Path => parts.uri.path().as_bytes().to_vec(),
+                KeyPart::Method => parts.method.as_str().as_bytes().to_vec(),
+                KeyPart::Header(name) => match parts.headers.get(name) {
+                    Some(v) if !v.is_empty() => v.as_bytes().to_vec(),
+                    _ => return Err(false),
+                },
+            };
+            // A length prefix: ("ab", "c") and ("a", "bc") differ.
+            key.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+            key.extend_from_slice(&bytes);
+        }
+        Ok(key)
+    }
+
     fn decide(&self, parts: &Parts) -> Verdict {
-        if self
-            .methods
-            .as_ref()
-            .is_some_and(|m| !m.contains(&parts.method))
+        if self.disabled
+            || self
+                .methods
+                .as_ref()
+                .is_some_and(|m| !m.contains(&parts.method))
             || self.exempt_paths.iter().any(|p| p == parts.uri.path())
             || self.exempt.as_ref().is_some_and(|f| f(parts))
         {
@@ -433,6 +516,14 @@ impl Settings {
                     .key(self.client_ip.client(peer, &parts.headers)),
                 None => return Verdict::NoClientAddr,
             }
+        } else if let Key::Parts(key_parts) = &self.key {
+            match (self.parts_key(key_parts, parts), self.missing) {
+                (Ok(key), _) => key,
+                (Err(true), _) => return Verdict::NoClientAddr,
+                (Err(false), MissingKey::Shared) => Vec::new(),
+                (Err(false), MissingKey::Skip) => return Verdict::Pass,
+                (Err(false), MissingKey::Reject) => return Verdict::BadRequest,
+            }
         } else {
             match (self.given_key(parts), self.missing) {
                 (Some(key), _) => key,
@@ -444,7 +535,10 @@ impl Settings {
         };
         let cost = self.cost.as_ref().map_or(1, |f| f(parts));
         match &self.limits {
-            Source::Sync(limits) => Verdict::Limited(limits.check(&key, cost)),
+            Source::Sync(limits) => Verdict::Limited(match &self.tier {
+                None => limits.check(&key, cost),
+                Some(tier) => limits.check_tier(&key, cost, tier(parts)),
+            }),
             Source::Async(limits) => Verdict::Ask(limits.check(key, cost)),
         }
     }
@@ -464,7 +558,10 @@ impl Settings {
             }
         }
         Outcome::Forward {
-            fields: field_values(self.policy.as_ref(), items),
+            fields: Fields {
+                draft: field_values(self.policy.as_ref(), items),
+                legacy: self.legacy.then(|| Box::new(legacy_values(items))),
+            },
             wait: if self.dry_run { 0 } else { queue_wait(items) },
         }
     }
@@ -476,7 +573,7 @@ impl Settings {
         }
         #[cfg(feature = "metrics")]
         if self.count_store_errors {
-            crate::metrics::record_store_error(self.failure == FailurePolicy::FailOpen);
+            crate::metrics::record_store_error(self.failure == StoreFailurePolicy::FailOpen);
         }
     }
 }
@@ -487,10 +584,45 @@ enum Outcome {
     Answer(Response<Bytes>),
     /// Forwarded with these fields, after a leaky bucket's queue wait (ns;
     /// 0 for none).
-    Forward {
-        fields: [(HeaderName, HeaderValue); 2],
-        wait: u64,
-    },
+    Forward { fields: Fields, wait: u64 },
+}
+
+/// The fields an admitted request's response gets: the draft's two, and
+/// the legacy three when the layer sends them (boxed: most layers do not,
+/// and the response future carries this).
+struct Fields {
+    draft: [(HeaderName, HeaderValue); 2],
+    legacy: Option<Box<[(HeaderName, HeaderValue); 3]>>,
+}
+
+impl Fields {
+    fn add_to(self, headers: &mut http::HeaderMap) {
+        headers.extend(self.draft);
+        if let Some(legacy) = self.legacy {
+            headers.extend(*legacy);
+        }
+    }
+}
+
+/// `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// See [`X_RATELIMIT_LIMIT`].
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// See [`X_RATELIMIT_LIMIT`].
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The legacy headers of `items` ([`fields::legacy_values`]), Reset from
+/// the system clock.
+fn legacy_values(items: &[LimitDecision]) -> [(HeaderName, HeaderValue); 3] {
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (limit, remaining, reset) = fields::legacy_values(items, now_s).unwrap_or((0, 0, now_s));
+    [
+        (X_RATELIMIT_LIMIT, HeaderValue::from(limit)),
+        (X_RATELIMIT_REMAINING, HeaderValue::from(remaining)),
+        (X_RATELIMIT_RESET, HeaderValue::from(reset)),
+    ]
 }
 
 /// A field value. Names are printable ASCII and the rest digits, so the
@@ -529,6 +661,9 @@ fn refusal(settings: &Settings, parts: &Parts, items: &[LimitDecision]) -> Respo
         let mut res = problem(StatusCode::TOO_MANY_REQUESTS, fields::problem_body(items));
         let headers = res.headers_mut();
         headers.extend(field_values(policy, items));
+        if settings.legacy {
+            headers.extend(legacy_values(items));
+        }
         if let Some(secs) = fields::retry_after_seconds(items) {
             headers.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
@@ -538,6 +673,11 @@ fn refusal(settings: &Settings, parts: &Parts, items: &[LimitDecision]) -> Respo
     let headers = res.headers_mut();
     for (name, value) in field_values(policy, items) {
         headers.entry(name).or_insert(value);
+    }
+    if settings.legacy {
+        for (name, value) in legacy_values(items) {
+            headers.entry(name).or_insert(value);
+        }
     }
     if let Some(secs) = fields::retry_after_seconds(items) {
         headers
@@ -592,7 +732,7 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 async fn forward_after<S, ReqB, ResB>(
     mut ready: S,
     req: Request<ReqB>,
-    fields: [(HeaderName, HeaderValue); 2],
+    fields: Fields,
     wait_ns: u64,
 ) -> Result<Response<ResB>, S::Error>
 where
@@ -602,7 +742,7 @@ where
         futures_timer::Delay::new(Duration::from_nanos(wait_ns)).await;
     }
     let mut res = ready.call(req).await?;
-    res.headers_mut().extend(fields);
+    fields.add_to(res.headers_mut());
     Ok(res)
 }
 
@@ -619,7 +759,7 @@ pin_project_lite::pin_project! {
     enum State<F, B, E> {
         // Forwarded: the inner service's future, and the fields to add
         // (none for an exempt request).
-        Inner { #[pin] future: F, fields: Option<[(HeaderName, HeaderValue); 2]> },
+        Inner { #[pin] future: F, fields: Option<Fields> },
         // Forwarded after a leaky bucket's queue wait, or decided by a
         // store first.
         Later { future: BoxFuture<Result<Response<B>, E>> },
@@ -643,7 +783,7 @@ where
             StateProj::Inner { future, fields } => {
                 let mut res = std::task::ready!(future.poll(cx))?;
                 if let Some(fields) = fields.take() {
-                    res.headers_mut().extend(fields);
+                    fields.add_to(res.headers_mut());
                 }
                 Poll::Ready(Ok(res))
             }
@@ -714,8 +854,8 @@ where
                                 settings.store_failed(&parts, &error);
                                 let req = Request::from_parts(parts, body);
                                 return match settings.failure {
-                                    FailurePolicy::ServiceUnavailable => Ok(unavailable()),
-                                    FailurePolicy::FailOpen => {
+                                    StoreFailurePolicy::ServiceUnavailable => Ok(unavailable()),
+                                    StoreFailurePolicy::FailOpen => {
                                         let mut ready = ready;
                                         ready.call(req).await
                                     }

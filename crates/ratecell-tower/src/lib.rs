@@ -23,7 +23,7 @@
 //!   (several `Builder::limit`s), one name and one field item per limit.
 //! - [`AsyncRateLimits`]: the same asked of a store the layer awaits
 //!   ([`RateLimitLayer::new_async`]), which can fail: then the layer's
-//!   [`FailurePolicy`] answers (503 unless it fails open). With the `redis`
+//!   [`StoreFailurePolicy`] answers (503 unless it fails open). With the `redis`
 //!   feature, `RedisLimits` keeps limits in Redis through ratecell's module,
 //!   shared by every server that uses it, with a timeout (250 ms by
 //!   default). With `redis-modes`, `RedisLimiterLimits` decides one such
@@ -64,11 +64,29 @@ pub use acquire::acquire;
 pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies};
 pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TYPE};
 pub use layer::{
-    FailurePolicy, Key, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer,
-    ResponseFuture,
+    Key, KeyPart, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer,
+    ResponseFuture, StoreFailurePolicy, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
+    X_RATELIMIT_RESET,
 };
+
+// docs/HTTP.md's and the README's Rust snippets are doctests, compiled
+// (and run where they do not serve) with the crate, so they cannot drift
+// from its API. The README's need the Redis features.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/HTTP.md")]
+struct HttpDocs;
+
+#[cfg(all(doctest, feature = "redis-modes"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDocs;
+
+/// The old name of [`StoreFailurePolicy`], which clashed with the Redis
+/// client's `FailurePolicy` when both were imported (E0252).
+#[deprecated(note = "renamed StoreFailurePolicy (the Redis client's FailurePolicy has this name)")]
+pub type FailurePolicy = StoreFailurePolicy;
 pub use limits::{
-    AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits, StoreError,
+    AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits,
+    StoreError, Tiered,
 };
 /// The ratecell-redis-client crate this one is built with (feature
 /// `redis-modes`): build the [`RedisLimiterLimits`]' limiter through it.

@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratecell::{Decision, KeyedLimiter, Limiter, MultiDecision};
+use ratecell::{Decision, KeyedLimiter, Limiter, MultiDecision, Request};
 
 use crate::fields::{InvalidPolicyName, LimitDecision, PolicyName};
 
@@ -27,6 +27,16 @@ pub trait RateLimits: Send + Sync + 'static {
     /// by a global limit). Never returns an empty list.
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision>;
 
+    /// Decides as [`check`](RateLimits::check) under tier `tier`, which the
+    /// layer's [`tier`](crate::RateLimitLayer::tier) function chose for the
+    /// request. A tier the limits do not have is the default tier (0), so
+    /// no client can choose a quota it was not given; limits without tiers
+    /// (the default) have only that one and decide as `check`.
+    fn check_tier(&self, key: &[u8], cost: u64, tier: usize) -> Vec<LimitDecision> {
+        let _ = tier;
+        self.check(key, cost)
+    }
+
     /// The `RateLimit-Policy` value when it is the same for every request
     /// (the limits' names, quotas and periods are fixed), so the layer
     /// formats it once; `None` (the default) formats it per request from
@@ -39,6 +49,10 @@ pub trait RateLimits: Send + Sync + 'static {
 impl<T: RateLimits + ?Sized> RateLimits for Arc<T> {
     fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
         (**self).check(key, cost)
+    }
+
+    fn check_tier(&self, key: &[u8], cost: u64, tier: usize) -> Vec<LimitDecision> {
+        (**self).check_tier(key, cost, tier)
     }
 
     fn policy_field(&self) -> Option<String> {
@@ -60,7 +74,7 @@ pub type LimitsFuture =
 /// a bound of its own (a timeout: `RedisLimits` has
 /// one, 250 ms by default), since the request waits for it; a store that
 /// cannot decide in time returns [`StoreError::Timeout`] and the layer
-/// answers with its [`FailurePolicy`](crate::FailurePolicy).
+/// answers with its [`StoreFailurePolicy`](crate::StoreFailurePolicy).
 pub trait AsyncRateLimits: Send + Sync + 'static {
     /// Decides a request of `cost` units for `key` (see
     /// [`RateLimits::check`]). The future owns what it needs: the layer
@@ -84,7 +98,7 @@ impl<T: AsyncRateLimits + ?Sized> AsyncRateLimits for Arc<T> {
 }
 
 /// Why a store gave no decisions. The layer answers such a request with
-/// its [`FailurePolicy`](crate::FailurePolicy); causes may be added, so
+/// its [`StoreFailurePolicy`](crate::StoreFailurePolicy); causes may be added, so
 /// match with a wildcard arm.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -348,6 +362,104 @@ pub(crate) fn policies(
         out.push((name, c.limit, c.period_ns));
     }
     Ok(out.into_boxed_slice())
+}
+
+/// A keyed limiter with a quota per tier (free, paid, internal...: the
+/// builder's `tier`s, one limit each), each tier under its own policy
+/// name, each request's tier chosen by the layer's
+/// [`tier`](crate::RateLimitLayer::tier) function. The fields name the
+/// request's tier and give its quota; a tier the limiter does not have is
+/// the default tier (0). A key whose tier changes keeps what it spent.
+///
+/// ```
+/// use ratecell::{Algorithm, Config, KeyedLimiter, Overflow};
+/// use ratecell_tower::{RateLimitLayer, Tiered};
+///
+/// let hour = 3_600_000_000_000;
+/// let free = Config::new(Algorithm::FixedWindow, 100, hour)
+///     .capacity(100_000)
+///     .overflow(Overflow::Evict);
+/// let pro = Config::new(Algorithm::FixedWindow, 10_000, hour)
+///     .capacity(100_000)
+///     .overflow(Overflow::Evict);
+/// let limiter = KeyedLimiter::builder().tier(&[free]).tier(&[pro]).build().unwrap();
+/// let layer = RateLimitLayer::new(Tiered::keyed(limiter, &["free", "pro"]).unwrap())
+///     // The plan from a header; anything else is tier 0, "free".
+///     .tier(|parts| usize::from(parts.headers.get("x-plan").is_some_and(|v| v == "pro")));
+/// # drop(layer);
+/// ```
+pub struct Tiered {
+    tiers: Box<[Policy]>,
+    limiter: KeyedLimiter,
+}
+
+impl std::fmt::Debug for Tiered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tiered")
+            .field("tiers", &self.tiers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tiered {
+    /// `limiter`'s tiers under `names`, one per tier, in order. Errors
+    /// when the count differs from the tiers', a name is not an RFC 9651
+    /// String, two are equal, or a tier has more than one limit (give a
+    /// tier of several limits its own layer per limit instead).
+    pub fn keyed(limiter: KeyedLimiter, names: &[&str]) -> Result<Tiered, InvalidLimitNames> {
+        let mut configs = Vec::with_capacity(limiter.tiers());
+        for i in 0..limiter.tiers() {
+            match limiter.tier_limits(i) {
+                Some([one]) => configs.push(*one),
+                Some(more) => {
+                    return Err(bad(format!(
+                        "tier {i} has {} limits: Tiered takes one limit per tier",
+                        more.len()
+                    )));
+                }
+                None => unreachable!("tier {i} is below tiers()"),
+            }
+        }
+        if names.len() != configs.len() {
+            return Err(bad(format!(
+                "{} names for {} tiers: give one per tier, in order",
+                names.len(),
+                configs.len()
+            )));
+        }
+        if let Some(i) = names.iter().position(|n| n.is_empty()) {
+            return Err(bad(format!("tier {i} has no name: name every tier")));
+        }
+        let tiers = policies(&configs, Some(names), |_| None)?;
+        Ok(Tiered { tiers, limiter })
+    }
+
+    /// The wrapped limiter.
+    pub fn limiter(&self) -> &KeyedLimiter {
+        &self.limiter
+    }
+}
+
+impl RateLimits for Tiered {
+    fn check(&self, key: &[u8], cost: u64) -> Vec<LimitDecision> {
+        self.check_tier(key, cost, 0)
+    }
+
+    fn check_tier(&self, key: &[u8], cost: u64, tier: usize) -> Vec<LimitDecision> {
+        let tier = if tier < self.tiers.len() { tier } else { 0 };
+        let decision = match self.limiter.tier(tier) {
+            Ok(t) => self.limiter.check(key, Request::new(cost).tier(t)),
+            // Below tiers(), which keyed() counted the names by.
+            Err(_) => unreachable!("tier {tier} is one of the limiter's"),
+        };
+        let (name, limit, period_ns) = &self.tiers[tier];
+        vec![LimitDecision {
+            name: name.clone(),
+            limit: *limit,
+            period_ns: *period_ns,
+            decision,
+        }]
+    }
 }
 
 impl Multi<KeyedLimiter> {

@@ -53,7 +53,7 @@ use crate::redis_store::InvalidRedisLimits;
 /// to decide (SPEC §8: `Deny`, a refusal whose `Retry-After` is the next
 /// attempt, or `Local`, this node's share of the limit), not the layer's:
 /// the request gets the fields and, when refused, the 429 of any refusal.
-/// The layer's [`FailurePolicy`](crate::FailurePolicy) answers only what
+/// The layer's [`StoreFailurePolicy`](crate::StoreFailurePolicy) answers only what
 /// the limiter cannot decide (a check that panicked).
 ///
 /// One limit per store: the modes decide a key's limit on its own, so

@@ -14,7 +14,8 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Limiter, ManualClock, Overflow};
 use ratecell_tower::{
-    FailurePolicy, MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer, acquire,
+    Key, KeyPart, MissingKey, Multi, Named, QUOTA_EXCEEDED_TYPE, RateLimitLayer,
+    StoreFailurePolicy, Tiered, acquire,
 };
 use tokio::net::{TcpListener, TcpStream};
 
@@ -926,10 +927,283 @@ async fn a_failing_store_is_a_503_unless_the_layer_fails_open() {
     );
 
     let open = serve(app(
-        RateLimitLayer::new_async(failing()).failure_policy(FailurePolicy::FailOpen)
+        RateLimitLayer::new_async(failing()).failure_policy(StoreFailurePolicy::FailOpen)
     ))
     .await;
     let r = request(open, "/", None).await;
     assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hello"));
     assert_eq!(r.field("ratelimit"), None);
+}
+
+/// A plan from the request picks its quota; an unknown plan is the default
+/// tier's; a key that changes tier keeps what it spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_is_chosen_per_request() {
+    let (clock, _hand) = Clock::manual(T0);
+    let free = Config::new(Algorithm::FixedWindow, 2, 10 * S).capacity(1024);
+    let pro = Config::new(Algorithm::FixedWindow, 5, 10 * S).capacity(1024);
+    let limiter = KeyedLimiter::builder()
+        .tier(&[free])
+        .tier(&[pro])
+        .clock(clock)
+        .build()
+        .unwrap();
+    let plans = ["free", "pro"];
+    let layer = RateLimitLayer::new(Tiered::keyed(limiter, &plans).unwrap())
+        .key_header("x-api-key".parse().unwrap())
+        .tier(move |parts| {
+            // The plan from the query; anything else is past the tiers.
+            let plan = parts.uri.query().and_then(|q| q.strip_prefix("plan="));
+            plan.map_or(usize::MAX, |p| {
+                plans.iter().position(|t| *t == p).unwrap_or(usize::MAX)
+            })
+        });
+    let addr = serve(app(layer)).await;
+    for r in [1, 0] {
+        let reply = request(addr, "/?plan=free", Some(("x-api-key", "a"))).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.field("ratelimit-policy"), Some(r#""free";q=2;w=10"#));
+        assert_eq!(
+            reply.field("ratelimit"),
+            Some(format!(r#""free";r={r};t=8"#).as_str())
+        );
+    }
+    let reply = request(addr, "/?plan=free", Some(("x-api-key", "a"))).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    for r in [4, 3, 2, 1, 0] {
+        let reply = request(addr, "/?plan=pro", Some(("x-api-key", "b"))).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.field("ratelimit-policy"), Some(r#""pro";q=5;w=10"#));
+        assert_eq!(
+            reply.field("ratelimit"),
+            Some(format!(r#""pro";r={r};t=8"#).as_str())
+        );
+    }
+    let reply = request(addr, "/?plan=pro", Some(("x-api-key", "b"))).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    // No plan, or one the limits lack: the default tier.
+    for (path, key) in [("/", "c"), ("/?plan=enterprise", "d")] {
+        let reply = request(addr, path, Some(("x-api-key", key))).await;
+        assert_eq!(reply.field("ratelimit"), Some(r#""free";r=1;t=8"#));
+    }
+    // Upgraded: the two units spent under free count under pro.
+    let reply = request(addr, "/?plan=pro", Some(("x-api-key", "a"))).await;
+    assert_eq!(reply.field("ratelimit"), Some(r#""pro";r=2;t=8"#));
+}
+
+#[test]
+fn tier_names_are_checked() {
+    let one = Config::new(Algorithm::Gcra, 2, S).capacity(16);
+    let four = Config::new(Algorithm::Gcra, 4, S).capacity(16);
+    let tiered = || {
+        KeyedLimiter::builder()
+            .tier(&[one])
+            .tier(&[four])
+            .build()
+            .unwrap()
+    };
+    for names in [
+        &["free"][..],
+        &["free", "free"],
+        &["free", ""],
+        &["a", "b\n"],
+    ] {
+        assert!(Tiered::keyed(tiered(), names).is_err(), "{names:?}");
+    }
+    assert!(Tiered::keyed(tiered(), &["free", "pro"]).is_ok());
+    let two = KeyedLimiter::builder().tier(&[one, four]).build().unwrap();
+    let err = Tiered::keyed(two, &["free"]).unwrap_err();
+    assert!(err.message.contains("one limit per tier"), "{err}");
+}
+
+/// `.enabled(false)`: every request passes, unchecked and unfielded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_layer_passes_every_request_unchecked() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let limits = std::sync::Arc::new(Named::keyed(limiter));
+    let addr = serve(app(RateLimitLayer::new(limits.clone()).enabled(false))).await;
+    for _ in 0..5 {
+        let reply = request(addr, "/", None).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.field("ratelimit"), None);
+    }
+    assert_eq!(limits.limiter().stats().checks, 0);
+    // Turned on again (the same limits): limited.
+    let addr = serve(app(RateLimitLayer::new(limits).enabled(true))).await;
+    assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
+    assert_eq!(
+        request(addr, "/", None).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// The legacy X-RateLimit-* headers: the limit with the fewest units left,
+/// or the refusing one; Reset is UNIX seconds, `t` from the server's now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_headers_beside_the_drafts_fields() {
+    let (clock, _hand) = Clock::manual(T0);
+    let limiter = KeyedLimiter::builder()
+        .limit(Config::new(Algorithm::FixedWindow, 3, 10 * S).capacity(64))
+        .limit(Config::new(Algorithm::FixedWindow, 5, 3600 * S).capacity(64))
+        .names(&["burst", "hourly"])
+        .clock(clock)
+        .build()
+        .unwrap();
+    let layer = RateLimitLayer::new(Multi::keyed(limiter).unwrap()).legacy_headers(true);
+    let addr = serve(app(layer)).await;
+    for remaining in ["2", "1", "0"] {
+        let before = unix_now();
+        let reply = request(addr, "/", None).await;
+        let after = unix_now();
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.field("x-ratelimit-limit"), Some("3"));
+        assert_eq!(reply.field("x-ratelimit-remaining"), Some(remaining));
+        let reset: u64 = reply.field("x-ratelimit-reset").unwrap().parse().unwrap();
+        // burst's t is 8 (T0's window has 7.5 s left).
+        assert!((before + 8..=after + 8).contains(&reset), "{reset}");
+        assert!(reply.field("ratelimit").is_some());
+    }
+    let reply = request(addr, "/", None).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(reply.field("x-ratelimit-limit"), Some("3"));
+    assert_eq!(reply.field("x-ratelimit-remaining"), Some("0"));
+    assert_eq!(reply.field("retry-after"), Some("8"));
+    // Off by default.
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 3, 10 * S));
+    let addr = serve(app(RateLimitLayer::new(Named::keyed(limiter)))).await;
+    assert_eq!(
+        request(addr, "/", None).await.field("x-ratelimit-limit"),
+        None
+    );
+}
+
+/// A key of the client's address and the path: each route its own quota
+/// per client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_the_address_and_the_path() {
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter))
+        .key(Key::Parts(vec![KeyPart::ClientAddr, KeyPart::Path]));
+    let addr = serve(app(layer)).await;
+    for path in ["/", "/health"] {
+        assert_eq!(request(addr, path, None).await.status, StatusCode::OK);
+        assert_eq!(
+            request(addr, path, None).await.status,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+    }
+    // A header part missing: the missing-key policy (reject: 400).
+    let (limiter, _hand) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let layer = RateLimitLayer::new(Named::keyed(limiter)).key(Key::Parts(vec![
+        KeyPart::Header("x-api-key".parse().unwrap()),
+        KeyPart::Method,
+    ]));
+    let addr = serve(app(layer)).await;
+    assert_eq!(
+        request(addr, "/", None).await.status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        request(addr, "/", Some(("x-api-key", "a"))).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        request(addr, "/", Some(("x-api-key", "a"))).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+/// Default limits for every route (a layer on the router, per client), an
+/// application-wide limit (a global limiter, every client sharing it), a
+/// route's own limit (`route_layer`) and an exempt route, composed from
+/// the one layer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_application_wide_and_route_limits_compose() {
+    let (clock, _hand) = Clock::manual(T0);
+    let global = Limiter::builder()
+        .limit(Config::new(Algorithm::FixedWindow, 4, 10 * S))
+        .clock(clock)
+        .build()
+        .unwrap();
+    let (per_client, _h1) = keyed(Config::new(Algorithm::FixedWindow, 3, 10 * S));
+    let (login, _h2) = keyed(Config::new(Algorithm::FixedWindow, 1, 10 * S));
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .route(
+            "/login",
+            get(|| async { "in" }).route_layer(RateLimitLayer::new(
+                Named::keyed(login).name("login").unwrap(),
+            )),
+        )
+        .route("/health", get(|| async { "ok" }))
+        .layer(
+            RateLimitLayer::new(Named::keyed(per_client).name("client").unwrap())
+                .exempt_paths(["/health"]),
+        )
+        .layer(
+            RateLimitLayer::new(Named::global(global).name("app").unwrap())
+                .exempt_paths(["/health"]),
+        );
+    let addr = serve(app).await;
+    let reply = request(addr, "/login", None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    // One item per layer, each its own field line.
+    let items: Vec<_> = reply
+        .headers
+        .get_all("ratelimit")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        items,
+        [
+            r#""login";r=0;t=8"#,
+            r#""client";r=2;t=8"#,
+            r#""app";r=3;t=8"#
+        ]
+    );
+    // The route's own limit refuses first.
+    let reply = request(addr, "/login", None).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(reply.body.contains(r#""violated-policies":["login"]"#));
+    // The outer layers admitted the refused login before the route's
+    // limit refused it: it counted there.
+    let reply = request(addr, "/", None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(
+        reply
+            .headers
+            .get_all("ratelimit")
+            .iter()
+            .collect::<Vec<_>>(),
+        [r#""client";r=0;t=8"#, r#""app";r=1;t=8"#]
+    );
+    // The default per-client limit refuses...
+    let reply = request(addr, "/", None).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(reply.body.contains(r#""violated-policies":["client"]"#));
+    // ...and the application-wide one, which every client shares, is spent.
+    let reply = request(addr, "/", None).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(reply.body.contains(r#""violated-policies":["app"]"#));
+    // Exempt: never counted, never refused.
+    for _ in 0..5 {
+        let reply = request(addr, "/health", None).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.field("ratelimit"), None);
+    }
+}
+
+#[test]
+fn policy_names_display_as_given() {
+    let name = ratecell_tower::PolicyName::new("api \"v2\"").unwrap();
+    assert_eq!(name.to_string(), "api \"v2\"");
+    assert_eq!(format!("policy {name}"), "policy api \"v2\"");
 }

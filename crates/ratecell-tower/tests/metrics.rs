@@ -14,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use ratecell::{Algorithm, Config, KeyedLimiter};
 use ratecell_tower::{
-    AsyncRateLimits, FailurePolicy, LimitsFuture, Named, RateLimitLayer, StoreError,
+    AsyncRateLimits, LimitsFuture, Named, RateLimitLayer, StoreError, StoreFailurePolicy,
 };
 use tokio::net::{TcpListener, TcpStream};
 
@@ -86,7 +86,7 @@ async fn outcomes_per_policy_are_counted_and_scraped() {
     let closed = serve(RateLimitLayer::new_async(Unreachable).metrics()).await;
     let open = serve(
         RateLimitLayer::new_async(Unreachable)
-            .failure_policy(FailurePolicy::FailOpen)
+            .failure_policy(StoreFailurePolicy::FailOpen)
             .metrics(),
     )
     .await;

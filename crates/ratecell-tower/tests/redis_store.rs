@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use http::StatusCode;
 use ratecell::Algorithm;
 use ratecell_tower::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ratecell_tower::{FailurePolicy, RateLimitLayer, RedisLimits, StoreError};
+use ratecell_tower::{RateLimitLayer, RedisLimits, StoreError, StoreFailurePolicy};
 use support::{SLACK, Server, get_as, hour, serve};
 
 async fn connect(server: &Server) -> ConnectionManager {
@@ -228,7 +228,7 @@ async fn a_paused_server_is_answered_by_the_failure_policy_within_the_timeout() 
                 .timeout(open_timeout)
                 .unwrap(),
         )
-        .failure_policy(FailurePolicy::FailOpen),
+        .failure_policy(StoreFailurePolicy::FailOpen),
     )
     .await;
     for app in [closed, open] {
@@ -275,7 +275,7 @@ async fn a_killed_server_is_answered_by_the_failure_policy_without_hanging() {
     .await;
     let open = serve(
         RateLimitLayer::new_async(RedisLimits::new(connect(&server).await, &config).unwrap())
-            .failure_policy(FailurePolicy::FailOpen),
+            .failure_policy(StoreFailurePolicy::FailOpen),
     )
     .await;
     assert_eq!(get_as(closed, "dave").await.remaining(), 9);

@@ -11,6 +11,8 @@ import inspect
 import ipaddress
 import logging
 import math
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
@@ -200,6 +202,72 @@ class Multi:
         ]
 
 
+class Tiered:
+    """A quota per tier (free, paid, internal...) as ``RateLimits``, each
+    request's tier chosen by the middleware's ``tier=f(request)``: a plan
+    from a header, a claim, the route.
+
+    ``tiers`` maps each tier's policy name to its ``ratecell.Limit`` (tier
+    0 first: the default tier). The fields name the request's tier and
+    give its quota. ``f(request)`` returns a tier name or index; a tier
+    that is not one of these (None, an unknown plan a client sent) is the
+    default tier, so no client can choose a quota it was not given. One
+    ``ratecell.TieredLimiter`` (``capacity``, ``overflow``: evict, as every
+    HTTP limiter should) holds the keys of every tier; a key whose tier
+    changes keeps what it spent. ``close()`` closes it."""
+
+    __slots__ = ("limiter", "_policies", "_index")
+
+    def __init__(
+        self,
+        tiers: Any,
+        *,
+        capacity: int = 100_000,
+        overflow: str = "evict",
+    ) -> None:
+        from ._limiter import _as_given, _c_configs
+        from ._tiers import TieredLimiter
+
+        pairs = list(tiers.items() if hasattr(tiers, "items") else tiers)
+        if not pairs:
+            raise ValueError("Tiered: give at least one tier (name, Limit)")
+        names = [name for name, _ in pairs]
+        for i, name in enumerate(names):
+            if not name:
+                raise ValueError(f"tier {i} has no name: name every tier")
+        check_names(names, len(names))
+        limits = [limit for _, limit in pairs]
+        self.limiter = TieredLimiter(limits, capacity=capacity, overflow=overflow)
+        given = _as_given(limits, _c_configs(limits, capacity, overflow, "tsc"))
+        self._policies = tuple(
+            (name, lim.limit, int(lim.period_ns or 0))
+            for name, lim in zip(names, given, strict=True)
+        )
+        self._index = {name: i for i, name in enumerate(names)}
+
+    def tier_index(self, tier: str | int | None) -> int:
+        """The tier named or numbered ``tier``; the default tier (0) for
+        any other value."""
+        if isinstance(tier, str):
+            return self._index.get(tier, 0)
+        if type(tier) is int and 0 <= tier < len(self._policies):
+            return tier
+        return 0
+
+    def check_tier(self, key: bytes, cost: int, tier: str | int | None) -> list[LimitDecision]:
+        i = self.tier_index(tier)
+        d = self.limiter.check(key, cost, tier=i)
+        name, limit, period_ns = self._policies[i]
+        return [LimitDecision(name, limit, period_ns, d)]
+
+    def check_limits(self, key: bytes, cost: int) -> list[LimitDecision]:
+        """The default tier's decision (a middleware given no ``tier=``)."""
+        return self.check_tier(key, cost, 0)
+
+    def close(self) -> None:
+        self.limiter.close()
+
+
 def as_limits(limiter: Any) -> RateLimits:
     """``limiter`` itself when it is ``RateLimits``, ``Multi(limiter)`` for
     a multi-limit limiter, else ``Named(limiter)``."""
@@ -344,6 +412,39 @@ R = TypeVar("R")
 
 _log = logging.getLogger("ratecell")
 
+STORE_ERROR_LOG_INTERVAL = 10.0
+"""Seconds between the log lines of store failures after the first."""
+
+
+class StoreErrorLog:
+    """The log line of store failures on the ``ratecell`` logger: the first
+    at once, then at most one every ``STORE_ERROR_LOG_INTERVAL`` seconds
+    with how many failed since. An outage fails every request, and a line
+    per request would bury the log (and cost the time of a write each)."""
+
+    __slots__ = ("_lock", "_next", "_since")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0.0
+        self._since = 0
+
+    def failed(self, exc: BaseException, fail_open: bool) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._since += 1
+            if now < self._next:
+                return
+            since, self._since = self._since, 0
+            self._next = now + STORE_ERROR_LOG_INTERVAL
+        _log.warning(
+            "ratecell: the rate-limit store failed (%s: %s); %s; %d failure(s) since the "
+            "last such line",
+            type(exc).__name__, exc,
+            "requests pass unlimited (fail_open)" if fail_open else "requests get 503",
+            since,
+        )
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -484,12 +585,14 @@ class Settings(Generic[R]):
 
     __slots__ = ("limits", "key", "missing_key", "cost", "dry_run", "exempt_paths", "exempt",
                  "fail_open", "name", "policy", "plain", "by_client", "logged_no_client",
-                 "on_refusal", "on_dry_run_refusal", "methods", "metrics", "regroup")
+                 "on_refusal", "on_dry_run_refusal", "methods", "metrics", "regroup",
+                 "on_store_error", "count_store_error", "store_log", "tier", "legacy",
+                 "extended")
 
     def __init__(
         self,
         limiter: Any,
-        key: str | Callable[[R], bytes | str | None] | None,
+        key: str | Sequence[Any] | Callable[[R], bytes | str | None] | None,
         missing_key: MissingKey,
         cost: Callable[[R], int] | None,
         dry_run: bool,
@@ -503,13 +606,38 @@ class Settings(Generic[R]):
         on_dry_run_refusal: Callable[[R, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
+        on_store_error: Callable[[R, Exception], Any] | None = None,
+        tier: Callable[[R], str | int | None] | None = None,
+        enabled: bool = True,
+        legacy: bool = False,
     ) -> None:
         self.limits = as_limits(limiter)
+        self.legacy = bool(legacy)
+        if tier is not None:
+            if not callable(tier):
+                raise TypeError(f"tier must be a callable of the request, not {tier!r}")
+            if not callable(getattr(self.limits, "check_tier", None)):
+                raise TypeError(
+                    "tier= chooses among tiers: give the middleware ratecell.asgi.Tiered "
+                    f"(or ratecell.wsgi.Tiered) limits, not {type(limiter).__name__}"
+                )
+        self.tier = tier
+        # Whether a request needs more than the plain check and fields:
+        # one flag the middlewares test, so those without pay one test.
+        self.extended = tier is not None or self.legacy
         if metrics is not None and not callable(metrics):
             raise TypeError(
                 f"metrics must be a callable (ratecell.metrics.PrometheusMetrics), not {metrics!r}"
             )
         self.metrics = metrics
+        # PrometheusMetrics counts store failures too; a plain function
+        # sees decisions only.
+        count = getattr(metrics, "store_error", None)
+        self.count_store_error: Callable[[bool], Any] | None = count if callable(count) else None
+        if on_store_error is not None and not callable(on_store_error):
+            raise TypeError(f"on_store_error must be a callable, not {on_store_error!r}")
+        self.on_store_error = on_store_error
+        self.store_log = StoreErrorLog()
         if isinstance(methods, str):
             raise TypeError("methods: give a list of methods, not one string")
         self.methods: frozenset[str] | None = (
@@ -542,6 +670,8 @@ class Settings(Generic[R]):
                 raise ValueError("key: a header name must not be empty")
             name = key.lower()
             self.key = lambda r: header_of(r, name)
+        elif isinstance(key, (tuple, list)):
+            self.key = _key_parts(key, header_of, client_of, headers_of, client_ip or ClientIp())
         elif callable(key):
             self.key = key
         else:
@@ -570,6 +700,10 @@ class Settings(Generic[R]):
         self.plain = (
             not self.exempt_paths and self.exempt is None and cost is None and self.methods is None
         )
+        if not enabled:
+            # Off: every request is exempt, through the check the
+            # middlewares already make, so an enabled one pays nothing.
+            self.exempt_paths, self.exempt, self.plain = frozenset(), lambda r: True, False
 
     def fields(self, items: Sequence[LimitDecision]) -> tuple[str, str]:
         """The values of ``RateLimit-Policy`` and ``RateLimit``."""
@@ -609,6 +743,23 @@ class Settings(Generic[R]):
             return None
         raise MissingKeyError
 
+    def check_extended(self, request: R, key: bytes) -> Any:
+        """The limits' decisions for a request of an ``extended`` setting
+        (a tier function, legacy headers)."""
+        cost = self.request_cost(request)
+        if self.tier is None:
+            return self.limits.check_limits(key, cost)
+        return self.limits.check_tier(key, cost, self.tier(request))  # type: ignore[attr-defined]
+
+    def store_failed(self, request: R, exc: Exception) -> None:
+        """Reports a failure of the limits (the store) before the failure
+        policy answers: the hook, the counter, the log line."""
+        if self.on_store_error is not None:
+            self.on_store_error(request, exc)
+        if self.count_store_error is not None:
+            self.count_store_error(self.fail_open)
+        self.store_log.failed(exc, self.fail_open)
+
     def request_cost(self, request: R) -> int:
         return 1 if self.cost is None else self.cost(request)
 
@@ -622,12 +773,110 @@ class Settings(Generic[R]):
         )
 
 
+def _header_part(
+    header_of: Callable[[Any, str], bytes | None], name: str
+) -> Callable[[Any], bytes | None]:
+    return lambda r: header_of(r, name)
+
+
+def _key_parts(
+    parts: Sequence[Any],
+    header_of: Callable[[Any, str], bytes | None],
+    client_of: Callable[[Any], str | None],
+    headers_of: Callable[[Any, str], Sequence[bytes]] | None,
+    ip: ClientIp,
+) -> Callable[[Any], bytes | None]:
+    """The key function of ``key=("client", "path", ...)``: each part's
+    value in order, length-prefixed so no two lists of values give the
+    same key; None (no key) when a part has none. Parts: ``"client"`` (the
+    client's address, found and grouped as the middleware's options say),
+    ``"path"``, ``"method"``, a header name, or ``f(request)``."""
+    if not parts:
+        raise ValueError("key: give at least one part")
+    lines = headers_of or (lambda r, n: [v] if (v := header_of(r, n)) else [])
+
+    def client(r: Any) -> bytes | None:
+        k = ip.key(client_of(r), lambda: lines(r, ip.header))
+        return k.encode() if k else None
+
+    def path(r: Any) -> bytes | None:
+        # An ASGI scope has "path"; a WSGI environ PATH_INFO (latin-1 text).
+        v = r.get("path") if "type" in r else r.get("PATH_INFO")
+        return v.encode("utf-8", "surrogateescape") if v else None
+
+    def method(r: Any) -> bytes | None:
+        v = r.get("method") if "type" in r else r.get("REQUEST_METHOD")
+        return v.encode("ascii") if v else None
+
+    fns: list[Callable[[Any], bytes | str | None]] = []
+    for part in parts:
+        if part == "client":
+            fns.append(client)
+        elif part == "path":
+            fns.append(path)
+        elif part == "method":
+            fns.append(method)
+        elif isinstance(part, str) and part:
+            fns.append(_header_part(header_of, part.lower()))
+        elif callable(part):
+            fns.append(part)
+        else:
+            raise TypeError(
+                f"key part {part!r}: give 'client', 'path', 'method', a header name or a callable"
+            )
+
+    def key(r: Any) -> bytes | None:
+        out = bytearray()
+        for fn in fns:
+            v = fn(r)
+            if not v:
+                return None
+            b = v.encode() if isinstance(v, str) else bytes(v)
+            out += len(b).to_bytes(4, "big") + b
+        return bytes(out)
+
+    return key
+
+
 class MissingKeyError(Exception):
     """A request without a key under ``missing_key="reject"``."""
 
 
 class NoClientAddrError(Exception):
     """A request keyed by client address that has none: a misconfiguration."""
+
+
+def legacy_values(items: Sequence[LimitDecision], now_s: int) -> tuple[int, int, int] | None:
+    """The legacy ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset``
+    values (GitHub's, slowapi's, flask-limiter's), which describe one
+    limit: of a refused request the refusing limit whose wait is the
+    longest (the one ``Retry-After`` gives), else the limit with the fewest
+    units left (the first of equals). Limit is its ``q`` (as
+    ``RateLimit-Policy`` says it), Remaining its ``r``, and Reset the UNIX
+    time in whole seconds when its ``t`` ends, counted from ``now_s``.
+    None for no items."""
+    refused = [i for i in items if not i.decision.allowed]
+    if refused:
+        item = max(refused, key=lambda i: reset_seconds(i.decision))
+    elif items:
+        item = min(items, key=lambda i: i.decision.remaining)
+    else:
+        return None
+    q, _ = quota_window(item.limit, item.period_ns)
+    return q, min(item.decision.remaining, SF_INTEGER_MAX), now_s + reset_seconds(item.decision)
+
+
+def legacy_headers(items: Sequence[LimitDecision]) -> list[tuple[bytes, bytes]]:
+    """``legacy_values`` as header lines, Reset from the system clock."""
+    got = legacy_values(items, int(time.time()))
+    if got is None:
+        return []
+    limit, remaining, reset = got
+    return [
+        (b"x-ratelimit-limit", str(limit).encode("ascii")),
+        (b"x-ratelimit-remaining", str(remaining).encode("ascii")),
+        (b"x-ratelimit-reset", str(reset).encode("ascii")),
+    ]
 
 
 def field_headers(fields: tuple[str, str]) -> list[tuple[bytes, bytes]]:

@@ -46,11 +46,12 @@ from ._http import (
     outcome,
     field_headers,
     hooked_refusal_headers,
+    legacy_headers as _legacy_headers,
     problem_body,
     problem_headers,
     refusal_headers,
 )
-from ._http import LimitDecision, Multi, Named, RateLimits
+from ._http import LimitDecision, Multi, Named, RateLimits, Tiered
 from ._types import Decision
 
 Scope = MutableMapping[str, Any]
@@ -59,7 +60,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-__all__ = ["RateLimitMiddleware", "acquire", "Named", "Multi", "LimitDecision", "RateLimits"]
+__all__ = [
+    "RateLimitMiddleware", "acquire", "Named", "Multi", "Tiered", "LimitDecision", "RateLimits"
+]
 
 
 def _header(scope: Scope, name: str) -> bytes | None:
@@ -103,7 +106,26 @@ class RateLimitMiddleware:
     - ``dry_run``: count and send the fields, never refuse.
     - ``exempt``: a list of paths (exact match) or ``f(scope) -> bool``.
     - ``fail_open``: when the limiter raises, pass the request (default:
-      answer 503).
+      answer 503). Either way the failure is logged on the ``ratecell``
+      logger (the first at once, then one line every 10 s at most, with
+      the count since), counted by ``metrics`` (a ``PrometheusMetrics``:
+      ``ratecell_http_store_errors_total``) and given to
+      ``on_store_error``.
+    - ``enabled``: False turns limiting off (tests, staging): every
+      request passes unchecked and without fields.
+    - ``legacy_headers``: True also sends ``X-RateLimit-Limit``,
+      ``X-RateLimit-Remaining`` and ``X-RateLimit-Reset`` (UNIX seconds)
+      for one limit (``ratecell._http.legacy_values`` says which), beside
+      the draft's fields.
+    - ``key`` may also be a sequence of parts, keyed together:
+      ``("client", "path")`` (the client's address as found above and the
+      path), ``"method"``, header names, or functions of the scope.
+    - ``tier``: ``f(scope) -> str | int | None`` chooses each request's
+      tier (a plan from a header, a claim, the route) among ``Tiered``
+      limits' tiers; any other value is the default tier.
+    - ``on_store_error``: ``f(scope, exception)`` sees every failure of
+      the limiter (a Redis store that did not answer), before the failure
+      policy answers. Default: none.
     - ``trusted_proxies``: CIDRs of your proxies (``["10.0.0.0/8"]``): when
       the peer is one, the client is the right-most address of
       ``forwarded_header`` (``"x-forwarded-for"``, the default, or
@@ -132,7 +154,7 @@ class RateLimitMiddleware:
         app: ASGIApp,
         limiter: Any,
         *,
-        key: str | Callable[[Scope], bytes | str | None] | None = None,
+        key: str | Sequence[Any] | Callable[[Scope], bytes | str | None] | None = None,
         missing_key: MissingKey = "reject",
         cost: Callable[[Scope], int] | None = None,
         dry_run: bool = False,
@@ -147,12 +169,17 @@ class RateLimitMiddleware:
         on_dry_run_refusal: Callable[[Scope, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
+        on_store_error: Callable[[Scope, Exception], Any] | None = None,
+        tier: Callable[[Scope], str | int | None] | None = None,
+        enabled: bool = True,
+        legacy_headers: bool = False,
     ) -> None:
         self.app = app
         self.settings: Settings[Scope] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods, metrics,
+            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error, tier, enabled,
+            legacy_headers,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -173,11 +200,16 @@ class RateLimitMiddleware:
         if key is None:
             await self.app(scope, receive, send)
             return
+        extended = s.extended
         try:
-            items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(scope))
+            if not extended:
+                items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(scope))
+            else:
+                items = s.check_extended(scope, key)
             if not isinstance(items, (list, tuple)):
                 items = await items  # type: ignore[misc]
-        except Exception:
+        except Exception as e:
+            s.store_failed(scope, e)
             if not s.fail_open:
                 await _respond(send, 503, problem_headers(UNAVAILABLE_BODY), UNAVAILABLE_BODY)
                 return
@@ -195,12 +227,18 @@ class RateLimitMiddleware:
                         got = await got
                     status, given, body = got
                     headers = hooked_refusal_headers(items, fields, given)
+                    if extended and s.legacy:
+                        present = {k for k, _ in headers}
+                        headers += [h for h in _legacy_headers(items) if h[0] not in present]
                     if not any(k == b"content-length" for k, _ in headers):
                         headers.append((b"content-length", str(len(body)).encode("ascii")))
                     await _respond(send, status, headers, body)
                     return
                 body = problem_body(items)
-                await _respond(send, 429, refusal_headers(items, fields, body), body)
+                headers = refusal_headers(items, fields, body)
+                if extended and s.legacy:
+                    headers += _legacy_headers(items)
+                await _respond(send, 429, headers, body)
                 return
             if s.on_dry_run_refusal is not None:
                 seen = s.on_dry_run_refusal(scope, items)
@@ -210,6 +248,8 @@ class RateLimitMiddleware:
             # A leaky bucket's place in its queue: run when its turn comes.
             await asyncio.sleep(wait / 1e9)
         extra = field_headers(fields)
+        if extended and s.legacy:
+            extra += _legacy_headers(items)
 
         async def send_with_fields(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -12,6 +12,11 @@ One counter, ``ratecell_http_requests_total`` by default, labelled
   refused counts once under each; a policy that would have admitted a
   request another refused counts nothing).
 - ``dry_run_refused``: as ``refused``, in a dry run (the request passed).
+
+Store failures (a Redis store that did not answer) decide nothing per
+policy: they are counted on a counter of their own,
+``ratecell_http_store_errors_total`` by default, labelled ``outcome``:
+``unavailable`` (answered 503) or ``failed_open`` (the request passed).
 """
 
 from __future__ import annotations
@@ -29,9 +34,16 @@ class PrometheusMetrics:
     ``prometheus_client`` counter, registered in ``registry`` (default: the
     process's default registry) under ``name``."""
 
-    __slots__ = ("counter", "_children")
+    __slots__ = ("counter", "store_errors", "_children", "_store_children")
 
-    def __init__(self, registry: Any = None, name: str = "ratecell_http_requests") -> None:
+    def __init__(
+        self,
+        registry: Any = None,
+        name: str = "ratecell_http_requests",
+        store_errors_name: str = "ratecell_http_store_errors",
+    ) -> None:
+        """``store_errors_name`` names the store failures' counter (give
+        another for a second ``PrometheusMetrics`` in one registry)."""
         import prometheus_client
 
         kw: dict[str, Any] = {} if registry is None else {"registry": registry}
@@ -42,6 +54,16 @@ class PrometheusMetrics:
             ["policy", "outcome"],
             **kw,
         )
+        self.store_errors = prometheus_client.Counter(
+            store_errors_name,
+            "Failures of the rate-limit store by outcome (unavailable, failed_open).",
+            ["outcome"],
+            **kw,
+        )
+        self._store_children = {
+            True: self.store_errors.labels("failed_open"),
+            False: self.store_errors.labels("unavailable"),
+        }
         # (policy, outcome) -> the labelled child: .labels() parses its
         # arguments on every call.
         self._children: dict[tuple[str, str], Any] = {}
@@ -62,3 +84,8 @@ class PrometheusMetrics:
         for i in items:
             if not i.decision.allowed:
                 self._inc(i.name, outcome)
+
+    def store_error(self, failed_open: bool) -> None:
+        """Records one store failure (the middlewares call this):
+        ``failed_open`` when the request passed, else it was answered 503."""
+        self._store_children[failed_open].inc()

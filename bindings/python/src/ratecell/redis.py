@@ -927,16 +927,19 @@ class RedisLimits:
     middlewares answer with 503, or by passing the request with
     ``fail_open=True``. A stalled Redis must not stall every request
     behind it. With a ``redis.asyncio`` client the call is cancelled
-    (``asyncio.wait_for``); with a ``redis.Redis`` the reply is awaited on
-    the pooled connection for at most ``timeout``, and the connection is
-    dropped when it does not come. Opening a *new* connection to a stalled
-    server is bounded by the client's own ``socket_connect_timeout`` and
-    ``socket_timeout``: set them too. Other sync clients (a cluster
-    client) are called as they are.
+    (``asyncio.wait_for``). With a ``redis.Redis`` the store keeps a pool
+    of its own, made from the client's address and credentials, whose
+    every socket operation (connect, handshake, command, reply) waits at
+    most ``timeout`` and is never retried, whatever the client's own
+    timeouts and retries say: every request during a stall, not only the
+    first, is answered within the timeout. A connection whose reply did
+    not come is dropped. Other sync clients (a cluster client) are called
+    as they are: bound them with their own ``socket_timeout``.
     """
 
     __slots__ = (
-        "_client", "_limiters", "_policies", "_now_ns", "_timeout", "_moded", "policy_field"
+        "_client", "_limiters", "_policies", "_now_ns", "_timeout", "_moded", "_pool",
+        "policy_field",
     )
 
     def __init__(
@@ -949,6 +952,7 @@ class RedisLimits:
         mode: Mode = "strict",
     ) -> None:
         self._moded: RedisLimiter | None = None
+        self._pool: Any = None
         if mode not in _MODES:
             raise ValueError(
                 f"RedisLimits: mode must be one of {', '.join(_MODES)}, not {mode!r}"
@@ -987,6 +991,11 @@ class RedisLimits:
                 )
             self._moded = RedisLimiter(client, **{**pairs[0][1]._settings, "mode": mode})
         self._client = client
+        if mode == "strict" and timeout is not None:
+            # The client's own pool connects and shakes hands under the
+            # user's settings (redis-py's defaults: no timeout, retries),
+            # which a stalled server turns into seconds per request.
+            self._pool = _timed_pool(client, timeout)
         self._limiters = tuple(limiter for _, limiter in pairs)
         self._policies = tuple(
             (name, limiter.limit, limiter.period_ns)
@@ -1010,9 +1019,12 @@ class RedisLimits:
         return self._moded
 
     def close(self) -> None:
-        """Stops a leased store's refill thread (as ``RedisLimiter.close``)."""
+        """Stops a leased store's refill thread (as ``RedisLimiter.close``)
+        and closes the store's own connections."""
         if self._moded is not None:
             self._moded.close()
+        if self._pool is not None:
+            self._pool.disconnect()
 
     def check_limits(
         self, key: bytes, cost: int
@@ -1040,8 +1052,8 @@ class RedisLimits:
                 now,
             )
         try:
-            if self._timeout is not None and isinstance(self._client, _redis.Redis):
-                reply = self._bounded(command, args, self._timeout)
+            if self._pool is not None and self._timeout is not None:
+                reply = self._bounded(self._pool, command, args, self._timeout)
             else:
                 reply = self._client.execute_command(command, *args)
         except _redis.ResponseError as e:
@@ -1051,10 +1063,11 @@ class RedisLimits:
             return self._later(reply)
         return self._decide(reply)
 
-    def _bounded(self, command: str, args: Sequence[Any], timeout: float) -> Any:
-        """``command`` on a pooled connection of a ``redis.Redis``, its
-        reply awaited for at most ``timeout`` seconds."""
-        pool = self._client.connection_pool
+    @staticmethod
+    def _bounded(pool: Any, command: str, args: Sequence[Any], timeout: float) -> Any:
+        """``command`` on a connection of ``pool`` (``_timed_pool``'s: a new
+        connection's connect and handshake wait at most ``timeout`` each,
+        once), its reply awaited for at most ``timeout`` seconds."""
         try:
             conn = pool.get_connection()
         except TypeError:  # redis-py before 5.3 names the command

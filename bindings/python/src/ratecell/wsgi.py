@@ -37,7 +37,9 @@ from ._http import (
     Refusal,
     RateLimits,
     Settings,
+    Tiered,
     hooked_refusal_headers,
+    legacy_headers as _legacy_headers,
     outcome,
     problem_body,
     problem_headers,
@@ -48,7 +50,7 @@ Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-__all__ = ["RateLimitMiddleware", "Named", "Multi", "LimitDecision", "RateLimits"]
+__all__ = ["RateLimitMiddleware", "Named", "Multi", "Tiered", "LimitDecision", "RateLimits"]
 
 _STATUS = {
     400: "400 Bad Request",
@@ -96,7 +98,7 @@ class RateLimitMiddleware:
         app: WSGIApp,
         limiter: Any,
         *,
-        key: str | Callable[[Environ], bytes | str | None] | None = None,
+        key: str | Sequence[Any] | Callable[[Environ], bytes | str | None] | None = None,
         missing_key: MissingKey = "reject",
         cost: Callable[[Environ], int] | None = None,
         dry_run: bool = False,
@@ -110,12 +112,17 @@ class RateLimitMiddleware:
         on_dry_run_refusal: Callable[[Environ, Sequence[LimitDecision]], Any] | None = None,
         methods: Iterable[str] | None = None,
         metrics: Callable[[Sequence[LimitDecision], bool, bool], Any] | None = None,
+        on_store_error: Callable[[Environ, Exception], Any] | None = None,
+        tier: Callable[[Environ], str | int | None] | None = None,
+        enabled: bool = True,
+        legacy_headers: bool = False,
     ) -> None:
         self.app = app
         self.settings: Settings[Environ] = Settings(
             limiter, key, missing_key, cost, dry_run, exempt, fail_open, _header, _client,
             _headers, ClientIp(trusted_proxies, forwarded_header, ipv4_prefix, ipv6_prefix),
-            on_refusal, on_dry_run_refusal, methods, metrics,
+            on_refusal, on_dry_run_refusal, methods, metrics, on_store_error, tier, enabled,
+            legacy_headers,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -134,11 +141,16 @@ class RateLimitMiddleware:
             return [MISSING_KEY_BODY]
         if key is None:
             return self.app(environ, start_response)
+        extended = s.extended
         try:
-            items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(environ))
+            if not extended:
+                items = s.limits.check_limits(key, 1 if s.cost is None else s.cost(environ))
+            else:
+                items = s.check_extended(environ, key)
             if not isinstance(items, (list, tuple)):
                 raise TypeError("the WSGI middleware needs a synchronous limiter")
-        except Exception:
+        except Exception as e:
+            s.store_failed(environ, e)
             if not s.fail_open:
                 start_response(_STATUS[503], _str_headers(problem_headers(UNAVAILABLE_BODY)))
                 return [UNAVAILABLE_BODY]
@@ -152,10 +164,16 @@ class RateLimitMiddleware:
                 if s.on_refusal is not None:
                     status, given, body = s.on_refusal(environ, items)
                     headers = hooked_refusal_headers(items, fields, given)
+                    if extended and s.legacy:
+                        present = {k for k, _ in headers}
+                        headers += [h for h in _legacy_headers(items) if h[0] not in present]
                     start_response(_status_line(status), _str_headers(headers))
                     return [body]
                 body = problem_body(items)
-                start_response(_STATUS[429], _str_headers(refusal_headers(items, fields, body)))
+                headers = refusal_headers(items, fields, body)
+                if extended and s.legacy:
+                    headers += _legacy_headers(items)
+                start_response(_STATUS[429], _str_headers(headers))
                 return [body]
             if s.on_dry_run_refusal is not None:
                 s.on_dry_run_refusal(environ, items)
@@ -163,6 +181,20 @@ class RateLimitMiddleware:
             # A leaky bucket's place in its queue; WSGI serves each request
             # on its own thread, so sleeping holds only this request.
             time.sleep(wait / 1e9)
+
+        if extended and s.legacy:
+            legacy = _str_headers(_legacy_headers(items))
+
+            def start_with_legacy(
+                status: str, headers: list[tuple[str, str]], exc_info: Any = None
+            ) -> Any:
+                return start_response(
+                    status,
+                    [*headers, ("RateLimit-Policy", policy), ("RateLimit", ratelimit), *legacy],
+                    exc_info,
+                )
+
+            return self.app(environ, start_with_legacy)
 
         def start_with_fields(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             return start_response(
