@@ -1,0 +1,337 @@
+//! The commands as Redis calls them: argv borrowed as bytes inside the
+//! panic boundary, and each command's body (the decisions are in
+//! [`crate::check`], [`crate::throttle`] and [`crate::lease`]).
+
+use crate::args;
+use crate::check::{check_one, parse_cached, run};
+use crate::key::{Held, Key};
+use crate::lease;
+use crate::reply::{self, Reply, clamp, err, or_never, six};
+use crate::store::{is_loading, now_ns, publish, replicate_del, store_new};
+use crate::tally;
+use crate::throttle;
+use crate::value::{Shape, Value};
+use redis_module::{RedisError, raw};
+use std::ffi::c_int;
+use std::time::Duration;
+
+/// A Redis string's bytes, borrowed for as long as the command runs.
+///
+/// # Safety
+/// `s` must be a valid string that outlives `'a` and is not modified.
+unsafe fn slice<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
+    let mut len = 0;
+    // SAFETY: the caller's promise; StringPtrLen returns the string's own
+    // buffer and length.
+    unsafe {
+        let p = raw::RedisModule_StringPtrLen.expect("StringPtrLen")(s, &mut len);
+        std::slice::from_raw_parts(p.cast::<u8>(), len)
+    }
+}
+
+/// The signature of a command as Redis calls it.
+pub(crate) type RawCommand = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
+
+/// A command's arguments: Redis's argv strings (the command name first)
+/// and their bytes, borrowed for the command's duration.
+pub(crate) struct Argv<'a> {
+    /// The strings, as Redis passed them.
+    pub strings: &'a [*mut raw::RedisModuleString],
+    /// The bytes of every argument after the command name.
+    pub words: &'a [&'a [u8]],
+}
+
+/// Runs a command body on Redis's own argv inside the panic boundary and
+/// replies with what it returns. The words are borrowed slices, in a stack
+/// array when they fit (every valid one-key call does), so the hot
+/// commands allocate nothing for their arguments.
+///
+/// # Safety
+/// `argv` holds `argc` valid strings for the duration of the call (Redis's
+/// contract with a command function).
+unsafe fn run_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    body: impl FnOnce(&Argv<'_>) -> Result<(), RedisError>,
+) -> c_int {
+    reply::boundary(ctx, || {
+        const WORDS: usize = 16;
+        // SAFETY: Redis's contract above.
+        let strings =
+            unsafe { std::slice::from_raw_parts(argv, usize::try_from(argc).unwrap_or(0)) };
+        let rest = strings.get(1..).unwrap_or(&[]);
+        let mut stack: [&[u8]; WORDS] = [&[]; WORDS];
+        let heap: Vec<&[u8]>;
+        let words: &[&[u8]] = if rest.len() <= WORDS {
+            for (w, &s) in stack.iter_mut().zip(rest) {
+                // SAFETY: argv's strings live until the command returns.
+                *w = unsafe { slice(s) };
+            }
+            &stack[..rest.len()]
+        } else {
+            // SAFETY: as above.
+            heap = rest.iter().map(|&s| unsafe { slice(s) }).collect();
+            &heap
+        };
+        if let Err(e) = body(&Argv { strings, words }) {
+            reply::error(ctx, &e);
+        }
+        raw::Status::Ok as c_int
+    })
+}
+
+/// `RATECELL.CHECK <key> <algorithm> <limit> <period> [options]`.
+pub(crate) unsafe extern "C" fn check_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let body = |a: &Argv<'_>| {
+        if a.words.len() < 4 {
+            return Err(RedisError::WrongArity);
+        }
+        let (rule, cost, at) = parse_cached(a.words)?;
+        let t = at.unwrap_or_else(now_ns);
+        let d = check_one(ctx, a.strings[1], a.words[0], &rule, cost, t, at.is_some())?;
+        reply::send_ints(ctx, &six(&d));
+        Ok(())
+    };
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_command(ctx, argv, argc, body) }
+}
+
+/// `CL.THROTTLE <key> <max_burst> <count> <period_s> [quantity]`:
+/// redis-cell's command and answers ([`throttle`]).
+pub(crate) unsafe extern "C" fn throttle_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let body = |a: &Argv<'_>| {
+        let answer = throttle(ctx, a)?;
+        reply::send_ints(ctx, &answer);
+        Ok(())
+    };
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_command(ctx, argv, argc, body) }
+}
+
+/// `RATECELL.CHECKALL [AT now_ns] LIMIT ... [LIMIT ...]`.
+pub(crate) unsafe extern "C" fn check_all_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let body = |a: &Argv<'_>| {
+        // SAFETY: the running command's context.
+        if unsafe { raw::RedisModule_IsKeysPositionRequest.expect("IsKeysPositionRequest")(ctx) }
+            != 0
+        {
+            for pos in args::check_all_key_positions(a.words) {
+                // SAFETY: as above; positions count the command name.
+                unsafe {
+                    raw::RedisModule_KeyAtPos.expect("KeyAtPos")(
+                        ctx,
+                        c_int::try_from(pos).unwrap_or(c_int::MAX),
+                    );
+                }
+            }
+            return Ok(());
+        }
+        if a.words.is_empty() {
+            return Err(RedisError::WrongArity);
+        }
+        let req = args::check_all(a.words).map_err(err)?;
+        let (admitted, decisions) = run(ctx, req)?;
+        let mut out = vec![Reply::Int(i64::from(admitted))];
+        out.extend(
+            decisions
+                .iter()
+                .map(|d| Reply::Array(six(d).map(Reply::Int).into())),
+        );
+        reply::send(ctx, &Reply::Array(out));
+        Ok(())
+    };
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_command(ctx, argv, argc, body) }
+}
+
+/// `RATECELL.RESTORE <key> <state> [PXAT <unix_ms>]`.
+pub(crate) unsafe extern "C" fn restore_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let body = |a: &Argv<'_>| {
+        restore(ctx, a)?;
+        reply::send(ctx, &Reply::Ok);
+        Ok(())
+    };
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_command(ctx, argv, argc, body) }
+}
+
+/// `RATECELL.LEASE <key> <algorithm> <limit> <period> [options] WANT <w>
+/// [EXPIRE <duration>] [AT <now_ns>]` (SPEC.md §8): a grant of up to `w`
+/// units, applied to the key as a check of its cost; replies `[units,
+/// expires_at_ns, retry_after_ns, limit, remaining]`.
+pub(crate) unsafe extern "C" fn lease_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let body = |a: &Argv<'_>| {
+        if a.words.len() < 6 {
+            return Err(RedisError::WrongArity);
+        }
+        let req = args::lease(a.words).map_err(err)?;
+        let rule = req.limit.rule;
+        lease::leasable(rule.config().algorithm).map_err(err)?;
+        let t = req.at.unwrap_or_else(now_ns);
+        let name = a.strings[1];
+        let words = match Key::open(ctx, name).held(&rule)? {
+            Held::Empty => vec![0; rule.words()],
+            Held::Value(v) => v.words().to_vec(),
+            Held::Other(shape) => {
+                return Err(err(shape.admits(&rule, req.limit.key).unwrap_err()));
+            }
+        };
+        let g = lease::grant(&rule, &words, t, req.want, req.expire_ns);
+        if g.units > 0 {
+            // Stored, replicated and given its expiry as a check of the
+            // grant's cost (at `t`, which is the server's clock without AT).
+            let d = check_one(
+                ctx,
+                name,
+                req.limit.key,
+                &rule,
+                g.units,
+                t,
+                req.at.is_some(),
+            )?;
+            if !d.allowed {
+                return Err(RedisError::Str(
+                    "ERR the grant was refused when applied (a bug)",
+                ));
+            }
+        }
+        let d = six(&g.decision);
+        reply::send_ints(
+            ctx,
+            &[
+                clamp(g.units),
+                clamp(g.expires_at_ns),
+                or_never(g.retry_after_ns),
+                d[1],
+                d[2],
+            ],
+        );
+        Ok(())
+    };
+    // SAFETY: Redis calls a command with argc valid arguments.
+    unsafe { run_command(ctx, argv, argc, body) }
+}
+
+/// `CL.THROTTLE`: redis-cell's rule ([`throttle::Throttle`]) on a GCRA
+/// state, so `RATECELL.CHECK <key> gcra <count> <period>s` reads the same
+/// key.
+fn throttle(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<[i64; 5], RedisError> {
+    let words = a.words;
+    if !(4..=5).contains(&words.len()) {
+        return Err(RedisError::WrongArity);
+    }
+    let max_burst = args::number(words[1], "max_burst", "0..=4294967294").map_err(err)?;
+    let count = args::number(words[2], "count", "1..=4294967295").map_err(err)?;
+    let period_s = args::number(words[3], "period", "1..=31622400 (seconds)").map_err(err)?;
+    let quantity = match words.get(4) {
+        Some(q) => args::number(q, "quantity", "0..=2^64-1").map_err(err)?,
+        None => 1,
+    };
+    let limit = throttle::Throttle::new(max_burst, count, period_s).map_err(err)?;
+    // The key's shape: a GCRA state of this period (the limit only names
+    // the shape; CL.THROTTLE's own rule decides).
+    let shape_rule = args::rule(ratecell::Config::new(
+        ratecell::Algorithm::Gcra,
+        1,
+        period_s * 1_000_000_000,
+    ))
+    .map_err(err)?;
+    let name = a.strings[1];
+    let t = now_ns();
+    let mut key = Key::open(ctx, name);
+    let (answer, stored) = match key.held(&shape_rule)? {
+        Held::Other(shape) => {
+            return Err(err(shape.admits(&shape_rule, words[0]).unwrap_err()));
+        }
+        Held::Value(mut v) => {
+            let old = v.words()[0];
+            let (answer, stored) = limit.decide(Some(old), t, quantity);
+            // A peek stores what it read: nothing to write.
+            let stored = stored.filter(|&tat| tat != old || v.at());
+            if let Some(tat) = stored {
+                v.words_mut()[0] = tat;
+                v.set_at(false);
+            }
+            (answer, stored.map(|tat| (tat, Some(v))))
+        }
+        Held::Empty => {
+            let (answer, stored) = limit.decide(None, t, quantity);
+            (answer, stored.map(|tat| (tat, None)))
+        }
+    };
+    if let Some((tat, existing)) = stored {
+        if tat <= t {
+            // Nothing ahead of now: as if new.
+            if existing.is_some() {
+                key.delete();
+                replicate_del(ctx, name);
+            }
+        } else {
+            let reset_after = tat - t;
+            match existing {
+                Some(v) => publish(ctx, &mut key, name, &v, t, reset_after)?,
+                None => {
+                    let v = Value::new(Shape::of(&shape_rule), false, &[tat]);
+                    store_new(ctx, &mut key, name, &shape_rule, v, t, reset_after)?;
+                }
+            }
+        }
+    }
+    tally(!answer.limited);
+    Ok(answer.reply())
+}
+
+/// `RATECELL.RESTORE <key> <state> [PXAT <unix_ms>]`: sets a key to an
+/// encoded state (the form replicas and the AOF receive), validated first.
+fn restore(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<(), RedisError> {
+    let words = a.words;
+    if words.len() != 2 && words.len() != 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let value = Value::from_bytes(words[1]).map_err(|e| err(format!("ERR state: {e}")))?;
+    let pxat = match words.get(2..4) {
+        Some([px, ms]) if px.eq_ignore_ascii_case(b"PXAT") => {
+            Some(args::number(ms, "PXAT", "0..=2^64-1 (UNIX ms)").map_err(err)?)
+        }
+        Some(_) => return Err(err("ERR expected PXAT <unix_ms>".into())),
+        None => None,
+    };
+    let mut key = Key::open(ctx, a.strings[1]);
+    key.raw_value()?;
+    let now_ms = now_ns() / 1_000_000;
+    match pxat {
+        Some(ms) if ms <= now_ms && !is_loading(ctx) => key.delete(),
+        _ => {
+            key.set(value)?;
+            key.expire(pxat.map(|ms| Duration::from_millis(ms.saturating_sub(now_ms))))?;
+        }
+    }
+    // SAFETY: the running command's context.
+    unsafe { raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx) };
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! Writing a key and replicating what was written: a check's result reaches
+//! replicas and the AOF as the state it stored (`RATECELL.RESTORE`) or a
+//! `DEL`, never as the command to run again, whose answer depends on the
+//! time.
+
+use crate::key::{Held, Key};
+use crate::value::Value;
+use ratecell::state::Rule;
+use redis_module::{RedisError, RedisString, raw};
+use std::ffi::c_int;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The server's wall clock in UNIX nanoseconds (what a request without
+/// `AT` is decided at).
+pub(crate) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// A Redis string holding any bytes (`Context::create_string` goes through
+/// a C string and refuses a NUL, which keys may contain).
+pub(crate) fn bytes(data: &[u8]) -> RedisString {
+    // SAFETY: CreateString copies `len` bytes from the pointer; with a NULL
+    // context the string is ours. RedisString::new retains it once more, so
+    // one release here leaves the RedisString the only owner.
+    unsafe {
+        let inner = raw::RedisModule_CreateString.expect("CreateString")(
+            std::ptr::null_mut(),
+            data.as_ptr().cast(),
+            data.len(),
+        );
+        let s = RedisString::new(None, inner);
+        raw::RedisModule_FreeString.expect("FreeString")(std::ptr::null_mut(), inner);
+        s
+    }
+}
+
+pub(crate) fn replicate_del(ctx: *mut raw::RedisModuleCtx, name: *mut raw::RedisModuleString) {
+    // SAFETY: "s" takes one RedisModuleString; Redis copies it.
+    unsafe {
+        raw::RedisModule_Replicate.expect("Replicate")(ctx, c"DEL".as_ptr(), c"s".as_ptr(), name);
+    }
+}
+
+/// Gives the value a key now holds its expiry (none for an `AT` state;
+/// else when it becomes equivalent to fresh: `reset_after` from `t`,
+/// rounded up to Redis's milliseconds) and replicates it as
+/// `RATECELL.RESTORE`.
+pub(crate) fn publish(
+    ctx: *mut raw::RedisModuleCtx,
+    key: &mut Key,
+    name: *mut raw::RedisModuleString,
+    value: &Value,
+    t: u64,
+    reset_after: u64,
+) -> Result<(), RedisError> {
+    thread_local! {
+        // Commands run on Redis's main thread: one buffer, reused.
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let at = value.at();
+    let ms = reset_after.div_ceil(1_000_000).max(1);
+    key.expire((!at).then(|| Duration::from_millis(ms)))?;
+    // SAFETY: the API table is filled once when the module loads.
+    let replicate = unsafe { raw::RedisModule_Replicate }.expect("Replicate");
+    BUFFER.with_borrow_mut(|buf| {
+        buf.clear();
+        value.encode_into(buf);
+        // SAFETY: the format matches the arguments ("s": a RedisModuleString,
+        // "b": a pointer and its length, "c": a C string, "l": a long long);
+        // Redis copies them before returning.
+        unsafe {
+            if at {
+                replicate(
+                    ctx,
+                    c"RATECELL.RESTORE".as_ptr(),
+                    c"sb".as_ptr(),
+                    name,
+                    buf.as_ptr(),
+                    buf.len(),
+                );
+            } else {
+                let pxat = (t / 1_000_000).saturating_add(ms);
+                replicate(
+                    ctx,
+                    c"RATECELL.RESTORE".as_ptr(),
+                    c"sbcl".as_ptr(),
+                    name,
+                    buf.as_ptr(),
+                    buf.len(),
+                    c"PXAT".as_ptr(),
+                    std::ffi::c_longlong::try_from(pxat).unwrap_or(std::ffi::c_longlong::MAX),
+                );
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Stores a new value in an empty key and publishes it.
+pub(crate) fn store_new(
+    ctx: *mut raw::RedisModuleCtx,
+    key: &mut Key,
+    name: *mut raw::RedisModuleString,
+    rule: &Rule,
+    value: Value,
+    t: u64,
+    reset_after: u64,
+) -> Result<(), RedisError> {
+    key.set(value)?;
+    let Held::Value(stored) = key.held(rule)? else {
+        return Err(RedisError::Str("ERR the value just set is gone"));
+    };
+    publish(ctx, key, name, &stored, t, reset_after)
+}
+
+pub(crate) fn is_loading(ctx: *mut raw::RedisModuleCtx) -> bool {
+    // SAFETY: the running command's context.
+    let flags = unsafe { raw::RedisModule_GetContextFlags.expect("GetContextFlags")(ctx) };
+    flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0
+}
