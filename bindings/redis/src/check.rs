@@ -5,7 +5,7 @@
 use crate::args;
 use crate::key::{Held, Key};
 use crate::reply::err;
-use crate::store::{bytes, now_ns, publish, replicate_del, store_new};
+use crate::store::{bytes, now_ns, publish, replicate_del, store_new, store_tat};
 use crate::tally;
 use crate::value::{Shape, Value};
 use ratecell::{Decision, state::Rule};
@@ -26,8 +26,26 @@ pub(crate) fn check_one(
     at: bool,
 ) -> Result<Decision, RedisError> {
     let mut key = Key::open(ctx, name);
-    let d = match key.held(rule)? {
+    let d = match key.held(rule, name_bytes)? {
         Held::Other(shape) => return Err(err(shape.admits(rule, name_bytes).unwrap_err())),
+        Held::Tat { tat, expires } => {
+            // redis-cell's form stays redis-cell's form (SPEC.md §7): the
+            // key is continued under §4's GCRA and written back as a
+            // string, which CL.THROTTLE, redis-cell and GET still read. A
+            // string with no expiry counts as a state written with AT.
+            let mut words = [tat];
+            let d = rule.decide(&mut words, t, cost);
+            if (d.allowed && cost > 0) || expires == at {
+                if !at && rule.is_fresh_at(&words, t) {
+                    key.delete();
+                    replicate_del(ctx, name);
+                } else {
+                    let reset_after = (!at).then_some(d.reset_after_ns);
+                    store_tat(ctx, &mut key, name, words[0], t, reset_after)?;
+                }
+            }
+            d
+        }
         Held::Value(mut v) => {
             let d = rule.decide(v.words_mut(), t, cost);
             if (d.allowed && cost > 0) || v.at() != at {
@@ -57,13 +75,15 @@ pub(crate) fn check_one(
 
 /// One key's part of a `RATECELL.CHECKALL`: its open key, the words it held
 /// (and their `AT` flag), and the words to write if the request is
-/// admitted, under the last rule that decided them.
+/// admitted, under the last rule that decided them; `tat_string` when the
+/// key holds a GCRA state in redis-cell's form, written back as one.
 struct Work {
     key: Key,
     name: RedisString,
     rule: Rule,
     existed: Option<(Vec<u64>, bool)>,
     words: Vec<u64>,
+    tat_string: bool,
 }
 
 /// Opens a limit's key and checks that it may be decided under the
@@ -71,9 +91,14 @@ struct Work {
 fn open(ctx: *mut raw::RedisModuleCtx, limit: &args::Limit<'_>) -> Result<Work, RedisError> {
     let name = bytes(limit.key);
     let mut key = Key::open(ctx, name.inner);
-    let existed = match key.held(&limit.rule)? {
+    let mut tat_string = false;
+    let existed = match key.held(&limit.rule, limit.key)? {
         Held::Empty => None,
         Held::Value(v) => Some((v.words().to_vec(), v.at())),
+        Held::Tat { tat, expires } => {
+            tat_string = true;
+            Some((vec![tat], !expires))
+        }
         Held::Other(shape) => {
             return Err(err(shape.admits(&limit.rule, limit.key).unwrap_err()));
         }
@@ -87,6 +112,7 @@ fn open(ctx: *mut raw::RedisModuleCtx, limit: &args::Limit<'_>) -> Result<Work, 
         rule: limit.rule,
         existed,
         words,
+        tat_string,
     })
 }
 
@@ -99,6 +125,7 @@ fn commit(ctx: *mut raw::RedisModuleCtx, w: Work, t: u64, at: bool) -> Result<()
         rule,
         existed,
         words,
+        tat_string,
     } = w;
     if !at && rule.is_fresh_at(&words, t) {
         // Equivalent to fresh on the server's clock: hold nothing.
@@ -121,6 +148,10 @@ fn commit(ctx: *mut raw::RedisModuleCtx, w: Work, t: u64, at: bool) -> Result<()
     // A peek at the state to store gives its reset_after: when it becomes
     // equivalent to fresh.
     let reset_after = rule.decide(&mut words.clone(), t, 0).reset_after_ns;
+    if tat_string {
+        let reset_after = (!at).then_some(reset_after);
+        return store_tat(ctx, &mut key, name.inner, words[0], t, reset_after);
+    }
     let value = Value::new(Shape::of(&rule), at, &words);
     store_new(ctx, &mut key, name.inner, &rule, value, t, reset_after)
 }

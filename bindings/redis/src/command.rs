@@ -7,10 +7,10 @@ use crate::check::{check_one, parse_cached, run};
 use crate::key::{Held, Key};
 use crate::lease;
 use crate::reply::{self, Reply, clamp, err, or_never, six};
-use crate::store::{is_loading, now_ns, publish, replicate_del, store_new};
+use crate::store::{is_loading, now_ns, replicate_del, store_tat};
 use crate::tally;
 use crate::throttle;
-use crate::value::{Shape, Value};
+use crate::value::Value;
 use redis_module::{RedisError, raw};
 use std::ffi::c_int;
 use std::time::Duration;
@@ -194,9 +194,10 @@ pub(crate) unsafe extern "C" fn lease_command(
         lease::leasable(rule.config().algorithm).map_err(err)?;
         let t = req.at.unwrap_or_else(now_ns);
         let name = a.strings[1];
-        let words = match Key::open(ctx, name).held(&rule)? {
+        let words = match Key::open(ctx, name).held(&rule, req.limit.key)? {
             Held::Empty => vec![0; rule.words()],
             Held::Value(v) => v.words().to_vec(),
+            Held::Tat { tat, .. } => vec![tat],
             Held::Other(shape) => {
                 return Err(err(shape.admits(&rule, req.limit.key).unwrap_err()));
             }
@@ -237,9 +238,12 @@ pub(crate) unsafe extern "C" fn lease_command(
     unsafe { run_command(ctx, argv, argc, body) }
 }
 
-/// `CL.THROTTLE`: redis-cell's rule ([`throttle::Throttle`]) on a GCRA
-/// state, so `RATECELL.CHECK <key> gcra <count> <period>s` reads the same
-/// key.
+/// `CL.THROTTLE`: redis-cell's rule ([`throttle::Throttle`]) on the
+/// key's arrival time, kept as redis-cell keeps it (SPEC.md §7): a string
+/// of its digits expiring when it is reached ([`crate::tat`]). It also
+/// reads a GCRA value of this module's type of the same period (what
+/// earlier versions stored, or `RATECELL.CHECK <key> gcra` did), which it
+/// writes back as a string.
 fn throttle(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<[i64; 5], RedisError> {
     let words = a.words;
     if !(4..=5).contains(&words.len()) {
@@ -253,8 +257,8 @@ fn throttle(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<[i64; 5], Red
         None => 1,
     };
     let limit = throttle::Throttle::new(max_burst, count, period_s).map_err(err)?;
-    // The key's shape: a GCRA state of this period (the limit only names
-    // the shape; CL.THROTTLE's own rule decides).
+    // The shape of a module value it may read: a GCRA state of this period
+    // (the limit only names the shape; CL.THROTTLE's own rule decides).
     let shape_rule = args::rule(ratecell::Config::new(
         ratecell::Algorithm::Gcra,
         1,
@@ -264,42 +268,28 @@ fn throttle(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<[i64; 5], Red
     let name = a.strings[1];
     let t = now_ns();
     let mut key = Key::open(ctx, name);
-    let (answer, stored) = match key.held(&shape_rule)? {
+    // The stored arrival time, and whether the key must be written even
+    // if it stays the same: a string with no expiry gets one (as
+    // redis-cell gives it), a module value becomes a string.
+    let (old, rewrite) = match key.held(&shape_rule, words[0])? {
         Held::Other(shape) => {
             return Err(err(shape.admits(&shape_rule, words[0]).unwrap_err()));
         }
-        Held::Value(mut v) => {
-            let old = v.words()[0];
-            let (answer, stored) = limit.decide(Some(old), t, quantity);
-            // A peek stores what it read: nothing to write.
-            let stored = stored.filter(|&tat| tat != old || v.at());
-            if let Some(tat) = stored {
-                v.words_mut()[0] = tat;
-                v.set_at(false);
-            }
-            (answer, stored.map(|tat| (tat, Some(v))))
-        }
-        Held::Empty => {
-            let (answer, stored) = limit.decide(None, t, quantity);
-            (answer, stored.map(|tat| (tat, None)))
-        }
+        Held::Empty => (None, false),
+        Held::Tat { tat, expires } => (Some(tat), !expires),
+        Held::Value(v) => (Some(v.words()[0]), true),
     };
-    if let Some((tat, existing)) = stored {
+    let (answer, stored) = limit.decide(old, t, quantity);
+    // A peek stores what it read: nothing to write, unless the key must be.
+    if let Some(tat) = stored.filter(|&tat| Some(tat) != old || rewrite) {
         if tat <= t {
             // Nothing ahead of now: as if new.
-            if existing.is_some() {
+            if old.is_some() {
                 key.delete();
                 replicate_del(ctx, name);
             }
         } else {
-            let reset_after = tat - t;
-            match existing {
-                Some(v) => publish(ctx, &mut key, name, &v, t, reset_after)?,
-                None => {
-                    let v = Value::new(Shape::of(&shape_rule), false, &[tat]);
-                    store_new(ctx, &mut key, name, &shape_rule, v, t, reset_after)?;
-                }
-            }
+            store_tat(ctx, &mut key, name, tat, t, Some(tat - t))?;
         }
     }
     tally(!answer.limited);

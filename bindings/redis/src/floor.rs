@@ -46,7 +46,7 @@ unsafe extern "C" fn write(
         .expect("a valid limit");
     let mut key = Key::open(ctx, name);
     let t = 1_000_000_000;
-    let written = match key.held(&rule) {
+    let written = match key.held(&rule, b"") {
         Ok(Held::Value(mut v)) => {
             v.words_mut()[0] += 1;
             publish(ctx, &mut key, name, &v, t, 3_600_000_000_000)

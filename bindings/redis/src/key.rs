@@ -1,11 +1,14 @@
-//! One open Redis key holding (or about to hold) a ratecell [`Value`], over
+//! One open Redis key holding (or about to hold) a ratecell [`Value`] or a
+//! GCRA state in redis-cell's form (a TAT string, [`crate::tat`]), over
 //! Redis's own key API: the module value is the value's block itself, with
 //! no box around it (redis-module's `set_value` would add one allocation
 //! per key).
 
 use crate::RATECELL_TYPE;
+use crate::reply::err;
+use crate::tat;
 use crate::value::{Shape, Value};
-use ratecell::state::Rule;
+use ratecell::{Algorithm, state::Rule};
 use redis_module::{RedisError, raw};
 use std::ffi::{c_int, c_void};
 use std::mem::ManuallyDrop;
@@ -25,6 +28,26 @@ pub enum Held {
     Value(ManuallyDrop<Value>),
     /// A ratecell value of another shape.
     Other(Shape),
+    /// A GCRA state in redis-cell's form: a string holding a TAT, and
+    /// whether the key expires (one without an expiry is treated as a
+    /// state written with `AT`).
+    Tat {
+        /// The theoretical arrival time, UNIX ns.
+        tat: u64,
+        /// Whether the key has an expiry.
+        expires: bool,
+    },
+}
+
+/// What an open key holds, before a rule reads it.
+pub enum Raw {
+    /// Nothing.
+    Empty,
+    /// A value of this module's data type.
+    Module(*mut c_void),
+    /// A string's first bytes, copied out (a TAT is at most 20 of them;
+    /// 64 are enough to quote in an error), and how many there are.
+    String([u8; 64], usize),
 }
 
 impl Key {
@@ -37,12 +60,42 @@ impl Key {
     }
 
     /// The module value the key holds, `None` for an empty key, or
-    /// `WRONGTYPE` for a key of another type.
+    /// `WRONGTYPE` for a key of another type (a string too).
     pub fn raw_value(&self) -> Result<Option<*mut c_void>, RedisError> {
+        match self.raw()? {
+            Raw::Empty => Ok(None),
+            Raw::Module(v) => Ok(Some(v)),
+            Raw::String(..) => Err(RedisError::WrongType),
+        }
+    }
+
+    /// What the key holds: nothing, a module value, a string, or
+    /// `WRONGTYPE` for a key of another type.
+    pub fn raw(&self) -> Result<Raw, RedisError> {
         // SAFETY: an open key.
         let kind = unsafe { raw::RedisModule_KeyType.expect("KeyType")(self.raw) };
         if kind == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-            return Ok(None);
+            return Ok(Raw::Empty);
+        }
+        if kind == raw::REDISMODULE_KEYTYPE_STRING as c_int {
+            let mut len = 0;
+            // SAFETY: an open string key; read-only access to its bytes,
+            // copied before the key can change.
+            let bytes = unsafe {
+                let p = raw::RedisModule_StringDMA.expect("StringDMA")(
+                    self.raw,
+                    &mut len,
+                    raw::REDISMODULE_READ as c_int,
+                );
+                if p.is_null() {
+                    &[][..]
+                } else {
+                    std::slice::from_raw_parts(p.cast::<u8>(), len.min(64))
+                }
+            };
+            let mut copy = [0; 64];
+            copy[..bytes.len()].copy_from_slice(bytes);
+            return Ok(Raw::String(copy, bytes.len()));
         }
         // SAFETY: an open key; the type pointer is set once at load.
         let ours =
@@ -52,22 +105,66 @@ impl Key {
             return Err(RedisError::WrongType);
         }
         // SAFETY: an open key of this module's type.
-        Ok(Some(unsafe {
+        Ok(Raw::Module(unsafe {
             raw::RedisModule_ModuleTypeGetValue.expect("ModuleTypeGetValue")(self.raw)
         }))
     }
 
-    /// What the key holds, for a request under `rule`.
-    pub fn held(&mut self, rule: &Rule) -> Result<Held, RedisError> {
-        Ok(match self.raw_value()? {
-            None => Held::Empty,
+    /// What the key, called `name`, holds for a request under `rule`. A
+    /// string of a TAT is a GCRA state in redis-cell's form: read for gcra,
+    /// refused as a live gcra state for the other algorithms. Digits too
+    /// small to be nanoseconds are refused by name for gcra; any other
+    /// string is `WRONGTYPE`.
+    pub fn held(&mut self, rule: &Rule, name: &[u8]) -> Result<Held, RedisError> {
+        Ok(match self.raw()? {
+            Raw::Empty => Held::Empty,
             // SAFETY: a value of this module's type came from
             // Value::into_raw and stays Redis's (ManuallyDrop).
-            Some(raw) => match unsafe { Value::from_raw_as(raw, rule) } {
+            Raw::Module(raw) => match unsafe { Value::from_raw_as(raw, rule) } {
                 Ok(v) => Held::Value(ManuallyDrop::new(v)),
                 Err(shape) => Held::Other(shape),
             },
+            Raw::String(copy, len) => match (tat::parse(&copy[..len]), rule.config().algorithm) {
+                (Ok(tat), Algorithm::Gcra) => Held::Tat {
+                    tat,
+                    expires: self.expires(),
+                },
+                (Ok(_), other) => return Err(err(tat::not_gcra(name, other))),
+                (Err(tat::Refusal::TooSmall), Algorithm::Gcra) => {
+                    return Err(err(tat::too_small(name, &copy[..len])));
+                }
+                (Err(_), _) => return Err(RedisError::WrongType),
+            },
         })
+    }
+
+    /// Whether the key has an expiry.
+    pub fn expires(&self) -> bool {
+        // SAFETY: an open key.
+        let ttl = unsafe { raw::RedisModule_GetExpire.expect("GetExpire")(self.raw) };
+        ttl != raw::REDISMODULE_NO_EXPIRE as i64
+    }
+
+    /// Replaces what the key holds with a string of `bytes`.
+    pub fn set_string(&mut self, bytes: &[u8]) -> Result<(), RedisError> {
+        // SAFETY: CreateString copies the bytes; StringSet keeps its own
+        // reference to the string, so ours is freed after it; the key is
+        // open for writing.
+        let status = unsafe {
+            let s = raw::RedisModule_CreateString.expect("CreateString")(
+                std::ptr::null_mut(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+            );
+            let status = raw::RedisModule_StringSet.expect("StringSet")(self.raw, s);
+            raw::RedisModule_FreeString.expect("FreeString")(std::ptr::null_mut(), s);
+            status
+        };
+        if status == raw::Status::Ok as c_int {
+            Ok(())
+        } else {
+            Err(RedisError::Str("ERR could not set the key's value"))
+        }
     }
 
     /// Replaces what the key holds with `value` (Redis frees the old one).

@@ -3,7 +3,8 @@
 //! on states kept in Redis keys, so one limit holds across every process and
 //! machine that shares the server or cluster (SPEC.md §7).
 //!
-//! This crate owns the commands, the custom data type and its persistence;
+//! This crate owns the commands, the custom data type and its persistence,
+//! and the reading and writing of redis-cell's form of a GCRA state;
 //! the decisions themselves are [`ratecell::state::Rule::decide`], the same
 //! functions the in-process limiters run. Commands:
 //!
@@ -12,7 +13,8 @@
 //! - `RATECELL.CHECKALL [AT now_ns] LIMIT <key> <algorithm> <limit> <period>
 //!   [options] [LIMIT ...]...` → `[admitted, [six]...]`, all or nothing.
 //! - `CL.THROTTLE <key> <max_burst> <count> <period_s> [quantity]` →
-//!   redis-cell's five integers.
+//!   redis-cell's five integers, on the key as redis-cell keeps it: a string
+//!   of the theoretical arrival time in nanoseconds ([`tat`]).
 //! - `RATECELL.LEASE <key> <algorithm> <limit> <period> [options] WANT <w>
 //!   [EXPIRE d] [AT now_ns]` → `[units, expires_at_ns, retry_after_ns,
 //!   limit, remaining]`: a grant a node spends locally (SPEC.md §8).
@@ -39,6 +41,7 @@ mod key;
 pub mod lease;
 mod reply;
 mod store;
+pub mod tat;
 pub mod throttle;
 pub mod value;
 

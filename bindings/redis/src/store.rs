@@ -98,6 +98,57 @@ pub(crate) fn publish(
     Ok(())
 }
 
+/// Writes a GCRA state in redis-cell's form (SPEC.md §7): the key becomes a
+/// string of `tat`'s digits, whatever it held, expiring as [`publish`]
+/// gives a value its expiry (none for `reset_after` `None`, a state
+/// written with `AT`), and replicates as the `SET` it is (`SET <key>
+/// <digits> PXAT <ms>`), so replicas and the AOF hold the same string.
+pub(crate) fn store_tat(
+    ctx: *mut raw::RedisModuleCtx,
+    key: &mut Key,
+    name: *mut raw::RedisModuleString,
+    tat: u64,
+    t: u64,
+    reset_after: Option<u64>,
+) -> Result<(), RedisError> {
+    let (digits, len) = crate::tat::digits(tat);
+    let digits = &digits[..len];
+    key.set_string(digits)?;
+    let ms = reset_after.map(|r| r.div_ceil(1_000_000).max(1));
+    key.expire(ms.map(Duration::from_millis))?;
+    // SAFETY: the API table is filled once when the module loads.
+    let replicate = unsafe { raw::RedisModule_Replicate }.expect("Replicate");
+    // SAFETY: the format matches the arguments ("s": a RedisModuleString,
+    // "b": a pointer and its length, "c": a C string, "l": a long long);
+    // Redis copies them before returning.
+    unsafe {
+        match ms {
+            None => replicate(
+                ctx,
+                c"SET".as_ptr(),
+                c"sb".as_ptr(),
+                name,
+                digits.as_ptr(),
+                digits.len(),
+            ),
+            Some(ms) => {
+                let pxat = (t / 1_000_000).saturating_add(ms);
+                replicate(
+                    ctx,
+                    c"SET".as_ptr(),
+                    c"sbcl".as_ptr(),
+                    name,
+                    digits.as_ptr(),
+                    digits.len(),
+                    c"PXAT".as_ptr(),
+                    std::ffi::c_longlong::try_from(pxat).unwrap_or(std::ffi::c_longlong::MAX),
+                )
+            }
+        };
+    }
+    Ok(())
+}
+
 /// Stores a new value in an empty key and publishes it.
 pub(crate) fn store_new(
     ctx: *mut raw::RedisModuleCtx,
@@ -109,7 +160,7 @@ pub(crate) fn store_new(
     reset_after: u64,
 ) -> Result<(), RedisError> {
     key.set(value)?;
-    let Held::Value(stored) = key.held(rule)? else {
+    let Held::Value(stored) = key.held(rule, b"")? else {
         return Err(RedisError::Str("ERR the value just set is gone"));
     };
     publish(ctx, key, name, &stored, t, reset_after)
