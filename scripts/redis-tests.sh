@@ -59,7 +59,7 @@ step packages system_packages
 step fmt cargo fmt -p ratecell-redis -- --check
 step build timeout 1800 "${workspace_test[@]}" --no-run --quiet
 step servers env RATECELL_REDIS_MODULE="$module" timeout 900 "${workspace_test[@]}" --quiet \
-    --test server --test hostile --test redis_cell --test redis_store --test redis_modes -- --ignored --test-threads 2
+    --test server --test hostile --test redis_cell --test words --test redis_store --test redis_modes -- --ignored --test-threads 2
 
 # One server for the clients, stopped on exit whatever happens.
 port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

@@ -3,11 +3,12 @@
 //! cache of the one-key command.
 
 use crate::args;
-use crate::key::{Held, Key};
+use crate::key::{Form, Held, Key};
 use crate::reply::err;
-use crate::store::{bytes, now_ns, publish, replicate_del, store_new, store_tat};
+use crate::store::{bytes, now_ns, publish, replicate_del, store_new, store_word};
 use crate::tally;
 use crate::value::{Shape, Value};
+use crate::word;
 use ratecell::{Decision, state::Rule};
 use redis_module::{RedisError, RedisString, raw};
 
@@ -28,20 +29,24 @@ pub(crate) fn check_one(
     let mut key = Key::open(ctx, name);
     let d = match key.held(rule, name_bytes)? {
         Held::Other(shape) => return Err(err(shape.admits(rule, name_bytes).unwrap_err())),
-        Held::Tat { tat, expires } => {
-            // redis-cell's form stays redis-cell's form (SPEC.md §7): the
-            // key is continued under §4's GCRA and written back as a
-            // string, which CL.THROTTLE, redis-cell and GET still read. A
-            // string with no expiry counts as a state written with AT.
-            let mut words = [tat];
+        Held::Word {
+            word,
+            at: was_at,
+            form,
+        } => {
+            // A one-word state is decided on a copy and written back in
+            // the form the key holds it: redis-cell's form stays redis-cell's
+            // (SPEC.md §7), so CL.THROTTLE, redis-cell and GET still read it.
+            let mut words = [word];
             let d = rule.decide(&mut words, t, cost);
-            if (d.allowed && cost > 0) || expires == at {
+            if (d.allowed && cost > 0) || was_at != at {
                 if !at && rule.is_fresh_at(&words, t) {
                     key.delete();
                     replicate_del(ctx, name);
                 } else {
                     let reset_after = (!at).then_some(d.reset_after_ns);
-                    store_tat(ctx, &mut key, name, words[0], t, reset_after)?;
+                    let alg = rule.config().algorithm;
+                    store_word(ctx, &mut key, name, form, alg, words[0], t, reset_after)?;
                 }
             }
             d
@@ -56,6 +61,25 @@ pub(crate) fn check_one(
                 } else {
                     publish(ctx, &mut key, name, &v, t, d.reset_after_ns)?;
                 }
+            }
+            d
+        }
+        Held::Empty if word::is_word(rule.config().algorithm) => {
+            let mut words = [0];
+            let d = rule.decide(&mut words, t, cost);
+            if d.allowed && cost > 0 {
+                let reset_after = (!at).then_some(d.reset_after_ns);
+                let alg = rule.config().algorithm;
+                store_word(
+                    ctx,
+                    &mut key,
+                    name,
+                    Form::Module,
+                    alg,
+                    words[0],
+                    t,
+                    reset_after,
+                )?;
             }
             d
         }
@@ -75,15 +99,16 @@ pub(crate) fn check_one(
 
 /// One key's part of a `RATECELL.CHECKALL`: its open key, the words it held
 /// (and their `AT` flag), and the words to write if the request is
-/// admitted, under the last rule that decided them; `tat_string` when the
-/// key holds a GCRA state in redis-cell's form, written back as one.
+/// admitted, under the last rule that decided them; `form` for a one-word
+/// state, in the form the key holds it (a new key: the word type), `None`
+/// for a value's block.
 struct Work {
     key: Key,
     name: RedisString,
     rule: Rule,
     existed: Option<(Vec<u64>, bool)>,
     words: Vec<u64>,
-    tat_string: bool,
+    form: Option<Form>,
 }
 
 /// Opens a limit's key and checks that it may be decided under the
@@ -91,13 +116,16 @@ struct Work {
 fn open(ctx: *mut raw::RedisModuleCtx, limit: &args::Limit<'_>) -> Result<Work, RedisError> {
     let name = bytes(limit.key);
     let mut key = Key::open(ctx, name.inner);
-    let mut tat_string = false;
+    let mut form = word::is_word(limit.rule.config().algorithm).then_some(Form::Module);
     let existed = match key.held(&limit.rule, limit.key)? {
         Held::Empty => None,
-        Held::Value(v) => Some((v.words().to_vec(), v.at())),
-        Held::Tat { tat, expires } => {
-            tat_string = true;
-            Some((vec![tat], !expires))
+        Held::Value(v) => {
+            form = None; // a block loaded from an older RDB or AOF
+            Some((v.words().to_vec(), v.at()))
+        }
+        Held::Word { word, at, form: f } => {
+            form = Some(f);
+            Some((vec![word], at))
         }
         Held::Other(shape) => {
             return Err(err(shape.admits(&limit.rule, limit.key).unwrap_err()));
@@ -112,7 +140,7 @@ fn open(ctx: *mut raw::RedisModuleCtx, limit: &args::Limit<'_>) -> Result<Work, 
         rule: limit.rule,
         existed,
         words,
-        tat_string,
+        form,
     })
 }
 
@@ -125,7 +153,7 @@ fn commit(ctx: *mut raw::RedisModuleCtx, w: Work, t: u64, at: bool) -> Result<()
         rule,
         existed,
         words,
-        tat_string,
+        form,
     } = w;
     if !at && rule.is_fresh_at(&words, t) {
         // Equivalent to fresh on the server's clock: hold nothing.
@@ -148,9 +176,19 @@ fn commit(ctx: *mut raw::RedisModuleCtx, w: Work, t: u64, at: bool) -> Result<()
     // A peek at the state to store gives its reset_after: when it becomes
     // equivalent to fresh.
     let reset_after = rule.decide(&mut words.clone(), t, 0).reset_after_ns;
-    if tat_string {
+    if let Some(form) = form {
         let reset_after = (!at).then_some(reset_after);
-        return store_tat(ctx, &mut key, name.inner, words[0], t, reset_after);
+        let alg = rule.config().algorithm;
+        return store_word(
+            ctx,
+            &mut key,
+            name.inner,
+            form,
+            alg,
+            words[0],
+            t,
+            reset_after,
+        );
     }
     let value = Value::new(Shape::of(&rule), at, &words);
     store_new(ctx, &mut key, name.inner, &rule, value, t, reset_after)

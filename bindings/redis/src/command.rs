@@ -4,13 +4,14 @@
 
 use crate::args;
 use crate::check::{check_one, parse_cached, run};
-use crate::key::{Held, Key};
+use crate::key::{Form, Held, Key};
 use crate::lease;
 use crate::reply::{self, Reply, clamp, err, or_never, six};
 use crate::store::{is_loading, now_ns, replicate_del, store_tat};
 use crate::tally;
 use crate::throttle;
 use crate::value::Value;
+use crate::word;
 use redis_module::{RedisError, raw};
 use std::ffi::c_int;
 use std::time::Duration;
@@ -197,7 +198,7 @@ pub(crate) unsafe extern "C" fn lease_command(
         let words = match Key::open(ctx, name).held(&rule, req.limit.key)? {
             Held::Empty => vec![0; rule.words()],
             Held::Value(v) => v.words().to_vec(),
-            Held::Tat { tat, .. } => vec![tat],
+            Held::Word { word, .. } => vec![word],
             Held::Other(shape) => {
                 return Err(err(shape.admits(&rule, req.limit.key).unwrap_err()));
             }
@@ -241,9 +242,9 @@ pub(crate) unsafe extern "C" fn lease_command(
 /// `CL.THROTTLE`: redis-cell's rule ([`throttle::Throttle`]) on the
 /// key's arrival time, kept as redis-cell keeps it (SPEC.md §7): a string
 /// of its digits expiring when it is reached ([`crate::tat`]). It also
-/// reads a GCRA value of this module's type of the same period (what
-/// earlier versions stored, or `RATECELL.CHECK <key> gcra` did), which it
-/// writes back as a string.
+/// reads a gcra value of this module's types (`RATECELL.CHECK <key> gcra`'s,
+/// or what earlier versions of this command stored), which it writes back
+/// as a string.
 fn throttle(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<[i64; 5], RedisError> {
     let words = a.words;
     if !(4..=5).contains(&words.len()) {
@@ -276,7 +277,7 @@ fn throttle(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<[i64; 5], Red
             return Err(err(shape.admits(&shape_rule, words[0]).unwrap_err()));
         }
         Held::Empty => (None, false),
-        Held::Tat { tat, expires } => (Some(tat), !expires),
+        Held::Word { word, at, form } => (Some(word), at || form == Form::Module),
         Held::Value(v) => (Some(v.words()[0]), true),
     };
     let (answer, stored) = limit.decide(old, t, quantity);
@@ -303,7 +304,16 @@ fn restore(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<(), RedisError
     if words.len() != 2 && words.len() != 4 {
         return Err(RedisError::WrongArity);
     }
-    let value = Value::from_bytes(words[1]).map_err(|e| err(format!("ERR state: {e}")))?;
+    enum State {
+        Block(Value),
+        Word(ratecell::Algorithm, u64),
+    }
+    // A one-word state (encoding 3) or a value's block (encodings 1, 2).
+    let state = match word::decode(words[1]) {
+        Some(w) => w.map(|(algorithm, w)| State::Word(algorithm, w)),
+        None => Value::from_bytes(words[1]).map(State::Block),
+    }
+    .map_err(|e| err(format!("ERR state: {e}")))?;
     let pxat = match words.get(2..4) {
         Some([px, ms]) if px.eq_ignore_ascii_case(b"PXAT") => {
             Some(args::number(ms, "PXAT", "0..=2^64-1 (UNIX ms)").map_err(err)?)
@@ -317,7 +327,10 @@ fn restore(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<(), RedisError
     match pxat {
         Some(ms) if ms <= now_ms && !is_loading(ctx) => key.delete(),
         _ => {
-            key.set(value)?;
+            match state {
+                State::Block(value) => key.set(value)?,
+                State::Word(algorithm, word) => key.set_word(algorithm, word)?,
+            }
             key.expire(pxat.map(|ms| Duration::from_millis(ms.saturating_sub(now_ms))))?;
         }
     }

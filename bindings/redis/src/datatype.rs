@@ -59,7 +59,7 @@ pub(crate) const fn type_methods(
 /// Runs a data type callback's body; a panic (a bug: the callbacks only
 /// read values this module wrote) gives `fallback` instead of unwinding
 /// into Redis.
-fn guarded<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+pub(crate) fn guarded<T>(fallback: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
 }
 
@@ -110,7 +110,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
 }
 
 /// Logs a loading error in Redis's log, as printable ASCII.
-fn log_io_error(rdb: *mut raw::RedisModuleIO, message: &str) {
+pub(crate) fn log_io_error(rdb: *mut raw::RedisModuleIO, message: &str) {
     let line = std::ffi::CString::new(reply::printable(message.as_bytes()))
         .expect("printable ASCII holds no NUL");
     // SAFETY: the IO handle of the running load; "%s" takes one C string.

@@ -1,13 +1,15 @@
-//! One open Redis key holding (or about to hold) a ratecell [`Value`] or a
-//! GCRA state in redis-cell's form (a TAT string, [`crate::tat`]), over
-//! Redis's own key API: the module value is the value's block itself, with
-//! no box around it (redis-module's `set_value` would add one allocation
-//! per key).
+//! One open Redis key holding (or about to hold) a ratecell state, in one
+//! of three forms: a [`Value`] (the module value is the value's block
+//! itself, with no box around it: redis-module's `set_value` would add one
+//! allocation per key), a one-word state whose module value is the word
+//! ([`crate::word`]), or a GCRA state in redis-cell's form (a TAT string,
+//! [`crate::tat`]); over Redis's own key API.
 
 use crate::RATECELL_TYPE;
 use crate::reply::err;
 use crate::tat;
 use crate::value::{Shape, Value};
+use crate::word;
 use ratecell::{Algorithm, state::Rule};
 use redis_module::{RedisError, raw};
 use std::ffi::{c_int, c_void};
@@ -28,23 +30,34 @@ pub enum Held {
     Value(ManuallyDrop<Value>),
     /// A ratecell value of another shape.
     Other(Shape),
-    /// A GCRA state in redis-cell's form: a string holding a TAT, and
-    /// whether the key expires (one without an expiry is treated as a
-    /// state written with `AT`).
-    Tat {
-        /// The theoretical arrival time, UNIX ns.
-        tat: u64,
-        /// Whether the key has an expiry.
-        expires: bool,
+    /// A one-word state of the rule's algorithm, kept as `form`.
+    Word {
+        /// The state's word (a TAT, UNIX ns).
+        word: u64,
+        /// Whether it counts as written with `AT`: the key has no expiry.
+        at: bool,
+        /// How the key holds it.
+        form: Form,
     },
+}
+
+/// How a key holds a one-word state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// The module value of the algorithm's word type ([`crate::word`]).
+    Module,
+    /// A string of the TAT's digits, redis-cell's form ([`crate::tat`]).
+    Tat,
 }
 
 /// What an open key holds, before a rule reads it.
 pub enum Raw {
     /// Nothing.
     Empty,
-    /// A value of this module's data type.
+    /// A value of this module's block type (`ratecell1`).
     Module(*mut c_void),
+    /// A value of a word type: its algorithm and word.
+    Word(Algorithm, u64),
     /// A string's first bytes, copied out (a TAT is at most 20 of them;
     /// 64 are enough to quote in an error), and how many there are.
     String([u8; 64], usize),
@@ -65,6 +78,7 @@ impl Key {
         match self.raw()? {
             Raw::Empty => Ok(None),
             Raw::Module(v) => Ok(Some(v)),
+            Raw::Word(_, w) => Ok(Some(word::to_value(w))),
             Raw::String(..) => Err(RedisError::WrongType),
         }
     }
@@ -97,17 +111,22 @@ impl Key {
             copy[..bytes.len()].copy_from_slice(bytes);
             return Ok(Raw::String(copy, bytes.len()));
         }
-        // SAFETY: an open key; the type pointer is set once at load.
-        let ours =
-            unsafe { raw::RedisModule_ModuleTypeGetType.expect("ModuleTypeGetType")(self.raw) }
-                == *RATECELL_TYPE.raw_type.borrow();
-        if kind != raw::REDISMODULE_KEYTYPE_MODULE as c_int || !ours {
+        if kind != raw::REDISMODULE_KEYTYPE_MODULE as c_int {
             return Err(RedisError::WrongType);
         }
-        // SAFETY: an open key of this module's type.
-        Ok(Raw::Module(unsafe {
-            raw::RedisModule_ModuleTypeGetValue.expect("ModuleTypeGetValue")(self.raw)
-        }))
+        // SAFETY: an open key; the type pointers are set once at load.
+        let ty =
+            unsafe { raw::RedisModule_ModuleTypeGetType.expect("ModuleTypeGetType")(self.raw) };
+        // SAFETY: an open key of a module's type.
+        let value =
+            unsafe { raw::RedisModule_ModuleTypeGetValue.expect("ModuleTypeGetValue")(self.raw) };
+        if ty == *RATECELL_TYPE.raw_type.borrow() {
+            Ok(Raw::Module(value))
+        } else if let Some(algorithm) = word::algorithm_of(ty) {
+            Ok(Raw::Word(algorithm, word::from_value(value)))
+        } else {
+            Err(RedisError::WrongType)
+        }
     }
 
     /// What the key, called `name`, holds for a request under `rule`. A
@@ -124,10 +143,21 @@ impl Key {
                 Ok(v) => Held::Value(ManuallyDrop::new(v)),
                 Err(shape) => Held::Other(shape),
             },
+            Raw::Word(algorithm, word) if algorithm == rule.config().algorithm => Held::Word {
+                word,
+                at: !self.expires(),
+                form: Form::Module,
+            },
+            Raw::Word(algorithm, _) => Held::Other(Shape {
+                algorithm,
+                period_ns: rule.config().period_ns,
+                extent: 0,
+            }),
             Raw::String(copy, len) => match (tat::parse(&copy[..len]), rule.config().algorithm) {
-                (Ok(tat), Algorithm::Gcra) => Held::Tat {
-                    tat,
-                    expires: self.expires(),
+                (Ok(tat), Algorithm::Gcra) => Held::Word {
+                    word: tat,
+                    at: !self.expires(),
+                    form: Form::Tat,
                 },
                 (Ok(_), other) => return Err(err(tat::not_gcra(name, other))),
                 (Err(tat::Refusal::TooSmall), Algorithm::Gcra) => {
@@ -143,6 +173,40 @@ impl Key {
         // SAFETY: an open key.
         let ttl = unsafe { raw::RedisModule_GetExpire.expect("GetExpire")(self.raw) };
         ttl != raw::REDISMODULE_NO_EXPIRE as i64
+    }
+
+    /// Replaces what the key holds with `word` as `algorithm`'s word type:
+    /// in place (the expiry kept) when it holds that type already. Word 0,
+    /// the fresh state, is held as no key: a null module value is what the
+    /// RDB loader takes for an error, so it is never stored.
+    pub fn set_word(&mut self, algorithm: Algorithm, word: u64) -> Result<(), RedisError> {
+        if word == 0 {
+            self.delete();
+            return Ok(());
+        }
+        let ty = *word::type_of(algorithm).raw_type.borrow();
+        let value = word::to_value(word);
+        // SAFETY: an open, writable key; a word value owns nothing, so the
+        // old one needs no freeing and a refused one no reclaiming.
+        let status = unsafe {
+            if matches!(self.raw(), Ok(Raw::Word(a, _)) if a == algorithm) {
+                raw::RedisModule_ModuleTypeReplaceValue.expect("ModuleTypeReplaceValue")(
+                    self.raw,
+                    ty,
+                    value,
+                    std::ptr::null_mut(),
+                )
+            } else {
+                raw::RedisModule_ModuleTypeSetValue.expect("ModuleTypeSetValue")(
+                    self.raw, ty, value,
+                )
+            }
+        };
+        if status == raw::Status::Ok as c_int {
+            Ok(())
+        } else {
+            Err(RedisError::Str("ERR could not set the key's value"))
+        }
     }
 
     /// Replaces what the key holds with a string of `bytes`.

@@ -44,6 +44,7 @@ mod store;
 pub mod tat;
 pub mod throttle;
 pub mod value;
+pub mod word;
 
 use command::{
     RawCommand, check_all_command, check_command, lease_command, restore_command, throttle_command,
@@ -138,13 +139,14 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 mod entry {
     use super::*;
     // Named by the macro's expansion.
+    use crate::word::{GCRA_TYPE, LEAKY_TYPE};
     use redis_module::RedisResult;
 
     redis_module::redis_module! {
         name: "ratecell",
         version: 1,
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-        data_types: [RATECELL_TYPE],
+        data_types: [RATECELL_TYPE, GCRA_TYPE, LEAKY_TYPE],
         init: init,
         info: info,
         commands: [],

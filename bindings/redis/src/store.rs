@@ -3,9 +3,9 @@
 //! `DEL`, never as the command to run again, whose answer depends on the
 //! time.
 
-use crate::key::{Held, Key};
+use crate::key::{Form, Held, Key};
 use crate::value::Value;
-use ratecell::state::Rule;
+use ratecell::{Algorithm, state::Rule};
 use redis_module::{RedisError, RedisString, raw};
 use std::ffi::c_int;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -59,42 +59,98 @@ pub(crate) fn publish(
         // Commands run on Redis's main thread: one buffer, reused.
         static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    let at = value.at();
-    let ms = reset_after.div_ceil(1_000_000).max(1);
-    key.expire((!at).then(|| Duration::from_millis(ms)))?;
-    // SAFETY: the API table is filled once when the module loads.
-    let replicate = unsafe { raw::RedisModule_Replicate }.expect("Replicate");
+    let ms = (!value.at()).then(|| expiry_ms(reset_after));
+    key.expire(ms.map(Duration::from_millis))?;
     BUFFER.with_borrow_mut(|buf| {
         buf.clear();
         value.encode_into(buf);
-        // SAFETY: the format matches the arguments ("s": a RedisModuleString,
-        // "b": a pointer and its length, "c": a C string, "l": a long long);
-        // Redis copies them before returning.
-        unsafe {
-            if at {
-                replicate(
-                    ctx,
-                    c"RATECELL.RESTORE".as_ptr(),
-                    c"sb".as_ptr(),
-                    name,
-                    buf.as_ptr(),
-                    buf.len(),
-                );
-            } else {
-                let pxat = (t / 1_000_000).saturating_add(ms);
-                replicate(
-                    ctx,
-                    c"RATECELL.RESTORE".as_ptr(),
-                    c"sbcl".as_ptr(),
-                    name,
-                    buf.as_ptr(),
-                    buf.len(),
-                    c"PXAT".as_ptr(),
-                    std::ffi::c_longlong::try_from(pxat).unwrap_or(std::ffi::c_longlong::MAX),
-                );
-            }
-        }
+        replicate_restore(ctx, name, buf, ms.map(|ms| pxat(t, ms)));
     });
+    Ok(())
+}
+
+/// A key's time to live for a state that is as if new `reset_after` ns
+/// from now: rounded up to Redis's milliseconds, at least one.
+fn expiry_ms(reset_after: u64) -> u64 {
+    reset_after.div_ceil(1_000_000).max(1)
+}
+
+/// The UNIX ms at which a key given `ms` to live at `t` expires (what a
+/// replica receives, so its expiry is the master's).
+fn pxat(t: u64, ms: u64) -> u64 {
+    (t / 1_000_000).saturating_add(ms)
+}
+
+/// Replicates `RATECELL.RESTORE <name> <state> [PXAT <pxat>]`.
+fn replicate_restore(
+    ctx: *mut raw::RedisModuleCtx,
+    name: *mut raw::RedisModuleString,
+    state: &[u8],
+    pxat: Option<u64>,
+) {
+    // SAFETY: the API table is filled once when the module loads.
+    let replicate = unsafe { raw::RedisModule_Replicate }.expect("Replicate");
+    // SAFETY: the format matches the arguments ("s": a RedisModuleString,
+    // "b": a pointer and its length, "c": a C string, "l": a long long);
+    // Redis copies them before returning.
+    unsafe {
+        match pxat {
+            None => replicate(
+                ctx,
+                c"RATECELL.RESTORE".as_ptr(),
+                c"sb".as_ptr(),
+                name,
+                state.as_ptr(),
+                state.len(),
+            ),
+            Some(pxat) => replicate(
+                ctx,
+                c"RATECELL.RESTORE".as_ptr(),
+                c"sbcl".as_ptr(),
+                name,
+                state.as_ptr(),
+                state.len(),
+                c"PXAT".as_ptr(),
+                std::ffi::c_longlong::try_from(pxat).unwrap_or(std::ffi::c_longlong::MAX),
+            ),
+        };
+    }
+}
+
+/// Writes a one-word state as the key's `form` holds it (a new key: the
+/// word type), with the expiry [`publish`] gives a value (none for
+/// `reset_after` `None`, a state written with `AT`), and replicates it:
+/// a word as `RATECELL.RESTORE` of its encoding, a TAT string as a `SET`
+/// ([`store_tat`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn store_word(
+    ctx: *mut raw::RedisModuleCtx,
+    key: &mut Key,
+    name: *mut raw::RedisModuleString,
+    form: Form,
+    algorithm: Algorithm,
+    word: u64,
+    t: u64,
+    reset_after: Option<u64>,
+) -> Result<(), RedisError> {
+    if form == Form::Tat {
+        return store_tat(ctx, key, name, word, t, reset_after);
+    }
+    if word == 0 {
+        // The fresh state (which no admission leaves): held as no key.
+        key.delete();
+        replicate_del(ctx, name);
+        return Ok(());
+    }
+    key.set_word(algorithm, word)?;
+    let ms = reset_after.map(expiry_ms);
+    key.expire(ms.map(Duration::from_millis))?;
+    replicate_restore(
+        ctx,
+        name,
+        &crate::word::encode(algorithm, word),
+        ms.map(|ms| pxat(t, ms)),
+    );
     Ok(())
 }
 
@@ -114,7 +170,7 @@ pub(crate) fn store_tat(
     let (digits, len) = crate::tat::digits(tat);
     let digits = &digits[..len];
     key.set_string(digits)?;
-    let ms = reset_after.map(|r| r.div_ceil(1_000_000).max(1));
+    let ms = reset_after.map(expiry_ms);
     key.expire(ms.map(Duration::from_millis))?;
     // SAFETY: the API table is filled once when the module loads.
     let replicate = unsafe { raw::RedisModule_Replicate }.expect("Replicate");
@@ -132,7 +188,7 @@ pub(crate) fn store_tat(
                 digits.len(),
             ),
             Some(ms) => {
-                let pxat = (t / 1_000_000).saturating_add(ms);
+                let pxat = pxat(t, ms);
                 replicate(
                     ctx,
                     c"SET".as_ptr(),
