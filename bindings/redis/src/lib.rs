@@ -3,7 +3,9 @@
 //! on states kept in Redis keys, so one limit holds across every process and
 //! machine that shares the server or cluster (SPEC.md §7).
 //!
-//! This crate owns the commands, the custom data type and its persistence,
+//! This crate owns the commands, the custom data types and their
+//! persistence (`ratecell1`, a block per state, [`value`]; `rcellgcra` and
+//! `rcellleak`, a one-word state as the module value itself, [`word`]),
 //! and the reading and writing of redis-cell's form of a GCRA state;
 //! the decisions themselves are [`ratecell::state::Rule::decide`], the same
 //! functions the in-process limiters run. Commands:

@@ -75,6 +75,16 @@ fn assert_answer_in(reply: &[i64], rule: &Throttle, tat: Option<u64>, q: u64, sp
     }
 }
 
+/// Asserts that `got` is what an admitted request of `increment` leaves on
+/// `tat` at some time in `[before, after]`: `max(tat, now) + increment`.
+fn assert_tat_after(got: Option<u64>, tat: u64, increment: u64, span: (u64, u64)) {
+    let (lo, hi) = (tat.max(span.0) + increment, tat.max(span.1) + increment);
+    assert!(
+        got.is_some_and(|g| (lo..=hi).contains(&g)),
+        "TAT {got:?} is not in {lo}..={hi}"
+    );
+}
+
 fn pttl(con: &mut Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(con).unwrap()
 }
@@ -112,11 +122,19 @@ fn keys_redis_cell_wrote_are_continued_with_its_answers() {
     }
     // The admitted request moved the TAT by one interval, kept as digits
     // with its expiry; the refused one left the key as it was.
-    assert_eq!(read_as_redis_cell(&mut con, "half"), Some(half + 6 * S));
-    assert_eq!(read_as_redis_cell(&mut con, "full"), Some(full));
+    assert_eq!(a[0], 0, "{a:?}");
+    assert_tat_after(
+        read_as_redis_cell(&mut con, "half"),
+        half,
+        6 * S,
+        (before, after),
+    );
+    if b[0] == 1 {
+        assert_eq!(read_as_redis_cell(&mut con, "full"), Some(full));
+    }
     assert_eq!(kind(&mut con, "half"), "string");
     let ttl = pttl(&mut con, "half");
-    let most = (half + 6 * S - before).div_ceil(1_000_000) as i64;
+    let most = (half.max(after) + 6 * S - before).div_ceil(1_000_000) as i64;
     assert!(ttl > 0 && ttl <= most, "PTTL {ttl}, at most {most}");
     // A peek at a key in the past, and a key with no expiry (written by
     // hand): the peek drops the key, as if new; the check gives the other
@@ -174,10 +192,16 @@ fn keys_cl_throttle_writes_read_back_as_redis_cell_reads_them() {
     let next = throttle(&mut con, "k", [4, 100, 3_600, 2]);
     let after = now();
     assert_answer_in(&next, &rule, Some(tat), 2, (before, after));
-    assert_eq!(read_as_redis_cell(&mut con, "k"), Some(tat + 2 * interval));
+    let tat2 = read_as_redis_cell(&mut con, "k");
+    assert_tat_after(tat2, tat, 2 * interval, (before, after));
     // A refused request leaves the string as it was.
-    assert_eq!(throttle(&mut con, "k", [4, 100, 3_600, 1])[0], 1);
-    assert_eq!(read_as_redis_cell(&mut con, "k"), Some(tat + 2 * interval));
+    let before = now();
+    let last = throttle(&mut con, "k", [4, 100, 3_600, 1]);
+    let after = now();
+    assert_answer_in(&last, &rule, tat2, 1, (before, after));
+    if last[0] == 1 {
+        assert_eq!(read_as_redis_cell(&mut con, "k"), tat2);
+    }
 }
 
 /// An RDB holding redis-cell's keys, loaded by a server with the module:
@@ -188,7 +212,8 @@ fn an_rdb_of_redis_cell_keys_loads_and_continues() {
     let server = Server::start(&[]);
     let mut con = server.conn();
     let t0 = now();
-    let tats: Vec<u64> = (1..=5).map(|i| t0 + i * 6 * S).collect();
+    // Ten minutes apart: every key outlives the restart.
+    let tats: Vec<u64> = (1..=5).map(|i| t0 + i * 600 * S).collect();
     for (i, &tat) in tats.iter().enumerate() {
         write_as_redis_cell(&mut con, &format!("cell:{i}"), tat, t0);
     }
@@ -197,16 +222,22 @@ fn an_rdb_of_redis_cell_keys_loads_and_continues() {
     let (dir, port) = server.stop();
     let server = Server::start_in(dir, port, &[]);
     let mut con = server.conn();
-    let rule = Throttle::new(9, 10, 60).unwrap();
+    let rule = Throttle::new(9, 10, 3_600).unwrap();
     for (i, &tat) in tats.iter().enumerate() {
         let key = format!("cell:{i}");
         assert_eq!(read_as_redis_cell(&mut con, &key), Some(tat), "{key}");
         assert!(pttl(&mut con, &key) > 0, "{key} kept its expiry");
         let before = now();
-        let r = throttle(&mut con, &key, [9, 10, 60, 1]);
+        let r = throttle(&mut con, &key, [9, 10, 3_600, 1]);
         let after = now();
         assert_answer_in(&r, &rule, Some(tat), 1, (before, after));
-        assert_eq!(read_as_redis_cell(&mut con, &key), Some(tat + 6 * S));
+        assert_eq!(r[0], 0, "{key}: {r:?}");
+        assert_tat_after(
+            read_as_redis_cell(&mut con, &key),
+            tat,
+            360 * S,
+            (before, after),
+        );
     }
 }
 
@@ -311,47 +342,66 @@ fn ratecell_check_gcra_continues_a_tat_string() {
         -1,
         "a state written with AT has no expiry"
     );
-    // Without AT, on the server's clock: an expiry.
-    let live = Config::new(Algorithm::Gcra, 10, 60 * S);
+    // Without AT, on the server's clock: an expiry. (10 an hour: one per
+    // 360 s; the TAT half an hour ahead.)
+    let live = Config::new(Algorithm::Gcra, 10, 3_600 * S);
+    let rule = Rule::new(&live).unwrap();
     let t = now();
-    write_as_redis_cell(&mut con, "live", t + 12 * S, t);
+    let written = t + 1_800 * S;
+    write_as_redis_cell(&mut con, "live", written, t);
+    let before = now();
     let d = check(&mut con, "live", &live, 1, None);
-    assert!(d.allowed && d.remaining == 7, "{d:?}");
-    assert!(pttl(&mut con, "live") > 12_000);
+    let after = now();
+    let (lo, hi) = (
+        rule.decide(&mut [written], before, 1).remaining,
+        rule.decide(&mut [written], after, 1).remaining,
+    );
+    assert!(d.allowed && (lo..=hi).contains(&d.remaining), "{d:?}");
+    let tat = read_as_redis_cell(&mut con, "live");
+    assert_tat_after(tat, written, 360 * S, (before, after));
+    let tat = tat.unwrap();
+    let ttl = pttl(&mut con, "live");
+    let most = (tat - before).div_ceil(1_000_000) as i64;
+    assert!(ttl > 0 && ttl <= most, "PTTL {ttl}, at most {most}");
     // Other algorithms: the key holds a live gcra state.
     for alg in ["fixed_window", "leaky_bucket", "token_bucket"] {
-        let e = error_of(&mut con, &["RATECELL.CHECK", "live", alg, "10", "1m"]);
+        let e = error_of(&mut con, &["RATECELL.CHECK", "live", alg, "10", "1h"]);
         assert!(e.contains("live gcra state") && e.contains(alg), "{e}");
     }
     // CHECKALL admits on it and writes it back as a string.
-    let before = read_as_redis_cell(&mut con, "live").unwrap();
+    let before = now();
     let v: Value = redis::cmd("RATECELL.CHECKALL")
         .arg(&[
             "LIMIT",
             "live",
             "gcra",
             "10",
-            "1m",
+            "1h",
             "LIMIT",
             "other",
             "fixed_window",
             "5",
-            "1m",
+            "1h",
         ])
         .query(&mut con)
         .unwrap();
+    let after = now();
     assert!(
         matches!(&v, Value::Array(a) if a[0] == Value::Int(1)),
         "{v:?}"
     );
-    assert_eq!(read_as_redis_cell(&mut con, "live"), Some(before + 6 * S));
+    let tat2 = read_as_redis_cell(&mut con, "live");
+    assert_tat_after(tat2, tat, 360 * S, (before, after));
     // A lease of gcra charges it, as a check of the grant's cost.
+    let before = now();
     let g: Vec<i64> = redis::cmd("RATECELL.LEASE")
-        .arg(&["live", "gcra", "10", "1m", "WANT", "2"])
+        .arg(&["live", "gcra", "10", "1h", "WANT", "2"])
         .query(&mut con)
         .unwrap();
+    let after = now();
     assert_eq!(g[0], 2, "{g:?}");
-    assert_eq!(read_as_redis_cell(&mut con, "live"), Some(before + 18 * S));
+    let tat3 = read_as_redis_cell(&mut con, "live");
+    assert_tat_after(tat3, tat2.unwrap(), 720 * S, (before, after));
     assert_eq!(kind(&mut con, "live"), "string");
 }
 
@@ -366,12 +416,12 @@ fn strings_that_are_no_tat_in_nanoseconds_are_refused_by_name() {
     let server = Server::start(&[]);
     let mut con = server.conn();
     let t = now();
-    let ms = (t + 12 * S) / 1_000_000;
+    let ms = (t + 1_800 * S) / 1_000_000;
     let _: () = redis::cmd("SET")
         .arg("lua")
         .arg(ms.to_string())
         .arg("PX")
-        .arg(12_000)
+        .arg(1_800_000)
         .query(&mut con)
         .unwrap();
     let _: () = redis::cmd("SET")
@@ -416,8 +466,12 @@ fn strings_that_are_no_tat_in_nanoseconds_are_refused_by_name() {
     assert_eq!(converted, 1);
     assert_eq!(read_as_redis_cell(&mut con, "lua"), Some(ms * 1_000_000));
     assert!(pttl(&mut con, "lua") > 0);
-    let r = throttle(&mut con, "lua", [9, 10, 60, 1]);
-    assert_eq!((r[0], r[2]), (0, 7), "{r:?}");
+    let before = now();
+    let r = throttle(&mut con, "lua", [9, 10, 3_600, 1]);
+    let after = now();
+    let rule = Throttle::new(9, 10, 3_600).unwrap();
+    assert_answer_in(&r, &rule, Some(ms * 1_000_000), 1, (before, after));
+    assert_eq!(r[0], 0, "{r:?}");
 }
 
 /// bindings/redis/README.md's conversion of a TAT in milliseconds (the
