@@ -29,17 +29,16 @@ pub(crate) fn check_one(
     let mut key = Key::open(ctx, name);
     let d = match key.held(rule, name_bytes)? {
         Held::Other(shape) => return Err(err(shape.admits(rule, name_bytes).unwrap_err())),
-        Held::Word {
-            word,
-            at: was_at,
-            form,
-        } => {
+        Held::Word { word, form } => {
             // A one-word state is decided on a copy and written back in
             // the form the key holds it: redis-cell's form stays redis-cell's
             // (SPEC.md §7), so CL.THROTTLE, redis-cell and GET still read it.
             let mut words = [word];
             let d = rule.decide(&mut words, t, cost);
-            if (d.allowed && cost > 0) || was_at != at {
+            // An admission writes the key whatever it held; otherwise only
+            // a state written with AT (no expiry) checked without, or the
+            // reverse, is written again.
+            if (d.allowed && cost > 0) || key.expires() == at {
                 if !at && rule.is_fresh_at(&words, t) {
                     key.delete();
                     replicate_del(ctx, name);
@@ -123,9 +122,9 @@ fn open(ctx: *mut raw::RedisModuleCtx, limit: &args::Limit<'_>) -> Result<Work, 
             form = None; // a block loaded from an older RDB or AOF
             Some((v.words().to_vec(), v.at()))
         }
-        Held::Word { word, at, form: f } => {
+        Held::Word { word, form: f } => {
             form = Some(f);
-            Some((vec![word], at))
+            Some((vec![word], !key.expires()))
         }
         Held::Other(shape) => {
             return Err(err(shape.admits(&limit.rule, limit.key).unwrap_err()));

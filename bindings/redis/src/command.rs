@@ -269,20 +269,25 @@ fn throttle(ctx: *mut raw::RedisModuleCtx, a: &Argv<'_>) -> Result<[i64; 5], Red
     let name = a.strings[1];
     let t = now_ns();
     let mut key = Key::open(ctx, name);
-    // The stored arrival time, and whether the key must be written even
-    // if it stays the same: a string with no expiry gets one (as
-    // redis-cell gives it), a module value becomes a string.
-    let (old, rewrite) = match key.held(&shape_rule, words[0])? {
+    // The stored arrival time, and how the key holds it.
+    let (old, form) = match key.held(&shape_rule, words[0])? {
         Held::Other(shape) => {
             return Err(err(shape.admits(&shape_rule, words[0]).unwrap_err()));
         }
-        Held::Empty => (None, false),
-        Held::Word { word, at, form } => (Some(word), at || form == Form::Module),
-        Held::Value(v) => (Some(v.words()[0]), true),
+        Held::Empty => (None, None),
+        Held::Word { word, form } => (Some(word), Some(form)),
+        Held::Value(v) => (Some(v.words()[0]), Some(Form::Module)),
     };
     let (answer, stored) = limit.decide(old, t, quantity);
-    // A peek stores what it read: nothing to write, unless the key must be.
-    if let Some(tat) = stored.filter(|&tat| Some(tat) != old || rewrite) {
+    // A peek stores what it read: nothing to write, unless the key must be
+    // written even so: a module value becomes a string, and a string with
+    // no expiry gets one (as redis-cell gives it).
+    let rewrite = |key: &Key| match form {
+        Some(Form::Module) => true,
+        Some(Form::Tat) => !key.expires(),
+        None => false,
+    };
+    if let Some(tat) = stored.filter(|&tat| Some(tat) != old || rewrite(&key)) {
         if tat <= t {
             // Nothing ahead of now: as if new.
             if old.is_some() {

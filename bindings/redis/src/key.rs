@@ -30,12 +30,12 @@ pub enum Held {
     Value(ManuallyDrop<Value>),
     /// A ratecell value of another shape.
     Other(Shape),
-    /// A one-word state of the rule's algorithm, kept as `form`.
+    /// A one-word state of the rule's algorithm, kept as `form`. Whether
+    /// it counts as written with `AT` is whether the key has no expiry
+    /// ([`Key::expires`], asked only when needed: a lookup of its own).
     Word {
         /// The state's word (a TAT, UNIX ns).
         word: u64,
-        /// Whether it counts as written with `AT`: the key has no expiry.
-        at: bool,
         /// How the key holds it.
         form: Form,
     },
@@ -145,7 +145,6 @@ impl Key {
             },
             Raw::Word(algorithm, word) if algorithm == rule.config().algorithm => Held::Word {
                 word,
-                at: !self.expires(),
                 form: Form::Module,
             },
             Raw::Word(algorithm, _) => Held::Other(Shape {
@@ -156,7 +155,6 @@ impl Key {
             Raw::String(copy, len) => match (tat::parse(&copy[..len]), rule.config().algorithm) {
                 (Ok(tat), Algorithm::Gcra) => Held::Word {
                     word: tat,
-                    at: !self.expires(),
                     form: Form::Tat,
                 },
                 (Ok(_), other) => return Err(err(tat::not_gcra(name, other))),
@@ -209,26 +207,55 @@ impl Key {
         }
     }
 
-    /// Replaces what the key holds with a string of `bytes`.
+    /// Replaces what the key holds with a string of `bytes`. A string of
+    /// the same length (a TAT's 19 digits until 2286) is overwritten in
+    /// place, keeping its key and expiry entries, where replacing the value
+    /// (`StringSet`) deletes and re-adds the key; a new one is made at its
+    /// length.
     pub fn set_string(&mut self, bytes: &[u8]) -> Result<(), RedisError> {
-        // SAFETY: CreateString copies the bytes; StringSet keeps its own
-        // reference to the string, so ours is freed after it; the key is
-        // open for writing.
-        let status = unsafe {
-            let s = raw::RedisModule_CreateString.expect("CreateString")(
-                std::ptr::null_mut(),
-                bytes.as_ptr().cast(),
-                bytes.len(),
-            );
-            let status = raw::RedisModule_StringSet.expect("StringSet")(self.raw, s);
-            raw::RedisModule_FreeString.expect("FreeString")(std::ptr::null_mut(), s);
-            status
-        };
-        if status == raw::Status::Ok as c_int {
-            Ok(())
-        } else {
-            Err(RedisError::Str("ERR could not set the key's value"))
+        // SAFETY: an open key.
+        let kind = unsafe { raw::RedisModule_KeyType.expect("KeyType")(self.raw) };
+        let (empty, string) = (
+            raw::REDISMODULE_KEYTYPE_EMPTY as c_int,
+            raw::REDISMODULE_KEYTYPE_STRING as c_int,
+        );
+        if kind != empty && kind != string {
+            self.delete();
         }
+        let dma = |key: *mut raw::RedisModuleKey| {
+            let mut len = 0;
+            // SAFETY: an open, writable string key: write access to its
+            // own buffer of `len` bytes, which Redis unshares first.
+            let p = unsafe {
+                raw::RedisModule_StringDMA.expect("StringDMA")(
+                    key,
+                    &mut len,
+                    raw::REDISMODULE_WRITE as c_int,
+                )
+            };
+            (p, len)
+        };
+        let (mut p, len) = if kind == string {
+            dma(self.raw)
+        } else {
+            (std::ptr::null_mut(), 0)
+        };
+        if p.is_null() || len != bytes.len() {
+            // SAFETY: an open, writable key, empty or a string: resized,
+            // or created at this length.
+            let status = unsafe {
+                raw::RedisModule_StringTruncate.expect("StringTruncate")(self.raw, bytes.len())
+            };
+            let (q, len) = dma(self.raw);
+            if status != raw::Status::Ok as c_int || q.is_null() || len != bytes.len() {
+                return Err(RedisError::Str("ERR could not set the key's value"));
+            }
+            p = q;
+        }
+        // SAFETY: `p` is the key's buffer of exactly `bytes.len()` bytes,
+        // valid until the key is next changed.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast::<u8>(), bytes.len()) };
+        Ok(())
     }
 
     /// Replaces what the key holds with `value` (Redis frees the old one).
