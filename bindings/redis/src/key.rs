@@ -58,9 +58,9 @@ pub enum Raw {
     Module(*mut c_void),
     /// A value of a word type: its algorithm and word.
     Word(Algorithm, u64),
-    /// A string's first bytes, copied out (a TAT is at most 20 of them;
-    /// 64 are enough to quote in an error), and how many there are.
-    String([u8; 64], usize),
+    /// A string of at most 20 bytes (a TAT's most), copied out, and how
+    /// many there are; a longer string, none of them (and 0).
+    String([u8; 20], usize),
 }
 
 impl Key {
@@ -92,6 +92,13 @@ impl Key {
             return Ok(Raw::Empty);
         }
         if kind == raw::REDISMODULE_KEYTYPE_STRING as c_int {
+            // Redis decodes an encoded string to give its bytes, even to be
+            // read: a string longer than any TAT is left as it is.
+            // SAFETY: an open string key.
+            let n = unsafe { raw::RedisModule_ValueLength.expect("ValueLength")(self.raw) };
+            if n == 0 || n > 20 {
+                return Ok(Raw::String([0; 20], 0));
+            }
             let mut len = 0;
             // SAFETY: an open string key; read-only access to its bytes,
             // copied before the key can change.
@@ -104,10 +111,10 @@ impl Key {
                 if p.is_null() {
                     &[][..]
                 } else {
-                    std::slice::from_raw_parts(p.cast::<u8>(), len.min(64))
+                    std::slice::from_raw_parts(p.cast::<u8>(), len.min(20))
                 }
             };
-            let mut copy = [0; 64];
+            let mut copy = [0; 20];
             copy[..bytes.len()].copy_from_slice(bytes);
             return Ok(Raw::String(copy, bytes.len()));
         }

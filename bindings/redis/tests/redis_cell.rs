@@ -439,6 +439,24 @@ fn strings_that_are_no_tat_in_nanoseconds_are_refused_by_name() {
             "{args:?}: {e}"
         );
     }
+    // A string longer than any TAT is not even read: WRONGTYPE, and Redis
+    // keeps it as it was (reading its bytes would decode it).
+    let long = "a string longer than twenty bytes";
+    let _: () = redis::cmd("SET")
+        .arg("long")
+        .arg(long)
+        .query(&mut con)
+        .unwrap();
+    for alg in ["gcra", "fixed_window"] {
+        let e = error_of(&mut con, &["RATECELL.CHECK", "long", alg, "1", "1s"]);
+        assert!(e.contains("WRONGTYPE"), "{alg}: {e}");
+    }
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg("long")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(encoding, "embstr");
     // A string that is no number is no state of any kind: WRONGTYPE.
     for args in [
         &["CL.THROTTLE", "word", "9", "10", "60"][..],
