@@ -16,7 +16,10 @@
 #      equal to the in-process Limiter, PTTL, a million keys' memory,
 #      RDB/AOF restarts, an RDB of the first encoding, a replica promoted, a
 #      three-master cluster, one-instant races, named errors, CL.THROTTLE
-#      against replies recorded from redis-cell, hostile arguments in every
+#      against replies recorded from redis-cell, redis-cell's TAT strings
+#      continued both ways (written by hand, through an RDB, an AOF and a
+#      replica; tests/redis_cell.rs), the one-word states' data types
+#      (tests/words.rs), hostile arguments in every
 #      position and hostile stored states through RATECELL.RESTORE and
 #      RESTORE of DUMP payloads. The HTTP layer's stores': two layers
 #      sharing one limit, a server paused with SIGSTOP and one killed,

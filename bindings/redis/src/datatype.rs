@@ -1,7 +1,8 @@
-//! The module's data type, `ratecell1`: Redis's callbacks for a value
-//! (free, memory usage, RDB save and load, AOF rewrite). They only read
-//! values [`Value`] wrote, except `rdb_load`, which reads a file's bytes
-//! and validates them ([`Value::from_integers`]).
+//! The module's block data type, `ratecell1`: Redis's callbacks for a
+//! value (free, memory usage, RDB save and load, AOF rewrite). They only
+//! read values [`Value`] wrote, except `rdb_load`, which reads a file's
+//! bytes and validates them ([`Value::from_integers`]). The one-word
+//! states' types, whose value is the word, are [`crate::word`]'s.
 
 use crate::reply;
 use crate::value::{self, Value};
