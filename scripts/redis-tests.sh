@@ -16,7 +16,10 @@
 #      equal to the in-process Limiter, PTTL, a million keys' memory,
 #      RDB/AOF restarts, an RDB of the first encoding, a replica promoted, a
 #      three-master cluster, one-instant races, named errors, CL.THROTTLE
-#      against replies recorded from redis-cell, hostile arguments in every
+#      against replies recorded from redis-cell, redis-cell's TAT strings
+#      continued both ways (written by hand, through an RDB, an AOF and a
+#      replica; tests/redis_cell.rs), the one-word states' data types
+#      (tests/words.rs), hostile arguments in every
 #      position and hostile stored states through RATECELL.RESTORE and
 #      RESTORE of DUMP payloads. The HTTP layer's stores': two layers
 #      sharing one limit, a server paused with SIGSTOP and one killed,
@@ -59,7 +62,7 @@ step packages system_packages
 step fmt cargo fmt -p ratecell-redis -- --check
 step build timeout 1800 "${workspace_test[@]}" --no-run --quiet
 step servers env RATECELL_REDIS_MODULE="$module" timeout 900 "${workspace_test[@]}" --quiet \
-    --test server --test hostile --test redis_store --test redis_modes -- --ignored --test-threads 2
+    --test server --test hostile --test redis_cell --test words --test redis_store --test redis_modes -- --ignored --test-threads 2
 
 # One server for the clients, stopped on exit whatever happens.
 port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

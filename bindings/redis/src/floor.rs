@@ -14,9 +14,10 @@
 //!   [`FLOOR_TYPE`], which allocates nothing (the module value is not a
 //!   pointer), with an expiry: what any module data type costs per key.
 
+use crate::command::RawCommand;
 use crate::key::{Held, Key};
+use crate::store::publish;
 use crate::value::{Shape, Value};
-use crate::{RawCommand, publish};
 use ratecell::{Algorithm, Config};
 use redis_module::raw;
 use std::ffi::{c_int, c_void};
@@ -45,14 +46,14 @@ unsafe extern "C" fn write(
         .expect("a valid limit");
     let mut key = Key::open(ctx, name);
     let t = 1_000_000_000;
-    let written = match key.held(&rule) {
+    let written = match key.held(&rule, b"") {
         Ok(Held::Value(mut v)) => {
             v.words_mut()[0] += 1;
             publish(ctx, &mut key, name, &v, t, 3_600_000_000_000)
         }
         Ok(Held::Empty) => {
             let v = Value::new(Shape::of(&rule), false, &[1]);
-            crate::store_new(ctx, &mut key, name, &rule, v, t, 3_600_000_000_000)
+            crate::store::store_new(ctx, &mut key, name, &rule, v, t, 3_600_000_000_000)
         }
         _ => return raw::Status::Err as c_int,
     };
@@ -74,7 +75,7 @@ pub static FLOOR_TYPE: redis_module::native_types::RedisType =
     redis_module::native_types::RedisType::new(
         "rcfloor00",
         1,
-        crate::type_methods(
+        crate::datatype::type_methods(
             Some(bare_load),
             Some(bare_save),
             None,

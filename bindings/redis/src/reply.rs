@@ -7,6 +7,7 @@
 //! reaches it. A panic inside a command would unwind into Redis and abort
 //! the server; [`boundary`] turns it into an error reply instead.
 
+use ratecell::Decision;
 use redis_module::{RedisError, raw};
 use std::ffi::{CString, c_int, c_long};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -111,6 +112,34 @@ pub fn boundary(ctx: *mut raw::RedisModuleCtx, body: impl FnOnce() -> c_int) -> 
     }
 }
 
+/// A command's error reply with this text.
+pub(crate) fn err(message: String) -> RedisError {
+    RedisError::String(message)
+}
+
+/// The six integers of a decision (SPEC.md §7): `-1` for a retry that can
+/// never succeed, other values clamped to `i64`.
+pub(crate) fn six(d: &Decision) -> [i64; 6] {
+    [
+        i64::from(d.allowed),
+        clamp(d.limit),
+        clamp(d.remaining),
+        or_never(d.retry_after_ns),
+        clamp(d.reset_after_ns),
+        clamp(d.wait_ns),
+    ]
+}
+
+/// A reply's integer: `v`, clamped to `i64`.
+pub(crate) fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A wait as a reply's integer: `-1` for never (`u64::MAX`), else clamped.
+pub(crate) fn or_never(v: u64) -> i64 {
+    if v == u64::MAX { -1 } else { clamp(v) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +151,23 @@ mod tests {
             printable("一\0é\r\n".as_bytes()),
             "\\xe4\\xb8\\x80\\x00\\xc3\\xa9\\x0d\\x0a"
         );
+    }
+
+    #[test]
+    fn replies_clamp_to_i64_and_never_is_minus_one() {
+        let d = Decision {
+            allowed: false,
+            limit: u64::MAX,
+            remaining: 1,
+            retry_after_ns: (1 << 63) + 1_000,
+            reset_after_ns: u64::MAX - 1,
+            wait_ns: 0,
+        };
+        assert_eq!(six(&d), [0, i64::MAX, 1, i64::MAX, i64::MAX, 0]);
+        let never = Decision {
+            retry_after_ns: u64::MAX,
+            ..d
+        };
+        assert_eq!(six(&never)[3], -1);
     }
 }

@@ -13,8 +13,9 @@
 //!
 //! The limit and burst are not kept: every command carries them, a live
 //! key's limit and burst may change from one call to the next (SPEC.md §7),
-//! and no decision reads the old ones. A single-word GCRA state is so 16
-//! bytes of the module's own (docs/REDIS-MEMORY.md has the figures).
+//! and no decision reads the old ones. New one-word states (gcra,
+//! leaky_bucket) are not kept in a block at all ([`crate::word`]); a block
+//! of one, loaded from an older RDB or AOF, is read and continued.
 //!
 //! Two encodings carry a value outside the process, both little-endian
 //! `u64`s: [`ENCODING`] (2) is `[2, head, (extent), words...]`, what the RDB
@@ -71,7 +72,7 @@ impl Shape {
     /// the error that refuses it, quoting `key`.
     pub fn admits(self, rule: &Rule, key: &[u8]) -> Result<(), String> {
         let new = Shape::of(rule);
-        if self == new {
+        if self.same_state(new) {
             return Ok(());
         }
         let key = crate::args::text(key);
@@ -97,6 +98,13 @@ impl Shape {
                 old.extent
             )
         })
+    }
+
+    /// Whether a state of this shape is one of `other`'s: the same
+    /// algorithm, and for all but the one-word states (one absolute time,
+    /// which any period continues, SPEC.md §7) the same period and extent.
+    pub fn same_state(self, other: Shape) -> bool {
+        self == other || (self.algorithm == other.algorithm && crate::word::is_word(self.algorithm))
     }
 
     /// Words before the state in a value's block: the head, and the
@@ -268,7 +276,7 @@ impl Value {
     pub unsafe fn from_raw_as(raw: *mut std::ffi::c_void, rule: &Rule) -> Result<Value, Shape> {
         // SAFETY: the caller's promise.
         let shape = unsafe { Value::shape_at(raw) };
-        if shape != Shape::of(rule) {
+        if !shape.same_state(Shape::of(rule)) {
             return Err(shape);
         }
         // SAFETY: as above; the shape is the rule's.
