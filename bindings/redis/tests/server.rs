@@ -731,6 +731,59 @@ fn leases_grant_what_remains_and_charge_the_key() {
     assert!(e.contains("wrong number") || e.contains("WANT"), "{e}");
 }
 
+/// SPEC §8's debts: a node's own admissions, sent as CHARGEs with its next
+/// grant, are added to the key before the grant is decided, in the window
+/// they were made in (an older window's count nothing).
+#[test]
+#[ignore = "needs redis-server and the module: scripts/redis-tests.sh"]
+fn charges_are_added_before_the_grant() {
+    let server = Server::start(&[]);
+    let mut con = server.conn();
+    let second = 1_000_000_000u64;
+    let t = T0 + second / 2;
+    let lease = |con: &mut Connection, key: &str, charges: &[(u64, u64)]| {
+        let mut cmd = redis::cmd("RATECELL.LEASE");
+        cmd.arg(key)
+            .arg("fixed_window")
+            .arg(10)
+            .arg("1s")
+            .arg("WANT")
+            .arg(10)
+            .arg("AT")
+            .arg(t);
+        for (at, units) in charges {
+            cmd.arg("CHARGE").arg(at).arg(units);
+        }
+        cmd.query::<Vec<i64>>(con).unwrap()
+    };
+    // 7 admitted in this window by the node on its own: 3 left to grant.
+    assert_eq!(lease(&mut con, "a", &[(T0 + 1, 7)])[0], 3);
+    // An older window's admissions count nothing in this one.
+    assert_eq!(lease(&mut con, "b", &[(T0 - second, 7), (T0 + 2, 1)])[0], 9);
+    // Charged past the limit: nothing granted, and the count stays.
+    assert_eq!(
+        lease(&mut con, "c", &[(T0, 12)])[..3],
+        [0, t as i64, (T0 + second - t) as i64]
+    );
+    let c = Config::new(Algorithm::FixedWindow, 10, second);
+    assert!(!check(&mut con, "c", &c, 1, Some(t)).allowed);
+    let e = error_of(
+        &mut con,
+        &[
+            "RATECELL.LEASE",
+            "d",
+            "gcra",
+            "10",
+            "1s",
+            "WANT",
+            "1",
+            "CHARGE",
+            "5",
+        ],
+    );
+    assert!(e.contains("CHARGE"), "{e}");
+}
+
 /// Sends a command to the node that owns its slot, following MOVED.
 fn routed(ports: &[u16], args: &[&str]) -> redis::RedisResult<Value> {
     let mut port = ports[0];
