@@ -82,10 +82,9 @@ pub struct LeaseConfig {
     /// default, a tenth of the period). One emission interval ..= the period.
     pub expire_ns: u64,
     /// The most this node's clock may differ from the server's (1 ms by
-    /// default; 0 when both read one clock, as with explicit times). A
-    /// grant's units are spent only on requests dated `skew_ns` or more
-    /// inside their period, at both ends, so that a request spends units
-    /// of its own period on either clock (SPEC §8).
+    /// default; 0 when both read one clock, as with explicit times): a
+    /// grant's units are spent only on requests dated in their period and
+    /// `skew_ns` or more before it ends (SPEC §8).
     pub skew_ns: u64,
     /// The server decides each grant at the time of the check that asked
     /// (`AT`), on the node's timeline, rather than on its own clock: for
@@ -211,11 +210,20 @@ impl LeaseConfig {
             }
         };
         let lifetime = lifetime_ns(&params, Some(expire));
-        if self.skew_ns.saturating_mul(2) >= lifetime {
+        // A GCRA grant made at `t` pays for requests dated from `t − E`:
+        // its units stand for room in the key's tolerance, which a request
+        // dated a little before the grant had too (a node's clock behind
+        // the server's, a fetch's own check); SPEC §8 bounds it.
+        let spendable = if alg == Algorithm::Gcra {
+            2 * lifetime
+        } else {
+            lifetime
+        };
+        if self.skew_ns >= lifetime {
             return Err(LeaseError::new(
                 "skew_ns",
                 format!(
-                    "{} ns is not less than half a grant's lifetime ({lifetime} ns, {}): no request could spend a grant",
+                    "{} ns is not less than a grant's lifetime ({lifetime} ns, {}): no request could spend a grant",
                     self.skew_ns,
                     if alg == Algorithm::Gcra {
                         "E"
@@ -241,7 +249,7 @@ impl LeaseConfig {
             horizon,
             expire,
             skew: self.skew_ns,
-            span: lifetime - 2 * self.skew_ns,
+            span: spendable - self.skew_ns,
             send_at: self.send_at,
             capacity,
         })
@@ -268,9 +276,10 @@ pub(crate) struct Resolved {
     /// 0: the module's default.
     pub expire: u64,
     pub skew: u64,
-    /// How long a grant may be spent: its lifetime ([`lifetime_ns`]) less
-    /// the skew at both ends. A grant held until `until` (its expiry less
-    /// the skew) is spent on requests dated in `[until − span, until)`.
+    /// How long a grant's period is, less the skew: a window or refill
+    /// step, or `2·E` for GCRA (`[t − E, t + E)`). A grant held until
+    /// `until` (its expiry less the skew) is spent on requests dated in
+    /// `[until − span, until)`.
     pub span: u64,
     pub send_at: bool,
     pub capacity: u64,
@@ -339,7 +348,11 @@ mod tests {
         let r = LeaseConfig::new(Config::new(Algorithm::Gcra, 100, S))
             .resolve()
             .unwrap();
-        assert_eq!(r.span, S / 10 - 2 * MS, "E less the skew at both ends");
+        assert_eq!(r.span, 2 * S / 10 - MS, "t − E ..= t + E less the skew");
+        let r = LeaseConfig::new(Config::new(Algorithm::FixedWindow, 100, S))
+            .resolve()
+            .unwrap();
+        assert_eq!(r.span, S - MS, "the window less the skew at its end");
     }
 
     #[test]

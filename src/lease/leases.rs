@@ -5,7 +5,7 @@
 use super::cell::{GrantCell, Held, Retired, Spend, Word};
 use super::config::{LeaseConfig, LeaseError, Resolved};
 use super::grant::{Charge, charges};
-use super::protocol::{Demand, GrantReply, grant_size, lease_args, probe_delay_ns};
+use super::protocol::{Demand, GrantReply, When, grant_size, lease_args, probe_delay_ns};
 use super::store::{KeyRef, Node, Retire, Store, Tracked};
 use crate::check::decision::Decision;
 use crate::check::request::{Key, Request, Tier};
@@ -742,10 +742,23 @@ impl Leases {
             );
         }
         drop(s);
-        // The request keeps the entry in its generation: no `Moved`.
+        // The request keeps the entry in its generation: no `Moved`. The
+        // grant was decided at this check's date, so its period holds that
+        // date: only the skew at its end is taken off (a unit of another
+        // period in hand may pay only as any check's would).
         let decision = req.cost.map(|q| {
             let span = self.config.span;
-            match e.cell.spend(e.cell.open(), q, req.at, span) {
+            let own = span + self.config.skew;
+            let spend = |span| e.cell.spend(e.cell.open(), q, req.at, span);
+            let spent = match spend(span) {
+                Spend::Short(held)
+                    if held.until == reply.expires_at_ns.saturating_sub(self.config.skew) =>
+                {
+                    spend(own)
+                }
+                other => other,
+            };
+            match spent {
                 Spend::Left(left) => self.spent(left),
                 _ if reply.units == 0 => {
                     self.denial(e.denied_until.load(Relaxed).saturating_sub(req.at))
@@ -881,13 +894,21 @@ impl Leases {
 
     /// The `RATECELL.LEASE` command for `req` (its name first), the Redis
     /// key being `prefix` followed by the key's bytes; with the key's
-    /// debt as `CHARGE` pairs, and `AT` when grants are decided at the
-    /// checks' times ([`LeaseConfig::send_at`]).
+    /// debt as `CHARGE` pairs. A fetch is decided at its check's date
+    /// (`DATED`), so that the grant is of that check's period; a refill or
+    /// probe on the server's clock; either at the request's time on the
+    /// node's timeline (`AT`) when grants are ([`LeaseConfig::send_at`]).
     pub fn command(&self, req: &GrantRequest, prefix: &[u8]) -> Vec<Vec<u8>> {
         let mut key = prefix.to_vec();
         key.extend_from_slice(&req.key);
-        let at = self.config.send_at.then_some(req.at);
-        lease_args(&self.config, key, req.want, at, req.charges())
+        let when = if self.config.send_at {
+            When::At(req.at)
+        } else if req.is_fetch() {
+            When::Dated(req.at)
+        } else {
+            When::Server
+        };
+        lease_args(&self.config, key, req.want, when, req.charges())
     }
 
     /// The counters.

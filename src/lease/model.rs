@@ -478,18 +478,23 @@ impl Model {
                 if !w.up {
                     return None;
                 }
-                let t = w.tick * TICK;
                 let p = w.nodes[i].pending.as_mut()?;
                 if p.served.is_some() {
                     return None;
                 }
+                // A fetch is decided at its check's date (`DATED`), the
+                // others on the server's clock.
+                let t = match p.fetch {
+                    Some(date) if self.current() => date,
+                    _ => w.tick * TICK,
+                };
                 for &(at, units) in &p.charges {
                     self.rule.charge(&mut w.server, at, units);
                 }
                 let expire = Some(self.resolved.expire).filter(|&e| e != 0);
                 let g = grant(&self.rule, &mut w.server, t, s.max_grant, expire);
                 if g.units > 0 {
-                    let start = g.expires_at_ns - self.resolved.span - 2 * skew;
+                    let start = g.expires_at_ns - self.resolved.span - skew;
                     w.granted.push((t, g.units, start));
                 }
                 p.served = Some((g.units, g.expires_at_ns, g.retry_after_ns));
@@ -517,8 +522,7 @@ impl Model {
                     self.apply(n, g, now);
                 }
                 if let Some(date) = p.fetch {
-                    let spend_at = date;
-                    if self.covers(n.held, spend_at) {
+                    if self.covers(n.held, date) {
                         n.held.units -= 1;
                         w.admitted.push(Admitted { date, local: false });
                     }
@@ -620,7 +624,7 @@ impl Model {
                         let d = b.date - a.date + 1;
                         let n = dates(a.date, b.date + 1).count() as u64;
                         let most =
-                            l + (u128::from(l) * u128::from(d + e)).div_ceil(u128::from(p)) as u64;
+                            l + (u128::from(l) * u128::from(d + 2 * e)).div_ceil(u128::from(p)) as u64;
                         let most = most
                             + if s.local {
                                 s.nodes as u64 * self.share
@@ -629,7 +633,7 @@ impl Model {
                             };
                         if n > most {
                             return Err(format!(
-                                "the {} ns from {} µs admitted {n}, above B + ceil(L·(D + E)/P){extra} = {most}",
+                                "the {} ns from {} µs admitted {n}, above B + ceil(L·(D + 2E)/P){extra} = {most}",
                                 d,
                                 a.date / TICK
                             ));

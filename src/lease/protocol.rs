@@ -85,14 +85,23 @@ impl GrantReply {
     }
 }
 
+/// When a grant is decided: on the server's clock, at a check's date on
+/// it (`DATED`), or at a time of the node's own timeline (`AT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum When {
+    Server,
+    Dated(u64),
+    At(u64),
+}
+
 /// The arguments of the `RATECELL.LEASE` command (the command's name
-/// first) asking for `want` units of `key`'s limit, at `at` when given
-/// (else on the server's clock), after the `charges`.
+/// first) asking for `want` units of `key`'s limit, decided `when`, after
+/// the `charges`.
 pub(crate) fn lease_args(
     r: &Resolved,
     key: Vec<u8>,
     want: u64,
-    at: Option<u64>,
+    when: When,
     charges: &[Charge],
 ) -> Vec<Vec<u8>> {
     let p = &r.params;
@@ -114,8 +123,10 @@ pub(crate) fn lease_args(
     if p.algorithm == Algorithm::Gcra && r.expire != 0 {
         pair("EXPIRE", format!("{}ns", r.expire));
     }
-    if let Some(t) = at {
-        pair("AT", t.to_string());
+    match when {
+        When::Server => {}
+        When::Dated(t) => pair("DATED", t.to_string()),
+        When::At(t) => pair("AT", t.to_string()),
     }
     for c in charges {
         args.push(b"CHARGE".to_vec());
@@ -138,7 +149,14 @@ pub fn lease_command(
     if want == 0 {
         return Err(super::LeaseError::new("want", "0 is outside 1..".into()));
     }
-    Ok(lease_args(&config.resolve()?, key.to_vec(), want, at, &[]))
+    let when = at.map_or(When::Server, When::At);
+    Ok(lease_args(
+        &config.resolve()?,
+        key.to_vec(),
+        want,
+        when,
+        &[],
+    ))
 }
 
 /// SPEC §8's grant size: `clamp(ceil(r·H), 1, W)`, where `checks_in_horizon`

@@ -340,7 +340,11 @@ fn the_command_names_the_key_with_its_prefix() {
     let r = fetch(l.check(b"user:1", 1, T0));
     let args = l.command(&r, b"rl:");
     assert_eq!(args[1], b"rl:user:1");
-    assert_eq!(args.len(), 7, "no AT: the server's clock");
+    // A fetch is decided at its check's date, on the server's timeline.
+    assert_eq!(
+        args[args.len() - 2..],
+        [b"DATED".to_vec(), T0.to_string().into_bytes()]
+    );
     let l = Leases::new(fixed(100).send_at(true)).unwrap();
     let r = fetch(l.check(b"user:1", 1, T0));
     let args = l.command(&r, b"");

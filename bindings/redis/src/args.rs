@@ -249,6 +249,10 @@ pub struct Lease<'a> {
     pub expire_ns: Option<u64>,
     /// `AT`: the request's time in UNIX ns, instead of the server's clock.
     pub at: Option<u64>,
+    /// `DATED`: the time of the check waiting on the grant (UNIX ns): the
+    /// grant is decided then, the key's expiry still kept on the server's
+    /// clock.
+    pub dated: Option<u64>,
     /// `CHARGE <at_ns> <units>`, at most [`MAX_CHARGES`]: units the node
     /// admitted on its own, added to the key's state before the grant.
     pub charges: Vec<ratecell::lease::Charge>,
@@ -259,8 +263,8 @@ pub struct Lease<'a> {
 pub const MAX_CHARGES: usize = 2;
 
 /// `RATECELL.LEASE <key> <algorithm> <limit> <period> [BURST <b>]
-/// [SUBWINDOWS <n>] WANT <w> [EXPIRE <duration>] [AT <now_ns>]
-/// [CHARGE <at_ns> <units>]...`.
+/// [SUBWINDOWS <n>] WANT <w> [EXPIRE <duration>] [AT <now_ns> | DATED
+/// <ns>] [CHARGE <at_ns> <units>]...`.
 pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Lease<'a>, String> {
     // Options come in name/value pairs after the four positional words.
     if args
@@ -274,7 +278,7 @@ pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Lease<'a>, String> {
     let mut at = None;
     let mut it = args.iter().peekable();
     let limit = limit(&mut it, &["WANT", "EXPIRE"], &mut at, true)?;
-    let (mut want, mut expire_ns, mut charges) = (None, None, Vec::new());
+    let (mut want, mut expire_ns, mut charges, mut dated) = (None, None, Vec::new(), None);
     while let Some(&name) = it.next() {
         let value = *it
             .next()
@@ -307,19 +311,28 @@ pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Lease<'a>, String> {
             expire_ns = Some(ratecell::parse_duration(s).map_err(|e| bad(e.to_string()))?);
         } else if name.eq_ignore_ascii_case(b"AT") && at.is_none() {
             at = Some(number(value, "AT", "0..=2^64-1 (UNIX ns)")?);
+        } else if name.eq_ignore_ascii_case(b"DATED") && dated.is_none() {
+            dated = Some(number(value, "DATED", "0..=2^64-1 (UNIX ns)")?);
         } else {
             return Err(format!(
-                "ERR unknown or repeated option '{}' (expected WANT, EXPIRE, AT or CHARGE)",
+                "ERR unknown or repeated option '{}' (expected WANT, EXPIRE, AT, DATED or CHARGE)",
                 text(name)
             ));
         }
     }
     let want = want.ok_or("ERR missing argument: WANT <units>")?;
+    if at.is_some() && dated.is_some() {
+        return Err(
+            "ERR AT and DATED together: AT decides on the client's timeline, DATED on the server's"
+                .into(),
+        );
+    }
     Ok(Lease {
         limit,
         want,
         expire_ns,
         at,
+        dated,
         charges,
     })
 }
@@ -443,6 +456,8 @@ mod tests {
         assert_eq!((l.want, l.expire_ns, l.at), (4, Some(100_000_000), Some(7)));
         let l = lease(&words("k gcra 10 1s BURST 5 AT 3 WANT 2")).unwrap();
         assert_eq!((l.want, l.at, l.limit.rule.config().burst), (2, Some(3), 5));
+        let l = lease(&words("k gcra 10 1s WANT 2 DATED 8")).unwrap();
+        assert_eq!((l.dated, l.at), (Some(8), None));
         let l = lease(&words("k gcra 10 1s WANT 2 CHARGE 5 3 CHARGE 9 1")).unwrap();
         let charges: Vec<(u64, u64)> = l.charges.iter().map(|c| (c.at_ns, c.units)).collect();
         assert_eq!(charges, [(5, 3), (9, 1)]);
@@ -455,6 +470,8 @@ mod tests {
             ("k gcra 10 1s WANT 1 EXPIRE 5", "EXPIRE"),
             ("k gcra 10 1s WANT 1 FOO 1", "FOO"),
             ("k gcra 10 1s WANT 1 CHARGE 5", "CHARGE"),
+            ("k gcra 10 1s WANT 1 AT 5 DATED 5", "DATED"),
+            ("k gcra 10 1s WANT 1 DATED x", "DATED"),
             ("k gcra 10 1s WANT 1 CHARGE 5 x", "CHARGE's units"),
             ("k gcra 10 1s WANT 1 CHARGE 5 4294967296", "CHARGE's units"),
             ("k gcra 10 1s WANT 1 CHARGE x 1", "CHARGE's at_ns"),

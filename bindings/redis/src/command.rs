@@ -178,9 +178,10 @@ pub(crate) unsafe extern "C" fn restore_command(
 }
 
 /// `RATECELL.LEASE <key> <algorithm> <limit> <period> [options] WANT <w>
-/// [EXPIRE <duration>] [AT <now_ns>] [CHARGE <at_ns> <units>]...` (SPEC.md
-/// §8): the charges added to the key's state, then a grant of up to `w`
-/// units applied to it as a check of its cost; replies `[units,
+/// [EXPIRE <duration>] [AT <now_ns> | DATED <ns>] [CHARGE <at_ns>
+/// <units>]...` (SPEC.md §8): the charges added to the key's state, then a
+/// grant of up to `w` units decided (at `AT`, `DATED` or the server's
+/// clock) and applied to it as a check of its cost; replies `[units,
 /// expires_at_ns, retry_after_ns, limit, remaining]`.
 pub(crate) unsafe extern "C" fn lease_command(
     ctx: *mut raw::RedisModuleCtx,
@@ -194,7 +195,7 @@ pub(crate) unsafe extern "C" fn lease_command(
         let req = args::lease(a.words).map_err(err)?;
         let rule = req.limit.rule;
         lease::leasable(rule.config().algorithm).map_err(err)?;
-        let t = req.at.unwrap_or_else(now_ns);
+        let t = req.at.or(req.dated).unwrap_or_else(now_ns);
         let mut work = open(ctx, &req.limit)?;
         // The node's own admissions first, so the grant is decided on books
         // that hold them (SPEC §8, the `local` policy).
