@@ -57,8 +57,9 @@ typedef struct ratecell_lease_stats ratecell_lease_stats;
 // `RATECELL.CHECK` of its own.
 #define RATECELL_STEP_DIRECT 3
 
-// The most arguments a grant's command has (`RATECELL.LEASE` included).
-#define RATECELL_LEASE_MAX_ARGS 16
+// The most arguments a grant's command has (`RATECELL.LEASE` included):
+// thirteen, and two `CHARGE <at_ns> <units>` triples for a key's debt.
+#define RATECELL_LEASE_MAX_ARGS 19
 
 // The most limits one limiter checks together (`n_limits` of
 // `ratecell_options`).
@@ -408,9 +409,10 @@ struct ratecell_lease_options {
   // `E`, a GCRA grant's lifetime (0: the module's default); only GCRA
   // takes another value.
   uint64_t expire_ns;
-  // How much before a grant's expiry the node stops spending it, for the
-  // skew between its clock and the server's (1 ms by default; 0 when
-  // both read one timeline, as with `send_at`).
+  // The most the node's clock may differ from the server's (1 ms by
+  // default; 0 when both read one timeline, as with `send_at`): a
+  // grant's units are spent only on requests dated this far or more
+  // inside their period, at both ends (SPEC §8).
   uint64_t skew_ns;
   // Prepended to a key's bytes to make its Redis key; may be NULL when
   // `prefix_len` is 0. Copied: the library keeps no pointer to it.
@@ -817,7 +819,8 @@ ratecell_status ratecell_grant_info(const struct ratecell_grant *grant,
 // that, argument `i` to `args[i]` (owned by the grant, valid until it is
 // freed) and its length to `lens[i]`. The Redis key is the leases'
 // prefix followed by the key's bytes; `AT` is sent when the options said
-// `send_at`. At most `RATECELL_LEASE_MAX_ARGS` arguments.
+// `send_at`; the key's debt under the `local` policy follows as `CHARGE`
+// triples. At most `RATECELL_LEASE_MAX_ARGS` arguments.
 //
 // Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `grant` or `argc`
 // is NULL, or `args` or `lens` is with `cap` > 0; `RATECELL_INVALID_LENGTH`

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"time"
 
-	ratecell "github.com/ratecell/ratecell-go"
 	"github.com/ratecell/ratecell-go/ratehttp"
 )
 
@@ -199,13 +198,11 @@ func (h *HTTPLimits) check(ctx context.Context, key []byte, cost uint64) ([]rate
 }
 
 func (h *HTTPLimits) checkModal(ctx context.Context, key []byte, cost uint64) ([]ratehttp.LimitDecision, error) {
-	var d ratecell.Decision
-	var err error
+	r := Request{Key: string(key), Cost: cost, Peek: cost == 0}
 	if h.now != nil {
-		d, err = h.modal.CheckBytesAt(ctx, key, cost, h.now())
-	} else {
-		d, err = h.modal.CheckBytes(ctx, key, cost)
+		r.At = h.now()
 	}
+	d, err := h.modal.Check(ctx, r)
 	if err != nil {
 		return nil, err
 	}

@@ -389,9 +389,12 @@ func (l *Limiter) leased(ctx context.Context, key string, cost uint64, at bool, 
 		if err != nil && !errors.Is(err, errOutage) {
 			return ratecell.Decision{}, err
 		}
+		// When the answer came, on the node's clock (0: the leases'
+		// clock), or with SendAt the request's own time: a failure's probe
+		// is due a delay after it.
 		done := uint64(0)
-		if at {
-			done = nowNs
+		if m.sendAt {
+			done = g.Info().AtNs
 		}
 		c, err := m.leases.Complete(g, reply, done)
 		if err != nil {

@@ -42,7 +42,7 @@ func TestEachModeAdmitsTheLimitThenDenies(t *testing.T) {
 		var got []bool
 		var last ratecell.Decision
 		for i := uint64(0); i < 8; i++ {
-			d, err := l.CheckStringAt(ctx, "k", 1, modeT0+i*uint64(time.Second)/100)
+			d, err := l.Check(ctx, Request{Key: "k", Cost: 1, At: modeT0 + i*uint64(time.Second)/100})
 			if err != nil {
 				t.Fatal(m.name, err)
 			}
@@ -58,7 +58,7 @@ func TestEachModeAdmitsTheLimitThenDenies(t *testing.T) {
 		if last.Limit != 5 || last.RetryAfter <= 0 || last.RetryAfter > time.Second-70*time.Millisecond {
 			t.Fatalf("%s: last decision %+v", m.name, last)
 		}
-		if d, err := l.CheckStringAt(ctx, "k", 1, modeT0+uint64(time.Second)); err != nil || !d.Allowed {
+		if d, err := l.Check(ctx, Request{Key: "k", Cost: 1, At: modeT0 + uint64(time.Second)}); err != nil || !d.Allowed {
 			t.Fatalf("%s: the next window: %+v %v", m.name, d, err)
 		}
 		s := l.Stats()
@@ -86,7 +86,7 @@ func TestLeasedNodesNeverExceedTheLimitInAWindow(t *testing.T) {
 	now := modeT0
 	for i := 0; i < 3000; i++ {
 		now += uint64(rng.Int63n(int64(4 * time.Millisecond)))
-		d, err := nodes[rng.Intn(len(nodes))].CheckStringAt(ctx, "shared", 1, now)
+		d, err := nodes[rng.Intn(len(nodes))].Check(ctx, Request{Key: "shared", Cost: 1, At: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestCachedDenySendsNothingForADeniedKeyUntilRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := func(key string, at uint64) ratecell.Decision {
-		d, err := l.CheckStringAt(ctx, key, 1, at)
+		d, err := l.Check(ctx, Request{Key: key, Cost: 1, At: at})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func TestAPausedServerIsThePolicysThenTheGlobalLimitIsBack(t *testing.T) {
 		deny := mustLimiter(t, c, cfg, Options{Mode: m.mode, Timeout: timeout})
 		local := mustLimiter(t, c, cfg, Options{Mode: m.mode, Timeout: timeout, Failure: ratecell.FailLocal})
 		for i := 0; i < 2; i++ {
-			if ok, err := deny.AllowString(ctx, "spent"); err != nil || !ok {
+			if ok, err := deny.Allow(ctx, "spent"); err != nil || !ok {
 				t.Fatalf("%s: %v %v", m.name, ok, err)
 			}
 		}
@@ -210,7 +210,7 @@ func TestAPausedServerIsThePolicysThenTheGlobalLimitIsBack(t *testing.T) {
 			admit bool
 		}{{deny, false}, {local, true}} {
 			start := time.Now()
-			d, err := lc.l.CheckString(ctx, "fresh", 1)
+			d, err := lc.l.Check(ctx, Request{Key: "fresh", Cost: 1})
 			took := time.Since(start)
 			if err != nil || d.Allowed != lc.admit || took > timeout+250*time.Millisecond {
 				t.Fatalf("%s: paused: %+v %v in %v", m.name, d, err, took)
@@ -228,7 +228,7 @@ func TestAPausedServerIsThePolicysThenTheGlobalLimitIsBack(t *testing.T) {
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				before := l.Stats().Fallbacks
-				d, err := l.CheckString(ctx, "spent", 1)
+				d, err := l.Check(ctx, Request{Key: "spent", Cost: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -265,13 +265,13 @@ func BenchmarkLeasedCheck(b *testing.B) {
 	defer l.Close()
 	ctx := context.Background()
 	for i := 0; i < 1000; i++ {
-		if d, err := l.CheckString(ctx, "user:1", 1); err != nil || !d.Allowed {
+		if d, err := l.Check(ctx, Request{Key: "user:1", Cost: 1}); err != nil || !d.Allowed {
 			b.Fatal(d, err)
 		}
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := l.CheckString(ctx, "user:1", 1); err != nil {
+		if _, err := l.Check(ctx, Request{Key: "user:1", Cost: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}

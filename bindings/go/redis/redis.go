@@ -130,30 +130,45 @@ func decision(r []int64) (ratecell.Decision, error) {
 	return d, nil
 }
 
-// CheckString decides a request of cost units for key on the server's
-// clock (cost 0 is a peek) and stores the result in Redis.
-func (l *Limiter) CheckString(ctx context.Context, key string, cost uint64) (ratecell.Decision, error) {
-	return l.run(ctx, key, cost, false, 0)
+// Request is one check of a limit kept in Redis: the key (a Redis key's
+// text, after the limiter's prefix), its cost and its time, as
+// ratecell.Request is for a limiter in process.
+type Request struct {
+	// Key is the key's text.
+	Key string
+	// Cost is the units asked for; 0 means 1. Set Peek for a request of
+	// cost 0.
+	Cost uint64
+	// Peek asks without taking anything: whether a cost-1 request would be
+	// admitted. Nothing is stored.
+	Peek bool
+	// At is the request's time in UNIX ns from the caller's clock; 0 means
+	// now (the server's clock for a strict check, the node's for a leased
+	// one). Strict and cached_deny checks send it as AT (the state is then
+	// kept without expiry); a leased check is decided at it locally, and
+	// sends it only with Options.SendAt.
+	At uint64
 }
 
-// CheckStringAt is CheckString at nowNs (UNIX ns) instead of the server's
-// clock; the state is then kept without expiry (replays, tests).
-func (l *Limiter) CheckStringAt(ctx context.Context, key string, cost, nowNs uint64) (ratecell.Decision, error) {
-	return l.run(ctx, key, cost, true, nowNs)
+// cost is the cost the module is asked for.
+func (r *Request) cost() uint64 {
+	switch {
+	case r.Peek:
+		return 0
+	case r.Cost == 0:
+		return 1
+	}
+	return r.Cost
 }
 
-// CheckBytes is CheckString with a byte-string key.
-func (l *Limiter) CheckBytes(ctx context.Context, key []byte, cost uint64) (ratecell.Decision, error) {
-	return l.run(ctx, string(key), cost, false, 0)
+// Check decides r and, unless it is a peek or denied, stores the result in
+// Redis (strict), or spends it from this node's grants (leased).
+func (l *Limiter) Check(ctx context.Context, r Request) (ratecell.Decision, error) {
+	return l.run(ctx, r.Key, r.cost(), r.At != 0, r.At)
 }
 
-// CheckBytesAt is CheckStringAt with a byte-string key.
-func (l *Limiter) CheckBytesAt(ctx context.Context, key []byte, cost, nowNs uint64) (ratecell.Decision, error) {
-	return l.run(ctx, string(key), cost, true, nowNs)
-}
-
-// AllowString tells whether a cost-1 request for key is admitted.
-func (l *Limiter) AllowString(ctx context.Context, key string) (bool, error) {
+// Allow tells whether a cost-1 request for key is admitted now.
+func (l *Limiter) Allow(ctx context.Context, key string) (bool, error) {
 	d, err := l.run(ctx, key, 1, false, 0)
 	return d.Allowed, err
 }

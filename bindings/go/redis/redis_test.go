@@ -52,7 +52,7 @@ func TestSameDecisionsAsTheInProcessLimiter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := remote.CheckStringAt(ctx, alg.String(), cost, now)
+			got, err := remote.Check(ctx, Request{Key: alg.String(), Cost: cost, Peek: cost == 0, At: now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,19 +68,19 @@ func TestServerClockErrorsAndCheckAll(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
 	l := New(c, ratecell.Config{Algorithm: ratecell.SlidingWindow, Limit: 1, Period: 10 * time.Second})
-	if ok, err := l.AllowString(ctx, "k"); err != nil || !ok {
+	if ok, err := l.Allow(ctx, "k"); err != nil || !ok {
 		t.Fatalf("first request: %v %v", ok, err)
 	}
-	d, err := l.CheckString(ctx, "k", 1)
+	d, err := l.Check(ctx, Request{Key: "k", Cost: 1})
 	if err != nil || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 20*time.Second {
 		t.Fatalf("second request: %+v %v", d, err)
 	}
-	d, err = l.CheckString(ctx, "other", 2)
+	d, err = l.Check(ctx, Request{Key: "other", Cost: 2})
 	if err != nil || d.RetryAfter != ratecell.Never {
 		t.Fatalf("cost above the limit: %+v %v", d, err)
 	}
 	bad := New(c, ratecell.Config{Algorithm: ratecell.GCRA, Limit: 0, Period: time.Second})
-	_, err = bad.CheckString(ctx, "k2", 1)
+	_, err = bad.Check(ctx, Request{Key: "k2", Cost: 1})
 	if field, ok := IsConfigError(err); !ok || field != "limit" {
 		t.Fatalf("limit 0: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestServerClockErrorsAndCheckAll(t *testing.T) {
 	if err != nil || ok || !ds[0].Allowed || ds[1].Allowed {
 		t.Fatalf("second CheckAll: %v %+v %v", ok, ds, err)
 	}
-	d, err = perSecond.CheckStringAt(ctx, "{u}:s", 0, t0)
+	d, err = perSecond.Check(ctx, Request{Key: "{u}:s", Peek: true, At: t0})
 	if err != nil || d.Remaining != 1 {
 		t.Fatalf("the per-second limit was charged once: %+v %v", d, err)
 	}

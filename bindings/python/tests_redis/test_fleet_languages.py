@@ -21,12 +21,101 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pytest
 import redis
 
 LIMIT = 200
 PERIOD_NS = 200_000_000
 RUN_NS = 1_600_000_000
 NODE = Path(__file__).with_name("fleet_node.py")
+
+
+def _run_fleet(commands: dict[str, list[str]]) -> dict[str, list[int]]:
+    """Runs the nodes to their end: each one's admitted dates."""
+    procs = {
+        name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for name, cmd in commands.items()
+    }
+    outputs = {}
+    try:
+        for name, p in procs.items():
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, f"{name}: {err.decode()}"
+            outputs[name] = out.decode()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    admitted = {}
+    for name, text in outputs.items():
+        lines = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+        assert int(lines["CHECKS"]) > 0, f"{name} made no check"
+        admitted[name] = [int(t) for t in lines.get("ADMITTED", "").split()]
+    return admitted
+
+
+def _most_in(dates: list[int], length: int) -> int:
+    """The most dates in any interval of ``length`` ns."""
+    most, j = 0, 0
+    for i, t in enumerate(dates):
+        while dates[j] <= t - length:
+            j += 1
+        most = max(most, i - j + 1)
+    return most
+
+
+@pytest.mark.parametrize(
+    "algorithm", ["fixed_window", "sliding_window", "token_bucket", "gcra"]
+)
+def test_nodes_dating_their_own_checks_keep_spec_bounds(algorithm: str) -> None:
+    """Two Python and two Go nodes, each check dated by the node's clock
+    just before it (``at``), grants decided on the server's clock (no
+    ``send_at``): a service that stamps its requests. By the checks'
+    dates, the fleet keeps SPEC §8's bound for each leased algorithm. (On
+    the landed lease protocol a fixed window held L + 1 to L + 3: a node
+    with no units fetched for a check dated just before a window's edge,
+    the server granted from the next window, and the node spent it on the
+    earlier one.)"""
+    url, go = os.environ.get("RATECELL_REDIS_URL"), os.environ.get("RATECELL_FLEET_GO")
+    assert url and go, "set RATECELL_REDIS_URL and RATECELL_FLEET_GO (scripts/redis-tests.sh does)"
+    redis.Redis.from_url(url).flushall()
+    addr = urlparse(url).netloc
+    start = (time.time_ns() + 1_000_000_000) // PERIOD_NS * PERIOD_NS + PERIOD_NS
+    # The key is the algorithm's name; then the limit, and how to date.
+    args = [algorithm, str(LIMIT), str(PERIOD_NS), str(start), str(RUN_NS), algorithm, "caller"]
+    commands = {f"python-{i}": [sys.executable, str(NODE), url, *args] for i in (1, 2)}
+    commands.update({f"go-{i}": [go, addr, *args] for i in (1, 2)})
+    admitted = _run_fleet(commands)
+    dates = sorted(t for ts in admitted.values() for t in ts)
+    assert all(start <= t < start + RUN_NS for t in dates)
+    per_window = Counter(t // PERIOD_NS for t in dates)
+    print(f"\n{algorithm}: admitted per node {[len(v) for v in admitted.values()]}")
+    print(f"per window (limit {LIMIT}): {[n for _, n in sorted(per_window.items())]}")
+    if algorithm in ("fixed_window", "sliding_window"):
+        # At most L in each window (the sliding window's estimate admits at
+        # most its window's count).
+        for window, n in sorted(per_window.items()):
+            assert n <= LIMIT, f"window {window}: {n} admitted, limit {LIMIT}"
+    elif algorithm == "token_bucket":
+        # A refill step is P from the first admission while the bucket is
+        # never full at a refill (the nodes ask for more than L per P).
+        steps = Counter((t - dates[0]) // PERIOD_NS for t in dates)
+        for step, n in sorted(steps.items()):
+            assert n <= LIMIT, f"refill step {step}: {n} admitted, burst {LIMIT}"
+    else:
+        # B + ceil(L·(D + 2E)/P) in any D, E = P/10 (the default).
+        e = PERIOD_NS // 10
+        for d in (PERIOD_NS // 10, PERIOD_NS // 2, PERIOD_NS):
+            bound = LIMIT + -(-LIMIT * (d + 2 * e) // PERIOD_NS)
+            n = _most_in(dates, d)
+            assert n <= bound, f"{n} admitted in {d} ns, bound {bound}"
+    # Not vacuous: every language took part, and the fleet spent most of
+    # the limit.
+    assert any(admitted[f"python-{i}"] for i in (1, 2)), admitted.keys()
+    assert any(admitted[f"go-{i}"] for i in (1, 2)), admitted.keys()
+    windows = RUN_NS // PERIOD_NS
+    assert len(dates) >= LIMIT * windows // 2, len(dates)
 
 
 def test_four_nodes_of_three_languages_never_exceed_the_limit() -> None:
