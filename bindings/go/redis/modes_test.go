@@ -209,10 +209,13 @@ func TestAPausedServerIsThePolicysThenTheGlobalLimitIsBack(t *testing.T) {
 			l     *Limiter
 			admit bool
 		}{{deny, false}, {local, true}} {
+			// Ended by the limiter's timeout, or else by the client's
+			// minute (pausable): half of that bounds what the limiter
+			// controls, however busy the machine.
 			start := time.Now()
 			d, err := lc.l.CheckString(ctx, "fresh", 1)
 			took := time.Since(start)
-			if err != nil || d.Allowed != lc.admit || took > timeout+250*time.Millisecond {
+			if err != nil || d.Allowed != lc.admit || took > clientTimeout/2 {
 				t.Fatalf("%s: paused: %+v %v in %v", m.name, d, err, took)
 			}
 			if lc.l.Stats().Fallbacks == 0 {
