@@ -5,7 +5,7 @@
 use super::build::{builder_of, ratecell_options};
 use super::limiter::{Inner, clock_of, handle, put};
 use super::types::{ratecell_clock, ratecell_status};
-use super::{into_raw, out_ptr, path_arg};
+use crate::ptr::{into_raw, out_ptr, path_arg};
 use ratecell_lib::snapshot::{Save, saved_tiers};
 use ratecell_lib::{AnyLimiter, Persisted, SnapshotError};
 use std::ffi::c_char;
