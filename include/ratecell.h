@@ -267,8 +267,8 @@ typedef uint32_t ratecell_overflow;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-// Which clock a limiter reads for the calls without `_at`
-// (`ratecell_config.clock`).
+// `ratecell_config.clock`: which clock a limiter reads for the requests
+// that carry no time of their own (`at_ns` = `RATECELL_NOW`).
 enum ratecell_clock
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
@@ -1174,7 +1174,8 @@ ratecell_status ratecell_snapshot_save(const struct ratecell_limiter *limiter, c
 
 // `ratecell_snapshot_save` judging which states are live (not equivalent
 // to fresh) at the caller's time `now_ns` (UNIX ns) instead of the
-// limiter's clock: for limiters checked with the `_at` calls.
+// limiter's clock: for limiters whose requests carry their own time
+// (`ratecell_request.at_ns`).
 //
 // # Safety
 // As for `ratecell_snapshot_save`.

@@ -15,9 +15,9 @@
 # Builds the module with the `floor` feature (bindings/redis/src/floor.rs),
 # in release, and loads a copy of it; or loads FLOOR_MODULE, a module
 # already built with that feature (memory per key is the same in any
-# build). Honours CARGO_TARGET_DIR and N. Used by
-# docs/REDIS-MEMORY.md; `CHECK=1` also fails if a single-word algorithm's
-# key costs more than the floor plus its 16- or 32-byte block.
+# build). Honours CARGO_TARGET_DIR and N. Makes the table of
+# bindings/redis/README.md, "Memory"; `CHECK=1` also fails if a single-word
+# algorithm's key costs more than the floor plus its 16- or 32-byte block.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -14,7 +14,7 @@
 //! The limit and burst are not kept: every command carries them, a live
 //! key's limit and burst may change from one call to the next (SPEC.md §7),
 //! and no decision reads the old ones. A single-word GCRA state is so 16
-//! bytes of the module's own (docs/REDIS-MEMORY.md has the figures).
+//! bytes of the module's own (the README's "Memory" has the figures).
 //!
 //! Two encodings carry a value outside the process, both little-endian
 //! `u64`s: [`ENCODING`] (2) is `[2, head, (extent), words...]`, what the RDB

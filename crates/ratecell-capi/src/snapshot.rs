@@ -93,7 +93,8 @@ pub unsafe extern "C" fn ratecell_snapshot_save(
 
 /// `ratecell_snapshot_save` judging which states are live (not equivalent
 /// to fresh) at the caller's time `now_ns` (UNIX ns) instead of the
-/// limiter's clock: for limiters checked with the `_at` calls.
+/// limiter's clock: for limiters whose requests carry their own time
+/// (`ratecell_request.at_ns`).
 ///
 /// # Safety
 /// As for `ratecell_snapshot_save`.

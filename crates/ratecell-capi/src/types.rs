@@ -361,8 +361,8 @@ pub enum ratecell_overflow {
     RATECELL_OVERFLOW_EVICT = 2,
 }
 
-/// Which clock a limiter reads for the calls without `_at`
-/// (`ratecell_config.clock`).
+/// `ratecell_config.clock`: which clock a limiter reads for the requests
+/// that carry no time of their own (`at_ns` = `RATECELL_NOW`).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ratecell_clock {
