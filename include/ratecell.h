@@ -122,10 +122,12 @@ enum ratecell_status
   // can ever admit (`retry_after_ns == UINT64_MAX`), so no wait helps.
   // Its decision is written to `out`.
   RATECELL_COST_EXCEEDS_LIMIT = 13,
-  // A length is larger than any buffer can be (a byte length above
-  // `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory),
-  // or a struct's `size` this library does not know, or a count of
-  // `ratecell_options` (`n_limits`, `n_tiers`) out of range.
+  // A length is out of range: a struct's `size` field is not the size
+  // this library was built with (the caller was compiled against another
+  // header, or did not set the struct up with its `_init` function); or
+  // a byte length is above `PTRDIFF_MAX`, or a batch's decisions would
+  // not fit in memory; or a count of `ratecell_options` (`n_limits`,
+  // `n_tiers`) is out of range.
   RATECELL_INVALID_LENGTH = 14,
   // A bug: the library panicked inside the call. The panic was caught
   // and did not cross into C; the limiter is still safe to use and free.

@@ -848,6 +848,8 @@ static void test_request_batch_and_options_shapes(void) {
     uint8_t allowed = 0xAA;
     r.size = (uint32_t)sizeof r - 8;
     CHECK(ratecell_check(l, &r, &d) == RATECELL_INVALID_LENGTH);
+    /* Its description names the size field first, the likeliest cause. */
+    CHECK(strstr(ratecell_status_str(RATECELL_INVALID_LENGTH), "size field") != NULL);
     CHECK(ratecell_check_each(l, &r, &m) == RATECELL_INVALID_LENGTH);
     CHECK(ratecell_acquire(l, &r, 0, &d) == RATECELL_INVALID_LENGTH);
     CHECK(ratecell_reset(l, &r) == RATECELL_INVALID_LENGTH);

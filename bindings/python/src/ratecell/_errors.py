@@ -165,7 +165,8 @@ class CostExceedsLimit(_WithDecision, ValueError):
 
 
 class InvalidLength(RatecellError, ValueError):
-    """RATECELL_INVALID_LENGTH: a key or batch longer than any buffer can be."""
+    """RATECELL_INVALID_LENGTH: a key or batch longer than any buffer can be
+    (or, in C, a struct's size field this library does not know)."""
 
     status = 14
 
