@@ -33,6 +33,7 @@ __all__ = [
     "TimedOut",
     "CostExceedsLimit",
     "InvalidLength",
+    "InvalidKey",
     "Panic",
     "LimiterClosed",
     "NotLeasable",
@@ -351,6 +352,12 @@ class InvalidGrant(RatecellError, ValueError):
     make it (a bug in the binding)."""
 
     status = 38
+
+
+class InvalidKey(RatecellError, ValueError):
+    """A ``str`` key that has no UTF-8 form (a lone surrogate, say): keys
+    are bytes, and a ``str`` is its UTF-8. Raised by the Python layer, so
+    ``status`` is None."""
 
 
 class LimiterClosed(RatecellError, ValueError):

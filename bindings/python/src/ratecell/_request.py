@@ -81,7 +81,12 @@ def _bytes_key(key: Any) -> bytes:
     if type(key) is bytes:
         return key
     if isinstance(key, str):
-        return key.encode("utf-8")
+        try:
+            return key.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise _errors.InvalidKey(
+                f"a str key must have a UTF-8 form: {e.reason} at index {e.start}"
+            ) from None
     try:
         # Keys are short: one copy is cheaper than pinning the buffer, and
         # it is the only way to read a non-contiguous memoryview.
