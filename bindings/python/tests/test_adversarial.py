@@ -38,8 +38,11 @@ def keyed() -> ratecell.Limiter:
 )
 def test_a_limiter_cannot_be_copied_or_pickled(duplicate: Any) -> None:
     lim = keyed()
-    with pytest.raises(TypeError, match="cannot be copied or pickled"):
+    with pytest.raises(TypeError, match="cannot be copied or pickled") as info:
         duplicate(lim)
+    # It says how to share a limit between processes: a shared region on
+    # one machine, the Redis module across machines.
+    assert "shared=" in str(info.value) and "Redis module" in str(info.value)
     # The original is untouched and still the only owner.
     assert lim.check(1, 1, at=T0).allowed
     lim.close()
