@@ -345,8 +345,10 @@ struct ratecell_config {
   // N: bucketed window only, the number of sub-windows (1 ..= 64,
   // dividing `period_ns`). Ignored by the other algorithms.
   uint32_t sub_windows;
-  // Keys tracked: 0 for one shared state (every key is ignored), more
-  // for a per-key table of that many keys, allocated up front.
+  // 0 for one shared state (every key is ignored), more for a per-key
+  // table sized to hold that many live keys, allocated up front. A size
+  // to provide for, not a cap: the table may take up to about 1.45
+  // times as many into its spare places (docs/SPEC.md §5).
   uint64_t capacity;
   // One of `RATECELL_OVERFLOW_*`: what a full table does with a new key.
   uint32_t overflow;

@@ -81,8 +81,9 @@ class Limiter:
     """A rate limiter over the ratecell C library.
 
     ``capacity=0`` (the default) makes one shared state: every key argument
-    is ignored. ``capacity > 0`` makes a table of that many keys, allocated
-    up front. Keys are ints in ``0 ..= 2**64 - 1`` or byte strings
+    is ignored. ``capacity > 0`` makes a table sized to hold that many live
+    keys, allocated up front (a size to provide for, not a cap: it may take
+    up to about 1.45 times as many into its spare places; SPEC §5). Keys are ints in ``0 ..= 2**64 - 1`` or byte strings
     (``bytes``, ``bytearray``, ``memoryview``, or ``str`` as UTF-8); the int
     ``k`` and the bytes ``k.to_bytes(8, "little")`` are the same key.
 
