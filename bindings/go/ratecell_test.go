@@ -714,19 +714,21 @@ func TestAcquire(t *testing.T) {
 		}
 	})
 	t.Run("leaky bucket takes no place it cannot wait for", func(t *testing.T) {
-		// T = 100 ms, a queue of 10 filled: the next place waits ~1 s.
-		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.LeakyBucket, Limit: 10, Period: time.Second, Burst: 20})
+		// T = 10 s, a queue of 10 filled: the next place waits ~100 s,
+		// beyond the 30 s deadline (which a busy machine cannot use up
+		// before the call decides).
+		l := newLimiter(t, ratecell.Config{Algorithm: ratecell.LeakyBucket, Limit: 10, Period: 100 * time.Second, Burst: 20})
 		for i := 0; i < 10; i++ {
 			l.Check(ratecell.Request{})
 		}
-		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		d, err := l.Acquire(c, ratecell.Request{})
-		if !errors.Is(err, ratecell.ErrTimedOut) || d.Allowed || d.RetryAfter < 500*time.Millisecond {
+		if !errors.Is(err, ratecell.ErrTimedOut) || d.Allowed || d.RetryAfter < 50*time.Second {
 			t.Fatalf("%+v, %v", d, err)
 		}
 		peek, _ := l.Check(ratecell.Request{Peek: true})
-		if peek.Wait > time.Second || peek.Remaining < 10 {
+		if peek.Wait > 100*time.Second || peek.Remaining < 10 {
 			t.Fatalf("the timed-out acquire queued: %+v", peek)
 		}
 	})
