@@ -71,18 +71,14 @@ impl WordAlgorithm for Gcra {
         let stored = if stores { new } else { tat };
         // stored.max(t) - t
         let reset_after = if stores { wait } else { base - t };
-        let mut remaining = self
-            .per_interval
-            .divide(self.tolerance.saturating_sub(reset_after));
-        // Each further cost-1 request would store T more than max(stored,
-        // t) = t + reset_after, which must stay a u64: near the end of the
-        // timeline fewer fit than the tolerance allows (none, for the one
-        // denied as `past`). Rare, so a branch and not a second division
-        // on every check.
-        let headroom = (u64::MAX - t) - reset_after;
-        if headroom < self.tolerance {
-            remaining = remaining.min(self.per_interval.divide(headroom));
-        }
+        // Each further cost-1 request adds T to max(stored, t) = t +
+        // reset_after, which must stay within the tolerance of t and within
+        // u64::MAX: near the end of the timeline fewer fit than the
+        // tolerance allows (none, for the one denied as `past`). Both
+        // bounds in one division, floor(min(a, b) / T) being the lesser of
+        // the two floors; `u64::MAX - t` is at least `reset_after`.
+        let room = self.tolerance.min(u64::MAX - t);
+        let remaining = self.per_interval.divide(room.saturating_sub(reset_after));
         let retry_after_ns = if allowed {
             0
         } else if past || q > self.burst {
