@@ -123,10 +123,12 @@ enum ratecell_status
   // can ever admit (`retry_after_ns == UINT64_MAX`), so no wait helps.
   // Its decision is written to `out`.
   RATECELL_COST_EXCEEDS_LIMIT = 13,
-  // A length is larger than any buffer can be (a byte length above
-  // `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory),
-  // or a struct's `size` this library does not know, or a count of
-  // `ratecell_options` (`n_limits`, `n_tiers`) out of range.
+  // A length is out of range: a struct's `size` field is not the size
+  // this library was built with (the caller was compiled against another
+  // header, or did not set the struct up with its `_init` function); or
+  // a byte length is above `PTRDIFF_MAX`, or a batch's decisions would
+  // not fit in memory; or a count of `ratecell_options` (`n_limits`,
+  // `n_tiers`) is out of range.
   RATECELL_INVALID_LENGTH = 14,
   // A bug: the library panicked inside the call. The panic was caught
   // and did not cross into C; the limiter is still safe to use and free.
@@ -268,8 +270,8 @@ typedef uint32_t ratecell_overflow;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-// Which clock a limiter reads for the calls without `_at`
-// (`ratecell_config.clock`).
+// `ratecell_config.clock`: which clock a limiter reads for the requests
+// that carry no time of their own (`at_ns` = `RATECELL_NOW`).
 enum ratecell_clock
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
@@ -344,8 +346,10 @@ struct ratecell_config {
   // N: bucketed window only, the number of sub-windows (1 ..= 64,
   // dividing `period_ns`). Ignored by the other algorithms.
   uint32_t sub_windows;
-  // Keys tracked: 0 for one shared state (every key is ignored), more
-  // for a per-key table of that many keys, allocated up front.
+  // 0 for one shared state (every key is ignored), more for a per-key
+  // table sized to hold that many live keys, allocated up front. A size
+  // to provide for, not a cap: the table may take up to about 1.45
+  // times as many into its spare places (docs/SPEC.md §5).
   uint64_t capacity;
   // One of `RATECELL_OVERFLOW_*`: what a full table does with a new key.
   uint32_t overflow;
@@ -1177,7 +1181,8 @@ ratecell_status ratecell_snapshot_save(const struct ratecell_limiter *limiter, c
 
 // `ratecell_snapshot_save` judging which states are live (not equivalent
 // to fresh) at the caller's time `now_ns` (UNIX ns) instead of the
-// limiter's clock: for limiters checked with the `_at` calls.
+// limiter's clock: for limiters whose requests carry their own time
+// (`ratecell_request.at_ns`).
 //
 // # Safety
 // As for `ratecell_snapshot_save`.

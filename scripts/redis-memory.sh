@@ -16,7 +16,7 @@
 # in release, and loads a copy of it; or loads FLOOR_MODULE, a module
 # already built with that feature (memory per key is the same in any
 # build). Honours CARGO_TARGET_DIR and N. Used by
-# bindings/redis/README.md's memory table; `CHECK=1` also fails if a
+# bindings/redis/README.md, "Memory"; `CHECK=1` also fails if a
 # one-word algorithm's key (gcra, leaky_bucket: the module value is the
 # word) costs more than the floor or 1.13 times the Lua string, or a two-
 # or three-word one more than the floor plus its 32-byte block.

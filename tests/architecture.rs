@@ -2,6 +2,9 @@
 //! token that is a path from the repository's root (its first part a
 //! top-level entry of the checkout) matches a file or folder, and every
 //! quoted bare file name (`keyed.rs`) names a file somewhere in the tree.
+//! Its table of the library places every module of `src/` in a layer, and
+//! its table of the parts beyond it has a row for every workspace member
+//! and binding.
 
 use std::path::{Path, PathBuf};
 
@@ -229,5 +232,119 @@ fn every_module_imports_only_lower_layers() {
     assert!(
         upward.is_empty(),
         "imports of a module not below the importer's layer: {upward:#?}"
+    );
+}
+
+/// The code-quoted paths of the table that follows `heading` in `text`
+/// (the rows' second cells), each with its row's first cell.
+fn table_paths<'a>(text: &'a str, heading: &str) -> Vec<(&'a str, &'a str)> {
+    let table = text
+        .split(heading)
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has a section {heading:?}"));
+    let mut out = Vec::new();
+    for row in table.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        for path in quoted(cells[2]) {
+            out.push((cells[1], path));
+        }
+    }
+    out
+}
+
+/// What must be on the map beyond `src/`: each workspace member but the
+/// root package, each folder of `bindings/`, each folder of `bindings/go/`
+/// that holds a Go package or module, and each public module of the
+/// Python package; as paths from the root, folders ending in `/`.
+fn parts_beyond_the_library(root: &Path) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = manifest
+        .split("members = [")
+        .nth(1)
+        .and_then(|m| m.split(']').next())
+        .expect("Cargo.toml lists the workspace's members");
+    let mut out: Vec<String> = members
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty() && *m != ".")
+        .map(|m| format!("{m}/"))
+        .collect();
+    let dirs = |dir: &str| -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        found.sort();
+        found
+    };
+    let relative = |p: &Path| p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+    for dir in dirs("bindings") {
+        out.push(format!("{}/", relative(&dir)));
+    }
+    for dir in dirs("bindings/go") {
+        let go = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(".go") || name == "go.mod"
+            });
+        if go {
+            out.push(format!("{}/", relative(&dir)));
+        }
+    }
+    let package = root.join("bindings/python/src/ratecell");
+    for e in std::fs::read_dir(&package).unwrap().filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".py") && !name.starts_with('_') {
+            out.push(relative(&e.path()));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn every_workspace_member_and_binding_is_on_the_map() {
+    let root = root();
+    let text = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
+    let rows = table_paths(&text, "## The parts beyond the library");
+    let mapped: Vec<String> = rows
+        .iter()
+        .map(|(_, p)| {
+            let p = p.trim_end_matches('/');
+            if root.join(p).is_dir() {
+                format!("{p}/")
+            } else {
+                p.to_string()
+            }
+        })
+        .collect();
+    // A path named on the map exists (the test above checks every quoted
+    // path; this one names the row whose path is wrong).
+    let missing: Vec<String> = rows
+        .iter()
+        .filter(|(_, p)| !exists(&root, p))
+        .map(|(part, p)| format!("{part}: {p}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "rows of the map whose paths do not exist: {missing:?}"
+    );
+    let parts = parts_beyond_the_library(&root);
+    assert!(
+        parts.len() >= 15,
+        "only {} parts found: is the walk right? {parts:?}",
+        parts.len()
+    );
+    let unmapped: Vec<&String> = parts.iter().filter(|p| !mapped.contains(p)).collect();
+    assert!(
+        unmapped.is_empty(),
+        "parts with no row in docs/ARCHITECTURE.md, \"The parts beyond the library\": {unmapped:?}"
     );
 }

@@ -97,6 +97,33 @@ fn reset_key_forgets_one_key() {
     }
 }
 
+/// SPEC §2: `capacity` is how many live keys a table is sized to hold, not
+/// a cap. Filled with keys that all stay live, it takes every one up to
+/// its capacity, and goes on taking new keys into its spare places (1.45
+/// per key of capacity) until a new key's window is full.
+#[test]
+fn capacity_is_the_live_keys_a_table_holds_not_a_cap() {
+    for algorithm in Algorithm::ALL {
+        let capacity = 4_096;
+        let lim = keyed(algorithm, 10, capacity);
+        let mut key = 0;
+        while lim.stats().overflows == 0 && key < 2 * capacity {
+            assert!(
+                lim.check(key, Request::new(1).at(T0)).allowed || key >= capacity,
+                "{algorithm}: key {key} refused below the capacity"
+            );
+            key += 1;
+        }
+        let held = lim.stats().keys_tracked;
+        assert_eq!(lim.stats().capacity, capacity, "{algorithm}");
+        assert!(held > capacity, "{algorithm}: {held} keys held");
+        assert!(
+            held <= capacity * 145 / 100 + 64,
+            "{algorithm}: {held} keys beyond the places allocated"
+        );
+    }
+}
+
 /// SPEC §5: a flood of new keys evicts only entries equivalent to fresh;
 /// live keys keep their state, and the table's memory does not grow.
 #[test]

@@ -77,7 +77,8 @@ impl Time {
 /// One operation on the limiter; keys are indices into the case's pool.
 #[derive(Clone, Debug)]
 enum Op {
-    /// `check_at` when `via_u64` (the key is 8 bytes), else `check_bytes_at`.
+    /// `check` of the `u64` key when `via_u64` (the key is 8 bytes), else
+    /// of the bytes; at the step's time either way.
     Check {
         key: usize,
         via_u64: bool,

@@ -31,7 +31,7 @@ const T0: u64 = 1_700_000_000_000_000_000;
 /// One step of a thread's program.
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    /// `check_at(cost, t)`.
+    /// `check(Request::new(cost).at(t))`.
     Check(u64, u64),
     /// `reset()`.
     Reset,

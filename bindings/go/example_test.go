@@ -59,7 +59,7 @@ func ExampleLimiter_Acquire() {
 	lim, _ := ratecell.New(ratecell.Config{Algorithm: ratecell.TokenBucket, Limit: 1, Period: time.Hour})
 	defer lim.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := lim.Acquire(ctx, ratecell.Request{})
 	fmt.Println("first:", err)

@@ -196,9 +196,11 @@ type Config struct {
 	// SubWindows is N for the bucketed window (1 ..= 64, dividing Period);
 	// 0 means 10 when 10 divides Period, else 1. Ignored by the others.
 	SubWindows uint32
-	// Capacity is the number of keys tracked: 0 for one shared state
-	// (every key argument is ignored), more for a per-key table of that
-	// size, allocated by New and never grown.
+	// Capacity is 0 for one shared state (every key argument is ignored),
+	// more for a per-key table sized to hold that many live keys,
+	// allocated by New and never grown. A size to provide for, not a cap:
+	// the table may take up to about 1.45 times as many into its spare
+	// places (docs/SPEC.md §5).
 	Capacity uint64
 	// Overflow is what a full table does with a new key.
 	Overflow Overflow

@@ -84,9 +84,14 @@ impl WordAlgorithm for Gcra {
         let stored = if stores { new } else { tat };
         // stored.max(t) - t
         let reset_after = if stores { wait } else { base - t };
-        let remaining = self
-            .per_interval
-            .divide(self.tolerance.saturating_sub(reset_after));
+        // Each further cost-1 request adds T to max(stored, t) = t +
+        // reset_after, which must stay within the tolerance of t and within
+        // u64::MAX: near the end of the timeline fewer fit than the
+        // tolerance allows (none, for the one denied as `past`). Both
+        // bounds in one division, floor(min(a, b) / T) being the lesser of
+        // the two floors; `u64::MAX - t` is at least `reset_after`.
+        let room = self.tolerance.min(u64::MAX - t);
+        let remaining = self.per_interval.divide(room.saturating_sub(reset_after));
         let retry_after_ns = if allowed {
             0
         } else if past || q > self.burst {
@@ -179,9 +184,8 @@ mod tests {
         let allowed = wait <= u128::from(g.tolerance) && new <= u128::from(u64::MAX);
         let stored = if allowed && n > 0 { new as u64 } else { tat };
         let reset_after = stored.max(t) - t;
-        let remaining = g
-            .per_interval
-            .divide(g.tolerance.saturating_sub(reset_after));
+        let remaining = (g.tolerance.saturating_sub(reset_after) / g.interval)
+            .min((u64::MAX - stored.max(t)) / g.interval);
         let retry_after_ns = if allowed {
             0
         } else if q > g.burst || new > u128::from(u64::MAX) {
@@ -231,6 +235,46 @@ mod tests {
             prop_assert_eq!(g.decide(tat, t, n), decide_u128(&g, tat, t, n));
             // And from a state at the request's own time.
             prop_assert_eq!(g.decide(t, t, n), decide_u128(&g, t, t, n));
+        }
+    }
+
+    /// SPEC §4: at the end of the timeline a fresh key is denied for
+    /// ever (its `tat` would pass u64::MAX), and `remaining` says so: no
+    /// cost-1 request fits, whatever the burst. Just before, as many as
+    /// fit.
+    #[test]
+    fn remaining_counts_only_the_tats_that_fit_in_a_u64() {
+        for queue in [false, true] {
+            let algorithm = if queue {
+                Algorithm::LeakyBucket
+            } else {
+                Algorithm::Gcra
+            };
+            let p = Config::new(algorithm, 10, 1_000_000_000)
+                .burst(5)
+                .params()
+                .unwrap();
+            let g = Gcra::new(&p, queue);
+            let t = u64::MAX - 1;
+            let (d, stored) = g.decide(0, t, 1);
+            assert!(!d.allowed && stored.is_none());
+            assert_eq!(d.retry_after_ns, u64::MAX);
+            assert_eq!(d.remaining, 0, "{algorithm:?}: denied for ever");
+            // Room for two intervals of 100 ms: two are admitted, and the
+            // decisions count down to 0 as they are.
+            let t = u64::MAX - 2 * 100_000_000;
+            let (d, stored) = g.decide(0, t, 0);
+            assert!(d.allowed && stored.is_none());
+            assert_eq!(d.remaining, 2, "{algorithm:?}: a peek");
+            let (d, tat) = g.decide(0, t, 1);
+            assert_eq!((d.allowed, d.remaining), (true, 1));
+            let (d, tat) = g.decide(tat.unwrap(), t, 1);
+            assert_eq!((d.allowed, d.remaining), (true, 0));
+            let (d, _) = g.decide(tat.unwrap(), t, 1);
+            assert_eq!(
+                (d.allowed, d.remaining, d.retry_after_ns),
+                (false, 0, u64::MAX)
+            );
         }
     }
 

@@ -19,8 +19,8 @@
 //!   its first coarse read starts one, so coarse clocks keep time there.
 //! - [`Clock::manual`]: a time set by hand, for tests and simulations.
 //!
-//! Every limiter call also has an `_at` form taking the time from the
-//! caller, which bypasses the clock entirely.
+//! A request that carries its own time (`Request::at`) takes it from the
+//! caller and bypasses the clock entirely.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -137,7 +137,10 @@ pub struct Config {
     pub burst: u64,
     /// `N`: bucketed window only; must divide the period.
     pub sub_windows: u32,
-    /// Keys tracked by a keyed limiter; 0 for one shared state.
+    /// The live keys a keyed limiter's table is sized to hold; 0 for one
+    /// shared state. A size to provide for, not a cap: the table holds this
+    /// many, and takes more into its spare places (up to about 1.45 times
+    /// as many) until a new key finds no room ([SPEC §5](crate::spec#5-keyed-limiters)).
     pub capacity: u64,
     /// What a full table does with a new key.
     pub overflow: Overflow,
@@ -173,7 +176,8 @@ impl Config {
         self
     }
 
-    /// Sets the capacity in keys (keyed limiters).
+    /// Sets the capacity: the live keys a keyed limiter's table is sized to
+    /// hold (see the `capacity` field).
     #[must_use = "a Config setter returns the changed copy and leaves the original as it was"]
     pub fn capacity(mut self, capacity: u64) -> Config {
         self.capacity = capacity;

@@ -67,7 +67,8 @@ impl Limiter {
     }
 
     /// [`Limiter::save`] judging which states are live at `now_ns` (see
-    /// [`Limiter::snapshot_at`]): for limiters driven by the `_at` calls.
+    /// [`Limiter::snapshot_at`]): for limiters whose requests carry their
+    /// own time ([`Request::at`](crate::Request::at)).
     pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
         write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
     }
@@ -81,7 +82,8 @@ impl KeyedLimiter {
     }
 
     /// [`KeyedLimiter::save`] judging which states are live at `now_ns` (see
-    /// [`KeyedLimiter::snapshot_at`]): for limiters driven by the `_at` calls.
+    /// [`KeyedLimiter::snapshot_at`]): for limiters whose requests carry
+    /// their own time ([`Request::at`](crate::Request::at)).
     pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
         write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
     }

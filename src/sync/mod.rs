@@ -1,10 +1,23 @@
-//! The one place atomics come from.
+//! Where the atomics and locks that the loom models check come from: the
+//! words of the cells and tables, the latches, the pointer a live
+//! reconfiguration swaps, the lease store's locks, and the counters beside
+//! them.
 //!
-//! Under `cfg(ratecell_loom)` every atomic the cells and tables use is ratecell_loom's, so the
-//! model checker sees each load, CAS and store; otherwise they are the
-//! processor's. Nothing outside this module names `core::sync::atomic`,
-//! `portable_atomic` or `loom` directly. On x86-64 a keyed table's 128-bit
-//! slot is a type of ratecell's own (`x86_64`), with its instructions inline.
+//! Under `cfg(ratecell_loom)` each of these is loom's, so the model checker
+//! sees each load, CAS and store; otherwise they are the processor's (and
+//! std's locks). Nothing outside this module names `portable_atomic`, or
+//! loom's atomics for these. On x86-64 a keyed table's 128-bit slot is a
+//! type of ratecell's own (`x86_64`), with its instructions inline.
+//!
+//! What no model checks names `std::sync::atomic` where it is, and stays
+//! the processor's under loom: process-wide words such as the clocks'
+//! stored times, the fork barrier's counts, a latch holder's records,
+//! snapshot and shared-region bookkeeping. The statistics' stripes are
+//! between the two: their counters come from here (`StripeU64`, switched
+//! by `model_stripes`), while the word of held stripes and its
+//! thread-local make the same switch in `stats::stripe` itself, which
+//! says why only the stripes' own models (`tests/loom_stats.rs`) check
+//! them.
 //!
 //! loom has no 128-bit atomic. Under loom, [`AtomicU128`] is a loom
 //! `AtomicU64` holding the index of its value in a table of every value the

@@ -233,7 +233,9 @@ impl Model {
             allowed,
             limit: sat(b),
             // Brief item 3: time gone back can leave `ahead` past the tolerance.
-            remaining: sat(tolerance.saturating_sub(ahead) / interval),
+            // SPEC §4: and only the tats that fit in a u64 count.
+            remaining: sat((tolerance.saturating_sub(ahead) / interval)
+                .min((u128::from(u64::MAX) - (*tat).max(t)) / interval)),
             retry_after_ns: retry,
             reset_after_ns: sat(ahead),
             wait_ns: if leaky && allowed { sat(base - t) } else { 0 },

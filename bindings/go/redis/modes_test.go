@@ -194,7 +194,11 @@ func TestAPausedServerIsThePolicysThenTheGlobalLimitIsBack(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	for _, m := range modes {
 		c, proc := pausable(t)
-		cfg := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 2, Period: time.Hour}
+		// A day's window, aligned to midnight UTC: the rest of it is longer
+		// than any retry the policy gives (a second at most) but in the
+		// day's last second. An hour's was shorter than the minute this
+		// test took for Redis's retry in the last minute of every hour.
+		cfg := ratecell.Config{Algorithm: ratecell.FixedWindow, Limit: 2, Period: 24 * time.Hour}
 		deny := mustLimiter(t, c, cfg, Options{Mode: m.mode, Timeout: timeout})
 		local := mustLimiter(t, c, cfg, Options{Mode: m.mode, Timeout: timeout, Failure: ratecell.FailLocal})
 		for i := 0; i < 2; i++ {
@@ -209,10 +213,13 @@ func TestAPausedServerIsThePolicysThenTheGlobalLimitIsBack(t *testing.T) {
 			l     *Limiter
 			admit bool
 		}{{deny, false}, {local, true}} {
+			// Ended by the limiter's timeout, or else by the client's
+			// minute (pausable): half of that bounds what the limiter
+			// controls, however busy the machine.
 			start := time.Now()
 			d, err := lc.l.Check(ctx, Request{Key: "fresh", Cost: 1})
 			took := time.Since(start)
-			if err != nil || d.Allowed != lc.admit || took > timeout+250*time.Millisecond {
+			if err != nil || d.Allowed != lc.admit || took > clientTimeout/2 {
 				t.Fatalf("%s: paused: %+v %v in %v", m.name, d, err, took)
 			}
 			if lc.l.Stats().Fallbacks == 0 {
@@ -233,7 +240,7 @@ func TestAPausedServerIsThePolicysThenTheGlobalLimitIsBack(t *testing.T) {
 					t.Fatal(err)
 				}
 				if l.Stats().Fallbacks == before {
-					if d.Allowed || d.RetryAfter < time.Minute {
+					if d.Allowed || d.RetryAfter <= time.Second {
 						t.Fatalf("%s: back on Redis: %+v", m.name, d)
 					}
 					break

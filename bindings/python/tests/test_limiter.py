@@ -516,7 +516,10 @@ def test_acquire_releases_the_gil_while_it_waits():
     """Another Python thread runs while one sleeps in ratecell_acquire.
 
     The main thread records the time of every loop turn. Had the waiter
-    held the GIL through its C call, no turn could fall inside that call.
+    held the GIL through its C call, no turn could fall inside that call:
+    one turn inside shows it released. How many turns fall inside is the
+    scheduler's (a busy machine runs the main thread less), so that is not
+    asserted.
     """
     lim = Limiter("gcra", 1, period=0.5)
     assert lim.check().allowed
@@ -543,7 +546,7 @@ def test_acquire_releases_the_gil_while_it_waits():
     start, end = window["start"], window["end"]
     assert end - start >= 0.3, "acquire returned before its turn"
     inside = [t for t in ticks if start + 0.1 < t < end - 0.1]
-    assert len(inside) >= 20, f"{len(inside)} main-thread turns during a {end - start:.2f} s wait"
+    assert inside, f"no main-thread turn during a {end - start:.2f} s wait"
 
 
 # -- statistics --------------------------------------------------------------

@@ -214,6 +214,19 @@ def test_str_and_bytes_keys_are_one_key(make, path):
     assert lim.check(b"other").remaining == 1
 
 
+def test_a_str_key_without_a_utf8_form_is_ratecells_error(make, path):
+    # A lone surrogate has no UTF-8 form: ratecell's InvalidKey (a
+    # ValueError, as UnicodeEncodeError was), on either path, and nothing
+    # is checked.
+    lim = make("fixed_window", 2, HOUR, capacity=8)
+    for call in (lambda: lim.check("a\ud800b"), lambda: lim.allow("\udfff")):
+        with pytest.raises(ratecell.InvalidKey, match="UTF-8") as info:
+            call()
+        assert isinstance(info.value, ValueError)
+        assert not isinstance(info.value, UnicodeError)
+    assert lim.stats().checks == 0
+
+
 def test_a_closed_limiter_raises(path):
     lim = Limiter("gcra", 1, SECOND)
     lim.close()

@@ -298,12 +298,16 @@ def test_a_paused_store_is_answered_within_the_timeout(kind: Any) -> None:
                 status, h, _ = get(p)
                 assert status == 200 and "ratelimit" in h
             proc.send_signal(signal.SIGSTOP)
+            # Each waits out the store's 250 ms (the least it can take),
+            # and is ended by it: the Redis clients have no timeout of
+            # their own, so a missed one would run into get's 20 s. Half of
+            # that bounds what the store controls, not the scheduler.
             for p, want in ((closed_port, 503), (open_port, 200)):
                 start = time.monotonic()
                 status, h, _ = get(p)
                 took = time.monotonic() - start
                 assert (status, "ratelimit" in h) == (want, False)
-                assert 0.25 <= took < 2, took
+                assert 0.25 <= took < 10, took
             proc.send_signal(signal.SIGCONT)
 
 

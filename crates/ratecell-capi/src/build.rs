@@ -8,7 +8,7 @@ use super::limiter::{clock_of, publish, ratecell_limiter};
 use super::multi::configs_arg;
 use super::tiers::tiers_arg;
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
-use super::{out_ptr, path_arg};
+use crate::ptr::{out_ptr, path_arg};
 use ratecell_lib::{AnyLimiter, Builder, SharedOptions};
 use std::ffi::c_char;
 

@@ -2,7 +2,7 @@
 //! names of statuses and algorithms, and the library version.
 
 use super::types::{ratecell_algorithm_raw, ratecell_config, ratecell_status};
-use super::{input, out_ptr};
+use crate::ptr::{input, out_ptr};
 use ratecell_lib::Algorithm;
 use std::ffi::c_char;
 

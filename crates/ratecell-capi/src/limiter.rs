@@ -6,7 +6,7 @@
 //! or a [`KeyedLimiter`] (capacity > 0).
 
 use super::types::{ratecell_clock, ratecell_config, ratecell_stats, ratecell_status};
-use super::{into_raw, out_ptr};
+use crate::ptr::{into_raw, out_ptr};
 use ratecell_lib::{Clock, Config};
 
 use ratecell_status::*;
@@ -126,7 +126,7 @@ pub(super) unsafe fn publish(
 pub unsafe extern "C" fn ratecell_limiter_free(limiter: *mut ratecell_limiter) {
     ffi_panic_boundary! {
         // SAFETY: NULL or a live handle, as the caller promises.
-        unsafe { crate::free_raw(limiter) }
+        unsafe { crate::ptr::free_raw(limiter) }
     }
 }
 

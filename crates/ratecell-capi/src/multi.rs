@@ -5,9 +5,9 @@
 //! limit denied, in one `ratecell_multi_decision`; and the live change of
 //! a limiter's limits.
 
-use super::input;
 use super::limiter::{Inner, ratecell_limiter};
 use super::types::{ratecell_clock, ratecell_config, ratecell_decision, ratecell_status};
+use crate::ptr::input;
 use ratecell_lib::{Config, MultiDecision};
 
 use ratecell_status::*;

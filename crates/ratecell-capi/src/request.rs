@@ -9,7 +9,7 @@
 use super::limiter::{Inner, ratecell_limiter};
 use super::multi::ratecell_multi_decision;
 use super::types::{ratecell_decision, ratecell_status};
-use super::{input, max_len, output};
+use crate::ptr::{input, max_len, output};
 use ratecell_lib::{AcquireError, Batch, Decision, Key, Request, Tier};
 use std::time::Duration;
 
@@ -378,7 +378,7 @@ pub unsafe extern "C" fn ratecell_acquire(
         let l = try_ref!(limiter);
         // SAFETY: as promised by the caller.
         let (key, request) = try_status!(unsafe { l.read(request) });
-        let out = try_status!(super::out_ptr(out));
+        let out = try_status!(crate::ptr::out_ptr(out));
         let (decision, status) =
             match l.inner.acquire(key, request, Duration::from_nanos(timeout_ns)) {
                 Ok(d) => (d, RATECELL_OK),

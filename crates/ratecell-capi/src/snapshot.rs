@@ -5,7 +5,7 @@
 use super::build::{builder_of, ratecell_options};
 use super::limiter::{Inner, clock_of, handle, put};
 use super::types::{ratecell_clock, ratecell_status};
-use super::{into_raw, out_ptr, path_arg};
+use crate::ptr::{into_raw, out_ptr, path_arg};
 use ratecell_lib::snapshot::{Save, saved_tiers};
 use ratecell_lib::{AnyLimiter, Persisted, SnapshotError};
 use std::ffi::c_char;
@@ -93,7 +93,8 @@ pub unsafe extern "C" fn ratecell_snapshot_save(
 
 /// `ratecell_snapshot_save` judging which states are live (not equivalent
 /// to fresh) at the caller's time `now_ns` (UNIX ns) instead of the
-/// limiter's clock: for limiters checked with the `_at` calls.
+/// limiter's clock: for limiters whose requests carry their own time
+/// (`ratecell_request.at_ns`).
 ///
 /// # Safety
 /// As for `ratecell_snapshot_save`.

@@ -3,9 +3,9 @@
 //! name their key's tier (`ratecell_request.tier`, `ratecell_batch.tiers`);
 //! a request that names none is tier 0's, the default tier.
 
-use super::input;
 use super::limiter::{Inner, ratecell_limiter};
 use super::types::{ratecell_clock, ratecell_config, ratecell_status};
+use crate::ptr::input;
 use ratecell_lib::Config;
 
 use ratecell_status::*;

@@ -56,10 +56,12 @@ pub enum ratecell_status {
     /// can ever admit (`retry_after_ns == UINT64_MAX`), so no wait helps.
     /// Its decision is written to `out`.
     RATECELL_COST_EXCEEDS_LIMIT = 13,
-    /// A length is larger than any buffer can be (a byte length above
-    /// `PTRDIFF_MAX`, or a batch whose decisions would not fit in memory),
-    /// or a struct's `size` this library does not know, or a count of
-    /// `ratecell_options` (`n_limits`, `n_tiers`) out of range.
+    /// A length is out of range: a struct's `size` field is not the size
+    /// this library was built with (the caller was compiled against another
+    /// header, or did not set the struct up with its `_init` function); or
+    /// a byte length is above `PTRDIFF_MAX`, or a batch's decisions would
+    /// not fit in memory; or a count of `ratecell_options` (`n_limits`,
+    /// `n_tiers`) is out of range.
     RATECELL_INVALID_LENGTH = 14,
     /// A bug: the library panicked inside the call. The panic was caught
     /// and did not cross into C; the limiter is still safe to use and free.
@@ -260,7 +262,9 @@ impl ratecell_status {
             RATECELL_COST_EXCEEDS_LIMIT => {
                 b"the cost exceeds the limit: the request can never be admitted\0"
             }
-            RATECELL_INVALID_LENGTH => b"a length is larger than any buffer can be\0",
+            RATECELL_INVALID_LENGTH => {
+                b"invalid length: a struct's size field is not the size this library was built with (compiled against another ratecell.h, or not set up with the struct's _init function), or a byte length above PTRDIFF_MAX, or a count out of range\0"
+            }
             RATECELL_PANIC => b"internal error: a panic was caught at the C boundary\0",
             RATECELL_SNAPSHOT_IO => b"the snapshot file could not be read or written\0",
             RATECELL_SNAPSHOT_NOT_FOUND => b"no snapshot file at this path\0",
@@ -361,8 +365,8 @@ pub enum ratecell_overflow {
     RATECELL_OVERFLOW_EVICT = 2,
 }
 
-/// Which clock a limiter reads for the calls without `_at`
-/// (`ratecell_config.clock`).
+/// `ratecell_config.clock`: which clock a limiter reads for the requests
+/// that carry no time of their own (`at_ns` = `RATECELL_NOW`).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ratecell_clock {
@@ -393,8 +397,10 @@ pub struct ratecell_config {
     /// N: bucketed window only, the number of sub-windows (1 ..= 64,
     /// dividing `period_ns`). Ignored by the other algorithms.
     pub sub_windows: u32,
-    /// Keys tracked: 0 for one shared state (every key is ignored), more
-    /// for a per-key table of that many keys, allocated up front.
+    /// 0 for one shared state (every key is ignored), more for a per-key
+    /// table sized to hold that many live keys, allocated up front. A size
+    /// to provide for, not a cap: the table may take up to about 1.45
+    /// times as many into its spare places (docs/SPEC.md §5).
     pub capacity: u64,
     /// One of `RATECELL_OVERFLOW_*`: what a full table does with a new key.
     pub overflow: u32,

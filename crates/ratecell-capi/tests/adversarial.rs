@@ -38,6 +38,49 @@ fn the_status_text_names_the_fingerprint_bits() {
     assert!(limiter.is_null());
 }
 
+/// A request whose `size` this library does not know is refused with
+/// `RATECELL_INVALID_LENGTH`, whose text names the size field (it spoke
+/// only of "a length larger than any buffer can be", which sent a caller
+/// compiled against another header looking at the key's length).
+#[test]
+fn an_unknown_request_size_is_named_as_such() {
+    use crate::*;
+    use std::ffi::CStr;
+    let mut cfg = std::mem::MaybeUninit::<ratecell_config>::uninit();
+    let mut request = std::mem::MaybeUninit::<ratecell_request>::uninit();
+    // SAFETY: `cfg` and `request` are writable and initialised by their
+    // _init functions before they are read; `limiter` is a place for the
+    // handle, freed once; `out` is a writable decision; the status text is
+    // a static C string.
+    unsafe {
+        ratecell_config_init(
+            cfg.as_mut_ptr(),
+            ratecell_algorithm::RATECELL_ALGORITHM_GCRA as u32,
+            10,
+            HOUR,
+        );
+        let mut limiter = std::ptr::null_mut();
+        let status = ratecell_limiter_new(cfg.as_ptr(), &mut limiter);
+        assert_eq!(status, ratecell_status::RATECELL_OK);
+        ratecell_request_init(request.as_mut_ptr());
+        let mut request = request.assume_init();
+        request.at_ns = T0;
+        let mut out = std::mem::zeroed::<ratecell_decision>();
+        for size in [0, request.size - 8, request.size + 8] {
+            request.size = size;
+            let status = ratecell_check(limiter, &request, &mut out);
+            assert_eq!(status, ratecell_status::RATECELL_INVALID_LENGTH, "{size}");
+        }
+        let text = CStr::from_ptr(ratecell_status_str(
+            ratecell_status::RATECELL_INVALID_LENGTH as u32,
+        ))
+        .to_str()
+        .unwrap();
+        assert!(text.contains("size field"), "{text}");
+        ratecell_limiter_free(limiter);
+    }
+}
+
 /// `ratecell_check_batch` writes decisions into caller memory that may
 /// hold anything (here, bytes that are no valid `bool`), without reading
 /// it or borrowing it as decisions.

@@ -33,6 +33,7 @@ __all__ = [
     "TimedOut",
     "CostExceedsLimit",
     "InvalidLength",
+    "InvalidKey",
     "Panic",
     "LimiterClosed",
     "NotLeasable",
@@ -165,7 +166,8 @@ class CostExceedsLimit(_WithDecision, ValueError):
 
 
 class InvalidLength(RatecellError, ValueError):
-    """RATECELL_INVALID_LENGTH: a key or batch longer than any buffer can be."""
+    """RATECELL_INVALID_LENGTH: a key or batch longer than any buffer can be
+    (or, in C, a struct's size field this library does not know)."""
 
     status = 14
 
@@ -350,6 +352,12 @@ class InvalidGrant(RatecellError, ValueError):
     make it (a bug in the binding)."""
 
     status = 38
+
+
+class InvalidKey(RatecellError, ValueError):
+    """A ``str`` key that has no UTF-8 form (a lone surrogate, say): keys
+    are bytes, and a ``str`` is its UTF-8. Raised by the Python layer, so
+    ``status`` is None."""
 
 
 class LimiterClosed(RatecellError, ValueError):

@@ -500,7 +500,8 @@ NOT_COPYABLE = (
     "a ratecell.Limiter cannot be copied or pickled: it owns a native limiter. "
     "Share the one object between threads; in another process (multiprocessing), "
     "make a new Limiter there from the same configuration (each process then "
-    "limits on its own; for one limit across processes, use the Redis module)"
+    "limits on its own). For one limit across the processes of one machine, "
+    "open the same shared=path in each; across machines, use the Redis module"
 )
 
 

@@ -1,26 +1,49 @@
 """``Limiter``: the owned C limiter handle and every call on it.
 
-Owns argument conversion (keys, costs, times, buffers of keys) and the
-mapping of C statuses to exceptions; the C signatures themselves live in
-``_ffi``.
+Its arguments are checked and converted in ``_request``, its
+configuration in ``_build``; the C signatures live in ``_ffi``.
 """
 
 from __future__ import annotations
 
-import ctypes
-import dataclasses
 import datetime
-import math
-import operator
 import os
-from array import array
 from collections.abc import Sequence
-from ctypes import c_char, c_uint64
 from typing import Any
 
 from . import _errors, _ffi
-from ._errors import CostExceedsLimit, LimiterClosed, TimedOut
+from ._build import (
+    _build,
+    _config_int,
+    _enum_value,
+    _open_persisted,
+    _options,
+    _period_ns,
+    _reconfigure,
+    _restore,
+)
 from ._decision import decision_from_c
+from ._errors import CostExceedsLimit, LimiterClosed, TimedOut
+from ._request import (
+    U32_MAX,
+    U64_MAX,
+    BytesKey,
+    Key,
+    _address,
+    _at_ns,
+    _CDecision,
+    _decide,
+    _lib,
+    _NOW,
+    _out_flags,
+    _raise_error,
+    _refuse_overlap,
+    _request,
+    _tier_array,
+    _timeout_ns,
+    _u64,
+    _u64_buffer,
+)
 from ._types import (
     Algorithm,
     Clock,
@@ -33,46 +56,14 @@ from ._types import (
 
 __all__ = ["Limiter", "Key", "BytesKey"]
 
-U32_MAX = _ffi.U32_MAX
-U64_MAX = _ffi.U64_MAX
-
-BytesKey = bytes | bytearray | memoryview | str
-Key = int | BytesKey
-
-_lib = _ffi.lib
-_CDecision = _ffi.CDecision
-_CRequest = _ffi.CRequest
-_REQUEST_SIZE = _ffi.REQUEST_SIZE
-_NOW = _ffi.NOW
-_check = _lib.ratecell_check
 _allow = _lib.ratecell_allow
 _check_batch = _lib.ratecell_check_batch
 _acquire = _lib.ratecell_acquire
 _reset = _lib.ratecell_reset
-_tiers = _lib.ratecell_limiter_tiers
 _now_ns = _lib.ratecell_now_ns
 
 _TIMED_OUT = TimedOut.status
 _COST_EXCEEDS_LIMIT = CostExceedsLimit.status
-_INVALID_TIER = _errors.InvalidTier.status
-
-
-def _tier_error(h: Any, tier: Any) -> _errors.InvalidTier:
-    """``InvalidTier`` naming ``tier`` and how many tiers the limiter of
-    handle ``h`` has."""
-    n = int(_tiers(h)) if h else 0
-    return _errors.InvalidTier(
-        f"tier {tier} is outside 0..{n - 1}: the limiter has {n} tier{'' if n == 1 else 's'}"
-    )
-
-
-def _raise_error(status: int, h: Any, tier: Any) -> _errors.RatecellError:
-    """The exception of a failed request's ``status``; for
-    RATECELL_INVALID_TIER, naming ``tier`` (None is tier 0) and the count."""
-    if status == _INVALID_TIER:
-        return _tier_error(h, 0 if tier is None else tier)
-    return _errors.error_for_status(status)
-
 
 # check and allow in C when the extension module is there: no ctypes call,
 # no Decision built in Python. It takes exact int, str and bytes keys,
@@ -86,314 +77,13 @@ _fast_allow = _speedups.allow if _speedups is not None else None
 # module has it.
 _fast_lease_check = getattr(_speedups, "lease_check", None)
 
-# memoryview formats of a native 64-bit unsigned integer ("L" is what numpy
-# and array('L') export on LP64 platforms; itemsize is checked too).
-_U64_FORMATS = frozenset({"Q", "L", "@Q", "@L", "=Q", "=L", "<Q", "<L"})
-_U64_TYPESTR = "<u8"  # numpy's array interface, little-endian uint64
-
-
-def _u64(value: Any, name: str) -> int:
-    """``value`` as an int in 0 ..= 2**64 - 1 (ctypes would silently wrap
-    anything outside)."""
-    if type(value) is not int:
-        if isinstance(value, (float, bool)) or value is None:
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        try:
-            value = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
-    if not 0 <= value <= U64_MAX:
-        raise ValueError(f"{name} = {value} is outside 0 ..= 2**64 - 1")
-    checked: int = value
-    return checked
-
-
-def _bytes_key(key: Any) -> bytes:
-    if type(key) is bytes:
-        return key
-    if isinstance(key, str):
-        return key.encode("utf-8")
-    try:
-        # Keys are short: one copy is cheaper than pinning the buffer, and
-        # it is the only way to read a non-contiguous memoryview.
-        return memoryview(key).tobytes()
-    except TypeError:
-        raise TypeError(
-            f"a byte key must be bytes, bytearray, memoryview or str, not {type(key).__name__}"
-        ) from None
-
-
-def _is_bytes_key(key: Any) -> bool:
-    return isinstance(key, (bytes, bytearray, memoryview, str))
-
-
-def _timeout_ns(timeout: Any) -> int:
-    """``timeout`` in nanoseconds for the C ABI, whose ``U64_MAX`` means no
-    limit: None and ``float('inf')`` wait without limit; any finite timeout
-    must fit below that (about 584 years), else it is refused rather than
-    silently turned into "forever" (issue 20, item 10)."""
-    if timeout is None:
-        return U64_MAX
-    if isinstance(timeout, datetime.timedelta):
-        seconds: int | float = timeout.total_seconds()
-    elif type(timeout) is int:
-        # Exact: no float conversion to overflow.
-        seconds = timeout
-    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
-        seconds = float(timeout)
-    else:
-        raise TypeError(f"timeout must be seconds or a timedelta, not {type(timeout).__name__}")
-    if isinstance(seconds, float) and math.isinf(seconds) and seconds > 0:
-        return U64_MAX
-    if (isinstance(seconds, float) and math.isnan(seconds)) or seconds < 0:
-        raise ValueError(f"timeout must be >= 0 seconds, not {timeout!r}")
-    # Ints exactly; floats compared before rounding (1e300 * 1e9 is inf).
-    ns = seconds * 1_000_000_000 if isinstance(seconds, int) else seconds * 1e9
-    if ns >= U64_MAX:
-        raise ValueError(
-            f"timeout must be below {U64_MAX // 1_000_000_000} seconds, not {timeout!r}"
-            " (pass None or float('inf') to wait without limit)"
-        )
-    return ns if isinstance(ns, int) else round(ns)
-
-
-def _at_ns(at: Any) -> int:
-    """``at`` (UNIX ns) for ``ratecell_request.at_ns``: an int below
-    ``2**64 - 1``, which the C ABI reserves for "now" (``RATECELL_NOW``)."""
-    at_ns = _u64(at, "at")
-    if at_ns == _NOW:
-        raise ValueError(
-            f"at = {at_ns} is outside 0 ..= 2**64 - 2 (2**64 - 1 is the C ABI's 'now')"
-        )
-    return at_ns
-
-
-def _tier(tier: Any, h: Any) -> int:
-    """``tier`` as a ``uint32_t``: an int; one no ``uint32_t`` holds raises
-    ``InvalidTier`` (the library refuses the others it does not have)."""
-    if type(tier) is not int:
-        raise TypeError(f"tier must be an int, not {type(tier).__name__}")
-    if not 0 <= tier <= U32_MAX:
-        raise _tier_error(h, tier)
-    return tier
-
-
-def _default_request() -> bytes:
-    """The bytes of a request as ``ratecell_request_init`` sets it up (key
-    id 0, cost 1, now, tier 0, its size)."""
-    request = _CRequest()
-    _lib.ratecell_request_init(request)
-    if request.size != _REQUEST_SIZE:
-        raise ImportError(
-            f"ratecell: struct ratecell_request is {request.size} bytes, not {_REQUEST_SIZE}"
-        )
-    return bytes(request)
-
-
-# Copying these bytes into a new request costs a fraction of what setting
-# its seven fields from Python does (the ctypes path, per call).
-_DEFAULT_REQUEST = _default_request()
-_new_request = _CRequest.from_buffer_copy
-
-
-def _request(h: Any, key: Any, cost: Any, at: Any, tier: Any) -> _ffi.CRequest:
-    """The ``ratecell_request`` of ``(key, cost, at, tier)``, each checked
-    (a refusal raises, naming the argument)."""
-    if type(key) is int and 0 <= key <= U64_MAX:
-        raw = None
-    elif _is_bytes_key(key):
-        raw = _bytes_key(key)
-    else:
-        key = _u64(key, "key")
-        raw = None
-    if type(cost) is not int or not 0 <= cost <= U64_MAX:
-        cost = _u64(cost, "cost")
-    at_ns = None if at is None else _at_ns(at)
-    t = None if tier is None else _tier(tier, h)
-    request = _new_request(_DEFAULT_REQUEST)
-    if raw is not None:
-        # ctypes keeps `raw` alive with the request.
-        request.key_bytes = raw
-        request.key_len = len(raw)
-    elif key:
-        request.key_id = key
-    if cost != 1:
-        request.cost = cost
-    if at_ns is not None:
-        request.at_ns = at_ns
-    if t:
-        request.tier = t
-    return request
-
-
-def _decide(h: Any, key: Any, cost: Any, at: Any, tier: Any) -> Decision:
-    """``Limiter.check`` on the ctypes path."""
-    out = _CDecision()
-    status = _check(h, _request(h, key, cost, at, tier), out)
-    if status:
-        raise _raise_error(status, h, tier)
-    return decision_from_c(out)
-
-
-def _tier_array(tiers: Any, n: int, h: Any) -> array[int]:
-    """``tiers`` (one per request) as the u32s the C ABI reads. A value no
-    tier of the limiter has raises ``InvalidTier`` naming the first (the
-    library would refuse the batch all the same, without naming it)."""
-    if isinstance(tiers, (bytes, bytearray, str)):
-        raise TypeError(f"tiers must be an iterable of ints, not {type(tiers).__name__}")
-    try:
-        given = list(tiers)
-    except TypeError:
-        raise TypeError(f"tiers must be an iterable of ints, not {type(tiers).__name__}") from None
-    values = []
-    for i, t in enumerate(given):
-        try:
-            values.append(operator.index(t))
-        except TypeError:
-            raise TypeError(f"tiers[{i}] must be an int, not {type(t).__name__}") from None
-    if len(values) != n:
-        raise ValueError(f"{n} keys but {len(values)} tiers")
-    count = int(_tiers(h))
-    for t in values:
-        if not 0 <= t < count:
-            raise _tier_error(h, t)
-    return array("I", values)
-
-
-def _u64_buffer(obj: Any, name: str) -> tuple[Any, int, Any]:
-    """``(pointer argument, length, keep-alive)`` for a sequence of u64.
-
-    Contiguous, 8-byte aligned native uint64 buffers (``array('Q')``, numpy
-    ``uint64`` arrays, ctypes arrays, ...) are passed to C in place; a
-    misaligned one is copied into an aligned buffer (C reads ``uint64_t``
-    there); anything else (lists, other dtypes or byte orders, object
-    arrays) is converted once into an ``array('Q')``. Bytes and strings are
-    refused: they are byte keys, not a batch of u64 keys.
-    """
-    if isinstance(obj, (bytes, bytearray, str)) or (
-        isinstance(obj, memoryview)
-        and obj.format in ("B", "b", "c")
-        and isinstance(obj.obj, (bytes, bytearray))
-    ):
-        raise TypeError(
-            f"{name} must be a buffer or an iterable of int keys, not {type(obj).__name__} "
-            "(a batch takes u64 keys; check byte-string keys one by one with check())"
-        )
-    interface = getattr(obj, "__array_interface__", None)
-    if isinstance(interface, dict):
-        # numpy-like: its data pointer is usable even when the array is
-        # read-only, which the buffer protocol path below would have to copy.
-        shape = interface.get("shape")
-        data = interface.get("data")
-        if (
-            interface.get("typestr") == _U64_TYPESTR
-            and isinstance(shape, tuple)
-            and len(shape) == 1
-            and interface.get("strides") in (None, (8,))
-            and interface.get("mask") is None
-            and isinstance(data, tuple)
-        ):
-            n = shape[0]
-            if n == 0:
-                return None, 0, obj
-            if data[0] % ctypes.alignment(c_uint64) == 0:
-                return data[0], n, obj
-            aligned = (c_uint64 * n)()
-            ctypes.memmove(aligned, data[0], n * 8)
-            return aligned, n, aligned
-    try:
-        view = memoryview(obj)
-    except (TypeError, ValueError, NotImplementedError, BufferError):
-        # Not a buffer, or one the buffer protocol cannot describe (numpy
-        # object arrays): read it element by element.
-        values = obj
-    else:
-        if (
-            view.ndim == 1
-            and view.itemsize == 8
-            and view.format in _U64_FORMATS
-            and view.c_contiguous
-        ):
-            n = len(view)
-            if n == 0:
-                return None, 0, None
-            kind = c_uint64 * n
-            if not view.readonly:
-                buf = kind.from_buffer(view)
-                if ctypes.addressof(buf) % ctypes.alignment(c_uint64) == 0:
-                    return buf, n, buf
-            # Read-only, or misaligned: an aligned copy.
-            buf = kind.from_buffer_copy(view)
-            return buf, n, buf
-        try:
-            values = view.tolist()
-        except NotImplementedError:
-            # A format memoryview cannot read (another byte order).
-            values = obj
-    if not isinstance(values, (list, tuple)):
-        try:
-            values = list(values)
-        except TypeError:
-            raise TypeError(
-                f"{name} must be a buffer or an iterable of ints, not {type(obj).__name__}"
-            ) from None
-    kinds = set(map(type, values))
-    if kinds - {int}:
-        # What array('Q') would take but check() refuses (bools), or what it
-        # would refuse with a message that does not name the element.
-        for i, value in enumerate(values):
-            kind = type(value)
-            if kind is not int and (
-                issubclass(kind, bool)
-                or kind.__name__ in ("bool", "bool_")
-                or not hasattr(kind, "__index__")
-            ):
-                raise TypeError(f"{name}[{i}] must be an int, not {kind.__name__}")
-    try:
-        converted = array("Q", values)
-    except OverflowError:
-        raise ValueError(f"{name}: every value must be in 0 ..= 2**64 - 1") from None
-    except TypeError as e:
-        raise TypeError(f"{name} must be a buffer or an iterable of ints ({e})") from None
-    n = len(converted)
-    return (converted.buffer_info()[0] if n else None), n, converted
-
-
-def _address(pointer: Any) -> int:
-    """The address a pointer argument of ``_u64_buffer`` or ``_out_flags``
-    stands for (0 for None)."""
-    if pointer is None:
-        return 0
-    if isinstance(pointer, int):
-        return pointer
-    return ctypes.addressof(pointer)
-
-
-def _refuse_overlap(out: int, out_len: int, buf: int, buf_len: int, name: str) -> None:
-    """The C ABI forbids an output overlapping an input."""
-    if out and buf and out < buf + buf_len and buf < out + out_len:
-        raise ValueError(f"out overlaps {name}: give a separate buffer for the flags")
-
-
-def _out_flags(out: Any, n: int) -> tuple[Any, Any]:
-    """``(result object, pointer argument)`` for ``n`` allowed flags."""
-    if out is None:
-        flags = bytearray(n)
-        return flags, ((c_char * n).from_buffer(flags) if n else None)
-    view = memoryview(out)
-    if view.readonly or not view.c_contiguous or view.itemsize != 1:
-        raise TypeError("out must be a writable contiguous buffer of bytes (or bools)")
-    if view.nbytes < n:
-        raise ValueError(f"out holds {view.nbytes} flags; the batch has {n}")
-    return out, ((c_char * n).from_buffer(view) if n else None)
-
-
 class Limiter:
     """A rate limiter over the ratecell C library.
 
     ``capacity=0`` (the default) makes one shared state: every key argument
-    is ignored. ``capacity > 0`` makes a table of that many keys, allocated
-    up front. Keys are ints in ``0 ..= 2**64 - 1`` or byte strings
+    is ignored. ``capacity > 0`` makes a table sized to hold that many live
+    keys, allocated up front (a size to provide for, not a cap: it may take
+    up to about 1.45 times as many into its spare places; SPEC §5). Keys are ints in ``0 ..= 2**64 - 1`` or byte strings
     (``bytes``, ``bytearray``, ``memoryview``, or ``str`` as UTF-8); the int
     ``k`` and the bytes ``k.to_bytes(8, "little")`` are the same key.
 
@@ -814,241 +504,3 @@ class Limiter:
         if status:
             raise _errors.error_for_status(status)
         return Config._from_c(out)
-
-
-def _period_ns(period: Any) -> int:
-    if isinstance(period, datetime.timedelta):
-        # timedelta is exact in microseconds: no float rounding.
-        return (
-            period.days * 86_400_000_000_000
-            + period.seconds * 1_000_000_000
-            + period.microseconds * 1_000
-        )
-    if isinstance(period, (int, float)) and not isinstance(period, bool):
-        if isinstance(period, float) and not math.isfinite(period):
-            raise _errors.InvalidPeriod(f"period_ns: period = {period!r} seconds is not finite")
-        ns = period * 1_000_000_000
-        if ns >= 2**64:
-            # Also before round(): a float this large may be infinite.
-            raise _errors.InvalidPeriod(
-                f"period_ns: period = {period!r} seconds is more than 2**64 - 1 ns"
-            )
-        return round(ns)
-    raise TypeError(f"period must be seconds or a timedelta, not {type(period).__name__}")
-
-
-def _config_int(value: Any, name: str, error: type[_errors.InvalidConfig], top: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            if isinstance(value, (bool, float)):
-                raise TypeError
-            value = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
-    if not 0 <= value <= top:
-        raise error(f"{name} = {value}: {_errors.status_str(error.status)}")
-    checked: int = value
-    return checked
-
-
-def _enum_value(value: Any, kind: Any, name: str, error: type[_errors.InvalidConfig]) -> int:
-    if isinstance(value, kind):
-        return int(value)
-    if isinstance(value, str):
-        if kind is Algorithm:
-            try:
-                return int(Algorithm.from_name(value))
-            except _errors.UnknownAlgorithm:
-                raise error(f"{name} = {value!r}: no such algorithm") from None
-        try:
-            return int(kind[value.upper().replace("-", "_")])
-        except KeyError:
-            choices = ", ".join(repr(m.name.lower()) for m in kind)
-            raise error(f"{name} = {value!r}: expected one of {choices}") from None
-    # Raw ints go to C as they are, so an unknown value is refused there.
-    return _config_int(value, name, error, U32_MAX)
-
-
-_CONFIG_FIELDS: dict[type[_errors.RatecellError], str] = {
-    _errors.InvalidAlgorithm: "algorithm",
-    _errors.InvalidLimit: "limit",
-    _errors.InvalidPeriod: "period_ns",
-    _errors.InvalidBurst: "burst",
-    _errors.InvalidSubWindows: "sub_windows",
-    _errors.InvalidCapacity: "capacity",
-    _errors.InvalidOverflow: "overflow",
-    _errors.InvalidClock: "clock",
-}
-
-
-def _every_ns(every: Any) -> int:
-    """The saving period in ns: seconds (a number) or a ``timedelta``, > 0."""
-    if isinstance(every, datetime.timedelta):
-        seconds = every.total_seconds()
-    elif isinstance(every, (int, float)) and not isinstance(every, bool):
-        seconds = float(every)
-    else:
-        raise TypeError(f"every must be seconds or a timedelta, not {type(every).__name__}")
-    if math.isnan(seconds) or seconds <= 0:
-        raise ValueError(f"every must be > 0 seconds, not {every!r}")
-    return min(round(seconds * 1e9), U64_MAX)
-
-
-def _snapshot_path(path: Any, name: str) -> bytes:
-    p = os.fsencode(path)
-    if b"\0" in p:
-        raise ValueError(f"{name}: the path contains a NUL byte")
-    return p
-
-
-def _options(
-    configs: Any, n_limits: int, n_tiers: int, shared: Any = None, shared_mode: Any = 0o600
-) -> _ffi.COptions:
-    """The ``ratecell_options`` of ``configs`` (``n_tiers`` rows of
-    ``n_limits``, or one row when ``n_tiers`` is 0), in the shared region at
-    ``shared`` when not None: the one struct ``ratecell_limiter_build``,
-    ``ratecell_limiter_restore`` and ``ratecell_persisted_open`` take. It
-    keeps ``configs`` and the path alive."""
-    options = _ffi.COptions()
-    _lib.ratecell_options_init(options)
-    options.configs = configs
-    options.n_limits = n_limits
-    options.n_tiers = n_tiers
-    if shared is not None:
-        if isinstance(shared_mode, bool) or not isinstance(shared_mode, int):
-            raise TypeError("shared_mode must be an int (permission bits, e.g. 0o600)")
-        if not 0 <= shared_mode <= 0o7777:
-            raise ValueError(f"shared_mode = {shared_mode:#o}: outside 0..=0o7777")
-        path = os.fsencode(shared)
-        if b"\0" in path:
-            raise ValueError("shared: the path contains a NUL byte")
-        options.shared_path = path
-        options.shared_mode = shared_mode
-    return options
-
-
-def _build(
-    configs: Any, n_limits: int, n_tiers: int, shared: Any = None, shared_mode: Any = 0o600
-) -> _ffi.LimiterHandle:
-    """``ratecell_limiter_build`` of ``_options(...)``; a refusal raises the
-    ``InvalidConfig`` subclass naming the field (or the
-    ``SharedRegionError`` subclass)."""
-    options = _options(configs, n_limits, n_tiers, shared, shared_mode)
-    handle = _ffi.LimiterHandle()
-    status = _lib.ratecell_limiter_build(options, handle)
-    if status:
-        raise _first_config_error(status, configs)
-    return handle
-
-
-def _restore(path: Any, options: _ffi.COptions | None) -> tuple[int, _ffi.LimiterHandle]:
-    """``ratecell_limiter_restore`` of ``options`` (None: the file's own
-    configuration) from the snapshot file at ``path``: its status, and the
-    handle (owning a limiter only when the status is 0)."""
-    p = _snapshot_path(path, "path")
-    handle = _ffi.LimiterHandle()
-    return _lib.ratecell_limiter_restore(options, p, handle), handle
-
-
-def _open_persisted(
-    configs: Any, path: Any, every: Any, per_tier: int | None = None
-) -> _ffi.PersistedHandle:
-    """Restores (or makes) the limiter of ``configs`` and starts its saver
-    (``ratecell_persisted_open``; with ``per_tier``, ``configs`` are tiers
-    of that many limits each, tier by tier); the handle closes it when
-    freed."""
-    every_ns = _every_ns(every)
-    p = _snapshot_path(path, "persist")
-    if per_tier is None:
-        options = _options(configs, len(configs), 0)
-    else:
-        options = _options(configs, per_tier, len(configs) // per_tier)
-    persisted = ctypes.c_void_p()
-    status = _lib.ratecell_persisted_open(options, p, every_ns, persisted)
-    if status:
-        raise _config_error(status, configs[0])
-    handle = _ffi.PersistedHandle()
-    # Owned from here: freeing the handle closes the persisted limiter.
-    handle.persisted = persisted.value
-    if _lib.ratecell_persisted_limiter(persisted, handle):
-        raise RuntimeError("ratecell_persisted_limiter refused a live handle")
-    return handle
-
-
-def _config_error(status: int, cfg: _ffi.CConfig) -> _errors.RatecellError:
-    err = _errors.error_for_status(status)
-    field = _CONFIG_FIELDS.get(type(err))
-    if field is None:
-        return err
-    value = getattr(cfg, field)
-    return type(err)(f"{field} = {value}: {_errors.status_str(status)}")
-
-
-def _c_configs(
-    limits: Sequence[Limit],
-    capacity: Any,
-    overflow: Any,
-    clock: Any,
-) -> Any:
-    """The C configs of ``limits`` sharing ``capacity``, ``overflow`` and
-    ``clock``; bad values raise the ``InvalidConfig`` subclass naming the
-    field (``InvalidLength`` for no limits or more than ``MAX_LIMITS``)."""
-    n = len(limits)
-    if not 1 <= n <= _ffi.MAX_LIMITS:
-        raise _errors.InvalidLength(
-            f"{n} limits: a limiter checks 1 to {_ffi.MAX_LIMITS} limits together"
-        )
-    overflow_value = _enum_value(overflow, Overflow, "overflow", _errors.InvalidOverflow)
-    clock_value = _enum_value(clock, Clock, "clock", _errors.InvalidClock)
-    capacity = _config_int(capacity, "capacity", _errors.InvalidCapacity, U64_MAX)
-    configs = (_ffi.CConfig * n)()
-    for cfg, lim in zip(configs, limits, strict=True):
-        period_ns = lim.period_ns
-        if (period_ns is None) == (lim.period is None):
-            raise TypeError("give each Limit exactly one of period_ns (ns) and period (s)")
-        if lim.period is not None:
-            period_ns = _period_ns(lim.period)
-        algorithm = _enum_value(lim.algorithm, Algorithm, "algorithm", _errors.InvalidAlgorithm)
-        limit = _config_int(lim.limit, "limit", _errors.InvalidLimit, U64_MAX)
-        period_ns = _config_int(period_ns, "period_ns", _errors.InvalidPeriod, U64_MAX)
-        _lib.ratecell_config_init(cfg, algorithm, limit, period_ns)
-        cfg.burst = _config_int(lim.burst, "burst", _errors.InvalidBurst, U64_MAX)
-        if lim.sub_windows is not None:
-            cfg.sub_windows = _config_int(
-                lim.sub_windows, "sub_windows", _errors.InvalidSubWindows, U32_MAX
-            )
-        cfg.capacity = capacity
-        cfg.overflow = overflow_value
-        cfg.clock = clock_value
-    return configs
-
-
-def _as_given(limits: Sequence[Limit], configs: Any) -> tuple[Limit, ...]:
-    """``limits`` as checked: each period in whole nanoseconds."""
-    return tuple(
-        dataclasses.replace(lim, period_ns=int(cfg.period_ns), period=None)
-        for lim, cfg in zip(limits, configs, strict=True)
-    )
-
-
-def _reconfigure(limiter: Limiter, limits: Sequence[Limit]) -> Any:
-    """``Limiter.reconfigure``: the limiter's own capacity, overflow and
-    clock go with every new limit (they cannot change live). Returns the C
-    configs it applied."""
-    h = limiter._handle()
-    current = _ffi.CConfig()
-    status = _lib.ratecell_limiter_config(h, current)
-    if status:
-        raise _errors.error_for_status(status)
-    configs = _c_configs(limits, current.capacity, current.overflow, current.clock)
-    status = _lib.ratecell_limiter_reconfigure(h, configs, len(configs))
-    if status:
-        raise _first_config_error(status, configs)
-    return configs
-
-
-def _first_config_error(status: int, configs: Any) -> _errors.RatecellError:
-    """The error of a refused list: the field's exception, showing the
-    first config's value of that field (all limits share capacity, overflow
-    and clock; for the others the message names the field, not the limit)."""
-    return _config_error(status, configs[0])

@@ -13,19 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _ffi
-from ._limiter import (
-    Key,
-    Limiter,
+from ._build import (
     _as_given,
     _build,
     _c_configs,
     _first_config_error,
     _open_persisted,
     _options,
-    _raise_error,
-    _request,
     _restore,
 )
+from ._limiter import Limiter
+from ._request import Key, _raise_error, _request
 from ._decision import decision_from_c
 from ._types import Algorithm, Clock, Config, Decision, Limit, Overflow
 

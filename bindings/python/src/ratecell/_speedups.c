@@ -123,15 +123,23 @@ static int exact_u64(PyObject *obj, uint64_t *out) {
 enum key_kind { KEY_OTHER, KEY_INT, KEY_BYTES };
 
 /* Reads the key: an exact int (into *k) or an exact str / bytes (into
- * *data, *len; a str's UTF-8, cached by the str). -1 with an exception set
- * for a str that is not encodable (lone surrogates), as str.encode(). */
+ * *data, *len; a str's UTF-8, cached by the str). A str with no UTF-8 form
+ * (a lone surrogate) is for the ctypes path, which refuses it with
+ * ratecell's InvalidKey; -1 with an exception set on any other failure. */
 static int read_key(PyObject *key, uint64_t *k, const char **data, Py_ssize_t *len) {
     if (PyLong_CheckExact(key)) {
         return exact_u64(key, k) ? KEY_INT : KEY_OTHER;
     }
     if (PyUnicode_CheckExact(key)) {
         *data = PyUnicode_AsUTF8AndSize(key, len);
-        return *data == NULL ? -1 : KEY_BYTES;
+        if (*data != NULL) {
+            return KEY_BYTES;
+        }
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            return KEY_OTHER;
+        }
+        return -1;
     }
     if (PyBytes_CheckExact(key)) {
         char *p;

@@ -10,15 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import _errors, _ffi
-from ._limiter import (
-    Key,
-    Limiter,
-    _build,
-    _c_configs,
-    _open_persisted,
-    _options,
-    _restore,
-)
+from ._build import _build, _c_configs, _open_persisted, _options, _restore
+from ._limiter import Limiter
+from ._request import Key
 from ._multi import MultiDecision, _check_each
 from ._types import Clock, Limit, Overflow
 

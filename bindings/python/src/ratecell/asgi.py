@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Seque
 from typing import Any
 
 from ._errors import CostExceedsLimit, TimedOut
-from ._limiter import U64_MAX, _timeout_ns
+from ._request import U64_MAX, _timeout_ns
 from ._http import (
     MISSING_KEY_BODY,
     NO_CLIENT_ADDR_BODY,
