@@ -748,17 +748,7 @@ impl Leases {
         // period in hand may pay only as any check's would).
         let decision = req.cost.map(|q| {
             let span = self.config.span;
-            let own = span + self.config.skew;
-            let spend = |span| e.cell.spend(e.cell.open(), q, req.at, span);
-            let spent = match spend(span) {
-                Spend::Short(held)
-                    if held.until == reply.expires_at_ns.saturating_sub(self.config.skew) =>
-                {
-                    spend(own)
-                }
-                other => other,
-            };
-            match spent {
+            match e.cell.spend(e.cell.open(), q, req.at, span) {
                 Spend::Left(left) => self.spent(left),
                 _ if reply.units == 0 => {
                     self.denial(e.denied_until.load(Relaxed).saturating_sub(req.at))

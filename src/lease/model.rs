@@ -623,8 +623,9 @@ impl Model {
                     for b in w.admitted.iter().filter(|b| b.date >= a.date) {
                         let d = b.date - a.date + 1;
                         let n = dates(a.date, b.date + 1).count() as u64;
-                        let most =
-                            l + (u128::from(l) * u128::from(d + 2 * e)).div_ceil(u128::from(p)) as u64;
+                        let most = l
+                            + (u128::from(l) * u128::from(d + 2 * e)).div_ceil(u128::from(p))
+                                as u64;
                         let most = most
                             + if s.local {
                                 s.nodes as u64 * self.share

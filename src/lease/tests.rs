@@ -498,3 +498,39 @@ fn keys_churning_through_a_small_node_spend_only_their_own_grants() {
     assert!(total > 10_000, "the keys were mostly tracked: {total}");
     assert!(l.stats().keys <= 4);
 }
+
+/// A fetch for a check dated just before a window's edge, granted from the
+/// next window (another node's grant moved the key there first): the
+/// check is denied until the next window, not paid with its units (the
+/// fleet's edge over-admission of issue 46, seen again through a fetch).
+#[test]
+fn a_fetch_granted_from_the_next_window_denies_its_check() {
+    let p = 200 * MS;
+    let l = Leases::new(LeaseConfig::new(Config::new(
+        Algorithm::FixedWindow,
+        200,
+        p,
+    )))
+    .unwrap();
+    let w = T0;
+    let r = fetch(l.check(1, 1, w + 1));
+    assert!(
+        l.complete(&r, Some(GrantReply::of(20, w + p)), w + 2)
+            .decision
+            .unwrap()
+            .allowed
+    );
+    for i in 0..19 {
+        assert!(decided(l.check(1, 1, w + 10 + i)).allowed);
+    }
+    let at = w + p - 84 * MS / 1000;
+    let r = fetch(l.check(1, 1, at));
+    let d = l
+        .complete(&r, Some(GrantReply::of(20, w + 2 * p)), w + p + 2 * MS)
+        .decision
+        .unwrap();
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after_ns, w + p - at, "until the next window");
+    // Its units are the next window's checks'.
+    assert_eq!(decided(l.check(1, 1, w + p)).remaining, 19);
+}

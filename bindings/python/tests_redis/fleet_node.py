@@ -47,7 +47,6 @@ def main() -> None:
             checks += 1
             if lim.check(key, at=t):
                 admitted.append(str(t))
-        print(f"STATS {lim.stats()}", file=sys.stderr)
     print("ADMITTED " + " ".join(admitted))
     print(f"CHECKS {checks}")
 
