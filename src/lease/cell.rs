@@ -46,10 +46,14 @@ impl Held {
     }
 
     /// Whether a request dated `now` falls in the grant's period, whose
-    /// units are the only ones it may spend.
+    /// units are the only ones it may spend: `[until − span, until)`, one
+    /// unsigned comparison of the date's distance before `until` (a date
+    /// at or after `until` wraps to a distance of 2^63 or more, above any
+    /// span a limit has: at most its period, 366 days, twice that for
+    /// GCRA's `E` either side).
     #[inline]
     pub(crate) fn dates(self, now: u64, span: u64) -> bool {
-        now < self.until && now >= self.until.saturating_sub(span)
+        self.until.wrapping_sub(now).wrapping_sub(1) < span
     }
 
     /// When the grant's period starts.
@@ -272,8 +276,8 @@ impl GrantCell {
 mod tests {
     use super::*;
 
-    /// Grants whose period is all of time before their expiry.
-    const ALWAYS: u64 = u64::MAX;
+    /// A period longer than any test's times: from the start of time.
+    const ALWAYS: u64 = 1 << 62;
 
     fn spend(c: &GrantCell, q: u64, now: u64) -> Spend {
         c.spend(c.open(), q, now, ALWAYS)
