@@ -14,9 +14,11 @@
 //! with no answer the failure policy decides ([`FailurePolicy`]): deny, or
 //! a node-local limiter with the limit divided by the expected nodes, and
 //! the decision is counted ([`ClientStats::fallbacks`]). After a failure
-//! Redis is tried again with backoff (10 ms doubling to 1 s); the first
-//! success puts checks back on the global limit, with no call from the
-//! caller.
+//! a strict or cached-deny limiter tries Redis again with backoff (10 ms
+//! doubling to 1 s); a leased one sends every key to the failure policy at
+//! once and one probe, off the request path (10 ms doubling to 100 ms),
+//! finds Redis again. The first success puts checks back on the global
+//! limit, with no call from the caller.
 //!
 //! A check takes ratecell's request shape: a [`Key`] (a `u64` id or any
 //! byte string) and a [`Request`] (a cost, or `Request::new(cost)` with
