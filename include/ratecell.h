@@ -415,8 +415,8 @@ struct ratecell_lease_options {
   uint64_t expire_ns;
   // The most the node's clock may differ from the server's (1 ms by
   // default; 0 when both read one timeline, as with `send_at`): a
-  // grant's units are spent only on requests dated this far or more
-  // inside their period, at both ends (SPEC §8).
+  // grant's units are spent only on requests dated in their period, and
+  // this long or more before it ends (SPEC §8).
   uint64_t skew_ns;
   // Prepended to a key's bytes to make its Redis key; may be NULL when
   // `prefix_len` is 0. Copied: the library keeps no pointer to it.

@@ -86,7 +86,7 @@ impl Setup {
             .skew_ns(self.skew_ticks() * TICK)
             .max_grant(self.max_grant);
         if self.algorithm == Algorithm::Gcra {
-            // A lifetime of a whole period: room for the skew at both ends.
+            // A lifetime of a whole period: room for the skew at its end.
             c = c.expire_ns(period);
         }
         if self.local {
