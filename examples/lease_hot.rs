@@ -37,18 +37,42 @@ fn main() {
     let nkeys: usize = args.next().map_or(1, |s| s.parse().unwrap());
     let n: usize = args.next().map_or(200_000, |s| s.parse().unwrap());
     let now = 1_800_000_000_000_000_000u64 / DAY * DAY + DAY / 2;
-    let leases = Leases::new(LeaseConfig::new(Config::new(alg, 1_000_000_000, DAY).capacity(4096))).unwrap();
+    let leases = Leases::new(LeaseConfig::new(
+        Config::new(alg, 1_000_000_000, DAY).capacity(4096),
+    ))
+    .unwrap();
     let expires = match alg {
         Algorithm::FixedWindow | Algorithm::SlidingWindow => (now / DAY + 1) * DAY,
         Algorithm::TokenBucket => now + DAY,
         _ => now + DAY / 10,
     };
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let keys: Vec<u64> = (0..nkeys).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x }).collect();
+    let keys: Vec<u64> = (0..nkeys)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })
+        .collect();
     for &k in &keys {
-        let Step::Fetch(req) = leases.check(k, 1, now) else { panic!() };
-        let reply = GrantReply { units: 1 << 31, expires_at_ns: expires, retry_after_ns: 0, limit: 1_000_000_000, remaining: 0 };
-        assert!(leases.complete(&req, Some(reply), now).decision.unwrap().allowed);
+        let Step::Fetch(req) = leases.check(k, 1, now) else {
+            panic!()
+        };
+        let reply = GrantReply {
+            units: 1 << 31,
+            expires_at_ns: expires,
+            retry_after_ns: 0,
+            limit: 1_000_000_000,
+            remaining: 0,
+        };
+        assert!(
+            leases
+                .complete(&req, Some(reply), now)
+                .decision
+                .unwrap()
+                .allowed
+        );
     }
     let a = measured(&leases, &keys, n, now + 1);
     assert_eq!(a, n as u64);
