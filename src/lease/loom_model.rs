@@ -143,7 +143,8 @@ fn a_stale_spend_never_lands_on_the_key_that_reused_the_entry() {
         let b = match leases.check(B, 1, LATE) {
             Step::Fetch(req) => {
                 let d = leases
-                    .complete(&req, Some(GrantReply::of(2, 10)), EARLY)
+                    // Of B's own period, which holds its date (A's ended at 10).
+                    .complete(&req, Some(GrantReply::of(2, 30)), EARLY)
                     .decision;
                 assert!(d.unwrap().allowed, "B's own unit");
                 Some(req)

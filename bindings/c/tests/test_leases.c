@@ -275,13 +275,16 @@ static void test_a_reply_that_is_not_a_lease_changes_nothing(void) {
     ratecell_decision d = untouched();
     ratecell_grant *g = NULL;
     CHECK_EQ_U64(check_at(l, "k", 1, t, &d, &g), RATECELL_STEP_FETCH);
-    /* Without send_at the command carries no AT: the server's clock. */
+    /* Without send_at the command carries no AT (the server's clock and
+     * the key's expiry on it), but a fetch is DATED its check's time, so
+     * its grant is of that check's window. */
     struct ratecell_grant_info info;
     CHECK(ratecell_grant_info(g, &info) == RATECELL_OK);
-    char want[24];
+    char want[24], dated[24];
     snprintf(want, sizeof want, "%" PRIu64, info.want);
+    snprintf(dated, sizeof dated, "%" PRIu64, t);
     const char *argv[] = {"RATECELL.LEASE", "api:k", "fixed_window", "100", "1000000000ns",
-                          "WANT", want};
+                          "WANT", want, "DATED", dated};
     check_argv(g, argv, sizeof argv / sizeof argv[0]);
 
     struct ratecell_lease_stats before, after;

@@ -225,7 +225,7 @@ class Tiered:
         capacity: int = 100_000,
         overflow: str = "evict",
     ) -> None:
-        from ._limiter import _as_given, _c_configs
+        from ._build import _as_given, _c_configs
         from ._tiers import TieredLimiter
 
         pairs = list(tiers.items() if hasattr(tiers, "items") else tiers)
