@@ -347,7 +347,10 @@ mod tests {
             })
         });
         assert_eq!(new.unwrap().units, MAX_UNITS);
-        assert_eq!(c.spend(c.open(), MAX_UNITS, u64::MAX - 1, 1), Spend::Left(0));
+        assert_eq!(
+            c.spend(c.open(), MAX_UNITS, u64::MAX - 1, 1),
+            Spend::Left(0)
+        );
         assert_eq!(c.open().generation(), 0);
         assert_eq!(c.load().until, u64::MAX);
     }
