@@ -25,11 +25,12 @@ pub struct Grant {
     pub decision: Decision,
 }
 
-/// How long a grant's period lasts: the period `P` for the windows (a
+/// How long a grant lasts: the period `P` for the windows (a
 /// window) and the token bucket (a refill step), `E` for GCRA (`expire_ns`,
 /// `None` or 0 for a tenth of the period, clamped to one emission interval
-/// ..= the period). A grant's units belong to the `lifetime_ns` before it
-/// expires, and only there may a node spend them.
+/// ..= the period). A window's or a refill step's grant belongs to the
+/// `lifetime_ns` before it expires; a GCRA grant to the `E` either side of
+/// its time (SPEC §8). Only there may a node spend them.
 pub(crate) fn lifetime_ns(params: &Params, expire_ns: Option<u64>) -> u64 {
     match params.algorithm {
         Algorithm::Gcra => {
@@ -46,8 +47,8 @@ pub(crate) fn lifetime_ns(params: &Params, expire_ns: Option<u64>) -> u64 {
 /// Grants up to `want` units at `t` on `words` (the key's state, zeros for
 /// a missing key) under `rule`, and applies the grant to `words`: the
 /// largest cost the algorithm admits now, decided as a check of that cost,
-/// and when its units expire. `expire_ns` is a GCRA grant's lifetime
-/// ([`lifetime_ns`]).
+/// and when its units expire. `expire_ns` is a GCRA grant's lifetime `E`
+/// (`None`: a tenth of the period).
 ///
 /// # Panics
 /// If the rule's algorithm is not leasable (gcra, token_bucket,

@@ -4,8 +4,8 @@
 
 use super::cell::{GrantCell, Held, Retired, Spend, Word};
 use super::config::{LeaseConfig, LeaseError, Resolved};
-use super::grant::{Charge, charges};
 use super::protocol::{Demand, GrantReply, When, grant_size, lease_args, probe_delay_ns};
+use super::request::GrantRequest;
 use super::store::{KeyRef, Node, Retire, Store, Tracked};
 use crate::check::decision::Decision;
 use crate::check::request::{Key, Request, Tier};
@@ -69,13 +69,13 @@ pub struct Leases {
 /// at once, and one probe in the background, the retry of that grant,
 /// finds Redis again; the first reply of any grant puts every key back.
 #[derive(Default)]
-struct Health {
+pub(super) struct Health {
     down: AtomicBool,
     /// Failed grants in a row: the probe's delay doubles with them.
     failures: AtomicU32,
     /// A probe is asked for and not yet answered: no other failure asks
     /// for one.
-    probing: AtomicBool,
+    pub(super) probing: AtomicBool,
     /// When the probe is due (the node's clock, as the completions give
     /// it): a denial's `retry_after` under the `deny` policy.
     probe_at: AtomicU64,
@@ -95,132 +95,6 @@ pub enum Step {
     /// This key cannot be tracked (the node's keys are at capacity, every
     /// one holding units): decide it with a `RATECELL.CHECK` of its own.
     Direct,
-}
-
-/// A grant to ask Redis for: which key, how many units, at what time.
-///
-/// While it lives, its key's entry is not dropped or reused (the entry
-/// counts its requests, `Slow::requests`), so its reply always finds the
-/// key it was asked for.
-pub struct GrantRequest {
-    entry: Arc<Node<Entry>>,
-    key: Box<[u8]>,
-    want: u64,
-    at: u64,
-    /// The check waiting on it (a fetch), or none (a refill, a retry).
-    cost: Option<u64>,
-    /// The node's health, when this is the retry of a failed grant that
-    /// stands for its probe.
-    probe: Option<Arc<Health>>,
-    /// The key's debt, sent with this request: taken from the key, and
-    /// given back to it unless a reply takes it.
-    debt: Option<Box<Debt>>,
-    /// Completed ([`Leases::complete`]): its reply or failure is handled.
-    done: AtomicBool,
-}
-
-/// A debt on its way to Redis: the charges sent, and the rule that gives
-/// them back to the key.
-struct Debt {
-    rule: Rule,
-    charges: Vec<Charge>,
-}
-
-impl std::fmt::Debug for GrantRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrantRequest")
-            .field("key", &self.key)
-            .field("want", &self.want)
-            .field("at", &self.at)
-            .field("cost", &self.cost)
-            .finish()
-    }
-}
-
-impl Drop for GrantRequest {
-    fn drop(&mut self) {
-        let mut s = self.entry.lock();
-        s.requests -= 1;
-        if self.done.load(Relaxed) {
-            return;
-        }
-        // Dropped unanswered (never sent, or its answer not handed back):
-        // the key keeps its debt for its next grant, and the next failure
-        // asks for a probe.
-        self.give_back(&mut s);
-        if let Some(h) = &self.probe {
-            h.probing.store(false, Relaxed);
-        }
-    }
-}
-
-impl GrantRequest {
-    /// A request for `entry`'s key, counted in its entry (`s` is its lock),
-    /// carrying the key's debt, if any (`rule` reads it at `at`).
-    fn new(
-        entry: Arc<Node<Entry>>,
-        s: &mut Slow,
-        key: &[u8],
-        want: u64,
-        at: u64,
-        cost: Option<u64>,
-        rule: &Rule,
-    ) -> GrantRequest {
-        s.requests += 1;
-        let debt = std::mem::take(&mut s.debt);
-        let debt = (!debt.is_empty()).then(|| {
-            Box::new(Debt {
-                rule: *rule,
-                charges: charges(rule, &debt, at),
-            })
-        });
-        GrantRequest {
-            entry,
-            key: key.into(),
-            want,
-            at,
-            cost,
-            probe: None,
-            debt,
-            done: AtomicBool::new(false),
-        }
-    }
-
-    /// Gives the charges back to the key's debt (`s`, its lock).
-    fn give_back(&self, s: &mut Slow) {
-        if let Some(d) = &self.debt {
-            for c in &d.charges {
-                s.charge(&d.rule, c.at_ns, c.units);
-            }
-        }
-    }
-
-    /// The charges it carries: the key's own admissions, made while Redis
-    /// was away, that the server adds to the key before the grant.
-    pub fn charges(&self) -> &[Charge] {
-        self.debt.as_ref().map_or(&[], |d| &d.charges)
-    }
-
-    /// The key's bytes (a `u64` key's 8 little-endian bytes).
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-
-    /// `w`, the units asked for.
-    pub fn want(&self) -> u64 {
-        self.want
-    }
-
-    /// The time of the check that asked (UNIX ns), to send as `AT` when the
-    /// node and the server keep one explicit timeline.
-    pub fn at_ns(&self) -> u64 {
-        self.at
-    }
-
-    /// Whether a check waits on this request (a fetch rather than a refill).
-    pub fn is_fetch(&self) -> bool {
-        self.cost.is_some()
-    }
 }
 
 /// What a grant reply, or its absence, decided.
@@ -314,7 +188,7 @@ pub(crate) struct Entry {
 
 /// What only the key's lock guards.
 #[derive(Debug, Default)]
-struct Slow {
+pub(super) struct Slow {
     /// A grant that came while the one in hand still had units, with
     /// another expiry: spent once that one is spent or expired.
     next: Option<Held>,
@@ -326,16 +200,16 @@ struct Slow {
     demand: Demand,
     /// Grant requests alive for this key: while any is, the entry is not
     /// retired.
-    requests: u64,
+    pub(super) requests: u64,
     /// What the `local` policy admitted for this key that Redis has not
     /// been told: a state of the limit's rule fed only by those admissions
     /// (empty: none), sent as charges with the key's next grant.
-    debt: Vec<u64>,
+    pub(super) debt: Vec<u64>,
 }
 
 impl Slow {
     /// Adds `units` admitted here at `at` to the key's debt.
-    fn charge(&mut self, rule: &Rule, at: u64, units: u64) {
+    pub(super) fn charge(&mut self, rule: &Rule, at: u64, units: u64) {
         if self.debt.is_empty() {
             self.debt = vec![0; rule.words()];
         }
@@ -355,7 +229,7 @@ impl Entry {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Slow> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Slow> {
         // The lock guards bookkeeping that no panic leaves half-made in a
         // way that could admit more: a poisoned lock is used as it is.
         self.slow.lock().unwrap_or_else(|e| e.into_inner())

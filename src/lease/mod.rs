@@ -33,6 +33,8 @@
 //! - `store`: keys to entries, found without a lock; idle entries reused for
 //!   new keys; the key's bytes kept for the command.
 //! - `leases`: [`Leases`], the per-key protocol.
+//! - `request`: [`GrantRequest`], a grant on its way, with the debt it
+//!   carries.
 //! - `deny`: [`DenialCache`].
 
 mod cell;
@@ -45,6 +47,7 @@ mod loom_model;
 #[cfg(all(test, not(ratecell_loom)))]
 mod model;
 mod protocol;
+mod request;
 mod store;
 #[cfg(all(test, not(ratecell_loom)))]
 mod tests;
@@ -52,8 +55,9 @@ mod tests;
 pub use config::{FailurePolicy, LeaseConfig, LeaseError};
 pub use deny::DenialCache;
 pub use grant::{Charge, Grant, grant};
-pub use leases::{Completion, GrantRequest, LeaseStats, Leases, Step};
+pub use leases::{Completion, LeaseStats, Leases, Step};
 pub use protocol::{
     GrantReply, PROBE_INTERVAL_NS, ReplyError, backoff_ns, grant_size, lease_command,
     probe_delay_ns,
 };
+pub use request::GrantRequest;
