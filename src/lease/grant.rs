@@ -142,7 +142,7 @@ pub(crate) fn charges(rule: &Rule, debt: &[u64], now: u64) -> Vec<Charge> {
 #[cfg(all(test, not(ratecell_loom)))]
 mod tests {
     use super::*;
-    use crate::Config;
+    use crate::config::Config;
 
     const T0: u64 = 1_700_000_000_000_000_000;
     const S: u64 = 1_000_000_000;
