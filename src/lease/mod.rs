@@ -32,6 +32,8 @@
 //!   (the only atomic a spend writes).
 //! - `store`: keys to entries, found without a lock; idle entries reused for
 //!   new keys; the key's bytes kept for the command.
+//! - `entry`: a key's entry (the grant word and what its lock guards) and
+//!   the node's health.
 //! - `leases`: [`Leases`], the per-key protocol.
 //! - `request`: [`GrantRequest`], a grant on its way, with the debt it
 //!   carries.
@@ -40,6 +42,7 @@
 mod cell;
 mod config;
 mod deny;
+mod entry;
 mod grant;
 mod leases;
 #[cfg(all(test, ratecell_loom))]

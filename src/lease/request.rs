@@ -4,8 +4,8 @@
 //! entry from being retired while it lives, and gives the debt back if no
 //! reply takes it.
 
+use super::entry::{Entry, Health, Slow};
 use super::grant::{Charge, charges};
-use super::leases::{Entry, Health, Slow};
 use super::store::Node;
 use crate::state::Rule;
 use std::sync::Arc;

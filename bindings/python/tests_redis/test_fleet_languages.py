@@ -30,8 +30,9 @@ RUN_NS = 1_600_000_000
 NODE = Path(__file__).with_name("fleet_node.py")
 
 
-def _run_fleet(commands: dict[str, list[str]]) -> dict[str, list[int]]:
-    """Runs the nodes to their end: each one's admitted dates."""
+def _run_fleet(commands: dict[str, list[str]]) -> dict[str, tuple[int, list[int]]]:
+    """Runs the nodes to their end: each one's count of checks and the
+    dates it admitted."""
     procs = {
         name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for name, cmd in commands.items()
@@ -47,12 +48,13 @@ def _run_fleet(commands: dict[str, list[str]]) -> dict[str, list[int]]:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    admitted = {}
+    ran = {}
     for name, text in outputs.items():
         lines = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
-        assert int(lines["CHECKS"]) > 0, f"{name} made no check"
-        admitted[name] = [int(t) for t in lines.get("ADMITTED", "").split()]
-    return admitted
+        checks = int(lines["CHECKS"])
+        assert checks > 0, f"{name} made no check"
+        ran[name] = (checks, [int(t) for t in lines.get("ADMITTED", "").split()])
+    return ran
 
 
 def _most_in(dates: list[int], length: int) -> int:
@@ -86,7 +88,7 @@ def test_nodes_dating_their_own_checks_keep_spec_bounds(algorithm: str) -> None:
     args = [algorithm, str(LIMIT), str(PERIOD_NS), str(start), str(RUN_NS), algorithm, "caller"]
     commands = {f"python-{i}": [sys.executable, str(NODE), url, *args] for i in (1, 2)}
     commands.update({f"go-{i}": [go, addr, *args] for i in (1, 2)})
-    admitted = _run_fleet(commands)
+    admitted = {name: dates for name, (_, dates) in _run_fleet(commands).items()}
     dates = sorted(t for ts in admitted.values() for t in ts)
     assert all(start <= t < start + RUN_NS for t in dates)
     per_window = Counter(t // PERIOD_NS for t in dates)
@@ -138,28 +140,9 @@ def test_four_nodes_of_three_languages_never_exceed_the_limit() -> None:
         "go": [go, addr, *args],
         "rust": [rust, "--node", url, *args],
     }
-    procs = {
-        name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for name, cmd in commands.items()
-    }
-    outputs = {}
-    try:
-        for name, p in procs.items():
-            out, err = p.communicate(timeout=60)
-            assert p.returncode == 0, f"{name}: {err.decode()}"
-            outputs[name] = out.decode()
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     per_window: Counter[int] = Counter()
     per_node: dict[str, tuple[int, int]] = {}
-    for name, text in outputs.items():
-        lines = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
-        times = [int(t) for t in lines.get("ADMITTED", "").split()]
-        checks = int(lines["CHECKS"])
-        assert checks > 0, f"{name} made no check"
+    for name, (checks, times) in _run_fleet(commands).items():
         per_node[name] = (checks, len(times))
         for t in times:
             assert start <= t < start + RUN_NS
