@@ -297,6 +297,22 @@ impl Model {
             .collect()
     }
 
+    /// Node `n` asks for a grant at `at` (a fetch for a check dated
+    /// `fetch`, a refill, or its probe), carrying its debt.
+    fn send(&self, n: &mut Node, at: u64, fetch: Option<u64>, probe: bool) {
+        let charges = if self.current() {
+            self.take_debt(n, at)
+        } else {
+            Vec::new()
+        };
+        n.pending = Some(Pending {
+            fetch,
+            probe,
+            charges,
+            served: None,
+        });
+    }
+
     fn give_back(&self, n: &mut Node, charges: &[(u64, u64)]) {
         for &(at, units) in charges {
             self.charge_debt(n, at, units);
@@ -425,17 +441,7 @@ impl Model {
                 if n.pending.is_some() {
                     return None; // one request on its way per node
                 }
-                let charges = if self.current() {
-                    self.take_debt(n, date)
-                } else {
-                    Vec::new()
-                };
-                n.pending = Some(Pending {
-                    fetch: Some(date),
-                    probe: false,
-                    charges,
-                    served: None,
-                });
+                self.send(n, date, Some(date), false);
             }
             Action::Refill(i) => {
                 let now = self.now(&w, i);
@@ -443,17 +449,7 @@ impl Model {
                 if n.pending.is_some() || self.is_down(n, now) || n.held.is_spent(now) {
                     return None;
                 }
-                let charges = if self.current() {
-                    self.take_debt(n, now)
-                } else {
-                    Vec::new()
-                };
-                n.pending = Some(Pending {
-                    fetch: None,
-                    probe: false,
-                    charges,
-                    served: None,
-                });
+                self.send(n, now, None, false);
             }
             Action::Probe(i) => {
                 let now = self.now(&w, i);
@@ -462,17 +458,7 @@ impl Model {
                     return None;
                 }
                 n.probe_due = None;
-                let charges = if self.current() {
-                    self.take_debt(n, now)
-                } else {
-                    Vec::new()
-                };
-                n.pending = Some(Pending {
-                    fetch: None,
-                    probe: true,
-                    charges,
-                    served: None,
-                });
+                self.send(n, now, None, true);
             }
             Action::Serve(i) => {
                 if !w.up {

@@ -137,9 +137,19 @@ unsafe extern "C" fn aof_rewrite(
         v.encode_into(&mut bytes);
         bytes
     });
+    emit_restore(aof, key, &bytes);
+}
+
+/// Writes `RATECELL.RESTORE <key> <bytes>` to the AOF being rewritten, for
+/// every type's `aof_rewrite`; Redis emits the key's expiry after it.
+pub(crate) fn emit_restore(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    bytes: &[u8],
+) {
     // SAFETY: "sb" takes a RedisModuleString and a buffer with its length;
-    // Redis copies both before returning. The key's expiry is emitted by
-    // Redis itself after this callback.
+    // Redis copies both before returning; `aof` and `key` are the ones
+    // Redis passed to the rewrite callback.
     unsafe {
         raw::RedisModule_EmitAOF.expect("EmitAOF")(
             aof,

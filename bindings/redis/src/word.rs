@@ -16,7 +16,7 @@
 //! receives from replicas and the AOF; the RDB saves the word alone, its
 //! type naming the algorithm.
 
-use crate::datatype::{guarded, log_io_error, type_methods};
+use crate::datatype::{emit_restore, guarded, log_io_error, type_methods};
 use ratecell::{Algorithm, Config, state::Rule};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
@@ -190,19 +190,7 @@ fn aof(
     value: *mut c_void,
     algorithm: Algorithm,
 ) {
-    let bytes = encode(algorithm, from_value(value));
-    // SAFETY: "sb" takes a RedisModuleString and a buffer with its length;
-    // Redis copies both before returning.
-    unsafe {
-        raw::RedisModule_EmitAOF.expect("EmitAOF")(
-            aof,
-            c"RATECELL.RESTORE".as_ptr(),
-            c"sb".as_ptr(),
-            key,
-            bytes.as_ptr(),
-            bytes.len(),
-        );
-    }
+    emit_restore(aof, key, &encode(algorithm, from_value(value)));
 }
 
 unsafe extern "C" fn gcra_aof(
