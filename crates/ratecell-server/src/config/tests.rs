@@ -194,3 +194,27 @@ fn numbers_as_values_are_strings() {
         Some("d.code_200")
     );
 }
+
+#[test]
+fn the_example_directory_and_the_docs_files_load() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let c = Config::load_dir(&root.join("examples/config"), false, false).unwrap();
+    assert!(
+        c.domain("edge")
+            .and_then(|d| d.forward_auth.as_ref())
+            .is_some()
+    );
+    let doc = std::fs::read_to_string(root.join("../../docs/SERVER.md")).unwrap();
+    let mut blocks = 0;
+    for block in doc.split("```yaml\n").skip(1) {
+        let yaml = block.split("```").next().unwrap();
+        if yaml.starts_with("domain:") {
+            load(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+            blocks += 1;
+        }
+    }
+    assert!(
+        blocks >= 3,
+        "docs/SERVER.md's configuration examples: {blocks}"
+    );
+}
