@@ -380,20 +380,20 @@ fn zero_limit(limit: &Limit) -> Decision {
 }
 
 /// `duration_until_reset`: for a fixed window the rest of the window in
-/// whole seconds, rounded up, as the incumbent reports it; otherwise the
-/// time until the key is fresh, to the nanosecond.
+/// whole seconds, as the incumbent reports it (`unit − now mod unit`, now
+/// in whole UNIX seconds: windows start at multiples of the period, SPEC
+/// §1); otherwise the time until the key is fresh, to the nanosecond.
 fn until_reset(limit: &Limit, d: &Decision) -> PbDuration {
     let fixed = limit
         .config
         .is_none_or(|c| c.algorithm == ratecell::Algorithm::FixedWindow);
-    if fixed {
-        let ns = if d.reset_after_ns == 0 {
-            limit.period_ns
-        } else {
-            d.reset_after_ns
-        };
+    if fixed && limit.period_ns.is_multiple_of(1_000_000_000) {
+        let period_s = limit.period_ns / 1_000_000_000;
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         return PbDuration {
-            seconds: i64::try_from(ns.div_ceil(1_000_000_000)).unwrap_or(i64::MAX),
+            seconds: i64::try_from(period_s - now_s % period_s).unwrap_or(i64::MAX),
             nanos: 0,
         };
     }
