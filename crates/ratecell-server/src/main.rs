@@ -121,6 +121,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         watch: settings.watch_dir.clone(),
         ignore_dotfiles: settings.ignore_dotfiles,
         merge_domains: settings.merge_domains,
+        healthy_with_config: settings.healthy_with_config,
     };
     let config = source
         .load()
@@ -148,7 +149,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         Some((addr, _)) => Some(bind(*addr, "PROMETHEUS_ADDR").await?),
         None => None,
     };
-    let _watcher = reload::watch(source, service.clone())
+    let _watcher = reload::watch(source, service.clone(), health.clone())
         .map_err(|e| format!("cannot watch {}: {e}", settings.watch_dir.display()))?;
 
     let (stop_tx, stop_rx) = watch::channel(false);

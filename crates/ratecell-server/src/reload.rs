@@ -11,6 +11,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::config::Config;
+use crate::http::Health;
 use crate::service::Service;
 use crate::stats;
 
@@ -24,6 +25,9 @@ pub struct Source {
     pub watch: PathBuf,
     pub ignore_dotfiles: bool,
     pub merge_domains: bool,
+    /// Unhealthy while no domain is configured
+    /// (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
+    pub healthy_with_config: bool,
 }
 
 impl Source {
@@ -35,7 +39,11 @@ impl Source {
 /// Watches `source` and reloads `service` on changes, until the returned
 /// watcher is dropped. A directory that does not exist yet is watched
 /// from its nearest existing ancestor.
-pub fn watch(source: Source, service: Arc<Service>) -> notify::Result<notify::RecommendedWatcher> {
+pub fn watch(
+    source: Source,
+    service: Arc<Service>,
+    health: Arc<Health>,
+) -> notify::Result<notify::RecommendedWatcher> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if event.is_ok() {
@@ -56,6 +64,9 @@ pub fn watch(source: Source, service: Arc<Service>) -> notify::Result<notify::Re
             while let Ok(Some(())) = tokio::time::timeout(SETTLE, rx.recv()).await {}
             match source.load() {
                 Ok(config) => {
+                    if source.healthy_with_config {
+                        health.set(!config.is_empty());
+                    }
                     service.set_config(config);
                     stats::config_load(true);
                     tracing::info!(dir = %source.dir.display(), "loaded the new configuration");
