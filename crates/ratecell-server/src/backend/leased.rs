@@ -35,7 +35,12 @@ impl Leased {
     }
 
     fn make(&self, limit: &LimitConfig) -> Result<Arc<RedisLimiter>, BackendError> {
-        RedisLimiter::builder(&self.settings.url, *limit)
+        let mut builder = RedisLimiter::builder(&self.settings.url, *limit);
+        if let Some(nodes) = &self.settings.cluster {
+            let more: Vec<&str> = nodes[1..].iter().map(String::as_str).collect();
+            builder = builder.cluster(&more);
+        }
+        builder
             .mode(Mode::Leased)
             .timeout(self.settings.timeout)
             .failure(self.settings.lease_failure)
