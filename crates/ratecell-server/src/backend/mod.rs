@@ -61,9 +61,7 @@ impl Backend {
             )),
             BackendKind::Redis(r) => match r.mode {
                 RedisMode::Strict => Backend::Strict(strict::Strict::connect(r).await?),
-                RedisMode::Leased => {
-                    Backend::Leased(leased::Leased::new(r, settings.cache_key_prefix.as_bytes()))
-                }
+                RedisMode::Leased => Backend::Leased(leased::Leased::new(r)),
             },
         };
         b.reconfigure(config);
