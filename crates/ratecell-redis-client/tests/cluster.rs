@@ -109,6 +109,46 @@ fn strict_and_leased_decide_exactly_with_keys_on_every_master() {
     }
 }
 
+/// A master that stops answering: the check goes to the failure policy
+/// after one attempt, and its command is not sent again (redis-rs's
+/// cluster connection resends a timed-out command at once; the first may
+/// have counted, as it does here once the master continues).
+#[test]
+#[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]
+fn a_timed_out_command_is_sent_once_and_the_failure_policy_decides() {
+    let cluster = Cluster::start(&module());
+    let urls = cluster.urls();
+    let limiter = RedisLimiter::builder(&urls[0], Config::new(Algorithm::FixedWindow, LIMIT, HOUR))
+        .cluster(&[urls[1].as_str(), urls[2].as_str()])
+        .send_at(true)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let port = cluster.owner(b"frozen");
+    // A first check, so the pool holds a connection to every master.
+    assert!(limiter.check("frozen", Request::new(1).at(T)).allowed);
+    cluster.pause(port);
+    let d = limiter.check("frozen", Request::new(1).at(T + 1));
+    cluster.resume(port);
+    assert!(!d.allowed, "the deny policy's decision");
+    let s = limiter.stats();
+    assert_eq!((s.commands, s.failures, s.fallbacks), (2, 1, 1), "{s:?}");
+    // The dropped connection's buffered command runs before the master
+    // sees it closed; once only this test's connection is left, every
+    // command the limiter sent has run.
+    let mut polls = 0;
+    while cluster.info(port, "connected_clients") != "1" {
+        polls += 1;
+        assert!(polls < 500, "the limiter's connection is still open");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let calls = cluster.calls(port, "ratecell.check");
+    assert!(
+        (1..=2).contains(&calls),
+        "RATECELL.CHECK ran {calls} times for 2 checks"
+    );
+}
+
 /// The builder's node need not answer: the more nodes are tried in turn.
 #[test]
 #[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]

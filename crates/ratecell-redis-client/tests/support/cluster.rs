@@ -162,6 +162,52 @@ impl Cluster {
         p as u16
     }
 
+    /// Freezes node `port` (SIGSTOP): its connections stay open and
+    /// nothing answers. Drop kills it all the same (SIGKILL ends a
+    /// stopped process).
+    pub fn pause(&self, port: u16) {
+        self.signal(port, "-STOP");
+    }
+
+    /// Continues node `port` (SIGCONT).
+    pub fn resume(&self, port: u16) {
+        self.signal(port, "-CONT");
+    }
+
+    fn signal(&self, port: u16, sig: &str) {
+        let (child, _, _) = self.nodes.iter().find(|n| n.1 == port).unwrap();
+        let ok = Command::new("kill")
+            .arg(sig)
+            .arg(child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} on node {port}");
+    }
+
+    /// `INFO` field `name` of node `port` (`connected_clients`, say).
+    pub fn info(&self, port: u16, name: &str) -> String {
+        let info: String = redis::cmd("INFO").query(&mut self.conn(port)).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or_else(|| panic!("INFO has no {name}"))
+            .trim()
+            .to_owned()
+    }
+
+    /// How many times node `port` ran `command` (lower case), from
+    /// `INFO commandstats`.
+    pub fn calls(&self, port: u16, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn(port))
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+            .and_then(|rest| rest.split(',').find_map(|f| f.strip_prefix("calls=")))
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
     /// The keys node `port` holds itself (`KEYS *` answers from the
     /// node's own keyspace, with no redirect).
     pub fn keys(&self, port: u16) -> Vec<Vec<u8>> {
