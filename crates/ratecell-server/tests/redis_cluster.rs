@@ -3,7 +3,8 @@
 //! keys on every master, each key on the master of its slot, and a
 //! request whose descriptors fall in several slots decided as
 //! docs/SERVER.md says (each slot's group all-or-nothing, the request
-//! admitted only if every group admits, a group that admitted counted).
+//! admitted only if every group admits, a group that admitted counted;
+//! a master that does not answer makes the request the failure policy's).
 //!
 //! `#[ignore]`d in a plain `cargo test` (it needs redis-server, redis-cli
 //! and the module); scripts/redis-tests.sh runs it with `--ignored` and
@@ -286,4 +287,42 @@ fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
             "{prefix}: x and y on one master"
         );
     }
+}
+
+/// Strict mode, a master that stops answering under a request across two
+/// slots: the request is the failure policy's (`deny` here: 429) within
+/// `REDIS_TIMEOUT`, and the group that answered stays counted.
+#[test]
+#[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]
+fn strict_a_group_without_an_answer_is_the_failure_policys() {
+    let cluster = Cluster::start(&module());
+    let dir = Dir::new();
+    let nodes: Vec<String> = cluster
+        .ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let server = Server::start(
+        &dir.0,
+        &[
+            ("REDIS_TYPE", "CLUSTER"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", &nodes.join(",")),
+            ("REDIS_TIMEOUT", "1s"),
+            ("RATECELL_FAILURE_POLICY", "deny"),
+        ],
+    );
+    let users = users_on_every_master(&cluster, "");
+    let (x, y) = (users[0].as_str(), users[1].as_str());
+    assert_eq!(server.users(&[x, y]), (200, vec![2, 2]));
+    cluster.pause(cluster.ports()[1]);
+    let (status, _) = server.users(&[x, y]);
+    cluster.resume(cluster.ports()[1]);
+    assert_eq!(status, 429, "the deny policy's answer");
+    // x's master answered and counted; y's ran its command once it
+    // continued, or not at all.
+    assert_eq!(server.users(&[x]), (200, vec![0]));
+    let (status, y_left) = server.users(&[y]);
+    assert_eq!(status, 200);
+    assert!(y_left == vec![0] || y_left == vec![1], "{y_left:?}");
 }
