@@ -138,9 +138,11 @@ impl Builder {
     /// a node (database 0) and `more_nodes` are others to start from when
     /// it does not answer; the rest are found from the cluster's slot map.
     /// Each command names one key and goes to the master of the key's
-    /// slot; redis-rs follows a `MOVED` or `ASK` (one per command), so a
-    /// check that meets a moved slot waits at most twice the timeout.
-    /// Default: one server.
+    /// slot; redis-rs follows a `MOVED` or `ASK` (one per command). The
+    /// timeout bounds each step rather than the whole: a command on a
+    /// connection made, the connection's making (a node, the slot map,
+    /// each master), and a redirect's slot map and second attempt. A
+    /// command that timed out is never sent again. Default: one server.
     #[must_use]
     pub fn cluster(mut self, more_nodes: &[&str]) -> Builder {
         self.cluster = Some(more_nodes.iter().map(|&n| n.to_owned()).collect());
