@@ -144,9 +144,12 @@ fn http_request(port: u16, request: &str) -> Option<(u16, String)> {
 struct Dir(PathBuf);
 
 impl Dir {
-    fn new() -> Dir {
-        let d =
-            std::env::temp_dir().join(format!("ratecell-server-cluster-{}", std::process::id()));
+    /// `name` apart: the tests of one process run at once.
+    fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!(
+            "ratecell-server-cluster-{name}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("d.yaml"), CONFIG).unwrap();
@@ -208,7 +211,7 @@ fn assert_on_their_masters(cluster: &Cluster, expected: &BTreeSet<Vec<u8>>) {
 #[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]
 fn strict_and_leased_count_exactly_with_keys_on_every_master() {
     let cluster = Cluster::start(&module());
-    let dir = Dir::new();
+    let dir = Dir::new("modes");
     let nodes: Vec<String> = cluster
         .ports()
         .iter()
@@ -248,7 +251,7 @@ fn strict_and_leased_count_exactly_with_keys_on_every_master() {
 #[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]
 fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
     let cluster = Cluster::start(&module());
-    let dir = Dir::new();
+    let dir = Dir::new("slots");
     let nodes: Vec<String> = cluster
         .ports()
         .iter()
@@ -296,7 +299,7 @@ fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
 #[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]
 fn strict_a_group_without_an_answer_is_the_failure_policys() {
     let cluster = Cluster::start(&module());
-    let dir = Dir::new();
+    let dir = Dir::new("timeout");
     let nodes: Vec<String> = cluster
         .ports()
         .iter()
