@@ -767,7 +767,7 @@ void ratecell_leases_free(struct ratecell_leases *leases);
 uint64_t ratecell_leases_now_ns(const struct ratecell_leases *leases);
 
 // Checks `*request` against the units this node holds for its key, and
-// says what to do (a `RATECELL_STEP_*` value, 0 or more):
+// writes what to do to `*step_out` (a `RATECELL_STEP_*` value):
 //
 // - `RATECELL_STEP_DECIDED`: the decision is in `*out`; `*grant_out` is
 //   set to NULL.
@@ -778,21 +778,21 @@ uint64_t ratecell_leases_now_ns(const struct ratecell_leases *leases);
 //   check's decision. `*out` is not written.
 // - `RATECELL_STEP_DIRECT`: the key cannot be tracked now (the node's
 //   keys are at capacity); decide it with a `RATECELL.CHECK`. Nothing
-//   is written but `*grant_out = NULL`.
+//   is written but the step and `*grant_out = NULL`.
 //
-// The time is the request's `at_ns`, else `now_ns`, else (both
-// `RATECELL_NOW`) the leases' clock. A cost of 0 is a peek: always
+// The time is the request's `at_ns`, or the leases' clock for
+// `RATECELL_NOW`, as for `ratecell_check`. A cost of 0 is a peek: always
 // decided here, never a grant.
 //
-// Returns a negated `ratecell_status` (below 0) when the call fails:
-// `RATECELL_NULL_ARGUMENT` for a NULL `leases`, `request`, `out` or
-// `grant_out` (or NULL key bytes with a non-zero `key_len`);
-// `RATECELL_INVALID_LENGTH` for a `size` this library does not know or a
-// `key_len` above `PTRDIFF_MAX`; `RATECELL_INVALID_TIER` for a tier other
-// than 0 (a leased limit has one); `RATECELL_OUT_OF_MEMORY` when the
-// grant could not be allocated (its check's units may have been spent: a
-// loss, never an admission). A call refused for its arguments spends
-// nothing; no failed call writes anything. Thread-safe.
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` for a NULL `leases`,
+// `request`, `step_out`, `out` or `grant_out` (or NULL key bytes with a
+// non-zero `key_len`); `RATECELL_INVALID_LENGTH` for a `size` this
+// library does not know or a `key_len` above `PTRDIFF_MAX`;
+// `RATECELL_INVALID_TIER` for a tier other than 0 (a leased limit has
+// one); `RATECELL_OUT_OF_MEMORY` when the grant could not be allocated
+// (its check's units may have been spent: a loss, never an admission). A
+// call refused for its arguments spends nothing; no failed call writes
+// anything. Thread-safe.
 //
 // Ownership: a grant written to `*grant_out` is the caller's, to pass to
 // `ratecell_leases_complete` and then `ratecell_grant_free`.
@@ -800,13 +800,14 @@ uint64_t ratecell_leases_now_ns(const struct ratecell_leases *leases);
 // # Safety
 // `leases` is NULL or a live handle; `request` is NULL or points to a
 // readable `ratecell_request` (its `key_bytes` NULL or `key_len` readable
-// bytes); `out` is NULL or points to a writable `ratecell_decision`;
-// `grant_out` is NULL or points to a writable `ratecell_grant *`.
-int32_t ratecell_leases_check(const struct ratecell_leases *leases,
-                              const struct ratecell_request *request,
-                              uint64_t now_ns,
-                              struct ratecell_decision *out,
-                              struct ratecell_grant **grant_out);
+// bytes); `step_out` is NULL or points to a writable `uint32_t`; `out`
+// is NULL or points to a writable `ratecell_decision`; `grant_out` is
+// NULL or points to a writable `ratecell_grant *`.
+ratecell_status ratecell_leases_check(const struct ratecell_leases *leases,
+                                      const struct ratecell_request *request,
+                                      uint32_t *step_out,
+                                      struct ratecell_decision *out,
+                                      struct ratecell_grant **grant_out);
 
 // Writes what `grant` asks for to `*out`.
 //
@@ -925,27 +926,31 @@ ratecell_status ratecell_denials_new(uint64_t capacity,
 // `denials` is NULL or a live handle, not used afterwards.
 void ratecell_denials_free(struct ratecell_denials *denials);
 
-// Whether `*request`'s key has a remembered denial still running at its
-// time (`at_ns`, else `now_ns`, else the cache's clock): 1 with that
-// denial in `*out` (its `retry_after_ns` and `reset_after_ns` reduced by
-// the time since), 0 when there is none (ask Redis; `*out` is not
-// written), or a negated `ratecell_status`: `RATECELL_NULL_ARGUMENT`, or
-// `RATECELL_INVALID_LENGTH` for an unknown `size` or a `key_len` above
-// `PTRDIFF_MAX`. The cost and tier are not read.
-// Thread-safe.
+// Whether `*request`'s key has a remembered denial still running at the
+// request's time (its `at_ns`, or the cache's clock for `RATECELL_NOW`):
+// writes `true` to `*found_out` and that denial to `*out` (its
+// `retry_after_ns` and `reset_after_ns` reduced by the time since), or
+// `false` when there is none (ask Redis; `*out` is not written). The cost
+// and tier are not read.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` for a NULL `denials`,
+// `request`, `found_out` or `out`; `RATECELL_INVALID_LENGTH` for an
+// unknown `size` or a `key_len` above `PTRDIFF_MAX`. No failed call
+// writes anything. Thread-safe.
 //
 // # Safety
 // `denials` is NULL or a live handle; `request` as for
-// `ratecell_leases_check`; `out` is NULL or points to a writable
-// `ratecell_decision`.
-int32_t ratecell_denials_check(const struct ratecell_denials *denials,
-                               const struct ratecell_request *request,
-                               uint64_t now_ns,
-                               struct ratecell_decision *out);
+// `ratecell_leases_check`; `found_out` is NULL or points to a writable
+// `bool`; `out` is NULL or points to a writable `ratecell_decision`.
+ratecell_status ratecell_denials_check(const struct ratecell_denials *denials,
+                                       const struct ratecell_request *request,
+                                       bool *found_out,
+                                       struct ratecell_decision *out);
 
-// Remembers Redis's `*decision` for `*request`'s key, made at its time
-// (`at_ns`, else `now_ns`, else the cache's clock), when it is a denial that a wait can end (an
-// admission, or a `retry_after_ns` of `UINT64_MAX`, is not remembered).
+// Remembers Redis's `*decision` for `*request`'s key, made at the
+// request's time (its `at_ns`, or the cache's clock for `RATECELL_NOW`),
+// when it is a denial that a wait can end (an admission, or a
+// `retry_after_ns` of `UINT64_MAX`, is not remembered).
 //
 // Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
 // `RATECELL_INVALID_LENGTH` as `ratecell_denials_check`. Thread-safe.
@@ -956,7 +961,6 @@ int32_t ratecell_denials_check(const struct ratecell_denials *denials,
 // `ratecell_decision`.
 ratecell_status ratecell_denials_remember(const struct ratecell_denials *denials,
                                           const struct ratecell_request *request,
-                                          uint64_t now_ns,
                                           const struct ratecell_decision *decision);
 
 // Checks `*cfg` and makes a limiter, writing its handle to `*out`.
@@ -1121,16 +1125,22 @@ ratecell_status ratecell_check_batch(const struct ratecell_limiter *limiter,
                                      struct ratecell_decision *decisions_out);
 
 // Whether one request (cost 1, now, tier 0) for the key `key` is
-// admitted: 1 when it is, 0 when it is denied, and a negated
-// `ratecell_status` (below 0) when the call fails: `-RATECELL_NULL_ARGUMENT`
-// for a NULL `limiter`. The same decision as `ratecell_check`; it exists
-// because every argument and out-parameter costs a binding whose calls
-// are dear (tens of ns each through Python's ctypes). A direct limiter
-// computes nothing but the answer. Thread-safe.
+// admitted: writes `true` to `*allowed_out` when it is, `false` when it
+// is denied. The same decision as `ratecell_check`; it exists because
+// every argument and out-parameter costs a binding whose calls are dear
+// (tens of ns each through Python's ctypes): one key in, one flag out,
+// and no request or decision to build. A direct limiter computes nothing
+// but the answer.
+//
+// Returns `RATECELL_OK`, or `RATECELL_NULL_ARGUMENT` for a NULL `limiter`
+// or `allowed_out` (nothing is decided then). Thread-safe.
 //
 // # Safety
-// `limiter` is NULL or a live handle.
-int32_t ratecell_allow(const struct ratecell_limiter *limiter, uint64_t key);
+// `limiter` is NULL or a live handle; `allowed_out` is NULL or points to
+// a writable `bool`.
+ratecell_status ratecell_allow(const struct ratecell_limiter *limiter,
+                               uint64_t key,
+                               bool *allowed_out);
 
 // Waits until `*request` is admitted (and, for the leaky bucket, until
 // its `wait_ns` has passed), sleeping by `retry_after_ns` (never

@@ -19,7 +19,7 @@ use super::{input, into_raw, out_ptr};
 use ratecell_lib::lease::{
     DenialCache, FailurePolicy, GrantReply, GrantRequest, LeaseConfig, LeaseError, Leases, Step,
 };
-use ratecell_lib::{Clock, Decision, Key, Request};
+use ratecell_lib::{Clock, Decision, Key};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use ratecell_status::*;
@@ -31,16 +31,16 @@ pub const RATECELL_FAILURE_DENY: u32 = 0;
 pub const RATECELL_FAILURE_LOCAL: u32 = 1;
 
 /// `ratecell_leases_check`: decided here; the decision is in `*out`.
-pub const RATECELL_STEP_DECIDED: i32 = 0;
+pub const RATECELL_STEP_DECIDED: u32 = 0;
 /// `ratecell_leases_check`: decided here (in `*out`); send `*grant_out` in
 /// the background, then complete it.
-pub const RATECELL_STEP_REFILL: i32 = 1;
+pub const RATECELL_STEP_REFILL: u32 = 1;
 /// `ratecell_leases_check`: no units; send `*grant_out` now (within the
 /// timeout) and complete it: the completion's decision is the check's.
-pub const RATECELL_STEP_FETCH: i32 = 2;
+pub const RATECELL_STEP_FETCH: u32 = 2;
 /// `ratecell_leases_check`: the key cannot be tracked; decide it with a
 /// `RATECELL.CHECK` of its own.
-pub const RATECELL_STEP_DIRECT: i32 = 3;
+pub const RATECELL_STEP_DIRECT: u32 = 3;
 
 /// The most arguments a grant's command has (`RATECELL.LEASE` included):
 /// thirteen, and two `CHARGE <at_ns> <units>` triples for a key's debt.
@@ -362,7 +362,7 @@ impl ratecell_leases {
 }
 
 /// Checks `*request` against the units this node holds for its key, and
-/// says what to do (a `RATECELL_STEP_*` value, 0 or more):
+/// writes what to do to `*step_out` (a `RATECELL_STEP_*` value):
 ///
 /// - `RATECELL_STEP_DECIDED`: the decision is in `*out`; `*grant_out` is
 ///   set to NULL.
@@ -373,21 +373,21 @@ impl ratecell_leases {
 ///   check's decision. `*out` is not written.
 /// - `RATECELL_STEP_DIRECT`: the key cannot be tracked now (the node's
 ///   keys are at capacity); decide it with a `RATECELL.CHECK`. Nothing
-///   is written but `*grant_out = NULL`.
+///   is written but the step and `*grant_out = NULL`.
 ///
-/// The time is the request's `at_ns`, else `now_ns`, else (both
-/// `RATECELL_NOW`) the leases' clock. A cost of 0 is a peek: always
+/// The time is the request's `at_ns`, or the leases' clock for
+/// `RATECELL_NOW`, as for `ratecell_check`. A cost of 0 is a peek: always
 /// decided here, never a grant.
 ///
-/// Returns a negated `ratecell_status` (below 0) when the call fails:
-/// `RATECELL_NULL_ARGUMENT` for a NULL `leases`, `request`, `out` or
-/// `grant_out` (or NULL key bytes with a non-zero `key_len`);
-/// `RATECELL_INVALID_LENGTH` for a `size` this library does not know or a
-/// `key_len` above `PTRDIFF_MAX`; `RATECELL_INVALID_TIER` for a tier other
-/// than 0 (a leased limit has one); `RATECELL_OUT_OF_MEMORY` when the
-/// grant could not be allocated (its check's units may have been spent: a
-/// loss, never an admission). A call refused for its arguments spends
-/// nothing; no failed call writes anything. Thread-safe.
+/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` for a NULL `leases`,
+/// `request`, `step_out`, `out` or `grant_out` (or NULL key bytes with a
+/// non-zero `key_len`); `RATECELL_INVALID_LENGTH` for a `size` this
+/// library does not know or a `key_len` above `PTRDIFF_MAX`;
+/// `RATECELL_INVALID_TIER` for a tier other than 0 (a leased limit has
+/// one); `RATECELL_OUT_OF_MEMORY` when the grant could not be allocated
+/// (its check's units may have been spent: a loss, never an admission). A
+/// call refused for its arguments spends nothing; no failed call writes
+/// anything. Thread-safe.
 ///
 /// Ownership: a grant written to `*grant_out` is the caller's, to pass to
 /// `ratecell_leases_complete` and then `ratecell_grant_free`.
@@ -395,21 +395,22 @@ impl ratecell_leases {
 /// # Safety
 /// `leases` is NULL or a live handle; `request` is NULL or points to a
 /// readable `ratecell_request` (its `key_bytes` NULL or `key_len` readable
-/// bytes); `out` is NULL or points to a writable `ratecell_decision`;
-/// `grant_out` is NULL or points to a writable `ratecell_grant *`.
+/// bytes); `step_out` is NULL or points to a writable `uint32_t`; `out`
+/// is NULL or points to a writable `ratecell_decision`; `grant_out` is
+/// NULL or points to a writable `ratecell_grant *`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_leases_check(
     leases: *const ratecell_leases,
     request: *const super::ratecell_request,
-    now_ns: u64,
+    step_out: *mut u32,
     out: *mut ratecell_decision,
     grant_out: *mut *mut ratecell_grant,
-) -> i32 {
+) -> ratecell_status {
     ffi_panic_boundary! {
         // SAFETY: as promised by the caller.
-        match unsafe { leases_check(leases, request, now_ns, out, grant_out) } {
-            Ok(step) => step,
-            Err(status) => -(status as i32),
+        match unsafe { leases_check(leases, request, step_out, out, grant_out) } {
+            Ok(()) => RATECELL_OK,
+            Err(status) => status,
         }
     }
 }
@@ -422,10 +423,10 @@ pub unsafe extern "C" fn ratecell_leases_check(
 unsafe fn leases_check(
     leases: *const ratecell_leases,
     request: *const super::ratecell_request,
-    now_ns: u64,
+    step_out: *mut u32,
     out: *mut ratecell_decision,
     grant_out: *mut *mut ratecell_grant,
-) -> Result<i32, ratecell_status> {
+) -> Result<(), ratecell_status> {
     // SAFETY: NULL or a live handle, as the caller promises.
     let l = unsafe { leases.as_ref() }.ok_or(RATECELL_NULL_ARGUMENT)?;
     // SAFETY: as promised by the caller.
@@ -435,18 +436,11 @@ unsafe fn leases_check(
     if r.tier != 0 {
         return Err(RATECELL_INVALID_TIER);
     }
+    let step_out = out_ptr(step_out)?;
     let out = out_ptr(out)?;
     let grant_out = out_ptr(grant_out)?;
-    let mut q = Request::new(r.cost);
-    if r.at_ns != super::RATECELL_NOW {
-        q = q.at(r.at_ns);
-    }
-    let now = if r.at_ns == super::RATECELL_NOW {
-        l.time(now_ns)
-    } else {
-        r.at_ns
-    };
-    let (step, decision, grant) = match l.leases.check(key, q, now) {
+    let now = l.time(r.at_ns);
+    let (step, decision, grant) = match l.leases.check(key, r.cost, now) {
         Step::Decided(d) => (RATECELL_STEP_DECIDED, Some(d), None),
         Step::Refill(d, req) => (RATECELL_STEP_REFILL, Some(d), Some(req)),
         Step::Fetch(req) => (RATECELL_STEP_FETCH, None, Some(req)),
@@ -463,8 +457,11 @@ unsafe fn leases_check(
         unsafe { ratecell_decision::write_fields(out, &d) };
     }
     // SAFETY: non-NULL and writable, as the caller promises.
-    unsafe { grant_out.write(grant) };
-    Ok(step)
+    unsafe {
+        grant_out.write(grant);
+        step_out.write(step);
+    }
+    Ok(())
 }
 
 /// Writes what `grant` asks for to `*out`.
@@ -720,7 +717,8 @@ pub unsafe extern "C" fn ratecell_denials_free(denials: *mut ratecell_denials) {
     }
 }
 
-/// The key and time of a request for a denial cache.
+/// The key and time of a request for a denial cache: its `at_ns`, or the
+/// cache's clock for `RATECELL_NOW`.
 ///
 /// # Safety
 /// `request` is NULL or points to a readable `ratecell_request` whose key
@@ -728,67 +726,62 @@ pub unsafe extern "C" fn ratecell_denials_free(denials: *mut ratecell_denials) {
 unsafe fn denial_request<'a>(
     c: &ratecell_denials,
     request: *const super::ratecell_request,
-    now_ns: u64,
 ) -> Result<(Key<'a>, u64), ratecell_status> {
     // SAFETY: as promised by the caller.
     let r = unsafe { read_sized(request) }?;
     // SAFETY: as promised by the caller.
     let key = unsafe { key_of(&r) }?;
-    let now = match (r.at_ns, now_ns) {
-        (super::RATECELL_NOW, super::RATECELL_NOW) => c.clock.now_ns(),
-        (super::RATECELL_NOW, now) => now,
-        (at, _) => at,
+    let now = match r.at_ns {
+        super::RATECELL_NOW => c.clock.now_ns(),
+        at => at,
     };
     Ok((key, now))
 }
 
-/// Whether `*request`'s key has a remembered denial still running at its
-/// time (`at_ns`, else `now_ns`, else the cache's clock): 1 with that
-/// denial in `*out` (its `retry_after_ns` and `reset_after_ns` reduced by
-/// the time since), 0 when there is none (ask Redis; `*out` is not
-/// written), or a negated `ratecell_status`: `RATECELL_NULL_ARGUMENT`, or
-/// `RATECELL_INVALID_LENGTH` for an unknown `size` or a `key_len` above
-/// `PTRDIFF_MAX`. The cost and tier are not read.
-/// Thread-safe.
+/// Whether `*request`'s key has a remembered denial still running at the
+/// request's time (its `at_ns`, or the cache's clock for `RATECELL_NOW`):
+/// writes `true` to `*found_out` and that denial to `*out` (its
+/// `retry_after_ns` and `reset_after_ns` reduced by the time since), or
+/// `false` when there is none (ask Redis; `*out` is not written). The cost
+/// and tier are not read.
+///
+/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` for a NULL `denials`,
+/// `request`, `found_out` or `out`; `RATECELL_INVALID_LENGTH` for an
+/// unknown `size` or a `key_len` above `PTRDIFF_MAX`. No failed call
+/// writes anything. Thread-safe.
 ///
 /// # Safety
 /// `denials` is NULL or a live handle; `request` as for
-/// `ratecell_leases_check`; `out` is NULL or points to a writable
-/// `ratecell_decision`.
+/// `ratecell_leases_check`; `found_out` is NULL or points to a writable
+/// `bool`; `out` is NULL or points to a writable `ratecell_decision`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_denials_check(
     denials: *const ratecell_denials,
     request: *const super::ratecell_request,
-    now_ns: u64,
+    found_out: *mut bool,
     out: *mut ratecell_decision,
-) -> i32 {
+) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: NULL or a live handle, as the caller promises.
-        let Some(c) = (unsafe { denials.as_ref() }) else {
-            return -(RATECELL_NULL_ARGUMENT as i32);
-        };
+        let c = try_ref!(denials);
         // SAFETY: as promised by the caller.
-        let (key, now) = match unsafe { denial_request(c, request, now_ns) } {
-            Ok(kn) => kn,
-            Err(s) => return -(s as i32),
-        };
-        let Ok(out) = out_ptr(out) else {
-            return -(RATECELL_NULL_ARGUMENT as i32);
-        };
-        match c.cache.check(key, now) {
-            Some(d) => {
-                // SAFETY: non-NULL and writable, as the caller promises.
-                unsafe { ratecell_decision::write_fields(out, &d) };
-                1
-            }
-            None => 0,
+        let (key, now) = try_status!(unsafe { denial_request(c, request) });
+        let found_out = try_status!(out_ptr(found_out));
+        let out = try_status!(out_ptr(out));
+        let found = c.cache.check(key, 1, now);
+        if let Some(d) = &found {
+            // SAFETY: non-NULL and writable, as the caller promises.
+            unsafe { ratecell_decision::write_fields(out, d) };
         }
+        // SAFETY: non-NULL and writable, as the caller promises.
+        unsafe { found_out.write(found.is_some()) };
+        RATECELL_OK
     }
 }
 
-/// Remembers Redis's `*decision` for `*request`'s key, made at its time
-/// (`at_ns`, else `now_ns`, else the cache's clock), when it is a denial that a wait can end (an
-/// admission, or a `retry_after_ns` of `UINT64_MAX`, is not remembered).
+/// Remembers Redis's `*decision` for `*request`'s key, made at the
+/// request's time (its `at_ns`, or the cache's clock for `RATECELL_NOW`),
+/// when it is a denial that a wait can end (an admission, or a
+/// `retry_after_ns` of `UINT64_MAX`, is not remembered).
 ///
 /// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
 /// `RATECELL_INVALID_LENGTH` as `ratecell_denials_check`. Thread-safe.
@@ -801,13 +794,12 @@ pub unsafe extern "C" fn ratecell_denials_check(
 pub unsafe extern "C" fn ratecell_denials_remember(
     denials: *const ratecell_denials,
     request: *const super::ratecell_request,
-    now_ns: u64,
     decision: *const ratecell_decision,
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let c = try_ref!(denials);
         // SAFETY: as promised by the caller.
-        let (key, now) = try_status!(unsafe { denial_request(c, request, now_ns) });
+        let (key, now) = try_status!(unsafe { denial_request(c, request) });
         if decision.is_null() {
             return RATECELL_NULL_ARGUMENT;
         }
@@ -826,7 +818,7 @@ pub unsafe extern "C" fn ratecell_denials_remember(
                 wait_ns: std::ptr::addr_of!((*decision).wait_ns).read(),
             }
         };
-        c.cache.remember(key, &d, now);
+        c.cache.remember(key, 1, &d, now);
         RATECELL_OK
     }
 }

@@ -729,12 +729,13 @@ class RedisLimiter:
             # The time a denial is remembered from is read before the
             # command, so the remembered wait never outlasts the one Redis
             # gave.
-            request = _request(None, key, cost, at, None)
+            request = _request(None, key, cost, now, None)
             out = _ffi.CDecision()
-            found = _lib.ratecell_denials_check(core.denials, request, now, out)
-            if found < 0:
-                raise _errors.error_for_status(-found)
-            if found:
+            found = ctypes.c_bool()
+            status = _lib.ratecell_denials_check(core.denials, request, ctypes.byref(found), out)
+            if status:
+                raise _errors.error_for_status(status)
+            if found.value:
                 return decision_from_c(out)
             if now < core.down_until:
                 return self._fallback(key, cost, now)
@@ -789,7 +790,7 @@ class RedisLimiter:
             c = _ffi.CDecision(
                 False, d.limit, d.remaining, d.retry_after_ns, d.reset_after_ns, d.wait_ns
             )
-            status = _lib.ratecell_denials_remember(self._core.denials, request, now, c)
+            status = _lib.ratecell_denials_remember(self._core.denials, request, c)
             if status:
                 raise _errors.error_for_status(status)
         return d
@@ -839,13 +840,14 @@ def _leases_check(h: Any, key: Key, cost: int, at: int | None) -> tuple[int, Any
     None, grant address or None)."""
     out = _ffi.CDecision()
     grant = ctypes.c_void_p()
-    step = _lib.ratecell_leases_check(
-        h, _request(None, key, cost, at, None), _ffi.NOW, out, ctypes.byref(grant)
+    step = ctypes.c_uint32()
+    status = _lib.ratecell_leases_check(
+        h, _request(None, key, cost, at, None), ctypes.byref(step), out, ctypes.byref(grant)
     )
-    if step < 0:
-        raise _errors.error_for_status(-step)
-    d = decision_from_c(out) if step in (_ffi.STEP_DECIDED, _ffi.STEP_REFILL) else None
-    return step, d, grant.value
+    if status:
+        raise _errors.error_for_status(status)
+    d = decision_from_c(out) if step.value in (_ffi.STEP_DECIDED, _ffi.STEP_REFILL) else None
+    return step.value, d, grant.value
 
 
 def _check_all_args(
