@@ -1,7 +1,8 @@
 //! The lease protocol of SPEC §8 for C and every binding that brings its
-//! own Redis client: `ratecell_leases` (a node's grants of one leased
-//! limit, spent locally), `ratecell_grant` (one `RATECELL.LEASE` to send)
-//! and `ratecell_denials` (`cached_deny`'s remembered denials).
+//! own Redis client: `ratecell_leases`, a node's grants of one leased
+//! limit, spent locally (its options, checks, the completion of a grant and
+//! its retry, its counters). The grant a check asks for is `grant.rs`'s;
+//! `cached_deny`'s remembered denials are `denials.rs`'s.
 //!
 //! The library does no I/O here. A check answers with a step: decided
 //! (units spent, or a denial), decided with a grant to fetch in the
@@ -12,14 +13,15 @@
 //! `ratecell_leases_complete`. So the protocol and the local spending exist
 //! once, in Rust, and a binding brings only its Redis client and a thread.
 
+use super::grant::ratecell_grant;
 use super::limiter::clock_of;
-use super::request::read_sized;
-use super::types::{ratecell_clock, ratecell_config, ratecell_decision, ratecell_status};
-use super::{input, into_raw, out_ptr};
+use super::request::{read_key, read_sized};
+use super::types::{ratecell_config, ratecell_decision, ratecell_status};
+use crate::ptr::{into_raw, out_ptr};
+use ratecell_lib::Clock;
 use ratecell_lib::lease::{
-    DenialCache, FailurePolicy, GrantReply, GrantRequest, LeaseConfig, LeaseError, Leases, Step,
+    FailurePolicy, GrantReply, GrantRequest, LeaseConfig, LeaseError, Leases, Step,
 };
-use ratecell_lib::{Clock, Decision, Key};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use ratecell_status::*;
@@ -41,10 +43,6 @@ pub const RATECELL_STEP_FETCH: u32 = 2;
 /// `ratecell_leases_check`: the key cannot be tracked; decide it with a
 /// `RATECELL.CHECK` of its own.
 pub const RATECELL_STEP_DIRECT: u32 = 3;
-
-/// The most arguments a grant's command has (`RATECELL.LEASE` included):
-/// thirteen, and two `CHARGE <at_ns> <units>` triples for a key's debt.
-pub const RATECELL_LEASE_MAX_ARGS: usize = 19;
 
 /// How a node holds grants of a leased limit (SPEC §8). Set it up with
 /// `ratecell_lease_options_init`, then set what differs. Every duration is
@@ -96,37 +94,6 @@ pub struct ratecell_leases {
     id: u64,
 }
 
-/// A grant to ask Redis for, with the command that asks for it. Opaque;
-/// made by `ratecell_leases_check` (a refill or a fetch) or
-/// `ratecell_leases_retry`, released by `ratecell_grant_free`. Owned by one
-/// caller at a time; it may be moved to another thread (the refill
-/// thread). It keeps the key's entry alive, not the `ratecell_leases`:
-/// free the grants before the leases that made them, or at least never
-/// use a grant after its leases is freed.
-pub struct ratecell_grant {
-    req: GrantRequest,
-    args: Vec<Vec<u8>>,
-    leases_id: u64,
-}
-
-/// What `ratecell_grant_info` tells of a grant.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ratecell_grant_info {
-    /// The key's bytes (a `uint64_t` key's 8 little-endian bytes), without
-    /// the prefix; owned by the grant, valid until it is freed.
-    pub key: *const u8,
-    /// The length of `key`.
-    pub key_len: usize,
-    /// `w`, the units asked for.
-    pub want: u64,
-    /// The time of the check that asked (UNIX ns).
-    pub at_ns: u64,
-    /// Whether a check waits on it (a fetch) rather than none (a refill, a
-    /// retry).
-    pub is_fetch: bool,
-}
-
 /// What a grant's reply, or its absence, decided
 /// (`ratecell_leases_complete`).
 #[repr(C)]
@@ -168,14 +135,6 @@ pub struct ratecell_lease_stats {
     pub direct: u64,
     /// Keys tracked now.
     pub keys: u64,
-}
-
-/// `cached_deny`'s memory: denials Redis gave, per key, kept until their
-/// `retry_after`. Opaque; made by `ratecell_denials_new`, released by
-/// `ratecell_denials_free`. Thread-safe, but for `ratecell_denials_free`.
-pub struct ratecell_denials {
-    cache: DenialCache,
-    clock: Clock,
 }
 
 /// Sets `*options` to SPEC §8's defaults (deny, no prefix, the server's
@@ -304,7 +263,7 @@ pub unsafe extern "C" fn ratecell_leases_new(
 pub unsafe extern "C" fn ratecell_leases_free(leases: *mut ratecell_leases) {
     ffi_panic_boundary! {
         // SAFETY: NULL or a live handle, as the caller promises.
-        unsafe { crate::free_raw(leases) }
+        unsafe { crate::ptr::free_raw(leases) }
     }
 }
 
@@ -322,22 +281,6 @@ pub unsafe extern "C" fn ratecell_leases_now_ns(leases: *const ratecell_leases) 
             None => 0,
         }
     }
-}
-
-/// A request's key, read from C.
-///
-/// # Safety
-/// `r.key_bytes` is NULL or points to `r.key_len` readable bytes, valid for
-/// `'a`.
-unsafe fn key_of<'a>(r: &super::ratecell_request) -> Result<Key<'a>, ratecell_status> {
-    if r.key_bytes.is_null() {
-        if r.key_len != 0 {
-            return Err(RATECELL_NULL_ARGUMENT);
-        }
-        return Ok(Key::Id(r.key_id));
-    }
-    // SAFETY: `key_len` readable bytes, as the caller promises.
-    Ok(Key::Bytes(unsafe { input(r.key_bytes, r.key_len) }?))
 }
 
 impl ratecell_leases {
@@ -430,9 +373,7 @@ unsafe fn leases_check(
     // SAFETY: NULL or a live handle, as the caller promises.
     let l = unsafe { leases.as_ref() }.ok_or(RATECELL_NULL_ARGUMENT)?;
     // SAFETY: as promised by the caller.
-    let r = unsafe { read_sized(request) }?;
-    // SAFETY: the request's key bytes, as promised by the caller.
-    let key = unsafe { key_of(&r) }?;
+    let (key, r) = unsafe { read_key(request) }?;
     if r.tier != 0 {
         return Err(RATECELL_INVALID_TIER);
     }
@@ -462,89 +403,6 @@ unsafe fn leases_check(
         step_out.write(step);
     }
     Ok(())
-}
-
-/// Writes what `grant` asks for to `*out`.
-///
-/// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`.
-///
-/// # Safety
-/// `grant` is NULL or a live grant; `out` is NULL or points to a writable
-/// `ratecell_grant_info`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_grant_info(
-    grant: *const ratecell_grant,
-    out: *mut ratecell_grant_info,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let g = try_ref!(grant);
-        let key = g.req.key();
-        answer!(out, ratecell_grant_info {
-            key: key.as_ptr(),
-            key_len: key.len(),
-            want: g.req.want(),
-            at_ns: g.req.at_ns(),
-            is_fetch: g.req.is_fetch(),
-        })
-    }
-}
-
-/// The `RATECELL.LEASE` command that asks for `grant`, its name first:
-/// writes the number of arguments to `*argc` and, when `cap` is at least
-/// that, argument `i` to `args[i]` (owned by the grant, valid until it is
-/// freed) and its length to `lens[i]`. The Redis key is the leases'
-/// prefix followed by the key's bytes; `AT` is sent when the options said
-/// `send_at`; the key's debt under the `local` policy follows as `CHARGE`
-/// triples. At most `RATECELL_LEASE_MAX_ARGS` arguments.
-///
-/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `grant` or `argc`
-/// is NULL, or `args` or `lens` is with `cap` > 0; `RATECELL_INVALID_LENGTH`
-/// when `cap` is below the count (only `*argc` is written).
-///
-/// # Safety
-/// `grant` is NULL or a live grant; `argc` is NULL or writable; `args`
-/// and `lens` are NULL or point to `cap` writable elements each.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_grant_command(
-    grant: *const ratecell_grant,
-    args: *mut *const u8,
-    lens: *mut usize,
-    cap: usize,
-    argc: *mut usize,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let g = try_ref!(grant);
-        let argc = try_status!(out_ptr(argc));
-        let n = g.args.len();
-        // SAFETY: non-NULL and writable, as the caller promises.
-        unsafe { argc.write(n) };
-        if cap < n {
-            return RATECELL_INVALID_LENGTH;
-        }
-        // SAFETY: `cap` writable elements each, as the caller promises.
-        let mut a = try_status!(unsafe { super::output(args, cap) });
-        // SAFETY: as for `args`.
-        let mut l = try_status!(unsafe { super::output(lens, cap) });
-        for (i, arg) in g.args.iter().enumerate() {
-            a.write(i, arg.as_ptr());
-            l.write(i, arg.len());
-        }
-        RATECELL_OK
-    }
-}
-
-/// Releases a grant. NULL is a no-op. Dropping a grant unanswered is
-/// allowed: its units were never granted, so nothing is lost but a refill
-/// (the key asks again when it runs out).
-///
-/// # Safety
-/// `grant` is NULL or a live grant, not used afterwards.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_grant_free(grant: *mut ratecell_grant) {
-    ffi_panic_boundary! {
-        // SAFETY: NULL or a live handle, as the caller promises.
-        unsafe { crate::free_raw(grant) }
-    }
 }
 
 /// Hands back the answer to `grant`: `RATECELL.LEASE`'s reply, its `n`
@@ -665,160 +523,5 @@ pub unsafe extern "C" fn ratecell_leases_stats(
             direct: s.direct,
             keys: s.keys,
         })
-    }
-}
-
-/// Makes a cache of denials for up to about `capacity` keys denied at once
-/// (0: 65,536; a key beyond it is not remembered), reading the clock
-/// `clock` (a `RATECELL_CLOCK_*`) for a time of `RATECELL_NOW`, and writes
-/// its handle to `*out`.
-///
-/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
-/// `RATECELL_INVALID_CAPACITY` (above 2^40 keys) or
-/// `RATECELL_INVALID_CLOCK`. Release it with `ratecell_denials_free`.
-///
-/// # Safety
-/// `out` is NULL or points to a writable `ratecell_denials *`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_denials_new(
-    capacity: u64,
-    clock: u32,
-    out: *mut *mut ratecell_denials,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let out = try_status!(out_ptr(out));
-        if capacity > 1 << 40 {
-            return RATECELL_INVALID_CAPACITY;
-        }
-        let clock = match clock {
-            0 => ratecell_clock::RATECELL_CLOCK_TSC,
-            1 => ratecell_clock::RATECELL_CLOCK_COARSE,
-            _ => return RATECELL_INVALID_CLOCK,
-        };
-        let handle = try_status!(into_raw(ratecell_denials {
-            cache: DenialCache::new(capacity),
-            clock: clock_of(clock),
-        }));
-        // SAFETY: non-NULL and writable, as the caller promises.
-        unsafe { out.write(handle) };
-        RATECELL_OK
-    }
-}
-
-/// Releases a denial cache. NULL is a no-op.
-///
-/// # Safety
-/// `denials` is NULL or a live handle, not used afterwards.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_denials_free(denials: *mut ratecell_denials) {
-    ffi_panic_boundary! {
-        // SAFETY: NULL or a live handle, as the caller promises.
-        unsafe { crate::free_raw(denials) }
-    }
-}
-
-/// The key and time of a request for a denial cache: its `at_ns`, or the
-/// cache's clock for `RATECELL_NOW`.
-///
-/// # Safety
-/// `request` is NULL or points to a readable `ratecell_request` whose key
-/// bytes stay valid for `'a`.
-unsafe fn denial_request<'a>(
-    c: &ratecell_denials,
-    request: *const super::ratecell_request,
-) -> Result<(Key<'a>, u64), ratecell_status> {
-    // SAFETY: as promised by the caller.
-    let r = unsafe { read_sized(request) }?;
-    // SAFETY: as promised by the caller.
-    let key = unsafe { key_of(&r) }?;
-    let now = match r.at_ns {
-        super::RATECELL_NOW => c.clock.now_ns(),
-        at => at,
-    };
-    Ok((key, now))
-}
-
-/// Whether `*request`'s key has a remembered denial still running at the
-/// request's time (its `at_ns`, or the cache's clock for `RATECELL_NOW`):
-/// writes `true` to `*found_out` and that denial to `*out` (its
-/// `retry_after_ns` and `reset_after_ns` reduced by the time since), or
-/// `false` when there is none (ask Redis; `*out` is not written). The cost
-/// and tier are not read.
-///
-/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` for a NULL `denials`,
-/// `request`, `found_out` or `out`; `RATECELL_INVALID_LENGTH` for an
-/// unknown `size` or a `key_len` above `PTRDIFF_MAX`. No failed call
-/// writes anything. Thread-safe.
-///
-/// # Safety
-/// `denials` is NULL or a live handle; `request` as for
-/// `ratecell_leases_check`; `found_out` is NULL or points to a writable
-/// `bool`; `out` is NULL or points to a writable `ratecell_decision`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_denials_check(
-    denials: *const ratecell_denials,
-    request: *const super::ratecell_request,
-    found_out: *mut bool,
-    out: *mut ratecell_decision,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let c = try_ref!(denials);
-        // SAFETY: as promised by the caller.
-        let (key, now) = try_status!(unsafe { denial_request(c, request) });
-        let found_out = try_status!(out_ptr(found_out));
-        let out = try_status!(out_ptr(out));
-        let found = c.cache.check(key, 1, now);
-        if let Some(d) = &found {
-            // SAFETY: non-NULL and writable, as the caller promises.
-            unsafe { ratecell_decision::write_fields(out, d) };
-        }
-        // SAFETY: non-NULL and writable, as the caller promises.
-        unsafe { found_out.write(found.is_some()) };
-        RATECELL_OK
-    }
-}
-
-/// Remembers Redis's `*decision` for `*request`'s key, made at the
-/// request's time (its `at_ns`, or the cache's clock for `RATECELL_NOW`),
-/// when it is a denial that a wait can end (an admission, or a
-/// `retry_after_ns` of `UINT64_MAX`, is not remembered).
-///
-/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
-/// `RATECELL_INVALID_LENGTH` as `ratecell_denials_check`. Thread-safe.
-///
-/// # Safety
-/// `denials` is NULL or a live handle; `request` as for
-/// `ratecell_leases_check`; `decision` is NULL or points to a readable
-/// `ratecell_decision`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_denials_remember(
-    denials: *const ratecell_denials,
-    request: *const super::ratecell_request,
-    decision: *const ratecell_decision,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let c = try_ref!(denials);
-        // SAFETY: as promised by the caller.
-        let (key, now) = try_status!(unsafe { denial_request(c, request) });
-        if decision.is_null() {
-            return RATECELL_NULL_ARGUMENT;
-        }
-        // SAFETY: non-NULL and readable, as the caller promises. `allowed`
-        // is read as its byte: a C caller may have put any value in it,
-        // and a Rust bool must be 0 or 1.
-        let allowed = unsafe { std::ptr::addr_of!((*decision).allowed).cast::<u8>().read() };
-        // SAFETY: as above; the other fields are integers, any bits valid.
-        let d = unsafe {
-            Decision {
-                allowed: allowed != 0,
-                limit: std::ptr::addr_of!((*decision).limit).read(),
-                remaining: std::ptr::addr_of!((*decision).remaining).read(),
-                retry_after_ns: std::ptr::addr_of!((*decision).retry_after_ns).read(),
-                reset_after_ns: std::ptr::addr_of!((*decision).reset_after_ns).read(),
-                wait_ns: std::ptr::addr_of!((*decision).wait_ns).read(),
-            }
-        };
-        c.cache.remember(key, 1, &d, now);
-        RATECELL_OK
     }
 }

@@ -139,11 +139,12 @@ pub(super) unsafe fn read_sized<T: Copy>(ptr: *const T) -> Result<T, ratecell_st
     Ok(unsafe { ptr.read() })
 }
 
-/// A C request and its key.
+/// A C request and its key (its id, or its bytes).
 ///
 /// # Safety
-/// As for `ratecell_limiter::read`.
-unsafe fn read_key<'a>(
+/// `request` is NULL or points to a readable `ratecell_request` whose
+/// `key_bytes` are NULL or `key_len` readable bytes valid for `'a`.
+pub(super) unsafe fn read_key<'a>(
     request: *const ratecell_request,
 ) -> Result<(Key<'a>, ratecell_request), ratecell_status> {
     // SAFETY: as promised by the caller.
