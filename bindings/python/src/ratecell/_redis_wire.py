@@ -120,16 +120,22 @@ def _timed_pool(client: Any, timeout: float) -> Any:
     return _redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
 
 
-def _pooled_call(pool: Any, command: str, args: Sequence[Any]) -> Any:
+def _pooled_call(
+    pool: Any, command: str, args: Sequence[Any], timeout: float | None = None
+) -> Any:
     """``command`` on a connection of ``pool``, whose sockets bound the
-    wait; a connection that failed is dropped (a late reply must not
-    answer the next command)."""
+    wait, its reply awaited for at most ``timeout`` seconds when given; a
+    connection that failed or answered late is dropped (a late reply must
+    not answer the next command)."""
     try:
         conn = pool.get_connection()
     except TypeError:  # redis-py before 5.3 names the command
         conn = pool.get_connection(command)
     try:
         conn.send_command(command, *args)
+        if timeout is not None and not conn.can_read(timeout=timeout):
+            conn.disconnect()
+            raise TimeoutError(f"ratecell.redis: {command}: no answer within {timeout} s")
         return conn.read_response()
     except _redis.ResponseError:
         raise

@@ -80,6 +80,7 @@ from ._redis_wire import (
     _errors_algorithm,
     _period_ns,
     _raise,
+    _pooled_call,
     _seconds_ns,
     _timed_pool,
 )
@@ -716,23 +717,7 @@ class RedisLimits:
         """``command`` on a connection of ``pool`` (``_timed_pool``'s: a new
         connection's connect and handshake wait at most ``timeout`` each,
         once), its reply awaited for at most ``timeout`` seconds."""
-        try:
-            conn = pool.get_connection()
-        except TypeError:  # redis-py before 5.3 names the command
-            conn = pool.get_connection(command)
-        try:
-            conn.send_command(command, *args)
-            if not conn.can_read(timeout=timeout):
-                conn.disconnect()  # the late reply must not answer the next command
-                raise TimeoutError(f"ratecell.redis: {command}: no answer within {timeout} s")
-            return conn.read_response()
-        except _redis.ResponseError:
-            raise
-        except BaseException:
-            conn.disconnect()
-            raise
-        finally:
-            pool.release(conn)
+        return _pooled_call(pool, command, args, timeout)
 
     async def _finish_in_executor(
         self, loop: asyncio.AbstractEventLoop, finish: Callable[[], Decision]
