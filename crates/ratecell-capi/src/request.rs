@@ -352,10 +352,20 @@ pub unsafe extern "C" fn ratecell_allow(
 ) -> ratecell_status {
     ffi_panic_boundary! {
         let l = try_ref!(limiter);
-        answer!(allowed_out, match &l.inner {
+        answer!(allowed_out, l.allow(key))
+    }
+}
+
+impl ratecell_limiter {
+    /// `ratecell_allow`'s answer. Out of line: inlined there, the check
+    /// kept `allowed_out` live across it in a callee-saved register, whose
+    /// saving and restoring cost more than this call does.
+    #[inline(never)]
+    fn allow(&self, key: u64) -> bool {
+        match &self.inner {
             Inner::Direct(direct) => direct.allow(),
             Inner::Keyed(keyed) => keyed.check(key, 1).allowed,
-        })
+        }
     }
 }
 
