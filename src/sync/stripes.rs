@@ -15,7 +15,8 @@
 //! word, a loom thread-local and loom counters ([`super::StripeU64`]).
 //! Every other model keeps the processor's, as a build without loom does:
 //! the stripes order nothing they check, and would multiply their
-//! executions a hundredfold. `crate::stats` only reads [`stripe`].
+//! executions a hundredfold. `crate::stats` and the fork barrier
+//! (`crate::cell::fork`) read [`stripe`], [`STRIPES`] and [`SHARED`].
 
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
