@@ -35,6 +35,10 @@ typedef struct ratecell_lease_stats ratecell_lease_stats;
  * functions ratecell_stats() and ratecell_grant_info() have those names.
  * Declare them as `struct ratecell_stats s;`. */
 
+// The most arguments a grant's command has (`RATECELL.LEASE` included):
+// thirteen, and two `CHARGE <at_ns> <units>` triples for a key's debt.
+#define RATECELL_LEASE_MAX_ARGS 19
+
 // `ratecell_lease_options.failure`: deny while no grant can be had.
 #define RATECELL_FAILURE_DENY 0
 
@@ -56,10 +60,6 @@ typedef struct ratecell_lease_stats ratecell_lease_stats;
 // `ratecell_leases_check`: the key cannot be tracked; decide it with a
 // `RATECELL.CHECK` of its own.
 #define RATECELL_STEP_DIRECT 3
-
-// The most arguments a grant's command has (`RATECELL.LEASE` included):
-// thirteen, and two `CHARGE <at_ns> <units>` triples for a key's debt.
-#define RATECELL_LEASE_MAX_ARGS 19
 
 // The most limits one limiter checks together (`n_limits` of
 // `ratecell_options`).
@@ -390,41 +390,6 @@ struct ratecell_options {
   const char *shared_path;
 };
 
-// How a node holds grants of a leased limit (SPEC §8). Set it up with
-// `ratecell_lease_options_init`, then set what differs. Every duration is
-// in ns; 0 for `max_grant`, `horizon_ns` and `expire_ns` is SPEC §8's
-// default.
-struct ratecell_lease_options {
-  // `sizeof(ratecell_lease_options)` as the caller was compiled with; a
-  // size this library does not know is `RATECELL_INVALID_LENGTH`.
-  uint32_t size;
-  // `RATECELL_FAILURE_DENY` (the default) or `RATECELL_FAILURE_LOCAL`.
-  uint32_t failure;
-  // `RATECELL_FAILURE_LOCAL`: how many nodes share the limit (1 or more).
-  uint32_t expected_nodes;
-  // 1: the grant's command carries `AT <the check's time>`, so the server
-  // decides on the node's timeline (explicit times: tests, replays); 0:
-  // the server's clock (the default).
-  uint32_t send_at;
-  // `W`, the largest grant (0: a tenth of the limit, at least 1).
-  uint64_t max_grant;
-  // `H`, the refill horizon (0: a tenth of the period, at least 1 ms).
-  uint64_t horizon_ns;
-  // `E`, a GCRA grant's lifetime (0: the module's default); only GCRA
-  // takes another value.
-  uint64_t expire_ns;
-  // The most the node's clock may differ from the server's (1 ms by
-  // default; 0 when both read one timeline, as with `send_at`): a
-  // grant's units are spent only on requests dated in their period, and
-  // this long or more before it ends (SPEC §8).
-  uint64_t skew_ns;
-  // Prepended to a key's bytes to make its Redis key; may be NULL when
-  // `prefix_len` is 0. Copied: the library keeps no pointer to it.
-  const uint8_t *prefix;
-  // The length of `prefix`.
-  size_t prefix_len;
-};
-
 // One request: for which key, of what cost, at what time, under which
 // tier. Set it up with `ratecell_request_init` (cost 1, now, tier 0, key
 // id 0), then set what differs.
@@ -489,6 +454,41 @@ struct ratecell_grant_info {
   // Whether a check waits on it (a fetch) rather than none (a refill, a
   // retry).
   bool is_fetch;
+};
+
+// How a node holds grants of a leased limit (SPEC §8). Set it up with
+// `ratecell_lease_options_init`, then set what differs. Every duration is
+// in ns; 0 for `max_grant`, `horizon_ns` and `expire_ns` is SPEC §8's
+// default.
+struct ratecell_lease_options {
+  // `sizeof(ratecell_lease_options)` as the caller was compiled with; a
+  // size this library does not know is `RATECELL_INVALID_LENGTH`.
+  uint32_t size;
+  // `RATECELL_FAILURE_DENY` (the default) or `RATECELL_FAILURE_LOCAL`.
+  uint32_t failure;
+  // `RATECELL_FAILURE_LOCAL`: how many nodes share the limit (1 or more).
+  uint32_t expected_nodes;
+  // 1: the grant's command carries `AT <the check's time>`, so the server
+  // decides on the node's timeline (explicit times: tests, replays); 0:
+  // the server's clock (the default).
+  uint32_t send_at;
+  // `W`, the largest grant (0: a tenth of the limit, at least 1).
+  uint64_t max_grant;
+  // `H`, the refill horizon (0: a tenth of the period, at least 1 ms).
+  uint64_t horizon_ns;
+  // `E`, a GCRA grant's lifetime (0: the module's default); only GCRA
+  // takes another value.
+  uint64_t expire_ns;
+  // The most the node's clock may differ from the server's (1 ms by
+  // default; 0 when both read one timeline, as with `send_at`): a
+  // grant's units are spent only on requests dated in their period, and
+  // this long or more before it ends (SPEC §8).
+  uint64_t skew_ns;
+  // Prepended to a key's bytes to make its Redis key; may be NULL when
+  // `prefix_len` is 0. Copied: the library keeps no pointer to it.
+  const uint8_t *prefix;
+  // The length of `prefix`.
+  size_t prefix_len;
 };
 
 // What a grant's reply, or its absence, decided
@@ -668,6 +668,103 @@ void ratecell_options_init(struct ratecell_options *options);
 ratecell_status ratecell_limiter_build(const struct ratecell_options *options,
                                        struct ratecell_limiter **out);
 
+// Makes a cache of denials for up to about `capacity` keys denied at once
+// (0: 65,536; a key beyond it is not remembered), reading the clock
+// `clock` (a `RATECELL_CLOCK_*`) for a time of `RATECELL_NOW`, and writes
+// its handle to `*out`.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
+// `RATECELL_INVALID_CAPACITY` (above 2^40 keys) or
+// `RATECELL_INVALID_CLOCK`. Release it with `ratecell_denials_free`.
+//
+// # Safety
+// `out` is NULL or points to a writable `ratecell_denials *`.
+ratecell_status ratecell_denials_new(uint64_t capacity,
+                                     uint32_t clock,
+                                     struct ratecell_denials **out);
+
+// Releases a denial cache. NULL is a no-op.
+//
+// # Safety
+// `denials` is NULL or a live handle, not used afterwards.
+void ratecell_denials_free(struct ratecell_denials *denials);
+
+// Whether `*request`'s key has a remembered denial still running at the
+// request's time (its `at_ns`, or the cache's clock for `RATECELL_NOW`):
+// writes `true` to `*found_out` and that denial to `*out` (its
+// `retry_after_ns` and `reset_after_ns` reduced by the time since), or
+// `false` when there is none (ask Redis; `*out` is not written). The cost
+// and tier are not read.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` for a NULL `denials`,
+// `request`, `found_out` or `out`; `RATECELL_INVALID_LENGTH` for an
+// unknown `size` or a `key_len` above `PTRDIFF_MAX`. No failed call
+// writes anything. Thread-safe.
+//
+// # Safety
+// `denials` is NULL or a live handle; `request` as for
+// `ratecell_leases_check`; `found_out` is NULL or points to a writable
+// `bool`; `out` is NULL or points to a writable `ratecell_decision`.
+ratecell_status ratecell_denials_check(const struct ratecell_denials *denials,
+                                       const struct ratecell_request *request,
+                                       bool *found_out,
+                                       struct ratecell_decision *out);
+
+// Remembers Redis's `*decision` for `*request`'s key, made at the
+// request's time (its `at_ns`, or the cache's clock for `RATECELL_NOW`),
+// when it is a denial that a wait can end (an admission, or a
+// `retry_after_ns` of `UINT64_MAX`, is not remembered).
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
+// `RATECELL_INVALID_LENGTH` as `ratecell_denials_check`. Thread-safe.
+//
+// # Safety
+// `denials` is NULL or a live handle; `request` as for
+// `ratecell_leases_check`; `decision` is NULL or points to a readable
+// `ratecell_decision`.
+ratecell_status ratecell_denials_remember(const struct ratecell_denials *denials,
+                                          const struct ratecell_request *request,
+                                          const struct ratecell_decision *decision);
+
+// Writes what `grant` asks for to `*out`.
+//
+// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`.
+//
+// # Safety
+// `grant` is NULL or a live grant; `out` is NULL or points to a writable
+// `ratecell_grant_info`.
+ratecell_status ratecell_grant_info(const struct ratecell_grant *grant,
+                                    struct ratecell_grant_info *out);
+
+// The `RATECELL.LEASE` command that asks for `grant`, its name first:
+// writes the number of arguments to `*argc` and, when `cap` is at least
+// that, argument `i` to `args[i]` (owned by the grant, valid until it is
+// freed) and its length to `lens[i]`. The Redis key is the leases'
+// prefix followed by the key's bytes; `AT` is sent when the options said
+// `send_at`; the key's debt under the `local` policy follows as `CHARGE`
+// triples. At most `RATECELL_LEASE_MAX_ARGS` arguments.
+//
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `grant` or `argc`
+// is NULL, or `args` or `lens` is with `cap` > 0; `RATECELL_INVALID_LENGTH`
+// when `cap` is below the count (only `*argc` is written).
+//
+// # Safety
+// `grant` is NULL or a live grant; `argc` is NULL or writable; `args`
+// and `lens` are NULL or point to `cap` writable elements each.
+ratecell_status ratecell_grant_command(const struct ratecell_grant *grant,
+                                       const uint8_t **args,
+                                       size_t *lens,
+                                       size_t cap,
+                                       size_t *argc);
+
+// Releases a grant. NULL is a no-op. Dropping a grant unanswered is
+// allowed: its units were never granted, so nothing is lost but a refill
+// (the key asks again when it runs out).
+//
+// # Safety
+// `grant` is NULL or a live grant, not used afterwards.
+void ratecell_grant_free(struct ratecell_grant *grant);
+
 // Fills `*cfg` with the defaults for `(algorithm, limit, period_ns)`:
 // burst = limit, sub_windows = 10 when 10 divides `period_ns` (else 1),
 // capacity 0, overflow `RATECELL_OVERFLOW_DENY`, clock
@@ -767,7 +864,7 @@ void ratecell_leases_free(struct ratecell_leases *leases);
 uint64_t ratecell_leases_now_ns(const struct ratecell_leases *leases);
 
 // Checks `*request` against the units this node holds for its key, and
-// says what to do (a `RATECELL_STEP_*` value, 0 or more):
+// writes what to do to `*step_out` (a `RATECELL_STEP_*` value):
 //
 // - `RATECELL_STEP_DECIDED`: the decision is in `*out`; `*grant_out` is
 //   set to NULL.
@@ -778,21 +875,21 @@ uint64_t ratecell_leases_now_ns(const struct ratecell_leases *leases);
 //   check's decision. `*out` is not written.
 // - `RATECELL_STEP_DIRECT`: the key cannot be tracked now (the node's
 //   keys are at capacity); decide it with a `RATECELL.CHECK`. Nothing
-//   is written but `*grant_out = NULL`.
+//   is written but the step and `*grant_out = NULL`.
 //
-// The time is the request's `at_ns`, else `now_ns`, else (both
-// `RATECELL_NOW`) the leases' clock. A cost of 0 is a peek: always
+// The time is the request's `at_ns`, or the leases' clock for
+// `RATECELL_NOW`, as for `ratecell_check`. A cost of 0 is a peek: always
 // decided here, never a grant.
 //
-// Returns a negated `ratecell_status` (below 0) when the call fails:
-// `RATECELL_NULL_ARGUMENT` for a NULL `leases`, `request`, `out` or
-// `grant_out` (or NULL key bytes with a non-zero `key_len`);
-// `RATECELL_INVALID_LENGTH` for a `size` this library does not know or a
-// `key_len` above `PTRDIFF_MAX`; `RATECELL_INVALID_TIER` for a tier other
-// than 0 (a leased limit has one); `RATECELL_OUT_OF_MEMORY` when the
-// grant could not be allocated (its check's units may have been spent: a
-// loss, never an admission). A call refused for its arguments spends
-// nothing; no failed call writes anything. Thread-safe.
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` for a NULL `leases`,
+// `request`, `step_out`, `out` or `grant_out` (or NULL key bytes with a
+// non-zero `key_len`); `RATECELL_INVALID_LENGTH` for a `size` this
+// library does not know or a `key_len` above `PTRDIFF_MAX`;
+// `RATECELL_INVALID_TIER` for a tier other than 0 (a leased limit has
+// one); `RATECELL_OUT_OF_MEMORY` when the grant could not be allocated
+// (its check's units may have been spent: a loss, never an admission). A
+// call refused for its arguments spends nothing; no failed call writes
+// anything. Thread-safe.
 //
 // Ownership: a grant written to `*grant_out` is the caller's, to pass to
 // `ratecell_leases_complete` and then `ratecell_grant_free`.
@@ -800,52 +897,14 @@ uint64_t ratecell_leases_now_ns(const struct ratecell_leases *leases);
 // # Safety
 // `leases` is NULL or a live handle; `request` is NULL or points to a
 // readable `ratecell_request` (its `key_bytes` NULL or `key_len` readable
-// bytes); `out` is NULL or points to a writable `ratecell_decision`;
-// `grant_out` is NULL or points to a writable `ratecell_grant *`.
-int32_t ratecell_leases_check(const struct ratecell_leases *leases,
-                              const struct ratecell_request *request,
-                              uint64_t now_ns,
-                              struct ratecell_decision *out,
-                              struct ratecell_grant **grant_out);
-
-// Writes what `grant` asks for to `*out`.
-//
-// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`.
-//
-// # Safety
-// `grant` is NULL or a live grant; `out` is NULL or points to a writable
-// `ratecell_grant_info`.
-ratecell_status ratecell_grant_info(const struct ratecell_grant *grant,
-                                    struct ratecell_grant_info *out);
-
-// The `RATECELL.LEASE` command that asks for `grant`, its name first:
-// writes the number of arguments to `*argc` and, when `cap` is at least
-// that, argument `i` to `args[i]` (owned by the grant, valid until it is
-// freed) and its length to `lens[i]`. The Redis key is the leases'
-// prefix followed by the key's bytes; `AT` is sent when the options said
-// `send_at`; the key's debt under the `local` policy follows as `CHARGE`
-// triples. At most `RATECELL_LEASE_MAX_ARGS` arguments.
-//
-// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `grant` or `argc`
-// is NULL, or `args` or `lens` is with `cap` > 0; `RATECELL_INVALID_LENGTH`
-// when `cap` is below the count (only `*argc` is written).
-//
-// # Safety
-// `grant` is NULL or a live grant; `argc` is NULL or writable; `args`
-// and `lens` are NULL or point to `cap` writable elements each.
-ratecell_status ratecell_grant_command(const struct ratecell_grant *grant,
-                                       const uint8_t **args,
-                                       size_t *lens,
-                                       size_t cap,
-                                       size_t *argc);
-
-// Releases a grant. NULL is a no-op. Dropping a grant unanswered is
-// allowed: its units were never granted, so nothing is lost but a refill
-// (the key asks again when it runs out).
-//
-// # Safety
-// `grant` is NULL or a live grant, not used afterwards.
-void ratecell_grant_free(struct ratecell_grant *grant);
+// bytes); `step_out` is NULL or points to a writable `uint32_t`; `out`
+// is NULL or points to a writable `ratecell_decision`; `grant_out` is
+// NULL or points to a writable `ratecell_grant *`.
+ratecell_status ratecell_leases_check(const struct ratecell_leases *leases,
+                                      const struct ratecell_request *request,
+                                      uint32_t *step_out,
+                                      struct ratecell_decision *out,
+                                      struct ratecell_grant **grant_out);
 
 // Hands back the answer to `grant`: `RATECELL.LEASE`'s reply, its `n`
 // integers `reply[0 .. n)` (`[units, expires_at_ns, retry_after_ns,
@@ -903,61 +962,6 @@ ratecell_status ratecell_leases_retry(const struct ratecell_leases *leases,
 // writable `ratecell_lease_stats`.
 ratecell_status ratecell_leases_stats(const struct ratecell_leases *leases,
                                       struct ratecell_lease_stats *out);
-
-// Makes a cache of denials for up to about `capacity` keys denied at once
-// (0: 65,536; a key beyond it is not remembered), reading the clock
-// `clock` (a `RATECELL_CLOCK_*`) for a time of `RATECELL_NOW`, and writes
-// its handle to `*out`.
-//
-// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
-// `RATECELL_INVALID_CAPACITY` (above 2^40 keys) or
-// `RATECELL_INVALID_CLOCK`. Release it with `ratecell_denials_free`.
-//
-// # Safety
-// `out` is NULL or points to a writable `ratecell_denials *`.
-ratecell_status ratecell_denials_new(uint64_t capacity,
-                                     uint32_t clock,
-                                     struct ratecell_denials **out);
-
-// Releases a denial cache. NULL is a no-op.
-//
-// # Safety
-// `denials` is NULL or a live handle, not used afterwards.
-void ratecell_denials_free(struct ratecell_denials *denials);
-
-// Whether `*request`'s key has a remembered denial still running at its
-// time (`at_ns`, else `now_ns`, else the cache's clock): 1 with that
-// denial in `*out` (its `retry_after_ns` and `reset_after_ns` reduced by
-// the time since), 0 when there is none (ask Redis; `*out` is not
-// written), or a negated `ratecell_status`: `RATECELL_NULL_ARGUMENT`, or
-// `RATECELL_INVALID_LENGTH` for an unknown `size` or a `key_len` above
-// `PTRDIFF_MAX`. The cost and tier are not read.
-// Thread-safe.
-//
-// # Safety
-// `denials` is NULL or a live handle; `request` as for
-// `ratecell_leases_check`; `out` is NULL or points to a writable
-// `ratecell_decision`.
-int32_t ratecell_denials_check(const struct ratecell_denials *denials,
-                               const struct ratecell_request *request,
-                               uint64_t now_ns,
-                               struct ratecell_decision *out);
-
-// Remembers Redis's `*decision` for `*request`'s key, made at its time
-// (`at_ns`, else `now_ns`, else the cache's clock), when it is a denial that a wait can end (an
-// admission, or a `retry_after_ns` of `UINT64_MAX`, is not remembered).
-//
-// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
-// `RATECELL_INVALID_LENGTH` as `ratecell_denials_check`. Thread-safe.
-//
-// # Safety
-// `denials` is NULL or a live handle; `request` as for
-// `ratecell_leases_check`; `decision` is NULL or points to a readable
-// `ratecell_decision`.
-ratecell_status ratecell_denials_remember(const struct ratecell_denials *denials,
-                                          const struct ratecell_request *request,
-                                          uint64_t now_ns,
-                                          const struct ratecell_decision *decision);
 
 // Checks `*cfg` and makes a limiter, writing its handle to `*out`.
 //
@@ -1121,16 +1125,22 @@ ratecell_status ratecell_check_batch(const struct ratecell_limiter *limiter,
                                      struct ratecell_decision *decisions_out);
 
 // Whether one request (cost 1, now, tier 0) for the key `key` is
-// admitted: 1 when it is, 0 when it is denied, and a negated
-// `ratecell_status` (below 0) when the call fails: `-RATECELL_NULL_ARGUMENT`
-// for a NULL `limiter`. The same decision as `ratecell_check`; it exists
-// because every argument and out-parameter costs a binding whose calls
-// are dear (tens of ns each through Python's ctypes). A direct limiter
-// computes nothing but the answer. Thread-safe.
+// admitted: writes `true` to `*allowed_out` when it is, `false` when it
+// is denied. The same decision as `ratecell_check`; it exists because
+// every argument and out-parameter costs a binding whose calls are dear
+// (tens of ns each through Python's ctypes): one key in, one flag out,
+// and no request or decision to build. A direct limiter computes nothing
+// but the answer.
+//
+// Returns `RATECELL_OK`, or `RATECELL_NULL_ARGUMENT` for a NULL `limiter`
+// or `allowed_out` (nothing is decided then). Thread-safe.
 //
 // # Safety
-// `limiter` is NULL or a live handle.
-int32_t ratecell_allow(const struct ratecell_limiter *limiter, uint64_t key);
+// `limiter` is NULL or a live handle; `allowed_out` is NULL or points to
+// a writable `bool`.
+ratecell_status ratecell_allow(const struct ratecell_limiter *limiter,
+                               uint64_t key,
+                               bool *allowed_out);
 
 // Waits until `*request` is admitted (and, for the leaky bucket, until
 // its `wait_ns` has passed), sleeping by `retry_after_ns` (never

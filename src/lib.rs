@@ -126,15 +126,14 @@ pub use stats::Stats;
 #[cfg(ratecell_loom)]
 #[doc(hidden)]
 pub mod loom_hooks {
-    /// What `crate::sync::AtomicU64` is under loom (a private type cannot
-    /// be re-exported, so it is named here).
-    pub use loom::sync::atomic::AtomicU64;
+    /// What `crate::sync::AtomicU64` is under loom: loom's.
+    pub use crate::sync::AtomicU64;
 
     /// The index of the statistics stripe of threads beyond the stripes.
     pub const SHARED_STRIPE: usize = crate::stats::SHARED_STRIPE;
 
     /// The statistics stripe this thread bumps, taken on first use
-    /// (`stats::stripe`).
+    /// (`sync::stripes`).
     pub fn stripe() -> usize {
         crate::stats::stripe()
     }
@@ -142,7 +141,7 @@ pub mod loom_hooks {
     /// Which stripes threads hold now, one bit each (models of the
     /// stripes only).
     pub fn stripes_held() -> u32 {
-        crate::stats::stripes_held()
+        crate::sync::stripes::stripes_held()
     }
 
     /// From now on, this process's models run the statistics stripes on
@@ -176,6 +175,9 @@ pub mod loom_hooks {
     /// and how many buckets the table has (loom's hash key is fixed, so
     /// a model can pick keys that share a bucket, and check that they do).
     pub fn home_bucket(limiter: &crate::KeyedLimiter, key: u64) -> (usize, usize) {
-        limiter.home_bucket(key)
+        let (tables, hasher) = limiter.parts();
+        let geometry = tables.geometry();
+        let buckets = geometry.buckets(geometry.shards as usize);
+        (geometry.home(hasher.hash_u64(key)).bucket, buckets)
     }
 }

@@ -391,7 +391,6 @@ impl Limiter {
         &self.limits.load().configs[0]
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// The cell and algorithm (a snapshot reads and restores them).
     pub(crate) fn engine(&self) -> &Engine {
         &self.engine

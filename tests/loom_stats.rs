@@ -1,4 +1,4 @@
-//! loom models of the statistics stripes (`stats::stripe`): the
+//! loom models of the statistics stripes (`sync::stripes`): the
 //! process-wide allocator that gives each checking thread a stripe of its
 //! own and takes it back when the thread exits, and the per-check counters
 //! bumped on those stripes while other threads sum them.

@@ -468,11 +468,9 @@ public:
     /// check(key).allowed without the rest of the Decision, the fastest
     /// call (a limiter of capacity 0 computes none of it).
     bool allow(std::uint64_t key) const {
-        std::int32_t yes = ::ratecell_allow(handle(), key);
-        if (yes < 0) {
-            throw Error(static_cast<ratecell_status>(-yes));
-        }
-        return yes == 1;
+        bool yes = false;
+        detail::check(::ratecell_allow(handle(), key, &yes));
+        return yes;
     }
 
     /// Waits until the request is admitted, for at most `timeout`, on the

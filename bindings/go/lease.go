@@ -20,22 +20,30 @@ package ratecell
 // As RC_REQUEST in ratecell.go: the request is built here, from its
 // fields, so no Go memory handed to C holds a Go pointer.
 #define RC_LEASE_REQUEST(r) struct ratecell_request r = {sizeof r, 0, id, bytes, bytes ? n : 0, cost, at_ns}
-static inline int32_t rc_leases_check(uintptr_t h, uint64_t id, const uint8_t *bytes, size_t n, uint64_t cost, uint64_t at_ns, struct ratecell_decision *out, uintptr_t *grant) {
+// The step of a leased check (a RATECELL_STEP_*, 0 or more), or the
+// negated status of a failed call: one integer back, so the call passes
+// Go no pointer but the decision's.
+static inline int64_t rc_leases_check(uintptr_t h, uint64_t id, const uint8_t *bytes, size_t n, uint64_t cost, uint64_t at_ns, struct ratecell_decision *out, uintptr_t *grant) {
 	RC_LEASE_REQUEST(r);
 	ratecell_grant *g = NULL;
-	int32_t step = ratecell_leases_check((const ratecell_leases *)h, &r, RATECELL_NOW, out, &g);
+	uint32_t step = 0;
+	ratecell_status s = ratecell_leases_check((const ratecell_leases *)h, &r, &step, out, &g);
 	*grant = (uintptr_t)g;
-	return step;
+	return s == RATECELL_OK ? (int64_t)step : -(int64_t)s;
 }
-static inline int32_t rc_denials_check(uintptr_t h, uint64_t id, const uint8_t *bytes, size_t n, uint64_t at_ns, struct ratecell_decision *out) {
+// Whether a denial is remembered (1) or not (0), or the negated status of
+// a failed call.
+static inline int64_t rc_denials_check(uintptr_t h, uint64_t id, const uint8_t *bytes, size_t n, uint64_t at_ns, struct ratecell_decision *out) {
 	uint64_t cost = 1;
 	RC_LEASE_REQUEST(r);
-	return ratecell_denials_check((const ratecell_denials *)h, &r, RATECELL_NOW, out);
+	bool found = false;
+	ratecell_status s = ratecell_denials_check((const ratecell_denials *)h, &r, &found, out);
+	return s == RATECELL_OK ? (int64_t)found : -(int64_t)s;
 }
 static inline ratecell_status rc_denials_remember(uintptr_t h, uint64_t id, const uint8_t *bytes, size_t n, uint64_t at_ns, const struct ratecell_decision *d) {
 	uint64_t cost = 1;
 	RC_LEASE_REQUEST(r);
-	return ratecell_denials_remember((const ratecell_denials *)h, &r, RATECELL_NOW, d);
+	return ratecell_denials_remember((const ratecell_denials *)h, &r, d);
 }
 // The grant's command's argument count, and its argument i (owned by the
 // grant) with its length: a pointer into C memory, returned as one.
@@ -471,21 +479,22 @@ func NewDenials(capacity uint64) (*Denials, error) {
 	return d, nil
 }
 
-// Check is the remembered denial of key at atNs (0: the cache's clock), if
-// one is running.
-func (c *Denials) Check(key Key, atNs uint64) (Decision, bool) {
+// Check is the remembered denial of r.Key at r.At (0: the cache's clock),
+// if one is running. The cost and tier are not read: a denial is the
+// key's.
+func (c *Denials) Check(r Request) (Decision, bool) {
 	var d Decision
-	id, ptr, n := key.c()
-	found := C.rc_denials_check(c.h, id, ptr, n, at(atNs), d.cDecision())
+	id, ptr, n := r.Key.c()
+	found := C.rc_denials_check(c.h, id, ptr, n, at(r.At), d.cDecision())
 	runtime.KeepAlive(c)
 	d.saturate()
 	return d, found == 1
 }
 
-// Remember keeps Redis's decision d for key, made at atNs (0: the
+// Remember keeps Redis's decision d for r.Key, made at r.At (0: the
 // cache's clock), if it is a denial a wait can end.
-func (c *Denials) Remember(key Key, atNs uint64, d Decision) {
-	id, ptr, n := key.c()
-	C.rc_denials_remember(c.h, id, ptr, n, at(atNs), d.cDecision())
+func (c *Denials) Remember(r Request, d Decision) {
+	id, ptr, n := r.Key.c()
+	C.rc_denials_remember(c.h, id, ptr, n, at(r.At), d.cDecision())
 	runtime.KeepAlive(c)
 }

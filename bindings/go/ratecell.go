@@ -84,7 +84,13 @@ static inline ratecell_status rc_reset(uintptr_t h, uint64_t id, const uint8_t *
 	RC_REQUEST(r);
 	return ratecell_reset(RC_H(h), &r);
 }
-static inline int32_t rc_allow(uintptr_t h, uint64_t key) { return ratecell_allow(RC_H(h), key); }
+// ratecell_allow's answer (1 admitted, 0 denied) or the negated status of
+// a failed call: one integer back, so the call passes Go no pointer.
+static inline int32_t rc_allow(uintptr_t h, uint64_t key) {
+	bool allowed = false;
+	ratecell_status s = ratecell_allow(RC_H(h), key, &allowed);
+	return s == RATECELL_OK ? (int32_t)allowed : -(int32_t)s;
+}
 static inline ratecell_status rc_check_batch(uintptr_t h, const uint64_t *keys, const uint64_t *costs, const uint32_t *tiers, size_t n, uint64_t at_ns, uint8_t *allowed, struct ratecell_decision *out) {
 	struct ratecell_batch b = {sizeof b, n, keys, costs, tiers, at_ns};
 	return ratecell_check_batch(RC_H(h), &b, allowed, out);
@@ -575,8 +581,8 @@ func (l *Limiter) Allow(key uint64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	// ratecell_allow returns the answer (1, 0, or a negated status): no
-	// request struct and no out-parameter.
+	// rc_allow returns the answer (1, 0, or a negated status): no request
+	// struct, and no Go memory for the library to write.
 	answer := C.rc_allow(h, C.uint64_t(key))
 	l.exit()
 	if answer >= 0 {

@@ -152,12 +152,10 @@ pub(crate) trait WordAlgorithm: Copy + Send + Sync {
         visit.visit(self)
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// The algorithm a [`StateError`] names (a composite: its first
     /// limit's).
     fn algorithm(&self) -> Algorithm;
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Refuses a state this algorithm could not have stored (every loader
     /// checks with it, so a damaged or hostile file cannot hand `decide`
     /// a value out of its range); by default every state is one it could.
@@ -232,7 +230,6 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
     /// `KeyedLimiter::reset`). Only the words that say what is live need clearing.
     fn clear<W: Words + ?Sized>(&self, words: &mut W);
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Lists the indices of the words a snapshot saves, in order. An index
     /// may depend only on words listed before it (a restore writes each
     /// word as it reads it, then asks for the next index), and the listing
@@ -242,7 +239,6 @@ pub(crate) trait BlockAlgorithm: Copy + Send + Sync + 'static {
         (0..self.words()).for_each(each);
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Refuses words this algorithm could not have stored (see
     /// [`WordAlgorithm::validate`]); only the saved words are read.
     fn validate<W: Words + ?Sized>(&self, words: &W) -> Result<(), StateError>;

@@ -10,7 +10,7 @@
 //! such a latch in the child, fork waits until none is held:
 //!
 //! - every taker of a per-key latch first counts itself *in flight* on its
-//!   thread's stripe (`stats::stripe`, one cache line per thread), then
+//!   thread's stripe (`sync::stripes`, one cache line per thread), then
 //!   reads [`FORKING`]; if a fork is under way it uncounts itself and waits
 //!   for the fork to end before trying again;
 //! - a `pthread_atfork` prepare handler (run in the forking thread, before
@@ -50,8 +50,6 @@
 //! that marks the block spent, costs a word per key and a write per check,
 //! and still needs a rule for "latched but the holder not yet written";
 //! waiting out the latches before a fork needs neither.
-
-#![cfg_attr(ratecell_loom, allow(dead_code))]
 
 use crate::stats::{SHARED_STRIPE, STRIPES, stripe};
 use crossbeam_utils::CachePadded;
@@ -117,7 +115,11 @@ fn with_direct<R>(f: impl FnOnce(&mut Vec<usize>) -> R) -> R {
 /// until [`unregister_direct`]; its latch is then never counted, the
 /// prepare handler takes it instead. Holds the lock across a possible
 /// allocation: no latch is held here, and a waiting forker only yields.
-pub(crate) fn register_direct(header: &AtomicU64) {
+///
+/// The header is the cell's `crate::sync::AtomicU64`, which is the
+/// processor's [`AtomicU64`] but under loom, whose models never fork and
+/// register nothing.
+pub(crate) fn register_direct(header: &crate::sync::AtomicU64) {
     install();
     let at = std::ptr::from_ref(header) as usize;
     with_direct(|h| h.push(at));
@@ -125,7 +127,7 @@ pub(crate) fn register_direct(header: &AtomicU64) {
 
 /// Unregisters a header registered by [`register_direct`] (before it is
 /// freed).
-pub(crate) fn unregister_direct(header: &AtomicU64) {
+pub(crate) fn unregister_direct(header: &crate::sync::AtomicU64) {
     let at = std::ptr::from_ref(header) as usize;
     with_direct(|h| {
         if let Some(i) = h.iter().position(|&a| a == at) {
@@ -222,7 +224,7 @@ pub(crate) struct InFlight(usize);
 /// way. The caller must [`leave`] once the latch is released (or not taken).
 #[inline]
 pub(crate) fn enter() -> InFlight {
-    if cfg!(ratecell_loom) {
+    if crate::sync::UNDER_LOOM {
         // The models never fork; the latch protocol they check is unchanged.
         return InFlight(0);
     }
@@ -244,7 +246,7 @@ pub(crate) fn enter() -> InFlight {
 /// forker reads).
 #[inline]
 pub(crate) fn leave(entry: InFlight) {
-    if cfg!(ratecell_loom) {
+    if crate::sync::UNDER_LOOM {
         return;
     }
     let slot = &IN_FLIGHT[entry.0];

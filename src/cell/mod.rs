@@ -19,7 +19,7 @@ pub(crate) mod fork;
 use crate::algorithm::{BlockAlgorithm, Visit, WordAlgorithm, Words};
 use crate::check::decision::Decision;
 use crate::memory::Residency;
-use crate::sync::{AtomicU64, AtomicU128, Ordering, spin_loop, waited, yield_now};
+use crate::sync::{AtomicU64, Ordering, Word128, spin_loop, waited, yield_now};
 use crossbeam_utils::CachePadded;
 use fork::LATCHED;
 
@@ -61,30 +61,22 @@ impl AtomicWord for AtomicU64 {
     }
 }
 
-/// The two 128-bit words (`sync::SlotU128` says why there are two): the
-/// same operations.
-macro_rules! atomic_word_u128 {
-    ($word:ty) => {
-        impl AtomicWord for $word {
-            fn zero() -> Self {
-                <$word>::new(0)
-            }
-            #[inline]
-            fn load_word(&self) -> u128 {
-                self.load(Ordering::Relaxed)
-            }
-            #[inline]
-            fn cas_word(&self, current: u128, new: u128) -> Result<(), u128> {
-                self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
-                    .map(drop)
-            }
-        }
-    };
+/// The 128-bit words (`sync::SlotU128` says why there are two types, where
+/// there are): the same operations.
+impl<W: Word128> AtomicWord for W {
+    fn zero() -> Self {
+        W::new(0)
+    }
+    #[inline]
+    fn load_word(&self) -> u128 {
+        Word128::load(self, Ordering::Relaxed)
+    }
+    #[inline]
+    fn cas_word(&self, current: u128, new: u128) -> Result<(), u128> {
+        Word128::compare_exchange_weak(self, current, new, Ordering::Relaxed, Ordering::Relaxed)
+            .map(drop)
+    }
 }
-
-atomic_word_u128!(AtomicU128);
-#[cfg(all(target_arch = "x86_64", not(ratecell_loom), not(miri)))]
-atomic_word_u128!(crate::sync::SlotU128);
 
 /// Runs `step` on the word's value until the value it proposes is installed
 /// by CAS, or it proposes none. Returns what `step` returned for the value
@@ -117,7 +109,6 @@ pub(crate) fn cas_loop_from<W: AtomicWord, R>(
         match word.cas_word(current, next) {
             Ok(()) => return result,
             Err(found) => {
-                #[cfg(ratecell_loom)]
                 crate::sync::saw(crate::sync::Race::CasLost);
                 current = found;
                 spin_loop();
@@ -180,13 +171,11 @@ impl<W: AtomicWord> WordCell<W> {
         cas_loop(&*self.word, |_| ((), Some(0)));
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// The packed state, in one atomic load (a snapshot).
     pub(crate) fn load(&self) -> u128 {
         self.word.load_word()
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Replaces the packed state (a restored snapshot).
     pub(crate) fn store(&self, packed: u128) {
         cas_loop(&*self.word, |_| ((), Some(packed)));
@@ -282,7 +271,6 @@ fn take(header: &AtomicU64, expected: u64) -> Result<(), u64> {
             Err(found) if found == expected | LATCHED || found == expected => {
                 // Held by another thread (or a spurious failure): back off,
                 // and give the core away if the holder seems descheduled.
-                #[cfg(ratecell_loom)]
                 crate::sync::saw(crate::sync::Race::LatchBusy);
                 spins += 1;
                 waited(spins);
@@ -358,8 +346,10 @@ impl BlockCell {
             header: Box::new(CachePadded::new(AtomicU64::new(0))),
             words: crate::memory::zeroed_words(words, Residency::OnUse)?,
         };
-        #[cfg(not(ratecell_loom))]
-        crate::cell::fork::register_direct(&cell.header);
+        if !crate::sync::UNDER_LOOM {
+            // loom's models never fork.
+            crate::cell::fork::register_direct(&cell.header);
+        }
         Ok(cell)
     }
 
@@ -406,7 +396,6 @@ impl BlockCell {
         ))
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Runs `read` on the block under the latch (a snapshot: checks wait
     /// meanwhile, so what it reads is one state the limiter had).
     pub(crate) fn latched<R>(&self, read: impl FnOnce(&LatchedWords) -> R) -> R {
@@ -414,7 +403,6 @@ impl BlockCell {
         read(&LatchedWords(&self.words))
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Runs `write` on the block without the latch: only for a cell no
     /// other thread can see yet (a limiter being restored), so reading the
     /// restored words from the caller's reader holds no latch a fork would
@@ -431,8 +419,9 @@ impl BlockCell {
 
 impl Drop for BlockCell {
     fn drop(&mut self) {
-        #[cfg(not(ratecell_loom))]
-        crate::cell::fork::unregister_direct(&self.header);
+        if !crate::sync::UNDER_LOOM {
+            crate::cell::fork::unregister_direct(&self.header);
+        }
     }
 }
 
@@ -445,7 +434,7 @@ impl Drop for BlockCell {
 /// can take milliseconds, and a latch copied by fork must be recovered
 /// after a few of them, not after a thousand. loom checks every turn, so
 /// its models stay small.
-const CHECK_HOLDER_EVERY: u32 = if cfg!(ratecell_loom) { 1 } else { 64 };
+const CHECK_HOLDER_EVERY: u32 = if crate::sync::UNDER_LOOM { 1 } else { 64 };
 
 /// Takes a latch word that is 0 when free and `LATCHED | holder` when held,
 /// recording `me` (non-zero, below `LATCHED`) as the holder.
@@ -463,8 +452,10 @@ const CHECK_HOLDER_EVERY: u32 = if cfg!(ratecell_loom) { 1 } else { 64 };
 /// A holder is judged dead only by `alive`: a live holder that is slow or
 /// descheduled is always waited for.
 #[inline]
-// Under loom CHECK_HOLDER_EVERY is 1: the modulo is then always 0, on purpose.
-#[cfg_attr(ratecell_loom, allow(clippy::modulo_one))]
+#[allow(
+    clippy::modulo_one,
+    reason = "under loom CHECK_HOLDER_EVERY is 1: the modulo is then always 0, on purpose"
+)]
 pub(crate) fn latch_recording(
     word: &AtomicU64,
     me: u64,
@@ -484,7 +475,6 @@ pub(crate) fn latch_recording(
                 return (guard, false);
             }
             Err(found) => {
-                #[cfg(ratecell_loom)]
                 crate::sync::saw(crate::sync::Race::LatchBusy);
                 turns = turns.wrapping_add(1);
                 waited(turns);

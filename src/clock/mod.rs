@@ -51,7 +51,6 @@ enum Source {
     Coarse(&'static CoarseTime),
     Manual(ManualClock),
     /// A shared region's clock (`shared`).
-    #[cfg(not(ratecell_loom))]
     Shared(shared::SharedClock),
 }
 
@@ -78,7 +77,6 @@ impl Clock {
     }
 
     /// The clock stored in a shared region.
-    #[cfg(not(ratecell_loom))]
     pub(crate) fn shared(clock: shared::SharedClock) -> Clock {
         Clock(Source::Shared(clock))
     }
@@ -98,7 +96,6 @@ impl Clock {
                 STALE => coarse_restart(coarse),
                 now => now,
             },
-            #[cfg(not(ratecell_loom))]
             Source::Shared(shared) => shared.now_ns(),
             _ => self.now_ns_of_rarer_source(),
         }

@@ -14,7 +14,7 @@
 //! under 0.5 s a day), as the in-process TSC clock does; every process
 //! drifts identically, so they never disagree because of it.
 
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 use std::time::{Duration, Instant};
 
 /// The conversion stored in a region: `unix_ns = base_unix_ns +
@@ -27,10 +27,9 @@ pub(crate) struct Calibration {
 }
 
 /// Fixed-point fraction bits of `mult`.
-#[cfg(not(ratecell_loom))]
 const SHIFT: u32 = 32;
 
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 impl Calibration {
     /// Measures the counter's rate against the monotonic clock over 20 ms
     /// and places it on the UNIX timeline now.
@@ -52,13 +51,11 @@ impl Calibration {
 
 /// A region's clock in one process.
 #[derive(Clone, Debug)]
-#[cfg(not(ratecell_loom))]
 pub(crate) struct SharedClock {
     clock: quanta::Clock,
     cal: Calibration,
 }
 
-#[cfg(not(ratecell_loom))]
 impl SharedClock {
     pub(crate) fn new(clock: quanta::Clock, cal: Calibration) -> SharedClock {
         SharedClock { clock, cal }

@@ -240,7 +240,7 @@ impl Tables {
         Ok((tables, owner.expect("every arm made its live parameters")))
     }
 
-    fn geometry(&self) -> &Geometry {
+    pub(crate) fn geometry(&self) -> &Geometry {
         with_table!(self, t => t.geometry())
     }
 
@@ -379,8 +379,8 @@ impl KeyedLimiter {
         self.clock.now_ns()
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
-    /// The table and the key hasher (a snapshot reads and restores them).
+    /// The table and the key hasher (a snapshot reads and restores them;
+    /// `loom_hooks` finds a key's bucket).
     pub(crate) fn parts(&self) -> (&Tables, &KeyHasher) {
         (&self.tables, &self.hasher)
     }
@@ -389,14 +389,6 @@ impl KeyedLimiter {
     /// (see the collision probabilities in the crate's table docs).
     pub fn fingerprint_bits(&self) -> u32 {
         self.tables.geometry().fingerprint_bits()
-    }
-
-    /// `key`'s home bucket and the table's bucket count (`loom_hooks`).
-    #[cfg(ratecell_loom)]
-    pub(crate) fn home_bucket(&self, key: u64) -> (usize, usize) {
-        let geometry = self.tables.geometry();
-        let buckets = geometry.buckets(geometry.shards as usize);
-        (geometry.home(self.hash_u64(key)).bucket, buckets)
     }
 
     #[inline]

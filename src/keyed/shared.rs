@@ -4,7 +4,6 @@
 use super::*;
 
 impl KeyedLimiter {
-    #[cfg(not(ratecell_loom))]
     /// A keyed limiter whose table lies in the region at `path`
     /// ([`crate::Builder::shared`]).
     #[allow(
@@ -57,16 +56,10 @@ impl KeyedLimiter {
         Ok(keyed)
     }
 
-    #[cfg(not(ratecell_loom))]
     fn shared_clock(calibration: crate::clock::shared::Calibration) -> Clock {
         Clock::shared(crate::clock::shared::SharedClock::new(
             quanta::Clock::new(),
             calibration,
         ))
-    }
-
-    #[cfg(ratecell_loom)]
-    fn shared_clock(_: crate::clock::shared::Calibration) -> Clock {
-        unreachable!("check_supported refuses shared mode under loom")
     }
 }

@@ -173,11 +173,9 @@ impl GrantCell {
             {
                 Ok(_) => return Spend::Left(held.units - q),
                 Err(found) => {
-                    #[cfg(ratecell_loom)]
                     crate::sync::saw(crate::sync::Race::CasLost);
                     let found = Word(found);
                     if found.generation() != from.generation() {
-                        #[cfg(ratecell_loom)]
                         crate::sync::saw(crate::sync::Race::Moved);
                         return Spend::Moved;
                     }

@@ -4,7 +4,7 @@
 
 use super::store::{KeyRef, Retire, Store, Tracked};
 use crate::check::decision::Decision;
-use crate::check::request::Key;
+use crate::check::request::{Key, Request};
 use crate::sync::{
     AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
@@ -15,15 +15,20 @@ use crate::sync::{
 /// costs a hash, a lookup with no lock and a few loads; remembering one
 /// (after a command to Redis) takes its shard's lock.
 ///
+/// Its calls take the shape of [`Leases::check`](super::Leases::check):
+/// the key, the request, and the caller's clock reading, which a time set
+/// on the request ([`Request::at`]) overrides. The request's cost and tier
+/// are not read: a denial is the key's, whatever it asked.
+///
 /// ```
-/// use ratecell::{Decision, lease::DenialCache};
+/// use ratecell::{Decision, Request, lease::DenialCache};
 ///
 /// let cache = DenialCache::new(1000);
 /// let denied = Decision { allowed: false, limit: 5, remaining: 0, retry_after_ns: 100, reset_after_ns: 300, wait_ns: 0 };
-/// cache.remember(7, &denied, 1_000);
-/// let d = cache.check(7, 1_040).unwrap();
+/// cache.remember(7, Request::new(1).at(1_000), &denied, 0);
+/// let d = cache.check(7, 1, 1_040).unwrap();
 /// assert_eq!((d.allowed, d.retry_after_ns, d.reset_after_ns), (false, 60, 260));
-/// assert!(cache.check(7, 1_100).is_none(), "Redis decides again");
+/// assert!(cache.check(7, Request::new(1).at(1_100), 0).is_none(), "Redis decides again");
 /// ```
 pub struct DenialCache {
     store: Store<Denial>,
@@ -81,13 +86,18 @@ impl DenialCache {
     /// a key) are allocated up front.
     pub const MAX_CAPACITY: u64 = 1 << 20;
 
-    /// The remembered denial of `key` at `now_ns`, its `retry_after` and
-    /// `reset_after` reduced by the time since; `None` when there is none
-    /// running (ask Redis).
+    /// The remembered denial of `key` at `request`'s time (its own, else
+    /// `now_ns`), its `retry_after` and `reset_after` reduced by the time
+    /// since; `None` when there is none running (ask Redis).
     #[inline]
-    pub fn check<'k>(&self, key: impl Into<Key<'k>>, now_ns: u64) -> Option<Decision> {
-        self.store
-            .with_key(key.into(), |k| self.check_key(k, now_ns))
+    pub fn check<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
+        now_ns: u64,
+    ) -> Option<Decision> {
+        let now = request.into().at_ns.unwrap_or(now_ns);
+        self.store.with_key(key.into(), |k| self.check_key(k, now))
     }
 
     fn check_key(&self, key: KeyRef<'_>, now: u64) -> Option<Decision> {
@@ -110,11 +120,18 @@ impl DenialCache {
             .flatten()
     }
 
-    /// Remembers Redis's `decision` for `key`, made at `now_ns`, if it is
-    /// a denial that a wait can end.
-    pub fn remember<'k>(&self, key: impl Into<Key<'k>>, decision: &Decision, now_ns: u64) {
+    /// Remembers Redis's `decision` for `key`'s `request`, made at its
+    /// time (its own, else `now_ns`), if it is a denial that a wait can end.
+    pub fn remember<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        request: impl Into<Request>,
+        decision: &Decision,
+        now_ns: u64,
+    ) {
+        let now = request.into().at_ns.unwrap_or(now_ns);
         self.store
-            .with_key(key.into(), |k| self.remember_key(k, decision, now_ns));
+            .with_key(key.into(), |k| self.remember_key(k, decision, now));
     }
 
     fn remember_key(&self, key: KeyRef<'_>, d: &Decision, now: u64) {

@@ -2,7 +2,7 @@
 //! reply does, and the failure policy's bookkeeping.
 
 use super::*;
-use crate::{Algorithm, Config, Decision};
+use crate::{Algorithm, Config, Decision, Request};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -365,20 +365,26 @@ fn remembered_denials_count_down_and_end() {
         reset_after_ns: 400,
         wait_ns: 0,
     };
-    c.remember(b"k", &d, T0);
-    assert_eq!(c.check(b"k", T0 + 30).unwrap().retry_after_ns, 70);
-    assert!(c.check(b"k", T0 + 100).is_none());
+    c.remember(b"k", 1, &d, T0);
+    assert_eq!(c.check(b"k", 1, T0 + 30).unwrap().retry_after_ns, 70);
+    assert!(c.check(b"k", 1, T0 + 100).is_none());
     // Admissions and never-admissible costs are not remembered.
-    c.remember(1, &Decision { allowed: true, ..d }, T0);
+    c.remember(1, 1, &Decision { allowed: true, ..d }, T0);
     c.remember(
         2,
+        1,
         &Decision {
             retry_after_ns: u64::MAX,
             ..d
         },
         T0,
     );
-    assert!(c.check(1, T0).is_none() && c.check(2, T0).is_none());
+    assert!(c.check(1, 1, T0).is_none() && c.check(2, 1, T0).is_none());
+    // A request's own time wins over the caller's reading, as in a
+    // leased check: remembered at T0, checked at T0 + 30.
+    c.remember(3, Request::new(1).at(T0), &d, T0 + 1_000);
+    let d3 = c.check(3, Request::new(1).at(T0 + 30), T0 + 1_000);
+    assert_eq!(d3.unwrap().retry_after_ns, 70);
 }
 
 #[test]
@@ -394,15 +400,15 @@ fn a_full_denial_cache_reuses_the_place_of_a_denial_that_ended() {
         wait_ns: 0,
     };
     let long = b"a long key, of more than one word";
-    c.remember(long, &denied(100), T0);
+    c.remember(long, 1, &denied(100), T0);
     // Full: another key is not remembered while the first runs.
-    c.remember(2, &denied(100), T0 + 50);
-    assert!(c.check(2, T0 + 50).is_none());
-    assert_eq!(c.check(long, T0 + 50).unwrap().retry_after_ns, 50);
+    c.remember(2, 1, &denied(100), T0 + 50);
+    assert!(c.check(2, 1, T0 + 50).is_none());
+    assert_eq!(c.check(long, 1, T0 + 50).unwrap().retry_after_ns, 50);
     // Once it has ended, the other takes its place.
-    c.remember(2, &denied(100), T0 + 100);
-    assert_eq!(c.check(2, T0 + 150).unwrap().retry_after_ns, 50);
-    assert!(c.check(long, T0 + 150).is_none());
+    c.remember(2, 1, &denied(100), T0 + 100);
+    assert_eq!(c.check(2, 1, T0 + 150).unwrap().retry_after_ns, 50);
+    assert!(c.check(long, 1, T0 + 150).is_none());
     assert_eq!(c.len(), 1);
 }
 

@@ -2,10 +2,9 @@
 //! a cache line and are made resident up front with a call that can fail
 //! ([`resident`]), and the prefetch hint that loads a line ahead of use.
 
-#[cfg(not(ratecell_loom))]
 pub(crate) mod resident;
 
-use crate::sync::{AtomicU64, SlotU128};
+use crate::sync::{AtomicU64, SlotU128, UNDER_LOOM};
 
 /// Whether an allocation is made resident now or as it is first used.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -24,22 +23,28 @@ pub(crate) enum Residency {
 /// a table's 64-byte buckets each sit on exactly one line (the global
 /// allocator's `Layout::array` would give 8 or 16, leaving a bucket astride
 /// two lines, of which only the first is prefetched).
-#[cfg_attr(ratecell_loom, allow(dead_code))] // ratecell_loom allocates its own way
 pub(crate) const LINE: usize = 64;
 
 /// A zeroed array of atomic words that starts on a cache line, and is freed
 /// with the layout it was allocated with (a `Box<[T]>` would free it with
 /// `T`'s own alignment, which is undefined behaviour).
 pub(crate) struct AlignedWords<T> {
-    #[cfg(not(ratecell_loom))]
     ptr: std::ptr::NonNull<T>,
-    #[cfg(not(ratecell_loom))]
     len: usize,
-    /// Mapped by `mapped_now` (unmapped on drop), not from the allocator.
-    #[cfg(not(ratecell_loom))]
-    mapped: bool,
-    #[cfg(ratecell_loom)]
-    items: Box<[T]>,
+    /// Where the array came from, so that drop gives it back there.
+    from: Source,
+}
+
+/// Where an [`AlignedWords`] array came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The global allocator, at [`LINE`] alignment.
+    Allocator,
+    /// Mapped by `mapped_now` (unmapped on drop).
+    Mapped,
+    /// A `Box<[T]>` of values made one by one: under loom, whose atomics
+    /// are not plain memory that all-zero bytes make valid.
+    Items,
 }
 
 // SAFETY: `AlignedWords` owns its array as a `Box<[T]>` would, and the atomics in
@@ -51,17 +56,11 @@ unsafe impl<T: Sync> Sync for AlignedWords<T> {}
 impl<T> std::ops::Deref for AlignedWords<T> {
     type Target = [T];
 
-    #[cfg(not(ratecell_loom))]
     #[inline]
     fn deref(&self) -> &[T] {
         // SAFETY: ptr holds len initialised values (zeroed_slice) for as
         // long as self lives; a dangling aligned pointer when len is 0.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    #[cfg(ratecell_loom)]
-    fn deref(&self) -> &[T] {
-        &self.items
     }
 }
 
@@ -71,7 +70,6 @@ impl<T> std::fmt::Debug for AlignedWords<T> {
     }
 }
 
-#[cfg(not(ratecell_loom))]
 impl<T> AlignedWords<T> {
     /// The layout of `len` values of T at cache-line alignment; the same
     /// for allocating and freeing.
@@ -81,17 +79,35 @@ impl<T> AlignedWords<T> {
             .align_to(LINE)
             .ok()
     }
+
+    /// The array of `items`, given back as a `Box<[T]>` on drop.
+    fn of_items(items: Box<[T]>) -> Self {
+        let len = items.len();
+        let ptr = std::ptr::NonNull::new(Box::into_raw(items).cast::<T>())
+            .expect("a box's pointer is not null");
+        AlignedWords {
+            ptr,
+            len,
+            from: Source::Items,
+        }
+    }
 }
 
-#[cfg(not(ratecell_loom))]
 impl<T> Drop for AlignedWords<T> {
     fn drop(&mut self) {
+        if self.from == Source::Items {
+            let items = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
+            // SAFETY: made by `of_items` from a `Box<[T]>` of `len` items,
+            // given back once.
+            drop(unsafe { Box::from_raw(items) });
+            return;
+        }
         if self.len == 0 {
             return;
         }
         // The atomic integers callers use need no drop of their own.
         let layout = Self::layout(self.len).expect("the layout was valid when allocated");
-        if self.mapped {
+        if self.from == Source::Mapped {
             // SAFETY: mapped in `mapped_now` with exactly this size, unmapped
             // once.
             #[cfg(target_os = "linux")]
@@ -141,19 +157,21 @@ pub(crate) unsafe fn zeroed_array<T>(
     zeroed_slice(len, residency, zero)
 }
 
-#[cfg(not(ratecell_loom))]
 fn zeroed_slice<T>(
     len: usize,
     residency: Residency,
-    _zero: impl Fn() -> T,
+    zero: impl Fn() -> T,
 ) -> Result<AlignedWords<T>, usize> {
     use std::alloc::{alloc, alloc_zeroed};
+    if UNDER_LOOM {
+        return Ok(AlignedWords::of_items((0..len).map(|_| zero()).collect()));
+    }
     let bytes = len.saturating_mul(size_of::<T>());
     if len == 0 {
         return Ok(AlignedWords {
             ptr: std::ptr::NonNull::dangling(),
             len: 0,
-            mapped: false,
+            from: Source::Allocator,
         });
     }
     let layout = AlignedWords::<T>::layout(len).ok_or(bytes)?;
@@ -203,13 +221,13 @@ fn zeroed_slice<T>(
     Ok(AlignedWords {
         ptr,
         len,
-        mapped: false,
+        from: Source::Allocator,
     })
 }
 
 /// From this size up, an array made resident now is mapped directly
 /// ([`mapped_now`]) rather than taken from the allocator.
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 const MAP_FROM: usize = 2 << 20;
 
 /// `len` values (`bytes` bytes) of fresh anonymous memory, its whole 2 MiB
@@ -223,7 +241,7 @@ const MAP_FROM: usize = 2 << 20;
 /// bench --bench ratecell -- shared_1M` with the floor built first: 0 MiB
 /// where a fresh process gets 20 MiB, and each check 1.1-1.2x slower).
 /// A fresh mapping is page-aligned (so on a cache line) and reads zero.
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 fn mapped_now<T>(len: usize, bytes: usize) -> Result<AlignedWords<T>, usize> {
     let size = AlignedWords::<T>::layout(len).ok_or(bytes)?.size();
     // SAFETY: a fresh private anonymous mapping chosen by the kernel.
@@ -250,7 +268,7 @@ fn mapped_now<T>(len: usize, bytes: usize) -> Result<AlignedWords<T>, usize> {
     Ok(AlignedWords {
         ptr: std::ptr::NonNull::new(ptr.cast()).ok_or(bytes)?,
         len,
-        mapped: true,
+        from: Source::Mapped,
     })
 }
 
@@ -263,7 +281,6 @@ fn mapped_now<T>(len: usize, bytes: usize) -> Result<AlignedWords<T>, usize> {
 /// resident size is unchanged (and memory that fills on use, `OnUse`, is
 /// never advised: it would grow in 2 MiB steps). Advice only: failure
 /// changes nothing.
-#[cfg(not(ratecell_loom))]
 fn advise_huge_pages(base: *mut u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
@@ -280,28 +297,17 @@ fn advise_huge_pages(base: *mut u8, bytes: usize) {
     let _ = (base, bytes);
 }
 
-#[cfg(ratecell_loom)]
-fn zeroed_slice<T>(
-    len: usize,
-    _residency: Residency,
-    zero: impl Fn() -> T,
-) -> Result<AlignedWords<T>, usize> {
-    Ok(AlignedWords {
-        items: (0..len).map(|_| zero()).collect(),
-    })
-}
-
 /// Fetches the cache line at `ptr` ahead of use. A prefetch never faults,
 /// whatever the address.
 #[inline]
 pub(crate) fn prefetch<T>(ptr: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(ratecell_loom)))]
+    #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetch is a hint; it reads nothing architecturally and
     // cannot fault, for any address.
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
     }
-    #[cfg(not(all(target_arch = "x86_64", not(ratecell_loom))))]
+    #[cfg(not(target_arch = "x86_64"))]
     let _ = ptr;
 }
 
@@ -343,15 +349,15 @@ mod tests {
         let len = (3 << 20) / 16 + 5;
         for _ in 0..2 {
             let wide = zeroed_wide_words(len, Residency::Now).unwrap();
-            assert_eq!(wide.mapped, cfg!(target_os = "linux"));
+            assert_eq!(wide.from == Source::Mapped, cfg!(target_os = "linux"));
             assert_eq!(wide.len(), len);
             assert_eq!(wide.as_ptr() as usize % LINE, 0);
             assert!(wide.iter().all(|w| w.load(Ordering::Relaxed) == 0));
             wide.iter()
                 .for_each(|w| w.store(u128::MAX, Ordering::Relaxed));
         }
-        assert!(!zeroed_wide_words(len, Residency::OnUse).unwrap().mapped);
-        assert!(!zeroed_wide_words(1000, Residency::Now).unwrap().mapped);
+        assert!(zeroed_wide_words(len, Residency::OnUse).unwrap().from != Source::Mapped);
+        assert!(zeroed_wide_words(1000, Residency::Now).unwrap().from != Source::Mapped);
     }
 
     #[test]

@@ -70,23 +70,10 @@ impl<T> Swap<T> {
 
 impl<T> Drop for Swap<T> {
     fn drop(&mut self) {
-        let current = self.current.with_mut(|p| *p);
+        let current = crate::sync::ptr_mut(&mut self.current, |p| *p);
         // SAFETY: `&mut self`: no reader is left; the pointer is the
         // current live box, freed once.
         drop(unsafe { Box::from_raw(current) });
-    }
-}
-
-// loom's AtomicPtr has `with_mut`; give std's the same shape.
-#[cfg(not(ratecell_loom))]
-trait WithMut<T> {
-    fn with_mut<R>(&mut self, f: impl FnOnce(&mut *mut T) -> R) -> R;
-}
-
-#[cfg(not(ratecell_loom))]
-impl<T> WithMut<T> for AtomicPtr<T> {
-    fn with_mut<R>(&mut self, f: impl FnOnce(&mut *mut T) -> R) -> R {
-        f(self.get_mut())
     }
 }
 

@@ -33,13 +33,13 @@
 //! a state under a latch across several writes, whose recovery is not built
 //! yet: they are refused in shared mode ([`SharedErrorKind::Unsupported`]).
 
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 use crate::config::Overflow;
 use crate::config::{Algorithm, Config, Error, SharedError, SharedErrorKind};
 use std::path::{Path, PathBuf};
 
 /// The layout version this build reads and writes.
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 pub const VERSION: u32 = 1;
 
 /// How a region is created or attached (`Builder::shared`).
@@ -98,24 +98,27 @@ pub(crate) fn check_supported(path: &Path, config: &Config) -> Result<(), Error>
             "capacity = 0: a shared limiter is keyed (capacity >= 1); for one limit across processes, check one key".into(),
         );
     }
-    if !cfg!(all(target_os = "linux", not(ratecell_loom))) {
+    if !cfg!(target_os = "linux") {
         return refuse("shared regions are built for Linux only".into());
     }
-    #[cfg(not(ratecell_loom))]
+    if crate::sync::UNDER_LOOM {
+        // loom's atomics are not plain memory another process can map.
+        return refuse("shared regions are not modelled under loom".into());
+    }
     if !crate::sync::SlotU128::is_lock_free() {
         return refuse("this processor has no lock-free 128-bit compare-and-swap (cmpxchg16b), and a lock-based one cannot be shared between processes".into());
     }
     Ok(())
 }
 
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 mod region;
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 pub(crate) use region::attach;
 
 /// The stand-in where regions are not built: `check_supported` refuses
 /// first, so this is never reached.
-#[cfg(not(all(target_os = "linux", not(ratecell_loom))))]
+#[cfg(not(target_os = "linux"))]
 pub(crate) fn attach(
     _path: &Path,
     _config: &Config,
@@ -128,7 +131,7 @@ pub(crate) fn attach(
 }
 
 /// What a region gives its limiter besides the table.
-#[cfg(not(all(target_os = "linux", not(ratecell_loom))))]
+#[cfg(not(target_os = "linux"))]
 pub(crate) struct Attached {
     pub shards: crate::table::storage::Storage<crossbeam_utils::CachePadded<crate::table::Shard>>,
     pub slots: crate::table::storage::Storage<crate::sync::SlotU128>,
@@ -141,7 +144,7 @@ pub(crate) struct Attached {
 /// window), so two callers who mean the same limit agree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 pub(crate) struct StoredConfig {
     pub algorithm: u32,
     pub overflow: u32,
@@ -152,7 +155,7 @@ pub(crate) struct StoredConfig {
     pub capacity: u64,
 }
 
-#[cfg(all(target_os = "linux", not(ratecell_loom)))]
+#[cfg(target_os = "linux")]
 impl StoredConfig {
     pub(crate) fn of(config: &Config) -> Result<StoredConfig, Error> {
         let p = config.params()?;

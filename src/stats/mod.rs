@@ -13,16 +13,12 @@
 //! with atomic adds. The rare events (keys placed, evicted,
 //! overflowing) are counted per shard, under the shard's insert latch.
 
-mod stripe;
-
+use crate::sync::stripes::SHARED;
+/// The stripes are also the fork barrier's (`crate::cell::fork`).
+pub(crate) use crate::sync::stripes::{SHARED as SHARED_STRIPE, STRIPES, stripe};
 use crate::sync::{CounterU64, StripeU64};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
-use stripe::SHARED;
-#[cfg(ratecell_loom)]
-pub(crate) use stripe::stripes_held;
-/// The stripes are also the fork barrier's (`crate::cell::fork`).
-pub(crate) use stripe::{SHARED as SHARED_STRIPE, STRIPES, stripe};
 
 /// A snapshot of a limiter's counters. Counters are read one by one while
 /// checks go on, so a snapshot taken under load is approximate (each counter

@@ -1,23 +1,29 @@
 //! Where the atomics and locks that the loom models check come from: the
 //! words of the cells and tables, the latches, the pointer a live
-//! reconfiguration swaps, the lease store's locks, and the counters beside
-//! them.
+//! reconfiguration swaps, the lease store's locks, the statistics' stripes
+//! (`stripes`) and the counters beside them.
 //!
 //! Under `cfg(ratecell_loom)` each of these is loom's, so the model checker
 //! sees each load, CAS and store; otherwise they are the processor's (and
-//! std's locks). Nothing outside this module names `portable_atomic`, or
-//! loom's atomics for these. On x86-64 a keyed table's 128-bit slot is a
-//! type of ratecell's own (`x86_64`), with its instructions inline.
+//! std's locks). This module is the one switch to loom: nothing outside it
+//! names `portable_atomic` or loom, and library code outside it tests no
+//! `cfg(ratecell_loom)`. Code that must act otherwise under loom (a shared
+//! region refused, a fixed hash key, memory allocated item by item) reads
+//! [`UNDER_LOOM`], a constant, so both builds compile the same code and
+//! the branch not taken folds away; a racing branch calls [`saw`], which
+//! is empty without loom. The exceptions are the test hooks
+//! (`crate::loom_hooks`), and the `snapshot` module with what reaches it
+//! (the snapshot terminals of `crate::Builder`, `AnyLimiter`'s save),
+//! compiled out under loom in `lib.rs`, `builder.rs` and `any.rs`: no
+//! model saves or restores.
 //!
 //! What no model checks names `std::sync::atomic` where it is, and stays
 //! the processor's under loom: process-wide words such as the clocks'
 //! stored times, the fork barrier's counts, a latch holder's records,
 //! snapshot and shared-region bookkeeping. The statistics' stripes are
-//! between the two: their counters come from here (`StripeU64`, switched
-//! by `model_stripes`), while the word of held stripes and its
-//! thread-local make the same switch in `stats::stripe` itself, which
-//! says why only the stripes' own models (`tests/loom_stats.rs`) check
-//! them.
+//! between the two: their word and counters come from here, switched by
+//! `model_stripes`, and only the stripes' own models
+//! (`tests/loom_stats.rs`) check them (`stripes` says why).
 //!
 //! loom has no 128-bit atomic. Under loom, [`AtomicU128`] is a loom
 //! `AtomicU64` holding the index of its value in a table of every value the
@@ -30,6 +36,12 @@
 //! would make every access an acquire and a release, and hide a missing
 //! ordering.) The value table is plain memory, not modelled: it only maps
 //! indices to values, and an index is published by the loom atomic.
+
+pub(crate) mod stripes;
+
+/// Whether this build runs under loom's model checker. Code outside this
+/// module branches on it instead of testing `cfg(ratecell_loom)`.
+pub(crate) const UNDER_LOOM: bool = cfg!(ratecell_loom);
 
 #[cfg(not(ratecell_loom))]
 pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
@@ -63,8 +75,55 @@ pub(crate) use portable_atomic::AtomicU128 as SlotU128;
 #[cfg(ratecell_loom)]
 pub(crate) use AtomicU128 as SlotU128;
 
+/// What the cells do with a 128-bit word, for each distinct 128-bit type
+/// here ([`AtomicU128`], and [`SlotU128`] where it is a type of its own),
+/// so that `crate::cell` implements its word once for every one of them
+/// without knowing which exist in this build.
+pub(crate) trait Word128: Sized + Send + Sync {
+    fn new(value: u128) -> Self;
+    fn load(&self, order: Ordering) -> u128;
+    fn compare_exchange_weak(
+        &self,
+        current: u128,
+        new: u128,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u128, u128>;
+}
+
+/// Implements [`Word128`] by the type's own methods of the same names.
+macro_rules! word128 {
+    ($word:ty) => {
+        impl Word128 for $word {
+            #[inline]
+            fn new(value: u128) -> Self {
+                <$word>::new(value)
+            }
+            #[inline]
+            fn load(&self, order: Ordering) -> u128 {
+                <$word>::load(self, order)
+            }
+            #[inline]
+            fn compare_exchange_weak(
+                &self,
+                current: u128,
+                new: u128,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<u128, u128> {
+                <$word>::compare_exchange_weak(self, current, new, success, failure)
+            }
+        }
+    };
+}
+
+word128!(AtomicU128);
+#[cfg(all(target_arch = "x86_64", not(ratecell_loom), not(miri)))]
+word128!(SlotU128);
+
+/// `pub` under loom so that `loom_hooks` can name it to the models.
 #[cfg(ratecell_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub use loom::sync::atomic::{AtomicU64, Ordering};
 
 /// Backs off inside a CAS retry loop or while a latch is held elsewhere.
 ///
@@ -143,6 +202,12 @@ impl AtomicU128 {
         self.values.lock().unwrap()[index as usize]
     }
 
+    /// No: a model's word is a lock-guarded table (`shared` asks, and
+    /// refuses a region under loom first).
+    pub(crate) fn is_lock_free() -> bool {
+        false
+    }
+
     pub(crate) fn load(&self, order: Ordering) -> u128 {
         self.value(self.index.load(order))
     }
@@ -168,7 +233,7 @@ impl AtomicU128 {
 /// explore them (it would only multiply the interleavings).
 pub(crate) use std::sync::atomic::AtomicU64 as CounterU64;
 
-/// The per-check counters on the statistics stripes (`stats::stripe`): the
+/// The per-check counters on the statistics stripes (`stripes`): the
 /// processor's atomics. A stripe's counters are bumped with a plain load
 /// and store by one thread at a time, and pass from one holder to the next
 /// only through the word of held stripes.
@@ -176,7 +241,7 @@ pub(crate) use std::sync::atomic::AtomicU64 as CounterU64;
 pub(crate) use core::sync::atomic::AtomicU64 as StripeU64;
 
 /// Under loom, loom's atomic in the models of the stripes and the
-/// processor's in every other (`stats::stripe` says why).
+/// processor's in every other (`stripes` says why).
 #[cfg(ratecell_loom)]
 #[derive(Debug, Default)]
 pub(crate) struct StripeU64 {
@@ -219,6 +284,16 @@ pub(crate) use core::sync::atomic::AtomicPtr;
 #[cfg(ratecell_loom)]
 pub(crate) use loom::sync::atomic::AtomicPtr;
 
+/// Runs `f` on the pointer an exclusively borrowed [`AtomicPtr`] holds
+/// (std's `get_mut`, loom's `with_mut`: the one shape for both).
+#[inline]
+pub(crate) fn ptr_mut<T, R>(ptr: &mut AtomicPtr<T>, f: impl FnOnce(&mut *mut T) -> R) -> R {
+    #[cfg(ratecell_loom)]
+    return ptr.with_mut(f);
+    #[cfg(not(ratecell_loom))]
+    f(ptr.get_mut())
+}
+
 /// The locks beside lock-free paths (the lease store's insertions, a
 /// lease's bookkeeping): loom's under loom, so that a model in which one
 /// thread waits for a lock another holds is explored, not deadlocked (loom
@@ -230,7 +305,7 @@ pub(crate) use std::sync::{Mutex, MutexGuard};
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 /// Whether this process's loom models check the statistics stripes
-/// (`stats::stripe` says why only those models do): [`StripeU64`] is then
+/// (`stripes` says why only those models do): [`StripeU64`] is then
 /// loom's atomic, and the stripes' thread-local is a loom one.
 #[cfg(ratecell_loom)]
 static STRIPES_MODELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -251,7 +326,6 @@ pub(crate) fn stripes_modelled() -> bool {
 /// A racing branch of the cells and tables, tallied under loom so that a
 /// model that never reaches the race it is about fails instead of passing
 /// vacuously (the models read the tally through `loom_hooks`).
-#[cfg(ratecell_loom)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Race {
     /// A CAS of a state word failed: another thread changed it since it
@@ -280,10 +354,12 @@ std::thread_local! {
     static SEEN: [std::cell::Cell<u64>; RACES] = Default::default();
 }
 
-/// Counts one taking of `race`'s branch.
-#[cfg(ratecell_loom)]
+/// Counts one taking of `race`'s branch (under loom; otherwise nothing).
+#[inline(always)]
 pub fn saw(race: Race) {
+    #[cfg(ratecell_loom)]
     SEEN.with(|seen| seen[race as usize].set(seen[race as usize].get() + 1));
+    let _ = race;
 }
 
 /// How often `race`'s branch was taken on this thread since [`clear`].

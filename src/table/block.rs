@@ -151,7 +151,6 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 if let Ok(_latch) = latch(&self.headers[place], home.fingerprint) {
                     return alg.decide_each(&mut self.block(place), t, n, each);
                 }
-                #[cfg(ratecell_loom)]
                 crate::sync::saw(crate::sync::Race::Moved);
                 continue;
             }
@@ -202,7 +201,6 @@ impl<A: BlockAlgorithm> BlockTable<A> {
                 // Latch the place as it is (empty or another key's), so no
                 // check of its owner runs while we judge and replace it.
                 let Some(held) = Self::latch_as_is(header, owner) else {
-                    #[cfg(ratecell_loom)]
                     crate::sync::saw(crate::sync::Race::PlaceContended);
                     return Place::Busy { frees_in: 1 };
                 };
@@ -295,7 +293,6 @@ impl<A: BlockAlgorithm> BlockTable<A> {
 /// What a snapshot (`crate::snapshot`) needs of the table: each key's
 /// block read under its latch, so a saved state is one the key really had,
 /// and places written on a table no other thread uses yet.
-#[cfg_attr(ratecell_loom, allow(dead_code))]
 impl<A: BlockAlgorithm> BlockTable<A> {
     pub(crate) fn alg(&self) -> &A {
         &self.alg

@@ -100,7 +100,6 @@ fn window_bucket(home: Home, per_shard: usize, i: usize) -> usize {
     first + if b >= per_shard { b - per_shard } else { b }
 }
 
-#[cfg_attr(ratecell_loom, allow(dead_code))]
 impl Geometry {
     /// The buckets, other than `bucket` itself, whose probe window passes
     /// through `bucket` (those a lookup ending in `bucket` may have

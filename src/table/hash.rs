@@ -24,14 +24,12 @@ impl KeyHasher {
     /// The hasher with this key: a restored snapshot's, or a shared
     /// region's (which every attached process uses, so a key lands in one
     /// place for all of them).
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     pub(crate) fn from_keys(k0: u64, k1: u64) -> KeyHasher {
         KeyHasher { k0, k1 }
     }
 
     /// The 128-bit key: a snapshot or a shared region records it, so every
     /// key hashes to the same place and fingerprint elsewhere.
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     pub(crate) fn keys(&self) -> (u64, u64) {
         (self.k0, self.k1)
     }
@@ -56,26 +54,22 @@ impl KeyHasher {
 
 /// A random SipHash key (fixed under loom).
 fn seed() -> (u64, u64) {
-    #[cfg(ratecell_loom)]
-    {
-        (0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210)
+    if crate::sync::UNDER_LOOM {
+        return (0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210);
     }
-    #[cfg(not(ratecell_loom))]
-    {
-        let mut bytes = [0u8; 16];
-        if getrandom::fill(&mut bytes).is_err() {
-            // No OS randomness (a sandbox without getrandom): fall back to
-            // std's per-process random keys rather than fail construction.
-            use std::hash::{BuildHasher, RandomState};
-            let s = RandomState::new();
-            return (s.hash_one(1u8), s.hash_one(2u8));
-        }
-        let (a, b) = bytes.split_at(8);
-        (
-            u64::from_le_bytes(a.try_into().unwrap()),
-            u64::from_le_bytes(b.try_into().unwrap()),
-        )
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness (a sandbox without getrandom): fall back to
+        // std's per-process random keys rather than fail construction.
+        use std::hash::{BuildHasher, RandomState};
+        let s = RandomState::new();
+        return (s.hash_one(1u8), s.hash_one(2u8));
     }
+    let (a, b) = bytes.split_at(8);
+    (
+        u64::from_le_bytes(a.try_into().unwrap()),
+        u64::from_le_bytes(b.try_into().unwrap()),
+    )
 }
 
 #[cfg(all(test, not(ratecell_loom)))]

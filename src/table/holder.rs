@@ -17,35 +17,27 @@
 //! fork (a `pthread_atfork` handler), so taking a latch never makes a
 //! system call.
 
-#![cfg_attr(ratecell_loom, allow(dead_code))]
-
-#[cfg(not(ratecell_loom))]
+use crate::sync::UNDER_LOOM;
 use std::sync::Once;
-#[cfg(not(ratecell_loom))]
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// This process's token (0: not computed yet in this process).
-#[cfg(not(ratecell_loom))]
 static TOKEN: AtomicU64 = AtomicU64::new(0);
 
-/// This process's token: non-zero, below bit 63.
+/// This process's token: non-zero, below bit 63 (under loom, whose models
+/// run in one process and never fork, 1).
 #[inline]
 pub(crate) fn me() -> u64 {
-    #[cfg(ratecell_loom)]
-    {
-        1
+    if UNDER_LOOM {
+        return 1;
     }
-    #[cfg(not(ratecell_loom))]
-    {
-        let token = TOKEN.load(Relaxed);
-        if token != 0 {
-            return token;
-        }
-        compute_me()
+    let token = TOKEN.load(Relaxed);
+    if token != 0 {
+        return token;
     }
+    compute_me()
 }
 
-#[cfg(not(ratecell_loom))]
 #[cold]
 fn compute_me() -> u64 {
     static AT_FORK: Once = Once::new();
@@ -63,7 +55,7 @@ fn compute_me() -> u64 {
     token
 }
 
-#[cfg(all(unix, not(ratecell_loom)))]
+#[cfg(unix)]
 extern "C" fn forget_in_child() {
     TOKEN.store(0, Relaxed);
 }
@@ -79,25 +71,18 @@ pub(crate) fn alive(token: u64, shared: bool) -> bool {
     if token == mine {
         return true;
     }
-    #[cfg(ratecell_loom)]
-    {
-        let _ = shared;
-        false
+    let pid = token as u32;
+    if UNDER_LOOM || !shared || pid == mine as u32 {
+        // Private: the holder was a thread of the process we were forked
+        // from. Shared with our pid but not our start time: a process that
+        // had our pid before us. (Under loom every holder is this
+        // process's.)
+        return false;
     }
-    #[cfg(not(ratecell_loom))]
-    {
-        let pid = token as u32;
-        if !shared || pid == mine as u32 {
-            // Private: the holder was a thread of the process we were
-            // forked from. Shared with our pid but not our start time: a
-            // process that had our pid before us.
-            return false;
-        }
-        process_alive(pid, token >> 32)
-    }
+    process_alive(pid, token >> 32)
 }
 
-#[cfg(all(unix, not(ratecell_loom)))]
+#[cfg(unix)]
 fn process_alive(pid: u32, start_bits: u64) -> bool {
     let Ok(pid_t) = libc::pid_t::try_from(pid) else {
         return false;
@@ -119,7 +104,7 @@ fn process_alive(pid: u32, start_bits: u64) -> bool {
     }
 }
 
-#[cfg(all(not(unix), not(ratecell_loom)))]
+#[cfg(not(unix))]
 fn process_alive(_pid: u32, _start_bits: u64) -> bool {
     true
 }
@@ -130,7 +115,6 @@ struct Stat {
     start: u64,
 }
 
-#[cfg(not(ratecell_loom))]
 fn stat_of(pid: u32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces or

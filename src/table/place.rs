@@ -94,7 +94,6 @@ impl Windows<'_> {
     ) -> Option<Decision> {
         let _latch = shard.lock(self.shared);
         if placed() || shard.unfound(fresh, t) != fresh {
-            #[cfg(ratecell_loom)]
             crate::sync::saw(crate::sync::Race::PlacedMeanwhile);
             return None;
         }
@@ -138,7 +137,6 @@ impl Windows<'_> {
                 // another thread's completed update gets here, so the
                 // loop is lock-free, as a CAS loop.
                 Place::Kept { .. } | Place::Busy { .. } => {
-                    #[cfg(ratecell_loom)]
                     crate::sync::saw(crate::sync::Race::PlaceContended);
                     crate::sync::spin_loop();
                 }

@@ -6,7 +6,6 @@
 //! costs what indexing a boxed one does: no branch on the kind per access.
 
 use std::ptr::NonNull;
-#[cfg(not(ratecell_loom))]
 use std::sync::Arc;
 
 /// A fixed-length array of `T` that the table indexes like a slice.
@@ -22,7 +21,6 @@ enum Owner {
     /// Came from `AlignedWords`, which this keeps and drops.
     Aligned(#[allow(dead_code)] Box<dyn Send + Sync>),
     /// Lies inside a mapping that this keeps alive.
-    #[cfg(not(ratecell_loom))]
     Mapped(#[allow(dead_code)] Arc<dyn Send + Sync>),
 }
 
@@ -67,7 +65,6 @@ impl<T> Storage<T> {
     /// lives; every bit pattern found there is a valid `T` (callers use
     /// atomic integers, initialised to zero); nothing else holds a `&mut`
     /// to that memory.
-    #[cfg(not(ratecell_loom))]
     pub(crate) unsafe fn mapped(ptr: *mut T, len: usize, keep: Arc<dyn Send + Sync>) -> Storage<T> {
         Storage {
             ptr: NonNull::new(ptr).expect("a mapping is never at address 0"),
@@ -106,7 +103,6 @@ impl<T> std::fmt::Debug for Storage<T> {
         let kind = match self.owner {
             Owner::Heap => "heap",
             Owner::Aligned(_) => "heap, cache-line aligned",
-            #[cfg(not(ratecell_loom))]
             Owner::Mapped(_) => "mapped",
         };
         write!(f, "Storage({kind}, {} values)", self.len)

@@ -341,7 +341,6 @@ impl<A: WordAlgorithm> WordTable<A> {
             if next.is_none_or(|next| slot.cas_word(word, next).is_ok()) {
                 return (d, taken);
             }
-            #[cfg(ratecell_loom)]
             crate::sync::saw(crate::sync::Race::CasLost);
         }
         let (words, taken) = self.check_beyond_home(alg, home, tag, t, n, max_wait, each);
@@ -408,7 +407,6 @@ impl<A: WordAlgorithm> WordTable<A> {
         each: &mut [Decision],
     ) -> (Outcome, Option<u128>) {
         if !self.owned_by(word, tag) {
-            #[cfg(ratecell_loom)]
             crate::sync::saw(crate::sync::Race::Moved);
             return (Outcome::Moved, None);
         }
@@ -487,7 +485,6 @@ impl<A: WordAlgorithm> WordTable<A> {
                             };
                         }
                         Err(found) => {
-                            #[cfg(ratecell_loom)]
                             crate::sync::saw(crate::sync::Race::PlaceContended);
                             word = found;
                         }
@@ -552,7 +549,6 @@ impl<A: WordAlgorithm> WordTable<A> {
 /// What a snapshot (`crate::snapshot`) needs of the table: each place read
 /// with one atomic load, so a saved state is one its key really had, and
 /// places written on a table no other thread uses yet.
-#[cfg_attr(ratecell_loom, allow(dead_code))]
 impl<A: WordAlgorithm> WordTable<A> {
     pub(crate) fn alg(&self) -> &A {
         &self.alg

@@ -470,11 +470,14 @@ int main(int argc, char **argv) {
             break;
         }
         case 15: { /* the yes/no fast path */
-            int32_t yes = ratecell_allow(l, below(2) ? below(16) : next());
-            if (l == NULL) {
-                EXPECT(yes == -(int32_t)RATECELL_NULL_ARGUMENT);
+            bool yes = false;
+            bool *out = below(8) == 0 ? NULL : &yes;
+            ratecell_status s = ratecell_allow(l, below(2) ? below(16) : next(), out);
+            if (l == NULL || out == NULL) {
+                EXPECT(s == RATECELL_NULL_ARGUMENT);
+                EXPECT(!yes);
             } else {
-                EXPECT(yes == 0 || yes == 1);
+                EXPECT(s == RATECELL_OK);
             }
             checks++;
             break;

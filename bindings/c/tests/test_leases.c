@@ -75,10 +75,14 @@ static ratecell_leases *make_leases(uint32_t send_at) {
     return l;
 }
 
-static int32_t check_at(const ratecell_leases *l, const char *key, uint64_t cost, uint64_t t,
-                        ratecell_decision *out, ratecell_grant **grant) {
+/* The step of a leased check of `key` at `t` (UINT32_MAX, and a failed
+ * CHECK, when the call fails). */
+static uint32_t check_at(const ratecell_leases *l, const char *key, uint64_t cost, uint64_t t,
+                         ratecell_decision *out, ratecell_grant **grant) {
     struct ratecell_request r = rq_bytes(key, strlen(key), 0, cost, t);
-    return ratecell_leases_check(l, &r, RATECELL_NOW, out, grant);
+    uint32_t step = UINT32_MAX;
+    CHECK(ratecell_leases_check(l, &r, &step, out, grant) == RATECELL_OK);
+    return step;
 }
 
 /* A decision no call writes: to see that a call left *out alone. */
@@ -184,7 +188,7 @@ static void test_a_new_key_fetches_then_spends_its_grant_here(void) {
         t += MS;
         held--;
         g = NULL;
-        int32_t step = check_at(l, key, 1, t, &d, &g);
+        uint32_t step = check_at(l, key, 1, t, &d, &g);
         CHECK(d.allowed);
         CHECK_EQ_U64(d.remaining, held);
         if (step == RATECELL_STEP_REFILL) {
@@ -245,8 +249,8 @@ static void test_a_node_never_admits_more_than_its_grants(void) {
     for (int i = 0; i < 3 * LIMIT; i++, t += MS / 2) {
         ratecell_decision d = untouched();
         ratecell_grant *g = NULL;
-        int32_t step = check_at(l, "k", 1, t, &d, &g);
-        CHECK(step >= 0);
+        uint32_t step = check_at(l, "k", 1, t, &d, &g);
+        CHECK(step != UINT32_MAX);
         if (g != NULL) {
             ratecell_completion c = serve(l, &m, g, "k", t);
             ratecell_grant_free(g);
@@ -355,12 +359,15 @@ static void test_null_arguments_are_statuses(void) {
     ratecell_decision d;
     ratecell_grant *g = NULL;
     struct ratecell_request r = rq_key(1, 0, 1, T0);
-    CHECK(ratecell_leases_check(NULL, &r, RATECELL_NOW, &d, &g) == -(int32_t)RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_leases_check(l, NULL, RATECELL_NOW, &d, &g) == -(int32_t)RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_leases_check(l, &r, RATECELL_NOW, &d, NULL) == -(int32_t)RATECELL_NULL_ARGUMENT);
+    uint32_t step = UINT32_MAX;
+    CHECK(ratecell_leases_check(NULL, &r, &step, &d, &g) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_leases_check(l, NULL, &step, &d, &g) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_leases_check(l, &r, NULL, &d, &g) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_leases_check(l, &r, &step, &d, NULL) == RATECELL_NULL_ARGUMENT);
     /* A leased limit has one tier. */
     r.tier = 1;
-    CHECK(ratecell_leases_check(l, &r, RATECELL_NOW, &d, &g) == -(int32_t)RATECELL_INVALID_TIER);
+    CHECK(ratecell_leases_check(l, &r, &step, &d, &g) == RATECELL_INVALID_TIER);
+    CHECK(step == UINT32_MAX && g == NULL); /* a failed call writes nothing */
     ratecell_completion c;
     CHECK(ratecell_leases_complete(l, NULL, NULL, 0, T0, &c) == RATECELL_NULL_ARGUMENT);
     CHECK(ratecell_grant_command(NULL, NULL, NULL, 0, NULL) == RATECELL_NULL_ARGUMENT);
@@ -389,33 +396,48 @@ static void test_denials_are_remembered_until_their_retry_after(void) {
     uint64_t t = T0 + 300 * MS;
     struct ratecell_request r = rq_bytes("user:9", 6, 0, 1, t);
     ratecell_decision denied = {false, 5, 0, 400 * MS, 900 * MS, 0};
-    CHECK(ratecell_denials_remember(c, &r, RATECELL_NOW, &denied) == RATECELL_OK);
+    CHECK(ratecell_denials_remember(c, &r, &denied) == RATECELL_OK);
     ratecell_decision d = untouched();
+    bool found = false;
     r.at_ns = t + 100 * MS;
-    CHECK_EQ_U64(ratecell_denials_check(c, &r, RATECELL_NOW, &d), 1);
+    CHECK(ratecell_denials_check(c, &r, &found, &d) == RATECELL_OK);
+    CHECK(found);
     CHECK(!d.allowed);
     CHECK_EQ_U64(d.limit, 5);
     CHECK_EQ_U64(d.retry_after_ns, 300 * MS);
     CHECK_EQ_U64(d.reset_after_ns, 800 * MS);
-    /* Over at its retry_after: ask Redis (0), *out untouched. */
+    /* Over at its retry_after: ask Redis (not found), *out untouched. */
     r.at_ns = t + 400 * MS;
     d = untouched();
-    CHECK_EQ_U64(ratecell_denials_check(c, &r, RATECELL_NOW, &d), 0);
+    CHECK(ratecell_denials_check(c, &r, &found, &d) == RATECELL_OK);
+    CHECK(!found);
     CHECK_EQ_U64(d.limit, 0xDEAD);
     /* Another key was never denied. */
     struct ratecell_request other = rq_bytes("user:8", 6, 0, 1, t + 100 * MS);
-    CHECK_EQ_U64(ratecell_denials_check(c, &other, RATECELL_NOW, &d), 0);
+    found = true;
+    CHECK(ratecell_denials_check(c, &other, &found, &d) == RATECELL_OK);
+    CHECK(!found);
 
     ratecell_decision admitted = {true, 5, 4, 0, 200 * MS, 0};
     ratecell_decision never = {false, 5, 0, UINT64_MAX, 0, 0};
     struct ratecell_request a = rq_key(1, 0, 1, t);
     struct ratecell_request n = rq_key(2, 0, 1, t);
-    CHECK(ratecell_denials_remember(c, &a, RATECELL_NOW, &admitted) == RATECELL_OK);
-    CHECK(ratecell_denials_remember(c, &n, RATECELL_NOW, &never) == RATECELL_OK);
+    CHECK(ratecell_denials_remember(c, &a, &admitted) == RATECELL_OK);
+    CHECK(ratecell_denials_remember(c, &n, &never) == RATECELL_OK);
     a.at_ns = n.at_ns = t + 1;
-    CHECK_EQ_U64(ratecell_denials_check(c, &a, RATECELL_NOW, &d), 0);
-    CHECK_EQ_U64(ratecell_denials_check(c, &n, RATECELL_NOW, &d), 0);
-    CHECK(ratecell_denials_check(NULL, &a, RATECELL_NOW, &d) == -(int32_t)RATECELL_NULL_ARGUMENT);
+    found = true;
+    CHECK(ratecell_denials_check(c, &a, &found, &d) == RATECELL_OK);
+    CHECK(!found);
+    found = true;
+    CHECK(ratecell_denials_check(c, &n, &found, &d) == RATECELL_OK);
+    CHECK(!found);
+    /* NULLs are statuses, and a failed call writes nothing. */
+    found = true;
+    CHECK(ratecell_denials_check(NULL, &a, &found, &d) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_denials_check(c, &a, NULL, &d) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_denials_check(c, &a, &found, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_denials_remember(c, &a, NULL) == RATECELL_NULL_ARGUMENT);
+    CHECK(found);
     ratecell_denials_free(c);
     ratecell_denials_free(NULL);
 }

@@ -19,7 +19,7 @@ package bench
 #include <time.h>
 #include "ratecell.h"
 
-// The shape of ratecell_allow (a handle and a key in, an int out),
+// The shape of bench_allow (a handle and a key in, an int out),
 // doing nothing: what any cgo call costs before the library does any work.
 static int bench_empty(uintptr_t limiter, uint64_t key) { (void)limiter; return (int)(key & 1); }
 
@@ -38,7 +38,10 @@ static void bench_free(uintptr_t h) { ratecell_limiter_free((ratecell_limiter *)
 
 // The library's Allow and Check called from C, one per cgo call (Check
 // also into a caller's decision).
-static int bench_allow(uintptr_t h, uint64_t key) { return ratecell_allow((const ratecell_limiter *)h, key); }
+static int bench_allow(uintptr_t h, uint64_t key) {
+	bool allowed = false;
+	return ratecell_allow((const ratecell_limiter *)h, key, &allowed) == RATECELL_OK && allowed;
+}
 static ratecell_status bench_check_into(uintptr_t h, uint64_t key, struct ratecell_decision *out) {
 	struct ratecell_request r;
 	ratecell_request_init(&r);
@@ -85,7 +88,8 @@ func NewDirect(capacity uint64) (Direct, error) {
 	return Direct{h}, nil
 }
 
-// Allow is one cgo call of ratecell_allow: 1 admitted, 0 denied.
+// Allow is one cgo call of ratecell_allow (its flag as the int): 1
+// admitted, 0 denied.
 func (d Direct) Allow(key uint64) int { return int(C.bench_allow(d.h, C.uint64_t(key))) }
 
 // Check is one cgo call of ratecell_check at cost 1: whether admitted.

@@ -357,7 +357,8 @@ func (l *Limiter) cachedDeny(ctx context.Context, key string, cost uint64, at bo
 	// The time a denial is remembered from is read before the command,
 	// so the remembered wait never outlasts the one Redis gave.
 	now := timeOf(at, nowNs)
-	if d, ok := m.denials.Check(ratecell.StringKey(key), now); ok {
+	r := request(key, cost, true, now)
+	if d, ok := m.denials.Check(r); ok {
 		return d, nil
 	}
 	d, err := l.redisCheck(ctx, key, cost, at, now)
@@ -365,7 +366,7 @@ func (l *Limiter) cachedDeny(ctx context.Context, key string, cost uint64, at bo
 		return l.fallback(key, cost, now)
 	}
 	if err == nil && !d.Allowed {
-		m.denials.Remember(ratecell.StringKey(key), now, d)
+		m.denials.Remember(r, d)
 	}
 	return d, err
 }

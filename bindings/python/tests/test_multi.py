@@ -31,6 +31,24 @@ def test_the_tighter_limit_decides_and_each_reports(capacity: int) -> None:
         assert lim.names == ("per-second", "per-minute")
 
 
+@pytest.mark.parametrize("capacity", [0, 100])
+def test_check_each_works_on_any_limiter(capacity: int) -> None:
+    # As in C and Rust: a limiter of one limit answers with that limit's
+    # decision, unnamed, and spends as check does.
+    with ratecell.Limiter("fixed_window", 2, period=60.0, capacity=capacity) as lim:
+        m = lim.check_each(7, 1, at=T0)
+        assert m and m.denied_by is None and m.denied_name is None
+        assert m.limits == (m.decision,) and m.decision.remaining == 1
+        assert lim.check(7, 1, at=T0).remaining == 0, "check_each spent one"
+        m = lim.check_each(7, 1, at=T0)
+        assert not m and (m.denied_by, m.denied_name) == (0, "")
+        assert m.decision.retry_after_ns == MINUTE - T0 % MINUTE
+        with pytest.raises(ratecell.InvalidTier):
+            lim.check_each(7, 1, at=T0, tier=1)
+    with pytest.raises(ratecell.LimiterClosed):
+        lim.check_each(7)
+
+
 def test_bad_lists_raise_named_errors() -> None:
     gcra = ratecell.Limit("gcra", 10, period=1.0)
     with pytest.raises(ratecell.InvalidLength):

@@ -1,7 +1,8 @@
 //! The lease protocol of SPEC §8 for C and every binding that brings its
-//! own Redis client: `ratecell_leases` (a node's grants of one leased
-//! limit, spent locally), `ratecell_grant` (one `RATECELL.LEASE` to send)
-//! and `ratecell_denials` (`cached_deny`'s remembered denials).
+//! own Redis client: `ratecell_leases`, a node's grants of one leased
+//! limit, spent locally (its options, checks, the completion of a grant and
+//! its retry, its counters). The grant a check asks for is `grant.rs`'s;
+//! `cached_deny`'s remembered denials are `denials.rs`'s.
 //!
 //! The library does no I/O here. A check answers with a step: decided
 //! (units spent, or a denial), decided with a grant to fetch in the
@@ -12,14 +13,15 @@
 //! `ratecell_leases_complete`. So the protocol and the local spending exist
 //! once, in Rust, and a binding brings only its Redis client and a thread.
 
+use super::grant::ratecell_grant;
 use super::limiter::clock_of;
-use super::request::read_sized;
-use super::types::{ratecell_clock, ratecell_config, ratecell_decision, ratecell_status};
-use super::{input, into_raw, out_ptr};
+use super::request::{read_key, read_sized};
+use super::types::{ratecell_config, ratecell_decision, ratecell_status};
+use crate::ptr::{into_raw, out_ptr};
+use ratecell_lib::Clock;
 use ratecell_lib::lease::{
-    DenialCache, FailurePolicy, GrantReply, GrantRequest, LeaseConfig, LeaseError, Leases, Step,
+    FailurePolicy, GrantReply, GrantRequest, LeaseConfig, LeaseError, Leases, Step,
 };
-use ratecell_lib::{Clock, Decision, Key, Request};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use ratecell_status::*;
@@ -31,20 +33,16 @@ pub const RATECELL_FAILURE_DENY: u32 = 0;
 pub const RATECELL_FAILURE_LOCAL: u32 = 1;
 
 /// `ratecell_leases_check`: decided here; the decision is in `*out`.
-pub const RATECELL_STEP_DECIDED: i32 = 0;
+pub const RATECELL_STEP_DECIDED: u32 = 0;
 /// `ratecell_leases_check`: decided here (in `*out`); send `*grant_out` in
 /// the background, then complete it.
-pub const RATECELL_STEP_REFILL: i32 = 1;
+pub const RATECELL_STEP_REFILL: u32 = 1;
 /// `ratecell_leases_check`: no units; send `*grant_out` now (within the
 /// timeout) and complete it: the completion's decision is the check's.
-pub const RATECELL_STEP_FETCH: i32 = 2;
+pub const RATECELL_STEP_FETCH: u32 = 2;
 /// `ratecell_leases_check`: the key cannot be tracked; decide it with a
 /// `RATECELL.CHECK` of its own.
-pub const RATECELL_STEP_DIRECT: i32 = 3;
-
-/// The most arguments a grant's command has (`RATECELL.LEASE` included):
-/// thirteen, and two `CHARGE <at_ns> <units>` triples for a key's debt.
-pub const RATECELL_LEASE_MAX_ARGS: usize = 19;
+pub const RATECELL_STEP_DIRECT: u32 = 3;
 
 /// How a node holds grants of a leased limit (SPEC §8). Set it up with
 /// `ratecell_lease_options_init`, then set what differs. Every duration is
@@ -96,37 +94,6 @@ pub struct ratecell_leases {
     id: u64,
 }
 
-/// A grant to ask Redis for, with the command that asks for it. Opaque;
-/// made by `ratecell_leases_check` (a refill or a fetch) or
-/// `ratecell_leases_retry`, released by `ratecell_grant_free`. Owned by one
-/// caller at a time; it may be moved to another thread (the refill
-/// thread). It keeps the key's entry alive, not the `ratecell_leases`:
-/// free the grants before the leases that made them, or at least never
-/// use a grant after its leases is freed.
-pub struct ratecell_grant {
-    req: GrantRequest,
-    args: Vec<Vec<u8>>,
-    leases_id: u64,
-}
-
-/// What `ratecell_grant_info` tells of a grant.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ratecell_grant_info {
-    /// The key's bytes (a `uint64_t` key's 8 little-endian bytes), without
-    /// the prefix; owned by the grant, valid until it is freed.
-    pub key: *const u8,
-    /// The length of `key`.
-    pub key_len: usize,
-    /// `w`, the units asked for.
-    pub want: u64,
-    /// The time of the check that asked (UNIX ns).
-    pub at_ns: u64,
-    /// Whether a check waits on it (a fetch) rather than none (a refill, a
-    /// retry).
-    pub is_fetch: bool,
-}
-
 /// What a grant's reply, or its absence, decided
 /// (`ratecell_leases_complete`).
 #[repr(C)]
@@ -168,14 +135,6 @@ pub struct ratecell_lease_stats {
     pub direct: u64,
     /// Keys tracked now.
     pub keys: u64,
-}
-
-/// `cached_deny`'s memory: denials Redis gave, per key, kept until their
-/// `retry_after`. Opaque; made by `ratecell_denials_new`, released by
-/// `ratecell_denials_free`. Thread-safe, but for `ratecell_denials_free`.
-pub struct ratecell_denials {
-    cache: DenialCache,
-    clock: Clock,
 }
 
 /// Sets `*options` to SPEC §8's defaults (deny, no prefix, the server's
@@ -304,7 +263,7 @@ pub unsafe extern "C" fn ratecell_leases_new(
 pub unsafe extern "C" fn ratecell_leases_free(leases: *mut ratecell_leases) {
     ffi_panic_boundary! {
         // SAFETY: NULL or a live handle, as the caller promises.
-        unsafe { crate::free_raw(leases) }
+        unsafe { crate::ptr::free_raw(leases) }
     }
 }
 
@@ -322,22 +281,6 @@ pub unsafe extern "C" fn ratecell_leases_now_ns(leases: *const ratecell_leases) 
             None => 0,
         }
     }
-}
-
-/// A request's key, read from C.
-///
-/// # Safety
-/// `r.key_bytes` is NULL or points to `r.key_len` readable bytes, valid for
-/// `'a`.
-unsafe fn key_of<'a>(r: &super::ratecell_request) -> Result<Key<'a>, ratecell_status> {
-    if r.key_bytes.is_null() {
-        if r.key_len != 0 {
-            return Err(RATECELL_NULL_ARGUMENT);
-        }
-        return Ok(Key::Id(r.key_id));
-    }
-    // SAFETY: `key_len` readable bytes, as the caller promises.
-    Ok(Key::Bytes(unsafe { input(r.key_bytes, r.key_len) }?))
 }
 
 impl ratecell_leases {
@@ -362,7 +305,7 @@ impl ratecell_leases {
 }
 
 /// Checks `*request` against the units this node holds for its key, and
-/// says what to do (a `RATECELL_STEP_*` value, 0 or more):
+/// writes what to do to `*step_out` (a `RATECELL_STEP_*` value):
 ///
 /// - `RATECELL_STEP_DECIDED`: the decision is in `*out`; `*grant_out` is
 ///   set to NULL.
@@ -373,21 +316,21 @@ impl ratecell_leases {
 ///   check's decision. `*out` is not written.
 /// - `RATECELL_STEP_DIRECT`: the key cannot be tracked now (the node's
 ///   keys are at capacity); decide it with a `RATECELL.CHECK`. Nothing
-///   is written but `*grant_out = NULL`.
+///   is written but the step and `*grant_out = NULL`.
 ///
-/// The time is the request's `at_ns`, else `now_ns`, else (both
-/// `RATECELL_NOW`) the leases' clock. A cost of 0 is a peek: always
+/// The time is the request's `at_ns`, or the leases' clock for
+/// `RATECELL_NOW`, as for `ratecell_check`. A cost of 0 is a peek: always
 /// decided here, never a grant.
 ///
-/// Returns a negated `ratecell_status` (below 0) when the call fails:
-/// `RATECELL_NULL_ARGUMENT` for a NULL `leases`, `request`, `out` or
-/// `grant_out` (or NULL key bytes with a non-zero `key_len`);
-/// `RATECELL_INVALID_LENGTH` for a `size` this library does not know or a
-/// `key_len` above `PTRDIFF_MAX`; `RATECELL_INVALID_TIER` for a tier other
-/// than 0 (a leased limit has one); `RATECELL_OUT_OF_MEMORY` when the
-/// grant could not be allocated (its check's units may have been spent: a
-/// loss, never an admission). A call refused for its arguments spends
-/// nothing; no failed call writes anything. Thread-safe.
+/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` for a NULL `leases`,
+/// `request`, `step_out`, `out` or `grant_out` (or NULL key bytes with a
+/// non-zero `key_len`); `RATECELL_INVALID_LENGTH` for a `size` this
+/// library does not know or a `key_len` above `PTRDIFF_MAX`;
+/// `RATECELL_INVALID_TIER` for a tier other than 0 (a leased limit has
+/// one); `RATECELL_OUT_OF_MEMORY` when the grant could not be allocated
+/// (its check's units may have been spent: a loss, never an admission). A
+/// call refused for its arguments spends nothing; no failed call writes
+/// anything. Thread-safe.
 ///
 /// Ownership: a grant written to `*grant_out` is the caller's, to pass to
 /// `ratecell_leases_complete` and then `ratecell_grant_free`.
@@ -395,21 +338,22 @@ impl ratecell_leases {
 /// # Safety
 /// `leases` is NULL or a live handle; `request` is NULL or points to a
 /// readable `ratecell_request` (its `key_bytes` NULL or `key_len` readable
-/// bytes); `out` is NULL or points to a writable `ratecell_decision`;
-/// `grant_out` is NULL or points to a writable `ratecell_grant *`.
+/// bytes); `step_out` is NULL or points to a writable `uint32_t`; `out`
+/// is NULL or points to a writable `ratecell_decision`; `grant_out` is
+/// NULL or points to a writable `ratecell_grant *`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_leases_check(
     leases: *const ratecell_leases,
     request: *const super::ratecell_request,
-    now_ns: u64,
+    step_out: *mut u32,
     out: *mut ratecell_decision,
     grant_out: *mut *mut ratecell_grant,
-) -> i32 {
+) -> ratecell_status {
     ffi_panic_boundary! {
         // SAFETY: as promised by the caller.
-        match unsafe { leases_check(leases, request, now_ns, out, grant_out) } {
-            Ok(step) => step,
-            Err(status) => -(status as i32),
+        match unsafe { leases_check(leases, request, step_out, out, grant_out) } {
+            Ok(()) => RATECELL_OK,
+            Err(status) => status,
         }
     }
 }
@@ -422,31 +366,22 @@ pub unsafe extern "C" fn ratecell_leases_check(
 unsafe fn leases_check(
     leases: *const ratecell_leases,
     request: *const super::ratecell_request,
-    now_ns: u64,
+    step_out: *mut u32,
     out: *mut ratecell_decision,
     grant_out: *mut *mut ratecell_grant,
-) -> Result<i32, ratecell_status> {
+) -> Result<(), ratecell_status> {
     // SAFETY: NULL or a live handle, as the caller promises.
     let l = unsafe { leases.as_ref() }.ok_or(RATECELL_NULL_ARGUMENT)?;
     // SAFETY: as promised by the caller.
-    let r = unsafe { read_sized(request) }?;
-    // SAFETY: the request's key bytes, as promised by the caller.
-    let key = unsafe { key_of(&r) }?;
+    let (key, r) = unsafe { read_key(request) }?;
     if r.tier != 0 {
         return Err(RATECELL_INVALID_TIER);
     }
+    let step_out = out_ptr(step_out)?;
     let out = out_ptr(out)?;
     let grant_out = out_ptr(grant_out)?;
-    let mut q = Request::new(r.cost);
-    if r.at_ns != super::RATECELL_NOW {
-        q = q.at(r.at_ns);
-    }
-    let now = if r.at_ns == super::RATECELL_NOW {
-        l.time(now_ns)
-    } else {
-        r.at_ns
-    };
-    let (step, decision, grant) = match l.leases.check(key, q, now) {
+    let now = l.time(r.at_ns);
+    let (step, decision, grant) = match l.leases.check(key, r.cost, now) {
         Step::Decided(d) => (RATECELL_STEP_DECIDED, Some(d), None),
         Step::Refill(d, req) => (RATECELL_STEP_REFILL, Some(d), Some(req)),
         Step::Fetch(req) => (RATECELL_STEP_FETCH, None, Some(req)),
@@ -463,91 +398,11 @@ unsafe fn leases_check(
         unsafe { ratecell_decision::write_fields(out, &d) };
     }
     // SAFETY: non-NULL and writable, as the caller promises.
-    unsafe { grant_out.write(grant) };
-    Ok(step)
-}
-
-/// Writes what `grant` asks for to `*out`.
-///
-/// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`.
-///
-/// # Safety
-/// `grant` is NULL or a live grant; `out` is NULL or points to a writable
-/// `ratecell_grant_info`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_grant_info(
-    grant: *const ratecell_grant,
-    out: *mut ratecell_grant_info,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let g = try_ref!(grant);
-        let key = g.req.key();
-        answer!(out, ratecell_grant_info {
-            key: key.as_ptr(),
-            key_len: key.len(),
-            want: g.req.want(),
-            at_ns: g.req.at_ns(),
-            is_fetch: g.req.is_fetch(),
-        })
+    unsafe {
+        grant_out.write(grant);
+        step_out.write(step);
     }
-}
-
-/// The `RATECELL.LEASE` command that asks for `grant`, its name first:
-/// writes the number of arguments to `*argc` and, when `cap` is at least
-/// that, argument `i` to `args[i]` (owned by the grant, valid until it is
-/// freed) and its length to `lens[i]`. The Redis key is the leases'
-/// prefix followed by the key's bytes; `AT` is sent when the options said
-/// `send_at`; the key's debt under the `local` policy follows as `CHARGE`
-/// triples. At most `RATECELL_LEASE_MAX_ARGS` arguments.
-///
-/// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `grant` or `argc`
-/// is NULL, or `args` or `lens` is with `cap` > 0; `RATECELL_INVALID_LENGTH`
-/// when `cap` is below the count (only `*argc` is written).
-///
-/// # Safety
-/// `grant` is NULL or a live grant; `argc` is NULL or writable; `args`
-/// and `lens` are NULL or point to `cap` writable elements each.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_grant_command(
-    grant: *const ratecell_grant,
-    args: *mut *const u8,
-    lens: *mut usize,
-    cap: usize,
-    argc: *mut usize,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let g = try_ref!(grant);
-        let argc = try_status!(out_ptr(argc));
-        let n = g.args.len();
-        // SAFETY: non-NULL and writable, as the caller promises.
-        unsafe { argc.write(n) };
-        if cap < n {
-            return RATECELL_INVALID_LENGTH;
-        }
-        // SAFETY: `cap` writable elements each, as the caller promises.
-        let mut a = try_status!(unsafe { super::output(args, cap) });
-        // SAFETY: as for `args`.
-        let mut l = try_status!(unsafe { super::output(lens, cap) });
-        for (i, arg) in g.args.iter().enumerate() {
-            a.write(i, arg.as_ptr());
-            l.write(i, arg.len());
-        }
-        RATECELL_OK
-    }
-}
-
-/// Releases a grant. NULL is a no-op. Dropping a grant unanswered is
-/// allowed: its units were never granted, so nothing is lost but a refill
-/// (the key asks again when it runs out).
-///
-/// # Safety
-/// `grant` is NULL or a live grant, not used afterwards.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_grant_free(grant: *mut ratecell_grant) {
-    ffi_panic_boundary! {
-        // SAFETY: NULL or a live handle, as the caller promises.
-        unsafe { crate::free_raw(grant) }
-    }
+    Ok(())
 }
 
 /// Hands back the answer to `grant`: `RATECELL.LEASE`'s reply, its `n`
@@ -668,165 +523,5 @@ pub unsafe extern "C" fn ratecell_leases_stats(
             direct: s.direct,
             keys: s.keys,
         })
-    }
-}
-
-/// Makes a cache of denials for up to about `capacity` keys denied at once
-/// (0: 65,536; a key beyond it is not remembered), reading the clock
-/// `clock` (a `RATECELL_CLOCK_*`) for a time of `RATECELL_NOW`, and writes
-/// its handle to `*out`.
-///
-/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`,
-/// `RATECELL_INVALID_CAPACITY` (above 2^40 keys) or
-/// `RATECELL_INVALID_CLOCK`. Release it with `ratecell_denials_free`.
-///
-/// # Safety
-/// `out` is NULL or points to a writable `ratecell_denials *`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_denials_new(
-    capacity: u64,
-    clock: u32,
-    out: *mut *mut ratecell_denials,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let out = try_status!(out_ptr(out));
-        if capacity > 1 << 40 {
-            return RATECELL_INVALID_CAPACITY;
-        }
-        let clock = match clock {
-            0 => ratecell_clock::RATECELL_CLOCK_TSC,
-            1 => ratecell_clock::RATECELL_CLOCK_COARSE,
-            _ => return RATECELL_INVALID_CLOCK,
-        };
-        let handle = try_status!(into_raw(ratecell_denials {
-            cache: DenialCache::new(capacity),
-            clock: clock_of(clock),
-        }));
-        // SAFETY: non-NULL and writable, as the caller promises.
-        unsafe { out.write(handle) };
-        RATECELL_OK
-    }
-}
-
-/// Releases a denial cache. NULL is a no-op.
-///
-/// # Safety
-/// `denials` is NULL or a live handle, not used afterwards.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_denials_free(denials: *mut ratecell_denials) {
-    ffi_panic_boundary! {
-        // SAFETY: NULL or a live handle, as the caller promises.
-        unsafe { crate::free_raw(denials) }
-    }
-}
-
-/// The key and time of a request for a denial cache.
-///
-/// # Safety
-/// `request` is NULL or points to a readable `ratecell_request` whose key
-/// bytes stay valid for `'a`.
-unsafe fn denial_request<'a>(
-    c: &ratecell_denials,
-    request: *const super::ratecell_request,
-    now_ns: u64,
-) -> Result<(Key<'a>, u64), ratecell_status> {
-    // SAFETY: as promised by the caller.
-    let r = unsafe { read_sized(request) }?;
-    // SAFETY: as promised by the caller.
-    let key = unsafe { key_of(&r) }?;
-    let now = match (r.at_ns, now_ns) {
-        (super::RATECELL_NOW, super::RATECELL_NOW) => c.clock.now_ns(),
-        (super::RATECELL_NOW, now) => now,
-        (at, _) => at,
-    };
-    Ok((key, now))
-}
-
-/// Whether `*request`'s key has a remembered denial still running at its
-/// time (`at_ns`, else `now_ns`, else the cache's clock): 1 with that
-/// denial in `*out` (its `retry_after_ns` and `reset_after_ns` reduced by
-/// the time since), 0 when there is none (ask Redis; `*out` is not
-/// written), or a negated `ratecell_status`: `RATECELL_NULL_ARGUMENT`, or
-/// `RATECELL_INVALID_LENGTH` for an unknown `size` or a `key_len` above
-/// `PTRDIFF_MAX`. The cost and tier are not read.
-/// Thread-safe.
-///
-/// # Safety
-/// `denials` is NULL or a live handle; `request` as for
-/// `ratecell_leases_check`; `out` is NULL or points to a writable
-/// `ratecell_decision`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_denials_check(
-    denials: *const ratecell_denials,
-    request: *const super::ratecell_request,
-    now_ns: u64,
-    out: *mut ratecell_decision,
-) -> i32 {
-    ffi_panic_boundary! {
-        // SAFETY: NULL or a live handle, as the caller promises.
-        let Some(c) = (unsafe { denials.as_ref() }) else {
-            return -(RATECELL_NULL_ARGUMENT as i32);
-        };
-        // SAFETY: as promised by the caller.
-        let (key, now) = match unsafe { denial_request(c, request, now_ns) } {
-            Ok(kn) => kn,
-            Err(s) => return -(s as i32),
-        };
-        let Ok(out) = out_ptr(out) else {
-            return -(RATECELL_NULL_ARGUMENT as i32);
-        };
-        match c.cache.check(key, now) {
-            Some(d) => {
-                // SAFETY: non-NULL and writable, as the caller promises.
-                unsafe { ratecell_decision::write_fields(out, &d) };
-                1
-            }
-            None => 0,
-        }
-    }
-}
-
-/// Remembers Redis's `*decision` for `*request`'s key, made at its time
-/// (`at_ns`, else `now_ns`, else the cache's clock), when it is a denial that a wait can end (an
-/// admission, or a `retry_after_ns` of `UINT64_MAX`, is not remembered).
-///
-/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT`, or
-/// `RATECELL_INVALID_LENGTH` as `ratecell_denials_check`. Thread-safe.
-///
-/// # Safety
-/// `denials` is NULL or a live handle; `request` as for
-/// `ratecell_leases_check`; `decision` is NULL or points to a readable
-/// `ratecell_decision`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_denials_remember(
-    denials: *const ratecell_denials,
-    request: *const super::ratecell_request,
-    now_ns: u64,
-    decision: *const ratecell_decision,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let c = try_ref!(denials);
-        // SAFETY: as promised by the caller.
-        let (key, now) = try_status!(unsafe { denial_request(c, request, now_ns) });
-        if decision.is_null() {
-            return RATECELL_NULL_ARGUMENT;
-        }
-        // SAFETY: non-NULL and readable, as the caller promises. `allowed`
-        // is read as its byte: a C caller may have put any value in it,
-        // and a Rust bool must be 0 or 1.
-        let allowed = unsafe { std::ptr::addr_of!((*decision).allowed).cast::<u8>().read() };
-        // SAFETY: as above; the other fields are integers, any bits valid.
-        let d = unsafe {
-            Decision {
-                allowed: allowed != 0,
-                limit: std::ptr::addr_of!((*decision).limit).read(),
-                remaining: std::ptr::addr_of!((*decision).remaining).read(),
-                retry_after_ns: std::ptr::addr_of!((*decision).retry_after_ns).read(),
-                reset_after_ns: std::ptr::addr_of!((*decision).reset_after_ns).read(),
-                wait_ns: std::ptr::addr_of!((*decision).wait_ns).read(),
-            }
-        };
-        c.cache.remember(key, &d, now);
-        RATECELL_OK
     }
 }

@@ -46,6 +46,8 @@ mod panic;
 mod ptr;
 
 mod build;
+mod denials;
+mod grant;
 mod info;
 mod leases;
 mod limiter;
@@ -56,6 +58,8 @@ mod tiers;
 pub mod types;
 
 pub use build::*;
+pub use denials::*;
+pub use grant::*;
 pub use info::*;
 pub use leases::*;
 pub use limiter::*;
@@ -64,10 +68,6 @@ pub use request::*;
 pub use snapshot::*;
 pub use tiers::*;
 pub use types::*;
-
-// `leases` reaches the pointer conversions at the crate's root (`super::`,
-// `crate::`); the other modules name `ptr` itself.
-use ptr::{free_raw, input, into_raw, out_ptr, output};
 
 // The Rust tests that call the C functions, kept under tests/ but compiled
 // as unit tests: the library has no rlib for integration tests to link

@@ -48,13 +48,6 @@ impl PanicDefault for () {
     fn on_panic() -> Self {}
 }
 
-/// `ratecell_allow`: a negated status.
-impl PanicDefault for i32 {
-    fn on_panic() -> Self {
-        -(ratecell_status::RATECELL_PANIC as i32)
-    }
-}
-
 impl PanicDefault for u64 {
     fn on_panic() -> Self {
         0

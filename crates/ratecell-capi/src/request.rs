@@ -139,11 +139,12 @@ pub(super) unsafe fn read_sized<T: Copy>(ptr: *const T) -> Result<T, ratecell_st
     Ok(unsafe { ptr.read() })
 }
 
-/// A C request and its key.
+/// A C request and its key (its id, or its bytes).
 ///
 /// # Safety
-/// As for `ratecell_limiter::read`.
-unsafe fn read_key<'a>(
+/// `request` is NULL or points to a readable `ratecell_request` whose
+/// `key_bytes` are NULL or `key_len` readable bytes valid for `'a`.
+pub(super) unsafe fn read_key<'a>(
     request: *const ratecell_request,
 ) -> Result<(Key<'a>, ratecell_request), ratecell_status> {
     // SAFETY: as promised by the caller.
@@ -330,25 +331,40 @@ pub unsafe extern "C" fn ratecell_check_batch(
 }
 
 /// Whether one request (cost 1, now, tier 0) for the key `key` is
-/// admitted: 1 when it is, 0 when it is denied, and a negated
-/// `ratecell_status` (below 0) when the call fails: `-RATECELL_NULL_ARGUMENT`
-/// for a NULL `limiter`. The same decision as `ratecell_check`; it exists
-/// because every argument and out-parameter costs a binding whose calls
-/// are dear (tens of ns each through Python's ctypes). A direct limiter
-/// computes nothing but the answer. Thread-safe.
+/// admitted: writes `true` to `*allowed_out` when it is, `false` when it
+/// is denied. The same decision as `ratecell_check`; it exists because
+/// every argument and out-parameter costs a binding whose calls are dear
+/// (tens of ns each through Python's ctypes): one key in, one flag out,
+/// and no request or decision to build. A direct limiter computes nothing
+/// but the answer.
+///
+/// Returns `RATECELL_OK`, or `RATECELL_NULL_ARGUMENT` for a NULL `limiter`
+/// or `allowed_out` (nothing is decided then). Thread-safe.
 ///
 /// # Safety
-/// `limiter` is NULL or a live handle.
+/// `limiter` is NULL or a live handle; `allowed_out` is NULL or points to
+/// a writable `bool`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ratecell_allow(limiter: *const ratecell_limiter, key: u64) -> i32 {
+pub unsafe extern "C" fn ratecell_allow(
+    limiter: *const ratecell_limiter,
+    key: u64,
+    allowed_out: *mut bool,
+) -> ratecell_status {
     ffi_panic_boundary! {
-        // SAFETY: NULL or a live handle, as the caller promises.
-        match unsafe { limiter.as_ref() } {
-            None => -(RATECELL_NULL_ARGUMENT as i32),
-            Some(l) => i32::from(match &l.inner {
-                Inner::Direct(direct) => direct.allow(),
-                Inner::Keyed(keyed) => keyed.check(key, 1).allowed,
-            }),
+        let l = try_ref!(limiter);
+        answer!(allowed_out, l.allow(key))
+    }
+}
+
+impl ratecell_limiter {
+    /// `ratecell_allow`'s answer. Out of line: inlined there, the check
+    /// kept `allowed_out` live across it in a callee-saved register, whose
+    /// saving and restoring cost more than this call does.
+    #[inline(never)]
+    fn allow(&self, key: u64) -> bool {
+        match &self.inner {
+            Inner::Direct(direct) => direct.allow(),
+            Inner::Keyed(keyed) => keyed.check(key, 1).allowed,
         }
     }
 }
@@ -423,7 +439,7 @@ mod tests {
     };
 
     #[test]
-    fn allow_returns_the_answer_or_a_negated_status() {
+    fn allow_writes_the_answer_and_returns_a_status() {
         let mut cfg = std::mem::MaybeUninit::<ratecell_config>::uninit();
         let mut l: *mut ratecell_limiter = std::ptr::null_mut();
         // SAFETY: valid pointers to local values; the limiter is freed once.
@@ -431,13 +447,25 @@ mod tests {
             ratecell_config_init(cfg.as_mut_ptr(), 1, 3, 3_600_000_000_000);
             let cfg = cfg.assume_init();
             assert_eq!(ratecell_limiter_new(&cfg, &mut l), RATECELL_OK);
-            let answers: Vec<i32> = (0..5).map(|_| ratecell_allow(l, 7)).collect();
-            assert_eq!(answers, [1, 1, 1, 0, 0], "3 per hour, then denied");
+            let answers: Vec<bool> = (0..5)
+                .map(|_| {
+                    let mut allowed = false;
+                    assert_eq!(ratecell_allow(l, 7, &mut allowed), RATECELL_OK);
+                    allowed
+                })
+                .collect();
+            assert_eq!(answers, [true, true, true, false, false], "3 per hour");
+            let mut untouched = true;
+            assert_eq!(
+                ratecell_allow(l, 7, std::ptr::null_mut()),
+                RATECELL_NULL_ARGUMENT
+            );
             ratecell_limiter_free(l);
             assert_eq!(
-                ratecell_allow(std::ptr::null(), 7),
-                -(RATECELL_NULL_ARGUMENT as i32)
+                ratecell_allow(std::ptr::null(), 7, &mut untouched),
+                RATECELL_NULL_ARGUMENT
             );
+            assert!(untouched, "a failed call writes nothing");
         }
     }
 

@@ -61,11 +61,13 @@ impl L {
     }
 
     /// A check: its step, decision and grant (owned).
-    fn check(&self, r: &ratecell_request) -> (i32, ratecell_decision, Grant) {
+    fn check(&self, r: &ratecell_request) -> (u32, ratecell_decision, Grant) {
         let mut d = ratecell_decision::default();
         let mut g = null_mut();
+        let mut step = u32::MAX;
         // SAFETY: a live handle and pointers to locals.
-        let step = unsafe { ratecell_leases_check(self.0, r, RATECELL_NOW, &mut d, &mut g) };
+        let s = unsafe { ratecell_leases_check(self.0, r, &mut step, &mut d, &mut g) };
+        assert_eq!(s, RATECELL_OK);
         (step, d, Grant(g))
     }
 
@@ -195,7 +197,6 @@ fn nodes_spend_grants_locally_and_never_exceed_the_window() {
         let t = T0 + i * S / 1000;
         let node = &nodes[(i % 3) as usize];
         let (step, d, g) = node.check(&request(7, 1, t));
-        assert!(step >= 0, "status {}", -step);
         steps[step as usize] += 1;
         let allowed = match step {
             RATECELL_STEP_DECIDED => d.allowed,
@@ -342,52 +343,57 @@ fn bad_arguments_are_statuses_never_crashes() {
     let mut d = ratecell_decision::default();
     let mut g = null_mut();
     let r = request(1, 1, T0);
-    let neg = |s: ratecell_status| -(s as i32);
+    let mut step = u32::MAX;
     // SAFETY: every pointer is NULL or to a local; the bad ones are refused
     // before they are read.
     unsafe {
         assert_eq!(
-            ratecell_leases_check(null(), &r, 0, &mut d, &mut g),
-            neg(RATECELL_NULL_ARGUMENT)
+            ratecell_leases_check(null(), &r, &mut step, &mut d, &mut g),
+            RATECELL_NULL_ARGUMENT
         );
         assert_eq!(
-            ratecell_leases_check(l.0, null(), 0, &mut d, &mut g),
-            neg(RATECELL_NULL_ARGUMENT)
+            ratecell_leases_check(l.0, null(), &mut step, &mut d, &mut g),
+            RATECELL_NULL_ARGUMENT
         );
         assert_eq!(
-            ratecell_leases_check(l.0, &r, 0, null_mut(), &mut g),
-            neg(RATECELL_NULL_ARGUMENT)
+            ratecell_leases_check(l.0, &r, &mut step, null_mut(), &mut g),
+            RATECELL_NULL_ARGUMENT
         );
         assert_eq!(
-            ratecell_leases_check(l.0, &r, 0, &mut d, null_mut()),
-            neg(RATECELL_NULL_ARGUMENT)
+            ratecell_leases_check(l.0, &r, &mut step, &mut d, null_mut()),
+            RATECELL_NULL_ARGUMENT
         );
         let mut bad = r;
         bad.size -= 8;
         assert_eq!(
-            ratecell_leases_check(l.0, &bad, 0, &mut d, &mut g),
-            neg(RATECELL_INVALID_LENGTH)
+            ratecell_leases_check(l.0, &bad, &mut step, &mut d, &mut g),
+            RATECELL_INVALID_LENGTH
         );
         let mut bad = r;
         bad.key_len = 4;
         assert_eq!(
-            ratecell_leases_check(l.0, &bad, 0, &mut d, &mut g),
-            neg(RATECELL_NULL_ARGUMENT)
+            ratecell_leases_check(l.0, &bad, &mut step, &mut d, &mut g),
+            RATECELL_NULL_ARGUMENT
         );
         let mut bad = r;
         bad.tier = 1;
         assert_eq!(
-            ratecell_leases_check(l.0, &bad, 0, &mut d, &mut g),
-            neg(RATECELL_INVALID_TIER)
+            ratecell_leases_check(l.0, &bad, &mut step, &mut d, &mut g),
+            RATECELL_INVALID_TIER
         );
         let mut bad = r;
         bad.key_bytes = b"k".as_ptr();
         bad.key_len = usize::MAX;
         assert_eq!(
-            ratecell_leases_check(l.0, &bad, 0, &mut d, &mut g),
-            neg(RATECELL_INVALID_LENGTH)
+            ratecell_leases_check(l.0, &bad, &mut step, &mut d, &mut g),
+            RATECELL_INVALID_LENGTH
+        );
+        assert_eq!(
+            ratecell_leases_check(l.0, &r, null_mut(), &mut d, &mut g),
+            RATECELL_NULL_ARGUMENT
         );
         assert!(g.is_null(), "nothing written by a refused check");
+        assert_eq!(step, u32::MAX, "no step written by a refused check");
         assert_eq!(l.stats().fetches, 0, "nothing asked by a refused check");
 
         // The grant's accessors.
@@ -546,60 +552,88 @@ fn denials_are_remembered_until_their_retry() {
             reset_after_ns: 300,
             wait_ns: 0,
         };
-        let mut key = request(0, 1, RATECELL_NOW);
-        key.key_bytes = b"user:1".as_ptr();
-        key.key_len = 6;
+        // The request carries its time, as every request does.
+        let key = |at_ns| {
+            let mut r = request(0, 1, at_ns);
+            r.key_bytes = b"user:1".as_ptr();
+            r.key_len = 6;
+            r
+        };
         let mut d = ratecell_decision::default();
-        assert_eq!(ratecell_denials_check(c, &key, 1_000, &mut d), 0);
+        let mut found = false;
+        // The cache's answer at `at_ns`: the remembered denial, if any.
+        let mut check = |at_ns| {
+            let mut found = false;
+            let s = ratecell_denials_check(c, &key(at_ns), &mut found, &mut d);
+            assert_eq!(s, RATECELL_OK);
+            found.then_some(d)
+        };
+        assert!(check(1_000).is_none());
         assert_eq!(
-            ratecell_denials_remember(c, &key, 1_000, &denied),
+            ratecell_denials_remember(c, &key(1_000), &denied),
             RATECELL_OK
         );
-        assert_eq!(ratecell_denials_check(c, &key, 1_040, &mut d), 1);
+        let d40 = check(1_040).expect("remembered");
         assert_eq!(
-            (d.allowed, d.retry_after_ns, d.reset_after_ns),
+            (d40.allowed, d40.retry_after_ns, d40.reset_after_ns),
             (false, 60, 260)
         );
-        assert_eq!(ratecell_denials_check(c, &key, 1_100, &mut d), 0, "over");
+        assert!(check(1_100).is_none(), "over");
         let allowed = ratecell_decision {
             allowed: true,
             ..denied
         };
         assert_eq!(
-            ratecell_denials_remember(c, &key, 2_000, &allowed),
+            ratecell_denials_remember(c, &key(2_000), &allowed),
             RATECELL_OK
         );
-        assert_eq!(
-            ratecell_denials_check(c, &key, 2_001, &mut d),
-            0,
-            "admissions are not kept"
-        );
+        assert!(check(2_001).is_none(), "admissions are not kept");
         // A `bool` byte that is neither 0 nor 1 is read as true, not UB.
         let mut garbage = denied;
         std::ptr::addr_of_mut!(garbage.allowed)
             .cast::<u8>()
             .write(7);
         assert_eq!(
-            ratecell_denials_remember(c, &key, 3_000, &garbage),
+            ratecell_denials_remember(c, &key(3_000), &garbage),
             RATECELL_OK
         );
-        assert_eq!(ratecell_denials_check(c, &key, 3_001, &mut d), 0);
+        assert!(check(3_001).is_none());
+        // A request at RATECELL_NOW is at the cache's clock: a denial of a
+        // minute remembered now is found now (remembered at the times
+        // above, or at 0, it would have ended decades ago).
+        let minute = ratecell_decision {
+            retry_after_ns: 60 * S,
+            reset_after_ns: 60 * S,
+            ..denied
+        };
         assert_eq!(
-            ratecell_denials_check(null(), &key, 0, &mut d),
-            -(RATECELL_NULL_ARGUMENT as i32)
+            ratecell_denials_remember(c, &key(RATECELL_NOW), &minute),
+            RATECELL_OK
         );
-        assert_eq!(
-            ratecell_denials_check(c, null(), 0, &mut d),
-            -(RATECELL_NULL_ARGUMENT as i32)
-        );
-        assert_eq!(
-            ratecell_denials_check(c, &key, 0, null_mut()),
-            -(RATECELL_NULL_ARGUMENT as i32)
-        );
-        assert_eq!(
-            ratecell_denials_remember(c, &key, 0, null()),
-            RATECELL_NULL_ARGUMENT
-        );
+        let now = check(RATECELL_NOW).expect("remembered at the cache's clock");
+        assert!(!now.allowed && now.retry_after_ns > 0 && now.retry_after_ns <= 60 * S);
+        for (s, what) in [
+            (
+                ratecell_denials_check(null(), &key(0), &mut found, &mut d),
+                "denials",
+            ),
+            (
+                ratecell_denials_check(c, null(), &mut found, &mut d),
+                "request",
+            ),
+            (
+                ratecell_denials_check(c, &key(0), null_mut(), &mut d),
+                "found_out",
+            ),
+            (
+                ratecell_denials_check(c, &key(0), &mut found, null_mut()),
+                "out",
+            ),
+            (ratecell_denials_remember(c, &key(0), null()), "decision"),
+        ] {
+            assert_eq!(s, RATECELL_NULL_ARGUMENT, "a NULL {what}");
+        }
+        assert!(!found, "a refused check writes nothing");
         ratecell_denials_free(c);
         ratecell_denials_free(null_mut());
     }

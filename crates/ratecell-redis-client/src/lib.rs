@@ -494,7 +494,7 @@ impl Remote {
             Waiting::Check { remember } => match s.redis_check(key, p.cost, p.now) {
                 Ok(d) => {
                     if let (true, false, Some(cache)) = (remember, d.allowed, &s.denials) {
-                        cache.remember(key, &d, p.now);
+                        cache.remember(key, p.cost, &d, p.now);
                     }
                     d
                 }
@@ -544,7 +544,7 @@ impl Shared {
                     .expect("a cached-deny limiter has its cache");
                 // The time a denial is remembered from is read before the
                 // command, so the remembered wait never outlasts Redis's.
-                match cache.check(key, now) {
+                match cache.check(key, request, now) {
                     Some(d) => d,
                     None => self.check_or_wait(key, cost, now, true, rest),
                 }

@@ -59,15 +59,19 @@ mod metrics;
 mod redis_modes;
 #[cfg(feature = "redis")]
 mod redis_store;
+mod response;
+mod service;
+mod settings;
 
 pub use acquire::acquire;
 pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies, client_address};
 pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TYPE};
-pub use layer::{
-    Key, KeyPart, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer,
-    ResponseFuture, StoreFailurePolicy, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
-    X_RATELIMIT_RESET,
+pub use layer::RateLimitLayer;
+pub use response::{
+    RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
+pub use service::{RateLimit, ResponseFuture};
+pub use settings::{Key, KeyPart, MissingKey, StoreFailurePolicy};
 
 // docs/HTTP.md's and the README's Rust snippets are doctests, compiled
 // (and run where they do not serve) with the crate, so they cannot drift

@@ -190,7 +190,6 @@ impl Rule {
         }, block: unreachable!("a multi-word rule {a:?} in a word layout"))
     }
 
-    #[cfg_attr(ratecell_loom, allow(dead_code))]
     /// Refuses a packed state a single-word rule could not have stored
     /// (see [`packed_validate`]).
     fn word_validate(&self, packed: u128) -> Result<(), StateError> {

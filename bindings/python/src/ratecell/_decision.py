@@ -1,5 +1,6 @@
-"""The answer to a request, ``Decision``, and its conversion from the C
-structure: below every other module of the package but ``_ffi`` (the
+"""The answer to a request, ``Decision``, the per-limit answer
+``MultiDecision`` (``check_each``), and their conversion from the C
+structures: below every other module of the package but ``_ffi`` (the
 errors that carry a decision name it)."""
 
 from __future__ import annotations
@@ -7,11 +8,12 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import _ffi
 
-__all__ = ["Decision", "NEVER", "decision_from_c"]
+__all__ = ["Decision", "MultiDecision", "NEVER", "decision_from_c", "multi_decision_from_c"]
 
 NEVER = _ffi.U64_MAX
 """``retry_after_ns`` of a request that no wait can admit (cost above the
@@ -88,3 +90,40 @@ def decision_from_c(c: _ffi.CDecision) -> Decision:
     fields["reset_after_ns"] = reset
     fields["wait_ns"] = wait
     return d
+
+
+@dataclass(frozen=True, slots=True)
+class MultiDecision:
+    """One request's answer from each of a limiter's limits
+    (``check_each``; a limiter of one limit gives that limit's).
+
+    ``decision`` is the combined decision (what ``check`` returns): admitted
+    only when every limit admits; ``remaining`` the least over the limits,
+    each on its state after the decision (unchanged when denied);
+    ``retry_after`` the largest of the limits' own; ``reset_after`` the
+    largest; ``wait`` the largest when admitted. ``limits`` holds each
+    limit's own decision, in order; a limit that alone would admit a
+    request another denies reports ``allowed`` with the ``remaining`` of its
+    unchanged state. ``denied_by`` is the index of the limit that denied
+    (``None`` when none did) and ``denied_name`` its name ("" if unnamed).
+    """
+
+    decision: Decision
+    denied_by: int | None
+    denied_name: str | None
+    limits: tuple[Decision, ...]
+
+    def __bool__(self) -> bool:
+        return self.decision.allowed
+
+
+def multi_decision_from_c(c: _ffi.CMultiDecision, names: Sequence[str] | None) -> MultiDecision:
+    """``c`` as a ``MultiDecision``; ``names`` are the limits' (None: every
+    name is "")."""
+    denied = None if c.denied_by == _ffi.NO_LIMIT else int(c.denied_by)
+    return MultiDecision(
+        decision=decision_from_c(c.decision),
+        denied_by=denied,
+        denied_name=None if denied is None else (names[denied] if names is not None else ""),
+        limits=tuple(decision_from_c(c.limits[i]) for i in range(c.count)),
+    )

@@ -20,7 +20,6 @@ from ctypes import (
     Structure,
     c_bool,
     c_char_p,
-    c_int32,
     c_size_t,
     c_uint32,
     c_uint64,
@@ -330,7 +329,7 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_check": (_STATUS, [c_void_p, POINTER(CRequest), POINTER(CDecision)]),
     "ratecell_check_each": (_STATUS, [c_void_p, POINTER(CRequest), POINTER(CMultiDecision)]),
     "ratecell_check_batch": (_STATUS, [c_void_p, POINTER(CBatch), c_void_p, c_void_p]),
-    "ratecell_allow": (c_int32, [c_void_p, c_uint64]),
+    "ratecell_allow": (_STATUS, [c_void_p, c_uint64, POINTER(c_bool)]),
     "ratecell_acquire": (_STATUS, [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision)]),
     "ratecell_reset": (_STATUS, [c_void_p, POINTER(CRequest)]),
     "ratecell_now_ns": (c_uint64, [c_void_p]),
@@ -350,8 +349,8 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_leases_free": (None, [c_void_p]),
     "ratecell_leases_now_ns": (c_uint64, [c_void_p]),
     "ratecell_leases_check": (
-        c_int32,
-        [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision), POINTER(c_void_p)],
+        _STATUS,
+        [c_void_p, POINTER(CRequest), POINTER(c_uint32), POINTER(CDecision), POINTER(c_void_p)],
     ),
     "ratecell_grant_info": (_STATUS, [c_void_p, POINTER(CGrantInfo)]),
     "ratecell_grant_command": (
@@ -368,13 +367,10 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_denials_new": (_STATUS, [c_uint64, c_uint32, POINTER(c_void_p)]),
     "ratecell_denials_free": (None, [c_void_p]),
     "ratecell_denials_check": (
-        c_int32,
-        [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision)],
-    ),
-    "ratecell_denials_remember": (
         _STATUS,
-        [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision)],
+        [c_void_p, POINTER(CRequest), POINTER(c_bool), POINTER(CDecision)],
     ),
+    "ratecell_denials_remember": (_STATUS, [c_void_p, POINTER(CRequest), POINTER(CDecision)]),
 }
 
 for _name, (_restype, _argtypes) in _SIGNATURES.items():

@@ -6,6 +6,7 @@ configuration in ``_build``; the C signatures live in ``_ffi``.
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import os
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from ._build import (
     _reconfigure,
     _restore,
 )
-from ._decision import decision_from_c
+from ._decision import MultiDecision, decision_from_c, multi_decision_from_c
 from ._errors import CostExceedsLimit, LimiterClosed, TimedOut
 from ._request import (
     U32_MAX,
@@ -340,15 +341,35 @@ class Limiter:
             and tier is None
             and 0 <= key <= U64_MAX
         ):
-            # ratecell_allow: two arguments, the answer as the return value
-            # (1 or 0, a negated status below 0): no request, no out-parameter.
-            answer: int = _allow(h, key)
-            if answer >= 0:
-                return answer == 1
-            raise _errors.error_for_status(-answer)
+            # ratecell_allow: a key in, a flag out, no request to build.
+            allowed = ctypes.c_bool()
+            status: int = _allow(h, key, ctypes.byref(allowed))
+            if status:
+                raise _errors.error_for_status(status)
+            return allowed.value
         # Byte keys, other costs, times and tiers, and arguments to refuse:
         # the full check.
         return _decide(h, key, cost, at, tier).allowed
+
+    def check_each(
+        self, key: Key = 0, cost: int = 1, *, at: int | None = None, tier: int | None = None
+    ) -> MultiDecision:
+        """``check`` (the same arguments, the same effect on the limiter)
+        with each limit's own decision and the denying limit's index
+        (``ratecell_check_each``): one decision in ``limits`` for a limiter
+        of one limit, one per limit of the key's tier for a
+        ``TieredLimiter``. Names are a ``MultiLimiter``'s; other limiters'
+        limits are unnamed (``""``)."""
+        h = self._handle()
+        out = _ffi.CMultiDecision()
+        status = _lib.ratecell_check_each(h, _request(h, key, cost, at, tier), out)
+        if status:
+            raise _raise_error(status, h, tier)
+        return multi_decision_from_c(out, self._limit_names())
+
+    def _limit_names(self) -> Sequence[str] | None:
+        """The limits' names for ``check_each`` (None: unnamed)."""
+        return None
 
     def check_batch(
         self,

@@ -1,6 +1,6 @@
-"""Several limits checked as one: ``Limit``, ``MultiLimiter`` and the
-per-limit answer ``MultiDecision`` (``ratecell_limiter_build`` with
-``n_limits`` and ``ratecell_check_each`` of the C ABI).
+"""Several limits checked as one: ``Limit`` and ``MultiLimiter``
+(``ratecell_limiter_build`` with ``n_limits`` of the C ABI), whose limits'
+names ``check_each`` reports (``MultiDecision``, in ``_decision``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import dataclasses
 import datetime
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from . import _ffi
@@ -22,9 +21,8 @@ from ._build import (
     _options,
     _restore,
 )
+from ._decision import MultiDecision
 from ._limiter import Limiter
-from ._request import Key, _raise_error, _request
-from ._decision import decision_from_c
 from ._types import Algorithm, Clock, Config, Decision, Limit, Overflow
 
 __all__ = ["Limit", "MultiDecision", "MultiLimiter", "MAX_LIMITS"]
@@ -35,38 +33,14 @@ MAX_LIMITS = _ffi.MAX_LIMITS
 _lib = _ffi.lib
 
 
-@dataclass(frozen=True, slots=True)
-class MultiDecision:
-    """One request's answer from several limits.
-
-    ``decision`` is the combined decision (what ``check`` returns): admitted
-    only when every limit admits; ``remaining`` the least over the limits,
-    each on its state after the decision (unchanged when denied);
-    ``retry_after`` the largest of the limits' own; ``reset_after`` the
-    largest; ``wait`` the largest when admitted. ``limits`` holds each
-    limit's own decision, in order; a limit that alone would admit a
-    request another denies reports ``allowed`` with the ``remaining`` of its
-    unchanged state. ``denied_by`` is the index of the limit that denied
-    (``None`` when none did) and ``denied_name`` its name ("" if unnamed).
-    """
-
-    decision: Decision
-    denied_by: int | None
-    denied_name: str | None
-    limits: tuple[Decision, ...]
-
-    def __bool__(self) -> bool:
-        return self.decision.allowed
-
-
 class MultiLimiter(Limiter):
     """A ``Limiter`` enforcing several limits (1 to ``MAX_LIMITS``, any
     algorithms mixed) as one: a request is admitted only when every limit
     admits it, and only then is anything stored. Every ``Limiter`` method
     works and returns the combined decision; ``check_each`` also returns
-    each limit's. ``capacity``, ``overflow`` and ``clock`` are shared by all
-    limits (0: one shared state; more: a table of that many keys, each
-    holding all its limits in one place).
+    each limit's, with the names given. ``capacity``, ``overflow`` and
+    ``clock`` are shared by all limits (0: one shared state; more: a table
+    of that many keys, each holding all its limits in one place).
 
     Bad lists raise the ``InvalidConfig`` subclass naming the field:
     ``InvalidLength`` for no limits or more than ``MAX_LIMITS``.
@@ -145,28 +119,5 @@ class MultiLimiter(Limiter):
         ``period_ns``."""
         return self._limits
 
-    def check_each(
-        self, key: Key = 0, cost: int = 1, *, at: int | None = None, tier: int | None = None
-    ) -> MultiDecision:
-        """``check`` (the same arguments, the same effect on the limiter)
-        with each limit's own decision and the denying limit."""
-        return _check_each(self, key, cost, at, tier, self._names)
-
-
-def _check_each(
-    limiter: Limiter, key: Any, cost: Any, at: Any, tier: Any, names: Sequence[str] | None
-) -> MultiDecision:
-    """``ratecell_check_each`` on ``limiter``; ``names`` are its limits'
-    (None: every name is "")."""
-    h = limiter._handle()
-    out = _ffi.CMultiDecision()
-    status = _lib.ratecell_check_each(h, _request(h, key, cost, at, tier), out)
-    if status:
-        raise _raise_error(status, h, tier)
-    denied = None if out.denied_by == _ffi.NO_LIMIT else int(out.denied_by)
-    return MultiDecision(
-        decision=decision_from_c(out.decision),
-        denied_by=denied,
-        denied_name=None if denied is None else (names[denied] if names is not None else ""),
-        limits=tuple(decision_from_c(out.limits[i]) for i in range(out.count)),
-    )
+    def _limit_names(self) -> Sequence[str]:
+        return self._names

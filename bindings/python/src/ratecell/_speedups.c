@@ -59,9 +59,9 @@ struct request {
 
 typedef uint32_t (*check_fn)(const void *limiter, const struct request *request,
                              struct decision *out);
-typedef int32_t (*allow_fn)(const void *limiter, uint64_t key);
-typedef int32_t (*lease_check_fn)(const void *leases, const struct request *request,
-                                  uint64_t now_ns, struct decision *out, void **grant_out);
+typedef uint32_t (*allow_fn)(const void *limiter, uint64_t key, bool *allowed_out);
+typedef uint32_t (*lease_check_fn)(const void *leases, const struct request *request,
+                                   uint32_t *step_out, struct decision *out, void **grant_out);
 typedef void (*grant_free_fn)(void *grant);
 
 /* Set once by init(); the module is per-interpreter state free (the ratecell
@@ -295,11 +295,12 @@ static PyObject *speedups_allow(PyObject *module, PyObject *const *args, Py_ssiz
         if (handle_pointer(args[0], &limiter) < 0) {
             return NULL;
         }
-        int32_t answer = c_allow(limiter, k);
-        if (answer < 0) {
-            return raise_status((uint32_t)-answer, args[0], args[4]);
+        bool allowed = false;
+        uint32_t status = c_allow(limiter, k, &allowed);
+        if (status != 0) {
+            return raise_status(status, args[0], args[4]);
         }
-        return PyBool_FromLong(answer == 1);
+        return PyBool_FromLong(allowed);
     }
     struct decision out = {0}; /* written by the library; zeroed for gcc */
     int done = run_check(args, nargs, &out);
@@ -347,9 +348,10 @@ static PyObject *speedups_lease_check(PyObject *module, PyObject *const *args, P
     }
     struct decision out = {0}; /* written by the library; zeroed for gcc */
     void *grant = NULL;
-    int32_t step = c_lease_check(leases, &req, NOW, &out, &grant);
-    if (step < 0) {
-        return raise_status((uint32_t)-step, args[0], args[4]);
+    uint32_t step = 0;
+    uint32_t status = c_lease_check(leases, &req, &step, &out, &grant);
+    if (status != 0) {
+        return raise_status(status, args[0], args[4]);
     }
     if (step == 0) {
         return build_decision(&out);

@@ -12,8 +12,6 @@ from typing import Any
 from . import _errors, _ffi
 from ._build import _build, _c_configs, _open_persisted, _options, _restore
 from ._limiter import Limiter
-from ._request import Key
-from ._multi import MultiDecision, _check_each
 from ._types import Clock, Limit, Overflow
 
 __all__ = ["TieredLimiter", "MAX_TIERS"]
@@ -135,11 +133,3 @@ class TieredLimiter(Limiter):
     def tiers(self) -> int:
         """How many tiers the limiter serves."""
         return self._tiers
-
-    def check_each(
-        self, key: Key = 0, cost: int = 1, *, at: int | None = None, tier: int | None = None
-    ) -> MultiDecision:
-        """``check`` (the same arguments, the same effect on the limiter)
-        with each limit of the tier's own decision and the denying limit's
-        index (for tiers of several limits; names are not kept: ``""``)."""
-        return _check_each(self, key, cost, at, tier, None)

@@ -49,380 +49,50 @@ import contextlib
 import ctypes
 import datetime
 import functools
-import heapq
 import inspect
-import itertools
 import queue
-import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis as _redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from . import _errors, _ffi
 from ._decision import decision_from_c
 from ._http import LimitDecision, check_names, policy_field
 from ._limiter import Limiter, _fast_lease_check, _request
-from ._types import NEVER, Algorithm, Decision
+from ._redis_core import (
+    _FAILURES,
+    _MODES,
+    LeaseStats,
+    RedisStats,
+    _Core,
+    _grant_at,
+    _leases_check,
+    _lib,
+    _Refiller,
+)
+from ._redis_wire import (
+    Key,
+    _backoff_ns,
+    _decision,
+    _errors_algorithm,
+    _period_ns,
+    _raise,
+    _pooled_call,
+    _seconds_ns,
+    _timed_pool,
+)
+from ._types import Algorithm, Decision
 
 __all__ = ["RedisLimiter", "RedisLimits", "RedisStats", "LeaseStats", "check_all"]
 
-Key = str | bytes | int
 Mode = Literal["strict", "cached_deny", "leased"]
 Failure = Literal["deny", "local"]
 
 DEFAULT_TIMEOUT = 0.05
 """The longest a command waits for Redis by default, in seconds (SPEC §8)."""
-
-
-def _period_ns(period_ns: int | None, period: float | datetime.timedelta | None) -> int:
-    if (period_ns is None) == (period is None):
-        raise TypeError("give exactly one of period_ns (ns) and period (seconds)")
-    if period is None:
-        assert period_ns is not None
-        return period_ns
-    if isinstance(period, datetime.timedelta):
-        return (
-            period.days * 86_400_000_000_000
-            + period.seconds * 1_000_000_000
-            + period.microseconds * 1_000
-        )
-    return round(period * 1_000_000_000)
-
-
-def _decision(reply: Sequence[int]) -> Decision:
-    if len(reply) != 6:
-        raise _errors.RatecellError(f"unexpected reply from RATECELL.CHECK: {reply!r}")
-    allowed, limit, remaining, retry, reset, wait = (int(v) for v in reply)
-    return Decision(
-        allowed=allowed == 1,
-        limit=limit,
-        remaining=remaining,
-        retry_after_ns=NEVER if retry == -1 else retry,
-        reset_after_ns=reset,
-        wait_ns=wait,
-    )
-
-
-# The argument a module error names, and the exception it becomes.
-_FIELD_ERRORS: list[tuple[str, type[_errors.InvalidConfig]]] = [
-    ("limit", _errors.InvalidLimit),
-    ("period", _errors.InvalidPeriod),
-    ("BURST", _errors.InvalidBurst),
-    ("SUBWINDOWS", _errors.InvalidSubWindows),
-    ("algorithm", _errors.InvalidAlgorithm),
-]
-
-
-def _raise(e: _redis.ResponseError) -> None:
-    message = str(e)
-    for name, error in _FIELD_ERRORS:
-        if message.startswith(name + " "):
-            raise error(message) from e
-    raise e
-
-
-def _seconds_ns(value: float | datetime.timedelta | None, name: str) -> int:
-    """Seconds (a number or a timedelta; None for 0, the default) as ns."""
-    if value is None:
-        return 0
-    if isinstance(value, datetime.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{name} must be seconds >= 0, not {value!r}")
-    return round(value * 1_000_000_000)
-
-
-def _backoff_ns(failures: int) -> int:
-    """SPEC §8's wait after the ``failures``-th failure in a row: 10 ms,
-    doubling, at most one second (as ``ratecell::lease::backoff_ns``)."""
-    return min(10_000_000 << min(max(failures - 1, 0), 16), 1_000_000_000)
-
-
-# What a command that had no answer raises: the failure policy's, not the
-# caller's. A ResponseError is an answer (a bad argument, WRONGTYPE) and is
-# raised to the caller.
-_OUTAGE = (_redis.ConnectionError, _redis.TimeoutError, TimeoutError, OSError)
-
-
-def _timed_pool(client: Any, timeout: float) -> Any:
-    """A pool of ``client``'s connections whose every socket operation
-    (connect, handshake, send, reply) waits at most ``timeout`` seconds and
-    is never retried; None for any other client than a ``redis.Redis`` (a
-    cluster client: its own settings bound it; an asyncio client, which
-    only ``RedisLimits`` uses)."""
-    if not isinstance(client, _redis.Redis):
-        return None
-    pool = getattr(client, "connection_pool", None)
-    kwargs = getattr(pool, "connection_kwargs", None)
-    if pool is None or kwargs is None:
-        return None
-    kwargs = dict(kwargs)
-    kwargs.pop("retry_on_error", None)
-    kwargs.update(
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry_on_timeout=False,
-        retry=Retry(NoBackoff(), 0),
-    )
-    if "lib_name" in kwargs:
-        # No CLIENT SETINFO handshake on a new connection: its replies are
-        # awaited one by one, each for the whole timeout, on a server that
-        # is paused. The module needs no client name.
-        kwargs.update(lib_name=None, lib_version=None)
-    return _redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-
-
-def _pooled_call(pool: Any, command: str, args: Sequence[Any]) -> Any:
-    """``command`` on a connection of ``pool``, whose sockets bound the
-    wait; a connection that failed is dropped (a late reply must not
-    answer the next command)."""
-    try:
-        conn = pool.get_connection()
-    except TypeError:  # redis-py before 5.3 names the command
-        conn = pool.get_connection(command)
-    try:
-        conn.send_command(command, *args)
-        return conn.read_response()
-    except _redis.ResponseError:
-        raise
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
-
-
-@dataclass(frozen=True)
-class LeaseStats:
-    """A leased limiter's grant counters (``ratecell_lease_stats``)."""
-
-    fetches: int
-    """Grants asked for with a check waiting."""
-    refills: int
-    """Grants asked for in the background."""
-    replies: int
-    """Replies received."""
-    units_granted: int
-    """Units granted, over every reply."""
-    empty_grants: int
-    """Replies that granted nothing (the limit is spent for now)."""
-    failures: int
-    """Grant requests that had no answer."""
-    lease_fallbacks: int
-    """Checks decided by the failure policy (SPEC §8)."""
-    remembered_denials: int
-    """Checks denied here by a denial Redis gave, not yet over."""
-    direct: int
-    """Checks the node could not track (each a RATECELL.CHECK)."""
-    keys: int
-    """Keys tracked now."""
-
-
-@dataclass(frozen=True)
-class RedisStats:
-    """A ``RedisLimiter``'s counters."""
-
-    commands: int
-    """Commands sent to Redis (each RATECELL.CHECK or RATECELL.LEASE)."""
-    failures: int
-    """Commands that had no answer in time, or an error."""
-    fallbacks: int
-    """Checks the failure policy decided (lease_fallbacks when leased)."""
-    lease: LeaseStats | None
-    """A leased limiter's grant counters; None for the other modes."""
-
-
-_MODES = ("strict", "cached_deny", "leased")
-_FAILURES = {"deny": _ffi.FAILURE_DENY, "local": _ffi.FAILURE_LOCAL}
-_lib = _ffi.lib
-_INVALID_REPLY = _errors.InvalidReply.status
-_NO_REPLY = (None, 0)
-
-
-class _Core:
-    """What a ``RedisLimiter``'s checks and its refill thread share: the
-    connections, the counters, the leases (leased) or the remembered
-    denials (cached_deny), the failure policy's state."""
-
-    def __init__(self, client: Any, timeout: float | None) -> None:
-        self.client = client
-        self.pool = None if timeout is None else _timed_pool(client, timeout)
-        self.lock = threading.Lock()
-        self.commands = 0
-        self.failures = 0
-        self.fallbacks = 0
-        self.down_failures = 0
-        self.down_until = 0
-        self.leases: _ffi.LeasesHandle | None = None
-        self.denials: _ffi.DenialsHandle | None = None
-        self.send_at = False
-
-    def call(self, command: str, args: Sequence[Any]) -> Any:
-        """The reply, or None when Redis did not answer in time (counted);
-        a ResponseError is raised."""
-        with self.lock:
-            self.commands += 1
-        try:
-            if self.pool is not None:
-                return _pooled_call(self.pool, command, args)
-            return self.client.execute_command(command, *args)
-        except _redis.ResponseError:
-            with self.lock:
-                self.failures += 1
-            raise
-        except _OUTAGE:
-            with self.lock:
-                self.failures += 1
-            return None
-
-    def now_ns(self) -> int:
-        if self.leases is not None:
-            return int(_lib.ratecell_leases_now_ns(self.leases))
-        return time.time_ns()
-
-    def grant_reply(self, grant: _ffi.GrantHandle, foreground: bool) -> list[int] | None:
-        """Sends the grant's RATECELL.LEASE; its integers, or None."""
-        ptrs = (ctypes.c_void_p * _ffi.LEASE_MAX_ARGS)()
-        lens = (ctypes.c_size_t * _ffi.LEASE_MAX_ARGS)()
-        n = ctypes.c_size_t()
-        status = _lib.ratecell_grant_command(grant, ptrs, lens, _ffi.LEASE_MAX_ARGS, n)
-        if status:
-            raise _errors.error_for_status(status)
-        args = [ctypes.string_at(ptrs[i] or 0, lens[i]) for i in range(1, n.value)]
-        try:
-            reply = self.call("RATECELL.LEASE", args)
-        except _redis.ResponseError:
-            if foreground:
-                raise
-            return None
-        if not isinstance(reply, list) or not all(type(x) is int for x in reply):
-            return None if reply is None else [-1]  # not a lease reply: refused below
-        return reply
-
-    def complete(self, grant: _ffi.GrantHandle, reply: list[int] | None, done: int) -> Any:
-        """Hands the reply (or its absence) to the leases: the completion."""
-        out = _ffi.CCompletion()
-        status = _INVALID_REPLY
-        if reply is not None:
-            try:
-                ints = (ctypes.c_int64 * len(reply))(*reply)
-            except (OverflowError, TypeError):
-                ints = None
-            if ints is not None:
-                status = _lib.ratecell_leases_complete(
-                    self.leases, grant, ints, len(reply), done, out
-                )
-        if status == _INVALID_REPLY:
-            # A reply that is not RATECELL.LEASE's is no answer.
-            status = _lib.ratecell_leases_complete(self.leases, grant, None, 0, done, out)
-        if status:
-            raise _errors.error_for_status(status)
-        return out
-
-    def retry(self, grant: _ffi.GrantHandle, c: Any, done: int) -> tuple[float, Any] | None:
-        """A failed grant's retry and its due time (monotonic seconds)."""
-        if not c.has_retry:
-            return None
-        new = _ffi.GrantHandle()
-        status = _lib.ratecell_leases_retry(self.leases, grant, c.retry_at_ns, ctypes.byref(new))
-        if status:
-            raise _errors.error_for_status(status)
-        now = done if done != _ffi.NOW else self.now_ns()
-        return time.monotonic() + max(c.retry_at_ns - now, 0) / 1e9, new
-
-    def fetch_in_background(self, grant: _ffi.GrantHandle) -> tuple[float, Any] | None:
-        """Fetches a refill or a retry off the request path: its retry."""
-        reply = self.grant_reply(grant, foreground=False)
-        done = _grant_at(grant) if self.send_at else _ffi.NOW
-        return self.retry(grant, self.complete(grant, reply, done), done)
-
-
-def _grant_at(grant: _ffi.GrantHandle) -> int:
-    info = _ffi.CGrantInfo()
-    if _lib.ratecell_grant_info(grant, info):
-        raise _errors.NullArgument()
-    return int(info.at_ns)
-
-
-def _grant_key(grant: _ffi.GrantHandle) -> bytes:
-    info = _ffi.CGrantInfo()
-    if _lib.ratecell_grant_info(grant, info):
-        raise _errors.NullArgument()
-    return ctypes.string_at(info.key, info.key_len)
-
-
-_STOP = object()
-# Refills waiting for the thread: beyond this many, a refill is dropped
-# (its key fetches when it runs dry, waiting on Redis once).
-_QUEUE_BOUND = 4096
-
-
-class _Refiller:
-    """The daemon thread that fetches refills and retries failed grants,
-    so that a check waits on Redis only when its node holds no units. Its
-    queue is bounded; a retry is queued once per key (one attempt per
-    backoff step, SPEC §8). Holds the core, never the limiter: a limiter
-    that is dropped stops its thread."""
-
-    def __init__(self, core: _Core) -> None:
-        self.queue: queue.Queue[Any] = queue.Queue(_QUEUE_BOUND)
-        self.dropped = 0
-        self.thread = threading.Thread(
-            target=self._run, args=(core, self.queue), name="ratecell-refill", daemon=True
-        )
-        self.thread.start()
-
-    def send(self, grant: _ffi.GrantHandle) -> None:
-        try:
-            self.queue.put_nowait((0.0, grant))
-        except queue.Full:
-            self.dropped += 1
-
-    def stop(self) -> None:
-        while True:
-            try:
-                self.queue.put_nowait(_STOP)
-                return
-            except queue.Full:
-                # Make room: the thread is stopping, queued refills are moot.
-                with contextlib.suppress(queue.Empty):
-                    self.queue.get_nowait()
-
-    @staticmethod
-    def _run(core: _Core, q: queue.Queue[Any]) -> None:
-        waiting: list[tuple[float, int, Any]] = []
-        retrying: set[bytes] = set()
-        seq = itertools.count()
-        while True:
-            now = time.monotonic()
-            while waiting and waiting[0][0] <= now:
-                _, _, grant = heapq.heappop(waiting)
-                retrying.discard(_grant_key(grant))
-                try:
-                    again = core.fetch_in_background(grant)
-                except Exception:
-                    # The thread must outlive any one grant: its key asks
-                    # again when it runs dry.
-                    again = None
-                if again is not None:
-                    key = _grant_key(again[1])
-                    if key not in retrying:
-                        retrying.add(key)
-                        heapq.heappush(waiting, (again[0], next(seq), again[1]))
-            wait = max(waiting[0][0] - time.monotonic(), 0.0) if waiting else 1.0
-            try:
-                item = q.get(timeout=wait)
-            except queue.Empty:
-                continue
-            if item is _STOP:
-                return
-            heapq.heappush(waiting, (item[0], next(seq), item[1]))
 
 
 class RedisLimiter:
@@ -729,12 +399,13 @@ class RedisLimiter:
             # The time a denial is remembered from is read before the
             # command, so the remembered wait never outlasts the one Redis
             # gave.
-            request = _request(None, key, cost, at, None)
+            request = _request(None, key, cost, now, None)
             out = _ffi.CDecision()
-            found = _lib.ratecell_denials_check(core.denials, request, now, out)
-            if found < 0:
-                raise _errors.error_for_status(-found)
-            if found:
+            found = ctypes.c_bool()
+            status = _lib.ratecell_denials_check(core.denials, request, ctypes.byref(found), out)
+            if status:
+                raise _errors.error_for_status(status)
+            if found.value:
                 return decision_from_c(out)
             if now < core.down_until:
                 return self._fallback(key, cost, now)
@@ -789,7 +460,7 @@ class RedisLimiter:
             c = _ffi.CDecision(
                 False, d.limit, d.remaining, d.retry_after_ns, d.reset_after_ns, d.wait_ns
             )
-            status = _lib.ratecell_denials_remember(self._core.denials, request, now, c)
+            status = _lib.ratecell_denials_remember(self._core.denials, request, c)
             if status:
                 raise _errors.error_for_status(status)
         return d
@@ -824,28 +495,6 @@ class RedisLimiter:
 
 
 _BURSTY = frozenset({"gcra", "leaky_bucket", "token_bucket"})
-
-
-def _errors_algorithm(name: str) -> int:
-    """The C value of an algorithm's name, or ``InvalidAlgorithm``."""
-    try:
-        return int(Algorithm[name.upper()])
-    except KeyError:
-        raise _errors.InvalidAlgorithm(f"unknown algorithm {name!r}") from None
-
-
-def _leases_check(h: Any, key: Key, cost: int, at: int | None) -> tuple[int, Any, Any]:
-    """``ratecell_leases_check`` on the ctypes path: (step, decision or
-    None, grant address or None)."""
-    out = _ffi.CDecision()
-    grant = ctypes.c_void_p()
-    step = _lib.ratecell_leases_check(
-        h, _request(None, key, cost, at, None), _ffi.NOW, out, ctypes.byref(grant)
-    )
-    if step < 0:
-        raise _errors.error_for_status(-step)
-    d = decision_from_c(out) if step in (_ffi.STEP_DECIDED, _ffi.STEP_REFILL) else None
-    return step, d, grant.value
 
 
 def _check_all_args(
@@ -1068,23 +717,7 @@ class RedisLimits:
         """``command`` on a connection of ``pool`` (``_timed_pool``'s: a new
         connection's connect and handshake wait at most ``timeout`` each,
         once), its reply awaited for at most ``timeout`` seconds."""
-        try:
-            conn = pool.get_connection()
-        except TypeError:  # redis-py before 5.3 names the command
-            conn = pool.get_connection(command)
-        try:
-            conn.send_command(command, *args)
-            if not conn.can_read(timeout=timeout):
-                conn.disconnect()  # the late reply must not answer the next command
-                raise TimeoutError(f"ratecell.redis: {command}: no answer within {timeout} s")
-            return conn.read_response()
-        except _redis.ResponseError:
-            raise
-        except BaseException:
-            conn.disconnect()
-            raise
-        finally:
-            pool.release(conn)
+        return _pooled_call(pool, command, args, timeout)
 
     async def _finish_in_executor(
         self, loop: asyncio.AbstractEventLoop, finish: Callable[[], Decision]

@@ -1,18 +1,22 @@
-//! The process-wide allocator of counter stripes: each thread that checks
-//! holds one stripe index, the same in every limiter, for as long as it
-//! lives, so its counter bumps are plain stores to a line no other thread
-//! writes.
+//! The process-wide allocator of statistics stripes (`crate::stats`):
+//! each thread that checks holds one stripe index, the same in every
+//! limiter, for as long as it lives, so its counter bumps are plain stores
+//! to a line no other thread writes.
 //!
 //! A stripe changes hands only through the word of held stripes: its
 //! holder's exit clears the stripe's bit with a release, and the next
 //! holder sets it with an acquire, so the counts the old holder stored are
 //! the ones the new one loads and adds to.
 //!
-//! Under loom, the models of this protocol (`tests/loom_stats.rs`) ask for
-//! it with `loom_hooks::model_stripes`: the same code then runs on a loom
-//! word, a loom thread-local and loom counters. Every other model keeps the
-//! processor's, as a build without loom does: the stripes order nothing
-//! they check, and would multiply their executions a hundredfold.
+//! Here, in `sync`, because the word and the thread-local that holds a
+//! thread's stripe are the one switch of this protocol to loom: under
+//! loom, the models of it (`tests/loom_stats.rs`) ask for it with
+//! `loom_hooks::model_stripes`, and the same code then runs on a loom
+//! word, a loom thread-local and loom counters ([`super::StripeU64`]).
+//! Every other model keeps the processor's, as a build without loom does:
+//! the stripes order nothing they check, and would multiply their
+//! executions a hundredfold. `crate::stats` and the fork barrier
+//! (`crate::cell::fork`) read [`stripe`], [`STRIPES`] and [`SHARED`].
 
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
@@ -118,7 +122,7 @@ pub(crate) fn stripe() -> usize {
 }
 
 #[cfg(ratecell_loom)]
-use crate::sync::stripes_modelled as modelled;
+use super::stripes_modelled as modelled;
 
 #[cfg(ratecell_loom)]
 pub(crate) use loom_model::stripes_held;
