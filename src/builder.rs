@@ -13,6 +13,7 @@ use crate::limiter::Limiter;
 use crate::shared::SharedOptions;
 #[cfg(not(ratecell_loom))]
 use crate::snapshot::{Persisted, SnapshotError};
+use crate::table::KeyHasher;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 #[cfg(not(ratecell_loom))]
@@ -287,7 +288,7 @@ impl Builder<Limiter> {
     pub fn build(mut self) -> Result<Limiter, Error> {
         self.checked_direct()?;
         let clock = self.clock_or_tsc();
-        let limiter = Limiter::with_clock_multi(&self.limits, clock)?;
+        let limiter = Limiter::made(&self.limits, clock)?;
         self.named(limiter, Limiter::with_names)
     }
 
@@ -391,10 +392,10 @@ impl Builder<KeyedLimiter> {
             KeyedLimiter::open_shared_keyed(&path, config, &options, None)?
         } else if self.tiers.is_empty() {
             let clock = self.clock_or_tsc();
-            KeyedLimiter::with_clock_multi(&self.limits, clock)?
+            KeyedLimiter::made(&self.limits, clock, KeyHasher::random())?
         } else {
             let clock = self.clock_or_tsc();
-            KeyedLimiter::with_clock_tiered_multi(&self.tier_rows(), clock)?
+            KeyedLimiter::made_tiered(&self.tier_rows(), clock, KeyHasher::random())?
         };
         self.named(limiter, KeyedLimiter::with_names)
     }

@@ -72,7 +72,7 @@ impl Limiter {
         let mut input = In::new(input);
         let header = Header::read(&mut input)?;
         header.check(configs)?;
-        let limiter = Limiter::with_clock_multi(configs, clock)?;
+        let limiter = Limiter::made(configs, clock)?;
         match limiter.engine() {
             Engine::Gcra(alg, cell) => {
                 header.check_layout(1, 0, WORD_STATE_WORDS)?;

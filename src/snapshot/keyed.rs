@@ -89,7 +89,7 @@ impl KeyedLimiter {
         let header = Header::read(&mut input)?;
         header.check(configs)?;
         let hasher = KeyHasher::from_keys(header.hash_k0, header.hash_k1);
-        let limiter = KeyedLimiter::with_hasher_multi(configs, clock, hasher)?;
+        let limiter = KeyedLimiter::made(configs, clock, hasher)?;
         let records = restore_records(&header, &mut input, &limiter)?;
         input.finish(records)?;
         Ok(limiter)
@@ -113,7 +113,7 @@ impl KeyedLimiter {
         let header = Header::read(&mut input)?;
         header.check_tiers(tiers)?;
         let hasher = KeyHasher::from_keys(header.hash_k0, header.hash_k1);
-        let limiter = KeyedLimiter::with_hasher_tiered_multi(tiers, clock, hasher)?;
+        let limiter = KeyedLimiter::made_tiered(tiers, clock, hasher)?;
         let records = restore_records(&header, &mut input, &limiter)?;
         input.finish(records)?;
         Ok(limiter)

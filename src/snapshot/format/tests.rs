@@ -56,7 +56,7 @@ fn get(bytes: &[u8], at: usize) -> u64 {
 
 fn keyed(algorithm: Algorithm, limit: u64, keys: u64) -> (Config, Vec<u8>) {
     let cfg = Config::new(algorithm, limit, SECOND).capacity(64);
-    let l = KeyedLimiter::with_clock(cfg, clock()).unwrap();
+    let l = KeyedLimiter::made(&[cfg], clock(), crate::table::KeyHasher::random()).unwrap();
     for key in 0..keys {
         assert!(l.check(key, Request::new(1).at(T0)).allowed);
     }
@@ -181,7 +181,7 @@ fn two_limits() -> (Vec<Config>, Vec<u8>) {
         Config::new(Algorithm::Gcra, 5, SECOND).capacity(64),
         Config::new(Algorithm::SlidingLog, 3, SECOND).capacity(64),
     ];
-    let l = KeyedLimiter::with_clock_multi(&configs, clock()).unwrap();
+    let l = KeyedLimiter::made(&configs, clock(), crate::table::KeyHasher::random()).unwrap();
     l.check(1, Request::new(1).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
@@ -277,7 +277,7 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
 #[test]
 fn a_direct_log_claiming_more_entries_than_it_holds_is_truncated() {
     let cfg = Config::new(Algorithm::SlidingLog, 1000, SECOND);
-    let l = Limiter::with_clock(cfg, clock()).unwrap();
+    let l = Limiter::made(&[cfg], clock()).unwrap();
     l.check(Request::new(1).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
