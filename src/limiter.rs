@@ -287,9 +287,10 @@ impl Engine {
 
 impl Limiter {
     /// A limiter on the TSC clock. `config.capacity` must be 0 (a keyed
-    /// limiter is a [`crate::KeyedLimiter`]).
+    /// limiter is a [`crate::KeyedLimiter`]): the one-limit shorthand of
+    /// [`crate::Builder`], which it calls.
     pub fn new(config: Config) -> Result<Limiter, Error> {
-        Limiter::made(&[config], Clock::tsc())
+        Limiter::builder().limit(config).build_fresh()
     }
 
     fn assemble(engine: Engine, owner: Owner, limits: Limits, clock: Clock) -> Limiter {
@@ -307,8 +308,8 @@ impl Limiter {
 
     /// A limiter of `configs` (one limit, or several checked as one:
     /// [`crate::Builder::limit`]) reading `clock`: the one constructor,
-    /// which every way of making a direct limiter calls, fresh or
-    /// restored.
+    /// which [`crate::Builder`] calls for every direct limiter it makes,
+    /// fresh or restored.
     pub(crate) fn made(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
         // One limit needs no composite, and is judged alone: its errors
         // name no limit's index.

@@ -1,15 +1,16 @@
 //! Building a keyed limiter: one limit, several checked as one, or a quota
 //! per tier, on a clock, hashing keys with a given hasher (a fresh one's
 //! or a restored snapshot's). The two constructors here are the only
-//! ones: every way of making a keyed limiter, fresh or restored, calls
-//! them (a shared region is `shared.rs`'s).
+//! ones: `crate::Builder` calls them for every limiter it makes, fresh or
+//! restored (a shared region is `shared.rs`'s).
 
 use super::*;
 
 impl KeyedLimiter {
-    /// A keyed limiter on the TSC clock; `config.capacity` ≥ 1 keys.
+    /// A keyed limiter on the TSC clock; `config.capacity` ≥ 1 keys: the
+    /// one-limit shorthand of [`crate::Builder`], which it calls.
     pub fn new(config: Config) -> Result<KeyedLimiter, Error> {
-        KeyedLimiter::made(&[config], Clock::tsc(), KeyHasher::random())
+        KeyedLimiter::builder().limit(config).build_fresh()
     }
 
     pub(super) fn assemble(

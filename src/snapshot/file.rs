@@ -2,11 +2,10 @@
 //! restored from its file at start and saved to it periodically.
 
 use super::SnapshotError;
-use crate::config::Config;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader};
+use std::io;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,27 +86,6 @@ impl KeyedLimiter {
     pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
         write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
     }
-
-    /// [`KeyedLimiter::restore_shared`] from the snapshot file at
-    /// `snapshot`: opens the shared region at `region`, restored from the
-    /// file when no region exists there yet (at a service's start, after a
-    /// reboot cleared `/dev/shm`). A missing snapshot file opens the region
-    /// as it is, or fresh. Returns whether the snapshot was restored.
-    pub fn load_shared(
-        snapshot: impl AsRef<Path>,
-        region: impl AsRef<Path>,
-        config: Config,
-        options: &crate::shared::SharedOptions,
-    ) -> Result<(KeyedLimiter, bool), SnapshotError> {
-        match File::open(snapshot) {
-            Ok(f) => KeyedLimiter::restore_shared(BufReader::new(f), region, config, options),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((
-                KeyedLimiter::open_shared_with(region, config, options)?,
-                false,
-            )),
-            Err(e) => Err(e.into()),
-        }
-    }
 }
 
 /// A limiter that can be saved to a file (what [`Persisted`] needs to run).
@@ -134,8 +112,7 @@ impl Save for KeyedLimiter {
 /// Dropping it stops and joins the thread and saves once more;
 /// [`Persisted::close`] does the same and returns that save's result.
 /// Dereferences to the limiter. Made by [`crate::Builder::persisted`]
-/// (every option of a limiter: several limits, tiers, a clock, names), or
-/// by [`Persisted::start`] for a limiter at hand.
+/// (every option of a limiter: several limits, tiers, a clock, names).
 ///
 /// ```
 /// use ratecell::{Algorithm, Config, KeyedLimiter};
@@ -147,7 +124,8 @@ impl Save for KeyedLimiter {
 /// let config = Config::new(Algorithm::Gcra, 10, 1_000_000_000).capacity(10_000);
 /// let limiter = KeyedLimiter::builder()
 ///     .limit(config)
-///     .persisted(&path, Duration::from_secs(5))?;
+///     .persisted(&path, Duration::from_secs(5)).build()
+///     .build()?;
 /// assert!(limiter.check(42, 1).allowed);
 /// # drop(limiter);
 /// # std::fs::remove_dir_all(&dir).unwrap();
@@ -174,11 +152,7 @@ impl<L: Save> Persisted<L> {
     /// Only a missing file means "start fresh": any other failure to
     /// restore (a damaged file, another configuration) is returned, so
     /// nothing saved is silently dropped.
-    ///
-    /// Public for limiters of other types that implement [`Save`] (the C
-    /// ABI's handle, in the ratecell-capi crate, opens through here), so
-    /// that this rule has one copy.
-    pub fn open_or_build<B>(
+    pub(crate) fn open_or_build<B>(
         path: &Path,
         every: Duration,
         load: impl FnOnce(&Path) -> Result<L, SnapshotError>,
@@ -196,12 +170,8 @@ impl<L: Save> Persisted<L> {
     }
 
     /// Saves `limiter` to `path` every `every` (at least 1 ms) from now on,
-    /// on a background thread (for a limiter restored or built by hand).
-    pub fn start(
-        limiter: L,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
+    /// on a background thread.
+    fn start(limiter: L, path: impl AsRef<Path>, every: Duration) -> Result<Self, SnapshotError> {
         let path = path.as_ref().to_path_buf();
         let limiter = Arc::new(limiter);
         let shared = Arc::new(Shared {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::algorithm::mask;
+use crate::builder::States;
 use crate::check::request::Request;
 use crate::clock::Clock;
 use crate::config::Algorithm;
@@ -17,22 +18,21 @@ fn clock() -> Clock {
 }
 
 /// `config`'s keyed limiter on the test clock, restored from `snapshot`.
-fn restore_keyed(
-    config: Config,
-    snapshot: impl std::io::Read,
-) -> Result<KeyedLimiter, SnapshotError> {
+fn restore_keyed(config: Config, snapshot: &[u8]) -> Result<KeyedLimiter, SnapshotError> {
     KeyedLimiter::builder()
         .limit(config)
         .clock(clock())
-        .restore(snapshot)
+        .states(States::bytes(snapshot))
+        .build()
 }
 
 /// `config`'s direct limiter on the test clock, restored from `snapshot`.
-fn restore_direct(config: Config, snapshot: impl std::io::Read) -> Result<Limiter, SnapshotError> {
+fn restore_direct(config: Config, snapshot: &[u8]) -> Result<Limiter, SnapshotError> {
     Limiter::builder()
         .limit(config)
         .clock(clock())
-        .restore(snapshot)
+        .states(States::bytes(snapshot))
+        .build()
 }
 
 /// Recomputes both checksums after an edit.
@@ -211,7 +211,8 @@ fn a_count_of_limits_out_of_range_is_refused_before_the_table_is_read() {
     KeyedLimiter::builder()
         .limits(&configs)
         .clock(clock())
-        .restore(&b[..])
+        .states(States::bytes(&b[..]))
+        .build()
         .unwrap();
     for count in [0u32, 1, 9, u32::MAX] {
         let mut b = bytes.clone();
@@ -220,7 +221,8 @@ fn a_count_of_limits_out_of_range_is_refused_before_the_table_is_read() {
         match KeyedLimiter::builder()
             .limits(&configs)
             .clock(clock())
-            .restore(&b[..])
+            .states(States::bytes(&b[..]))
+            .build()
         {
             Err(SnapshotError::Damaged(r)) => assert!(r.contains("limits"), "{r}"),
             other => panic!("count {count}: {other:?}"),
@@ -241,14 +243,15 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
     b[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&99u32.to_le_bytes());
     reseal_v2(&mut b, 1);
     assert!(matches!(
-        saved_configs(&b[..]),
+        saved_tiers(&b[..]),
         Err(SnapshotError::Damaged(_))
     ));
     assert!(matches!(
         KeyedLimiter::builder()
             .limits(&configs)
             .clock(clock())
-            .restore(&b[..]),
+            .states(States::bytes(&b[..]))
+            .build(),
         Err(SnapshotError::ConfigMismatch {
             limit: 1,
             field: Field::Algorithm,
@@ -264,7 +267,8 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
         KeyedLimiter::builder()
             .limits(&configs)
             .clock(clock())
-            .restore(&b[..]),
+            .states(States::bytes(&b[..]))
+            .build(),
         Err(SnapshotError::ConfigMismatch {
             limit: 1,
             field: Field::Limit,
