@@ -299,9 +299,9 @@ impl<L> Builder<L> {
     ///     .build()
     ///     .unwrap();
     /// assert!(!back.check(Request::new(1).at(t)).allowed, "the state came back");
-    /// // No limit given: the snapshot's own are taken.
+    /// // No limit given: the snapshot's own are taken (burst resolved).
     /// let as_saved = Limiter::builder().states(States::bytes(saved)).build().unwrap();
-    /// assert_eq!(as_saved.limits(), &[config]);
+    /// assert_eq!(as_saved.limits(), &[config.burst(2).sub_windows(1)]);
     /// ```
     pub fn states(mut self, states: States) -> Builder<L> {
         self.states = states;

@@ -124,7 +124,7 @@ impl Save for KeyedLimiter {
 /// let config = Config::new(Algorithm::Gcra, 10, 1_000_000_000).capacity(10_000);
 /// let limiter = KeyedLimiter::builder()
 ///     .limit(config)
-///     .persisted(&path, Duration::from_secs(5)).build()
+///     .persisted(&path, Duration::from_secs(5))
 ///     .build()?;
 /// assert!(limiter.check(42, 1).allowed);
 /// # drop(limiter);
