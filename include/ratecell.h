@@ -687,9 +687,9 @@ void ratecell_options_init(struct ratecell_options *options);
 //     damaged one, or one of another configuration, is an error); then a
 //     background thread saves the limiter there atomically every
 //     `save_every_ns`, so a process killed at any moment leaves the last
-//     whole snapshot. `ratecell_limiter_free` stops the thread and saves a
-//     last time (`ratecell_snapshot_save` to the same path first, to learn
-//     whether a save succeeds).
+//     whole snapshot. `ratecell_snapshot_stop` stops the thread and saves
+//     a last time, returning that save's status; `ratecell_limiter_free`
+//     does the same when it has not been called, reporting to nobody.
 //   - `RATECELL_STATES_SHARED`: the table lies in the file `shared_path`,
 //     shared by every process that opens it: one limit across the
 //     processes of a machine. One keyed limit (capacity ≥ 1) of a word
@@ -1049,8 +1049,8 @@ ratecell_status ratecell_limiter_new(const struct ratecell_config *cfg,
 // Releases a limiter made by `ratecell_limiter_new` or
 // `ratecell_limiter_build`. NULL is a no-op. A persisted limiter
 // (`RATECELL_STATES_PERSISTED`) first stops its saving thread and saves a
-// last time; that save's failure has nobody to report to
-// (`ratecell_snapshot_save` to its path first, to learn it).
+// last time, unless `ratecell_snapshot_stop` did (which returns that
+// save's status: call it first to learn it).
 //
 // Must be the last call on `limiter`: no other thread may be using it, and
 // it must not be used or freed again afterwards.
@@ -1258,6 +1258,21 @@ ratecell_status ratecell_snapshot_save(const struct ratecell_limiter *limiter, c
 ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter,
                                           const char *path,
                                           uint64_t now_ns);
+
+// Stops a persisted limiter's saving thread (`RATECELL_STATES_PERSISTED`),
+// joining it, and saves a last time, returning that save's status: the
+// one way to learn it, since `ratecell_limiter_free` returns none. The
+// limiter goes on checking, unsaved; later calls, and its free, save
+// nothing more and return `RATECELL_OK`. A limiter that is not persisted:
+// `RATECELL_OK`, nothing done.
+//
+// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT` or
+// `RATECELL_SNAPSHOT_IO`. Thread-safe; checks running meanwhile on other
+// threads are saved only if they end before the last save begins.
+//
+// # Safety
+// `limiter` is NULL or a live handle.
+ratecell_status ratecell_snapshot_stop(const struct ratecell_limiter *limiter);
 
 // How many tiers the limiter serves (1 for one made without tiers); 0
 // for NULL (or an internal panic). Thread-safe.

@@ -632,6 +632,12 @@ public:
         detail::check(::ratecell_snapshot_save(handle_, path.c_str()));
     }
 
+    /// A persisted limiter (Options::persisted): stops its saving thread
+    /// and saves a last time, throwing Error(RATECELL_SNAPSHOT_IO) if that
+    /// save fails (ratecell_snapshot_stop); the limiter goes on checking,
+    /// and its destructor saves nothing more. Nothing for other limiters.
+    void stop_saving() const { detail::check(::ratecell_snapshot_stop(handle_)); }
+
     /// save, judging which states are live at the caller's time (UNIX ns).
     void save_at(const std::string &path, std::uint64_t now_ns) const {
         detail::check(::ratecell_snapshot_save_at(handle_, path.c_str(), now_ns));

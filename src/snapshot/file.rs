@@ -134,7 +134,9 @@ impl Save for KeyedLimiter {
 pub struct Persisted<L: Save> {
     limiter: Arc<L>,
     path: PathBuf,
-    saver: Option<JoinHandle<()>>,
+    // Behind a lock so that `stop_saving` can take it through `&self`
+    // (the C ABI's handle is shared): taken once, by the first stop.
+    saver: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
 }
 
@@ -215,7 +217,7 @@ impl<L: Save> Persisted<L> {
         Ok(Persisted {
             limiter,
             path,
-            saver: Some(saver),
+            saver: Mutex::new(Some(saver)),
             shared,
         })
     }
@@ -247,12 +249,23 @@ impl<L: Save> Persisted<L> {
 
     /// Stops the periodic saves and saves a last time, returning that
     /// save's result (dropping does the same and drops the result).
-    pub fn close(mut self) -> Result<(), SnapshotError> {
-        self.stop()
+    pub fn close(self) -> Result<(), SnapshotError> {
+        self.stop_saving()
     }
 
-    fn stop(&mut self) -> Result<(), SnapshotError> {
-        let Some(saver) = self.saver.take() else {
+    /// [`Persisted::close`] keeping the limiter: stops the periodic saves
+    /// (joining the thread) and saves a last time, returning that save's
+    /// result; the limiter goes on checking, unsaved. Later calls, and the
+    /// drop, save nothing more and return `Ok`. For an owner that must
+    /// learn the last save's result before it can drop the limiter (the C
+    /// ABI's `ratecell_snapshot_stop`).
+    pub fn stop_saving(&self) -> Result<(), SnapshotError> {
+        let Some(saver) = self
+            .saver
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        else {
             return Ok(());
         };
         *self
@@ -275,7 +288,7 @@ impl<L: Save> Deref for Persisted<L> {
 
 impl<L: Save> Drop for Persisted<L> {
     fn drop(&mut self) {
-        let _ = self.stop();
+        let _ = self.stop_saving();
     }
 }
 

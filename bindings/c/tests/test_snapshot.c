@@ -269,6 +269,9 @@ static void test_persisted_limiter_survives_close_and_open(void) {
     }
     CHECK(!at(l, 42, 1, now).allowed);
     CHECK(ratecell_snapshot_save(p, path) == RATECELL_OK);
+    CHECK(ratecell_snapshot_stop(p) == RATECELL_OK); /* the last save, reported */
+    CHECK(ratecell_snapshot_stop(p) == RATECELL_OK); /* nothing more */
+    CHECK(ratecell_snapshot_stop(NULL) == RATECELL_NULL_ARGUMENT);
     ratecell_limiter_free(p);
     ratecell_limiter_free(NULL);
 

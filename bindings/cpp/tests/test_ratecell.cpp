@@ -426,7 +426,9 @@ void test_snapshots_save_restore_and_persist() {
         for (int i = 0; i < 3; i++) {
             CHECK(p.check(7, Request().at(now)).allowed);
         }
-    }  // freed: saved a last time
+        p.stop_saving();  // the last save, reported
+        p.stop_saving();  // nothing more, no throw
+    }
     {
         Limiter again(Options().limit(config).persisted(path, 1ms));
         CHECK(!again.check(7, Request().at(now)).allowed);

@@ -122,9 +122,9 @@ pub unsafe extern "C" fn ratecell_options_init(options: *mut ratecell_options) {
 ///     damaged one, or one of another configuration, is an error); then a
 ///     background thread saves the limiter there atomically every
 ///     `save_every_ns`, so a process killed at any moment leaves the last
-///     whole snapshot. `ratecell_limiter_free` stops the thread and saves a
-///     last time (`ratecell_snapshot_save` to the same path first, to learn
-///     whether a save succeeds).
+///     whole snapshot. `ratecell_snapshot_stop` stops the thread and saves
+///     a last time, returning that save's status; `ratecell_limiter_free`
+///     does the same when it has not been called, reporting to nobody.
 ///   - `RATECELL_STATES_SHARED`: the table lies in the file `shared_path`,
 ///     shared by every process that opens it: one limit across the
 ///     processes of a machine. One keyed limit (capacity ≥ 1) of a word

@@ -147,8 +147,8 @@ pub(super) unsafe fn publish(
 /// Releases a limiter made by `ratecell_limiter_new` or
 /// `ratecell_limiter_build`. NULL is a no-op. A persisted limiter
 /// (`RATECELL_STATES_PERSISTED`) first stops its saving thread and saves a
-/// last time; that save's failure has nobody to report to
-/// (`ratecell_snapshot_save` to its path first, to learn it).
+/// last time, unless `ratecell_snapshot_stop` did (which returns that
+/// save's status: call it first to learn it).
 ///
 /// Must be the last call on `limiter`: no other thread may be using it, and
 /// it must not be used or freed again afterwards.

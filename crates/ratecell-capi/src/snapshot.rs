@@ -1,9 +1,10 @@
 //! Snapshots in the C ABI: saving a limiter to a file (docs/SNAPSHOT.md),
-//! and the status of every snapshot error. A limiter restored from a file
+//! stopping a persisted limiter's saves, and the status of every snapshot
+//! error. A limiter restored from a file
 //! or saved to one periodically is made by `ratecell_limiter_build`
 //! (`ratecell_options.states`).
 
-use super::limiter::{Inner, handle};
+use super::limiter::{Held, Inner, handle};
 use super::types::ratecell_status;
 use crate::ptr::path_arg;
 use ratecell_lib::SnapshotError;
@@ -89,6 +90,37 @@ pub unsafe extern "C" fn ratecell_snapshot_save_at(
             Inner::Keyed(k) => k.save_at(&path, now_ns),
         };
         match saved {
+            Ok(()) => RATECELL_OK,
+            Err(e) => save_status(&e),
+        }
+    }
+}
+
+/// Stops a persisted limiter's saving thread (`RATECELL_STATES_PERSISTED`),
+/// joining it, and saves a last time, returning that save's status: the
+/// one way to learn it, since `ratecell_limiter_free` returns none. The
+/// limiter goes on checking, unsaved; later calls, and its free, save
+/// nothing more and return `RATECELL_OK`. A limiter that is not persisted:
+/// `RATECELL_OK`, nothing done.
+///
+/// Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT` or
+/// `RATECELL_SNAPSHOT_IO`. Thread-safe; checks running meanwhile on other
+/// threads are saved only if they end before the last save begins.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ratecell_snapshot_stop(
+    limiter: *const super::limiter::ratecell_limiter,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        // SAFETY: as promised by the caller.
+        let l = try_status!(unsafe { handle(limiter) });
+        let stopped = match &l.inner {
+            Held::Persisted(p) => p.stop_saving(),
+            Held::Plain(_) => Ok(()),
+        };
+        match stopped {
             Ok(()) => RATECELL_OK,
             Err(e) => save_status(&e),
         }

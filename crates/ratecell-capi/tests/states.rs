@@ -107,6 +107,30 @@ fn a_snapshot_and_a_persisted_file_keep_the_states() {
     assert!(admits(l, 8), "8 is fresh");
     // SAFETY: `l` is live and used no more.
     unsafe { ratecell_limiter_free(l) };
+    // Stopped before the free: the last save's status, then no more saves
+    // (a file removed after the stop is not written again by the free).
+    let (s, l) = build(&o);
+    assert_eq!(s, RATECELL_OK);
+    // SAFETY: `l` is live.
+    assert_eq!(unsafe { ratecell_snapshot_stop(l) }, RATECELL_OK);
+    // SAFETY: `l` is live.
+    assert_eq!(unsafe { ratecell_snapshot_stop(l) }, RATECELL_OK, "twice");
+    let saved = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(admits(l, 9), "it goes on checking");
+    // SAFETY: `l` is live and used no more.
+    unsafe { ratecell_limiter_free(l) };
+    assert!(!path.exists(), "the free saved nothing more");
+    std::fs::write(&path, saved).unwrap();
+    // A limiter that is not persisted: nothing to stop.
+    let (s, fresh) = build(&options(&configs, RATECELL_STATES_FRESH, None));
+    assert_eq!(s, RATECELL_OK);
+    // SAFETY: `fresh` is live, then used no more; NULL is refused.
+    unsafe {
+        assert_eq!(ratecell_snapshot_stop(fresh), RATECELL_OK);
+        assert_eq!(ratecell_snapshot_stop(null()), RATECELL_NULL_ARGUMENT);
+        ratecell_limiter_free(fresh);
+    }
     // A snapshot: the same states, with the file's limits or the given.
     for given in [&configs[..], &[]] {
         let (s, l) = build(&options(given, RATECELL_STATES_SNAPSHOT, Some(&c_path)));
