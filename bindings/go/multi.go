@@ -85,7 +85,7 @@ const (
 	// exists, else fresh; a background thread of the library then saves
 	// the limiter there every Options.SaveEvery (at least 1 ms),
 	// atomically, so a process killed at any moment leaves the last whole
-	// snapshot. Close saves a last time.
+	// snapshot. Close saves a last time and returns that save's error.
 	StatesPersisted States = C.RATECELL_STATES_PERSISTED
 	// StatesShared: the table lies in the region Options.Shared, shared by
 	// every process on the machine that opens it, in any language: one

@@ -251,3 +251,26 @@ func TestKilledProcessLeavesASnapshotThatRestores(t *testing.T) {
 		}
 	}
 }
+
+// Close returns a persisted limiter's last save's error: here its
+// directory is gone.
+func TestCloseReturnsTheLastSavesError(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gone")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ratecell.Config{Algorithm: ratecell.GCRA, Limit: 3, Period: time.Hour, Capacity: 10}
+	p, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}, States: ratecell.StatesPersisted, Path: filepath.Join(dir, "limits.snap"), SaveEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); !errors.Is(err, ratecell.ErrSnapshotIO) {
+		t.Fatalf("close: %v, want ErrSnapshotIO", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("a second close: %v", err)
+	}
+}

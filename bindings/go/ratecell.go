@@ -399,9 +399,9 @@ func (l *Limiter) exit() { l.core.state.Add(-1) }
 // waits for the calls already inside the library (each a few hundred
 // nanoseconds; Acquire never waits inside the library) and every call
 // that starts afterwards returns ErrClosed. A persisted limiter
-// (StatesPersisted) stops its saving thread and saves a last time; that
-// save's failure has nobody to report to (Save to its path first, to
-// learn it). It always returns nil.
+// (StatesPersisted) stops its saving thread and saves a last time, and
+// Close returns that save's error (ErrSnapshotIO); for any other limiter,
+// and on later calls, it returns nil.
 func (l *Limiter) Close() error {
 	if l == nil || l.core == nil {
 		return nil
@@ -420,9 +420,12 @@ func (l *Limiter) Close() error {
 		runtime.Gosched()
 	}
 	c.cleanup.Stop()
+	// The last save of a persisted limiter, reported here: the free
+	// returns no status.
+	err := statusError("close", C.ratecell_snapshot_stop(c.handle))
 	C.ratecell_limiter_free(c.handle)
 	c.handle = nil
-	return nil
+	return err
 }
 
 // Config reads the limiter's configuration back (ratecell_limiter_config):
