@@ -34,8 +34,7 @@ use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
 use governor::{Quota, RateLimiter};
 use ratecell::state::Rule;
 use ratecell::{
-    Algorithm, Batch, Clock, Config, KeyedLimiter, Limiter, Overflow, Request, SharedOptions,
-    Stats, Tier,
+    Algorithm, Batch, Clock, Config, KeyedLimiter, Limiter, Overflow, Request, States, Stats, Tier,
 };
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -790,7 +789,7 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
                 (
                     KeyedLimiter::builder()
                         .limit(config)
-                        .shared(&path, SharedOptions::default())
+                        .states(States::shared(&path))
                         .build()
                         .unwrap(),
                     Some(path.clone()),
@@ -802,7 +801,7 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
                 (
                     KeyedLimiter::builder()
                         .limit(config)
-                        .shared(&path, SharedOptions::default())
+                        .states(States::shared(&path))
                         .build()
                         .unwrap(),
                     Some(path),

@@ -19,8 +19,8 @@ mod support;
 
 use governor::{Quota, RateLimiter};
 use ratecell::{
-    Algorithm, Batch, Clock, Config, Decision, KeyedLimiter, Limiter, Overflow, Request,
-    SharedOptions, Tier,
+    Algorithm, Batch, Clock, Config, Decision, KeyedLimiter, Limiter, Overflow, Request, States,
+    Tier,
 };
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -271,7 +271,7 @@ fn main() {
                 let _ = std::fs::remove_file(&path);
                 lim = KeyedLimiter::builder()
                     .limit(*lim.config())
-                    .shared(&path, SharedOptions::default())
+                    .states(States::shared(&path))
                     .build()
                     .unwrap();
                 std::fs::remove_file(&path).unwrap();

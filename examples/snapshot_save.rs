@@ -12,7 +12,7 @@
 //! bytes (the disk's floor); then the latency percentiles of checks on a
 //! second thread while nothing is saved and while saves run back to back.
 
-use ratecell::{Algorithm, Config, KeyedLimiter, Request};
+use ratecell::{Algorithm, Config, KeyedLimiter, Request, States};
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -123,7 +123,8 @@ fn main() {
     let load_start = Instant::now();
     let back = KeyedLimiter::builder()
         .limits(&configs)
-        .load(&path)
+        .states(States::snapshot(&path))
+        .build()
         .unwrap();
     let load = load_start.elapsed();
     std::fs::remove_file(&path).unwrap();

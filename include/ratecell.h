@@ -18,7 +18,6 @@
 #define RATECELL_VERSION_PATCH 0
 
 typedef struct ratecell_limiter ratecell_limiter;
-typedef struct ratecell_persisted ratecell_persisted;
 typedef struct ratecell_config ratecell_config;
 typedef struct ratecell_decision ratecell_decision;
 typedef struct ratecell_multi_decision ratecell_multi_decision;
@@ -136,8 +135,8 @@ enum ratecell_status
   // A snapshot file could not be read or written (permissions, a full
   // disk, a directory that does not exist...).
   RATECELL_SNAPSHOT_IO = 16,
-  // `ratecell_limiter_restore`: no file at the path. (A periodic saver
-  // opened on a missing file starts fresh instead.)
+  // `RATECELL_STATES_SNAPSHOT`: no file at the path. (Persisted states
+  // start fresh from a missing file instead.)
   RATECELL_SNAPSHOT_NOT_FOUND = 17,
   // The file is not a snapshot, is truncated, or is damaged (a checksum
   // or a field that does not hold).
@@ -153,26 +152,26 @@ enum ratecell_status
   // and restored since snapshot format version 2. The number stays so
   // no status is renumbered.
   RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
-  // `ratecell_limiter_build` with a `shared_path`: the region's file could not be
+  // `RATECELL_STATES_SHARED`: the region's file could not be
   // opened, created, sized or mapped (permissions, a missing directory,
   // a file system without hard links).
   RATECELL_SHARED_IO = 22,
-  // `ratecell_limiter_build` with a `shared_path`: the file is not a ratecell region
+  // `RATECELL_STATES_SHARED`: the file is not a ratecell region
   // (garbage, or a damaged header).
   RATECELL_SHARED_NOT_A_REGION = 23,
-  // `ratecell_limiter_build` with a `shared_path`: the file is shorter than the region
+  // `RATECELL_STATES_SHARED`: the file is shorter than the region
   // its header describes.
   RATECELL_SHARED_TRUNCATED = 24,
-  // `ratecell_limiter_build` with a `shared_path`: the region has another layout
+  // `RATECELL_STATES_SHARED`: the region has another layout
   // version (made by another release of ratecell).
   RATECELL_SHARED_VERSION = 25,
-  // `ratecell_limiter_build` with a `shared_path`: the region was made with another
+  // `RATECELL_STATES_SHARED`: the region was made with another
   // configuration.
   RATECELL_SHARED_CONFIG_MISMATCH = 26,
-  // `ratecell_limiter_build` with a `shared_path`: the region was made before the
+  // `RATECELL_STATES_SHARED`: the region was made before the
   // machine last booted; remove the file.
   RATECELL_SHARED_STALE = 27,
-  // `ratecell_limiter_build` with a `shared_path`: this configuration cannot be shared
+  // `RATECELL_STATES_SHARED`: this configuration cannot be shared
   // (the bucketed window and sliding log algorithms, capacity 0), or this
   // platform cannot share (not Linux, no lock-free 128-bit CAS, another
   // pid namespace).
@@ -205,6 +204,12 @@ enum ratecell_status
   RATECELL_INVALID_REPLY = 37,
   // A grant given to other leases than those that made it.
   RATECELL_INVALID_GRANT = 38,
+  // `ratecell_options.states` is not a `RATECELL_STATES_*` value, or a
+  // field that those states do not read is set (`path` or
+  // `save_every_ns` for fresh states, `shared_path` for any states but
+  // `RATECELL_STATES_SHARED`, `save_every_ns` for a snapshot or a
+  // shared region).
+  RATECELL_INVALID_STATES = 39,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -292,6 +297,33 @@ typedef uint32_t ratecell_clock;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Where a limiter's states come from: `ratecell_options.states` (SPEC §2,
+// "Where states come from").
+enum ratecell_states
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Every key starts unused (the default).
+  RATECELL_STATES_FRESH = 0,
+  // The states saved in the snapshot file `path` (which must exist).
+  RATECELL_STATES_SNAPSHOT = 1,
+  // The states saved in the snapshot file `path` if it exists, else
+  // fresh; saved there every `save_every_ns` by a background thread.
+  RATECELL_STATES_PERSISTED = 2,
+  // The table in the region `shared_path`, shared by every process that
+  // opens it; a new region is filled from the snapshot file `path` when
+  // `path` is not NULL and the file exists.
+  RATECELL_STATES_SHARED = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ratecell_states ratecell_states;
+#else
+typedef uint32_t ratecell_states;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // `cached_deny`'s memory: denials Redis gave, per key, kept until their
 // `retry_after`. Opaque; made by `ratecell_denials_new`, released by
 // `ratecell_denials_free`. Thread-safe, but for `ratecell_denials_free`.
@@ -316,18 +348,11 @@ struct ratecell_leases;
 // A rate limiter: one shared state (configured capacity 0, every key
 // ignored) or one state per key (capacity > 0).
 //
-// Opaque; made by `ratecell_limiter_new`, released by
-// `ratecell_limiter_free`. Thread-safe: any number of threads may call
+// Opaque; made by `ratecell_limiter_new` or `ratecell_limiter_build`,
+// released by `ratecell_limiter_free`. Thread-safe: any number of threads may call
 // any function on the same limiter at once, except `ratecell_limiter_free`,
 // which must be the last call on it.
 struct ratecell_limiter;
-
-// A limiter saved to a file periodically by a background thread.
-//
-// Opaque; made by `ratecell_persisted_open`, stopped and released by
-// `ratecell_persisted_close`. Its limiter (`ratecell_persisted_limiter`)
-// is used like any other from any number of threads, until the close.
-struct ratecell_persisted;
 
 // A limiter's configuration. Fill it with `ratecell_config_init` first,
 // then change the fields you need: fields added in later versions get
@@ -357,37 +382,50 @@ struct ratecell_config {
   uint32_t clock;
 };
 
-// What `ratecell_limiter_build` makes, `ratecell_limiter_restore`
-// restores and `ratecell_persisted_open` opens: one struct for every way
-// of making a limiter, so that a new option is a new field, not a new
-// function. Set it up with `ratecell_options_init`, then set what
-// differs.
+// What `ratecell_limiter_build` makes: one struct for every way of making
+// a limiter, so that a new option is a new field, not a new function. Set
+// it up with `ratecell_options_init`, then set what differs.
 //
 // `configs` holds `n_limits` configs (tier 0's limits) when `n_tiers` is
 // 0, else `n_tiers` rows of `n_limits` configs, tier by tier (tier `t`'s
 // limit `i` is `configs[t * n_limits + i]`): every tier lists the same
-// limits in the same order, with its own values.
+// limits in the same order, with its own values. With states from a
+// snapshot (`RATECELL_STATES_SNAPSHOT`, `RATECELL_STATES_PERSISTED`),
+// `n_limits` 0 (and `configs` NULL, `n_tiers` 0) takes the limits and
+// tiers saved in the file, on the TSC clock: the saved configuration then
+// sizes the table, so take it only from files you would take a
+// configuration from.
 struct ratecell_options {
   // `sizeof(ratecell_options)` as the caller was compiled with; a size
   // this library does not know is `RATECELL_INVALID_LENGTH`.
   uint32_t size;
-  // The permission bits of a shared region this call creates (exactly
-  // `mode & 07777`; the umask is not applied); 0 for 0600. An existing
-  // region keeps its mode.
-  uint32_t shared_mode;
+  // Where the states come from: a `ratecell_states` value
+  // (`RATECELL_STATES_FRESH` unless set).
+  uint32_t states;
   // The limits' configs (see above).
   const struct ratecell_config *configs;
-  // Limits per tier, 1 to `RATECELL_MAX_LIMITS`: a request is admitted
-  // only when every one admits it, and only then is anything stored.
+  // Limits per tier, 1 to `RATECELL_MAX_LIMITS` (0 only to take a
+  // snapshot's): a request is admitted only when every one admits it,
+  // and only then is anything stored.
   size_t n_limits;
   // Tiers, 0 (none: one list of limits) to `RATECELL_MAX_TIERS`.
   size_t n_tiers;
-  // NULL, or the file whose region holds the table, shared by every
-  // process that opens it (a name without `/` lies under `/dev/shm`).
-  // `ratecell_limiter_build` only: `ratecell_limiter_restore` and
-  // `ratecell_persisted_open` refuse it with
-  // `RATECELL_SHARED_UNSUPPORTED` (a region outlives its processes).
+  // The snapshot file: the states' (`RATECELL_STATES_SNAPSHOT`), the
+  // one restored if it exists and saved to (`RATECELL_STATES_PERSISTED`),
+  // or NULL or the one that fills a new region
+  // (`RATECELL_STATES_SHARED`). NULL for fresh states.
+  const char *path;
+  // `RATECELL_STATES_PERSISTED`: nanoseconds between two saves (at
+  // least 1 ms: less is 1 ms). 0 for any other states.
+  uint64_t save_every_ns;
+  // `RATECELL_STATES_SHARED`: the file whose region holds the table,
+  // shared by every process that opens it (a name without `/` lies
+  // under `/dev/shm`). NULL for any other states.
   const char *shared_path;
+  // `RATECELL_STATES_SHARED`: the permission bits of a region this call
+  // creates (exactly `mode & 07777`; the umask is not applied); 0 for
+  // 0600. An existing region keeps its mode.
+  uint32_t shared_mode;
 };
 
 // One request: for which key, of what cost, at what time, under which
@@ -610,8 +648,8 @@ struct ratecell_multi_decision {
 extern "C" {
 #endif // __cplusplus
 
-// Sets `*options` to one limit (`configs` NULL, to be set), no tiers, not
-// shared, and its size. Does nothing when `options` is NULL.
+// Sets `*options` to one limit (`configs` NULL, to be set), no tiers,
+// fresh states, and its size. Does nothing when `options` is NULL.
 //
 // # Safety
 // `options` is NULL or points to a writable `ratecell_options`.
@@ -634,26 +672,53 @@ void ratecell_options_init(struct ratecell_options *options);
 //   token_bucket, not in algorithm, a window's period, sub_windows, a
 //   sliding_log's limit, capacity, overflow or clock. A tiered limiter
 //   cannot be reconfigured live.
-// - **Shared** (`shared_path` not NULL): the table lies in that file,
-//   shared by every process that opens it: one limit across the processes
-//   of a machine. One keyed limit (capacity ≥ 1) of a word algorithm
-//   (gcra, leaky_bucket, token_bucket, fixed_window, sliding_window), no
-//   tiers. `configs[0].clock` picks this process's clock:
-//   `RATECELL_CLOCK_TSC` reads the calibration stored in the region, so
-//   every process reads the same time. `ratecell_limiter_free` unmaps it
-//   and never removes the file (docs/SHARED.md: lifecycle).
+// - **States** (`states`, SPEC §2):
+//   - `RATECELL_STATES_FRESH`: every key unused.
+//   - `RATECELL_STATES_SNAPSHOT`: the states saved in the file `path`,
+//     with its key hasher's seed, so every key finds the state it had.
+//     The snapshot must hold the same limits in the same order (the same
+//     tiers of them; a snapshot of a limiter made without tiers is no
+//     tiered limiter's, nor the reverse), else
+//     `RATECELL_SNAPSHOT_CONFIG_MISMATCH`, before anything is allocated;
+//     the overflow policy and the clock are the caller's; a burst of 0
+//     equals a burst of `limit`.
+//   - `RATECELL_STATES_PERSISTED`: as `RATECELL_STATES_SNAPSHOT` when the
+//     file `path` exists, else fresh (only a missing file starts fresh: a
+//     damaged one, or one of another configuration, is an error); then a
+//     background thread saves the limiter there atomically every
+//     `save_every_ns`, so a process killed at any moment leaves the last
+//     whole snapshot. `ratecell_snapshot_stop` stops the thread and saves
+//     a last time, returning that save's status; `ratecell_limiter_free`
+//     does the same when it has not been called, reporting to nobody.
+//   - `RATECELL_STATES_SHARED`: the table lies in the file `shared_path`,
+//     shared by every process that opens it: one limit across the
+//     processes of a machine. One keyed limit (capacity ≥ 1) of a word
+//     algorithm (gcra, leaky_bucket, token_bucket, fixed_window,
+//     sliding_window), no tiers. `configs[0].clock` picks this process's
+//     clock: `RATECELL_CLOCK_TSC` reads the calibration stored in the
+//     region, so every process reads the same time. An existing region is
+//     attached as it is; a new one is filled from the snapshot file `path`
+//     when `path` is not NULL and the file exists (under a private name,
+//     then linked: no process sees a half-filled region).
+//     `ratecell_limiter_free` unmaps it and never removes the file
+//     (docs/SHARED.md: lifecycle).
 //
-// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `options`, `out`
-// or `configs` is NULL; `RATECELL_INVALID_LENGTH` for a `size` this
-// library does not know, or `n_limits` or `n_tiers` out of range; the
-// `RATECELL_INVALID_*` status naming the first invalid field of the first
-// invalid config, or the field in which a config differs from the first
-// where it may not (`RATECELL_INVALID_CLOCK` for another clock,
-// `RATECELL_INVALID_CAPACITY` for a tiered capacity 0); one of the
-// `RATECELL_SHARED_*` statuses for a shared region (the file, its version
-// or configuration, the platform; `RATECELL_SHARED_UNSUPPORTED` for
-// several limits or tiers); or `RATECELL_OUT_OF_MEMORY`. On failure
-// `*out` is left unchanged.
+// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `options`, `out`,
+// `configs` (with `n_limits` > 0), or the path the states need is NULL;
+// `RATECELL_INVALID_LENGTH` for a `size` this library does not know, or
+// `n_limits` or `n_tiers` out of range; `RATECELL_INVALID_STATES` for
+// `states` out of range or a field those states do not read set; the `RATECELL_INVALID_*` status
+// naming the first invalid field of the first invalid config, or the
+// field in which a config differs from the first where it may not
+// (`RATECELL_INVALID_CLOCK` for another clock, `RATECELL_INVALID_CAPACITY`
+// for a tiered capacity 0); `RATECELL_SNAPSHOT_NOT_FOUND`,
+// `RATECELL_SNAPSHOT_IO`, `RATECELL_SNAPSHOT_DAMAGED`,
+// `RATECELL_SNAPSHOT_VERSION` or `RATECELL_SNAPSHOT_CONFIG_MISMATCH` for a
+// snapshot that cannot be restored (`RATECELL_SNAPSHOT_IO` also when the
+// saving thread cannot start); one of the `RATECELL_SHARED_*` statuses
+// for a shared region (the file, its version or configuration, the
+// platform; `RATECELL_SHARED_UNSUPPORTED` for several limits or tiers);
+// or `RATECELL_OUT_OF_MEMORY`. On failure `*out` is left unchanged.
 //
 // Ownership: the caller owns the new limiter and must release it with
 // `ratecell_limiter_free`; `*options` and what it points to are only
@@ -663,8 +728,8 @@ void ratecell_options_init(struct ratecell_options *options);
 // # Safety
 // `options` is NULL or points to a readable `ratecell_options` whose
 // `configs` points to its `n_limits * max(n_tiers, 1)` readable configs
-// and whose `shared_path` is NULL or NUL-terminated; `out` is NULL or
-// points to a writable `ratecell_limiter *`.
+// and whose `path` and `shared_path` are NULL or NUL-terminated; `out` is
+// NULL or points to a writable `ratecell_limiter *`.
 ratecell_status ratecell_limiter_build(const struct ratecell_options *options,
                                        struct ratecell_limiter **out);
 
@@ -985,17 +1050,21 @@ ratecell_status ratecell_leases_stats(const struct ratecell_leases *leases,
 ratecell_status ratecell_limiter_new(const struct ratecell_config *cfg,
                                      struct ratecell_limiter **out);
 
-// Releases a limiter made by `ratecell_limiter_new`. NULL is a no-op.
+// Releases a limiter made by `ratecell_limiter_new` or
+// `ratecell_limiter_build`. NULL is a no-op. A persisted limiter
+// (`RATECELL_STATES_PERSISTED`) first stops its saving thread and saves a
+// last time, unless `ratecell_snapshot_stop` did (which returns that
+// save's status: call it first to learn it).
 //
 // Must be the last call on `limiter`: no other thread may be using it, and
 // it must not be used or freed again afterwards.
 //
 // # Safety
-// `limiter` is NULL or a live handle from `ratecell_limiter_new`.
+// `limiter` is NULL or a live handle.
 void ratecell_limiter_free(struct ratecell_limiter *limiter);
 
-// Copies the limiter's configuration to `*out` (as given to
-// `ratecell_limiter_new`; a burst of 0 stays 0).
+// Copies the limiter's configuration to `*out` (its first limit's, as
+// given or restored; a burst of 0 stays 0).
 //
 // Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
 //
@@ -1200,116 +1269,20 @@ ratecell_status ratecell_snapshot_save_at(const struct ratecell_limiter *limiter
                                           const char *path,
                                           uint64_t now_ns);
 
-// Builds a limiter holding the states saved in the snapshot file at
-// `path` and writes its handle to `*out`:
-//
-// - **`options` NULL**: the configuration saved in the file (every limit,
-//   for a limiter of several; every tier, for a tiered one), on the TSC
-//   clock. The saved configuration sizes the table, as one passed to
-//   `ratecell_limiter_build` would: restore this way only files you
-//   would take a configuration from.
-// - **`options` not NULL**: the limiter `ratecell_limiter_build` makes of
-//   `*options` (its limits or tiers, its clock), read and checked exactly
-//   as `ratecell_limiter_build` reads and checks them. The snapshot must
-//   hold the same limits in the same order (the same tiers of them, for
-//   `n_tiers` ≥ 1; a snapshot of a limiter made without tiers is no
-//   tiered limiter's, nor the reverse), else
-//   `RATECELL_SNAPSHOT_CONFIG_MISMATCH`, before anything is allocated.
-//   The overflow policy and the clock are the caller's to choose; a
-//   burst of 0 equals a burst of `limit`. A `shared_path` is refused with
-//   `RATECELL_SHARED_UNSUPPORTED`: a shared region outlives its
-//   processes and is made or attached by `ratecell_limiter_build`, never
-//   filled from a snapshot here.
-//
-// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `path` or `out`
-// is NULL; the statuses of `ratecell_limiter_build` for invalid
-// `*options` (`RATECELL_INVALID_LENGTH` for an unknown `size`);
-// `RATECELL_SNAPSHOT_NOT_FOUND`, `RATECELL_SNAPSHOT_IO`,
-// `RATECELL_SNAPSHOT_DAMAGED`, `RATECELL_SNAPSHOT_VERSION`,
-// `RATECELL_SNAPSHOT_CONFIG_MISMATCH`; an `RATECELL_INVALID_*` status for
-// an invalid saved configuration; or `RATECELL_OUT_OF_MEMORY`. On
-// failure `*out` is left unchanged.
-//
-// Ownership: the caller owns the new limiter and releases it with
-// `ratecell_limiter_free`; `*options` and what it points to are only read
-// during the call. Thread-safe.
-//
-// # Safety
-// `options` is NULL or as for `ratecell_limiter_build`; `path` is NULL or
-// a NUL-terminated string; `out` is NULL or points to a writable
-// `ratecell_limiter *`.
-ratecell_status ratecell_limiter_restore(const struct ratecell_options *options,
-                                         const char *path,
-                                         struct ratecell_limiter **out);
-
-// Restores the limiter of `*options` (as `ratecell_limiter_restore`
-// does with options) from the snapshot file at `path` if the file exists,
-// else makes it fresh (as `ratecell_limiter_build` does), and starts a
-// thread that saves it there atomically every `every_ns` nanoseconds (at
-// least 1 ms). Writes the handle to `*out`. Crash-safe limits in one
-// call: a process killed at any moment leaves the last whole snapshot.
-// Only a missing file starts fresh: a file that exists but cannot be
-// restored (damaged, or of another configuration: other limits, other
-// tiers, tiers where the file has none) is an error; remove it, or use
-// another path, to start afresh.
-//
-// `options` is required (NULL is `RATECELL_NULL_ARGUMENT`: a missing file
-// leaves no configuration to start from); a `shared_path` is refused with
-// `RATECELL_SHARED_UNSUPPORTED`, as `ratecell_limiter_restore` refuses
-// it. Every check on its limiter may name a tier
-// (`ratecell_request.tier`, `ratecell_batch.tiers`) when `n_tiers` ≥ 1.
-//
-// Returns `RATECELL_OK`; `RATECELL_NULL_ARGUMENT` when `options`, `path`
-// or `out` is NULL; the statuses of `ratecell_limiter_build` for invalid
-// `*options` or a fresh limiter that cannot be made; those of
-// `ratecell_limiter_restore` for a file that exists but cannot be
-// restored; or `RATECELL_SNAPSHOT_IO` when the thread cannot start. On
-// failure `*out` is left unchanged.
-//
-// Ownership: release with `ratecell_persisted_close`; `*options` and what
-// it points to are only read during the call. Thread-safe.
-//
-// # Safety
-// `options` is NULL or as for `ratecell_limiter_build`; `path` is NULL or
-// a NUL-terminated string; `out` is NULL or points to a writable
-// `ratecell_persisted *`.
-ratecell_status ratecell_persisted_open(const struct ratecell_options *options,
-                                        const char *path,
-                                        uint64_t every_ns,
-                                        struct ratecell_persisted **out);
-
-// The limiter of a persisted handle, written to `*out`: use it with every
-// `ratecell_check*` call. It stays valid until `ratecell_persisted_close`
-// and must not be passed to `ratecell_limiter_free`.
-//
-// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
-//
-// # Safety
-// `persisted` is NULL or a live handle; `out` is NULL or points to a
-// writable `const ratecell_limiter *`.
-ratecell_status ratecell_persisted_limiter(const struct ratecell_persisted *persisted,
-                                           const struct ratecell_limiter **out);
-
-// Saves now, in the calling thread (the periodic thread goes on).
+// Stops a persisted limiter's saving thread (`RATECELL_STATES_PERSISTED`),
+// joining it, and saves a last time, returning that save's status: the
+// one way to learn it, since `ratecell_limiter_free` returns none. The
+// limiter goes on checking, unsaved; later calls, and its free, save
+// nothing more and return `RATECELL_OK`. A limiter that is not persisted:
+// `RATECELL_OK`, nothing done.
 //
 // Returns `RATECELL_OK`, `RATECELL_NULL_ARGUMENT` or
-// `RATECELL_SNAPSHOT_IO`. Thread-safe.
+// `RATECELL_SNAPSHOT_IO`. Thread-safe; checks running meanwhile on other
+// threads are saved only if they end before the last save begins.
 //
 // # Safety
-// `persisted` is NULL or a live handle.
-ratecell_status ratecell_persisted_save(const struct ratecell_persisted *persisted);
-
-// Stops the periodic thread (joining it), saves a last time, and releases
-// the handle and its limiter. Returns the last save's status
-// (`RATECELL_OK` or `RATECELL_SNAPSHOT_IO`); the handle is released
-// either way. NULL is a no-op returning `RATECELL_OK`.
-//
-// Must be the last call on `persisted` and on its limiter: no other
-// thread may be using either.
-//
-// # Safety
-// `persisted` is NULL or a live handle from `ratecell_persisted_open`.
-ratecell_status ratecell_persisted_close(struct ratecell_persisted *persisted);
+// `limiter` is NULL or a live handle.
+ratecell_status ratecell_snapshot_stop(const struct ratecell_limiter *limiter);
 
 // How many tiers the limiter serves (1 for one made without tiers); 0
 // for NULL (or an internal panic). Thread-safe.

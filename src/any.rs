@@ -127,7 +127,6 @@ impl AnyLimiter {
 
 /// What [`crate::Builder::persisted`] needs of an `AnyLimiter`: the save
 /// of whichever limiter it holds.
-#[cfg(not(ratecell_loom))]
 impl crate::snapshot::Save for AnyLimiter {
     fn save_to(&self, path: &std::path::Path) -> Result<(), crate::snapshot::SnapshotError> {
         match self {

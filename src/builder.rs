@@ -1,9 +1,9 @@
-//! [`Builder`]: every way to make a limiter (its limits or tiers, its
-//! clock, its limits' names, a shared region) as options of one value,
-//! and every way to make it: fresh ([`Builder::build`]), from a snapshot
-//! ([`Builder::restore`], [`Builder::load`]) or saved periodically to a
-//! file ([`Builder::persisted`]). A new option is one method here, never
-//! a new constructor per way of making.
+//! [`Builder`]: every way to make a limiter as options of one value: its
+//! limits or tiers, its clock, its limits' names, and where its states
+//! come from ([`States`]: fresh, a snapshot, a shared region; a file it is
+//! also saved to with [`Builder::persisted`]). One terminal,
+//! [`Builder::build`], resolves them; a new option is one method here,
+//! never a new constructor.
 
 use crate::any::AnyLimiter;
 use crate::clock::Clock;
@@ -11,25 +11,103 @@ use crate::config::{Config, ConfigError, Error, Field, SharedError, SharedErrorK
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
 use crate::shared::SharedOptions;
-#[cfg(not(ratecell_loom))]
-use crate::snapshot::{Persisted, SnapshotError};
+use crate::snapshot::{Persisted, SnapshotError, saved_tiers};
+use crate::table::KeyHasher;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
 use std::marker::PhantomData;
 use std::path::PathBuf;
-#[cfg(not(ratecell_loom))]
-use std::{fs::File, io::BufReader, io::Read, path::Path, time::Duration};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a limiter's states come from ([`Builder::states`]; SPEC §2,
+/// "Where states come from"). A snapshot's configuration must be the
+/// builder's (else [`SnapshotError::ConfigMismatch`] names the first field
+/// that differs, before anything is allocated), or the builder gives no
+/// limit and the snapshot's own limits and tiers are taken.
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum States {
+    /// Every key starts unused (the default).
+    #[default]
+    Fresh,
+    /// The states saved in the snapshot file at this path (a missing file
+    /// is [`SnapshotError::Io`] of kind `NotFound`). The key hasher's seed
+    /// is the saved one, so every key finds the state it had.
+    Snapshot(PathBuf),
+    /// The states saved in a snapshot held in memory (as
+    /// [`States::Snapshot`] reads a file).
+    Bytes(Arc<[u8]>),
+    /// A keyed table in the region at `region`, shared by every process
+    /// that opens it (a bare name, without `/`, lies under `/dev/shm`;
+    /// `docs/SHARED.md`): one keyed limit of a word algorithm, no tiers,
+    /// the region's own clock. An existing region is attached as it is; a
+    /// new one is filled from the snapshot file `seed` when it is given and
+    /// exists (written under a private name, then linked: no process sees
+    /// a half-filled region), else fresh.
+    Shared {
+        /// The region's file.
+        region: PathBuf,
+        /// The mode of a region this call creates, and the clock.
+        options: SharedOptions,
+        /// A snapshot file that fills a new region, if any.
+        seed: Option<PathBuf>,
+    },
+}
+
+impl States {
+    /// [`States::Snapshot`] of the file at `path`.
+    pub fn snapshot(path: impl Into<PathBuf>) -> States {
+        States::Snapshot(path.into())
+    }
+
+    /// [`States::Bytes`] of a snapshot in memory.
+    pub fn bytes(snapshot: impl Into<Arc<[u8]>>) -> States {
+        States::Bytes(snapshot.into())
+    }
+
+    /// [`States::Shared`] with the default options and no seed.
+    pub fn shared(region: impl Into<PathBuf>) -> States {
+        States::Shared {
+            region: region.into(),
+            options: SharedOptions::default(),
+            seed: None,
+        }
+    }
+
+    /// Whether the states are read from a snapshot (a file or bytes).
+    fn is_snapshot(&self) -> bool {
+        matches!(self, States::Snapshot(_) | States::Bytes(_))
+    }
+}
+
+// By hand: a derive would print every byte of a snapshot in memory.
+impl fmt::Debug for States {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            States::Fresh => f.write_str("Fresh"),
+            States::Snapshot(path) => f.debug_tuple("Snapshot").field(path).finish(),
+            States::Bytes(bytes) => write!(f, "Bytes({} bytes)", bytes.len()),
+            States::Shared {
+                region,
+                options,
+                seed,
+            } => f
+                .debug_struct("Shared")
+                .field("region", region)
+                .field("options", options)
+                .field("seed", seed)
+                .finish(),
+        }
+    }
+}
 
 /// The options of a limiter, made into a [`Limiter`], a [`KeyedLimiter`]
 /// or an [`AnyLimiter`] (the builders of `Limiter::builder()`,
-/// `KeyedLimiter::builder()` and `AnyLimiter::builder()`) by one of its
-/// terminal methods:
-///
-/// - [`Builder::build`]: a fresh limiter.
-/// - [`Builder::restore`]: the limiter of these options holding the states
-///   saved in a snapshot (`snapshot` and `save` on every limiter write
-///   one); [`Builder::load`] from a file. A snapshot of another
-///   configuration is refused before anything is allocated.
-/// - [`Builder::persisted`]: restored from a file if it exists, else
-///   fresh; then saved there periodically ([`Persisted`]).
+/// `KeyedLimiter::builder()` and `AnyLimiter::builder()`), or into a
+/// [`Persisted`] one of these ([`Builder::persisted`]), by its one
+/// terminal, [`Builder::build`].
 ///
 /// The options:
 ///
@@ -42,18 +120,19 @@ use std::{fs::File, io::BufReader, io::Read, path::Path, time::Duration};
 ///   simulations, the coarse clock).
 /// - [`Builder::names`]: a name per limit, reported with each limit's
 ///   decision.
-/// - [`Builder::shared`]: a keyed table in a file shared by the processes
-///   that open it (`docs/SHARED.md`).
+/// - [`Builder::states`]: where the states come from ([`States`]): fresh,
+///   a snapshot file or bytes, a region shared by the processes that open
+///   it.
+/// - [`Builder::persisted`]: restored from a file if it exists, else
+///   fresh, then saved there periodically; the limiter is then a
+///   [`Persisted`] one (it owns the thread that saves it), so this option
+///   is typed apart from [`Builder::states`].
 ///
-/// Errors name the field at fault: [`Field::Limits`] for no limit, and
-/// whatever each limiter's rules refuse.
-///
-/// A shared region is built, never restored by the builder: `restore`,
-/// `load` and `persisted` with [`Builder::shared`] are refused with
-/// [`crate::SharedErrorKind::Unsupported`] (the region outlives the
-/// process and is its own persistence; [`KeyedLimiter::restore_shared`]
-/// and [`KeyedLimiter::load_shared`] fill a new region from a snapshot and
-/// say whether they did).
+/// Errors name the field at fault: [`Field::Limits`] for no limit (and no
+/// snapshot to take them from), [`Field::States`] for states the limiter
+/// cannot take, [`SnapshotError::ConfigMismatch`] for a snapshot of
+/// another configuration, and whatever each limiter's rules refuse
+/// (wrapped in [`SnapshotError::Limiter`]).
 ///
 /// ```
 /// use ratecell::{Algorithm, Clock, Config, KeyedLimiter, Request};
@@ -73,14 +152,15 @@ use std::{fs::File, io::BufReader, io::Read, path::Path, time::Duration};
 /// assert_eq!(d.limits()[1].remaining, 999);
 /// assert_eq!(limiter.limit_name(1), Some("per_day"));
 /// ```
-#[must_use = "a builder makes nothing until `build`, `restore`, `load` or `persisted` is called"]
+#[must_use = "a builder makes nothing until `build` is called"]
 #[derive(Debug)]
 pub struct Builder<L> {
     limits: Vec<Config>,
     tiers: Vec<Vec<Config>>,
     clock: Option<Clock>,
     names: Option<Vec<String>>,
-    shared: Option<(PathBuf, SharedOptions)>,
+    states: States,
+    persisted: Option<(PathBuf, Duration)>,
     kind: PhantomData<fn() -> L>,
 }
 
@@ -92,33 +172,32 @@ impl<L> Clone for Builder<L> {
             tiers: self.tiers.clone(),
             clock: self.clock.clone(),
             names: self.names.clone(),
-            shared: self.shared.clone(),
+            states: self.states.clone(),
+            persisted: self.persisted.clone(),
             kind: PhantomData,
         }
     }
 }
 
 impl Limiter {
-    /// A [`Builder`] for a limiter of several limits, another clock or
-    /// named limits, or one restored from a snapshot.
+    /// A [`Builder`] for a direct limiter: several limits, another clock,
+    /// named limits, states from a snapshot.
     pub fn builder() -> Builder<Limiter> {
         Builder::new()
     }
 }
 
 impl KeyedLimiter {
-    /// A [`Builder`] for a keyed limiter of several limits, tiers, another
-    /// clock, named limits or a shared table, or one restored from a
-    /// snapshot.
+    /// A [`Builder`] for a keyed limiter: several limits, tiers, another
+    /// clock, named limits, states from a snapshot or a shared region.
     pub fn builder() -> Builder<KeyedLimiter> {
         Builder::new()
     }
 }
 
 impl AnyLimiter {
-    /// A [`Builder`] for several limits, tiers, another clock or named
-    /// limits (direct when the first limit's capacity is 0, else keyed),
-    /// fresh or restored from a snapshot.
+    /// A [`Builder`] for a direct limiter when the first limit's capacity
+    /// is 0 (and the states are not a shared region's), else a keyed one.
     pub fn builder() -> Builder<AnyLimiter> {
         Builder::new()
     }
@@ -131,11 +210,11 @@ impl<L> Builder<L> {
             tiers: Vec::new(),
             clock: None,
             names: None,
-            shared: None,
+            states: States::Fresh,
+            persisted: None,
             kind: PhantomData,
         }
     }
-
     /// Adds a limit, enforced with every other one added (1 to
     /// [`crate::MAX_LIMITS`], any algorithms): a request is admitted only
     /// when every limit admits it, and only then is anything stored; its
@@ -202,14 +281,68 @@ impl<L> Builder<L> {
         self
     }
 
-    /// Keeps a keyed limiter's table in the file `path`, shared by every
-    /// process that opens it ([`SharedOptions`]: the mode of a new region,
-    /// its clock). A bare name (no `/`) is placed under `/dev/shm`. One
-    /// limit of a word algorithm, capacity ≥ 1; `docs/SHARED.md` says how
-    /// a region is created, attached, and what happens when a process dies.
-    pub fn shared(mut self, path: impl Into<PathBuf>, options: SharedOptions) -> Builder<L> {
-        self.shared = Some((path.into(), options));
+    /// Where the states come from ([`States`]): fresh unless given.
+    ///
+    /// ```
+    /// use ratecell::{Algorithm, Config, Limiter, Request, States};
+    ///
+    /// let t = 1_700_000_000_000_000_000;
+    /// let config = Config::new(Algorithm::Gcra, 2, 1_000_000_000);
+    /// let limiter = Limiter::builder().limit(config).build().unwrap();
+    /// assert!(limiter.check(Request::new(2).at(t)).allowed);
+    /// let mut saved = Vec::new();
+    /// limiter.snapshot_at(&mut saved, t).unwrap();
+    ///
+    /// let back = Limiter::builder()
+    ///     .limit(config)
+    ///     .states(States::bytes(saved.clone()))
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(!back.check(Request::new(1).at(t)).allowed, "the state came back");
+    /// // No limit given: the snapshot's own are taken (burst resolved).
+    /// let as_saved = Limiter::builder().states(States::bytes(saved)).build().unwrap();
+    /// assert_eq!(as_saved.limits(), &[config.burst(2).sub_windows(1)]);
+    /// ```
+    pub fn states(mut self, states: States) -> Builder<L> {
+        self.states = states;
         self
+    }
+
+    /// Restores the limiter from the snapshot file at `path` if it exists,
+    /// else makes it fresh, and saves it there every `every` (at least
+    /// 1 ms) by a background thread, atomically (a crash leaves the last
+    /// whole snapshot): a [`Persisted`] limiter, which dereferences to the
+    /// limiter and saves once more when dropped. Only a missing file
+    /// starts fresh: a file that exists but cannot be restored (damaged,
+    /// or of another configuration) is an error; remove it, or use
+    /// another path, to start afresh. The file is where the states come
+    /// from, so [`Builder::states`] must be left fresh ([`Field::States`]).
+    ///
+    /// ```
+    /// use ratecell::{Algorithm, Config, KeyedLimiter};
+    /// use std::time::Duration;
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("ratecell-doc-builder-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let path = dir.join("limits.snap");
+    /// let hourly = Config::new(Algorithm::Gcra, 1, 3_600_000_000_000).capacity(100);
+    /// let builder = KeyedLimiter::builder().limit(hourly).persisted(&path, Duration::from_secs(5));
+    /// let limiter = builder.clone().build()?;
+    /// assert!(limiter.check(42, 1).allowed);
+    /// drop(limiter); // saved once more
+    /// let again = builder.build()?;
+    /// assert!(!again.check(42, 1).allowed, "42's state came back from the file");
+    /// # drop(again);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), ratecell::SnapshotError>(())
+    /// ```
+    pub fn persisted(self, path: impl Into<PathBuf>, every: Duration) -> Builder<Persisted<L>>
+    where
+        L: crate::snapshot::Save,
+    {
+        let mut builder = self.into_kind();
+        builder.persisted = Some((path.into(), every));
+        builder
     }
 
     /// The same options, for another kind of limiter.
@@ -219,27 +352,22 @@ impl<L> Builder<L> {
             tiers: self.tiers,
             clock: self.clock,
             names: self.names,
-            shared: self.shared,
+            states: self.states,
+            persisted: self.persisted,
             kind: PhantomData,
         }
     }
 
     /// Refuses limits and tiers given together, and neither.
     fn checked_limits(&self) -> Result<(), Error> {
-        let refuse = |field, message: &str| {
-            Err(Error::Config(ConfigError {
-                field,
-                message: message.into(),
-            }))
-        };
         if !self.tiers.is_empty() && !self.limits.is_empty() {
-            return refuse(
+            return Err(refusal(
                 Field::Tiers,
                 "both limits and tiers were given: give every limit in its tier",
-            );
+            ));
         }
         if self.tiers.is_empty() && self.limits.is_empty() {
-            return refuse(Field::Limits, "no limit was given");
+            return Err(refusal(Field::Limits, "no limit was given"));
         }
         Ok(())
     }
@@ -262,160 +390,112 @@ impl<L> Builder<L> {
         }
     }
 
-    /// Refuses a shared region to `restore`, `load` and `persisted`: a
-    /// region is built or attached, never filled by the builder.
-    #[cfg(not(ratecell_loom))]
-    fn refuse_shared_restore(&self) -> Result<(), Error> {
-        match &self.shared {
-            None => Ok(()),
-            Some((path, _)) => Err(Error::Shared(SharedError {
-                kind: SharedErrorKind::Unsupported,
-                path: path.clone(),
-                message: "a builder restores no shared region: KeyedLimiter::restore_shared and load_shared fill a new region from a snapshot (and say whether they did); build() attaches one as it is".into(),
-            })),
-        }
-    }
-
     /// The tiers as the tiered constructors take them.
     fn tier_rows(&self) -> Vec<&[Config]> {
         self.tiers.iter().map(Vec::as_slice).collect()
     }
+
+    /// The snapshot the states come from, opened once: with no limit and
+    /// no tier given, its own limits (or tiers) become the builder's, read
+    /// from its header, then the same input is read from its start, so
+    /// the configuration and the states come from one snapshot even if the
+    /// file is replaced meanwhile. `None` for states not from a snapshot.
+    fn snapshot_input(&mut self) -> Result<Option<Box<dyn ReadSeek>>, SnapshotError> {
+        let mut input: Box<dyn ReadSeek> = match &self.states {
+            States::Snapshot(path) => Box::new(BufReader::new(File::open(path)?)),
+            States::Bytes(bytes) => Box::new(Cursor::new(bytes.clone())),
+            States::Fresh | States::Shared { .. } => return Ok(None),
+        };
+        if self.limits.is_empty() && self.tiers.is_empty() {
+            let (tiers, tiered) = saved_tiers(&mut input)?;
+            input.seek(SeekFrom::Start(0))?;
+            if tiered {
+                self.tiers = tiers;
+            } else {
+                self.limits = tiers.into_iter().next().unwrap_or_default();
+            }
+        }
+        Ok(Some(input))
+    }
+}
+
+/// A snapshot's input: read once for its header, then again from its start.
+trait ReadSeek: Read + Seek {}
+impl<T: Read + Seek> ReadSeek for T {}
+
+/// The error of an option refused: which field, and why.
+fn refusal(field: Field, message: &str) -> Error {
+    Error::Config(ConfigError {
+        field,
+        message: message.into(),
+    })
 }
 
 impl Builder<Limiter> {
-    /// The direct limiter: one state, every limit's capacity 0.
-    pub fn build(mut self) -> Result<Limiter, Error> {
+    /// The direct limiter of these options: one state, every limit's
+    /// capacity 0, its state fresh or a snapshot's ([`States`]; a shared
+    /// region holds a keyed table, [`Field::States`]). Names are not
+    /// saved in snapshots: a restored limiter has these options' names,
+    /// or none.
+    pub fn build(mut self) -> Result<Limiter, SnapshotError> {
+        if matches!(self.states, States::Shared { .. }) {
+            return Err(refusal(
+                Field::States,
+                "a shared region holds a keyed table: build a KeyedLimiter (capacity >= 1) and check one key",
+            )
+            .into());
+        }
+        let input = self.snapshot_input()?;
         self.checked_direct()?;
         let clock = self.clock_or_tsc();
-        let limiter = Limiter::with_clock_multi(&self.limits, clock)?;
-        self.named(limiter, Limiter::with_names)
-    }
-
-    /// The direct limiter of these options (limits, clock, names) holding
-    /// the state saved in `snapshot`. The snapshot must be of the same
-    /// limits in the same order, else [`SnapshotError::ConfigMismatch`]
-    /// names the first field that differs ([`Field::Limits`] when their
-    /// number does), before anything is allocated; damaged input is
-    /// refused with the error that says how. Names are not saved: the
-    /// restored limiter has these options' names, or none.
-    ///
-    /// ```
-    /// use ratecell::{Algorithm, Config, Limiter};
-    ///
-    /// let t = 1_700_000_000_000_000_000;
-    /// let config = Config::new(Algorithm::Gcra, 2, 1_000_000_000);
-    /// let limiter = Limiter::builder().limit(config).build().unwrap();
-    /// assert!(limiter.check(ratecell::Request::new(2).at(t)).allowed);
-    /// let mut saved = Vec::new();
-    /// limiter.snapshot_at(&mut saved, t).unwrap();
-    ///
-    /// let back = Limiter::builder().limit(config).restore(&saved[..]).unwrap();
-    /// assert!(!back.check(ratecell::Request::new(1).at(t)).allowed, "the state came back");
-    /// ```
-    #[cfg(not(ratecell_loom))]
-    pub fn restore(mut self, snapshot: impl Read) -> Result<Limiter, SnapshotError> {
-        self.checked_direct()?;
-        let clock = self.clock_or_tsc();
-        let limiter = Limiter::from_snapshot(snapshot, &self.limits, clock)?;
+        let limiter = match input {
+            None => Limiter::made(&self.limits, clock)?,
+            Some(input) => Limiter::from_snapshot(input, &self.limits, clock)?,
+        };
         Ok(self.named(limiter, Limiter::with_names)?)
     }
 
-    /// [`Builder::restore`] from the snapshot file at `path` (a missing
-    /// file is [`SnapshotError::Io`] of kind `NotFound`).
-    #[cfg(not(ratecell_loom))]
-    pub fn load(self, path: impl AsRef<Path>) -> Result<Limiter, SnapshotError> {
+    /// The fresh limiter of these options, for `Limiter::new`, whose
+    /// errors are a configuration's only.
+    pub(crate) fn build_fresh(mut self) -> Result<Limiter, Error> {
         self.checked_direct()?;
-        let file = File::open(path)?;
-        self.restore(BufReader::new(file))
+        let clock = self.clock_or_tsc();
+        let limiter = Limiter::made(&self.limits, clock)?;
+        self.named(limiter, Limiter::with_names)
     }
 
-    /// The direct limiter of these options, restored from the snapshot
-    /// file at `path` if it exists ([`Builder::load`]), else built fresh
-    /// ([`Builder::build`]), and saved there every `every` (at least
-    /// 1 ms) by a background thread ([`Persisted`]). A file that exists
-    /// but cannot be restored (damaged, or of another configuration) is
-    /// an error: remove it, or use another path, to start afresh.
-    #[cfg(not(ratecell_loom))]
-    pub fn persisted(
-        self,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Persisted<Limiter>, SnapshotError> {
-        let fresh = self.clone();
-        Persisted::open_or_build(path.as_ref(), every, |p| self.load(p), || fresh.build())
-    }
-
-    /// What a direct limiter refuses before anything is read or
-    /// allocated: no limits, tiers, a shared region.
+    /// What a direct limiter refuses before anything is allocated: no
+    /// limits, tiers.
     fn checked_direct(&self) -> Result<(), Error> {
         self.checked_limits()?;
         if !self.tiers.is_empty() {
-            return Err(Error::Config(ConfigError {
-                field: Field::Tiers,
-                message: "a direct Limiter has one state and no tiers; tiers are a KeyedLimiter's"
-                    .into(),
-            }));
-        }
-        if let Some((path, _)) = &self.shared {
-            return Err(Error::Shared(SharedError {
-                kind: SharedErrorKind::Unsupported,
-                path: path.clone(),
-                message: "a shared region holds a keyed table: build a KeyedLimiter (capacity >= 1) and check one key".into(),
-            }));
+            return Err(refusal(
+                Field::Tiers,
+                "a direct Limiter has one state and no tiers; tiers are a KeyedLimiter's",
+            ));
         }
         Ok(())
     }
 }
 
 impl Builder<KeyedLimiter> {
-    /// The keyed limiter: one state per key, every limit's capacity ≥ 1.
-    pub fn build(mut self) -> Result<KeyedLimiter, Error> {
-        self.checked_limits()?;
-        let limiter = if let Some((path, options)) = self.shared.take() {
-            if let Some(clock) = &self.clock {
-                return Err(Error::Shared(SharedError {
-                    kind: SharedErrorKind::Unsupported,
-                    path,
-                    message: format!(
-                        "a shared region reads its own clock, not {clock:?}; SharedOptions::coarse_clock chooses the coarse one"
-                    ),
-                }));
-            }
-            let [config] = self.limits[..] else {
-                return Err(Error::Shared(SharedError {
-                    kind: SharedErrorKind::Unsupported,
-                    path,
-                    message: "a shared region holds one limit, without tiers".into(),
-                }));
-            };
-            KeyedLimiter::open_shared_keyed(&path, config, &options, None)?
-        } else if self.tiers.is_empty() {
-            let clock = self.clock_or_tsc();
-            KeyedLimiter::with_clock_multi(&self.limits, clock)?
-        } else {
-            let clock = self.clock_or_tsc();
-            KeyedLimiter::with_clock_tiered_multi(&self.tier_rows(), clock)?
-        };
-        self.named(limiter, KeyedLimiter::with_names)
-    }
-
-    /// The keyed limiter of these options (limits or tiers, clock, names)
-    /// holding the states saved in `snapshot`, hashing keys with the
-    /// saved seed, so every key finds the state it had. The snapshot must
-    /// be of the same limits in the same order, or of the same tiers,
-    /// else [`SnapshotError::ConfigMismatch`] names the first field that
-    /// differs, before the table is allocated: [`Field::Limits`] when the
-    /// number of limits does, [`Field::Tiers`] when the number of tiers
-    /// does (a limiter without tiers counting 0), else the field, with
-    /// `limit` its index in the tiers' flat list (tier `t`'s limit `i` is
-    /// `t × limits + i`). Keys keep their states under whichever tier they
-    /// name next. Names are not saved: the restored limiter has these
-    /// options' names, or none. With [`Builder::shared`], refused
-    /// ([`crate::SharedErrorKind::Unsupported`]; see
-    /// [`KeyedLimiter::restore_shared`]).
+    /// The keyed limiter of these options: one state per key, every
+    /// limit's capacity ≥ 1, the states fresh, a snapshot's or a shared
+    /// region's ([`States`]).
+    ///
+    /// A snapshot restores with its saved key hasher's seed, so every key
+    /// finds the state it had, and must be of the same limits in the same
+    /// order, or of the same tiers, else [`SnapshotError::ConfigMismatch`]
+    /// names the first field that differs, before the table is allocated:
+    /// [`Field::Limits`] when the number of limits does, [`Field::Tiers`]
+    /// when the number of tiers does (a limiter without tiers counting 0),
+    /// else the field, with `limit` its index in the tiers' flat list (tier
+    /// `t`'s limit `i` is `t × limits + i`). Keys keep their states under
+    /// whichever tier they name next. Names are not saved: a restored
+    /// limiter has these options' names, or none.
     ///
     /// ```
-    /// use ratecell::{Algorithm, Config, KeyedLimiter, Request};
+    /// use ratecell::{Algorithm, Config, KeyedLimiter, Request, States};
     ///
     /// let t = 1_700_000_000_000_000_000;
     /// let free = Config::new(Algorithm::Gcra, 1, 1_000_000_000).capacity(100);
@@ -426,110 +506,135 @@ impl Builder<KeyedLimiter> {
     /// let mut saved = Vec::new();
     /// limiter.snapshot_at(&mut saved, t).unwrap();
     ///
-    /// let back = builder.restore(&saved[..]).unwrap();
+    /// let back = builder.states(States::bytes(saved)).build().unwrap();
     /// assert!(!back.check("alice", Request::new(1).at(t)).allowed, "alice's state came back");
     /// assert_eq!(back.limit_name(0), Some("per_second"));
     /// ```
-    #[cfg(not(ratecell_loom))]
-    pub fn restore(mut self, snapshot: impl Read) -> Result<KeyedLimiter, SnapshotError> {
-        self.checked_keyed_restore()?;
-        let clock = self.clock_or_tsc();
-        let limiter = if self.tiers.is_empty() {
-            KeyedLimiter::from_snapshot(snapshot, &self.limits, clock)?
-        } else {
-            KeyedLimiter::from_snapshot_tiered(snapshot, &self.tier_rows(), clock)?
+    pub fn build(mut self) -> Result<KeyedLimiter, SnapshotError> {
+        let limiter = match std::mem::take(&mut self.states) {
+            States::Shared {
+                region,
+                options,
+                seed,
+            } => self.shared(region, options, seed)?,
+            states => {
+                self.states = states;
+                let input = self.snapshot_input()?;
+                self.checked_limits()?;
+                let clock = self.clock_or_tsc();
+                match (input, self.tiers.is_empty()) {
+                    (None, true) => KeyedLimiter::made(&self.limits, clock, KeyHasher::random())?,
+                    (None, false) => {
+                        KeyedLimiter::made_tiered(&self.tier_rows(), clock, KeyHasher::random())?
+                    }
+                    (Some(input), true) => KeyedLimiter::from_snapshot(input, &self.limits, clock)?,
+                    (Some(input), false) => {
+                        KeyedLimiter::from_snapshot_tiered(input, &self.tier_rows(), clock)?
+                    }
+                }
+            }
         };
         Ok(self.named(limiter, KeyedLimiter::with_names)?)
     }
 
-    /// [`Builder::restore`] from the snapshot file at `path` (a missing
-    /// file is [`SnapshotError::Io`] of kind `NotFound`).
-    #[cfg(not(ratecell_loom))]
-    pub fn load(self, path: impl AsRef<Path>) -> Result<KeyedLimiter, SnapshotError> {
-        self.checked_keyed_restore()?;
-        let file = File::open(path)?;
-        self.restore(BufReader::new(file))
-    }
-
-    /// The keyed limiter of these options, restored from the snapshot
-    /// file at `path` if it exists ([`Builder::load`]), else built fresh
-    /// ([`Builder::build`]), and saved there every `every` (at least
-    /// 1 ms) by a background thread ([`Persisted`]). A file that exists
-    /// but cannot be restored (damaged, or of another configuration: other
-    /// limits, other tiers, or tiers where the file has none) is an
-    /// error: remove it, or use another path, to start afresh. With
-    /// [`Builder::shared`], refused as [`Builder::restore`] refuses it.
-    #[cfg(not(ratecell_loom))]
-    pub fn persisted(
-        self,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Persisted<KeyedLimiter>, SnapshotError> {
-        let fresh = self.clone();
-        Persisted::open_or_build(path.as_ref(), every, |p| self.load(p), || fresh.build())
-    }
-
-    /// What a keyed restore refuses before anything is read or
-    /// allocated: no limits, limits beside tiers, a shared region.
-    #[cfg(not(ratecell_loom))]
-    fn checked_keyed_restore(&self) -> Result<(), Error> {
+    /// The fresh limiter of these options, for `KeyedLimiter::new`, whose
+    /// errors are a configuration's only.
+    pub(crate) fn build_fresh(mut self) -> Result<KeyedLimiter, Error> {
         self.checked_limits()?;
-        self.refuse_shared_restore()
+        let clock = self.clock_or_tsc();
+        let limiter = KeyedLimiter::made(&self.limits, clock, KeyHasher::random())?;
+        self.named(limiter, KeyedLimiter::with_names)
+    }
+
+    /// The limiter of [`States::Shared`]: one limit, no tiers, the
+    /// region's clock.
+    fn shared(
+        &self,
+        region: PathBuf,
+        options: SharedOptions,
+        seed: Option<PathBuf>,
+    ) -> Result<KeyedLimiter, SnapshotError> {
+        self.checked_limits()?;
+        let unsupported = |path: PathBuf, message: String| {
+            Err(Error::Shared(SharedError {
+                kind: SharedErrorKind::Unsupported,
+                path,
+                message,
+            }))
+        };
+        if let Some(clock) = &self.clock {
+            return Ok(unsupported(
+                region,
+                format!(
+                    "a shared region reads its own clock, not {clock:?}; SharedOptions::coarse_clock chooses the coarse one"
+                ),
+            )?);
+        }
+        let [config] = self.limits[..] else {
+            return Ok(unsupported(
+                region,
+                "a shared region holds one limit, without tiers".into(),
+            )?);
+        };
+        KeyedLimiter::open_shared_seeded(&region, config, &options, seed.as_deref())
     }
 }
 
 impl Builder<AnyLimiter> {
-    /// A direct limiter when the first limit's capacity is 0, else a keyed
+    /// A direct limiter when the first limit's capacity is 0 (and there
+    /// are no tiers, the states are not a shared region's), else a keyed
     /// one: for callers whose configuration, not their code, says which.
-    pub fn build(self) -> Result<AnyLimiter, Error> {
-        Ok(if self.is_direct() {
+    /// With no limit given and the states a snapshot's, the snapshot's
+    /// first limit's capacity chooses.
+    pub fn build(mut self) -> Result<AnyLimiter, SnapshotError> {
+        // The snapshot's limits choose the kind, then the kind's build
+        // reads the snapshot again and checks it against those limits: a
+        // file replaced between the two reads by one of another
+        // configuration is refused, never mixed with the first.
+        if self.limits.is_empty() && self.tiers.is_empty() && self.states.is_snapshot() {
+            let mut probe = self.clone();
+            drop(probe.snapshot_input()?);
+            (self.limits, self.tiers) = (probe.limits, probe.tiers);
+        }
+        let direct = self.tiers.is_empty()
+            && !matches!(self.states, States::Shared { .. })
+            && self.limits.first().is_some_and(|c| c.capacity == 0);
+        Ok(if direct {
             AnyLimiter::Direct(self.into_kind::<Limiter>().build()?)
         } else {
             AnyLimiter::Keyed(self.into_kind::<KeyedLimiter>().build()?)
         })
     }
-
-    /// [`Builder::restore`] of a direct limiter when the first limit's
-    /// capacity is 0 (and there are no tiers, no shared region), else of
-    /// a keyed one: the options choose, as for [`Builder::build`], never
-    /// the snapshot (a snapshot of the other kind is refused as of
-    /// another configuration).
-    #[cfg(not(ratecell_loom))]
-    pub fn restore(self, snapshot: impl Read) -> Result<AnyLimiter, SnapshotError> {
-        Ok(if self.is_direct() {
-            AnyLimiter::Direct(self.into_kind::<Limiter>().restore(snapshot)?)
-        } else {
-            AnyLimiter::Keyed(self.into_kind::<KeyedLimiter>().restore(snapshot)?)
-        })
-    }
-
-    /// [`Builder::load`] of a direct or a keyed limiter, as
-    /// [`Builder::restore`] chooses.
-    #[cfg(not(ratecell_loom))]
-    pub fn load(self, path: impl AsRef<Path>) -> Result<AnyLimiter, SnapshotError> {
-        Ok(if self.is_direct() {
-            AnyLimiter::Direct(self.into_kind::<Limiter>().load(path)?)
-        } else {
-            AnyLimiter::Keyed(self.into_kind::<KeyedLimiter>().load(path)?)
-        })
-    }
-
-    /// [`Builder::persisted`] of a direct or a keyed limiter, as
-    /// [`Builder::restore`] chooses.
-    #[cfg(not(ratecell_loom))]
-    pub fn persisted(
-        self,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Persisted<AnyLimiter>, SnapshotError> {
-        let fresh = self.clone();
-        Persisted::open_or_build(path.as_ref(), every, |p| self.load(p), || fresh.build())
-    }
-
-    /// Whether these options make a direct limiter.
-    fn is_direct(&self) -> bool {
-        self.tiers.is_empty()
-            && self.shared.is_none()
-            && self.limits.first().is_some_and(|c| c.capacity == 0)
-    }
 }
+
+/// [`Builder::persisted`]'s terminal for each kind of limiter: the limiter
+/// of these options restored from the file if it exists, else fresh, then
+/// saved periodically (`Persisted::open_or_build` holds the rule).
+macro_rules! build_persisted {
+    ($($limiter:ty),*) => {$(
+        impl Builder<Persisted<$limiter>> {
+            /// The [`Persisted`] limiter of these options
+            /// ([`Builder::persisted`]).
+            pub fn build(self) -> Result<Persisted<$limiter>, SnapshotError> {
+                let (path, every) = self.persisted.clone().expect("made by Builder::persisted");
+                if self.states != States::Fresh {
+                    return Err(refusal(
+                        Field::States,
+                        "a persisted limiter's states come from its own file: leave states fresh",
+                    )
+                    .into());
+                }
+                let load: Builder<$limiter> = self.into_kind();
+                let fresh = load.clone();
+                Persisted::open_or_build(
+                    &path,
+                    every,
+                    |p| load.states(States::snapshot(p)).build(),
+                    || fresh.build(),
+                )
+            }
+        }
+    )*};
+}
+
+build_persisted!(Limiter, KeyedLimiter, AnyLimiter);

@@ -29,11 +29,11 @@
 //! - [`Clock`]: the TSC clock (default), a coarse cached clock, or a manual
 //!   clock ([`Builder::clock`]); a request may give its own time instead
 //!   ([`Request::at`]).
-//! - [`snapshot`]: every limiter saves its states while checks go on and is
-//!   restored from them after a restart by its builder
-//!   ([`Builder::restore`], [`Builder::load`]); [`Persisted`] does both
-//!   from one line ([`Builder::persisted`]: restore at start, save
-//!   periodically).
+//! - Where a limiter's states come from is one option of its builder
+//!   ([`Builder::states`], [`States`]): fresh, a [`snapshot`] (every
+//!   limiter saves its states while checks go on), a region shared by the
+//!   processes of a machine; [`Builder::persisted`] restores from a file at
+//!   start and saves there periodically ([`Persisted`]).
 //!
 //! ```
 //! use ratecell::{Algorithm, Clock, Config, Limiter};
@@ -94,7 +94,6 @@ mod policy;
 mod shared;
 /// Snapshots: save a limiter's states and restore them after a restart
 /// (docs/SNAPSHOT.md).
-#[cfg(not(ratecell_loom))]
 pub mod snapshot;
 pub mod state;
 mod stats;
@@ -102,7 +101,7 @@ mod sync;
 mod table;
 
 pub use any::AnyLimiter;
-pub use builder::Builder;
+pub use builder::{Builder, States};
 pub use check::acquire::AcquireError;
 pub use check::decision::Decision;
 pub use check::request::{Batch, Key, Request, Tier};
@@ -118,7 +117,6 @@ pub use limiter::Limiter;
 pub use policy::multi::{MAX_LIMITS, MultiDecision};
 pub use policy::tiers::{MAX_TIERS, TierError};
 pub use shared::SharedOptions;
-#[cfg(not(ratecell_loom))]
 pub use snapshot::{Persisted, SnapshotError};
 pub use stats::Stats;
 

@@ -287,27 +287,10 @@ impl Engine {
 
 impl Limiter {
     /// A limiter on the TSC clock. `config.capacity` must be 0 (a keyed
-    /// limiter is a [`crate::KeyedLimiter`]).
+    /// limiter is a [`crate::KeyedLimiter`]): the one-limit shorthand of
+    /// [`crate::Builder`], which it calls.
     pub fn new(config: Config) -> Result<Limiter, Error> {
-        Limiter::with_clock(config, Clock::tsc())
-    }
-
-    /// A limiter reading `clock` (a manual clock for simulations, or the
-    /// coarse clock).
-    pub(crate) fn with_clock(config: Config, clock: Clock) -> Result<Limiter, Error> {
-        let params = config.params()?;
-        if config.capacity != 0 {
-            return Err(ConfigError {
-                field: Field::Capacity,
-                message: format!(
-                    "a direct Limiter has one shared state, so it takes 0, not {}; use KeyedLimiter for per-key limits",
-                    config.capacity
-                ),
-            }
-            .into());
-        }
-        let (engine, owner) = Engine::new(&params)?;
-        Ok(Limiter::assemble(engine, owner, Limits::one(config), clock))
+        Limiter::builder().limit(config).build_fresh()
     }
 
     fn assemble(engine: Engine, owner: Owner, limits: Limits, clock: Clock) -> Limiter {
@@ -323,17 +306,37 @@ impl Limiter {
         }
     }
 
-    /// [`Limiter::new_multi`] reading `clock`.
-    pub(crate) fn with_clock_multi(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
+    /// A limiter of `configs` (one limit, or several checked as one:
+    /// [`crate::Builder::limit`]) reading `clock`: the one constructor,
+    /// which [`crate::Builder`] calls for every direct limiter it makes,
+    /// fresh or restored.
+    pub(crate) fn made(configs: &[Config], clock: Clock) -> Result<Limiter, Error> {
         // One limit needs no composite, and is judged alone: its errors
         // name no limit's index.
         if let [config] = configs {
-            return Limiter::with_clock(*config, clock);
+            let params = config.params()?;
+            if config.capacity != 0 {
+                return Err(ConfigError {
+                    field: Field::Capacity,
+                    message: format!(
+                        "a direct Limiter has one shared state, so it takes 0, not {}; use KeyedLimiter for per-key limits",
+                        config.capacity
+                    ),
+                }
+                .into());
+            }
+            let (engine, owner) = Engine::new(&params)?;
+            return Ok(Limiter::assemble(
+                engine,
+                owner,
+                Limits::one(*config),
+                clock,
+            ));
         }
         let all = crate::policy::multi::all_of(configs, 128)?;
         if configs[0].capacity != 0 {
             // A capacity is refused there.
-            return Limiter::with_clock(configs[0], clock);
+            return Limiter::made(&configs[..1], clock);
         }
         let (engine, owner) = if all.is_word() {
             let (live, owner) = Live::new(all);

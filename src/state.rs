@@ -301,7 +301,7 @@ mod tests {
             let rule = Rule::new(&config).unwrap();
             let t0 = 1_700_000_000_000_000_000;
             let (clock, _hand) = Clock::manual(t0);
-            let limiter = Limiter::with_clock(config, clock).unwrap();
+            let limiter = Limiter::made(&[config], clock).unwrap();
             let mut state = vec![0; rule.words()];
             let (mut x, mut t) = (0x9e37_79b9_7f4a_7c15u64 ^ alg as u64, t0);
             for _ in 0..2_000 {

@@ -46,7 +46,9 @@ use model::trace::{
 use model::{MAX_LIMIT, MAX_PERIOD, MIN_PERIOD, Model};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use ratecell::{Algorithm, Batch, Clock, Config, Decision, Error, Field, KeyedLimiter, Request};
+use ratecell::{
+    Algorithm, Batch, Clock, Config, Decision, Error, Field, KeyedLimiter, Request, SnapshotError,
+};
 use std::collections::{HashMap, HashSet};
 
 /// Longest byte key generated.
@@ -483,7 +485,9 @@ fn compare(case: &Case, follow: Follow, large: bool) -> Result<(), TestCaseError
         .build()
     {
         Ok(limiter) => limiter,
-        Err(Error::Config(e)) if large && e.field == Field::Limit => return Ok(()),
+        Err(SnapshotError::Limiter(Error::Config(e))) if large && e.field == Field::Limit => {
+            return Ok(());
+        }
         Err(e) => {
             return Err(TestCaseError::fail(format!(
                 "{:?} refused: {e}",

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{
     Algorithm, Clock, Config, Error, Field, KeyedLimiter, Limiter, MAX_LIMITS, MultiDecision,
-    Overflow, Request,
+    Overflow, Request, SnapshotError,
 };
 
 #[derive(Clone, Debug)]
@@ -167,9 +167,9 @@ proptest! {
 
 const S: u64 = 1_000_000_000;
 
-fn field(e: Error) -> Field {
+fn field(e: SnapshotError) -> Field {
     match e {
-        Error::Config(c) => c.field,
+        SnapshotError::Limiter(Error::Config(c)) => c.field,
         e => panic!("not a configuration error: {e}"),
     }
 }
@@ -268,7 +268,7 @@ fn bad_lists_of_limits_get_named_errors() {
         KeyedLimiter::builder()
             .limits(&[longest, bucket].map(|c| c.capacity(10)))
             .build(),
-        Err(ratecell::Error::OutOfMemory { .. })
+        Err(SnapshotError::Limiter(ratecell::Error::OutOfMemory { .. }))
     ));
 }
 

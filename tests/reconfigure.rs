@@ -7,7 +7,7 @@
 
 use ratecell::{
     Algorithm, Clock, Config, Error, Field, KeyedLimiter, Limiter, Overflow, ReconfigureError,
-    Request, SharedOptions,
+    Request, SnapshotError, States,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -285,14 +285,16 @@ fn a_shared_region_is_refused() {
     let config = Config::new(Algorithm::Gcra, 10, S).capacity(64);
     let opened = KeyedLimiter::builder()
         .limit(config)
-        .shared(&path, SharedOptions::default())
+        .states(States::shared(&path))
         .build();
     let result = opened.map(|k| k.reconfigure(&[Config::new(Algorithm::Gcra, 20, S).capacity(64)]));
     let _ = std::fs::remove_dir_all(&dir);
     match result {
         Ok(done) => assert_eq!(refusal(done.unwrap_err()).field, Field::Limits),
         // A platform without shared regions has nothing to refuse.
-        Err(Error::Shared(e)) => eprintln!("shared regions unavailable here: {e}"),
+        Err(SnapshotError::Limiter(Error::Shared(e))) => {
+            eprintln!("shared regions unavailable here: {e}")
+        }
         Err(e) => panic!("{e}"),
     }
 }
@@ -444,7 +446,11 @@ fn a_snapshot_after_a_reconfiguration_restores_under_the_new_limits() {
         k.reconfigure(&[after]).unwrap();
         let mut file = Vec::new();
         k.snapshot_at(&mut file, T).unwrap();
-        let saved = ratecell::snapshot::saved_config(&file[..]).unwrap();
+        let saved = *KeyedLimiter::builder()
+            .states(States::bytes(&file[..]))
+            .build()
+            .unwrap()
+            .config();
         assert_eq!(
             (saved.limit, saved.period_ns),
             (12, S),
@@ -453,7 +459,8 @@ fn a_snapshot_after_a_reconfiguration_restores_under_the_new_limits() {
         let back = KeyedLimiter::builder()
             .limit(after)
             .clock(Clock::manual(T).0)
-            .restore(&file[..])
+            .states(States::bytes(&file[..]))
+            .build()
             .unwrap();
         for key in 0..20 {
             assert_eq!(

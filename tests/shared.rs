@@ -6,7 +6,9 @@
 //! A worker is this binary run with `RATECELL_SHARED_WORKER` set and the
 //! test `worker` selected; it reads its orders from the environment.
 
-use ratecell::{Algorithm, Config, Error, KeyedLimiter, Request, SharedErrorKind, SharedOptions};
+use ratecell::{
+    Algorithm, Config, Error, KeyedLimiter, Request, SharedErrorKind, SnapshotError, States,
+};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -50,9 +52,9 @@ fn config(algorithm: Algorithm, limit: u64) -> Config {
     Config::new(algorithm, limit, HOUR).capacity(1000)
 }
 
-fn kind(result: Result<KeyedLimiter, Error>) -> SharedErrorKind {
+fn kind(result: Result<KeyedLimiter, SnapshotError>) -> SharedErrorKind {
     match result {
-        Err(Error::Shared(e)) => {
+        Err(SnapshotError::Limiter(Error::Shared(e))) => {
             assert!(!e.message.is_empty());
             e.kind
         }
@@ -129,13 +131,15 @@ fn worker() {
     let mode = order("MODE");
     let opened = KeyedLimiter::builder()
         .limit(config(algorithm, limit))
-        .shared(&path, SharedOptions::default())
+        .states(States::shared(&path))
         .build();
     let mut out = std::io::stdout();
     if mode == "open" {
         match opened {
             Ok(_) => writeln!(out, "@ok {limit}").unwrap(),
-            Err(Error::Shared(e)) => writeln!(out, "@err {:?}", e.kind).unwrap(),
+            Err(SnapshotError::Limiter(Error::Shared(e))) => {
+                writeln!(out, "@err {:?}", e.kind).unwrap()
+            }
             Err(e) => writeln!(out, "@other {e}").unwrap(),
         }
         return;
@@ -250,7 +254,7 @@ fn processes_killed_mid_run_never_block_or_over_admit_the_others() {
     drop(
         KeyedLimiter::builder()
             .limit(config(Algorithm::FixedWindow, limit))
-            .shared(&region.0, SharedOptions::default())
+            .states(States::shared(&region.0))
             .build()
             .unwrap(),
     );
@@ -286,7 +290,7 @@ fn processes_killed_mid_run_never_block_or_over_admit_the_others() {
     }
     let check = KeyedLimiter::builder()
         .limit(config(Algorithm::FixedWindow, limit))
-        .shared(&region.0, SharedOptions::default())
+        .states(States::shared(&region.0))
         .build()
         .unwrap();
     let left = check.check(0, Request::new(0).at(T0)).remaining;
@@ -334,7 +338,7 @@ fn eight_processes_creating_at_once_agree_on_one_configuration() {
         assert!(
             KeyedLimiter::builder()
                 .limit(config(Algorithm::Gcra, won))
-                .shared(&region.0, SharedOptions::default())
+                .states(States::shared(&region.0))
                 .build()
                 .is_ok()
         );
@@ -349,7 +353,7 @@ fn files_that_are_not_this_region_give_named_errors() {
     drop(
         KeyedLimiter::builder()
             .limit(good)
-            .shared(path, SharedOptions::default())
+            .states(States::shared(path))
             .build()
             .unwrap(),
     );
@@ -359,7 +363,7 @@ fn files_that_are_not_this_region_give_named_errors() {
         kind(
             KeyedLimiter::builder()
                 .limit(config(Algorithm::Gcra, 6))
-                .shared(path, SharedOptions::default())
+                .states(States::shared(path))
                 .build()
         ),
         SharedErrorKind::ConfigMismatch
@@ -368,7 +372,7 @@ fn files_that_are_not_this_region_give_named_errors() {
         kind(
             KeyedLimiter::builder()
                 .limit(config(Algorithm::TokenBucket, 5))
-                .shared(path, SharedOptions::default())
+                .states(States::shared(path))
                 .build()
         ),
         SharedErrorKind::ConfigMismatch
@@ -383,7 +387,7 @@ fn files_that_are_not_this_region_give_named_errors() {
         kind(
             KeyedLimiter::builder()
                 .limit(good)
-                .shared(path, SharedOptions::default())
+                .states(States::shared(path))
                 .build()
         ),
         SharedErrorKind::Version
@@ -397,7 +401,7 @@ fn files_that_are_not_this_region_give_named_errors() {
         kind(
             KeyedLimiter::builder()
                 .limit(good)
-                .shared(path, SharedOptions::default())
+                .states(States::shared(path))
                 .build()
         ),
         SharedErrorKind::NotARegion
@@ -410,7 +414,7 @@ fn files_that_are_not_this_region_give_named_errors() {
             kind(
                 KeyedLimiter::builder()
                     .limit(good)
-                    .shared(path, SharedOptions::default())
+                    .states(States::shared(path))
                     .build()
             ),
             SharedErrorKind::Truncated,
@@ -425,7 +429,7 @@ fn files_that_are_not_this_region_give_named_errors() {
         kind(
             KeyedLimiter::builder()
                 .limit(good)
-                .shared(path, SharedOptions::default())
+                .states(States::shared(path))
                 .build()
         ),
         SharedErrorKind::NotARegion
@@ -436,7 +440,7 @@ fn files_that_are_not_this_region_give_named_errors() {
         kind(
             KeyedLimiter::builder()
                 .limit(good)
-                .shared("/dev/shm", SharedOptions::default())
+                .states(States::shared("/dev/shm"))
                 .build()
         ),
         SharedErrorKind::Io
@@ -445,7 +449,7 @@ fn files_that_are_not_this_region_give_named_errors() {
         kind(
             KeyedLimiter::builder()
                 .limit(good)
-                .shared("/nonexistent-dir/r", SharedOptions::default())
+                .states(States::shared("/nonexistent-dir/r"))
                 .build()
         ),
         SharedErrorKind::Io
@@ -456,7 +460,7 @@ fn files_that_are_not_this_region_give_named_errors() {
         kind(
             KeyedLimiter::builder()
                 .limit(c)
-                .shared(path, SharedOptions::default())
+                .states(States::shared(path))
                 .build(),
         )
     };
@@ -481,7 +485,7 @@ fn a_new_region_has_mode_0600_and_a_bare_name_lives_in_dev_shm() {
     let region = Region(Path::new("/dev/shm").join(&name));
     let limiter = KeyedLimiter::builder()
         .limit(config(Algorithm::Gcra, 5))
-        .shared(&name, SharedOptions::default())
+        .states(States::shared(&name))
         .build()
         .unwrap();
     let mode = std::fs::metadata(&region.0).unwrap().permissions().mode();
@@ -489,7 +493,7 @@ fn a_new_region_has_mode_0600_and_a_bare_name_lives_in_dev_shm() {
     // Two handles in one process share the limit too.
     let other = KeyedLimiter::builder()
         .limit(config(Algorithm::Gcra, 5))
-        .shared(&region.0, SharedOptions::default())
+        .states(States::shared(&region.0))
         .build()
         .unwrap();
     let admitted = (0..10)
@@ -510,7 +514,11 @@ fn a_new_region_has_mode_0600_and_a_bare_name_lives_in_dev_shm() {
     drop(
         KeyedLimiter::builder()
             .limit(config(Algorithm::Gcra, 5))
-            .shared(&second.0, group)
+            .states(States::Shared {
+                region: (&second.0).into(),
+                options: group,
+                seed: None,
+            })
             .build()
             .unwrap(),
     );
@@ -544,7 +552,7 @@ fn a_latch_left_by_a_dead_process_is_taken_over_and_a_live_one_waited_for() {
     let region = Region::new("latch");
     let limiter = KeyedLimiter::builder()
         .limit(config(Algorithm::Gcra, 5))
-        .shared(&region.0, SharedOptions::default())
+        .states(States::shared(&region.0))
         .build()
         .unwrap();
     // Capacity 1000: one shard.
@@ -646,17 +654,19 @@ fn a_region_larger_than_its_file_system_is_refused_when_made() {
     let big = Config::new(Algorithm::Gcra, 1, HOUR).capacity(1_000_000);
     match KeyedLimiter::builder()
         .limit(big)
-        .shared(&path, SharedOptions::default())
+        .states(States::shared(&path))
         .build()
     {
-        Err(Error::OutOfMemory { bytes }) => assert!(bytes > 1 << 20, "{bytes} bytes"),
+        Err(SnapshotError::Limiter(Error::OutOfMemory { bytes })) => {
+            assert!(bytes > 1 << 20, "{bytes} bytes")
+        }
         other => panic!("expected OutOfMemory, got {other:?}"),
     }
     // The failed attempt leaves nothing behind, and a region that fits works.
     assert!(!path.exists());
     let lim = KeyedLimiter::builder()
         .limit(config(Algorithm::Gcra, 2))
-        .shared(&path, SharedOptions::default())
+        .states(States::shared(&path))
         .build()
         .unwrap();
     assert!(lim.check(7, Request::new(2).at(T0)).allowed);
@@ -685,7 +695,7 @@ fn hostile_cells_make_no_check_panic_or_hang() {
         let cfg = Config::new(algorithm, 1 + next() % 40, HOUR).capacity(4096);
         let limiter = KeyedLimiter::builder()
             .limit(cfg)
-            .shared(&region.0, SharedOptions::default())
+            .states(States::shared(&region.0))
             .build()
             .unwrap();
         for key in 0..500 {
@@ -708,7 +718,7 @@ fn hostile_cells_make_no_check_panic_or_hang() {
         file.write_all_at(&page, len - page.len() as u64).unwrap();
         let again = KeyedLimiter::builder()
             .limit(cfg)
-            .shared(&region.0, SharedOptions::default())
+            .states(States::shared(&region.0))
             .build()
             .unwrap();
         for l in [&limiter, &again] {

@@ -7,10 +7,9 @@
 #![cfg(not(ratecell_loom))]
 
 use proptest::prelude::*;
-use ratecell::snapshot::saved_config;
 use ratecell::{
     Algorithm, AnyLimiter, Clock, Config, Error, Field, KeyedLimiter, Limiter, Overflow, Request,
-    SharedErrorKind, SharedOptions, SnapshotError,
+    SnapshotError, States,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,23 +26,32 @@ fn clock() -> Clock {
     Clock::manual(T0).0
 }
 
+/// The first limit saved in `snapshot`: what a builder given no limit
+/// takes from it.
+fn saved_config(snapshot: &[u8]) -> Result<Config, SnapshotError> {
+    let limiter = AnyLimiter::builder()
+        .clock(clock())
+        .states(States::bytes(snapshot))
+        .build()?;
+    Ok(*limiter.config())
+}
+
 /// `config`'s keyed limiter on the test clock, restored from `snapshot`.
-fn restore_keyed(
-    config: Config,
-    snapshot: impl std::io::Read,
-) -> Result<KeyedLimiter, SnapshotError> {
+fn restore_keyed(config: Config, snapshot: &[u8]) -> Result<KeyedLimiter, SnapshotError> {
     KeyedLimiter::builder()
         .limit(config)
         .clock(clock())
-        .restore(snapshot)
+        .states(States::bytes(snapshot))
+        .build()
 }
 
 /// `config`'s direct limiter on the test clock, restored from `snapshot`.
-fn restore_direct(config: Config, snapshot: impl std::io::Read) -> Result<Limiter, SnapshotError> {
+fn restore_direct(config: Config, snapshot: &[u8]) -> Result<Limiter, SnapshotError> {
     Limiter::builder()
         .limit(config)
         .clock(clock())
-        .restore(snapshot)
+        .states(States::bytes(snapshot))
+        .build()
 }
 
 /// xorshift64*: a reproducible trace without a dependency.
@@ -404,7 +412,8 @@ fn a_different_configuration_is_refused_naming_the_field() {
     let r = KeyedLimiter::builder()
         .limit(cfg.overflow(Overflow::Allow).burst(10))
         .clock(clock())
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
         .unwrap();
     assert_eq!(r.check(1, Request::new(0).at(T0)).remaining, 7);
     assert_eq!(r.config().overflow, Overflow::Allow);
@@ -545,6 +554,7 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
         let l = KeyedLimiter::builder()
             .limit(cfg)
             .persisted(&path, Duration::from_secs(3600))
+            .build()
             .unwrap();
         assert!(!path.exists(), "no file until the first save");
         for _ in 0..5 {
@@ -564,6 +574,7 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
     let l = KeyedLimiter::builder()
         .limit(cfg)
         .persisted(&path, Duration::from_secs(3600))
+        .build()
         .unwrap();
     assert!(
         !l.check(9, Request::new(1).at(now)).allowed,
@@ -573,6 +584,7 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
     let err = KeyedLimiter::builder()
         .limit(cfg.capacity(50))
         .persisted(&path, Duration::from_secs(1))
+        .build()
         .unwrap_err();
     assert!(matches!(
         err,
@@ -592,7 +604,8 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
     let back = Limiter::builder()
         .limit(config(Algorithm::Gcra, 2))
         .clock(clock())
-        .load(dir.join("direct.snap"))
+        .states(States::snapshot(dir.join("direct.snap")))
+        .build()
         .unwrap();
     assert!(!back.check(Request::new(1).at(T0)).allowed);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -603,7 +616,7 @@ fn files_are_saved_atomically_and_persisted_limiters_come_back() {
 /// direct-or-keyed limiter restored as its options say; and what they
 /// refuse by name (a shared region, a direct limiter's tiers).
 #[test]
-fn the_builder_restores_with_every_option_and_refuses_a_shared_region_by_name() {
+fn the_builder_restores_with_every_option_and_refuses_states_it_cannot_take_by_name() {
     let dir = temp_dir("builder");
     let per_second = config(Algorithm::Gcra, 2).capacity(100);
     let per_minute = Config::new(Algorithm::FixedWindow, 5, 60 * SECOND).capacity(100);
@@ -618,7 +631,11 @@ fn the_builder_restores_with_every_option_and_refuses_a_shared_region_by_name() 
     let l = builder.clone().build().unwrap();
     assert!(l.check(7, Request::new(2).at(T0)).allowed);
     let bytes = snapshot_bytes_keyed(&l, T0);
-    let back = builder.clone().restore(&bytes[..]).unwrap();
+    let back = builder
+        .clone()
+        .states(States::bytes(&bytes[..]))
+        .build()
+        .unwrap();
     assert_eq!(back.limit_name(0), Some("per_second"));
     assert_eq!(back.limit_name(1), Some("per_minute"));
     let each = back.check_each(7, Request::new(1).at(T0));
@@ -631,11 +648,17 @@ fn the_builder_restores_with_every_option_and_refuses_a_shared_region_by_name() 
     );
     let unnamed = KeyedLimiter::builder()
         .limits(&[per_second, per_minute])
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
         .unwrap();
     assert_eq!(unnamed.limit_name(0), None, "names are not saved");
     // Names of another count are refused after the snapshot fits.
-    match builder.clone().names(&["one"]).restore(&bytes[..]) {
+    match builder
+        .clone()
+        .names(&["one"])
+        .states(States::bytes(&bytes[..]))
+        .build()
+    {
         Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Limits),
         other => panic!("{other:?}"),
     }
@@ -648,6 +671,7 @@ fn the_builder_restores_with_every_option_and_refuses_a_shared_region_by_name() 
         .limit(per_second)
         .clock(manual)
         .persisted(&path, Duration::from_secs(3600))
+        .build()
         .unwrap();
     assert!(p.check(1, 2).allowed);
     assert!(!p.check(1, 1).allowed);
@@ -659,6 +683,7 @@ fn the_builder_restores_with_every_option_and_refuses_a_shared_region_by_name() 
         .limit(per_second)
         .clock(later)
         .persisted(&path, Duration::from_secs(3600))
+        .build()
         .unwrap();
     assert_eq!(p.now_ns(), T0 + SECOND / 2, "the builder's clock");
     assert!(!p.check(1, 1).allowed, "key 1 spent what it had");
@@ -676,13 +701,15 @@ fn the_builder_restores_with_every_option_and_refuses_a_shared_region_by_name() 
     let any = AnyLimiter::builder()
         .limit(direct)
         .clock(clock())
-        .load(dir.join("direct.snap"))
+        .states(States::snapshot(dir.join("direct.snap")))
+        .build()
         .unwrap();
     assert!(matches!(any, AnyLimiter::Direct(_)));
     assert!(!any.check(0, Request::new(1).at(T0)).allowed);
     match AnyLimiter::builder()
         .limit(direct.capacity(100))
-        .load(dir.join("direct.snap"))
+        .states(States::snapshot(dir.join("direct.snap")))
+        .build()
     {
         Err(SnapshotError::ConfigMismatch { field, .. }) => assert_eq!(field, Field::Capacity),
         other => panic!("{other:?}"),
@@ -691,49 +718,84 @@ fn the_builder_restores_with_every_option_and_refuses_a_shared_region_by_name() 
         .limit(per_second)
         .clock(clock())
         .persisted(dir.join("any.snap"), Duration::from_secs(3600))
+        .build()
         .unwrap();
     assert!(matches!(*any.limiter().as_ref(), AnyLimiter::Keyed(_)));
     drop(any);
     assert!(dir.join("any.snap").exists(), "saved on drop");
 
     // A direct limiter has no tiers; a builder without limits makes none.
-    match Limiter::builder().tier(&[direct]).restore(&bytes[..]) {
+    match Limiter::builder()
+        .tier(&[direct])
+        .states(States::bytes(&bytes[..]))
+        .build()
+    {
         Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Tiers),
         other => panic!("{other:?}"),
     }
-    match KeyedLimiter::builder().persisted(dir.join("none.snap"), Duration::from_secs(1)) {
+    match KeyedLimiter::builder()
+        .persisted(dir.join("none.snap"), Duration::from_secs(1))
+        .build()
+    {
         Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Limits),
         other => panic!("{other:?}"),
     }
 
-    // A shared region: every terminal but build refuses it, by name,
-    // before reading the snapshot or touching the region.
+    // A snapshot file and no limit: the file's own limits, names none.
+    l.save_at(dir.join("two.snap"), T0).unwrap();
+    let as_saved = KeyedLimiter::builder()
+        .clock(clock())
+        .states(States::snapshot(dir.join("two.snap")))
+        .build()
+        .unwrap();
+    assert_eq!(as_saved.limits().len(), 2);
+    assert_eq!(as_saved.limits()[1].period_ns, 60 * SECOND);
+    assert_eq!(as_saved.limit_name(0), None);
+    assert!(
+        !as_saved.check(7, Request::new(1).at(T0)).allowed,
+        "7 spent its second"
+    );
+    // A missing file is the I/O error of its kind, not a fresh limiter.
+    match KeyedLimiter::builder()
+        .limit(per_second)
+        .states(States::snapshot(dir.join("absent.snap")))
+        .build()
+    {
+        Err(SnapshotError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+        other => panic!("{other:?}"),
+    }
+
+    // A shared region's states are a keyed limiter's, and never beside a
+    // persisted file's: refused by name, before the region is touched.
     let region = dir.join("region");
-    let shared = || {
-        KeyedLimiter::builder()
-            .limit(per_second)
-            .shared(&region, SharedOptions::default())
-    };
-    let refused = |r: Result<(), SnapshotError>| match r {
-        Err(SnapshotError::Limiter(Error::Shared(e))) => {
-            assert_eq!(e.kind, SharedErrorKind::Unsupported);
-            assert_eq!(e.path, region);
-            assert!(e.message.contains("restore_shared"), "{}", e.message);
+    let states_refused = |r: Result<(), SnapshotError>| match r {
+        Err(SnapshotError::Limiter(Error::Config(e))) => {
+            assert_eq!(e.field, Field::States);
+            assert!(!e.message.is_empty());
         }
         other => panic!("{other:?}"),
     };
-    refused(shared().restore(&bytes[..]).map(drop));
-    refused(shared().load(dir.join("missing.snap")).map(drop));
-    refused(
-        shared()
-            .persisted(dir.join("missing.snap"), Duration::from_secs(1))
+    states_refused(
+        Limiter::builder()
+            .limit(direct)
+            .states(States::shared(&region))
+            .build()
             .map(drop),
     );
-    refused(
-        AnyLimiter::builder()
+    states_refused(
+        KeyedLimiter::builder()
             .limit(per_second)
-            .shared(&region, SharedOptions::default())
-            .restore(&bytes[..])
+            .states(States::shared(&region))
+            .persisted(dir.join("missing.snap"), Duration::from_secs(1))
+            .build()
+            .map(drop),
+    );
+    states_refused(
+        KeyedLimiter::builder()
+            .limit(per_second)
+            .states(States::bytes(&bytes[..]))
+            .persisted(dir.join("missing.snap"), Duration::from_secs(1))
+            .build()
             .map(drop),
     );
     assert!(!region.exists() && !dir.join("missing.snap").exists());
@@ -755,6 +817,7 @@ fn helper_child_saving_until_killed() {
     let l = KeyedLimiter::builder()
         .limit(cfg)
         .persisted(&path, Duration::from_millis(1))
+        .build()
         .unwrap();
     let mut key = 0u64;
     loop {
@@ -783,7 +846,10 @@ fn a_process_killed_while_saving_leaves_a_snapshot_that_restores() {
         // moment while the saves go on.
         let mut waited = 0;
         while waited < 30_000 {
-            let saved = KeyedLimiter::builder().limit(cfg).load(&path);
+            let saved = KeyedLimiter::builder()
+                .limit(cfg)
+                .states(States::snapshot(&path))
+                .build();
             if saved.is_ok_and(|l| l.stats().keys_tracked > 0) {
                 break;
             }
@@ -795,7 +861,8 @@ fn a_process_killed_while_saving_leaves_a_snapshot_that_restores() {
         child.wait().unwrap();
         let l = KeyedLimiter::builder()
             .limit(cfg)
-            .load(&path)
+            .states(States::snapshot(&path))
+            .build()
             .unwrap_or_else(|e| panic!("round {round}: the file left by the killed process: {e}"));
         restored_keys.push(l.stats().keys_tracked);
     }
@@ -1010,7 +1077,8 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
     if let Ok(back) = Limiter::builder()
         .limits(&limits)
         .clock(clock())
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
     {
         obeys_the_bound(&limits, 1, at, &mut rng, |_, cost, t| {
             back.check(Request::new(cost).at(t)).allowed
@@ -1031,7 +1099,8 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
     if let Ok(back) = KeyedLimiter::builder()
         .limits(&keyed)
         .clock(clock())
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
     {
         obeys_the_bound(&limits, FUZZ_KEYS, at, &mut rng, |key, cost, t| {
             back.check(key, Request::new(cost).at(t)).allowed
@@ -1071,7 +1140,8 @@ fn multi_and_tiered_case(seed: u64) -> Result<(), TestCaseError> {
         .tier(&tiers[..1])
         .tier(&tiers[1..])
         .clock(clock())
-        .restore(&bytes[..]);
+        .states(States::bytes(&bytes[..]))
+        .build();
     if let Ok(back) = restored {
         for tier in 0..2 {
             obeys_the_bound(

@@ -8,8 +8,10 @@
 #![cfg(not(ratecell_loom))]
 
 use proptest::prelude::*;
-use ratecell::snapshot::{saved_config, saved_configs};
-use ratecell::{Algorithm, Clock, Config, Field, KeyedLimiter, Limiter, Request, SnapshotError};
+use ratecell::{
+    Algorithm, AnyLimiter, Clock, Config, Field, KeyedLimiter, Limiter, Request, SnapshotError,
+    States,
+};
 use std::time::Duration;
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -35,6 +37,19 @@ impl Rng {
 }
 
 /// 2 to 4 limits of random algorithms, limits and periods (capacity 0).
+/// Every limit saved in `snapshot`: what a builder given no limit takes
+/// from it.
+fn saved_configs(snapshot: &[u8]) -> Result<Vec<Config>, SnapshotError> {
+    let limiter = AnyLimiter::builder()
+        .clock(clock())
+        .states(States::bytes(snapshot))
+        .build()?;
+    Ok(match &limiter {
+        AnyLimiter::Direct(l) => l.limits().to_vec(),
+        AnyLimiter::Keyed(k) => k.limits().to_vec(),
+    })
+}
+
 fn random_limits(rng: &mut Rng) -> Vec<Config> {
     let n = 2 + rng.below(3) as usize;
     (0..n)
@@ -153,7 +168,8 @@ fn keyed_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_rest
         let restored = KeyedLimiter::builder()
             .limits(&configs)
             .clock(clock())
-            .restore(&bytes[..])
+            .states(States::bytes(&bytes[..]))
+            .build()
             .unwrap_or_else(|e| panic!("case {case} {configs:?}: {e}"));
         let mut denied = 0;
         for (i, &(key, cost, t)) in steps[split..].iter().enumerate() {
@@ -203,7 +219,8 @@ fn direct_several_limits_round_trip_decides_the_rest_of_a_trace_as_without_a_res
         let restored = Limiter::builder()
             .limits(configs)
             .clock(clock())
-            .restore(&bytes[..])
+            .states(States::bytes(&bytes[..]))
+            .build()
             .unwrap_or_else(|e| panic!("case {case} {configs:?}: {e}"));
         assert_eq!(restored.limits(), &configs[..]);
         for (i, &(_, cost, t)) in steps[split..].iter().enumerate() {
@@ -233,7 +250,8 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     let mismatch = |wanted: &[Config]| match KeyedLimiter::builder()
         .limits(wanted)
         .clock(clock())
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
     {
         Err(SnapshotError::ConfigMismatch {
             limit,
@@ -264,7 +282,8 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
     let err = KeyedLimiter::builder()
         .limits(&other)
         .clock(clock())
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
         .unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -278,7 +297,8 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
         KeyedLimiter::builder()
             .limit(list[0])
             .clock(clock())
-            .restore(&bytes[..]),
+            .states(States::bytes(&bytes[..]))
+            .build(),
         Err(SnapshotError::ConfigMismatch {
             field: Field::Limits,
             ..
@@ -295,7 +315,8 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
         KeyedLimiter::builder()
             .limits(&list)
             .clock(clock())
-            .restore(&one[..]),
+            .states(States::bytes(&one[..]))
+            .build(),
         Err(SnapshotError::ConfigMismatch {
             field: Field::Limits,
             saved: 1,
@@ -310,18 +331,19 @@ fn the_limits_must_match_in_number_and_order_naming_the_limit_and_field() {
         KeyedLimiter::builder()
             .limits(&bad)
             .clock(clock())
-            .restore(&bytes[..]),
+            .states(States::bytes(&bytes[..]))
+            .build(),
         Err(SnapshotError::Limiter(_))
     ));
-    // The header gives every limit back, the first alone from saved_config.
+    // The header gives every limit back to a builder given none.
     let saved = saved_configs(&bytes[..]).unwrap();
     assert_eq!(saved.len(), 4);
     assert_eq!(saved[3].period_ns, SECOND / 2);
-    assert_eq!(saved_config(&bytes[..]).unwrap(), saved[0]);
     let back = KeyedLimiter::builder()
         .limits(&saved)
         .clock(clock())
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
         .unwrap();
     assert!(
         !back.check_each(1, Request::new(3).at(T0)).decision.allowed,
@@ -358,13 +380,15 @@ fn version_1_files_stay_readable_and_one_limit_is_still_written_in_version_1() {
     let back = Limiter::builder()
         .limit(cfg)
         .clock(clock())
-        .restore(V1_GCRA)
+        .states(States::bytes(V1_GCRA))
+        .build()
         .unwrap();
     assert_eq!(back.check(Request::new(0).at(T0)).remaining, 2);
     let back = Limiter::builder()
         .limits(&[cfg])
         .clock(clock())
-        .restore(V1_GCRA)
+        .states(States::bytes(V1_GCRA))
+        .build()
         .unwrap();
     assert_eq!(back.check(Request::new(0).at(T0)).remaining, 2);
 }
@@ -405,13 +429,15 @@ fn restore_any(configs: &[Config], bytes: &[u8], keyed: bool) -> Result<(), Snap
         KeyedLimiter::builder()
             .limits(configs)
             .clock(clock())
-            .restore(bytes)
+            .states(States::bytes(bytes))
+            .build()
             .map(drop)
     } else {
         Limiter::builder()
             .limits(configs)
             .clock(clock())
-            .restore(bytes)
+            .states(States::bytes(bytes))
+            .build()
             .map(drop)
     }
 }
@@ -464,8 +490,8 @@ proptest! {
             bytes[28..32].copy_from_slice(&count.to_le_bytes());
         }
         let configs = keyed(&fixed_lists()[1], 8);
-        prop_assert!(KeyedLimiter::builder().limits(&configs).clock(clock()).restore(&bytes[..]).is_err());
-        prop_assert!(Limiter::builder().limits(&fixed_lists()[2]).clock(clock()).restore(&bytes[..]).is_err());
+        prop_assert!(KeyedLimiter::builder().limits(&configs).clock(clock()).states(States::bytes(&bytes[..])).build().is_err());
+        prop_assert!(Limiter::builder().limits(&fixed_lists()[2]).clock(clock()).states(States::bytes(&bytes[..])).build().is_err());
         let _ = saved_configs(&bytes[..]);
     }
 
@@ -499,6 +525,7 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
         let l = KeyedLimiter::builder()
             .limits(&configs)
             .persisted(&path, Duration::from_secs(3600))
+            .build()
             .unwrap();
         for _ in 0..4 {
             assert!(l.check(9, Request::new(1).at(now)).allowed);
@@ -509,6 +536,7 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
     let l = KeyedLimiter::builder()
         .limits(&configs)
         .persisted(&path, Duration::from_secs(3600))
+        .build()
         .unwrap();
     let d = l.check_each(9, Request::new(1).at(now));
     assert_eq!(
@@ -525,6 +553,7 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
     let err = KeyedLimiter::builder()
         .limit(configs[0])
         .persisted(&path, Duration::from_secs(1))
+        .build()
         .unwrap_err();
     assert!(matches!(
         err,
@@ -538,6 +567,7 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
     let p = Limiter::builder()
         .limits(direct)
         .persisted(dir.join("d.snap"), Duration::from_secs(60))
+        .build()
         .unwrap();
     for _ in 0..10 {
         assert!(p.check(Request::new(1).at(now)).allowed);
@@ -546,7 +576,8 @@ fn persisted_several_limits_come_back_and_other_limits_are_refused() {
     let back = Limiter::builder()
         .limits(direct)
         .clock(clock())
-        .load(dir.join("d.snap"))
+        .states(States::snapshot(dir.join("d.snap")))
+        .build()
         .unwrap();
     assert!(
         !back.check(Request::new(1).at(now)).allowed,
@@ -621,7 +652,8 @@ fn a_snapshot_of_several_limits_while_threads_check_holds_states_the_keys_had() 
             let r = KeyedLimiter::builder()
                 .limits(&configs)
                 .clock(clock())
-                .restore(&bytes[..])
+                .states(States::bytes(&bytes[..]))
+                .build()
                 .unwrap();
             for key in 0..KEYS {
                 let peek = r.check_each(key, Request::new(0).at(T0));

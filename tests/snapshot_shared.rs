@@ -7,10 +7,9 @@
 #![cfg(not(ratecell_loom))]
 #![cfg(target_os = "linux")]
 
-use ratecell::{Algorithm, Config, KeyedLimiter, Persisted, Request, SharedOptions, SnapshotError};
+use ratecell::{Algorithm, Config, KeyedLimiter, Request, SharedOptions, SnapshotError, States};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -67,18 +66,31 @@ fn opts() -> SharedOptions {
     SharedOptions::default()
 }
 
+/// `config`'s limiter in `p`'s region, a new region filled from `p`'s
+/// snapshot when it exists (`States::Shared` with a seed).
+fn seeded(p: &Paths, config: Config) -> Result<KeyedLimiter, SnapshotError> {
+    KeyedLimiter::builder()
+        .limit(config)
+        .states(States::Shared {
+            region: p.region.clone(),
+            options: opts(),
+            seed: Some(p.snapshot.clone()),
+        })
+        .build()
+}
+
 #[test]
 fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
     let p = Paths::new("roundtrip");
     let (a, b) = (
         KeyedLimiter::builder()
             .limit(config())
-            .shared(&p.region, SharedOptions::default())
+            .states(States::shared(&p.region))
             .build()
             .unwrap(),
         KeyedLimiter::builder()
             .limit(config())
-            .shared(&p.region, SharedOptions::default())
+            .states(States::shared(&p.region))
             .build()
             .unwrap(),
     );
@@ -94,9 +106,7 @@ fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
     // The region is gone (a reboot, or a configuration change), the
     // snapshot is not.
     std::fs::remove_file(&p.region).unwrap();
-    let (back, restored) =
-        KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
-    assert!(restored);
+    let back = seeded(&p, config()).unwrap();
     assert!(
         p.leftovers().is_empty(),
         "no temporary region left: {:?}",
@@ -105,7 +115,7 @@ fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
     assert_eq!(back.stats().keys_tracked, 50);
     let other = KeyedLimiter::builder()
         .limit(config())
-        .shared(&p.region, SharedOptions::default())
+        .states(States::shared(&p.region))
         .build()
         .unwrap();
     for key in 0..50u64 {
@@ -129,21 +139,18 @@ fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
         .build()
         .unwrap();
     fresh.save_at(&p.snapshot, now).unwrap();
-    let (again, restored) =
-        KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
-    assert!(!restored);
+    let again = seeded(&p, config()).unwrap();
     assert!(
         !again.check(3, Request::new(1).at(now)).allowed,
         "the region kept its states"
     );
-    // Periodic saving of a shared limiter, and its snapshot restored as an
-    // in-process limiter (what the C ABI and the bindings do).
-    let saver = Persisted::start(again, &p.snapshot, Duration::from_secs(3600)).unwrap();
-    saver.close().unwrap();
+    // A shared limiter's snapshot restored as an in-process limiter.
+    again.save(&p.snapshot).unwrap();
     let local = KeyedLimiter::builder()
         .limit(config())
         .clock(ratecell::Clock::manual(now).0)
-        .load(&p.snapshot)
+        .states(States::snapshot(&p.snapshot))
+        .build()
         .unwrap();
     assert!(!local.check(3, Request::new(1).at(now)).allowed);
     assert!(local.check(999_998, Request::new(1).at(now)).allowed);
@@ -156,7 +163,7 @@ fn a_snapshot_of_another_configuration_makes_no_region() {
     keyed.check(1, 1);
     keyed.save(&p.snapshot).unwrap();
     let other = Config::new(Algorithm::Gcra, 4, 3600 * SECOND).capacity(1000);
-    let err = KeyedLimiter::load_shared(&p.snapshot, &p.region, other, &opts()).unwrap_err();
+    let err = seeded(&p, other).unwrap_err();
     assert!(matches!(err, SnapshotError::ConfigMismatch { .. }), "{err}");
     assert!(!p.region.exists());
     // A damaged snapshot: refused, and nothing left behind either.
@@ -164,16 +171,15 @@ fn a_snapshot_of_another_configuration_makes_no_region() {
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&p.snapshot, &bytes).unwrap();
-    let err = KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap_err();
+    let err = seeded(&p, config()).unwrap_err();
     assert!(matches!(err, SnapshotError::Damaged(_)), "{err}");
     assert!(!p.region.exists());
     assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
     // A missing snapshot: a fresh region.
     std::fs::remove_file(&p.snapshot).unwrap();
-    let (l, restored) =
-        KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
-    assert!(!restored);
+    let l = seeded(&p, config()).unwrap();
     assert!(l.check(1, 1).allowed);
+    assert_eq!(l.stats().keys_tracked, 1, "only the key just checked");
 }
 
 #[test]
@@ -185,22 +191,15 @@ fn processes_restoring_at_once_end_up_on_one_region() {
         keyed.check(key, Request::new(3).at(now));
     }
     keyed.save_at(&p.snapshot, now).unwrap();
-    let restored = AtomicU64::new(0);
     std::thread::scope(|s| {
         for _ in 0..6 {
             s.spawn(|| {
-                let (l, r) =
-                    KeyedLimiter::load_shared(&p.snapshot, &p.region, config(), &opts()).unwrap();
-                restored.fetch_add(u64::from(r), Ordering::Relaxed);
+                let l = seeded(&p, config()).unwrap();
                 // Whoever won, every handle sees the restored states.
                 assert!(!l.check(7, Request::new(1).at(now)).allowed);
+                assert_eq!(l.stats().keys_tracked, 20, "one region, filled once");
             });
         }
     });
-    assert_eq!(
-        restored.load(Ordering::Relaxed),
-        1,
-        "exactly one restore was linked"
-    );
     assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
 }

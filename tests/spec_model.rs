@@ -25,7 +25,7 @@ use model::trace::{
 use model::{MAX_LIMIT, MAX_PERIOD, MIN_PERIOD, Model, config_faults};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use ratecell::{Algorithm, Clock, Config, Error, Field, Limiter, Overflow, Request};
+use ratecell::{Algorithm, Clock, Config, Error, Field, Limiter, Overflow, Request, SnapshotError};
 
 /// The direct sliding log allocates and touches 16 bytes per unit of limit
 /// when it is built (2 GiB at 2^27), so no test here builds one with a
@@ -381,7 +381,7 @@ proptest! {
         let (clock, _hand) = Clock::manual(0);
         match Limiter::builder().limit(cfg).clock(clock).build() {
             Ok(_) => prop_assert!(faults.is_empty(), "{:?} accepted; model faults {:?}", cfg, faults),
-            Err(Error::Config(e)) => {
+            Err(SnapshotError::Limiter(Error::Config(e))) => {
                 prop_assert!(!e.message.is_empty(), "an error without a message");
                 if faults.len() == 1 {
                     prop_assert_eq!(e.field, faults[0], "{:?}: {}", cfg, e);
@@ -406,7 +406,9 @@ fn each_range_edge_is_refused_or_accepted() {
     let refused = |cfg: Config, field: Field| {
         let (clock, _hand) = Clock::manual(0);
         match Limiter::builder().limit(cfg).clock(clock).build() {
-            Err(Error::Config(e)) => assert_eq!(e.field, field, "{cfg:?}: {e}"),
+            Err(SnapshotError::Limiter(Error::Config(e))) => {
+                assert_eq!(e.field, field, "{cfg:?}: {e}")
+            }
             other => panic!("{cfg:?} should be refused on {field:?}, got {other:?}"),
         }
         assert_eq!(config_faults(&cfg, true), vec![field], "model: {cfg:?}");

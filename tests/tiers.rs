@@ -30,7 +30,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use ratecell::{
     Algorithm, Batch, Clock, Config, Decision, Error, Field, KeyedLimiter, Limiter, MAX_TIERS,
-    MultiDecision, Request, Tier, TierError,
+    MultiDecision, Request, SnapshotError, States, Tier, TierError,
 };
 use std::sync::Barrier;
 
@@ -270,7 +270,8 @@ fn restored_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     prop_assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 3);
     let back = builder_of(&tiers)
         .clock(Clock::manual(0).0)
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
         .unwrap();
     prop_assert_eq!(back.tiers(), tiers.len());
     let at_save = t;
@@ -344,6 +345,7 @@ fn persisted_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     let original = builder_of(&tiers)
         .clock(clock)
         .persisted(&path, Duration::from_millis(1))
+        .build()
         .unwrap();
     prop_assert_eq!(original.tiers(), tiers.len());
     let half = case.requests.len() / 2;
@@ -372,6 +374,7 @@ fn persisted_decides_alike(case: &Case) -> Result<(), TestCaseError> {
     let back = builder_of(&tiers)
         .clock(Clock::manual(t).0)
         .persisted(&copy, Duration::from_secs(3600))
+        .build()
         .unwrap();
     prop_assert_eq!(back.tiers(), tiers.len());
     let at_save = t;
@@ -412,6 +415,7 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
     let p = tiers_of(&[free, paid])
         .clock(clock())
         .persisted(&path, hour)
+        .build()
         .unwrap();
     assert!(!path.exists(), "a missing file starts fresh");
     assert_eq!(p.tiers(), 2);
@@ -430,19 +434,26 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
         Ok(_) => panic!("opened"),
     };
     // Another number of tiers; another paid limit; no tiers at all.
-    let m = mismatch(tiers_of(&[free]).clock(clock()).persisted(&path, hour));
+    let m = mismatch(
+        tiers_of(&[free])
+            .clock(clock())
+            .persisted(&path, hour)
+            .build(),
+    );
     assert_eq!(m, (0, Field::Tiers, 2, 1));
     let m = mismatch(
         builder_of(&[&[free], &[paid.limit(30)]])
             .clock(clock())
-            .persisted(&path, hour),
+            .persisted(&path, hour)
+            .build(),
     );
     assert_eq!(m, (1, Field::Limit, 20, 30));
     let m = mismatch(
         KeyedLimiter::builder()
             .limit(free)
             .clock(clock())
-            .persisted(&path, hour),
+            .persisted(&path, hour)
+            .build(),
     );
     assert_eq!(m, (0, Field::Tiers, 2, 0));
     assert_eq!(
@@ -456,13 +467,15 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
         .limit(free)
         .clock(clock())
         .persisted(&plain, hour)
+        .build()
         .unwrap()
         .close()
         .unwrap();
     let m = mismatch(
         tiers_of(&[free, paid])
             .clock(clock())
-            .persisted(&plain, hour),
+            .persisted(&plain, hour)
+            .build(),
     );
     assert_eq!(m, (0, Field::Tiers, 0, 2));
     // Invalid tiers, with no file to restore, are refused as the
@@ -471,6 +484,7 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
     match tiers_of(&[free, free.capacity(7)])
         .clock(clock())
         .persisted(&missing, hour)
+        .build()
     {
         Err(SnapshotError::Limiter(Error::Config(e))) => assert_eq!(e.field, Field::Capacity),
         other => panic!("{other:?}"),
@@ -481,6 +495,7 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
     let back = tiers_of(&[free, paid])
         .clock(clock())
         .persisted(&path, hour)
+        .build()
         .unwrap();
     assert_eq!(
         back.check(1, Request::new(0).at(T0).tier(back.tier(1).unwrap()))
@@ -498,8 +513,6 @@ fn a_persisted_tiered_limiter_starts_fresh_comes_back_and_refuses_other_tiers() 
 
 #[test]
 fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
-    use ratecell::SnapshotError;
-    use ratecell::snapshot::saved_tiers;
     let free = Config::new(Algorithm::TokenBucket, 2, S).capacity(100);
     let paid = free.limit(20);
     let tiered = KeyedLimiter::builder()
@@ -511,10 +524,24 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     tiered.check(1, Request::new(15).at(T0).tier(tiered.tier(1).unwrap()));
     let mut bytes = Vec::new();
     tiered.snapshot_at(&mut bytes, T0).unwrap();
-    let (saved, is_tiered) = saved_tiers(&bytes[..]).unwrap();
-    assert!(is_tiered);
+    // A builder given no limit takes the saved tiers.
+    let as_saved = KeyedLimiter::builder()
+        .clock(Clock::manual(T0).0)
+        .states(States::bytes(&bytes[..]))
+        .build()
+        .unwrap();
     let resolved = |c: Config| c.burst(c.limit).sub_windows(1);
-    assert_eq!(saved, vec![vec![resolved(free)], vec![resolved(paid)]]);
+    assert_eq!(as_saved.tiers(), 2);
+    assert_eq!(as_saved.tier_limits(0), Some(&[resolved(free)][..]));
+    assert_eq!(as_saved.tier_limits(1), Some(&[resolved(paid)][..]));
+    let paid_tier = as_saved.tier(1).unwrap();
+    assert_eq!(
+        as_saved
+            .check(1, Request::new(0).at(T0).tier(paid_tier))
+            .remaining,
+        5,
+        "the paid key's state came with them"
+    );
     let mismatch = |r: Result<KeyedLimiter, SnapshotError>| match r {
         Err(SnapshotError::ConfigMismatch {
             limit,
@@ -527,25 +554,33 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     };
     let clock = || Clock::manual(T0).0;
     // Another number of tiers; no tiers at all; another paid limit.
-    let m = mismatch(builder_of(&[&[free]]).clock(clock()).restore(&bytes[..]));
+    let m = mismatch(
+        builder_of(&[&[free]])
+            .clock(clock())
+            .states(States::bytes(&bytes[..]))
+            .build(),
+    );
     assert_eq!(m, (0, Field::Tiers, 2, 1));
     let m = mismatch(
         KeyedLimiter::builder()
             .limit(free)
             .clock(clock())
-            .restore(&bytes[..]),
+            .states(States::bytes(&bytes[..]))
+            .build(),
     );
     assert_eq!(m, (0, Field::Tiers, 2, 0));
     let wider = paid.limit(30);
     let m = mismatch(
         builder_of(&[&[free], &[wider]])
             .clock(clock())
-            .restore(&bytes[..]),
+            .states(States::bytes(&bytes[..]))
+            .build(),
     );
     assert_eq!(m, (1, Field::Limit, 20, 30));
     let e = builder_of(&[&[free], &[wider]])
         .clock(clock())
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
         .err();
     assert!(e.unwrap().to_string().contains("limit 1"));
     // An untiered snapshot is no tiered limiter's.
@@ -563,14 +598,22 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     let m = mismatch(
         builder_of(&[&[free]])
             .clock(clock())
-            .restore(&plain_bytes[..]),
+            .states(States::bytes(&plain_bytes[..]))
+            .build(),
     );
     assert_eq!(m, (0, Field::Tiers, 0, 1));
-    assert!(!saved_tiers(&plain_bytes[..]).unwrap().1);
+    // ...and a builder given none takes its limits, without tiers.
+    let as_saved = KeyedLimiter::builder()
+        .clock(clock())
+        .states(States::bytes(&plain_bytes[..]))
+        .build()
+        .unwrap();
+    assert!(as_saved.tier(1).is_err(), "no tiers");
     // The paid key keeps what it spent.
     let back = builder_of(&[&[free], &[paid]])
         .clock(clock())
-        .restore(&bytes[..])
+        .states(States::bytes(&bytes[..]))
+        .build()
         .unwrap();
     assert_eq!(
         back.check(1, Request::new(0).at(T0).tier(back.tier(1).unwrap()))
@@ -587,7 +630,8 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     bad[112..116].copy_from_slice(&17u32.to_le_bytes());
     match builder_of(&[&[free], &[paid]])
         .clock(clock())
-        .restore(&bad[..])
+        .states(States::bytes(&bad[..]))
+        .build()
     {
         Err(SnapshotError::Damaged(why)) => assert!(why.contains("17 tiers"), "{why}"),
         other => panic!("{other:?}"),
@@ -598,7 +642,8 @@ fn a_tiered_snapshot_is_refused_by_whatever_does_not_fit_it() {
     newer[8..12].copy_from_slice(&4u32.to_le_bytes());
     match builder_of(&[&[free], &[paid]])
         .clock(clock())
-        .restore(&newer[..])
+        .states(States::bytes(&newer[..]))
+        .build()
     {
         Err(SnapshotError::UnsupportedVersion {
             found: 4,
@@ -734,9 +779,9 @@ fn acquire_waits_for_the_named_tier() {
     );
 }
 
-fn field(r: Result<KeyedLimiter, Error>) -> Field {
+fn field(r: Result<KeyedLimiter, SnapshotError>) -> Field {
     match r {
-        Err(Error::Config(e)) => e.field,
+        Err(SnapshotError::Limiter(Error::Config(e))) => e.field,
         Err(e) => panic!("not a config error: {e}"),
         Ok(_) => panic!("accepted"),
     }

@@ -87,6 +87,11 @@ private:
 };
 
 namespace detail {
+/// A duration as the C ABI takes it: nanoseconds, a negative one 0.
+inline std::uint64_t nanos(std::chrono::nanoseconds d) noexcept {
+    return d.count() < 0 ? 0 : static_cast<std::uint64_t>(d.count());
+}
+
 inline void check(ratecell_status status) {
     if (status != RATECELL_OK) {
         throw Error(status);
@@ -249,10 +254,14 @@ private:
 };
 
 /// What Limiter(Options) makes (ratecell_limiter_build): several limits
-/// checked as one, tiers, a shared region. Setters chain:
+/// checked as one, tiers, and where the states come from (fresh unless
+/// set: a snapshot file, a persisted file, a shared region; the last set
+/// wins). Setters chain:
 ///
 ///     Limiter(Options().limit(per_second).limit(per_minute).names({"s", "m"}));
 ///     Limiter(Options().tier({free}).tier({paid}));
+///     Limiter(Options().limit(cfg).snapshot("limits.snap"));
+///     Limiter(Options().limit(cfg).persisted("limits.snap", 5s));
 ///     Limiter(Options().limit(cfg).shared("api", 0600));
 class Options {
 public:
@@ -281,36 +290,66 @@ public:
         names_ = std::move(names);
         return *this;
     }
-    /// The table lies in the file `path` (a bare name under /dev/shm),
+    /// The states saved in the snapshot file `path` (RATECELL_STATES_SNAPSHOT):
+    /// the same limits in the same order, or the same tiers of them, else
+    /// Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH); with no limit given, the
+    /// file's own (trust the file as you would a Config).
+    Options &snapshot(std::string path) {
+        return states(RATECELL_STATES_SNAPSHOT, std::move(path), 0, "");
+    }
+    /// Restored from the snapshot file `path` if it exists, else fresh, and
+    /// saved there every `every` by a background thread
+    /// (RATECELL_STATES_PERSISTED); destroying the Limiter saves a last
+    /// time (save(path) first to learn whether a save succeeds).
+    Options &persisted(std::string path, std::chrono::nanoseconds every) {
+        return states(RATECELL_STATES_PERSISTED, std::move(path), detail::nanos(every), "");
+    }
+    /// The table lies in the file `region` (a bare name under /dev/shm),
     /// created with `mode` by the first process and attached by the
-    /// others: one limit across the processes of a machine.
-    Options &shared(std::string path, std::uint32_t mode = 0600) {
-        shared_ = std::move(path);
+    /// others: one limit across the processes of a machine
+    /// (RATECELL_STATES_SHARED). A new region is filled from the snapshot
+    /// file `seed` when it is given and exists.
+    Options &shared(std::string region, std::uint32_t mode = 0600, std::string seed = "") {
         mode_ = mode;
-        return *this;
+        return states(RATECELL_STATES_SHARED, std::move(seed), 0, std::move(region));
     }
 
     const std::vector<Config> &limits() const noexcept { return limits_; }
     const std::vector<std::vector<Config>> &tiers() const noexcept { return tiers_; }
     const std::vector<std::string> &names() const noexcept { return names_; }
+    ratecell_states states() const noexcept { return states_; }
+    const std::string &path() const noexcept { return path_; }
+    std::uint64_t save_every_ns() const noexcept { return every_ns_; }
     const std::string &shared_path() const noexcept { return shared_; }
     std::uint32_t shared_mode() const noexcept { return mode_; }
 
 private:
+    Options &states(ratecell_states states, std::string path, std::uint64_t every_ns,
+                    std::string shared) {
+        states_ = states;
+        path_ = std::move(path);
+        every_ns_ = every_ns;
+        shared_ = std::move(shared);
+        return *this;
+    }
+
     std::vector<Config> limits_;
     std::vector<std::vector<Config>> tiers_;
     std::vector<std::string> names_;
+    ratecell_states states_ = RATECELL_STATES_FRESH;
+    std::string path_;
+    std::uint64_t every_ns_ = 0;
     std::string shared_;
     std::uint32_t mode_ = 0600;
 };
 
 namespace detail {
-/// `options` as the C ABI takes them (one ratecell_options for
-/// ratecell_limiter_build, ratecell_limiter_restore and
-/// ratecell_persisted_open): the configs laid out tier by tier and the
-/// struct pointing into them and into `options`, which must outlive this.
-/// Throws Error(RATECELL_INVALID_LENGTH) for no limit, both limits and
-/// tiers, tiers of unequal lengths, or names not one per limit.
+/// `options` as ratecell_limiter_build takes them: the configs laid out
+/// tier by tier and the struct pointing into them and into `options`,
+/// which must outlive this. Throws Error(RATECELL_INVALID_LENGTH) for no
+/// limit (unless the states are a snapshot's, which then gives them),
+/// both limits and tiers, tiers of unequal lengths, or names not one per
+/// limit.
 class RawOptions {
 public:
     explicit RawOptions(const Options &options) {
@@ -326,13 +365,20 @@ public:
                                                      std::to_string(options.names().size()) +
                                                      " != limits = " + std::to_string(n_limits));
         }
-        if (n_limits == 0) {
+        bool from_file = options.states() == RATECELL_STATES_SNAPSHOT ||
+                         options.states() == RATECELL_STATES_PERSISTED;
+        if (n_limits == 0 && !from_file) {
             throw Error(RATECELL_INVALID_LENGTH, "Options: no limit");
         }
         ::ratecell_options_init(&raw_);
-        raw_.configs = configs_.data();
+        raw_.configs = n_limits == 0 ? nullptr : configs_.data();
         raw_.n_limits = n_limits;
         raw_.n_tiers = tiers.size();
+        raw_.states = options.states();
+        if (!options.path().empty()) {
+            raw_.path = options.path().c_str();
+        }
+        raw_.save_every_ns = options.save_every_ns();
         if (!options.shared_path().empty()) {
             raw_.shared_path = options.shared_path().c_str();
             raw_.shared_mode = options.shared_mode();
@@ -372,10 +418,6 @@ inline ratecell_request raw_request(std::string_view key, const Request &r) noex
     c.key_bytes = key.data() != nullptr ? bytes(key) : bytes("");
     c.key_len = key.size();
     return c;
-}
-
-inline std::uint64_t nanos(std::chrono::nanoseconds d) noexcept {
-    return d.count() < 0 ? 0 : static_cast<std::uint64_t>(d.count());
 }
 
 /// An acquire's decision: a give-up (time-out, or a cost never
@@ -522,11 +564,14 @@ public:
     }
 
     /// The limiter `options` describes (ratecell_limiter_build): several
-    /// limits checked as one, tiers, a shared region. Throws Error with the
-    /// status naming the field (RATECELL_INVALID_LENGTH for no limit, more
-    /// than RATECELL_MAX_LIMITS or RATECELL_MAX_TIERS, tiers of unequal
-    /// lengths, both limit() and tier() given, or names not one per limit;
-    /// RATECELL_SHARED_* when a shared region does not fit).
+    /// limits checked as one, tiers, its states from a snapshot, a
+    /// persisted file or a shared region. Throws Error with the status
+    /// naming the field (RATECELL_INVALID_LENGTH for no limit, more than
+    /// RATECELL_MAX_LIMITS or RATECELL_MAX_TIERS, tiers of unequal lengths,
+    /// both limit() and tier() given, or names not one per limit;
+    /// RATECELL_SNAPSHOT_* for a snapshot that cannot be restored;
+    /// RATECELL_SHARED_* when a shared region does not fit). Names are not
+    /// saved in snapshots: a restored limiter has `options`' names.
     explicit Limiter(const Options &options) {
         detail::RawOptions raw(options);
         detail::check(::ratecell_limiter_build(raw.get(), &handle_));
@@ -580,45 +625,16 @@ public:
     /// Gives up ownership: the caller must ratecell_limiter_free the result.
     ratecell_limiter *release() noexcept { return std::exchange(handle_, nullptr); }
 
-    /// A limiter restored from the snapshot file at `path`, with the
-    /// configuration saved in it (every limit, every tier; trust the file
-    /// as you would a Config), on the TSC clock
-    /// (ratecell_limiter_restore with no options). Throws
-    /// Error(RATECELL_SNAPSHOT_*) for a missing, damaged or unsupported
-    /// file.
-    static Limiter restore(const std::string &path) {
-        ratecell_limiter *l = nullptr;
-        detail::check(::ratecell_limiter_restore(nullptr, path.c_str(), &l));
-        return Limiter(l);
-    }
-
-    /// The limiter `options` describes (as Limiter(options) makes it:
-    /// several limits, tiers, names) holding the states saved in the
-    /// snapshot file at `path` (ratecell_limiter_restore). The file must
-    /// hold the same limits in the same order, or the same tiers of them,
-    /// else Error(RATECELL_SNAPSHOT_CONFIG_MISMATCH) (also for a snapshot
-    /// of a limiter made without tiers restored with tiers, or the
-    /// reverse); errors of the options as for Limiter(options), and
-    /// Error(RATECELL_SHARED_UNSUPPORTED) for a shared region. Names are
-    /// not saved: the restored limiter has `options`' names.
-    static Limiter restore(const Options &options, const std::string &path) {
-        detail::RawOptions raw(options);
-        ratecell_limiter *l = nullptr;
-        detail::check(::ratecell_limiter_restore(raw.get(), path.c_str(), &l));
-        Limiter back(l);
-        back.names_ = options.names();
-        return back;
-    }
-
-    /// restore(Options().limit(config), path): a limiter of one limit.
-    static Limiter restore(const Config &config, const std::string &path) {
-        return restore(Options().limit(config), path);
-    }
-
     /// Saves a snapshot to `path` atomically (temporary file, fsync, rename).
     void save(const std::string &path) const {
         detail::check(::ratecell_snapshot_save(handle_, path.c_str()));
     }
+
+    /// A persisted limiter (Options::persisted): stops its saving thread
+    /// and saves a last time, throwing Error(RATECELL_SNAPSHOT_IO) if that
+    /// save fails (ratecell_snapshot_stop); the limiter goes on checking,
+    /// and its destructor saves nothing more. Nothing for other limiters.
+    void stop_saving() const { detail::check(::ratecell_snapshot_stop(handle_)); }
 
     /// save, judging which states are live at the caller's time (UNIX ns).
     void save_at(const std::string &path, std::uint64_t now_ns) const {
@@ -656,75 +672,6 @@ private:
     std::vector<std::string> names_;
 };
 
-/// A limiter saved to a file every period by a background thread, and
-/// restored from it (if it exists) when made: crash-safe limits in one
-/// line. Move-only. Closing (or destroying) stops the thread and saves a
-/// last time; close() reports that save's failure by throwing.
-class Persisted : public detail::Checks<Persisted> {
-public:
-    /// The limiter `options` describes (several limits, tiers, names),
-    /// restored from `path` if the file exists (as Limiter::restore(options,
-    /// path)), else made fresh (as Limiter(options)), and saved there every
-    /// `every` (ratecell_persisted_open). Throws Error:
-    /// RATECELL_SNAPSHOT_* for a file that exists but cannot be restored
-    /// (RATECELL_SNAPSHOT_CONFIG_MISMATCH for other limits or tiers, or
-    /// tiers where the file has none), the errors of Limiter(options), and
-    /// RATECELL_SHARED_UNSUPPORTED for a shared region. Name a request's
-    /// tier with Request().tier(t); a request that names none is tier 0's.
-    Persisted(const Options &options, const std::string &path, std::chrono::nanoseconds every) {
-        detail::RawOptions raw(options);
-        detail::check(::ratecell_persisted_open(raw.get(), path.c_str(), nanos(every), &handle_));
-        names_ = options.names();
-    }
-
-    /// Persisted(Options().limit(config), path, every): one limit.
-    Persisted(const Config &config, const std::string &path, std::chrono::nanoseconds every)
-        : Persisted(Options().limit(config), path, every) {}
-
-    ~Persisted() { ::ratecell_persisted_close(handle_); }
-
-    Persisted(const Persisted &) = delete;
-    Persisted &operator=(const Persisted &) = delete;
-    Persisted(Persisted &&other) noexcept
-        : handle_(std::exchange(other.handle_, nullptr)), names_(std::move(other.names_)) {}
-    Persisted &operator=(Persisted &&other) noexcept {
-        if (this != &other) {
-            ::ratecell_persisted_close(handle_);
-            handle_ = std::exchange(other.handle_, nullptr);
-            names_ = std::move(other.names_);
-        }
-        return *this;
-    }
-
-    /// The name given to limit `index` ("" when none was given).
-    std::string_view limit_name(std::size_t index) const noexcept {
-        return index < names_.size() ? std::string_view(names_[index]) : std::string_view();
-    }
-
-    /// The limiter's C handle, owned by this object (valid until close).
-    const ratecell_limiter *get() const {
-        const ratecell_limiter *l = nullptr;
-        detail::check(::ratecell_persisted_limiter(handle_, &l));
-        return l;
-    }
-
-    /// Saves now, in the calling thread.
-    void save() const { detail::check(::ratecell_persisted_save(handle_)); }
-
-    /// Stops the saving thread and saves a last time; throws if that save
-    /// failed. The object is empty afterwards.
-    void close() { detail::check(::ratecell_persisted_close(std::exchange(handle_, nullptr))); }
-
-private:
-    friend class detail::Checks<Persisted>;
-    const ratecell_limiter *handle() const { return get(); }
-
-    static std::uint64_t nanos(std::chrono::nanoseconds every) { return detail::nanos(every); }
-
-    ratecell_persisted *handle_ = nullptr;
-    // The names of several limits, as given (empty when none were).
-    std::vector<std::string> names_;
-};
 
 }  // namespace ratecell
 

@@ -57,7 +57,10 @@ const (
 	// A tier not below the limiter's number of tiers (CheckTier).
 	StatusInvalidTier Status = C.RATECELL_INVALID_TIER
 	// The lease protocol's statuses are in lease.go.
-	lastStatus = Status(C.RATECELL_INVALID_GRANT)
+	// Options.States out of range, or a field those states do not read
+	// set (NewWith).
+	StatusInvalidStates Status = C.RATECELL_INVALID_STATES
+	lastStatus                 = StatusInvalidStates
 )
 
 var statusNames = [...]string{
@@ -72,6 +75,7 @@ var statusNames = [...]string{
 	"RECONFIGURE_REFUSED", "INVALID_TIER",
 	"NOT_LEASABLE", "INVALID_MAX_GRANT", "INVALID_HORIZON", "INVALID_EXPIRE",
 	"INVALID_SKEW", "INVALID_FAILURE", "INVALID_REPLY", "INVALID_GRANT",
+	"INVALID_STATES",
 }
 
 // Name is the status's C name without the RATECELL_ prefix, e.g.
@@ -129,8 +133,9 @@ func sentinel(s Status) *Error { return &Error{Status: s} }
 
 // Sentinels for errors.Is, one per failing status of the C ABI.
 var (
-	// ErrNullArgument: a required argument was missing. The binding never
-	// passes NULL, so seeing it means a bug.
+	// ErrNullArgument: a required argument was missing: Options.Path or
+	// Options.Shared, for the States that need them. Otherwise the binding
+	// never passes NULL, so seeing it means a bug.
 	ErrNullArgument = sentinel(StatusNullArgument)
 	// ErrInvalidAlgorithm: Config.Algorithm is not one of the constants.
 	ErrInvalidAlgorithm = sentinel(StatusInvalidAlgorithm)
@@ -168,33 +173,33 @@ var (
 	ErrPanic = sentinel(StatusPanic)
 	// ErrSnapshotIO: a snapshot file could not be read or written.
 	ErrSnapshotIO = sentinel(StatusSnapshotIO)
-	// ErrSnapshotNotFound: Restore found no file at the path.
+	// ErrSnapshotNotFound: no file at Options.Path (StatesSnapshot).
 	ErrSnapshotNotFound = sentinel(StatusSnapshotNotFound)
 	// ErrSnapshotDamaged: the file is not a snapshot, is truncated, or is
 	// damaged.
 	ErrSnapshotDamaged = sentinel(StatusSnapshotDamaged)
 	// ErrSnapshotVersion: the snapshot's format version is not supported.
 	ErrSnapshotVersion = sentinel(StatusSnapshotVersion)
-	// ErrSnapshotConfigMismatch: RestoreWith (OpenPersistedWith,
-	// OpenPersisted) was given another configuration, other limits or
-	// other tiers than the snapshot's.
+	// ErrSnapshotConfigMismatch: NewWith, its states from a snapshot
+	// (StatesSnapshot, StatesPersisted), was given another configuration,
+	// other limits or other tiers than the snapshot's.
 	ErrSnapshotConfigMismatch = sentinel(StatusSnapshotConfigMismatch)
 	// ErrSnapshotSeveralLimits: reserved, no longer returned (limiters of
 	// several limits are saved since snapshot format version 2).
 	ErrSnapshotSeveralLimits = sentinel(StatusSnapshotSeveralLimits)
-	// ErrSharedIO: Config.Shared could not be opened, created, sized or
+	// ErrSharedIO: Options.Shared could not be opened, created, sized or
 	// mapped.
 	ErrSharedIO = sentinel(StatusSharedIO)
-	// ErrSharedNotARegion: Config.Shared is not a ratecell region.
+	// ErrSharedNotARegion: Options.Shared is not a ratecell region.
 	ErrSharedNotARegion = sentinel(StatusSharedNotARegion)
-	// ErrSharedTruncated: Config.Shared is shorter than its region.
+	// ErrSharedTruncated: Options.Shared is shorter than its region.
 	ErrSharedTruncated = sentinel(StatusSharedTruncated)
-	// ErrSharedVersion: Config.Shared has another layout version.
+	// ErrSharedVersion: Options.Shared has another layout version.
 	ErrSharedVersion = sentinel(StatusSharedVersion)
-	// ErrSharedConfigMismatch: Config.Shared was made with another
+	// ErrSharedConfigMismatch: Options.Shared was made with another
 	// configuration.
 	ErrSharedConfigMismatch = sentinel(StatusSharedConfigMismatch)
-	// ErrSharedStale: Config.Shared was made before the last boot.
+	// ErrSharedStale: Options.Shared was made before the last boot.
 	ErrSharedStale = sentinel(StatusSharedStale)
 	// ErrSharedUnsupported: this algorithm, capacity 0 or platform cannot
 	// be shared.
@@ -205,6 +210,11 @@ var (
 	// ErrInvalidTier: CheckTier named a tier the limiter does not have
 	// (not below Tiers()); nothing was checked.
 	ErrInvalidTier = sentinel(StatusInvalidTier)
+	// ErrInvalidStates: Options.States is not a States value, or a field
+	// those states do not read is set (Path or SaveEvery for fresh
+	// states, Shared for any but StatesShared, SaveEvery for a snapshot or
+	// a region).
+	ErrInvalidStates = sentinel(StatusInvalidStates)
 )
 
 // ErrClosed is returned by every call on a Limiter after Close (and on a

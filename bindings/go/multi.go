@@ -1,8 +1,8 @@
 package ratecell
 
 // This file owns the limiters New does not make (NewWith: several limits
-// checked as one, tiers, a shared region), Options as the C ABI takes them
-// (one ratecell_options for NewWith, RestoreWith and OpenPersistedWith),
+// checked as one, tiers, states from a snapshot, a persisted file or a
+// shared region), Options as the C ABI takes them (one ratecell_options),
 // the per-limit answer (MultiDecision) and the limits' names.
 
 /*
@@ -15,30 +15,18 @@ package ratecell
 
 // The options, built here: Go memory handed to C may not hold Go pointers,
 // and a ratecell_options holding the Go slice of configs would.
-static inline struct ratecell_options rc_options(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode) {
+static inline ratecell_status rc_build(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, uint32_t states, const char *path, uint64_t save_every_ns, const char *shared_path, uint32_t shared_mode, ratecell_limiter **out) {
 	struct ratecell_options o;
 	ratecell_options_init(&o);
 	o.configs = configs;
 	o.n_limits = n_limits;
 	o.n_tiers = n_tiers;
+	o.states = states;
+	o.path = path;
+	o.save_every_ns = save_every_ns;
 	o.shared_path = shared_path;
 	o.shared_mode = shared_mode;
-	return o;
-}
-
-static inline ratecell_status rc_build(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, ratecell_limiter **out) {
-	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
 	return ratecell_limiter_build(&o, out);
-}
-
-static inline ratecell_status rc_restore(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, const char *path, ratecell_limiter **out) {
-	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
-	return ratecell_limiter_restore(&o, path, out);
-}
-
-static inline ratecell_status rc_persisted_open(const struct ratecell_config *configs, size_t n_limits, size_t n_tiers, const char *shared_path, uint32_t shared_mode, const char *path, uint64_t every_ns, ratecell_persisted **out) {
-	struct ratecell_options o = rc_options(configs, n_limits, n_tiers, shared_path, shared_mode);
-	return ratecell_persisted_open(&o, path, every_ns, out);
 }
 
 // As rc_check (ratecell.go), for ratecell_check_each.
@@ -50,6 +38,7 @@ static inline ratecell_status rc_check_each(uintptr_t h, uint64_t id, const uint
 import "C"
 
 import (
+	"time"
 	"unsafe"
 )
 
@@ -81,16 +70,44 @@ type MultiDecision struct {
 	Limits   []Decision
 }
 
-// Options describes the limiter NewWith makes, RestoreWith restores and
-// OpenPersistedWith opens: Limits, or Tiers, and where its table lies. The
-// zero value of every optional field is its default.
+// States says where a limiter's states come from (Options.States, the C
+// ABI's ratecell_states; docs/SPEC.md §2).
+type States uint32
+
+const (
+	// StatesFresh: every key starts unused (the default).
+	StatesFresh States = C.RATECELL_STATES_FRESH
+	// StatesSnapshot: the states saved in the snapshot file Options.Path
+	// (ErrSnapshotNotFound when there is none), each key with the state it
+	// had.
+	StatesSnapshot States = C.RATECELL_STATES_SNAPSHOT
+	// StatesPersisted: the states saved in Options.Path if the file
+	// exists, else fresh; a background thread of the library then saves
+	// the limiter there every Options.SaveEvery (at least 1 ms),
+	// atomically, so a process killed at any moment leaves the last whole
+	// snapshot. Close saves a last time and returns that save's error.
+	StatesPersisted States = C.RATECELL_STATES_PERSISTED
+	// StatesShared: the table lies in the region Options.Shared, shared by
+	// every process on the machine that opens it, in any language: one
+	// limit across processes. A new region is filled from the snapshot
+	// file Options.Path when it is set and the file exists.
+	StatesShared States = C.RATECELL_STATES_SHARED
+)
+
+// Options describes the limiter NewWith makes: Limits, or Tiers, and where
+// its states come from. The zero value of every optional field is its
+// default.
 type Options struct {
 	// Limits are checked as one (1 to MaxLimits, any algorithms mixed): a
 	// request is admitted only when every limit admits it, and only then
 	// is anything stored. Every check returns the combined decision;
 	// CheckEach also returns each limit's. All limits share Capacity,
 	// Overflow and Clock: a mismatch gives the error naming that field
-	// (ErrInvalidCapacity, ...). Leave it empty when Tiers is set.
+	// (ErrInvalidCapacity, ...). Leave it empty when Tiers is set, and
+	// leave both empty to take a snapshot's own (StatesSnapshot,
+	// StatesPersisted when the file exists: the saved configuration then
+	// sizes the table, so take it only from files you would take a
+	// configuration from).
 	Limits []Limit
 	// Tiers (1 to MaxTiers) make a keyed limiter serving a quota per tier
 	// (free, paid, internal...): tier t's limits are Tiers[t], the same
@@ -102,13 +119,22 @@ type Options struct {
 	// not in algorithm, a window's period, SubWindows, a SlidingLog's
 	// limit, Capacity, Overflow or Clock (the error names the field).
 	Tiers [][]Config
-	// Shared, when not empty, puts the table in this file (a bare name is
-	// placed under /dev/shm), shared by every process on the machine that
-	// opens it, in any language: one limit across processes. Needs one
-	// limit of Capacity >= 1 and a word algorithm, no tiers
-	// (ErrSharedUnsupported otherwise). NewWith only: RestoreWith and
-	// OpenPersistedWith refuse it with ErrSharedUnsupported (a region
-	// outlives its processes and is never filled from a snapshot).
+	// States says where the states come from (StatesFresh by default). A
+	// snapshot must hold the same limits in the same order, or the same
+	// tiers of them, else ErrSnapshotConfigMismatch before anything is
+	// allocated (a snapshot of a limiter made without tiers is no tiered
+	// limiter's, nor the reverse); the overflow policy and the clock are
+	// the options'. Names are not saved: they are taken from Limits. A
+	// field these states do not read, set, gives ErrInvalidStates.
+	States States
+	// Path is the snapshot file of StatesSnapshot and StatesPersisted, and
+	// the one that fills a new region of StatesShared (optional there).
+	Path string
+	// SaveEvery is StatesPersisted's period between saves (at least 1 ms).
+	SaveEvery time.Duration
+	// Shared is StatesShared's region file (a bare name is placed under
+	// /dev/shm). Needs one limit of Capacity >= 1 and a word algorithm, no
+	// tiers (ErrSharedUnsupported otherwise).
 	Shared string
 	// SharedMode is the permission bits of a region NewWith creates (0
 	// means 0600). An existing region keeps its mode.
@@ -116,9 +142,11 @@ type Options struct {
 }
 
 // NewWith makes the limiter o describes (ratecell_limiter_build). No
-// limits, too many, both Limits and Tiers, or tiers of unequal lengths
-// give ErrInvalidLength; an invalid field, the error naming it. Close the
-// limiter when done, as one made by New.
+// limits (but to take a snapshot's), too many, both Limits and Tiers, or
+// tiers of unequal lengths give ErrInvalidLength; an invalid field, the
+// error naming it; states that cannot be had, the snapshot's or the
+// region's error (ErrSnapshotConfigMismatch, ErrSharedUnsupported, ...).
+// Close the limiter when done, as one made by New.
 func NewWith(o Options) (*Limiter, error) {
 	const op = "new"
 	c, err := o.c(op)
@@ -133,24 +161,28 @@ func NewWith(o Options) (*Limiter, error) {
 	return c.wrap(handle), nil
 }
 
-// cOptions is Options as the C ABI takes them, read once for every
-// function that takes a ratecell_options.
+// cOptions is Options as the C ABI takes them.
 type cOptions struct {
-	configs []C.struct_ratecell_config
-	perTier C.size_t
-	tiers   C.size_t
-	shared  *C.char
-	mode    C.uint32_t
-	leaky   bool
-	names   []Limit
+	configs   []C.struct_ratecell_config
+	perTier   C.size_t
+	tiers     C.size_t
+	states    C.uint32_t
+	path      *C.char
+	saveEvery C.uint64_t
+	shared    *C.char
+	mode      C.uint32_t
+	leaky     bool
+	names     []Limit
 }
 
-// c lays o out as the C ABI takes it; free releases the shared path. No
-// limits, too many, both Limits and Tiers, or tiers of unequal lengths
-// give ErrInvalidLength.
+// c lays o out as the C ABI takes it; free releases the paths. Too many
+// limits, both Limits and Tiers, or tiers of unequal lengths give
+// ErrInvalidLength; so do no limits, but with states from a snapshot
+// (which then gives them).
 func (o Options) c(op string) (cOptions, error) {
 	var c cOptions
 	var err error
+	fromFile := o.States == StatesSnapshot || o.States == StatesPersisted
 	switch {
 	case len(o.Tiers) > 0 && len(o.Limits) > 0:
 		return c, &Error{Op: op, Status: StatusInvalidLength}
@@ -158,6 +190,8 @@ func (o Options) c(op string) (cOptions, error) {
 		var perTier int
 		c.configs, perTier, c.leaky, err = cTiers(op, o.Tiers)
 		c.perTier, c.tiers = C.size_t(perTier), C.size_t(len(o.Tiers))
+	case len(o.Limits) == 0 && fromFile:
+		// The snapshot's own limits.
 	default:
 		c.configs, c.leaky, err = cConfigs(op, o.Limits)
 		c.perTier = C.size_t(len(c.configs))
@@ -165,6 +199,13 @@ func (o Options) c(op string) (cOptions, error) {
 	}
 	if err != nil {
 		return c, err
+	}
+	c.states = C.uint32_t(o.States)
+	if o.Path != "" {
+		c.path = C.CString(o.Path)
+	}
+	if o.SaveEvery > 0 {
+		c.saveEvery = C.uint64_t(o.SaveEvery)
 	}
 	if o.Shared != "" {
 		c.shared = C.CString(o.Shared)
@@ -174,31 +215,37 @@ func (o Options) c(op string) (cOptions, error) {
 }
 
 func (c cOptions) free() {
-	if c.shared != nil {
-		C.free(unsafe.Pointer(c.shared))
+	for _, p := range []*C.char{c.path, c.shared} {
+		if p != nil {
+			C.free(unsafe.Pointer(p))
+		}
 	}
 }
 
-// wrap wraps a handle made of these options, with their limits' names.
+// wrap wraps a handle made of these options, with their limits' names. A
+// limiter of a snapshot's own limits learns from them whether it is a
+// leaky bucket.
 func (c cOptions) wrap(handle *C.ratecell_limiter) *Limiter {
-	l := wrap(handle, c.leaky)
+	leaky := c.leaky
+	if len(c.configs) == 0 {
+		var first C.struct_ratecell_config
+		C.ratecell_limiter_config(handle, &first)
+		leaky = Algorithm(first.algorithm) == LeakyBucket
+	}
+	l := wrap(handle, leaky)
 	c.name(l.core)
 	return l
 }
 
-// build, restore and persistedOpen pass these options to the C function
-// of that name, through the preamble's helpers (cgo gives other files no
-// access to a preamble's functions).
+// build passes these options to ratecell_limiter_build, through the
+// preamble's helper (cgo gives other files no access to a preamble's
+// functions).
 func (c cOptions) build(out **C.ratecell_limiter) C.ratecell_status {
-	return C.rc_build(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, out)
-}
-
-func (c cOptions) restore(path *C.char, out **C.ratecell_limiter) C.ratecell_status {
-	return C.rc_restore(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, path, out)
-}
-
-func (c cOptions) persistedOpen(path *C.char, everyNs C.uint64_t, out **C.ratecell_persisted) C.ratecell_status {
-	return C.rc_persisted_open(&c.configs[0], c.perTier, c.tiers, c.shared, c.mode, path, everyNs, out)
+	var configs *C.struct_ratecell_config
+	if len(c.configs) > 0 {
+		configs = &c.configs[0]
+	}
+	return C.rc_build(configs, c.perTier, c.tiers, c.states, c.path, c.saveEvery, c.shared, c.mode, out)
 }
 
 // name gives a limiter made of these options their limits' names.
@@ -264,4 +311,20 @@ func goDecision(c *C.struct_ratecell_decision) Decision {
 	d := *(*Decision)(unsafe.Pointer(c))
 	d.saturate()
 	return d
+}
+
+// cConfigs is limits as the C ABI takes them, and
+// whether any is a leaky bucket; 0 or more than MaxLimits limits give
+// ErrInvalidLength.
+func cConfigs(op string, limits []Limit) ([]C.struct_ratecell_config, bool, error) {
+	if len(limits) == 0 || len(limits) > MaxLimits {
+		return nil, false, statusError(op, C.RATECELL_INVALID_LENGTH)
+	}
+	configs := make([]C.struct_ratecell_config, len(limits))
+	leaky := false
+	for i, lim := range limits {
+		configs[i] = cConfig(lim.Config)
+		leaky = leaky || lim.Algorithm == LeakyBucket
+	}
+	return configs, leaky, nil
 }

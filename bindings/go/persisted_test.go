@@ -27,7 +27,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "limits.snap")
 	cfg := ratecell.Config{Algorithm: ratecell.GCRA, Limit: 3, Period: time.Hour, Capacity: 100}
-	p, err := ratecell.OpenPersisted(path, cfg, 10*time.Millisecond)
+	p, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}, States: ratecell.StatesPersisted, Path: path, SaveEvery: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 	}
 	// The background saves happen without any call from here.
 	waitFor(t, 10*time.Second, "a periodic save holding key 7", func() bool {
-		back, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}}, path)
+		back, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}, States: ratecell.StatesSnapshot, Path: path})
 		if err != nil {
 			return false
 		}
@@ -46,7 +46,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 		d, _ := back.Check(ratecell.Request{Key: ratecell.Uint64Key(7)})
 		return !d.Allowed
 	})
-	if err := p.SaveNow(); err != nil {
+	if err := p.Save(path); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Close(); err != nil {
@@ -67,7 +67,7 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 		t.Fatalf("the file came back after Close: %v", err)
 	}
 	// Restored at start: key 7 stays spent across the restart.
-	p, err = ratecell.OpenPersisted(path, cfg, time.Hour)
+	p, err = ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}, States: ratecell.StatesPersisted, Path: path, SaveEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,39 +75,39 @@ func TestPersistedSavesRestoresAndStopsOnClose(t *testing.T) {
 		t.Fatal("a fresh file: key 7 is fresh")
 	}
 	p.Close()
-	p, err = ratecell.OpenPersisted(path, cfg, time.Hour)
+	p, err = ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}, States: ratecell.StatesPersisted, Path: path, SaveEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := p.Check(ratecell.Request{Key: ratecell.Uint64Key(7)}); d.Remaining != 1 {
 		t.Fatalf("restored: remaining %d, want 1", d.Remaining)
 	}
-	// Closing the embedded Limiter (or a copy) also stops the saver.
-	lim := *p.Limiter
+	// Closing a copy closes the limiter, and stops the saver.
+	lim := *p
 	lim.Close()
 	if err := p.Close(); err != nil {
-		t.Fatalf("close after the limiter's: %v", err)
+		t.Fatalf("close after the copy's: %v", err)
 	}
 	other := cfg
 	other.Limit = 4
-	if _, err := ratecell.OpenPersisted(path, other, time.Hour); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
+	if _, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: other}}, States: ratecell.StatesPersisted, Path: path, SaveEvery: time.Hour}); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
 		t.Fatalf("another limit: %v", err)
 	}
 	if err := os.WriteFile(path, []byte("not a snapshot"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ratecell.OpenPersisted(path, cfg, time.Hour); !errors.Is(err, ratecell.ErrSnapshotDamaged) {
+	if _, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}, States: ratecell.StatesPersisted, Path: path, SaveEvery: time.Hour}); !errors.Is(err, ratecell.ErrSnapshotDamaged) {
 		t.Fatalf("a damaged file: %v", err)
 	}
 }
 
-func TestPersistedSeveralLimitsAndRestoreWith(t *testing.T) {
+func TestPersistedAndSnapshotStatesOfSeveralLimits(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "multi.snap")
 	limits := []ratecell.Limit{
 		{Config: ratecell.Config{Algorithm: ratecell.SlidingLog, Limit: 2, Period: time.Hour, Capacity: 10}, Name: "hourly"},
 		{Config: ratecell.Config{Algorithm: ratecell.TokenBucket, Limit: 5, Period: time.Hour, Capacity: 10}, Name: "tokens"},
 	}
-	p, err := ratecell.OpenPersistedWith(ratecell.Options{Limits: limits}, path, time.Hour)
+	p, err := ratecell.NewWith(ratecell.Options{Limits: limits, States: ratecell.StatesPersisted, Path: path, SaveEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestPersistedSeveralLimitsAndRestoreWith(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ratecell.RestoreWith(ratecell.Options{Limits: limits}, path)
+	back, err := ratecell.NewWith(ratecell.Options{Limits: limits, States: ratecell.StatesSnapshot, Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +131,19 @@ func TestPersistedSeveralLimitsAndRestoreWith(t *testing.T) {
 	if d.Allowed || d.DeniedBy != 0 || back.LimitName(d.DeniedBy) != "hourly" || d.Limits[1].Remaining != 3 {
 		t.Fatalf("restored: %+v", d)
 	}
-	if _, err := ratecell.RestoreWith(ratecell.Options{Limits: limits[:1]}, path); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
+	if _, err := ratecell.NewWith(ratecell.Options{Limits: limits[:1], States: ratecell.StatesSnapshot, Path: path}); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
 		t.Fatalf("one limit of two: %v", err)
 	}
-	if _, err := ratecell.RestoreWith(ratecell.Options{}, path); !errors.Is(err, ratecell.ErrInvalidLength) {
-		t.Fatalf("no limits: %v", err)
+	// No limits: the file's own, names none.
+	own, err := ratecell.NewWith(ratecell.Options{States: ratecell.StatesSnapshot, Path: path})
+	if err != nil {
+		t.Fatal(err)
 	}
-	p, err = ratecell.OpenPersistedWith(ratecell.Options{Limits: limits}, path, time.Hour)
+	if d, _ := own.CheckEach(ratecell.Request{Key: ratecell.Uint64Key(3)}); d.Allowed || len(d.Limits) != 2 || own.LimitName(0) != "" {
+		t.Fatalf("the file's own limits: %+v", d)
+	}
+	own.Close()
+	p, err = ratecell.NewWith(ratecell.Options{Limits: limits, States: ratecell.StatesPersisted, Path: path, SaveEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,22 +151,35 @@ func TestPersistedSeveralLimitsAndRestoreWith(t *testing.T) {
 		t.Fatalf("reopened: %+v", d)
 	}
 	p.Close()
-	// Options are read as NewWith reads them; a shared region is built,
-	// never restored, and refused by name before anything is made.
-	both := ratecell.Options{Limits: limits, Tiers: [][]ratecell.Config{{limits[0].Config}}}
-	if _, err := ratecell.RestoreWith(both, path); !errors.Is(err, ratecell.ErrInvalidLength) {
-		t.Fatalf("limits and tiers: %v", err)
+	// Limits and tiers together, whatever the states: refused by length.
+	for _, states := range []ratecell.States{ratecell.StatesSnapshot, ratecell.StatesPersisted} {
+		both := ratecell.Options{Limits: limits, Tiers: [][]ratecell.Config{{limits[0].Config}}, States: states, Path: path}
+		if _, err := ratecell.NewWith(both); !errors.Is(err, ratecell.ErrInvalidLength) {
+			t.Fatalf("limits and tiers: %v", err)
+		}
 	}
-	if _, err := ratecell.OpenPersistedWith(both, path, time.Hour); !errors.Is(err, ratecell.ErrInvalidLength) {
-		t.Fatalf("limits and tiers: %v", err)
-	}
+	// A field the states do not read: refused by name before anything is
+	// made (a region beside a file, a period beside a snapshot, a path or
+	// a period for fresh states, states out of range).
 	region := "ratecell-go-never-made"
-	shared := ratecell.Options{Limits: limits[1:], Shared: region}
-	if _, err := ratecell.RestoreWith(shared, path); !errors.Is(err, ratecell.ErrSharedUnsupported) {
-		t.Fatalf("shared: %v", err)
+	for _, o := range []ratecell.Options{
+		{Limits: limits[1:], States: ratecell.StatesSnapshot, Path: path, Shared: region},
+		{Limits: limits[1:], States: ratecell.StatesPersisted, Path: path, SaveEvery: time.Hour, Shared: region},
+		{Limits: limits[1:], States: ratecell.StatesSnapshot, Path: path, SaveEvery: time.Hour},
+		{Limits: limits[1:], Path: path},
+		{Limits: limits[1:], SaveEvery: time.Hour},
+		{Limits: limits[1:], Shared: region},
+		{Limits: limits[1:], States: ratecell.StatesShared + 1},
+	} {
+		if _, err := ratecell.NewWith(o); !errors.Is(err, ratecell.ErrInvalidStates) {
+			t.Fatalf("%+v: %v", o, err)
+		}
 	}
-	if _, err := ratecell.OpenPersistedWith(shared, path, time.Hour); !errors.Is(err, ratecell.ErrSharedUnsupported) {
-		t.Fatalf("shared: %v", err)
+	// The path the states need, missing.
+	for _, states := range []ratecell.States{ratecell.StatesSnapshot, ratecell.StatesPersisted, ratecell.StatesShared} {
+		if _, err := ratecell.NewWith(ratecell.Options{Limits: limits[1:], States: states}); !errors.Is(err, ratecell.ErrNullArgument) {
+			t.Fatalf("states %d without a path: %v", states, err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join("/dev/shm", region)); !os.IsNotExist(err) {
 		t.Fatalf("a region was made: %v", err)
@@ -174,7 +193,7 @@ func TestHelperPersistedChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestKilledProcessLeavesASnapshotThatRestores")
 	}
-	p, err := ratecell.OpenPersisted(path, killedConfig, time.Millisecond)
+	p, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: killedConfig}}, States: ratecell.StatesPersisted, Path: path, SaveEvery: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +226,7 @@ func TestKilledProcessLeavesASnapshotThatRestores(t *testing.T) {
 			}
 		})
 		waitFor(t, 30*time.Second, "a save holding keys", func() bool {
-			l, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: killedConfig}}}, path)
+			l, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: killedConfig}}, States: ratecell.StatesSnapshot, Path: path})
 			if err != nil {
 				return false
 			}
@@ -221,7 +240,7 @@ func TestKilledProcessLeavesASnapshotThatRestores(t *testing.T) {
 		}
 		child.Wait()
 		killed = true
-		l, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: killedConfig}}}, path)
+		l, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: killedConfig}}, States: ratecell.StatesSnapshot, Path: path})
 		if err != nil {
 			t.Fatalf("round %d: the file left by the killed process: %v", round, err)
 		}
@@ -230,5 +249,28 @@ func TestKilledProcessLeavesASnapshotThatRestores(t *testing.T) {
 		if s.KeysTracked == 0 {
 			t.Fatalf("round %d: no keys restored", round)
 		}
+	}
+}
+
+// Close returns a persisted limiter's last save's error: here its
+// directory is gone.
+func TestCloseReturnsTheLastSavesError(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gone")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ratecell.Config{Algorithm: ratecell.GCRA, Limit: 3, Period: time.Hour, Capacity: 10}
+	p, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}, States: ratecell.StatesPersisted, Path: filepath.Join(dir, "limits.snap"), SaveEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); !errors.Is(err, ratecell.ErrSnapshotIO) {
+		t.Fatalf("close: %v, want ErrSnapshotIO", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("a second close: %v", err)
 	}
 }

@@ -329,14 +329,11 @@ type core struct {
 	leaky   bool
 	limits  []Limit // Options.Limits (NewWith), else nil
 	cleanup runtime.Cleanup
-	// free releases the handle once no call is inside the library; nil
-	// means ratecell_limiter_free (a Persisted's limiter is released with
-	// its saver instead: see persisted.go).
-	free func()
 }
 
-// New checks cfg and makes a limiter of that one limit (NewWith makes the
-// others: several limits, tiers, a shared region). An invalid field gives an error
+// New checks cfg and makes a fresh limiter of that one limit (NewWith makes
+// the others: several limits, tiers, states from a snapshot, a persisted
+// file or a shared region). An invalid field gives an error
 // matching the sentinel that names it (ErrInvalidLimit, ...); a table that
 // cannot be allocated gives ErrOutOfMemory.
 //
@@ -407,7 +404,10 @@ func (l *Limiter) exit() { l.core.state.Add(-1) }
 // several goroutines, also while other goroutines use the limiter: it
 // waits for the calls already inside the library (each a few hundred
 // nanoseconds; Acquire never waits inside the library) and every call
-// that starts afterwards returns ErrClosed. It always returns nil.
+// that starts afterwards returns ErrClosed. A persisted limiter
+// (StatesPersisted) stops its saving thread and saves a last time, and
+// Close returns that save's error (ErrSnapshotIO); for any other limiter,
+// and on later calls, it returns nil.
 func (l *Limiter) Close() error {
 	if l == nil || l.core == nil {
 		return nil
@@ -426,13 +426,12 @@ func (l *Limiter) Close() error {
 		runtime.Gosched()
 	}
 	c.cleanup.Stop()
-	if c.free != nil {
-		c.free()
-	} else {
-		C.ratecell_limiter_free(c.handle)
-	}
+	// The last save of a persisted limiter, reported here: the free
+	// returns no status.
+	err := statusError("close", C.ratecell_snapshot_stop(c.handle))
+	C.ratecell_limiter_free(c.handle)
 	c.handle = nil
-	return nil
+	return err
 }
 
 // Config reads the limiter's configuration back (ratecell_limiter_config):

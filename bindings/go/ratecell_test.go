@@ -266,15 +266,18 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 
 func TestStatuses(t *testing.T) {
 	seen := map[string]bool{}
-	for s := ratecell.StatusOK; s <= ratecell.StatusInvalidGrant; s++ {
+	for s := ratecell.StatusOK; s <= ratecell.StatusInvalidStates; s++ {
 		text := s.String()
 		if text == "" || text == "unknown status" || seen[text] {
 			t.Errorf("status %d (%s): description %q", s, s.Name(), text)
 		}
 		seen[text] = true
 	}
-	if got := ratecell.Status(39).String(); got != "unknown status" {
-		t.Errorf("status 39: %q", got)
+	if got := ratecell.Status(40).String(); got != "unknown status" {
+		t.Errorf("status 40: %q", got)
+	}
+	if ratecell.StatusInvalidStates.Name() != "INVALID_STATES" {
+		t.Error("INVALID_STATES name")
 	}
 	if ratecell.StatusInvalidGrant.Name() != "INVALID_GRANT" || ratecell.StatusNotLeasable.Name() != "NOT_LEASABLE" {
 		t.Error("lease status names")

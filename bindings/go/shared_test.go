@@ -15,14 +15,14 @@ func TestSharedRegion(t *testing.T) {
 	defer os.Remove(path)
 	cfg := Config{Algorithm: GCRA, Limit: 5, Period: time.Hour, Capacity: 100}
 	shared := func(cfg Config, path string) (*Limiter, error) {
-		return NewWith(Options{Limits: []Limit{{Config: cfg}}, Shared: path})
+		return NewWith(Options{Limits: []Limit{{Config: cfg}}, States: StatesShared, Shared: path})
 	}
 	a, err := shared(cfg, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := NewWith(Options{Limits: []Limit{{Config: cfg}}, Shared: path, SharedMode: 0o640})
+	b, err := NewWith(Options{Limits: []Limit{{Config: cfg}}, States: StatesShared, Shared: path, SharedMode: 0o640})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestSharedRegion(t *testing.T) {
 	if _, err := shared(log, path+"-log"); !errors.Is(err, ErrSharedUnsupported) {
 		t.Fatalf("sliding log in shared mode: %v", err)
 	}
-	tiered := Options{Tiers: [][]Config{{cfg}, {cfg}}, Shared: path + "-tiers"}
+	tiered := Options{Tiers: [][]Config{{cfg}, {cfg}}, States: StatesShared, Shared: path + "-tiers"}
 	if _, err := NewWith(tiered); !errors.Is(err, ErrSharedUnsupported) {
 		t.Fatalf("tiers in shared mode: %v", err)
 	}

@@ -28,11 +28,11 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		if err := lim.SaveAt(path, t0); err != nil {
 			t.Fatal(err)
 		}
-		back, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}}, path)
+		back, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: cfg}}, States: ratecell.StatesSnapshot, Path: path})
 		if err != nil {
 			t.Fatal(err)
 		}
-		any, err := ratecell.Restore(path)
+		any, err := ratecell.NewWith(ratecell.Options{States: ratecell.StatesSnapshot, Path: path})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,14 +46,14 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		}
 		other := cfg
 		other.Limit = 4
-		if _, err := ratecell.RestoreWith(ratecell.Options{Limits: []ratecell.Limit{{Config: other}}}, path); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
+		if _, err := ratecell.NewWith(ratecell.Options{Limits: []ratecell.Limit{{Config: other}}, States: ratecell.StatesSnapshot, Path: path}); !errors.Is(err, ratecell.ErrSnapshotConfigMismatch) {
 			t.Errorf("%v: a different limit gave %v", a, err)
 		}
 		lim.Close()
 		back.Close()
 		any.Close()
 	}
-	if _, err := ratecell.Restore(filepath.Join(dir, "missing.snap")); !errors.Is(err, ratecell.ErrSnapshotNotFound) {
+	if _, err := ratecell.NewWith(ratecell.Options{States: ratecell.StatesSnapshot, Path: filepath.Join(dir, "missing.snap")}); !errors.Is(err, ratecell.ErrSnapshotNotFound) {
 		t.Errorf("missing file: %v", err)
 	}
 	data, err := os.ReadFile(path)
@@ -65,7 +65,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		if err := os.WriteFile(bad, damaged, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ratecell.Restore(bad); !errors.Is(err, ratecell.ErrSnapshotDamaged) {
+		if _, err := ratecell.NewWith(ratecell.Options{States: ratecell.StatesSnapshot, Path: bad}); !errors.Is(err, ratecell.ErrSnapshotDamaged) {
 			t.Errorf("damaged file of %d bytes: %v", len(damaged), err)
 		}
 	}

@@ -1,9 +1,8 @@
 package ratecell
 
 // This file owns a quota per tier: the tiers a limiter serves and their
-// layout for the C ABI. NewWith makes one (Options.Tiers), RestoreWith and
-// OpenPersistedWith restore one; every request names its tier
-// (Request.Tier, Batch.Tiers).
+// layout for the C ABI. NewWith makes one (Options.Tiers), fresh or
+// restored; every request names its tier (Request.Tier, Batch.Tiers).
 
 /*
 #include <stdlib.h>

@@ -266,7 +266,7 @@ func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
 	if err := lim.SaveAt(path, tiersT0); err != nil {
 		t.Fatal(err)
 	}
-	back, err := RestoreWith(Options{Tiers: [][]Config{{free}, {paid}}}, path)
+	back, err := NewWith(Options{Tiers: [][]Config{{free}, {paid}}, States: StatesSnapshot, Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,24 +274,24 @@ func TestTiersSnapshotKeepsTheTiers(t *testing.T) {
 	if d, _ := back.Check(Request{Key: Uint64Key(1), Peek: true, At: tiersT0, Tier: 1}); d.Remaining != 20 {
 		t.Errorf("restored paid key: %+v", d)
 	}
-	fromFile, err := Restore(path)
+	fromFile, err := NewWith(Options{States: StatesSnapshot, Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fromFile.Close()
 	if fromFile.Tiers() != 2 {
-		t.Errorf("Restore: %d tiers", fromFile.Tiers())
+		t.Errorf("the file's own: %d tiers", fromFile.Tiers())
 	}
 	other := paid
 	other.Limit = 40
-	if _, err := RestoreWith(Options{Tiers: [][]Config{{free}, {other}}}, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := NewWith(Options{Tiers: [][]Config{{free}, {other}}, States: StatesSnapshot, Path: path}); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("another paid limit: %v", err)
 	}
-	if _, err := RestoreWith(Options{Limits: []Limit{{Config: free}}}, path); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := NewWith(Options{Limits: []Limit{{Config: free}}, States: StatesSnapshot, Path: path}); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("no tiers: %v", err)
 	}
-	if _, err := RestoreWith(Options{}, path); !errors.Is(err, ErrInvalidLength) {
-		t.Errorf("no tiers given: %v", err)
+	if _, err := NewWith(Options{Limits: []Limit{}, Tiers: [][]Config{{}}, States: StatesSnapshot, Path: path}); !errors.Is(err, ErrInvalidLength) {
+		t.Errorf("a tier of no limits: %v", err)
 	}
 }
 
@@ -330,7 +330,7 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 		}
 		return key, tier, 1 + uint64(i%4)
 	}
-	p, err := OpenPersistedWith(Options{Tiers: tiers}, path, time.Millisecond)
+	p, err := NewWith(Options{Tiers: tiers, States: StatesPersisted, Path: path, SaveEvery: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 	if err := os.WriteFile(copyPath, saved, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	back, err := OpenPersistedWith(Options{Tiers: tiers}, copyPath, time.Hour)
+	back, err := NewWith(Options{Tiers: tiers, States: StatesPersisted, Path: copyPath, SaveEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,33 +405,39 @@ func TestPersistedTieredComesBackAndRefusesOtherTiers(t *testing.T) {
 	}
 
 	// Another number of tiers, another tier's limit, no tiers at all.
-	if _, err := OpenPersistedWith(Options{Tiers: tiers[:1]}, path, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := NewWith(Options{Tiers: tiers[:1], States: StatesPersisted, Path: path, SaveEvery: time.Hour}); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("one tier: %v", err)
 	}
 	other := [][]Config{tiers[0], {tiers[1][0], tiers[1][1]}}
 	other[1][1].Limit = 81
-	if _, err := OpenPersistedWith(Options{Tiers: other}, path, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := NewWith(Options{Tiers: other, States: StatesPersisted, Path: path, SaveEvery: time.Hour}); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("another limit: %v", err)
 	}
-	if _, err := OpenPersisted(path, tiers[0][0], time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := NewWith(Options{Limits: []Limit{{Config: tiers[0][0]}}, States: StatesPersisted, Path: path, SaveEvery: time.Hour}); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("untiered open of a tiered file: %v", err)
 	}
 	plain := filepath.Join(dir, "plain.snap")
-	untiered, err := OpenPersisted(plain, tiers[0][0], time.Hour)
+	untiered, err := NewWith(Options{Limits: []Limit{{Config: tiers[0][0]}}, States: StatesPersisted, Path: plain, SaveEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := untiered.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenPersistedWith(Options{Tiers: [][]Config{{tiers[0][0]}, {tiers[1][0]}}}, plain, time.Hour); !errors.Is(err, ErrSnapshotConfigMismatch) {
+	if _, err := NewWith(Options{Tiers: [][]Config{{tiers[0][0]}, {tiers[1][0]}}, States: StatesPersisted, Path: plain, SaveEvery: time.Hour}); !errors.Is(err, ErrSnapshotConfigMismatch) {
 		t.Errorf("tiered open of an untiered file: %v", err)
 	}
-	if _, err := OpenPersistedWith(Options{}, path, time.Hour); !errors.Is(err, ErrInvalidLength) {
-		t.Errorf("no tiers: %v", err)
+	// No tiers given: the file's own.
+	own, err := NewWith(Options{States: StatesPersisted, Path: path, SaveEvery: time.Hour})
+	if err != nil || own.Tiers() != 2 {
+		t.Errorf("the file's tiers: %d %v", own.Tiers(), err)
+	}
+	own.Close()
+	if _, err := NewWith(Options{States: StatesPersisted, Path: filepath.Join(dir, "none.snap"), SaveEvery: time.Hour}); !errors.Is(err, ErrInvalidLength) {
+		t.Errorf("no file, no limits: %v", err)
 	}
 	// One limit per tier, fresh: the tiers are there.
-	single, err := OpenPersistedWith(Options{Tiers: [][]Config{{tiers[0][0]}, {tiers[1][0]}}}, filepath.Join(dir, "single.snap"), time.Hour)
+	single, err := NewWith(Options{Tiers: [][]Config{{tiers[0][0]}, {tiers[1][0]}}, States: StatesPersisted, Path: filepath.Join(dir, "single.snap"), SaveEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -321,6 +321,10 @@ pub enum Field {
     /// The tiers given to a tiered keyed limiter (1 to
     /// [`crate::MAX_TIERS`], each the same number of limits).
     Tiers,
+    /// Where a limiter's states come from (`crate::States`): states this
+    /// limiter cannot take (a shared region for a direct limiter, a
+    /// snapshot beside a persisted file's own).
+    States,
 }
 
 impl Field {
@@ -336,6 +340,7 @@ impl Field {
             Field::Overflow => "overflow",
             Field::Limits => "limits",
             Field::Tiers => "tiers",
+            Field::States => "states",
         }
     }
 }
@@ -372,7 +377,7 @@ pub enum Error {
         bytes: usize,
     },
     /// A shared region could not be created or attached
-    /// (`Builder::shared`).
+    /// (`States::Shared`).
     Shared(SharedError),
     /// A live reconfiguration (`Limiter::reconfigure`) was refused: the
     /// change has no carry-over rule for the states already kept, or

@@ -1,33 +1,16 @@
 //! Building a keyed limiter: one limit, several checked as one, or a quota
-//! per tier, on the TSC clock or another.
+//! per tier, on a clock, hashing keys with a given hasher (a fresh one's
+//! or a restored snapshot's). The two constructors here are the only
+//! ones: `crate::Builder` calls them for every limiter it makes, fresh or
+//! restored (a shared region is `shared.rs`'s).
 
 use super::*;
 
 impl KeyedLimiter {
-    /// A keyed limiter on the TSC clock; `config.capacity` ≥ 1 keys.
+    /// A keyed limiter on the TSC clock; `config.capacity` ≥ 1 keys: the
+    /// one-limit shorthand of [`crate::Builder`], which it calls.
     pub fn new(config: Config) -> Result<KeyedLimiter, Error> {
-        KeyedLimiter::with_clock(config, Clock::tsc())
-    }
-
-    /// A keyed limiter reading `clock`.
-    pub(crate) fn with_clock(config: Config, clock: Clock) -> Result<KeyedLimiter, Error> {
-        KeyedLimiter::with_hasher(config, clock, KeyHasher::random())
-    }
-
-    /// A keyed limiter hashing keys with `hasher` (a restored snapshot's).
-    pub(crate) fn with_hasher(
-        config: Config,
-        clock: Clock,
-        hasher: KeyHasher,
-    ) -> Result<KeyedLimiter, Error> {
-        let (tables, owner) = Tables::new(&config, &mut None)?;
-        Ok(KeyedLimiter::assemble(
-            tables,
-            owner,
-            Limits::one(config),
-            clock,
-            hasher,
-        ))
+        KeyedLimiter::builder().limit(config).build_fresh()
     }
 
     pub(super) fn assemble(
@@ -50,18 +33,10 @@ impl KeyedLimiter {
         }
     }
 
-    /// A keyed limiter of several limits checked as one
-    /// ([`crate::Builder::limit`]), reading `clock`.
-    pub(crate) fn with_clock_multi(
-        configs: &[Config],
-        clock: Clock,
-    ) -> Result<KeyedLimiter, Error> {
-        KeyedLimiter::with_hasher_multi(configs, clock, KeyHasher::random())
-    }
-
-    /// [`KeyedLimiter::with_clock_multi`] hashing keys with `hasher` (a
-    /// restored snapshot's).
-    pub(crate) fn with_hasher_multi(
+    /// A keyed limiter of `configs` (one limit, or several checked as one:
+    /// [`crate::Builder::limit`]) reading `clock`, hashing keys with
+    /// `hasher`.
+    pub(crate) fn made(
         configs: &[Config],
         clock: Clock,
         hasher: KeyHasher,
@@ -69,13 +44,15 @@ impl KeyedLimiter {
         // One limit needs no composite, and is judged alone: its errors
         // name no limit's index.
         if let [config] = configs {
-            return KeyedLimiter::with_hasher(*config, clock, hasher);
+            let (tables, owner) = Tables::new(config, &mut None)?;
+            let limits = Limits::one(*config);
+            return Ok(KeyedLimiter::assemble(tables, owner, limits, clock, hasher));
         }
         let all = crate::policy::multi::all_of(configs, 128 - MIN_FINGERPRINT_BITS)?;
         let config = configs[0];
         if config.capacity == 0 {
             // Refused there.
-            return KeyedLimiter::with_hasher(config, clock, hasher);
+            return KeyedLimiter::made(&configs[..1], clock, hasher);
         }
         let overflow = config.overflow;
         let (live, owner) = Live::new(all);
@@ -91,18 +68,9 @@ impl KeyedLimiter {
         Ok(KeyedLimiter::assemble(tables, owner, limits, clock, hasher))
     }
 
-    /// A keyed limiter of tiers ([`crate::Builder::tier`]), reading
-    /// `clock`.
-    pub(crate) fn with_clock_tiered_multi(
-        tiers: &[&[Config]],
-        clock: Clock,
-    ) -> Result<KeyedLimiter, Error> {
-        KeyedLimiter::with_hasher_tiered_multi(tiers, clock, KeyHasher::random())
-    }
-
-    /// [`KeyedLimiter::with_clock_tiered_multi`] hashing keys with
-    /// `hasher` (a restored snapshot's).
-    pub(crate) fn with_hasher_tiered_multi(
+    /// A keyed limiter of tiers ([`crate::Builder::tier`]) reading
+    /// `clock`, hashing keys with `hasher`.
+    pub(crate) fn made_tiered(
         tiers: &[&[Config]],
         clock: Clock,
         hasher: KeyHasher,

@@ -668,7 +668,7 @@ impl KeyedLimiter {
     /// rules, errors and carry-over). No key's state is rewritten: each
     /// is read by the new limits at its next check. Capacity and overflow
     /// cannot change. A table in a shared region
-    /// ([`crate::Builder::shared`]) is refused with
+    /// ([`crate::States::Shared`]) is refused with
     /// [`Error::Reconfigure`]: the other attached processes would go on
     /// with the old limits.
     pub fn reconfigure(&self, configs: &[Config]) -> Result<(), Error> {

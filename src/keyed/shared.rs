@@ -1,25 +1,12 @@
 //! A keyed limiter whose table lies in a region shared by the processes
-//! of a machine (`Builder::shared`).
+//! of a machine (`States::Shared`).
 
 use super::*;
 
 impl KeyedLimiter {
     /// A keyed limiter whose table lies in the region at `path`
-    /// ([`crate::Builder::shared`]).
-    #[allow(
-        clippy::missing_panics_doc,
-        reason = "its one expect states what Tables::new guarantees, not a caller's error"
-    )]
-    pub(crate) fn open_shared_with(
-        path: impl AsRef<std::path::Path>,
-        config: Config,
-        options: &SharedOptions,
-    ) -> Result<KeyedLimiter, Error> {
-        KeyedLimiter::open_shared_keyed(path.as_ref(), config, options, None)
-    }
-
-    /// [`KeyedLimiter::open_shared_with`], a new region getting
-    /// `hash_keys` (a snapshot's) instead of random ones.
+    /// ([`crate::States::Shared`]), a new region getting `hash_keys` (a
+    /// snapshot's) when given, else random ones.
     pub(crate) fn open_shared_keyed(
         path: &std::path::Path,
         config: Config,

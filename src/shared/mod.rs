@@ -1,5 +1,5 @@
 //! Keyed tables in shared memory: one limit across the processes of one
-//! machine (`Builder::shared`).
+//! machine (`States::Shared`).
 //!
 //! This module owns the region: a file mapped `MAP_SHARED` (under
 //! `/dev/shm` by default), its header, and how it is created and attached.
@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 #[cfg(target_os = "linux")]
 pub const VERSION: u32 = 1;
 
-/// How a region is created or attached (`Builder::shared`).
+/// How a region is created or attached (`States::Shared`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SharedOptions {
     /// The permission bits of a region this call creates (exactly these:

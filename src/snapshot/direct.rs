@@ -58,7 +58,7 @@ impl Limiter {
 
     /// Builds a limiter of `configs` (one limit, or several as one) on
     /// `clock` holding the state saved in `input`: what
-    /// [`crate::Builder::restore`] makes. `configs` must be the saved
+    /// [`crate::Builder::build`] makes of a snapshot's states. `configs` must be the saved
     /// limits, in the same order: a snapshot of another configuration is
     /// refused with [`SnapshotError::ConfigMismatch`] naming the first
     /// field that differs (or [`crate::Field::Limits`] when their number
@@ -72,7 +72,7 @@ impl Limiter {
         let mut input = In::new(input);
         let header = Header::read(&mut input)?;
         header.check(configs)?;
-        let limiter = Limiter::with_clock_multi(configs, clock)?;
+        let limiter = Limiter::made(configs, clock)?;
         match limiter.engine() {
             Engine::Gcra(alg, cell) => {
                 header.check_layout(1, 0, WORD_STATE_WORDS)?;

@@ -2,11 +2,10 @@
 //! restored from its file at start and saved to it periodically.
 
 use super::SnapshotError;
-use crate::config::Config;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader};
+use std::io;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,27 +86,6 @@ impl KeyedLimiter {
     pub fn save_at(&self, path: impl AsRef<Path>, now_ns: u64) -> Result<(), SnapshotError> {
         write_atomically(path.as_ref(), |file| self.snapshot_at(file, now_ns))
     }
-
-    /// [`KeyedLimiter::restore_shared`] from the snapshot file at
-    /// `snapshot`: opens the shared region at `region`, restored from the
-    /// file when no region exists there yet (at a service's start, after a
-    /// reboot cleared `/dev/shm`). A missing snapshot file opens the region
-    /// as it is, or fresh. Returns whether the snapshot was restored.
-    pub fn load_shared(
-        snapshot: impl AsRef<Path>,
-        region: impl AsRef<Path>,
-        config: Config,
-        options: &crate::shared::SharedOptions,
-    ) -> Result<(KeyedLimiter, bool), SnapshotError> {
-        match File::open(snapshot) {
-            Ok(f) => KeyedLimiter::restore_shared(BufReader::new(f), region, config, options),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((
-                KeyedLimiter::open_shared_with(region, config, options)?,
-                false,
-            )),
-            Err(e) => Err(e.into()),
-        }
-    }
 }
 
 /// A limiter that can be saved to a file (what [`Persisted`] needs to run).
@@ -134,8 +112,7 @@ impl Save for KeyedLimiter {
 /// Dropping it stops and joins the thread and saves once more;
 /// [`Persisted::close`] does the same and returns that save's result.
 /// Dereferences to the limiter. Made by [`crate::Builder::persisted`]
-/// (every option of a limiter: several limits, tiers, a clock, names), or
-/// by [`Persisted::start`] for a limiter at hand.
+/// (every option of a limiter: several limits, tiers, a clock, names).
 ///
 /// ```
 /// use ratecell::{Algorithm, Config, KeyedLimiter};
@@ -147,7 +124,8 @@ impl Save for KeyedLimiter {
 /// let config = Config::new(Algorithm::Gcra, 10, 1_000_000_000).capacity(10_000);
 /// let limiter = KeyedLimiter::builder()
 ///     .limit(config)
-///     .persisted(&path, Duration::from_secs(5))?;
+///     .persisted(&path, Duration::from_secs(5))
+///     .build()?;
 /// assert!(limiter.check(42, 1).allowed);
 /// # drop(limiter);
 /// # std::fs::remove_dir_all(&dir).unwrap();
@@ -156,7 +134,9 @@ impl Save for KeyedLimiter {
 pub struct Persisted<L: Save> {
     limiter: Arc<L>,
     path: PathBuf,
-    saver: Option<JoinHandle<()>>,
+    // Behind a lock so that `stop_saving` can take it through `&self`
+    // (the C ABI's handle is shared): taken once, by the first stop.
+    saver: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
 }
 
@@ -174,11 +154,7 @@ impl<L: Save> Persisted<L> {
     /// Only a missing file means "start fresh": any other failure to
     /// restore (a damaged file, another configuration) is returned, so
     /// nothing saved is silently dropped.
-    ///
-    /// Public for limiters of other types that implement [`Save`] (the C
-    /// ABI's handle, in the ratecell-capi crate, opens through here), so
-    /// that this rule has one copy.
-    pub fn open_or_build<B>(
+    pub(crate) fn open_or_build<B>(
         path: &Path,
         every: Duration,
         load: impl FnOnce(&Path) -> Result<L, SnapshotError>,
@@ -196,12 +172,8 @@ impl<L: Save> Persisted<L> {
     }
 
     /// Saves `limiter` to `path` every `every` (at least 1 ms) from now on,
-    /// on a background thread (for a limiter restored or built by hand).
-    pub fn start(
-        limiter: L,
-        path: impl AsRef<Path>,
-        every: Duration,
-    ) -> Result<Self, SnapshotError> {
+    /// on a background thread.
+    fn start(limiter: L, path: impl AsRef<Path>, every: Duration) -> Result<Self, SnapshotError> {
         let path = path.as_ref().to_path_buf();
         let limiter = Arc::new(limiter);
         let shared = Arc::new(Shared {
@@ -245,7 +217,7 @@ impl<L: Save> Persisted<L> {
         Ok(Persisted {
             limiter,
             path,
-            saver: Some(saver),
+            saver: Mutex::new(Some(saver)),
             shared,
         })
     }
@@ -277,12 +249,23 @@ impl<L: Save> Persisted<L> {
 
     /// Stops the periodic saves and saves a last time, returning that
     /// save's result (dropping does the same and drops the result).
-    pub fn close(mut self) -> Result<(), SnapshotError> {
-        self.stop()
+    pub fn close(self) -> Result<(), SnapshotError> {
+        self.stop_saving()
     }
 
-    fn stop(&mut self) -> Result<(), SnapshotError> {
-        let Some(saver) = self.saver.take() else {
+    /// [`Persisted::close`] keeping the limiter: stops the periodic saves
+    /// (joining the thread) and saves a last time, returning that save's
+    /// result; the limiter goes on checking, unsaved. Later calls, and the
+    /// drop, save nothing more and return `Ok`. For an owner that must
+    /// learn the last save's result before it can drop the limiter (the C
+    /// ABI's `ratecell_snapshot_stop`).
+    pub fn stop_saving(&self) -> Result<(), SnapshotError> {
+        let Some(saver) = self
+            .saver
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        else {
             return Ok(());
         };
         *self
@@ -305,7 +288,7 @@ impl<L: Save> Deref for Persisted<L> {
 
 impl<L: Save> Drop for Persisted<L> {
     fn drop(&mut self) {
-        let _ = self.stop();
+        let _ = self.stop_saving();
     }
 }
 

@@ -76,7 +76,7 @@ impl KeyedLimiter {
     /// Builds a keyed limiter of `configs` (one limit, or several as one)
     /// on `clock` holding the states saved in `input`, hashing keys with
     /// the saved seed, so every key finds the state it had: what
-    /// [`crate::Builder::restore`] makes. A snapshot of another
+    /// [`crate::Builder::build`] makes of a snapshot's states. A snapshot of another
     /// configuration is refused with [`SnapshotError::ConfigMismatch`]
     /// before the table is allocated (see `Limiter::from_snapshot`);
     /// damaged input with the error that says how.
@@ -89,14 +89,15 @@ impl KeyedLimiter {
         let header = Header::read(&mut input)?;
         header.check(configs)?;
         let hasher = KeyHasher::from_keys(header.hash_k0, header.hash_k1);
-        let limiter = KeyedLimiter::with_hasher_multi(configs, clock, hasher)?;
+        let limiter = KeyedLimiter::made(configs, clock, hasher)?;
         let records = restore_records(&header, &mut input, &limiter)?;
         input.finish(records)?;
         Ok(limiter)
     }
 
     /// [`KeyedLimiter::from_snapshot`] for a tiered limiter (what
-    /// [`crate::Builder::tier`] then [`crate::Builder::restore`] makes):
+    /// [`crate::Builder::tier`] then [`crate::Builder::build`] makes of a
+    /// snapshot's states):
     /// `tiers` must be the saved tiers, each with the saved limits in the
     /// same order, else [`SnapshotError::ConfigMismatch`] names the first
     /// that differs: [`crate::Field::Tiers`] when the number of tiers does
@@ -113,39 +114,45 @@ impl KeyedLimiter {
         let header = Header::read(&mut input)?;
         header.check_tiers(tiers)?;
         let hasher = KeyHasher::from_keys(header.hash_k0, header.hash_k1);
-        let limiter = KeyedLimiter::with_hasher_tiered_multi(tiers, clock, hasher)?;
+        let limiter = KeyedLimiter::made_tiered(tiers, clock, hasher)?;
         let records = restore_records(&header, &mut input, &limiter)?;
         input.finish(records)?;
         Ok(limiter)
     }
 
-    /// Opens the shared region at `region` (see
-    /// [`crate::Builder::shared`]) holding the states saved in
-    /// `input`, when no region exists there yet; returns the limiter and
-    /// whether it was restored (`false`: a region was there, or appeared
-    /// meanwhile, and was attached as it is, the snapshot unused).
+    /// The shared region at `region` ([`crate::States::Shared`]): an
+    /// existing region attached as it is; a new one filled from the
+    /// snapshot file `seed` when it is given and exists, else fresh.
     ///
-    /// The restore fills a new region under a private temporary name in
-    /// the same directory, with the snapshot's hash key, then links it to
-    /// `region`: no process ever attaches to a half-restored region, and
-    /// of several processes restoring at once one wins and the others
-    /// attach to its region. The snapshot must be of `config` (else
+    /// The fill writes a new region under a private temporary name in the
+    /// same directory, with the snapshot's hash key, then links it to
+    /// `region`: no process ever attaches to a half-filled region, and of
+    /// several processes filling at once one wins and the others attach
+    /// to its region. The snapshot must be of `config` (else
     /// [`SnapshotError::ConfigMismatch`]), of one limit (shared regions
     /// hold one). Errors of the region are [`SnapshotError::Limiter`]
     /// with [`crate::Error::Shared`].
-    pub fn restore_shared(
-        input: impl Read,
-        region: impl AsRef<std::path::Path>,
+    pub(crate) fn open_shared_seeded(
+        region: &std::path::Path,
         config: Config,
         options: &crate::shared::SharedOptions,
-    ) -> Result<(KeyedLimiter, bool), SnapshotError> {
-        let region = crate::shared::resolve(region.as_ref());
+        seed: Option<&std::path::Path>,
+    ) -> Result<KeyedLimiter, SnapshotError> {
+        let region = crate::shared::resolve(region);
+        let attach = || {
+            Ok(KeyedLimiter::open_shared_keyed(
+                &region, config, options, None,
+            )?)
+        };
         if region.exists() {
-            return Ok((
-                KeyedLimiter::open_shared_with(&region, config, options)?,
-                false,
-            ));
+            return attach();
         }
+        let input = match seed.map(std::fs::File::open) {
+            None => return attach(),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => return attach(),
+            Some(Err(e)) => return Err(e.into()),
+            Some(Ok(file)) => std::io::BufReader::new(file),
+        };
         let mut input = In::new(input);
         let header = Header::read(&mut input)?;
         header.check(&[config])?;
@@ -170,20 +177,18 @@ impl KeyedLimiter {
             let records = restore_records(&header, &mut input, &limiter)?;
             input.finish(records)
         });
+        // A region linked meanwhile by another process wins: this one
+        // attaches to it, its own fill unused.
         let linked = filled.and_then(|()| match std::fs::hard_link(&temp, &region) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
             Err(e) => Err(SnapshotError::Io(e)),
         });
         let _ = std::fs::remove_file(&temp);
-        let restored = linked?;
-        Ok((
-            KeyedLimiter::open_shared_with(&region, config, options)?,
-            restored,
-        ))
+        linked?;
+        attach()
     }
 }
-
 /// Reads a keyed snapshot's records into `limiter` (which no other thread
 /// or process uses yet, built from the configuration the header was checked
 /// against and hashing with its key); returns how many, for the footer.

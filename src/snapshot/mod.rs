@@ -17,13 +17,15 @@ mod format;
 mod keyed;
 
 pub use file::{Persisted, Save};
-pub use format::{VERSION, saved_config, saved_configs, saved_tiers};
+pub use format::VERSION;
+pub(crate) use format::saved_tiers;
 
 use crate::config::{Error, Field};
 use std::fmt;
 use std::io;
 
-/// Why a snapshot could not be written or restored.
+/// Why a snapshot could not be written or restored, or a limiter made
+/// ([`crate::Builder::build`], which may read one).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SnapshotError {
@@ -62,8 +64,10 @@ pub enum SnapshotError {
         /// Its value in the configuration asked for.
         wanted: u64,
     },
-    /// The limiter could not be built (an invalid saved configuration, or
-    /// out of memory).
+    /// The limiter could not be built: its options are refused (the error
+    /// names the field; an invalid saved configuration too), or out of
+    /// memory. [`crate::Builder::build`] returns every error of a limiter
+    /// this way, a fresh one's too.
     Limiter(Error),
 }
 
@@ -111,7 +115,7 @@ impl fmt::Display for SnapshotError {
                     field.name()
                 )
             }
-            SnapshotError::Limiter(e) => write!(f, "cannot build the restored limiter: {e}"),
+            SnapshotError::Limiter(e) => write!(f, "cannot build the limiter: {e}"),
         }
     }
 }

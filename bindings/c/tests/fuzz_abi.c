@@ -79,7 +79,7 @@ static uint64_t seed;
     } while (0)
 
 static int valid_status(ratecell_status s) {
-    return s <= RATECELL_INVALID_TIER && s != RATECELL_PANIC;
+    return (s <= RATECELL_INVALID_TIER || s == RATECELL_INVALID_STATES) && s != RATECELL_PANIC;
 }
 
 static const unsigned char SENTINEL = 0x5A;
@@ -377,7 +377,8 @@ int main(int argc, char **argv) {
             checks++;
             break;
         }
-        case 10: { /* build: several limits, tiers, a shared path that cannot open */
+        case 10: { /* build: several limits, tiers, a shared path that cannot open,
+                    * states out of range */
             ratecell_config cfgs[RATECELL_MAX_LIMITS * 3];
             size_t n_limits = below(8) == 0 ? (size_t)below(RATECELL_MAX_LIMITS + 2)
                                             : 1 + (size_t)below(3);
@@ -400,8 +401,12 @@ int main(int argc, char **argv) {
             o.n_limits = n_limits;
             o.n_tiers = n_tiers;
             if (below(16) == 0) {
+                o.states = RATECELL_STATES_SHARED;
                 o.shared_path = "/nonexistent-ratecell-fuzz/region";
                 o.shared_mode = (uint32_t)below(01000);
+            }
+            if (below(32) == 0) {
+                o.states = (uint32_t)next();
             }
             size_t rows = n_tiers == 0 ? 1 : n_tiers;
             if (n_limits * rows > sizeof cfgs / sizeof cfgs[0] && o.configs != NULL &&
@@ -416,7 +421,7 @@ int main(int argc, char **argv) {
             EXPECT(valid_status(s));
             if (s == RATECELL_OK) {
                 made++;
-                EXPECT(o.shared_path == NULL);
+                EXPECT(o.shared_path == NULL && o.states == RATECELL_STATES_FRESH);
                 EXPECT(ratecell_limiter_tiers(out) == (n_tiers == 0 ? 1 : n_tiers));
                 ratecell_limiter_free(slots[slot]);
                 slots[slot] = out;

@@ -137,22 +137,34 @@ static inline ratecell_status rq_build(const ratecell_config *configs, size_t n_
     return ratecell_limiter_build(&o, out);
 }
 
-/* ratecell_limiter_restore of `n_tiers` (0: none) tiers of `n_limits`
- * limits from the snapshot file at `path`. */
+/* ratecell_limiter_build of `n_tiers` (0: none) tiers of `n_limits`
+ * limits, their states from the snapshot file at `path`. */
 static inline ratecell_status rq_restore(const ratecell_config *configs, size_t n_limits,
                                          size_t n_tiers, const char *path,
                                          ratecell_limiter **out) {
     struct ratecell_options o = rq_options(configs, n_limits, n_tiers);
-    return ratecell_limiter_restore(&o, path, out);
+    o.states = RATECELL_STATES_SNAPSHOT;
+    o.path = path;
+    return ratecell_limiter_build(&o, out);
 }
 
-/* ratecell_persisted_open of `n_tiers` (0: none) tiers of `n_limits`
- * limits, saved to `path` every `every_ns`. */
+/* ratecell_limiter_build of the limits and states saved in the snapshot
+ * file at `path` (no limit given: the file's own). */
+static inline ratecell_status rq_restore_saved(const char *path, ratecell_limiter **out) {
+    return rq_restore(NULL, 0, 0, path, out);
+}
+
+/* ratecell_limiter_build of `n_tiers` (0: none) tiers of `n_limits`
+ * limits, persisted: restored from `path` if the file exists, saved there
+ * every `every_ns`. */
 static inline ratecell_status rq_persisted(const ratecell_config *configs, size_t n_limits,
                                            size_t n_tiers, const char *path, uint64_t every_ns,
-                                           ratecell_persisted **out) {
+                                           ratecell_limiter **out) {
     struct ratecell_options o = rq_options(configs, n_limits, n_tiers);
-    return ratecell_persisted_open(&o, path, every_ns, out);
+    o.states = RATECELL_STATES_PERSISTED;
+    o.path = path;
+    o.save_every_ns = every_ns;
+    return ratecell_limiter_build(&o, out);
 }
 
 /* ratecell_limiter_build of one limit in the shared region at `path`. */
@@ -161,6 +173,7 @@ static inline ratecell_status rq_open_shared(const char *path, const ratecell_co
     struct ratecell_options o;
     ratecell_options_init(&o);
     o.configs = cfg;
+    o.states = RATECELL_STATES_SHARED;
     o.shared_path = path;
     o.shared_mode = mode;
     return ratecell_limiter_build(&o, out);

@@ -821,7 +821,9 @@ static void test_request_batch_and_options_shapes(void) {
     CHECK_EQ_U64(o.size, sizeof o);
     CHECK_EQ_U64(o.n_limits, 1);
     CHECK_EQ_U64(o.n_tiers, 0);
-    CHECK(o.configs == NULL && o.shared_path == NULL);
+    CHECK(o.configs == NULL && o.path == NULL && o.shared_path == NULL);
+    CHECK_EQ_U64(o.states, RATECELL_STATES_FRESH);
+    CHECK_EQ_U64(o.save_every_ns, 0);
     CHECK_EQ_U64(o.shared_mode, 0);
 
     ratecell_config cfg;
@@ -927,7 +929,7 @@ static void test_impossible_lengths(void) {
 
 /* The last status of the header: a new one goes here, or this test fails
  * on its description as "unknown status". */
-#define LAST_STATUS RATECELL_INVALID_GRANT
+#define LAST_STATUS RATECELL_INVALID_STATES
 
 static void test_every_status_has_a_distinct_description(void) {
     const char *seen[LAST_STATUS + 1];

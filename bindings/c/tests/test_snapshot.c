@@ -78,7 +78,7 @@ static void test_round_trip_every_algorithm(void) {
             }
             CHECK(ratecell_snapshot_save_at(l, path, t) == RATECELL_OK);
             ratecell_limiter *r1 = NULL, *r2 = NULL;
-            CHECK(ratecell_limiter_restore(NULL, path, &r1) == RATECELL_OK);
+            CHECK(rq_restore_saved(path, &r1) == RATECELL_OK);
             CHECK(rq_restore(&cfg, 1, 0, path, &r2) == RATECELL_OK);
             int agree = r1 != NULL && r2 != NULL;
             for (uint64_t i = 0; agree && i < 300; i++) {
@@ -126,10 +126,11 @@ static void test_a_different_configuration_is_refused(void) {
     remove(path);
 }
 
-/* ratecell_limiter_restore and ratecell_persisted_open read their options
- * as ratecell_limiter_build does (the size first), refuse a shared region
- * by name, and write nothing on failure. */
-static void test_options_are_read_as_build_reads_them(void) {
+/* States from a snapshot or a persisted file are read with the rest of the
+ * options (the size first); a field the states do not read, or states out
+ * of range, are refused by name (RATECELL_INVALID_STATES) before any file
+ * or region is touched; nothing is written on failure. */
+static void test_states_are_read_with_the_options(void) {
     char path[600], region[600];
     path_of(path, sizeof path, "options.snap");
     path_of(region, sizeof region, "options.region");
@@ -143,28 +144,40 @@ static void test_options_are_read_as_build_reads_them(void) {
     ratecell_limiter_free(l);
 
     ratecell_limiter *const sentinel = (ratecell_limiter *)&cfg;
-    ratecell_persisted *const psentinel = (ratecell_persisted *)&cfg;
     ratecell_limiter *r = sentinel;
-    ratecell_persisted *p = psentinel;
+    uint32_t from_file[2] = {RATECELL_STATES_SNAPSHOT, RATECELL_STATES_PERSISTED};
+    for (int i = 0; i < 2; i++) {
+        struct ratecell_options o = rq_options(&cfg, 1, 0);
+        o.states = from_file[i];
+        o.path = path;
+        o.size += 1;
+        CHECK(ratecell_limiter_build(&o, &r) == RATECELL_INVALID_LENGTH);
+        o.size -= 1;
+        o.shared_path = region;
+        CHECK(ratecell_limiter_build(&o, &r) == RATECELL_INVALID_STATES);
+        o.shared_path = NULL;
+        CHECK(ratecell_limiter_build(&o, NULL) == RATECELL_NULL_ARGUMENT);
+        o.path = NULL;
+        CHECK(ratecell_limiter_build(&o, &r) == RATECELL_NULL_ARGUMENT);
+    }
     struct ratecell_options o = rq_options(&cfg, 1, 0);
-    o.size += 1;
-    CHECK(ratecell_limiter_restore(&o, path, &r) == RATECELL_INVALID_LENGTH);
-    CHECK(ratecell_persisted_open(&o, path, SECOND, &p) == RATECELL_INVALID_LENGTH);
-    o = rq_options(&cfg, 1, 0);
-    o.shared_path = region;
-    CHECK(ratecell_limiter_restore(&o, path, &r) == RATECELL_SHARED_UNSUPPORTED);
-    CHECK(ratecell_persisted_open(&o, path, SECOND, &p) == RATECELL_SHARED_UNSUPPORTED);
+    o.states = 4;
+    CHECK(ratecell_limiter_build(&o, &r) == RATECELL_INVALID_STATES);
+    o.states = RATECELL_STATES_FRESH;
+    o.path = path;
+    CHECK(ratecell_limiter_build(&o, &r) == RATECELL_INVALID_STATES);
+    o.path = NULL;
+    o.save_every_ns = SECOND;
+    CHECK(ratecell_limiter_build(&o, &r) == RATECELL_INVALID_STATES);
+    o.states = RATECELL_STATES_SNAPSHOT;
+    o.path = path;
+    CHECK(ratecell_limiter_build(&o, &r) == RATECELL_INVALID_STATES);
     CHECK(access(region, F_OK) != 0); /* no region was made */
-    o = rq_options(&cfg, 1, 0);
-    CHECK(ratecell_limiter_restore(&o, path, NULL) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_limiter_restore(&o, NULL, &r) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_persisted_open(&o, NULL, SECOND, &p) == RATECELL_NULL_ARGUMENT);
-    CHECK(ratecell_persisted_open(&o, path, SECOND, NULL) == RATECELL_NULL_ARGUMENT);
-    CHECK(r == sentinel && p == psentinel);
+    CHECK(r == sentinel);
 
     /* The options' clock is the restored limiter's: key 1 spent all 5. */
     r = NULL;
-    CHECK(ratecell_limiter_restore(&o, path, &r) == RATECELL_OK);
+    CHECK(rq_restore(&cfg, 1, 0, path, &r) == RATECELL_OK);
     ratecell_config got;
     CHECK(r != NULL && ratecell_limiter_config(r, &got) == RATECELL_OK);
     CHECK(got.clock == RATECELL_CLOCK_COARSE);
@@ -178,8 +191,8 @@ static void test_missing_damaged_and_truncated_files_are_refused(void) {
     path_of(path, sizeof path, "good.snap");
     path_of(bad, sizeof bad, "bad.snap");
     ratecell_limiter *r = NULL;
-    CHECK(ratecell_limiter_restore(NULL, bad, &r) == RATECELL_SNAPSHOT_NOT_FOUND);
-    CHECK(ratecell_limiter_restore(NULL, NULL, &r) == RATECELL_NULL_ARGUMENT);
+    CHECK(rq_restore_saved(bad, &r) == RATECELL_SNAPSHOT_NOT_FOUND);
+    CHECK(rq_restore_saved(NULL, &r) == RATECELL_NULL_ARGUMENT);
     CHECK(ratecell_snapshot_save(NULL, bad) == RATECELL_NULL_ARGUMENT);
 
     ratecell_config cfg = config(RATECELL_ALGORITHM_SLIDING_LOG, 16);
@@ -221,7 +234,7 @@ static void test_missing_damaged_and_truncated_files_are_refused(void) {
             }
             CHECK(fwrite(copy, 1, write_len, g) == write_len);
             fclose(g);
-            ratecell_status s = ratecell_limiter_restore(NULL, bad, &r);
+            ratecell_status s = rq_restore_saved(bad, &r);
             int expected = (!flip && len == n) ? s == RATECELL_OK
                                                : (s == RATECELL_SNAPSHOT_DAMAGED ||
                                                   s == RATECELL_SNAPSHOT_VERSION);
@@ -247,29 +260,31 @@ static void test_persisted_limiter_survives_close_and_open(void) {
     remove(path);
     ratecell_config cfg = config(RATECELL_ALGORITHM_TOKEN_BUCKET, 1000);
     cfg.period_ns = 3600 * SECOND;
-    ratecell_persisted *p = NULL;
+    ratecell_limiter *p = NULL;
     CHECK(rq_persisted(&cfg, 1, 0, path, 1000000, &p) == RATECELL_OK);
-    const ratecell_limiter *l = NULL;
-    CHECK(ratecell_persisted_limiter(p, &l) == RATECELL_OK);
+    const ratecell_limiter *l = p;
     uint64_t now = ratecell_now_ns(l);
     for (int i = 0; i < 5; i++) {
         CHECK(at(l, 42, 1, now).allowed);
     }
     CHECK(!at(l, 42, 1, now).allowed);
-    CHECK(ratecell_persisted_save(p) == RATECELL_OK);
-    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
-    CHECK(ratecell_persisted_close(NULL) == RATECELL_OK);
+    CHECK(ratecell_snapshot_save(p, path) == RATECELL_OK);
+    CHECK(ratecell_snapshot_stop(p) == RATECELL_OK); /* the last save, reported */
+    CHECK(ratecell_snapshot_stop(p) == RATECELL_OK); /* nothing more */
+    CHECK(ratecell_snapshot_stop(NULL) == RATECELL_NULL_ARGUMENT);
+    ratecell_limiter_free(p);
+    ratecell_limiter_free(NULL);
 
     CHECK(rq_persisted(&cfg, 1, 0, path, 1000000, &p) == RATECELL_OK);
-    CHECK(ratecell_persisted_limiter(p, &l) == RATECELL_OK);
+    l = p;
     CHECK(!at(l, 42, 1, now).allowed);
     CHECK(at(l, 43, 1, now).allowed);
-    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
+    ratecell_limiter_free(p);
     ratecell_config other = cfg;
     other.limit = 7;
     CHECK(rq_persisted(&other, 1, 0, path, 1000000, &p) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    CHECK(ratecell_persisted_open(NULL, path, 1000000, &p) == RATECELL_NULL_ARGUMENT);
+    CHECK(ratecell_limiter_build(NULL, &p) == RATECELL_NULL_ARGUMENT);
     remove(path);
 }
 
@@ -288,12 +303,11 @@ static void test_sigkill_during_periodic_saves_leaves_a_restorable_file(void) {
         pid_t child = fork();
         CHECK(child >= 0);
         if (child == 0) {
-            ratecell_persisted *p = NULL;
+            ratecell_limiter *p = NULL;
             if (rq_persisted(&cfg, 1, 0, path, 1000000, &p) != RATECELL_OK) {
                 _exit(3);
             }
-            const ratecell_limiter *l = NULL;
-            ratecell_persisted_limiter(p, &l);
+            const ratecell_limiter *l = p;
             for (uint64_t i = 0;; i++) {
                 ratecell_decision d;
                 rq_check(l, i % 15000, 1, RATECELL_NOW, &d);
@@ -345,7 +359,7 @@ static void test_several_limits(void) {
         CHECK(ratecell_snapshot_save_at(l, path, T0) == RATECELL_OK);
         ratecell_limiter *r1 = NULL, *r2 = NULL, *r3 = NULL;
         CHECK(rq_restore(limits, 3, 0, path, &r1) == RATECELL_OK);
-        CHECK(ratecell_limiter_restore(NULL, path, &r2) == RATECELL_OK);
+        CHECK(rq_restore_saved(path, &r2) == RATECELL_OK);
         for (uint64_t t = T0; t < T0 + 2 * SECOND; t += SECOND / 4) {
             ratecell_multi_decision a, b, c;
             CHECK(rq_each(l, 2, 1, t, &a) == RATECELL_OK);
@@ -398,21 +412,20 @@ static void test_several_limits(void) {
     remove(cut);
     remove(path);
     /* The periodic saver of several limits. */
-    ratecell_persisted *p = NULL;
+    ratecell_limiter *p = NULL;
     CHECK(rq_persisted(limits, 3, 0, path, SECOND, &p) == RATECELL_OK);
-    const ratecell_limiter *pl = NULL;
-    CHECK(ratecell_persisted_limiter(p, &pl) == RATECELL_OK);
+    const ratecell_limiter *pl = p;
     uint64_t now = ratecell_now_ns(pl);
     for (int i = 0; i < 3; i++) {
         CHECK(at(pl, 5, 1, now).allowed);
     }
-    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
+    ratecell_limiter_free(p);
     p = NULL;
     CHECK(rq_persisted(limits, 3, 0, path, SECOND, &p) == RATECELL_OK);
-    CHECK(ratecell_persisted_limiter(p, &pl) == RATECELL_OK);
+    pl = p;
     CHECK(!at(pl, 5, 1, now).allowed);
-    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
-    ratecell_persisted *q = NULL;
+    ratecell_limiter_free(p);
+    ratecell_limiter *q = NULL;
     CHECK(rq_persisted(&limits[0], 1, 0, path, SECOND, &q) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     CHECK(q == NULL);
@@ -425,7 +438,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_round_trip_every_algorithm);
     RUN(test_a_different_configuration_is_refused);
-    RUN(test_options_are_read_as_build_reads_them);
+    RUN(test_states_are_read_with_the_options);
     RUN(test_missing_damaged_and_truncated_files_are_refused);
     RUN(test_persisted_limiter_survives_close_and_open);
     RUN(test_sigkill_during_periodic_saves_leaves_a_restorable_file);

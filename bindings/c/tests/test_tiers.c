@@ -4,7 +4,7 @@
  * the tier its check names, a key moving tiers keeping what it spent,
  * tier 0 for the calls that name none, batches and acquires naming tiers,
  * snapshots that keep the tiers, periodic saving of a tiered limiter
- * (ratecell_persisted_open with n_tiers), and the statuses of bad input.
+ * (RATECELL_STATES_PERSISTED with n_tiers), and the statuses of bad input.
  *
  * Built and run by scripts/c-tests.sh, once normally and once under
  * -fsanitize=address,undefined. Prints "N passed, M failed" last.
@@ -150,6 +150,7 @@ static void test_bad_input_gets_named_statuses(void) {
     ratecell_options_init(&o);
     o.configs = cfgs;
     o.n_tiers = 3;
+    o.states = RATECELL_STATES_SHARED;
     o.shared_path = "/nonexistent-ratecell-dir/tiers";
     CHECK(ratecell_limiter_build(&o, &l) != RATECELL_OK);
 
@@ -318,7 +319,7 @@ static void test_snapshots_keep_the_tiers(void) {
         ratecell_limiter_free(back);
     }
     back = NULL;
-    CHECK(ratecell_limiter_restore(NULL, path, &back) == RATECELL_OK);
+    CHECK(rq_restore_saved(path, &back) == RATECELL_OK);
     if (back != NULL) {
         CHECK_EQ_U64(ratecell_limiter_tiers(back), 3);
         CHECK(rq_check_tier(back, 1, 2, 0, T0, &d) == RATECELL_OK);
@@ -422,13 +423,12 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
     remove(path);
     remove(copy);
     remove(plain);
-    ratecell_persisted *p = NULL;
+    ratecell_limiter *p = NULL;
     CHECK(rq_persisted(cfgs, 2, 3, path, 1000000, &p) == RATECELL_OK);
     if (p == NULL) {
         return;
     }
-    const ratecell_limiter *l = NULL;
-    CHECK(ratecell_persisted_limiter(p, &l) == RATECELL_OK);
+    const ratecell_limiter *l = p;
     CHECK_EQ_U64(ratecell_limiter_tiers(l), 3);
     /* The first half before the limiter's clock (the saver judges which
      * states are live by it), the rest after every save. */
@@ -448,15 +448,14 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
     CHECK(remove(path) == 0);
     CHECK(wait_for(path));
     CHECK(copy_file(path, copy));
-    ratecell_persisted *back = NULL;
+    ratecell_limiter *back = NULL;
     CHECK(rq_persisted(cfgs, 2, 3, copy, 3600 * SECOND, &back) ==
           RATECELL_OK);
     if (back == NULL) {
-        ratecell_persisted_close(p);
+        ratecell_limiter_free(p);
         return;
     }
-    const ratecell_limiter *bl = NULL;
-    CHECK(ratecell_persisted_limiter(back, &bl) == RATECELL_OK);
+    const ratecell_limiter *bl = back;
     uint64_t rest = ratecell_now_ns(l) + SECOND;
     int alike = 1, denied = 0;
     for (int i = 100; i < 200; i++) {
@@ -474,11 +473,11 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
     }
     CHECK(alike);
     CHECK(denied > 0); /* the trace reaches the limits it restores */
-    CHECK(ratecell_persisted_close(back) == RATECELL_OK);
-    CHECK(ratecell_persisted_close(p) == RATECELL_OK);
+    ratecell_limiter_free(back);
+    ratecell_limiter_free(p);
 
     /* Another number of tiers, another tier's limit, no tiers: refused. */
-    ratecell_persisted *const sentinel = (ratecell_persisted *)&cfgs;
+    ratecell_limiter *const sentinel = (ratecell_limiter *)&cfgs;
     back = sentinel;
     CHECK(rq_persisted(cfgs, 2, 2, path, SECOND, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
@@ -489,9 +488,9 @@ static void test_a_persisted_tiered_limiter_comes_back(void) {
     other[3].limit = 81;
     CHECK(rq_persisted(other, 2, 3, path, SECOND, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    ratecell_persisted *untiered = NULL;
+    ratecell_limiter *untiered = NULL;
     CHECK(rq_persisted(cfgs, 2, 0, plain, SECOND, &untiered) == RATECELL_OK);
-    CHECK(ratecell_persisted_close(untiered) == RATECELL_OK);
+    ratecell_limiter_free(untiered);
     CHECK(rq_persisted(cfgs, 2, 3, plain, SECOND, &back) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     /* Bad arguments, as for ratecell_limiter_build with tiers. */

@@ -392,7 +392,7 @@ void test_several_limits_as_one() {
 }
 
 // Snapshots: save and restore every algorithm, a mismatch throws its
-// status, and a Persisted limiter comes back with its states.
+// status, and a persisted limiter comes back with its states.
 void test_snapshots_save_restore_and_persist() {
     std::string path = "/tmp/ratecell-cpp-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
     for (Algorithm a : ALL) {
@@ -402,8 +402,8 @@ void test_snapshots_save_restore_and_persist() {
             l.check(key, Request().cost(key % 4).at(T0));
         }
         l.save_at(path, T0);
-        Limiter back = Limiter::restore(config, path);
-        Limiter any = Limiter::restore(path);
+        Limiter back = Limiter(Options().limit(config).snapshot(path));
+        Limiter any = Limiter(Options().snapshot(path));
         for (std::uint64_t key = 0; key < 10; key++) {
             ratecell::Decision want = l.check(key, Request().at(T0 + 1));
             CHECK(back.check(key, Request().at(T0 + 1)).remaining == want.remaining);
@@ -411,7 +411,7 @@ void test_snapshots_save_restore_and_persist() {
         }
         ratecell_status status = RATECELL_OK;
         try {
-            Limiter::restore(Config(a, 5, 1s).capacity(50), path);
+            Limiter(Options().limit(Config(a, 5, 1s).capacity(50)).snapshot(path));
         } catch (const Error &e) {
             status = e.status();
         }
@@ -421,23 +421,24 @@ void test_snapshots_save_restore_and_persist() {
     Config config = Config(Algorithm::Gcra, 3, 3600s).capacity(100);
     std::uint64_t now = 0;
     {
-        ratecell::Persisted p(config, path, 1ms);
-        now = ::ratecell_now_ns(p.get());
+        Limiter p(Options().limit(config).persisted(path, 1ms));
+        now = p.now_ns();
         for (int i = 0; i < 3; i++) {
             CHECK(p.check(7, Request().at(now)).allowed);
         }
-        p.close();
+        p.stop_saving();  // the last save, reported
+        p.stop_saving();  // nothing more, no throw
     }
     {
-        ratecell::Persisted again(config, path, 1ms);
+        Limiter again(Options().limit(config).persisted(path, 1ms));
         CHECK(!again.check(7, Request().at(now)).allowed);
-        again.save();
+        again.save(path);
     }
     std::remove(path.c_str());
 }
 
 // Several limits: saved, restored with the same list (names given again),
-// refused with another, and a Persisted of several comes back.
+// refused with another, and a persisted one of several comes back.
 void test_snapshots_of_several_limits() {
     std::string path = "/tmp/ratecell-cpp-multi-" + std::to_string(::getpid());
     std::vector<Config> limits = {Config(Algorithm::SlidingLog, 3, 1s).capacity(20),
@@ -447,7 +448,7 @@ void test_snapshots_of_several_limits() {
         CHECK(l.check(4, Request().at(T0)).allowed);
     }
     l.save_at(path, T0);
-    Limiter back = Limiter::restore(Options().limits(limits).names({"burst", "steady"}), path);
+    Limiter back = Limiter(Options().limits(limits).names({"burst", "steady"}).snapshot(path));
     ratecell::MultiDecision d = back.check_each(4, Request().at(T0));
     CHECK(!d.decision.allowed);
     CHECK(d.denied_by == 0);
@@ -455,7 +456,7 @@ void test_snapshots_of_several_limits() {
     CHECK(d.limits[1].remaining == 7);
     ratecell_status status = RATECELL_OK;
     try {
-        Limiter::restore(Options().limits({limits[1], limits[0]}), path);
+        Limiter(Options().limits({limits[1], limits[0]}).snapshot(path));
     } catch (const Error &e) {
         status = e.status();
     }
@@ -463,17 +464,16 @@ void test_snapshots_of_several_limits() {
     std::remove(path.c_str());
     std::uint64_t now = 0;
     {
-        ratecell::Persisted p(Options().limits(limits).names({"burst", "steady"}), path, 1ms);
-        now = ::ratecell_now_ns(p.get());
+        Limiter p(Options().limits(limits).names({"burst", "steady"}).persisted(path, 1ms));
+        now = p.now_ns();
         for (int i = 0; i < 3; i++) {
             CHECK(p.check(9, Request().at(now)).allowed);
         }
     }
     {
-        ratecell::Persisted again(Options().limits(limits).names({"burst", "steady"}), path, 1ms);
+        Limiter again(Options().limits(limits).names({"burst", "steady"}).persisted(path, 1ms));
         CHECK(again.check_each(9, Request().at(now)).denied_by == 0);
         CHECK(again.limit_name(0) == "burst");
-        again.close();
     }
     std::remove(path.c_str());
 }
@@ -500,8 +500,8 @@ template <typename F> ratecell_status thrown(F open) {
     }
 }
 
-// A tiered Persisted saving every millisecond: the file as its thread (not
-// its close) left it reopens into one deciding the rest of a trace as the
+// A tiered persisted limiter saving every millisecond: the file as its
+// thread (not its last save) left it reopens into one deciding the rest of a trace as the
 // original; other tiers, or none, are refused by name.
 void test_persisted_tiers() {
     const std::string path = "/tmp/ratecell-cpp-ptiers-" + std::to_string(::getpid()) + ".snap";
@@ -515,11 +515,11 @@ void test_persisted_tiers() {
                           : static_cast<std::uint32_t>(key % 2);
         cost = 1 + static_cast<std::uint64_t>(i % 3);
     };
-    ratecell::Persisted p(Options().tier({free}).tier({paid}), path, 1ms);
+    Limiter p(Options().tier({free}).tier({paid}).persisted(path, 1ms));
     CHECK(p.tiers() == 2);
     // The first half before the limiter's clock (by which the saver judges
     // which states are live), the rest after every save.
-    const std::uint64_t start = ::ratecell_now_ns(p.get()) - 10 * SECOND;
+    const std::uint64_t start = p.now_ns() - 10 * SECOND;
     for (int i = 0; i < 40; i++) {
         std::uint64_t key = 0, cost = 0;
         std::uint32_t tier = 0;
@@ -537,8 +537,8 @@ void test_persisted_tiers() {
         std::ofstream out(copy, std::ios::binary);
         out << in.rdbuf();
     }
-    ratecell::Persisted back(Options().tier({free}).tier({paid}), copy, 1h);
-    const std::uint64_t rest = ::ratecell_now_ns(p.get()) + SECOND;
+    Limiter back(Options().tier({free}).tier({paid}).persisted(copy, 1h));
+    const std::uint64_t rest = p.now_ns() + SECOND;
     bool alike = true;
     int denied = 0;
     for (int i = 40; i < 80; i++) {
@@ -555,34 +555,28 @@ void test_persisted_tiers() {
     CHECK(alike);
     CHECK(denied > 0);
     CHECK(back.check_each(0, Request().cost(0).at(rest).tier(1)).limits[0].limit == 40);
-    back.close();
-    p.close();
+    back.save(copy);
+    p.save(path);
 
-    CHECK(thrown([&] { ratecell::Persisted(Options().tier({free}), path, 1h); }) ==
+    CHECK(thrown([&] { Limiter(Options().tier({free}).persisted(path, 1h)); }) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     CHECK(thrown([&] {
-              ratecell::Persisted(
-                  Options().tier({free}).tier({Config(Algorithm::TokenBucket, 41, 3600s).capacity(100)}),
-                  path, 1h);
+              Limiter(Options().tier({free}).tier({Config(Algorithm::TokenBucket, 41, 3600s).capacity(100)}).persisted(path, 1h));
           }) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    CHECK(thrown([&] { ratecell::Persisted(free, path, 1h); }) ==
+    CHECK(thrown([&] { Limiter(Options().limit(free).persisted(path, 1h)); }) ==
           RATECELL_SNAPSHOT_CONFIG_MISMATCH);
-    CHECK(thrown([&] { ratecell::Persisted(Options().tier({free}).tier({}), path, 1h); }) ==
+    CHECK(thrown([&] { Limiter(Options().tier({free}).tier({}).persisted(path, 1h)); }) ==
           RATECELL_INVALID_LENGTH);
-    CHECK(thrown([&] { ratecell::Persisted(Options(), path, 1h); }) == RATECELL_INVALID_LENGTH);
-    // A shared region is built, never restored: refused by name.
+    // No limit given: the file's own tiers.
+    CHECK(Limiter(Options().persisted(path, 1h)).tiers() == 2);
+    // The last states set win: a region, then a file, makes no region.
     CHECK(thrown([&] {
-              ratecell::Persisted(Options().limit(free).shared("ratecell-cpp-never-made"), path,
-                                  1h);
-          }) == RATECELL_SHARED_UNSUPPORTED);
-    CHECK(thrown([&] {
-              Limiter::restore(Options().limit(free).shared("ratecell-cpp-never-made"), path);
-          }) == RATECELL_SHARED_UNSUPPORTED);
+              Limiter(Options().limit(free).shared("ratecell-cpp-never-made").snapshot(path));
+          }) == RATECELL_SNAPSHOT_CONFIG_MISMATCH);
     CHECK(::access("/dev/shm/ratecell-cpp-never-made", F_OK) != 0);
-    ratecell::Persisted both(Options().tier({free}).tier({paid}), path, 1h);
+    Limiter both(Options().tier({free}).tier({paid}).persisted(path, 1h));
     CHECK(both.tiers() == 2);
-    both.close();
     std::remove(path.c_str());
     std::remove(copy.c_str());
 }
@@ -737,15 +731,15 @@ void test_tiered_batch_and_acquire() {
     const std::string path = "/tmp/ratecell-cpp-tiers-" + std::to_string(::getpid()) + ".snap";
     l.save_at(path, T0);
     Config paid = Config(Algorithm::TokenBucket, 30, 3600s).capacity(100);
-    Limiter back = Limiter::restore(Options().tier({free}).tier({paid}), path);
+    Limiter back = Limiter(Options().tier({free}).tier({paid}).snapshot(path));
     CHECK(back.tiers() == 2);
     CHECK(back.check(2, Request().cost(0).at(T0).tier(1)).remaining == 29);
-    Limiter both = Limiter::restore(path);
+    Limiter both = Limiter(Options().snapshot(path));
     CHECK(both.tiers() == 2);
     CHECK(both.check(1, Request().at(T0).tier(0)).allowed == false);
     status = RATECELL_OK;
     try {
-        Limiter::restore(Options().tier({free}).tier({free}), path);
+        Limiter(Options().tier({free}).tier({free}).snapshot(path));
     } catch (const Error &e) {
         status = e.status();
     }

@@ -157,6 +157,7 @@ def test_status_codes_match_the_header(repo):
         ratecell.InvalidFailure: "RATECELL_INVALID_FAILURE",
         ratecell.InvalidReply: "RATECELL_INVALID_REPLY",
         ratecell.InvalidGrant: "RATECELL_INVALID_GRANT",
+        ratecell.InvalidStates: "RATECELL_INVALID_STATES",
     }
     block = header[header.index("enum ratecell_status\n") :]
     block = block[: block.index("};")]

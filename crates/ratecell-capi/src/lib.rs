@@ -81,6 +81,9 @@ mod ffi_fuzz;
 #[cfg(test)]
 #[path = "../tests/leases.rs"]
 mod leases_ffi;
+#[cfg(test)]
+#[path = "../tests/states.rs"]
+mod states;
 
 #[cfg(test)]
 mod tests {

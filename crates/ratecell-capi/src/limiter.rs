@@ -3,33 +3,60 @@
 //!
 //! A handle holds an [`AnyLimiter`](ratecell_lib::AnyLimiter): a direct
 //! [`Limiter`](ratecell_lib::Limiter) (capacity 0: one shared state, keys ignored)
-//! or a [`KeyedLimiter`] (capacity > 0).
+//! or a `KeyedLimiter` (capacity > 0); a persisted one also the thread that
+//! saves it.
 
 use super::types::{ratecell_clock, ratecell_config, ratecell_stats, ratecell_status};
 use crate::ptr::{into_raw, out_ptr};
-use ratecell_lib::{Clock, Config};
+use ratecell_lib::{AnyLimiter, Clock, Config, Persisted};
+use std::ops::Deref;
 
 use ratecell_status::*;
 
 /// A rate limiter: one shared state (configured capacity 0, every key
 /// ignored) or one state per key (capacity > 0).
 ///
-/// Opaque; made by `ratecell_limiter_new`, released by
-/// `ratecell_limiter_free`. Thread-safe: any number of threads may call
+/// Opaque; made by `ratecell_limiter_new` or `ratecell_limiter_build`,
+/// released by `ratecell_limiter_free`. Thread-safe: any number of threads may call
 /// any function on the same limiter at once, except `ratecell_limiter_free`,
 /// which must be the last call on it.
 pub struct ratecell_limiter {
-    pub(super) inner: Inner,
+    pub(super) inner: Held,
     pub(super) clock: ratecell_clock,
 }
 
-/// What a handle holds: the library's own direct-or-keyed limiter.
-pub(super) type Inner = ratecell_lib::AnyLimiter;
+/// The library's own direct-or-keyed limiter, as a handle's functions
+/// match on it.
+pub(super) type Inner = AnyLimiter;
+
+/// What a handle holds: the limiter, or a persisted one (which owns the
+/// thread that saves it, stopped and joined, with a last save, when the
+/// handle is freed). Dereferences to the limiter.
+// Boxed once, in the handle: boxing the limiter too would add a pointer
+// chase to every check.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Held {
+    Plain(AnyLimiter),
+    Persisted(Persisted<AnyLimiter>),
+}
+
+impl Deref for Held {
+    type Target = AnyLimiter;
+
+    #[inline]
+    fn deref(&self) -> &AnyLimiter {
+        match self {
+            Held::Plain(l) => l,
+            Held::Persisted(p) => p,
+        }
+    }
+}
 
 /// The limiter behind a handle, or `RATECELL_NULL_ARGUMENT`.
 ///
 /// # Safety
-/// A non-NULL `limiter` came from `ratecell_limiter_new` and was not freed.
+/// A non-NULL `limiter` came from `ratecell_limiter_new` or
+/// `ratecell_limiter_build` and was not freed.
 pub(super) unsafe fn handle<'a>(
     limiter: *const ratecell_limiter,
 ) -> Result<&'a ratecell_limiter, ratecell_status> {
@@ -89,12 +116,14 @@ pub(super) fn clock_of(kind: ratecell_clock) -> Clock {
 }
 
 /// A direct limiter for `config` when its capacity is 0, else a keyed one.
-pub(super) fn build(config: Config, clock_kind: ratecell_clock) -> Result<Inner, ratecell_status> {
-    ratecell_lib::AnyLimiter::builder()
+pub(super) fn build(config: Config, clock_kind: ratecell_clock) -> Result<Held, ratecell_status> {
+    let built = AnyLimiter::builder()
         .limit(config)
         .clock(clock_of(clock_kind))
-        .build()
-        .map_err(|e| ratecell_status::from_error(&e))
+        .build();
+    built
+        .map(Held::Plain)
+        .map_err(|e| crate::snapshot::status(&e))
 }
 
 /// Moves a new limiter to the heap and writes its handle to `*out`.
@@ -102,7 +131,7 @@ pub(super) fn build(config: Config, clock_kind: ratecell_clock) -> Result<Inner,
 /// # Safety
 /// `out` is non-NULL and writable.
 pub(super) unsafe fn publish(
-    inner: Inner,
+    inner: Held,
     clock_kind: ratecell_clock,
     out: *mut *mut ratecell_limiter,
 ) -> ratecell_status {
@@ -115,13 +144,17 @@ pub(super) unsafe fn publish(
     RATECELL_OK
 }
 
-/// Releases a limiter made by `ratecell_limiter_new`. NULL is a no-op.
+/// Releases a limiter made by `ratecell_limiter_new` or
+/// `ratecell_limiter_build`. NULL is a no-op. A persisted limiter
+/// (`RATECELL_STATES_PERSISTED`) first stops its saving thread and saves a
+/// last time, unless `ratecell_snapshot_stop` did (which returns that
+/// save's status: call it first to learn it).
 ///
 /// Must be the last call on `limiter`: no other thread may be using it, and
 /// it must not be used or freed again afterwards.
 ///
 /// # Safety
-/// `limiter` is NULL or a live handle from `ratecell_limiter_new`.
+/// `limiter` is NULL or a live handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_limiter_free(limiter: *mut ratecell_limiter) {
     ffi_panic_boundary! {
@@ -130,8 +163,8 @@ pub unsafe extern "C" fn ratecell_limiter_free(limiter: *mut ratecell_limiter) {
     }
 }
 
-/// Copies the limiter's configuration to `*out` (as given to
-/// `ratecell_limiter_new`; a burst of 0 stays 0).
+/// Copies the limiter's configuration to `*out` (its first limit's, as
+/// given or restored; a burst of 0 stays 0).
 ///
 /// Returns `RATECELL_OK` or `RATECELL_NULL_ARGUMENT`. Thread-safe.
 ///

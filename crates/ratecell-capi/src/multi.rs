@@ -137,7 +137,7 @@ pub unsafe extern "C" fn ratecell_limiter_reconfigure(
         if clock_kind != limiter.clock {
             return RATECELL_RECONFIGURE_REFUSED;
         }
-        let done = match &limiter.inner {
+        let done = match &*limiter.inner {
             Inner::Direct(l) => l.reconfigure(&rust),
             Inner::Keyed(k) => k.reconfigure(&rust),
         };

@@ -164,7 +164,7 @@ pub(super) unsafe fn read_key<'a>(
 impl ratecell_limiter {
     /// The tier `tier` names on this limiter, or `RATECELL_INVALID_TIER`.
     fn tier(&self, tier: u32) -> Result<Tier, ratecell_status> {
-        match &self.inner {
+        match &*self.inner {
             Inner::Keyed(k) => k.tier(tier as usize).map_err(|_| RATECELL_INVALID_TIER),
             Inner::Direct(_) if tier == 0 => Ok(Tier::DEFAULT),
             Inner::Direct(_) => Err(RATECELL_INVALID_TIER),
@@ -307,7 +307,7 @@ pub unsafe extern "C" fn ratecell_check_batch(
                 decisions.write(i, d.into());
             }
         };
-        match &l.inner {
+        match &*l.inner {
             Inner::Direct(direct) => {
                 // Every tier was checked: a direct limiter's are all 0.
                 for i in 0..n {
@@ -362,7 +362,7 @@ impl ratecell_limiter {
     /// saving and restoring cost more than this call does.
     #[inline(never)]
     fn allow(&self, key: u64) -> bool {
-        match &self.inner {
+        match &*self.inner {
             Inner::Direct(direct) => direct.allow(),
             Inner::Keyed(keyed) => keyed.check(key, 1).allowed,
         }

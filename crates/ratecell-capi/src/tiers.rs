@@ -58,7 +58,7 @@ pub unsafe extern "C" fn ratecell_limiter_tiers(limiter: *const ratecell_limiter
         // SAFETY: the caller promises a live handle or NULL.
         match unsafe { limiter.as_ref() } {
             None => 0,
-            Some(l) => match &l.inner {
+            Some(l) => match &*l.inner {
                 Inner::Keyed(k) => k.tiers() as u32,
                 Inner::Direct(_) => 1,
             },

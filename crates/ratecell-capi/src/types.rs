@@ -69,8 +69,8 @@ pub enum ratecell_status {
     /// A snapshot file could not be read or written (permissions, a full
     /// disk, a directory that does not exist...).
     RATECELL_SNAPSHOT_IO = 16,
-    /// `ratecell_limiter_restore`: no file at the path. (A periodic saver
-    /// opened on a missing file starts fresh instead.)
+    /// `RATECELL_STATES_SNAPSHOT`: no file at the path. (Persisted states
+    /// start fresh from a missing file instead.)
     RATECELL_SNAPSHOT_NOT_FOUND = 17,
     /// The file is not a snapshot, is truncated, or is damaged (a checksum
     /// or a field that does not hold).
@@ -86,26 +86,26 @@ pub enum ratecell_status {
     /// and restored since snapshot format version 2. The number stays so
     /// no status is renumbered.
     RATECELL_SNAPSHOT_SEVERAL_LIMITS = 21,
-    /// `ratecell_limiter_build` with a `shared_path`: the region's file could not be
+    /// `RATECELL_STATES_SHARED`: the region's file could not be
     /// opened, created, sized or mapped (permissions, a missing directory,
     /// a file system without hard links).
     RATECELL_SHARED_IO = 22,
-    /// `ratecell_limiter_build` with a `shared_path`: the file is not a ratecell region
+    /// `RATECELL_STATES_SHARED`: the file is not a ratecell region
     /// (garbage, or a damaged header).
     RATECELL_SHARED_NOT_A_REGION = 23,
-    /// `ratecell_limiter_build` with a `shared_path`: the file is shorter than the region
+    /// `RATECELL_STATES_SHARED`: the file is shorter than the region
     /// its header describes.
     RATECELL_SHARED_TRUNCATED = 24,
-    /// `ratecell_limiter_build` with a `shared_path`: the region has another layout
+    /// `RATECELL_STATES_SHARED`: the region has another layout
     /// version (made by another release of ratecell).
     RATECELL_SHARED_VERSION = 25,
-    /// `ratecell_limiter_build` with a `shared_path`: the region was made with another
+    /// `RATECELL_STATES_SHARED`: the region was made with another
     /// configuration.
     RATECELL_SHARED_CONFIG_MISMATCH = 26,
-    /// `ratecell_limiter_build` with a `shared_path`: the region was made before the
+    /// `RATECELL_STATES_SHARED`: the region was made before the
     /// machine last booted; remove the file.
     RATECELL_SHARED_STALE = 27,
-    /// `ratecell_limiter_build` with a `shared_path`: this configuration cannot be shared
+    /// `RATECELL_STATES_SHARED`: this configuration cannot be shared
     /// (the bucketed window and sliding log algorithms, capacity 0), or this
     /// platform cannot share (not Linux, no lock-free 128-bit CAS, another
     /// pid namespace).
@@ -138,13 +138,19 @@ pub enum ratecell_status {
     RATECELL_INVALID_REPLY = 37,
     /// A grant given to other leases than those that made it.
     RATECELL_INVALID_GRANT = 38,
+    /// `ratecell_options.states` is not a `RATECELL_STATES_*` value, or a
+    /// field that those states do not read is set (`path` or
+    /// `save_every_ns` for fresh states, `shared_path` for any states but
+    /// `RATECELL_STATES_SHARED`, `save_every_ns` for a snapshot or a
+    /// shared region).
+    RATECELL_INVALID_STATES = 39,
 }
 
 use ratecell_status::*;
 
 /// Every status, in numeric order (kept out of the header: cbindgen would
 /// print a public associated constant as a macro).
-const STATUSES: [ratecell_status; 39] = [
+const STATUSES: [ratecell_status; 40] = [
     RATECELL_OK,
     RATECELL_NULL_ARGUMENT,
     RATECELL_INVALID_ALGORITHM,
@@ -184,6 +190,7 @@ const STATUSES: [ratecell_status; 39] = [
     RATECELL_INVALID_FAILURE,
     RATECELL_INVALID_REPLY,
     RATECELL_INVALID_GRANT,
+    RATECELL_INVALID_STATES,
 ];
 
 impl ratecell_status {
@@ -206,6 +213,7 @@ impl ratecell_status {
             Field::Limits => RATECELL_INVALID_LENGTH,
             // The count of tiers, or a tier of another length.
             Field::Tiers => RATECELL_INVALID_LENGTH,
+            Field::States => RATECELL_INVALID_STATES,
             // `Field` is non-exhaustive outside the library: a field it
             // adds has no status of its own until one is added here and
             // in the header; until then it is refused as this one.
@@ -317,6 +325,9 @@ impl ratecell_status {
                 b"invalid reply: not RATECELL.LEASE's five integers (units, expires_at_ns, retry_after_ns, limit, remaining); nothing was done\0"
             }
             RATECELL_INVALID_GRANT => b"invalid grant: made by other leases\0",
+            RATECELL_INVALID_STATES => {
+                b"invalid states: not a RATECELL_STATES_* value, or a field those states do not read is set\0"
+            }
         }
     }
 }
@@ -376,6 +387,37 @@ pub enum ratecell_clock {
     /// A process-wide time refreshed every millisecond by a background
     /// thread: one load per read, up to about a millisecond behind.
     RATECELL_CLOCK_COARSE = 1,
+}
+
+/// Where a limiter's states come from: `ratecell_options.states` (SPEC §2,
+/// "Where states come from").
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ratecell_states {
+    /// Every key starts unused (the default).
+    RATECELL_STATES_FRESH = 0,
+    /// The states saved in the snapshot file `path` (which must exist).
+    RATECELL_STATES_SNAPSHOT = 1,
+    /// The states saved in the snapshot file `path` if it exists, else
+    /// fresh; saved there every `save_every_ns` by a background thread.
+    RATECELL_STATES_PERSISTED = 2,
+    /// The table in the region `shared_path`, shared by every process that
+    /// opens it; a new region is filled from the snapshot file `path` when
+    /// `path` is not NULL and the file exists.
+    RATECELL_STATES_SHARED = 3,
+}
+
+impl ratecell_states {
+    /// The states numbered `value`, or `RATECELL_INVALID_STATES`.
+    pub(crate) fn from_u32(value: u32) -> Result<ratecell_states, ratecell_status> {
+        Ok(match value {
+            0 => ratecell_states::RATECELL_STATES_FRESH,
+            1 => ratecell_states::RATECELL_STATES_SNAPSHOT,
+            2 => ratecell_states::RATECELL_STATES_PERSISTED,
+            3 => ratecell_states::RATECELL_STATES_SHARED,
+            _ => return Err(RATECELL_INVALID_STATES),
+        })
+    }
 }
 
 /// A limiter's configuration. Fill it with `ratecell_config_init` first,

@@ -8,10 +8,10 @@
 //! multi-limit (`ratecell_check_each`) and tier (a `ratecell_request` or
 //! `ratecell_batch` naming tiers, for `ratecell_check`,
 //! `ratecell_check_batch` and `ratecell_acquire`) calls included. Limiters saved periodically
-//! (`ratecell_persisted_open`) are opened with the same random options,
-//! used, saved and closed, and the file they leave must restore, through
-//! the Rust API and `ratecell_limiter_restore` (with those options and
-//! with none).
+//! (`ratecell_limiter_build` with `RATECELL_STATES_PERSISTED`) are opened
+//! with the same random options, used, saved and freed, and the file they
+//! leave must restore, through the Rust API and `ratecell_limiter_build`
+//! with `RATECELL_STATES_SNAPSHOT` (with those limits and with none).
 //!
 //! It checks what the ABI promises: no `RATECELL_PANIC` (this test runs the
 //! library in a debug build, so an arithmetic overflow anywhere behind the
@@ -32,7 +32,7 @@
 use crate::*;
 use ratecell_lib::{
     AcquireError, AnyLimiter, Clock, Config, Decision, KeyedLimiter, Limiter, ManualClock,
-    MultiDecision, Request, TierError,
+    MultiDecision, Request, States, TierError,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::{null, null_mut};
@@ -333,7 +333,8 @@ impl Twin {
             };
             let keyed = builder
                 .clock(manual)
-                .load(&path)
+                .states(States::snapshot(&path))
+                .build()
                 .expect("a fresh limiter's snapshot restores");
             std::fs::remove_file(&path).unwrap();
             TwinLimiter::Keyed(Box::new(keyed))
@@ -462,7 +463,7 @@ struct Fuzz {
     /// Of `made`: limiters of several limits, and tiered ones.
     made_multi: u64,
     made_tiered: u64,
-    /// Limiters opened with `ratecell_persisted_open`.
+    /// Limiters opened with `RATECELL_STATES_PERSISTED`.
     made_persisted: u64,
     refused: u64,
     calls: u64,
@@ -1073,15 +1074,16 @@ impl Fuzz {
         self.made(s, out, &Made::Tiers(&configs, n_limits.max(1)), slot, slots);
     }
 
-    /// Opens a limiter saved periodically (`ratecell_persisted_open`, of
-    /// one limit, several or tiers) with arguments as random as the
-    /// others' (NULLs, a wrong size, bad counts and configs, a shared
-    /// region, a path in no directory, any period), over the file the
-    /// last one left (so a restore, or a refused mismatch) or none. Once
-    /// opened: its limiter checks, it saves and closes, and the file it
-    /// leaves restores through the Rust API with the same configs, and
-    /// through `ratecell_limiter_restore` with the same options and with
-    /// none (the file's own configuration).
+    /// Opens a limiter saved periodically (`ratecell_limiter_build` with
+    /// `RATECELL_STATES_PERSISTED`, of one limit, several or tiers) with
+    /// arguments as random as the others' (NULLs, a wrong size, bad counts
+    /// and configs, states out of range, a shared region beside them, a
+    /// path in no directory, any period), over the file the last one left
+    /// (so a restore, or a refused mismatch) or none. Once opened: its
+    /// limiter checks, it saves and is freed, and the file it leaves
+    /// restores through the Rust API with the same configs, and through
+    /// `ratecell_limiter_build` with `RATECELL_STATES_SNAPSHOT`, with the
+    /// same limits and with none (the file's own configuration).
     fn persisted(&mut self) {
         use ratecell_status::*;
         let path = persisted_path();
@@ -1100,7 +1102,7 @@ impl Fuzz {
             c_path.as_ptr()
         };
         let every = self.rng.any(&[0, 1, 1_000_000, 1_000_000_000, u64::MAX]);
-        let mut out: *mut ratecell_persisted = poisoned();
+        let mut out: *mut ratecell_limiter = poisoned();
         let out_ptr = if self.rng.chance(40) {
             null_mut()
         } else {
@@ -1119,9 +1121,16 @@ impl Fuzz {
         };
         let ptr = self.configs_ptr(&configs);
         let mut o = options(ptr, n_limits, n_tiers);
+        o.states = ratecell_states::RATECELL_STATES_PERSISTED as u32;
+        o.path = path_ptr;
+        o.save_every_ns = every;
         let wrong_size = self.rng.chance(40);
         if wrong_size {
             o.size += 8;
+        }
+        let wrong_states = self.rng.chance(40);
+        if wrong_states {
+            o.states = self.rng.any(&[4, 5, u64::from(u32::MAX)]) as u32;
         }
         let region = std::ffi::CString::new("ratecell-fuzz-never-made").unwrap();
         let shared = self.rng.chance(40);
@@ -1131,18 +1140,21 @@ impl Fuzz {
         let o_ptr: *const ratecell_options = if self.rng.chance(40) { null() } else { &o };
         // SAFETY: `o_ptr` is NULL or a live options whose `configs` holds
         // `n_limits * max(n_tiers, 1)` configs (one row when a count is
-        // 0, refused before any is read) or is NULL, and whose
-        // `shared_path` is NULL or NUL-terminated; the path is NULL or
-        // NUL-terminated; `out_ptr` NULL or writable.
-        let s = unsafe { ratecell_persisted_open(o_ptr, path_ptr, every, out_ptr) };
+        // 0, refused before any is read) or is NULL, and whose `path` and
+        // `shared_path` are NULL or NUL-terminated; `out_ptr` NULL or
+        // writable.
+        let s = unsafe { ratecell_limiter_build(o_ptr, out_ptr) };
         self.status(s);
         // Refused in this order: no place for the handle, no options, a
-        // size this library does not know, impossible counts, no configs,
-        // a config's field, no path; a shared region once all is read.
+        // size this library does not know, the states (out of range, or a
+        // shared region beside a file), impossible counts, no configs, a
+        // config's field, no path.
         if out_ptr.is_null() || o_ptr.is_null() {
             assert_eq!(s, RATECELL_NULL_ARGUMENT, "seed {}", self.seed);
         } else if wrong_size {
             assert_eq!(s, RATECELL_INVALID_LENGTH, "seed {}", self.seed);
+        } else if wrong_states || shared {
+            assert_eq!(s, RATECELL_INVALID_STATES, "seed {}", self.seed);
         } else {
             self.counts_refused(s, n_limits, n_tiers.max(1));
             if ptr.is_null() {
@@ -1159,7 +1171,6 @@ impl Fuzz {
             self.seed
         );
         if shared {
-            assert_ne!(s, RATECELL_OK, "seed {}: a shared region opened", self.seed);
             assert!(!std::path::Path::new("/dev/shm/ratecell-fuzz-never-made").exists());
         }
         if s != RATECELL_OK {
@@ -1167,26 +1178,24 @@ impl Fuzz {
             return;
         }
         self.made_persisted += 1;
-        let mut l: *const ratecell_limiter = null();
-        // SAFETY: `out` is live until the close below; `l` is writable.
+        // SAFETY: `out` is live until the free below.
         unsafe {
-            assert_eq!(ratecell_persisted_limiter(out, &mut l), RATECELL_OK);
-            assert!(!l.is_null());
             for key in 0..4 {
                 let mut d = RawDecision::new();
-                let s = ratecell_check(l, &request(key, None, 0, 1, None), d.ptr());
+                let s = ratecell_check(out, &request(key, None, 0, 1, None), d.ptr());
                 assert_eq!(s, RATECELL_OK, "seed {}: check", self.seed);
                 self.coherent(&d.get());
             }
             // The saving thread may be writing the file too: both succeed,
-            // or, in no directory, both fail by name.
+            // or, in no directory, fail by name.
             let saved = if nowhere {
                 RATECELL_SNAPSHOT_IO
             } else {
                 RATECELL_OK
             };
-            assert_eq!(ratecell_persisted_save(out), saved, "seed {}", self.seed);
-            assert_eq!(ratecell_persisted_close(out), saved, "seed {}", self.seed);
+            let s = ratecell_snapshot_save(out, c_path.as_ptr());
+            assert_eq!(s, saved, "seed {}", self.seed);
+            ratecell_limiter_free(out);
         }
         if nowhere {
             return;
@@ -1202,18 +1211,27 @@ impl Fuzz {
             rust.chunks(n_limits)
                 .fold(AnyLimiter::builder(), |b, tier| b.tier(tier))
         };
-        let restored = builder.clock(clock).load(&path).map(drop);
+        let restored = builder
+            .clock(clock)
+            .states(States::snapshot(&path))
+            .build()
+            .map(drop);
         assert!(
             restored.is_ok(),
-            "seed {}: the file a close left does not restore: {restored:?}",
+            "seed {}: the file a free left does not restore: {restored:?}",
             self.seed
         );
-        for given in [o_ptr, null()] {
+        let mut as_saved = options(null(), 0, 0);
+        let mut same = o;
+        for given in [&mut same, &mut as_saved] {
+            given.states = ratecell_states::RATECELL_STATES_SNAPSHOT as u32;
+            given.path = c_path.as_ptr();
+            given.save_every_ns = 0;
             let mut back: *mut ratecell_limiter = null_mut();
-            // SAFETY: `given` is `o_ptr`, live and accepted above, or
-            // NULL; the path is NUL-terminated; `back` is writable.
+            // SAFETY: `given` is the options accepted above, or none; the
+            // path is NUL-terminated; `back` is writable.
             unsafe {
-                let s = ratecell_limiter_restore(given, c_path.as_ptr(), &mut back);
+                let s = ratecell_limiter_build(given, &mut back);
                 assert_eq!(s, RATECELL_OK, "seed {}: restore", self.seed);
                 ratecell_limiter_free(back);
             }

@@ -424,10 +424,7 @@ fn validated_config(
         config = config.sub_windows(n);
     }
     let (clock, _) = Clock::manual(0);
-    Limiter::builder()
-        .limit(config)
-        .clock(clock)
-        .build()
+    crate::engine::fresh(Limiter::builder().limit(config).clock(clock).build())
         .map_err(|e| refusal(command, e, &field_name))?;
     Ok(config)
 }

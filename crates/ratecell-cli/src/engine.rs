@@ -7,7 +7,7 @@
 //! clock and every check passes its time, so a run is exact, reproducible
 //! and as fast as the arithmetic.
 
-use ratecell::{AnyLimiter, Clock, Config, Error, KeyedLimiter, Limiter, Request};
+use ratecell::{AnyLimiter, Clock, Config, Error, KeyedLimiter, Limiter, Request, SnapshotError};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,18 +24,29 @@ pub const SECOND: u64 = 1_000_000_000;
 /// one state shared by every key (direct) or one per key (keyed).
 pub type Policy = AnyLimiter;
 
+/// The error of a limiter built fresh: its configuration's, the only way
+/// a build that reads no snapshot fails.
+pub fn fresh<L>(built: Result<L, SnapshotError>) -> Result<L, Error> {
+    built.map_err(|e| match e {
+        SnapshotError::Limiter(e) => e,
+        e => unreachable!("a fresh limiter read no snapshot, yet: {e}"),
+    })
+}
+
 /// A direct limiter on a manual clock that nobody moves: simulations pass
 /// every time explicitly.
 pub fn sim_limiter(config: Config) -> Result<Limiter, Error> {
-    Limiter::builder().limit(config).clock(sim_clock()).build()
+    fresh(Limiter::builder().limit(config).clock(sim_clock()).build())
 }
 
 /// A keyed limiter on a manual clock (`config.capacity` keys).
 pub fn sim_keyed(config: Config) -> Result<KeyedLimiter, Error> {
-    KeyedLimiter::builder()
-        .limit(config)
-        .clock(sim_clock())
-        .build()
+    fresh(
+        KeyedLimiter::builder()
+            .limit(config)
+            .clock(sim_clock())
+            .build(),
+    )
 }
 
 /// A clock that stays at [`EPOCH_NS`]: every check passes its own time.
@@ -46,42 +57,46 @@ fn sim_clock() -> Clock {
 /// A policy on a manual clock: one shared state when `config.capacity` is
 /// 0, else one per key.
 pub fn policy(config: Config) -> Result<Policy, Error> {
-    AnyLimiter::builder()
-        .limit(config)
-        .clock(sim_clock())
-        .build()
+    fresh(
+        AnyLimiter::builder()
+            .limit(config)
+            .clock(sim_clock())
+            .build(),
+    )
 }
 
 /// Several limits checked as one on a manual clock (one limit is
 /// [`policy`]): one shared state when the capacity is 0, else one per key.
 pub fn policy_multi(configs: &[Config]) -> Result<Policy, Error> {
-    AnyLimiter::builder()
-        .limits(configs)
-        .clock(sim_clock())
-        .build()
+    fresh(
+        AnyLimiter::builder()
+            .limits(configs)
+            .clock(sim_clock())
+            .build(),
+    )
 }
 
 /// A keyed policy of tiers (one config each), each check naming its tier.
 pub fn keyed_policy_tiered(tiers: &[Config]) -> Result<Policy, Error> {
-    Ok(AnyLimiter::Keyed(
+    Ok(AnyLimiter::Keyed(fresh(
         tiers
             .iter()
             .fold(KeyedLimiter::builder(), |b, c| {
                 b.tier(std::slice::from_ref(c))
             })
             .clock(sim_clock())
-            .build()?,
-    ))
+            .build(),
+    )?))
 }
 
 /// Several limits as one, one state per key, always.
 pub fn keyed_policy_multi(configs: &[Config]) -> Result<Policy, Error> {
-    Ok(AnyLimiter::Keyed(
+    Ok(AnyLimiter::Keyed(fresh(
         KeyedLimiter::builder()
             .limits(configs)
             .clock(sim_clock())
-            .build()?,
-    ))
+            .build(),
+    )?))
 }
 
 /// One phase of the classic experiment: `rate` new requests per second for

@@ -89,8 +89,8 @@ struct ReadmeDocs;
 #[deprecated(note = "renamed StoreFailurePolicy (the Redis client's FailurePolicy has this name)")]
 pub type FailurePolicy = StoreFailurePolicy;
 pub use limits::{
-    AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, Named, RateLimits,
-    StoreError, Tiered,
+    AsyncRateLimits, CheckFn, InvalidLimitNames, LimitsFuture, Multi, MultiLimiter, Named,
+    RateLimits, StoreError, Tiered,
 };
 /// The ratecell-redis-client crate this one is built with (feature
 /// `redis-modes`): build the [`RedisLimiterLimits`]' limiter through it.

@@ -283,8 +283,7 @@ where
 /// reports its own decision in its own item.
 ///
 /// Names come from the limiter's builder (`Builder::names`), or are given to
-/// [`Multi::keyed_named`] / [`Multi::global_named`]; a lone unnamed limit
-/// is `default`. A limit that would admit a request another limit refuses
+/// [`Multi::new`]; a lone unnamed limit is `default`. A limit that would admit a request another limit refuses
 /// is reported as admitting (it spent nothing), so `violated-policies`
 /// lists exactly the limits that refused. When no limit refused but the
 /// keyed table had no room for a new key (overflow policy `deny`), every
@@ -462,42 +461,50 @@ impl RateLimits for Tiered {
     }
 }
 
-impl Multi<KeyedLimiter> {
-    /// The limiter's limits under the names it was given (`Builder::names`).
-    /// Errors when a name is not an RFC 9651 String, when two limits share
-    /// a name, or when one of several limits has none.
-    pub fn keyed(limiter: KeyedLimiter) -> Result<Multi<KeyedLimiter>, InvalidLimitNames> {
-        let items = policies(limiter.limits(), None, |i| {
-            limiter.limit_name(i).map(str::to_owned)
-        })?;
-        Ok(Multi { items, limiter })
-    }
+/// What a [`Multi`] reads of its limiter: its limits and their names. A
+/// [`KeyedLimiter`] or a [`Limiter`] (global limits: every key shares
+/// them); sealed.
+pub trait MultiLimiter: sealed::Sealed {
+    /// The limits, in order.
+    fn limits(&self) -> &[ratecell::Config];
+    /// The name `Builder::names` gave limit `index`, if any.
+    fn limit_name(&self, index: usize) -> Option<&str>;
+}
 
-    /// The limiter's limits named `names`, in order.
-    pub fn keyed_named(
-        limiter: KeyedLimiter,
-        names: &[&str],
-    ) -> Result<Multi<KeyedLimiter>, InvalidLimitNames> {
-        let items = policies(limiter.limits(), Some(names), |_| None)?;
-        Ok(Multi { items, limiter })
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for ratecell::KeyedLimiter {}
+    impl Sealed for ratecell::Limiter {}
+}
+
+impl MultiLimiter for KeyedLimiter {
+    fn limits(&self) -> &[ratecell::Config] {
+        KeyedLimiter::limits(self)
+    }
+    fn limit_name(&self, index: usize) -> Option<&str> {
+        KeyedLimiter::limit_name(self, index)
     }
 }
 
-impl Multi<Limiter> {
-    /// Global limits (every key shares them) under the limiter's names.
-    pub fn global(limiter: Limiter) -> Result<Multi<Limiter>, InvalidLimitNames> {
-        let items = policies(limiter.limits(), None, |i| {
+impl MultiLimiter for Limiter {
+    fn limits(&self) -> &[ratecell::Config] {
+        Limiter::limits(self)
+    }
+    fn limit_name(&self, index: usize) -> Option<&str> {
+        Limiter::limit_name(self, index)
+    }
+}
+
+impl<L: MultiLimiter> Multi<L> {
+    /// The limiter's limits under `names`, in order, or, when `names` is
+    /// `None`, under the names the limiter was given (`Builder::names`).
+    /// Errors when a name is not an RFC 9651 String, when two limits share
+    /// a name, when `names` is not one per limit, or when one of several
+    /// limits has none.
+    pub fn new(limiter: L, names: Option<&[&str]>) -> Result<Multi<L>, InvalidLimitNames> {
+        let items = policies(limiter.limits(), names, |i| {
             limiter.limit_name(i).map(str::to_owned)
         })?;
-        Ok(Multi { items, limiter })
-    }
-
-    /// Global limits named `names`, in order.
-    pub fn global_named(
-        limiter: Limiter,
-        names: &[&str],
-    ) -> Result<Multi<Limiter>, InvalidLimitNames> {
-        let items = policies(limiter.limits(), Some(names), |_| None)?;
         Ok(Multi { items, limiter })
     }
 }

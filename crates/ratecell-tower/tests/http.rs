@@ -164,7 +164,7 @@ async fn two_named_limits_one_item_each_and_all_or_nothing() {
         .names(&["burst", "daily"])
         .build()
         .unwrap();
-    let limits = std::sync::Arc::new(Multi::keyed(limiter).unwrap());
+    let limits = std::sync::Arc::new(Multi::new(limiter, None).unwrap());
     let addr = serve(app(RateLimitLayer::new(limits.clone()))).await;
     let policy = "\"burst\";q=3;w=1, \"daily\";q=5;w=3600";
 
@@ -234,7 +234,7 @@ async fn global_limits_both_refusing_are_both_listed() {
         .clock(clock)
         .build()
         .unwrap();
-    let limits = Multi::global_named(limiter, &["ten-seconds", "minute"]).unwrap();
+    let limits = Multi::new(limiter, Some(&["ten-seconds", "minute"])).unwrap();
     let addr = serve(app(RateLimitLayer::new(limits))).await;
     for _ in 0..2 {
         assert_eq!(request(addr, "/", None).await.status, StatusCode::OK);
@@ -264,18 +264,18 @@ fn multi_names_are_checked() {
             .build()
             .unwrap()
     };
-    let err = Multi::keyed(two()).unwrap_err().to_string();
+    let err = Multi::new(two(), None).unwrap_err().to_string();
     assert!(err.contains("limit 0 has no name"), "{err}");
-    let err = Multi::keyed_named(two(), &["a"]).unwrap_err().to_string();
+    let err = Multi::new(two(), Some(&["a"])).unwrap_err().to_string();
     assert!(err.contains("1 names for 2 limits"), "{err}");
-    let err = Multi::keyed_named(two(), &["a", "a"])
+    let err = Multi::new(two(), Some(&["a", "a"]))
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("limit 1") && err.contains("must differ"),
         "{err}"
     );
-    let err = Multi::keyed_named(two(), &["a", "caf\u{e9}"])
+    let err = Multi::new(two(), Some(&["a", "caf\u{e9}"]))
         .unwrap_err()
         .to_string();
     assert!(
@@ -286,7 +286,7 @@ fn multi_names_are_checked() {
         .limits(&[Config::new(Algorithm::Gcra, 3, S).capacity(16)])
         .build()
         .unwrap();
-    assert!(format!("{:?}", Multi::keyed(one).unwrap()).contains("default"));
+    assert!(format!("{:?}", Multi::new(one, None).unwrap()).contains("default"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1056,7 +1056,7 @@ async fn legacy_headers_beside_the_drafts_fields() {
         .clock(clock)
         .build()
         .unwrap();
-    let layer = RateLimitLayer::new(Multi::keyed(limiter).unwrap()).legacy_headers(true);
+    let layer = RateLimitLayer::new(Multi::new(limiter, None).unwrap()).legacy_headers(true);
     let addr = serve(app(layer)).await;
     for remaining in ["2", "1", "0"] {
         let before = unix_now();

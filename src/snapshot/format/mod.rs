@@ -434,12 +434,6 @@ impl Header {
         })
     }
 
-    /// The configurations saved, in order (burst and sub-windows
-    /// resolved); tier 0's for a tiered limiter.
-    pub(super) fn configs(&self) -> Result<Vec<Config>, SnapshotError> {
-        self.tier_configs(0)
-    }
-
     /// Every tier's configurations, in order (one tier for a limiter
     /// built without tiers).
     pub(super) fn all_tiers(&self) -> Result<Vec<Vec<Config>>, SnapshotError> {
@@ -614,33 +608,14 @@ impl Header {
     }
 }
 
-/// The configuration saved in a snapshot, read from its header alone (the
-/// header's checksum checked): for a caller that restores whatever was
-/// saved, to build the limiter the snapshot fits. The snapshot's
-/// configuration then sizes the table, as a configuration passed to
-/// `KeyedLimiter::new` would: take it only from a file you would take a
-/// configuration from.
-///
-/// For a snapshot of several limits this is the first limit's
-/// configuration, which a restore refuses (the number of limits differs):
-/// read them all with [`saved_configs`].
-pub fn saved_config(input: impl Read) -> Result<Config, SnapshotError> {
-    Ok(saved_configs(input)?.swap_remove(0))
-}
-
-/// The configurations of every limit saved in a snapshot, in order (one
-/// for a limiter of one limit, at most [`crate::MAX_LIMITS`]), read from
-/// its header alone: what [`saved_config`] reads, for limiters of several
-/// limits ([`crate::Builder::limits`]).
-pub fn saved_configs(input: impl Read) -> Result<Vec<Config>, SnapshotError> {
-    Header::read(&mut In::new(input))?.configs()
-}
-
 /// Every tier's configurations saved in a snapshot (tier by tier, each
-/// tier's limits in order), read from its header alone, and whether the
-/// snapshot is of a tiered limiter ([`crate::Builder::tier`]); for a
-/// limiter built without tiers, one tier: [`saved_configs`]'s list.
-pub fn saved_tiers(input: impl Read) -> Result<(Vec<Vec<Config>>, bool), SnapshotError> {
+/// tier's limits in order), read from its header alone (its checksum
+/// checked), and whether the snapshot is of a tiered limiter
+/// ([`crate::Builder::tier`]); for a limiter built without tiers, one tier
+/// of its limits. What a builder given no limit takes from the snapshot
+/// its states come from: the saved configuration then sizes the table, as
+/// one given to the builder would.
+pub(crate) fn saved_tiers(input: impl Read) -> Result<(Vec<Vec<Config>>, bool), SnapshotError> {
     let header = Header::read(&mut In::new(input))?;
     Ok((header.all_tiers()?, header.tiers > 0))
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::algorithm::mask;
+use crate::builder::States;
 use crate::check::request::Request;
 use crate::clock::Clock;
 use crate::config::Algorithm;
@@ -17,22 +18,21 @@ fn clock() -> Clock {
 }
 
 /// `config`'s keyed limiter on the test clock, restored from `snapshot`.
-fn restore_keyed(
-    config: Config,
-    snapshot: impl std::io::Read,
-) -> Result<KeyedLimiter, SnapshotError> {
+fn restore_keyed(config: Config, snapshot: &[u8]) -> Result<KeyedLimiter, SnapshotError> {
     KeyedLimiter::builder()
         .limit(config)
         .clock(clock())
-        .restore(snapshot)
+        .states(States::bytes(snapshot))
+        .build()
 }
 
 /// `config`'s direct limiter on the test clock, restored from `snapshot`.
-fn restore_direct(config: Config, snapshot: impl std::io::Read) -> Result<Limiter, SnapshotError> {
+fn restore_direct(config: Config, snapshot: &[u8]) -> Result<Limiter, SnapshotError> {
     Limiter::builder()
         .limit(config)
         .clock(clock())
-        .restore(snapshot)
+        .states(States::bytes(snapshot))
+        .build()
 }
 
 /// Recomputes both checksums after an edit.
@@ -56,7 +56,7 @@ fn get(bytes: &[u8], at: usize) -> u64 {
 
 fn keyed(algorithm: Algorithm, limit: u64, keys: u64) -> (Config, Vec<u8>) {
     let cfg = Config::new(algorithm, limit, SECOND).capacity(64);
-    let l = KeyedLimiter::with_clock(cfg, clock()).unwrap();
+    let l = KeyedLimiter::made(&[cfg], clock(), crate::table::KeyHasher::random()).unwrap();
     for key in 0..keys {
         assert!(l.check(key, Request::new(1).at(T0)).allowed);
     }
@@ -181,7 +181,7 @@ fn two_limits() -> (Vec<Config>, Vec<u8>) {
         Config::new(Algorithm::Gcra, 5, SECOND).capacity(64),
         Config::new(Algorithm::SlidingLog, 3, SECOND).capacity(64),
     ];
-    let l = KeyedLimiter::with_clock_multi(&configs, clock()).unwrap();
+    let l = KeyedLimiter::made(&configs, clock(), crate::table::KeyHasher::random()).unwrap();
     l.check(1, Request::new(1).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();
@@ -211,7 +211,8 @@ fn a_count_of_limits_out_of_range_is_refused_before_the_table_is_read() {
     KeyedLimiter::builder()
         .limits(&configs)
         .clock(clock())
-        .restore(&b[..])
+        .states(States::bytes(&b[..]))
+        .build()
         .unwrap();
     for count in [0u32, 1, 9, u32::MAX] {
         let mut b = bytes.clone();
@@ -220,7 +221,8 @@ fn a_count_of_limits_out_of_range_is_refused_before_the_table_is_read() {
         match KeyedLimiter::builder()
             .limits(&configs)
             .clock(clock())
-            .restore(&b[..])
+            .states(States::bytes(&b[..]))
+            .build()
         {
             Err(SnapshotError::Damaged(r)) => assert!(r.contains("limits"), "{r}"),
             other => panic!("count {count}: {other:?}"),
@@ -241,14 +243,15 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
     b[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&99u32.to_le_bytes());
     reseal_v2(&mut b, 1);
     assert!(matches!(
-        saved_configs(&b[..]),
+        saved_tiers(&b[..]),
         Err(SnapshotError::Damaged(_))
     ));
     assert!(matches!(
         KeyedLimiter::builder()
             .limits(&configs)
             .clock(clock())
-            .restore(&b[..]),
+            .states(States::bytes(&b[..]))
+            .build(),
         Err(SnapshotError::ConfigMismatch {
             limit: 1,
             field: Field::Algorithm,
@@ -264,7 +267,8 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
         KeyedLimiter::builder()
             .limits(&configs)
             .clock(clock())
-            .restore(&b[..]),
+            .states(States::bytes(&b[..]))
+            .build(),
         Err(SnapshotError::ConfigMismatch {
             limit: 1,
             field: Field::Limit,
@@ -277,7 +281,7 @@ fn a_limits_table_entry_no_limiter_writes_is_refused() {
 #[test]
 fn a_direct_log_claiming_more_entries_than_it_holds_is_truncated() {
     let cfg = Config::new(Algorithm::SlidingLog, 1000, SECOND);
-    let l = Limiter::with_clock(cfg, clock()).unwrap();
+    let l = Limiter::made(&[cfg], clock()).unwrap();
     l.check(Request::new(1).at(T0));
     let mut bytes = Vec::new();
     l.snapshot_at(&mut bytes, T0).unwrap();

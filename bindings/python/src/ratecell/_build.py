@@ -8,7 +8,6 @@ Shared by ``Limiter``, ``MultiLimiter`` and ``TieredLimiter``.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import datetime
 import math
@@ -115,27 +114,40 @@ def _snapshot_path(path: Any, name: str) -> bytes:
 
 
 def _options(
-    configs: Any, n_limits: int, n_tiers: int, shared: Any = None, shared_mode: Any = 0o600
+    configs: Any,
+    n_limits: int,
+    n_tiers: int,
+    shared: Any = None,
+    shared_mode: Any = 0o600,
+    *,
+    states: int | None = None,
+    path: bytes | None = None,
+    every_ns: int = 0,
 ) -> _ffi.COptions:
     """The ``ratecell_options`` of ``configs`` (``n_tiers`` rows of
-    ``n_limits``, or one row when ``n_tiers`` is 0), in the shared region at
-    ``shared`` when not None: the one struct ``ratecell_limiter_build``,
-    ``ratecell_limiter_restore`` and ``ratecell_persisted_open`` take. It
-    keeps ``configs`` and the path alive."""
+    ``n_limits``, or one row when ``n_tiers`` is 0; None and 0 for a
+    snapshot's own), their states from ``states`` (fresh, or the shared
+    region at ``shared`` when not None, unless given) with ``path`` and
+    ``every_ns``: the one struct ``ratecell_limiter_build`` takes. It keeps
+    ``configs`` and the paths alive."""
     options = _ffi.COptions()
     _lib.ratecell_options_init(options)
     options.configs = configs
     options.n_limits = n_limits
     options.n_tiers = n_tiers
+    options.states = _ffi.STATES_FRESH if states is None else states
+    options.path = path
+    options.save_every_ns = every_ns
     if shared is not None:
         if isinstance(shared_mode, bool) or not isinstance(shared_mode, int):
             raise TypeError("shared_mode must be an int (permission bits, e.g. 0o600)")
         if not 0 <= shared_mode <= 0o7777:
             raise ValueError(f"shared_mode = {shared_mode:#o}: outside 0..=0o7777")
-        path = os.fsencode(shared)
-        if b"\0" in path:
+        region = os.fsencode(shared)
+        if b"\0" in region:
             raise ValueError("shared: the path contains a NUL byte")
-        options.shared_path = path
+        options.states = _ffi.STATES_SHARED
+        options.shared_path = region
         options.shared_mode = shared_mode
     return options
 
@@ -155,36 +167,38 @@ def _build(
 
 
 def _restore(path: Any, options: _ffi.COptions | None) -> tuple[int, _ffi.LimiterHandle]:
-    """``ratecell_limiter_restore`` of ``options`` (None: the file's own
-    configuration) from the snapshot file at ``path``: its status, and the
-    handle (owning a limiter only when the status is 0)."""
-    p = _snapshot_path(path, "path")
+    """``ratecell_limiter_build`` of ``options`` (None: the file's own
+    configuration), its states from the snapshot file at ``path``: its
+    status, and the handle (owning a limiter only when the status is 0)."""
+    if options is None:
+        options = _options(None, 0, 0)
+    options.states = _ffi.STATES_SNAPSHOT
+    options.path = _snapshot_path(path, "path")
     handle = _ffi.LimiterHandle()
-    return _lib.ratecell_limiter_restore(options, p, handle), handle
+    return _lib.ratecell_limiter_build(options, handle), handle
 
 
 def _open_persisted(
     configs: Any, path: Any, every: Any, per_tier: int | None = None
 ) -> _ffi.PersistedHandle:
-    """Restores (or makes) the limiter of ``configs`` and starts its saver
-    (``ratecell_persisted_open``; with ``per_tier``, ``configs`` are tiers
-    of that many limits each, tier by tier); the handle closes it when
-    freed."""
+    """``ratecell_limiter_build`` of ``configs`` persisted at ``path``:
+    restored from the file if it exists (else fresh) and saved there every
+    ``every`` by the library's thread (with ``per_tier``, ``configs`` are
+    tiers of that many limits each, tier by tier); the handle stops the
+    thread, saving a last time, when freed."""
     every_ns = _every_ns(every)
     p = _snapshot_path(path, "persist")
     if per_tier is None:
-        options = _options(configs, len(configs), 0)
+        n_limits, n_tiers = len(configs), 0
     else:
-        options = _options(configs, per_tier, len(configs) // per_tier)
-    persisted = ctypes.c_void_p()
-    status = _lib.ratecell_persisted_open(options, p, every_ns, persisted)
+        n_limits, n_tiers = per_tier, len(configs) // per_tier
+    options = _options(
+        configs, n_limits, n_tiers, states=_ffi.STATES_PERSISTED, path=p, every_ns=every_ns
+    )
+    handle = _ffi.PersistedHandle(p)
+    status = _lib.ratecell_limiter_build(options, handle)
     if status:
         raise _config_error(status, configs[0])
-    handle = _ffi.PersistedHandle()
-    # Owned from here: freeing the handle closes the persisted limiter.
-    handle.persisted = persisted.value
-    if _lib.ratecell_persisted_limiter(persisted, handle):
-        raise RuntimeError("ratecell_persisted_limiter refused a live handle")
     return handle
 
 

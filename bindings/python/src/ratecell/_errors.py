@@ -45,6 +45,7 @@ __all__ = [
     "InvalidFailure",
     "InvalidReply",
     "InvalidGrant",
+    "InvalidStates",
     "error_for_status",
 ]
 
@@ -354,6 +355,15 @@ class InvalidGrant(RatecellError, ValueError):
     status = 38
 
 
+class InvalidStates(InvalidConfig):
+    """RATECELL_INVALID_STATES: where the states come from does not fit the
+    options (a field those states do not read is set). The Python
+    constructors set the states themselves, so seeing it means a bug."""
+
+    status = 39
+    field = "states"
+
+
 class InvalidKey(RatecellError, ValueError):
     """A ``str`` key that has no UTF-8 form (a lone surrogate, say): keys
     are bytes, and a ``str`` is its UTF-8. Raised by the Python layer, so
@@ -409,6 +419,7 @@ _BY_STATUS: dict[int, type[RatecellError]] = {
         InvalidFailure,
         InvalidReply,
         InvalidGrant,
+        InvalidStates,
     )
     if cls.status is not None
 }

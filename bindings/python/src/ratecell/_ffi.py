@@ -51,6 +51,11 @@ __all__ = [
     "GrantHandle",
     "DenialsHandle",
     "LimiterHandle",
+    "PersistedHandle",
+    "STATES_FRESH",
+    "STATES_PERSISTED",
+    "STATES_SHARED",
+    "STATES_SNAPSHOT",
     "lib",
     "speedups",
 ]
@@ -225,17 +230,26 @@ class CBatch(Structure):
 
 class COptions(Structure):
     """``struct ratecell_options``: what ``ratecell_limiter_build`` makes,
-    ``ratecell_limiter_restore`` restores and ``ratecell_persisted_open``
-    opens."""
+    with where its states come from (``states``, a ``STATES_*`` value)."""
 
     _fields_ = [
         ("size", c_uint32),
-        ("shared_mode", c_uint32),
+        ("states", c_uint32),
         ("configs", POINTER(CConfig)),
         ("n_limits", c_size_t),
         ("n_tiers", c_size_t),
+        ("path", c_char_p),
+        ("save_every_ns", c_uint64),
         ("shared_path", c_char_p),
+        ("shared_mode", c_uint32),
     ]
+
+
+# `ratecell_states`: where a limiter's states come from.
+STATES_FRESH = 0
+STATES_SNAPSHOT = 1
+STATES_PERSISTED = 2
+STATES_SHARED = 3
 
 
 class CLeaseOptions(Structure):
@@ -335,15 +349,8 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_now_ns": (c_uint64, [c_void_p]),
     "ratecell_stats": (_STATUS, [c_void_p, POINTER(CStats)]),
     "ratecell_snapshot_save": (_STATUS, [c_void_p, c_char_p]),
+    "ratecell_snapshot_stop": (_STATUS, [c_void_p]),
     "ratecell_snapshot_save_at": (_STATUS, [c_void_p, c_char_p, c_uint64]),
-    "ratecell_limiter_restore": (_STATUS, [POINTER(COptions), c_char_p, POINTER(c_void_p)]),
-    "ratecell_persisted_open": (
-        _STATUS,
-        [POINTER(COptions), c_char_p, c_uint64, POINTER(c_void_p)],
-    ),
-    "ratecell_persisted_limiter": (_STATUS, [c_void_p, POINTER(c_void_p)]),
-    "ratecell_persisted_save": (_STATUS, [c_void_p]),
-    "ratecell_persisted_close": (_STATUS, [c_void_p]),
     "ratecell_lease_options_init": (None, [POINTER(CLeaseOptions)]),
     "ratecell_leases_new": (_STATUS, [POINTER(CConfig), POINTER(CLeaseOptions), POINTER(c_void_p)]),
     "ratecell_leases_free": (None, [c_void_p]),
@@ -412,30 +419,24 @@ class LimiterHandle(c_void_p):
 
 
 class PersistedHandle(LimiterHandle):
-    """A ``ratecell_limiter *`` borrowed from a ``ratecell_persisted *``
-    (``persisted``), which is closed (the saver stopped and joined, a last
-    save made) when the last reference to this handle goes away: as for
-    ``LimiterHandle``, a thread inside a call keeps the limiter alive until
-    the call returns, so ``ratecell_persisted_close`` is the last call (the
-    limiter is never passed to ``ratecell_limiter_free``)."""
+    """An owned ``ratecell_limiter *`` made with ``RATECELL_STATES_PERSISTED``,
+    and the file it is saved to (``path``). Freeing it stops the library's
+    saving thread and saves a last time, reporting to nobody;
+    ``close_now`` makes that last save first and returns its status."""
 
-    __slots__ = ("persisted",)
+    __slots__ = ("path",)
 
-    def __init__(self) -> None:
+    def __init__(self, path: bytes = b"") -> None:
         super().__init__()
-        self.persisted: int | None = None
-
-    def __del__(self, _close: object = lib.ratecell_persisted_close) -> None:
-        if self.persisted:
-            _close(self.persisted)  # type: ignore[operator]
-            self.persisted = None
-        self.value = None
+        self.path = path
 
     def close_now(self) -> int | None:
-        """Closes the persisted limiter now (its saver stopped, one last
-        save) and returns that save's status, when no other thread is
-        inside a call on it; None, doing nothing, when one is (or this
-        Python cannot tell).
+        """Stops the saving thread and saves a last time
+        (``ratecell_snapshot_stop``, after which the free saves nothing
+        more), returning that save's status, when no other thread is inside
+        a call on the limiter; None, doing nothing, when one is (or this
+        Python cannot tell): that call's admissions must reach the free's
+        last save.
 
         A thread inside a call holds a reference in its frame (see
         ``LimiterHandle``), so the references counted here are the calls
@@ -444,9 +445,13 @@ class PersistedHandle(LimiterHandle):
         getrefcount = getattr(sys, "getrefcount", None)
         if getrefcount is None or getrefcount(self) > _OWN_REFERENCES:
             return None
-        persisted, self.persisted, self.value = self.persisted, None, None
-        status: int = lib.ratecell_persisted_close(persisted)
+        status: int = lib.ratecell_snapshot_stop(self)
         return status
+
+
+# In `PersistedHandle.close_now`: the closing method's local and
+# getrefcount's argument.
+_OWN_REFERENCES = 3
 
 
 class LeasesHandle(c_void_p):
@@ -485,11 +490,6 @@ class DenialsHandle(c_void_p):
         if self.value:
             _free(self)  # type: ignore[operator]
             self.value = None
-
-
-# In `PersistedHandle.close_now`: the closing method's local and
-# getrefcount's argument.
-_OWN_REFERENCES = 3
 
 
 NOT_COPYABLE = (

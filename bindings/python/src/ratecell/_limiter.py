@@ -201,14 +201,14 @@ class Limiter:
         same); its saving thread stops when the C object is freed."""
         h = self._h
         self._h = None
-        if isinstance(h, _ffi.PersistedHandle) and h.persisted:
+        if isinstance(h, _ffi.PersistedHandle) and h.value:
             status = h.close_now()
             if status is None:
                 # A call still runs in another thread and holds the handle:
-                # the C object (and its last save) must wait for it, so the
-                # error is raised from a save made now; the close when that
+                # the free (and its last save) must wait for it, so the
+                # error is raised from a save made now; the free when that
                 # call returns saves once more, keeping what it admitted.
-                status = _lib.ratecell_persisted_save(h.persisted)
+                status = _lib.ratecell_snapshot_save(h, h.path)
             if status:
                 raise _errors.error_for_status(status)
 

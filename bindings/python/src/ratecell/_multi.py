@@ -83,7 +83,7 @@ class MultiLimiter(Limiter):
         clock: Clock | str | int = Clock.TSC,
     ) -> MultiLimiter:
         """A limiter of several limits restored from the snapshot file at
-        ``path`` (``ratecell_limiter_restore``): ``limits`` (with
+        ``path``: ``limits`` (with
         ``capacity``, ``overflow`` and ``clock`` as for the constructor)
         must be the saved limits in the same order, else
         ``SnapshotConfigMismatch`` before anything is allocated. Names are

@@ -13,6 +13,7 @@ use crate::progress::{Progress, Unit};
 use crate::table::Table;
 use ratecell::{
     Algorithm, AnyLimiter, Clock, Config, Decision, Field, KeyedLimiter, Overflow, SnapshotError,
+    States,
 };
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -401,11 +402,14 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let tiered = !a.tiers.is_empty();
     let capacity = match (a.capacity, &a.from_snapshot) {
         (Some(capacity), _) => capacity,
-        // The snapshot's own table, so the options need not repeat it.
-        (None, Some(path)) => std::fs::File::open(path)
-            .map_err(SnapshotError::from)
-            .and_then(|f| ratecell::snapshot::saved_config(std::io::BufReader::new(f)))
+        // The snapshot's own table, so the options need not repeat it: a
+        // builder given no limit takes the snapshot's (its table is made,
+        // then dropped, before the policy's own is restored).
+        (None, Some(path)) => AnyLimiter::builder()
+            .states(States::snapshot(path))
+            .build()
             .map_err(|e| snapshot_error("--from-snapshot", path, e, tiered))?
+            .config()
             .capacity
             .max(1),
         (None, None) => default_capacity(&configs),
@@ -436,7 +440,8 @@ pub fn run(a: &ReplayArgs, out: &mut dyn Write) -> Result<(), CliError> {
             };
             let keyed = builder
                 .clock(clock)
-                .load(path)
+                .states(States::snapshot(path))
+                .build()
                 .map_err(|e| snapshot_error("--from-snapshot", path, e, tiered))?;
             let keys = keyed.stats().keys_tracked;
             (Policy::Keyed(keyed), Some((path.as_path(), keys)))
