@@ -15,7 +15,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
-use ratecell::{Config as LimitConfig, Decision, KeyedLimiter, Overflow, Request};
+use ratecell::{Config as LimitConfig, Decision, KeyedLimiter, Overflow, Request, States};
 
 use super::{Check, Tables, split};
 
@@ -57,7 +57,7 @@ impl Memory {
         let config = limit.capacity(self.keys).overflow(Overflow::Evict);
         let builder = || KeyedLimiter::builder().limit(config);
         if let Some(path) = self.snapshot_path(table).filter(|p| p.exists()) {
-            match builder().load(&path) {
+            match builder().states(States::snapshot(&path)).build() {
                 Ok(t) => {
                     tracing::info!(rule = table, path = %path.display(), "restored the rule's counts from its snapshot");
                     return Arc::new(t);
