@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -134,3 +136,18 @@ func Statuses(resp *rls.RateLimitResponse) []Status {
 	}
 	return out
 }
+
+// DialTLS connects to an RLS v3 server over TLS.
+func DialTLS(t testing.TB, addr string, cfg *tls.Config) *Client {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &Client{conn: conn, rls: rls.NewRateLimitServiceClient(conn)}
+}
+
+// Conn is the client's gRPC connection (for other services on the port,
+// such as grpc.health.v1).
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }

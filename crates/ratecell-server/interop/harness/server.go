@@ -115,6 +115,10 @@ type Options struct {
 	// Redis is the Redis to use; nil starts one for the server when its
 	// kind needs one (with ratecell's module for Strict and Leased).
 	Redis *Redis
+	// Args are command-line arguments for the server.
+	Args []string
+	// NoRuntimeEnv leaves out the RUNTIME_* variables (for --config-dir).
+	NoRuntimeEnv bool
 }
 
 // Server is a running rate limit service.
@@ -213,13 +217,18 @@ func Start(t testing.TB, o Options) *Server {
 	default:
 		t.Fatalf("unknown server kind %q", o.Kind)
 	}
+	if o.NoRuntimeEnv {
+		for _, k := range []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_WATCH_ROOT", "RUNTIME_APPDIRECTORY", "RUNTIME_IGNOREDOTFILES"} {
+			delete(env, k)
+		}
+	}
 	for k, v := range o.Env {
 		env[k] = v
 	}
 	if env["REDIS_URL"] == "" {
 		delete(env, "REDIS_URL")
 	}
-	s.proc = startProcess(t, string(o.Kind), bin, nil, joinEnv(env), filepath.Join(root, "server.log"))
+	s.proc = startProcess(t, string(o.Kind), bin, o.Args, joinEnv(env), filepath.Join(root, "server.log"))
 	err := pollUntil(startTimeout, func() error {
 		if err := s.proc.exited(); err != nil {
 			return errStop{err}
@@ -298,6 +307,17 @@ func (s *Server) Log() string { return s.proc.Log() }
 
 // Signal sends sig to the server process.
 func (s *Server) Signal(sig syscall.Signal) error { return s.proc.signal(sig) }
+
+// Wait waits (at most timeout) for the server to exit and returns how it
+// exited: nil for status 0.
+func (s *Server) Wait(timeout time.Duration) error {
+	select {
+	case <-s.proc.done:
+		return s.proc.waitErr
+	case <-time.After(timeout):
+		return fmt.Errorf("%s still running after %v", s.Kind, timeout)
+	}
+}
 
 // Metrics fetches the Prometheus text.
 func (s *Server) Metrics() (string, error) {
