@@ -299,6 +299,14 @@ func (s *Server) WriteConfig(t testing.TB, name, text string) {
 	}
 }
 
+// RemoveConfig removes a config file.
+func (s *Server) RemoveConfig(t testing.TB, name string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(s.configDir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ConfigDir is the directory the server reads its YAML files from.
 func (s *Server) ConfigDir() string { return s.configDir }
 

@@ -1,0 +1,261 @@
+package interop
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	h "github.com/ratecell/ratecell-server/interop/harness"
+)
+
+// edgeCasesYAML holds the corners of envoyproxy/ratelimit's configuration.
+const edgeCasesYAML = `domain: edges
+descriptors:
+  - key: zero
+    rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: det
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: day
+    rate_limit: {unit: day, requests_per_unit: 4}
+  - key: l1
+    value: a
+    descriptors:
+      - key: l2
+        value: "b*"
+        descriptors:
+          - key: l3
+            rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: sw
+    value: "t*"
+    share_threshold: true
+    descriptors:
+      - key: sub
+        rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: five
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: one
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: many
+    rate_limit: {unit: hour, requests_per_unit: 500}
+`
+
+func startEdges(t *testing.T, k h.Kind, env map[string]string) *h.Server {
+	return h.Start(t, h.Options{Kind: k, Configs: map[string]string{"edges.yaml": edgeCasesYAML}, Env: env})
+}
+
+// TestEdgeCases: a zero limit, a zero per-descriptor hits_addend (a check
+// that takes nothing), a day limit's reset, three levels with a wildcard
+// in the middle, share_threshold above nested descriptors, and odd values.
+func TestEdgeCases(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		c := startEdges(t, k, nil).Client(t)
+		hourly(t)
+		run(t, c,
+			step{h.Req("edges", 0, h.D("zero", "a")), "OVER_LIMIT: OVER_LIMIT 0 0/HOUR"},
+			// hits_addend 0 on a descriptor: checked, not counted.
+			step{h.Req("edges", 0, h.DHits(0, "five", "peek")), "OK: OK 5 5/HOUR"},
+			step{h.Req("edges", 4, h.D("five", "peek")), "OK: OK 1 5/HOUR"},
+			step{h.Req("edges", 0, h.DHits(0, "five", "peek")), "OK: OK 1 5/HOUR"},
+			step{h.Req("edges", 0, h.D("five", "peek")), "OK: OK 0 5/HOUR"},
+			// At the limit, a check of nothing still fits.
+			step{h.Req("edges", 0, h.DHits(0, "five", "peek")), "OK: OK 0 5/HOUR"},
+			step{h.Req("edges", 0, h.D("five", "peek")), "OVER_LIMIT: OVER_LIMIT 0 5/HOUR"},
+			// Three levels, the middle one a wildcard.
+			step{h.Req("edges", 0, h.D("l1", "a", "l2", "bee", "l3", "x")), "OK: OK 1 2/HOUR"},
+			step{h.Req("edges", 0, h.D("l1", "a", "l2", "bee", "l3", "x")), "OK: OK 0 2/HOUR"},
+			step{h.Req("edges", 0, h.D("l1", "a", "l2", "bee", "l3", "x")), "OVER_LIMIT: OVER_LIMIT 0 2/HOUR"},
+			step{h.Req("edges", 0, h.D("l1", "a", "l2", "bzz", "l3", "x")), "OK: OK 1 2/HOUR"},
+			step{h.Req("edges", 0, h.D("l1", "a", "l2", "cee", "l3", "x")), "OK: OK 0 -"},
+			// share_threshold at the wildcard level, the limit one level down:
+			// every t* value shares the sub counter.
+			step{h.Req("edges", 0, h.D("sw", "t1", "sub", "s")), "OK: OK 1 2/HOUR"},
+			step{h.Req("edges", 0, h.D("sw", "t2", "sub", "s")), "OK: OK 0 2/HOUR"},
+			step{h.Req("edges", 0, h.D("sw", "t3", "sub", "s")), "OVER_LIMIT: OVER_LIMIT 0 2/HOUR"},
+			// Values the incumbent's cache keys and stats names must survive.
+			step{h.Req("edges", 0, h.D("five", "")), "OK: OK 4 5/HOUR"},
+			step{h.Req("edges", 0, h.D("five", "with space/and.dots:colons")), "OK: OK 4 5/HOUR"},
+			step{h.Req("edges", 0, h.D("five", "ünïcödé")), "OK: OK 4 5/HOUR"},
+			step{h.Req("edges", 0, h.D("five", "ünïcödé")), "OK: OK 3 5/HOUR"},
+		)
+		before := time.Now().Unix()
+		resp := c.Check(t, h.Req("edges", 0, h.D("day", "a")))
+		after := time.Now().Unix()
+		if got := brief(resp); got != "OK: OK 3 4/DAY" {
+			t.Errorf("day=a: got %s, want OK: OK 3 4/DAY", got)
+		}
+		const day = 86400
+		if r := resp.Statuses[0].DurationUntilReset; r == nil || r.Seconds < day-after%day || r.Seconds > day-before%day {
+			t.Errorf("day=a: duration_until_reset %v, want seconds in [%d, %d]", r, day-after%day, day-before%day)
+		}
+	})
+}
+
+// TestShadowInSeveralDescriptors: a shadow_mode limit over its count does
+// not deny, so a request with it and another descriptor is admitted and
+// counted on the other one, on both servers.
+func TestShadowInSeveralDescriptors(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		c := startEdges(t, k, nil).Client(t)
+		hourly(t)
+		run(t, c,
+			step{h.Req("edges", 0, h.D("shadow", "z"), h.D("five", "z")), "OK: OK 0 1/HOUR; OK 4 5/HOUR"},
+			step{h.Req("edges", 0, h.D("shadow", "z"), h.D("five", "z")), "OK: OK 0 1/HOUR; OK 3 5/HOUR"},
+			step{h.Req("edges", 0, h.D("five", "z")), "OK: OK 2 5/HOUR"},
+		)
+	})
+}
+
+// TestGlobalShadowModeSeveralDescriptors: with SHADOW_MODE=true a request
+// over one limit is let through (overall OK). The incumbent counts it on
+// every descriptor; ratecell-server, which does not count a denied request,
+// is asserted to count it too, since the proxy did let it through.
+func TestGlobalShadowModeSeveralDescriptors(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		c := startEdges(t, k, map[string]string{"SHADOW_MODE": "true"}).Client(t)
+		hourly(t)
+		run(t, c,
+			step{h.Req("edges", 0, h.D("one", "g"), h.D("five", "g")), "OK: OK 0 1/HOUR; OK 4 5/HOUR"},
+		)
+		resp := c.Check(t, h.Req("edges", 0, h.D("one", "g"), h.D("five", "g")))
+		if resp.OverallCode.String() != "OK" || resp.Statuses[0].Code.String() != "OVER_LIMIT" {
+			t.Errorf("second request: got %s, want overall OK with one=g OVER_LIMIT", brief(resp))
+		}
+		run(t, c, step{h.Req("edges", 0, h.D("five", "g")), "OK: OK 2 5/HOUR"})
+	})
+}
+
+// TestInvalidRequests: an empty domain or no descriptors is an error.
+func TestInvalidRequests(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		c := startEdges(t, k, nil).Client(t)
+		for _, r := range []*rls.RateLimitRequest{h.Req("", 0, h.D("five", "x")), h.Req("edges", 0)} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			resp, err := c.Call(ctx, r)
+			cancel()
+			if err == nil {
+				t.Errorf("%s: answered %s, want an error", h.Show(r), brief(resp))
+			}
+		}
+	})
+}
+
+// TestDetailedMetric: detailed_metric names the counter by the full
+// descriptor, value included.
+func TestDetailedMetric(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		s := startEdges(t, k, nil)
+		hourly(t)
+		run(t, s.Client(t),
+			step{h.Req("edges", 0, h.D("det", "foo")), "OK: OK 1 2/HOUR"},
+			step{h.Req("edges", 0, h.D("det", "foo")), "OK: OK 0 2/HOUR"},
+			step{h.Req("edges", 0, h.D("det", "bar")), "OK: OK 1 2/HOUR"},
+		)
+		h.Poll(t, 30*time.Second, "detailed metrics", func() error {
+			text, err := s.Metrics()
+			if err != nil {
+				return err
+			}
+			ms, err := parseMetrics(text)
+			if err != nil {
+				return err
+			}
+			for value, want := range map[string]float64{"det_foo": 2, "det_bar": 1} {
+				if v, ok := sample(ms, "ratelimit_service_rate_limit_total_hits", map[string]string{"domain": "edges", "key1": value}); !ok || v != want {
+					return fmt.Errorf("total_hits{edges,%s} = %v (found %v), want %v; have:\n%s", value, v, ok, want, grepLines(text, "edges"))
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// TestConfigFilesAddedAndRemoved: a new file's domain applies, a removed
+// file's domain is gone.
+func TestConfigFilesAddedAndRemoved(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		s := startEdges(t, k, nil)
+		c := s.Client(t)
+		s.WriteConfig(t, "extra.yaml", "domain: extra\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 9}\n")
+		n := 0
+		h.Poll(t, 30*time.Second, "the new domain", func() error {
+			n++
+			if got := h.Statuses(c.Check(t, h.Req("extra", 0, h.D("k", fmt.Sprint(n)))))[0].Limit; got != "9/HOUR" {
+				return fmt.Errorf("extra's limit %q", got)
+			}
+			return nil
+		})
+		s.RemoveConfig(t, "extra.yaml")
+		h.Poll(t, 30*time.Second, "the removed domain", func() error {
+			n++
+			if got := h.Statuses(c.Check(t, h.Req("extra", 0, h.D("k", fmt.Sprint(n)))))[0].Limit; got != "" {
+				return fmt.Errorf("extra's limit still %q", got)
+			}
+			return nil
+		})
+		// The remaining file is untouched.
+		run(t, c, step{h.Req("edges", 0, h.D("five", "still")), "OK: OK 4 5/HOUR"})
+	})
+}
+
+// TestConcurrentExactCount: 16 clients, each on its own connection, send
+// 800 requests at once on a limit of 500: exactly 500 are admitted.
+func TestConcurrentExactCount(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		s := startEdges(t, k, nil)
+		hourly(t)
+		clients := make([]*h.Client, 16)
+		for i := range clients {
+			clients[i] = h.Dial(t, s.GRPCAddr)
+		}
+		var mu sync.Mutex
+		admitted, errs := 0, 0
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 50 {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					resp, err := c.Call(ctx, h.Req("edges", 0, h.D("many", "c")))
+					cancel()
+					mu.Lock()
+					if err != nil {
+						errs++
+					} else if resp.OverallCode.String() == "OK" {
+						admitted++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if admitted != 500 || errs != 0 {
+			t.Errorf("800 concurrent requests on 500/hour: %d admitted, %d errors; want 500 and 0", admitted, errs)
+		}
+	})
+}
+
+// TestJSONContentType: /json answers application/json.
+func TestJSONContentType(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		s := startEdges(t, k, nil)
+		req, _ := http.NewRequest("POST", s.HTTP+"/json", strings.NewReader(`{"domain":"edges","descriptors":[{"entries":[{"key":"five","value":"ct"}]}]}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("/json Content-Type %q, want application/json", ct)
+		}
+	})
+}
