@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	h "github.com/ratecell/ratecell-server/interop/harness"
@@ -219,7 +222,15 @@ func (m *model) expect(dr diffRequest) (overall string, sts []h.Status) {
 // server start, requests of two or three descriptors.
 func TestDifferential(t *testing.T) {
 	t.Parallel()
-	const seed = 47
+	seed := uint64(47)
+	if v := os.Getenv("INTEROP_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("INTEROP_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (INTEROP_SEED to change)", seed)
 	yaml, ts := diffConfig(seed)
 	parts := []struct {
 		name           string
@@ -245,10 +256,16 @@ func TestDifferential(t *testing.T) {
 				m := &model{ratecell: k.Ratecell(), counts: map[string]uint64{}}
 				mismatches := 0
 				for i, dr := range stream {
+					before := time.Now().Unix()
 					resp := servers[k].Check(t, dr.req)
+					after := time.Now().Unix()
 					answers[k] = append(answers[k], resp)
 					wantOverall, want := m.expect(dr)
-					if msg := compareModel(resp, wantOverall, want); msg != "" {
+					msg := compareModel(resp, wantOverall, want)
+					if msg == "" {
+						msg = compareReset(resp, dr, want, before, after)
+					}
+					if msg != "" {
 						mismatches++
 						if mismatches <= 10 {
 							t.Errorf("%s request %d: %s\n  %s", k, i, h.Show(dr.req), msg)
@@ -278,6 +295,28 @@ func TestDifferential(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compareReset checks duration_until_reset of every compared descriptor
+// with a limit: the whole seconds to the end of its window, as
+// envoyproxy/ratelimit computes it, for a request sent between before and
+// after (Unix seconds).
+func compareReset(resp *rls.RateLimitResponse, dr diffRequest, want []h.Status, before, after int64) string {
+	for i, st := range resp.Statuses {
+		l := dr.limits[i]
+		if want[i].Code == "" || l == nil || l.unlimited {
+			continue
+		}
+		unit := int64(3600)
+		if l.unit == "DAY" {
+			unit = 86400
+		}
+		lo, hi := unit-after%unit, unit-before%unit
+		if r := st.DurationUntilReset; r == nil || r.Seconds < lo || r.Seconds > hi || r.Nanos != 0 {
+			return fmt.Sprintf("descriptor %d: duration_until_reset %v, want whole seconds in [%d, %d]", i, r, lo, hi)
+		}
+	}
+	return ""
 }
 
 // compareModel returns "" when resp has the expected overall code and, per
