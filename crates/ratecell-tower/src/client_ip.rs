@@ -197,46 +197,59 @@ fn forwarded_for(headers: &HeaderMap, which: ForwardedHeader) -> Vec<Option<IpAd
     out
 }
 
+/// The client's address of a request from `peer` with `headers`: the
+/// peer's, unless `trusted` says the peer is a proxy whose `header` names
+/// the client (the rule of [`TrustedProxies`]). The HTTP layer keys by it;
+/// ratecell-server's forward-auth endpoint uses it for its descriptors.
+pub fn client_address(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    trusted: &TrustedProxies,
+    header: ForwardedHeader,
+) -> IpAddr {
+    match trusted {
+        TrustedProxies::None => peer,
+        TrustedProxies::Hops(n) => {
+            let list = forwarded_for(headers, header);
+            match list.len().checked_sub(*n) {
+                // The proxy n hops away wrote what it saw; not an
+                // address there: the nearest that is.
+                Some(i) if *n > 0 => list[i]
+                    .or_else(|| list[i + 1..].iter().rev().flatten().next().copied())
+                    .unwrap_or(peer),
+                _ => peer,
+            }
+        }
+        TrustedProxies::Cidrs(ranges) => {
+            let trusted = |ip: IpAddr| ranges.iter().any(|r| r.contains(ip));
+            if !trusted(peer) {
+                return peer;
+            }
+            // From the right: each trusted hop vouches for the one to
+            // its left; the first untrusted one is the client. An entry
+            // that is not an address ends the walk at the last
+            // address a trusted proxy reported.
+            let mut client = peer;
+            for node in forwarded_for(headers, header).into_iter().rev() {
+                match node {
+                    Some(ip) => {
+                        client = ip;
+                        if !trusted(ip) {
+                            break;
+                        }
+                    }
+                    None => break,
+                }
+            }
+            client
+        }
+    }
+}
+
 impl ClientIp {
     /// The client's address: the peer's unless it is a trusted proxy.
     pub(crate) fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-        match &self.trusted {
-            TrustedProxies::None => peer,
-            TrustedProxies::Hops(n) => {
-                let list = forwarded_for(headers, self.header);
-                match list.len().checked_sub(*n) {
-                    // The proxy n hops away wrote what it saw; not an
-                    // address there: the nearest that is.
-                    Some(i) if *n > 0 => list[i]
-                        .or_else(|| list[i + 1..].iter().rev().flatten().next().copied())
-                        .unwrap_or(peer),
-                    _ => peer,
-                }
-            }
-            TrustedProxies::Cidrs(ranges) => {
-                let trusted = |ip: IpAddr| ranges.iter().any(|r| r.contains(ip));
-                if !trusted(peer) {
-                    return peer;
-                }
-                // From the right: each trusted hop vouches for the one to
-                // its left; the first untrusted one is the client. An entry
-                // that is not an address ends the walk at the last
-                // address a trusted proxy reported.
-                let mut client = peer;
-                for node in forwarded_for(headers, self.header).into_iter().rev() {
-                    match node {
-                        Some(ip) => {
-                            client = ip;
-                            if !trusted(ip) {
-                                break;
-                            }
-                        }
-                        None => break,
-                    }
-                }
-                client
-            }
-        }
+        client_address(peer, headers, &self.trusted, self.header)
     }
 
     /// `ip`'s key: its address bits under the prefix of its family (4

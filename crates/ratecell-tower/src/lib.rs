@@ -61,7 +61,7 @@ mod redis_modes;
 mod redis_store;
 
 pub use acquire::acquire;
-pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies};
+pub use client_ip::{Cidr, ForwardedHeader, InvalidCidr, TrustedProxies, client_address};
 pub use fields::{InvalidPolicyName, LimitDecision, PolicyName, QUOTA_EXCEEDED_TYPE};
 pub use layer::{
     Key, KeyPart, MissingKey, RATELIMIT, RATELIMIT_POLICY, RateLimit, RateLimitLayer,
