@@ -11,6 +11,8 @@ import (
 
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	h "github.com/ratecell/ratecell-server/interop/harness"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // edgeCasesYAML holds the corners of envoyproxy/ratelimit's configuration.
@@ -133,7 +135,9 @@ func TestGlobalShadowModeSeveralDescriptors(t *testing.T) {
 	})
 }
 
-// TestInvalidRequests: an empty domain or no descriptors is an error.
+// TestInvalidRequests: an empty domain or no descriptors is an error:
+// UNKNOWN from the incumbent, INVALID_ARGUMENT from ratecell-server (named
+// difference 4).
 func TestInvalidRequests(t *testing.T) {
 	eachServer(t, func(t *testing.T, k h.Kind) {
 		c := startEdges(t, k, nil).Client(t)
@@ -141,8 +145,14 @@ func TestInvalidRequests(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			resp, err := c.Call(ctx, r)
 			cancel()
+			want := codes.InvalidArgument
+			if !k.Ratecell() {
+				want = codes.Unknown
+			}
 			if err == nil {
 				t.Errorf("%s: answered %s, want an error", h.Show(r), brief(resp))
+			} else if got := status.Code(err); got != want {
+				t.Errorf("%s: error %v, want code %v", h.Show(r), err, want)
 			}
 		}
 	})

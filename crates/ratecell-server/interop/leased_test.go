@@ -83,3 +83,37 @@ func TestReplicasShareOneLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestLeasedDescriptorOrder shows named difference 1's leased variant: a
+// leased replica decides a request's descriptors in order and stops at the
+// first denial, so the descriptors before it are counted and those after
+// it are not.
+func TestLeasedDescriptorOrder(t *testing.T) {
+	t.Parallel()
+	if !h.Enabled(h.Memory) && !h.Enabled(h.Strict) && !h.Enabled(h.Leased) {
+		t.Skip("no ratecell-server kind in INTEROP_SERVERS")
+	}
+	c := startConf(t, h.Leased, nil).Client(t)
+	hourly(t)
+	if got := brief(c.Check(t, h.Req("conf", 0, h.D("one", "o")))); got[:2] != "OK" {
+		t.Fatalf("one=o alone: %s, want OK", got)
+	}
+	for i := range 2 {
+		if resp := c.Check(t, h.Req("conf", 0, h.D("five", "o"), h.D("one", "o"))); resp.OverallCode.String() != "OVER_LIMIT" {
+			t.Errorf("[five=o][one=o] %d: %s, want OVER_LIMIT", i+1, brief(resp))
+		}
+		if resp := c.Check(t, h.Req("conf", 0, h.D("one", "o"), h.D("five", "o"))); resp.OverallCode.String() != "OVER_LIMIT" {
+			t.Errorf("[one=o][five=o] %d: %s, want OVER_LIMIT", i+1, brief(resp))
+		}
+	}
+	admitted := 0
+	for range 6 {
+		if c.Check(t, h.Req("conf", 0, h.D("five", "o"))).OverallCode.String() == "OK" {
+			admitted++
+		}
+	}
+	// five=o was counted by the two requests where it came first.
+	if admitted != 3 {
+		t.Errorf("five=o alone: %d of 6 admitted, want 3 (5 less the 2 denied requests where it came before one=o)", admitted)
+	}
+}
