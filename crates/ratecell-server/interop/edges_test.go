@@ -13,6 +13,7 @@ import (
 	h "github.com/ratecell/ratecell-server/interop/harness"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // edgeCasesYAML holds the corners of envoyproxy/ratelimit's configuration.
@@ -267,5 +268,136 @@ func TestJSONContentType(t *testing.T) {
 		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 			t.Errorf("/json Content-Type %q, want application/json", ct)
 		}
+	})
+}
+
+// TestNearLimitRatio: NEAR_LIMIT_RATIO=0.5 on 10/hour: the hits past the
+// fifth are near the limit.
+func TestNearLimitRatio(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		s := h.Start(t, h.Options{Kind: k, Env: map[string]string{"NEAR_LIMIT_RATIO": "0.5"}, Configs: map[string]string{
+			"near.yaml": "domain: near\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10}\n",
+		}})
+		c := s.Client(t)
+		hourly(t)
+		for range 7 {
+			c.Check(t, h.Req("near", 0, h.D("k", "v")))
+		}
+		h.Poll(t, 30*time.Second, "near_limit", func() error {
+			text, err := s.Metrics()
+			if err != nil {
+				return err
+			}
+			ms, err := parseMetrics(text)
+			if err != nil {
+				return err
+			}
+			labels := map[string]string{"domain": "near", "key1": "k"}
+			near, _ := sample(ms, "ratelimit_service_rate_limit_near_limit", labels)
+			total, _ := sample(ms, "ratelimit_service_rate_limit_total_hits", labels)
+			if near != 2 || total != 7 {
+				return fmt.Errorf("near_limit %v, total_hits %v; want 2 and 7", near, total)
+			}
+			return nil
+		})
+	})
+}
+
+// TestHugeHitsAddend: hits_addend 2^32-1 is denied without harm; after it
+// the incumbent's counter is past the limit for the window, ratecell's
+// untouched (named difference 2).
+func TestHugeHitsAddend(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		c := startEdges(t, k, nil).Client(t)
+		hourly(t)
+		run(t, c, step{h.Req("edges", ^uint32(0), h.D("five", "huge")), "OVER_LIMIT: OVER_LIMIT 0 5/HOUR"})
+		want := "OVER_LIMIT: OVER_LIMIT 0 5/HOUR"
+		if k.Ratecell() {
+			want = "OK: OK 4 5/HOUR"
+		}
+		run(t, c, step{h.Req("edges", 0, h.D("five", "huge")), want})
+	})
+}
+
+// TestJSONHitsAddend: /json takes hitsAddend and per-descriptor hitsAddend.
+func TestJSONHitsAddend(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		s := startEdges(t, k, nil)
+		hourly(t)
+		for i, c := range []struct{ body, want string }{
+			{`{"domain":"edges","hitsAddend":3,"descriptors":[{"entries":[{"key":"five","value":"jh"}]}]}`, "OK: OK 2 5/HOUR"},
+			{`{"domain":"edges","descriptors":[{"entries":[{"key":"five","value":"jh"}],"hitsAddend":"2"}]}`, "OK: OK 0 5/HOUR"},
+		} {
+			code, text, err := s.Post("/json", c.body)
+			if err != nil || code != http.StatusOK {
+				t.Fatalf("POST %d: %d %v %s", i+1, code, err, text)
+			}
+			var resp rls.RateLimitResponse
+			if err := protojson.Unmarshal([]byte(text), &resp); err != nil {
+				t.Fatalf("POST %d: %v\n%s", i+1, err, text)
+			}
+			if got := brief(&resp); got != c.want {
+				t.Errorf("POST %d %s: got %s, want %s", i+1, c.body, got, c.want)
+			}
+		}
+		// No descriptors: a client error.
+		if code, text, _ := s.Post("/json", `{"domain":"edges","descriptors":[]}`); code < 400 || code >= 500 {
+			t.Errorf("POST without descriptors: %d %s, want a 4xx", code, text)
+		}
+	})
+}
+
+// TestConfigLoadMetrics: the config load counters count a good and a
+// refused reload.
+func TestConfigLoadMetrics(t *testing.T) {
+	eachServer(t, func(t *testing.T, k h.Kind) {
+		s := startEdges(t, k, nil)
+		read := func() (ok, bad float64, err error) {
+			text, err := s.Metrics()
+			if err != nil {
+				return 0, 0, err
+			}
+			ms, err := parseMetrics(text)
+			if err != nil {
+				return 0, 0, err
+			}
+			ok, _ = sample(ms, "ratelimit_service_config_load_success", nil)
+			bad, _ = sample(ms, "ratelimit_service_config_load_error", nil)
+			return ok, bad, nil
+		}
+		var ok0 float64
+		h.Poll(t, 30*time.Second, "config_load_success after the start", func() error {
+			ok, _, err := read()
+			if err != nil {
+				return err
+			}
+			if ok < 1 {
+				return fmt.Errorf("config_load_success %v", ok)
+			}
+			ok0 = ok
+			return nil
+		})
+		s.WriteConfig(t, "edges.yaml", "domain: edges\ndescriptors: [ {\n")
+		h.Poll(t, 30*time.Second, "config_load_error after a broken file", func() error {
+			_, bad, err := read()
+			if err != nil {
+				return err
+			}
+			if bad != 1 {
+				return fmt.Errorf("config_load_error %v, want 1", bad)
+			}
+			return nil
+		})
+		s.WriteConfig(t, "edges.yaml", edgeCasesYAML)
+		h.Poll(t, 30*time.Second, "config_load_success after the fix", func() error {
+			ok, _, err := read()
+			if err != nil {
+				return err
+			}
+			if ok != ok0+1 {
+				return fmt.Errorf("config_load_success %v, want %v", ok, ok0+1)
+			}
+			return nil
+		})
 	})
 }
