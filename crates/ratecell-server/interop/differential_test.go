@@ -176,9 +176,11 @@ type model struct {
 }
 
 // expect answers dr under the model's semantics and updates its counters.
-// For a ratecell request denied on some descriptor, the statuses of the
-// descriptors that would have admitted it alone are not specified; they are
-// marked with Code "".
+// For a ratecell request denied on some descriptor, the descriptors that
+// would have admitted it alone report that (SPEC §9: "each reports what it
+// alone would decide"), OK with their limit; their limit_remaining is not
+// pinned down there, so they are marked with Code "OK?" and it is not
+// compared.
 func (m *model) expect(dr diffRequest) (overall string, sts []h.Status) {
 	sts = make([]h.Status, len(dr.counters))
 	over := false
@@ -201,7 +203,7 @@ func (m *model) expect(dr diffRequest) (overall string, sts []h.Status) {
 	if m.ratecell && over {
 		for i := range sts {
 			if sts[i].Code == "OK" && dr.limits[i] != nil && !dr.limits[i].unlimited {
-				sts[i].Code = ""
+				sts[i].Code = "OK?"
 			}
 		}
 		return "OVER_LIMIT", sts
@@ -304,7 +306,7 @@ func TestDifferential(t *testing.T) {
 func compareReset(resp *rls.RateLimitResponse, dr diffRequest, want []h.Status, before, after int64) string {
 	for i, st := range resp.Statuses {
 		l := dr.limits[i]
-		if want[i].Code == "" || l == nil || l.unlimited {
+		if l == nil || l.unlimited {
 			continue
 		}
 		unit := int64(3600)
@@ -320,19 +322,22 @@ func compareReset(resp *rls.RateLimitResponse, dr diffRequest, want []h.Status, 
 }
 
 // compareModel returns "" when resp has the expected overall code and, per
-// descriptor, code, limit_remaining and current_limit (descriptors whose
-// expected Code is "" are not compared).
+// descriptor, code, limit_remaining and current_limit (limit_remaining not
+// when the expected Code is "OK?").
 func compareModel(resp *rls.RateLimitResponse, overall string, want []h.Status) string {
 	got := h.Statuses(resp)
 	if resp.OverallCode.String() != overall || len(got) != len(want) {
 		return fmt.Sprintf("got %s, want overall %s and %v", brief(resp), overall, want)
 	}
 	for i := range want {
-		if want[i].Code == "" {
-			continue
-		}
 		g := got[i]
 		g.Reset = -1
+		if want[i].Code == "OK?" {
+			if g.Code != "OK" || g.Limit != want[i].Limit {
+				return fmt.Sprintf("descriptor %d: got %s, want OK with limit %s, as it alone would decide (whole answer %s)", i, g, want[i].Limit, brief(resp))
+			}
+			continue
+		}
 		// current_limit's name is not generated; compare requests/unit.
 		if g.Code != want[i].Code || g.Remaining != want[i].Remaining || g.Limit != want[i].Limit {
 			return fmt.Sprintf("descriptor %d: got %s, want %s (whole answer %s)", i, g, want[i], brief(resp))
