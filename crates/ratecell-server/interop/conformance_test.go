@@ -134,6 +134,20 @@ func TestRatelimitClient(t *testing.T) {
 				t.Errorf("call %d: limit_remaining %q, want %q in\n%s", i+1, got, w.remaining, out)
 			}
 		}
+		// Two descriptors, one nested, one unknown.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, "-dial_string", s.GRPCAddr, "-domain", "conf",
+			"-descriptors", "nested=outer,inner=cli", "-descriptors", "nosuchkey=x").CombinedOutput()
+		if err != nil {
+			t.Fatalf("client_cmd: %v\n%s", err, out)
+		}
+		text := string(out)
+		if m := overall.FindStringSubmatch(text); m == nil || m[1] != "OK" ||
+			len(remaining.FindAllString(text, -1)) != 1 || remaining.FindStringSubmatch(text)[1] != "1" ||
+			strings.Count(text, "current_limit") != 1 {
+			t.Errorf("two descriptors: want overall OK, one current_limit and limit_remaining 1 (the nested one's) in\n%s", out)
+		}
 	})
 }
 
