@@ -3,7 +3,7 @@
 # backend) and ratecell-server in memory, on Redis strict and on Redis
 # leased: the same configuration, the same load (rlsload: 16 workers, each
 # on its own gRPC connection, 10 s after a 1 s warm-up, descriptor values
-# drawn from 1000), one Redis with ratecell's module for all of them (the
+# drawn from 100: enough traffic per value for a lease to be reused), one Redis with ratecell's module for all of them (the
 # incumbent uses plain INCRBY/EXPIRE on it). Prints a Markdown table:
 # requests per second, p50 and p99 latency, Redis commands per request
 # (INFO commandstats before and after).
@@ -12,7 +12,7 @@
 # service_cmd, ratecell-server and the module), but in release for
 # ratecell. A measurement, not a test: it fails only when a server does not
 # start or answers errors. Honours CARGO_TARGET_DIR, GO, BENCH_DURATION (10s),
-# BENCH_WORKERS (16) and BENCH_KEYS (1000).
+# BENCH_WORKERS (16) and BENCH_KEYS (100).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,7 +23,7 @@ export CARGO_TARGET_DIR="$target"
 go="${GO:-go}"
 duration="${BENCH_DURATION:-10s}"
 workers="${BENCH_WORKERS:-16}"
-keys="${BENCH_KEYS:-1000}"
+keys="${BENCH_KEYS:-100}"
 RATELIMIT_VERSION="v1.4.1-0.20260122083618-3fb702589d36"
 
 . "$root/scripts/lib/workspace.sh"
