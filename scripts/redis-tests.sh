@@ -25,7 +25,13 @@
 #      sharing one limit, a server paused with SIGSTOP and one killed,
 #      answered by the failure policy within the store's timeout; each of
 #      the client's modes refusing over the limit with the same fields,
-#      cached_deny's remembered refusals sending no command;
+#      cached_deny's remembered refusals sending no command. Redis Cluster
+#      (three masters with the module, made by
+#      crates/ratecell-redis-client/tests/support/cluster.rs): the client's
+#      strict and leased modes exact with keys on every master, each key on
+#      the master of its slot (crates/ratecell-redis-client/tests/cluster.rs),
+#      and ratecell-server's strict and leased backends on one
+#      (crates/ratecell-server/tests/redis_cluster.rs);
 #   4. the Python client (ratecell.redis, installed with the `redis` extra
 #      into a venv under the target dir, plus uvicorn and starlette for the
 #      HTTP middlewares' tests; its strict, cached_deny and leased modes,
@@ -62,7 +68,8 @@ step packages system_packages
 step fmt cargo fmt -p ratecell-redis -- --check
 step build timeout 1800 "${workspace_test[@]}" --no-run --quiet
 step servers env RATECELL_REDIS_MODULE="$module" timeout 900 "${workspace_test[@]}" --quiet \
-    --test server --test hostile --test redis_cell --test words --test redis_store --test redis_modes -- --ignored --test-threads 2
+    --test server --test hostile --test redis_cell --test words --test redis_store --test redis_modes \
+    --test cluster --test redis_cluster -- --ignored --test-threads 2
 
 # One server for the clients, stopped on exit whatever happens.
 port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

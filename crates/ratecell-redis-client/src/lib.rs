@@ -25,6 +25,10 @@
 //! `.at(now_ns)`), as a [`ratecell::KeyedLimiter`]'s does:
 //! `check(key, request)`, `allow(key)`.
 //!
+//! The limits are kept on one server, or in a Redis Cluster
+//! ([`Builder::cluster`]): every command names one key, which the module
+//! declares, so each goes to the master of its key's slot.
+//!
 //! The API is synchronous, over redis-rs's sync connections with socket
 //! timeouts: a check is usable from any thread without a runtime, and a
 //! leased check that finds units never leaves the calling thread. An
@@ -53,7 +57,7 @@
 mod pool;
 mod refill;
 
-use pool::Pool;
+use pool::{Pool, Servers};
 use ratecell::lease::{
     DenialCache, GrantReply, GrantRequest, LeaseConfig, LeaseStats, Leases, Step,
 };
@@ -113,6 +117,7 @@ impl From<ratecell::lease::LeaseError> for Error {
 #[derive(Clone, Debug)]
 pub struct Builder {
     url: String,
+    cluster: Option<Vec<String>>,
     lease: LeaseConfig,
     mode: Mode,
     timeout: Duration,
@@ -126,6 +131,21 @@ impl Builder {
     #[must_use]
     pub fn mode(mut self, mode: Mode) -> Builder {
         self.mode = mode;
+        self
+    }
+
+    /// Keeps the limit in a Redis Cluster, of which the builder's `url` is
+    /// a node (database 0) and `more_nodes` are others to start from when
+    /// it does not answer; the rest are found from the cluster's slot map.
+    /// Each command names one key and goes to the master of the key's
+    /// slot; redis-rs follows a `MOVED` or `ASK` (one per command). The
+    /// timeout bounds each step rather than the whole: a command on a
+    /// connection made, the connection's making (a node, the slot map,
+    /// each master), and a redirect's slot map and second attempt. A
+    /// command that timed out is never sent again. Default: one server.
+    #[must_use]
+    pub fn cluster(mut self, more_nodes: &[&str]) -> Builder {
+        self.cluster = Some(more_nodes.iter().map(|&n| n.to_owned()).collect());
         self
     }
 
@@ -213,9 +233,28 @@ impl Builder {
                 format!("{:?} is outside 1 ms ..= 60 s", self.timeout),
             );
         }
-        let client = match redis::Client::open(self.url.as_str()) {
-            Ok(c) => c,
-            Err(e) => return err("url", format!("{:?}: {e}", self.url)),
+        let servers = match &self.cluster {
+            None => match redis::Client::open(self.url.as_str()) {
+                Ok(c) => Servers::One(c),
+                Err(e) => return err("url", format!("{:?}: {e}", self.url)),
+            },
+            Some(more) => {
+                let mut nodes = vec![self.url.clone()];
+                nodes.extend(more.iter().cloned());
+                for n in &nodes {
+                    match redis::IntoConnectionInfo::into_connection_info(n.as_str()) {
+                        Ok(info) if info.redis.db != 0 => {
+                            return err("cluster", format!("{n:?}: a cluster has database 0 only"));
+                        }
+                        Ok(_) => {}
+                        Err(e) => return err("cluster", format!("{n:?}: {e}")),
+                    }
+                }
+                match Servers::cluster(&nodes, self.timeout) {
+                    Ok(s) => s,
+                    Err(e) => return err("cluster", format!("{nodes:?}: {e}")),
+                }
+            }
         };
         let leases = match self.mode {
             Mode::Leased => Some(Leases::new(self.lease)?),
@@ -223,7 +262,7 @@ impl Builder {
         };
         let local = self.lease.failure.limiter(&config)?;
         let shared = Arc::new(Shared {
-            pool: Pool::new(client, self.timeout),
+            pool: Pool::new(servers, self.timeout),
             config,
             mode: self.mode,
             prefix: self.prefix,
@@ -301,10 +340,12 @@ pub struct ClientStats {
 impl RedisLimiter {
     /// Settings for `config` (algorithm, limit, period, burst, sub-windows;
     /// `capacity` is how many keys the node tracks, 0 for 65,536) kept at
-    /// the Redis server `url` (`redis://host:port/db`).
+    /// the Redis server `url` (`redis://host:port/db`), or in the cluster
+    /// it is a node of ([`Builder::cluster`]).
     pub fn builder(url: &str, config: Config) -> Builder {
         Builder {
             url: url.to_owned(),
+            cluster: None,
             lease: LeaseConfig::new(config),
             mode: Mode::Strict,
             timeout: DEFAULT_TIMEOUT,

@@ -45,8 +45,11 @@ pub enum StrictFailure {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedisSettings {
     /// `redis://…` URL built from `REDIS_SOCKET_TYPE`, `REDIS_URL`,
-    /// `REDIS_AUTH` and `REDIS_TLS`.
+    /// `REDIS_AUTH` and `REDIS_TLS` (a cluster's first node).
     pub url: String,
+    /// `REDIS_TYPE=CLUSTER`: every node of `REDIS_URL` (`host:port`,
+    /// comma-separated) as such a URL, `url` first.
+    pub cluster: Option<Vec<String>>,
     pub mode: RedisMode,
     pub timeout: Duration,
     pub strict_failure: StrictFailure,
@@ -366,45 +369,48 @@ fn backend(env: &dyn Env) -> Result<BackendKind, SettingError> {
         }
     }
     let url = url.ok_or_else(|| error("REDIS_URL", "required when BACKEND_TYPE is redis"))?;
-    match string(env, "REDIS_TYPE", "SINGLE")
+    let cluster = match string(env, "REDIS_TYPE", "SINGLE")
         .to_ascii_uppercase()
         .as_str()
     {
-        "SINGLE" => {}
+        "SINGLE" => false,
+        "CLUSTER" => true,
         other => {
             return Err(error(
                 "REDIS_TYPE",
-                format!(
-                    "{other:?} is not supported: only SINGLE (Cluster and Sentinel are not yet)"
-                ),
+                format!("{other:?} is not supported: SINGLE or CLUSTER (Sentinel is not yet)"),
             ));
         }
-    }
-    let url = if url.starts_with("redis://")
-        || url.starts_with("rediss://")
-        || url.starts_with("unix://")
-    {
-        url
-    } else {
-        let tls = boolean(env, "REDIS_TLS", false)?;
-        let auth = env.get("REDIS_AUTH").map(|a| match a.split_once(':') {
-            Some((user, pass)) => format!("{user}:{pass}@"),
-            None => format!(":{a}@"),
-        });
-        match string(env, "REDIS_SOCKET_TYPE", "unix").as_str() {
-            "tcp" => format!(
-                "{}://{}{url}",
-                if tls { "rediss" } else { "redis" },
-                auth.unwrap_or_default()
-            ),
-            "unix" => format!("unix://{url}"),
-            other => {
-                return Err(error(
-                    "REDIS_SOCKET_TYPE",
-                    format!("{other:?} is not tcp or unix"),
-                ));
-            }
+    };
+    let (url, cluster) = if cluster {
+        // envoyproxy/ratelimit's convention: `host:port` nodes separated by
+        // commas, over TCP (a cluster names its nodes by address).
+        if env.get("REDIS_SOCKET_TYPE").as_deref() == Some("unix") {
+            return Err(error(
+                "REDIS_SOCKET_TYPE",
+                "unix: a cluster is reached over tcp",
+            ));
         }
+        let nodes = url
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| match n.starts_with("unix://") {
+                true => Err(error(
+                    "REDIS_URL",
+                    format!("{n}: a cluster node is host:port"),
+                )),
+                false => redis_url(env, n, "tcp"),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let first = nodes
+            .first()
+            .cloned()
+            .ok_or_else(|| error("REDIS_URL", "no node in the list"))?;
+        (first, Some(nodes))
+    } else {
+        let socket = string(env, "REDIS_SOCKET_TYPE", "unix");
+        (redis_url(env, &url, &socket)?, None)
     };
     let mode = match string(env, "RATECELL_REDIS_MODE", "strict").as_str() {
         "strict" => RedisMode::Strict,
@@ -452,11 +458,37 @@ fn backend(env: &dyn Env) -> Result<BackendKind, SettingError> {
     };
     Ok(BackendKind::Redis(RedisSettings {
         url,
+        cluster,
         mode,
         timeout,
         strict_failure,
         lease_failure,
     }))
+}
+
+/// `url` as a `redis://` URL: as it is when it is one, else a node's
+/// address over `socket` with `REDIS_AUTH` and `REDIS_TLS`.
+fn redis_url(env: &dyn Env, url: &str, socket: &str) -> Result<String, SettingError> {
+    if url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://") {
+        return Ok(url.to_owned());
+    }
+    let tls = boolean(env, "REDIS_TLS", false)?;
+    let auth = env.get("REDIS_AUTH").map(|a| match a.split_once(':') {
+        Some((user, pass)) => format!("{user}:{pass}@"),
+        None => format!(":{a}@"),
+    });
+    match socket {
+        "tcp" => Ok(format!(
+            "{}://{}{url}",
+            if tls { "rediss" } else { "redis" },
+            auth.unwrap_or_default()
+        )),
+        "unix" => Ok(format!("unix://{url}")),
+        other => Err(error(
+            "REDIS_SOCKET_TYPE",
+            format!("{other:?} is not tcp or unix"),
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -502,6 +534,73 @@ mod tests {
         assert_eq!(r.url, "redis://:secret@127.0.0.1:6379");
         assert_eq!(r.mode, RedisMode::Leased);
         assert_eq!(r.timeout, Duration::from_millis(50));
+    }
+
+    #[test]
+    fn redis_type_cluster_takes_envoyproxy_ratelimits_list_of_nodes() {
+        let env = [
+            ("REDIS_TYPE", "cluster"),
+            ("REDIS_URL", "10.0.0.1:7000, 10.0.0.2:7000,10.0.0.3:7000"),
+            ("REDIS_AUTH", "secret"),
+        ];
+        let BackendKind::Redis(r) = Settings::from_env(&env, None).unwrap().backend else {
+            panic!("redis expected")
+        };
+        // Over TCP whatever the socket type's default (unix).
+        assert_eq!(r.url, "redis://:secret@10.0.0.1:7000");
+        assert_eq!(
+            r.cluster.unwrap(),
+            [
+                "redis://:secret@10.0.0.1:7000",
+                "redis://:secret@10.0.0.2:7000",
+                "redis://:secret@10.0.0.3:7000"
+            ]
+        );
+        let single = [
+            ("REDIS_URL", "127.0.0.1:6379"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+        ];
+        let BackendKind::Redis(r) = Settings::from_env(&single, None).unwrap().backend else {
+            panic!("redis expected")
+        };
+        assert_eq!(r.cluster, None);
+        for (env, var) in [
+            (
+                [("REDIS_TYPE", "SENTINEL"), ("REDIS_URL", "a:1")],
+                "REDIS_TYPE",
+            ),
+            (
+                [("REDIS_TYPE", "CLUSTER"), ("REDIS_SOCKET_TYPE", "unix")],
+                "REDIS_SOCKET_TYPE",
+            ),
+            (
+                [("REDIS_TYPE", "CLUSTER"), ("REDIS_URL", " , ")],
+                "REDIS_URL",
+            ),
+            (
+                [("REDIS_TYPE", "CLUSTER"), ("REDIS_URL", "unix:///r.sock")],
+                "REDIS_URL",
+            ),
+        ] {
+            let mut env = env.to_vec();
+            if !env.iter().any(|(k, _)| *k == "REDIS_URL") {
+                env.push(("REDIS_URL", "a:1,b:2"));
+            }
+            let e = Settings::from_env(&Vars(env), None).unwrap_err();
+            assert_eq!(e.variable, var, "{e}");
+        }
+    }
+
+    /// A list of variables of any length.
+    struct Vars<'a>(Vec<(&'a str, &'a str)>);
+
+    impl Env for Vars<'_> {
+        fn get(&self, name: &str) -> Option<String> {
+            self.0
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
     }
 
     #[test]

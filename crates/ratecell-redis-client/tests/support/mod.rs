@@ -4,6 +4,8 @@
 //! module's path, and the server's command counts.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -21,25 +21,30 @@ use crate::settings::RedisSettings;
 /// The leased backend.
 pub struct Leased {
     settings: RedisSettings,
-    prefix: Vec<u8>,
     limiters: Tables<RedisLimiter>,
 }
 
 impl Leased {
-    pub fn new(settings: &RedisSettings, prefix: &[u8]) -> Leased {
+    /// A check's key already starts with `CACHE_KEY_PREFIX` (the
+    /// service's key, as the strict backend sends it), so the limiters
+    /// add no prefix of their own.
+    pub fn new(settings: &RedisSettings) -> Leased {
         Leased {
             settings: settings.clone(),
-            prefix: prefix.to_vec(),
             limiters: RwLock::new(HashMap::new()),
         }
     }
 
     fn make(&self, limit: &LimitConfig) -> Result<Arc<RedisLimiter>, BackendError> {
-        RedisLimiter::builder(&self.settings.url, *limit)
+        let mut builder = RedisLimiter::builder(&self.settings.url, *limit);
+        if let Some(nodes) = &self.settings.cluster {
+            let more: Vec<&str> = nodes[1..].iter().map(String::as_str).collect();
+            builder = builder.cluster(&more);
+        }
+        builder
             .mode(Mode::Leased)
             .timeout(self.settings.timeout)
             .failure(self.settings.lease_failure)
-            .prefix(&self.prefix)
             .build()
             .map(Arc::new)
             .map_err(|e| BackendError(format!("Redis: {e}")))

@@ -6,7 +6,9 @@
 //! checks (every limited descriptor not in shadow mode) are all-or-nothing:
 //! all admit and all are counted, or the request is denied and none is
 //! counted. A shadow-mode check is decided on its own: counted when it
-//! admits; its denial denies nothing.
+//! admits; its denial denies nothing. Two exceptions, described in their
+//! modules: the leased backend, and the strict one on a Redis Cluster
+//! when a request's keys fall in several hash slots.
 
 pub mod leased;
 pub mod memory;
@@ -61,9 +63,7 @@ impl Backend {
             )),
             BackendKind::Redis(r) => match r.mode {
                 RedisMode::Strict => Backend::Strict(strict::Strict::connect(r).await?),
-                RedisMode::Leased => {
-                    Backend::Leased(leased::Leased::new(r, settings.cache_key_prefix.as_bytes()))
-                }
+                RedisMode::Leased => Backend::Leased(leased::Leased::new(r)),
             },
         };
         b.reconfigure(config);
