@@ -3,16 +3,18 @@
 # backend) and ratecell-server in memory, on Redis strict and on Redis
 # leased: the same configuration, the same load (rlsload: 16 workers, each
 # on its own gRPC connection, 10 s after a 1 s warm-up, descriptor values
-# drawn from 100: enough traffic per value for a lease to be reused), one Redis with ratecell's module for all of them (the
-# incumbent uses plain INCRBY/EXPIRE on it). Prints a Markdown table:
-# requests per second, p50 and p99 latency, Redis commands per request
-# (INFO commandstats before and after).
+# drawn from 100, so that each value sees enough traffic for a lease to be
+# reused), one Redis with ratecell's module for all of them (the incumbent
+# uses plain INCRBY/EXPIRE on it). Prints a Markdown table: requests per
+# second, p50 and p99 latency, Redis commands per request (INFO
+# commandstats before and after).
 #
 # Builds what it needs as scripts/server-tests.sh does (the pinned
 # service_cmd, ratecell-server and the module), but in release for
 # ratecell. A measurement, not a test: it fails only when a server does not
-# start or answers errors. Honours CARGO_TARGET_DIR, GO, BENCH_DURATION (10s),
-# BENCH_WORKERS (16) and BENCH_KEYS (100).
+# start or answers errors. Honours CARGO_TARGET_DIR, GO, BENCH_SERVERS
+# (incumbent memory strict leased), BENCH_DURATION (10s), BENCH_WORKERS (16)
+# and BENCH_KEYS (100).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
