@@ -12,7 +12,7 @@
 # Builds what it needs as scripts/server-tests.sh does (the pinned
 # service_cmd, ratecell-server and the module), but in release for
 # ratecell. A measurement, not a test: it fails only when a server does not
-# start or answers errors. Honours CARGO_TARGET_DIR, GO, BENCH_SERVERS
+# start or answers no request (errors are a column of the table). Honours CARGO_TARGET_DIR, GO, BENCH_SERVERS
 # (incumbent memory strict leased), BENCH_DURATION (10s), BENCH_WORKERS (16)
 # and BENCH_KEYS (100).
 set -euo pipefail
