@@ -12,7 +12,8 @@
 # Builds what it needs as scripts/server-tests.sh does (the pinned
 # service_cmd, ratecell-server and the module), but in release for
 # ratecell. A measurement, not a test: it fails only when a server does not
-# start or answers no request (errors are a column of the table). Honours CARGO_TARGET_DIR, GO, BENCH_SERVERS
+# start or answers no request (errors are a column of the table).
+# RATECELL_SERVER_BIN and RATECELL_REDIS_MODULE override the builds. Honours CARGO_TARGET_DIR, GO, BENCH_SERVERS
 # (incumbent memory strict leased), BENCH_DURATION (10s), BENCH_WORKERS (16)
 # and BENCH_KEYS (100).
 set -euo pipefail
@@ -36,10 +37,18 @@ mkdir -p "$bin"
 echo "building the peers and ratecell-server (release)" >&2
 GOBIN="$bin" "$go" install "github.com/envoyproxy/ratelimit/src/service_cmd@$RATELIMIT_VERSION" >&2
 (cd crates/ratecell-server/interop && "$go" build -o "$bin/rlsload" ./cmd/rlsload) >&2
-[ "${BENCH_SERVERS:-}" = incumbent ] || cargo build --release -p ratecell-server --quiet >&2
-cargo build --release -p ratecell-redis --quiet >&2
-server_bin="$target/release/ratecell-server"
-module="$target/release/libratecell_redis.so"
+# RATECELL_SERVER_BIN and RATECELL_REDIS_MODULE, when set, are used as
+# they are (a build made elsewhere); otherwise this checkout's release.
+server_bin="${RATECELL_SERVER_BIN:-}"
+module="${RATECELL_REDIS_MODULE:-}"
+if [ -z "$server_bin" ] && [ "${BENCH_SERVERS:-}" != incumbent ]; then
+    cargo build --release -p ratecell-server --quiet >&2
+    server_bin="$target/release/ratecell-server"
+fi
+if [ -z "$module" ]; then
+    cargo build --release -p ratecell-redis --quiet >&2
+    module="$target/release/libratecell_redis.so"
+fi
 
 work="$(mktemp -d)"
 redis_pid=""
