@@ -84,8 +84,7 @@ func startProcess(t testing.TB, name, bin string, args, env []string, logPath st
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	// Its own process group, so that stopping it also stops what it forked.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		t.Fatalf("starting %s (%s): %v", name, bin, err)
