@@ -202,9 +202,12 @@ impl Service {
         let config = self.config();
         let (selected, unlimited) = self.select(&config, req);
 
-        // Checks for the limited descriptors; `requests_per_unit: 0`
-        // denies without asking.
-        let mut checks = Vec::new();
+        // Checks for the limited descriptors (`requests_per_unit: 0`
+        // denies without asking). Descriptors on one counter (one rule,
+        // one key) are one check of the sum of their costs (SPEC §9), so
+        // every backend decides them alike. A check of cost 0 is a peek:
+        // it cannot deny, so it binds nothing.
+        let mut checks: Vec<Check<'_>> = Vec::new();
         let mut check_of = vec![None; selected.len()];
         for (i, s) in selected.iter().enumerate() {
             let Some(s) = s else { continue };
@@ -215,13 +218,25 @@ impl Service {
             else {
                 continue;
             };
-            check_of[i] = Some(checks.len());
-            checks.push(Check {
-                table: &s.rule.path,
-                limit,
-                key: &s.key,
-                cost: s.hits,
-                binding: !s.rule.shadow_mode,
+            let same = checks
+                .iter()
+                .position(|c| c.table == s.rule.path && c.key == s.key.as_slice());
+            check_of[i] = Some(match same {
+                Some(c) => {
+                    checks[c].cost = checks[c].cost.saturating_add(s.hits);
+                    checks[c].binding = !s.rule.shadow_mode && checks[c].cost > 0;
+                    c
+                }
+                None => {
+                    checks.push(Check {
+                        table: &s.rule.path,
+                        limit,
+                        key: &s.key,
+                        cost: s.hits,
+                        binding: !s.rule.shadow_mode && s.hits > 0,
+                    });
+                    checks.len() - 1
+                }
             });
         }
         let decisions = if checks.is_empty() {
@@ -256,7 +271,10 @@ impl Service {
                         None => zero_limit(limit),
                     };
                     self.count(s, limit, &d);
-                    let denied = !d.allowed;
+                    // A peek (cost 0) is never over the limit, as the
+                    // incumbent's count plus 0 never passes it.
+                    let asked = check_of[i].map_or(s.hits, |c| checks[c].cost);
+                    let denied = !d.allowed && asked > 0;
                     let shadowed = denied && s.rule.shadow_mode;
                     if denied && !shadowed {
                         over = true;

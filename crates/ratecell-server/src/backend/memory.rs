@@ -135,32 +135,17 @@ impl Memory {
             .map(|&s| self.stripes[s].write().unwrap_or_else(|e| e.into_inner()))
             .collect();
         let now = tables[binding[0]].now_ns();
-        // Two descriptors of one request may name the same key: their
-        // costs add up against what it has.
-        let mut asked: HashMap<(&str, &[u8]), u64> = HashMap::new();
-        for &i in binding {
-            *asked.entry((checks[i].table, checks[i].key)).or_default() += checks[i].cost;
-        }
+        // The service made one check per counter, so no two checks here
+        // draw on one key.
         let mut all = true;
         for &i in binding {
             let peek = tables[i].check(checks[i].key, Request::new(0).at(now));
-            let wanted = asked[&(checks[i].table, checks[i].key)];
-            if peek.remaining >= wanted {
+            if peek.remaining >= checks[i].cost {
                 out[i] = peek;
             } else {
                 all = false;
-                out[i] = if peek.remaining < checks[i].cost {
-                    // Denied alone: the check stores nothing, and says
-                    // when to retry.
-                    tables[i].check(checks[i].key, Request::new(checks[i].cost).at(now))
-                } else {
-                    // Only the sum of the request's costs on this key is
-                    // refused; the check alone would fit.
-                    Decision {
-                        allowed: false,
-                        ..peek
-                    }
-                };
+                // Denied: the check stores nothing, and says when to retry.
+                out[i] = tables[i].check(checks[i].key, Request::new(checks[i].cost).at(now));
             }
         }
         if !all {
@@ -264,20 +249,6 @@ mod tests {
         assert_eq!(d[0].remaining, 8, "a was not counted");
         let alone = m.decide(&[check("d.a", &ten, b"a", 8)]);
         assert!(alone[0].allowed && alone[0].remaining == 0, "{alone:?}");
-    }
-
-    #[test]
-    fn one_key_twice_in_a_request_adds_its_costs() {
-        let m = Memory::new(1024, None);
-        let three = LimitConfig::new(Algorithm::FixedWindow, 3, 3_600_000_000_000);
-        m.reconfigure(&[("d.a".into(), three)]);
-        let d = m.decide(&[check("d.a", &three, b"k", 2), check("d.a", &three, b"k", 2)]);
-        assert!(!d[0].allowed || !d[1].allowed);
-        assert_eq!(
-            m.decide(&[check("d.a", &three, b"k", 3)])[0].remaining,
-            0,
-            "nothing was counted"
-        );
     }
 
     #[test]
