@@ -17,7 +17,9 @@
 #      then a C program via pkg-config and a C++ one via CMake).
 #   7. the Redis module's server tests (from step 2's build) and its
 #      Python and Go clients, on real servers;
-#   8. that no step left a file in the temporary directory.
+#   8. ratecell-server against envoyproxy/ratelimit, nginx and itself
+#      (scripts/server-tests.sh: the interop module's Go tests);
+#   9. that no step left a file in the temporary directory.
 # Steps 3-6 run beside steps 1-2, as a second lane (see bindings_lane below).
 # Each step installs or finds what it needs. Prints one line per step and a
 # last line "N passed, M failed" counting steps; exits non-zero if any failed.
@@ -130,6 +132,10 @@ else
 fi
 rm -f "$lane_log" "$lane_counts"
 [ -x scripts/redis-tests.sh ] && step redis scripts/redis-tests.sh
+# ratecell-server against envoyproxy/ratelimit (its own client, a
+# differential run), nginx auth_request and leased replicas: from step 2's
+# debug build.
+[ -x scripts/server-tests.sh ] && step server scripts/server-tests.sh
 prune "$target/debug"
 step tmp nothing_left_behind
 
