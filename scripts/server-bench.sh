@@ -97,11 +97,12 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1000}
 EOF
 
-# run LABEL BIN ENV...: starts the server with the common environment and
-# ENV, loads it, prints a table row, stops it.
+# run LABEL DOMAIN BIN ENV...: starts the server with the common
+# environment and ENV, loads it with requests for DOMAIN, prints a table
+# row, stops it.
 run() {
-    local label="$1" server="$2"
-    shift 2
+    local label="$1" domain="$2" server="$3"
+    shift 3
     local http grpc debug log="$work/server-$RANDOM.log"
     http="$(free_port)" grpc="$(free_port)" debug="$(free_port)"
     redis-cli -p "$redis_port" flushall >/dev/null
@@ -116,21 +117,27 @@ run() {
     fi
     local redis_flag=()
     case " $* " in *REDIS_URL=*) redis_flag=(-redis "127.0.0.1:$redis_port") ;; esac
-    "$bin/rlsload" -addr "127.0.0.1:$grpc" -domain bench -key k -keys "$keys" -workers "$workers" \
+    "$bin/rlsload" -addr "127.0.0.1:$grpc" -domain "$domain" -key k -keys "$keys" -workers "$workers" \
         -duration "$duration" "${redis_flag[@]}" -md "$label"
     stop "$server_pid"
     server_pid=""
 }
 
 redis_env=(REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" BACKEND_TYPE=redis)
-# BENCH_SERVERS narrows the rows: any of incumbent, memory, strict, leased.
-servers=" ${BENCH_SERVERS:-incumbent memory strict leased} "
+# BENCH_SERVERS narrows the rows: any of incumbent, memory, strict, leased,
+# floor.
+servers=" ${BENCH_SERVERS:-incumbent memory strict leased floor} "
 want() { [[ "$servers" == *" $1 "* ]]; }
 echo "| server | requests/s | p50 | p99 | Redis commands/request | OVER_LIMIT | errors |"
 echo "|---|---|---|---|---|---|---|"
-want incumbent && run "envoyproxy/ratelimit (Redis)" "$bin/service_cmd" "${redis_env[@]}"
-want memory && run "ratecell-server memory" "$server_bin" BACKEND_TYPE=memory
-want strict && run "ratecell-server strict (Redis)" "$server_bin" "${redis_env[@]}" RATECELL_REDIS_MODE=strict
-want leased && run "ratecell-server leased (Redis)" "$server_bin" "${redis_env[@]}" RATECELL_REDIS_MODE=leased
+want incumbent && run "envoyproxy/ratelimit (Redis)" bench "$bin/service_cmd" "${redis_env[@]}"
+want memory && run "ratecell-server memory" bench "$server_bin" BACKEND_TYPE=memory
+want strict && run "ratecell-server strict (Redis)" bench "$server_bin" "${redis_env[@]}" RATECELL_REDIS_MODE=strict
+want leased && run "ratecell-server leased (Redis)" bench "$server_bin" "${redis_env[@]}" RATECELL_REDIS_MODE=leased
+# The floor: requests for a domain no file configures, which each server
+# answers OK without limiting anything (no Redis, no table): the gRPC round
+# trip and the load generator alone, on the same two cores.
+want floor && run "floor: ratecell-server, no limit" unconfigured "$server_bin" BACKEND_TYPE=memory
+want floor && run "floor: envoyproxy/ratelimit, no limit" unconfigured "$bin/service_cmd" "${redis_env[@]}"
 echo
 echo "$(nproc) cores, $workers workers, $duration after a 1 s warm-up, $keys descriptor values, limit 1000/s per value; $(date -u +%Y-%m-%dT%H:%MZ)"
