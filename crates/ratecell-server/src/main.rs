@@ -97,23 +97,28 @@ async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, String> {
         .map_err(|e| format!("cannot listen on {addr} ({what}): {e}"))
 }
 
-/// Resolves when SIGTERM or SIGINT arrives.
-async fn terminated() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot listen for SIGTERM: {e}");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// Resolves when SIGTERM (listened for since `term` was made) or SIGINT
+/// arrives.
+async fn terminated(term: Option<tokio::signal::unix::Signal>) {
+    match term {
+        Some(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
         }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
 async fn run(settings: Settings) -> Result<(), String> {
+    // Listened for before anything serves: a SIGTERM that arrives once the
+    // health check answers is a graceful shutdown, not the default death.
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| tracing::error!("cannot listen for SIGTERM: {e}"))
+        .ok();
     let metrics = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| format!("cannot set up the metrics: {e}"))?;
@@ -199,7 +204,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         "ratecell-server is serving"
     );
 
-    terminated().await;
+    terminated(term).await;
     tracing::info!("shutting down: finishing the requests in flight");
     health.set(false);
     grpc::not_serving(&reporter).await;

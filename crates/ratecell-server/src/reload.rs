@@ -62,12 +62,14 @@ pub fn watch(
         while rx.recv().await.is_some() {
             // Let the change settle: every event within SETTLE of the last.
             while let Ok(Some(())) = tokio::time::timeout(SETTLE, rx.recv()).await {}
-            match source.load() {
-                Ok(config) => {
+            match source.load().map_err(|e| e.to_string()).and_then(|config| {
+                let empty = config.is_empty();
+                service.set_config(config).map(|()| empty)
+            }) {
+                Ok(empty) => {
                     if source.healthy_with_config {
-                        health.set(!config.is_empty());
+                        health.set(!empty);
                     }
-                    service.set_config(config);
                     stats::config_load(true);
                     tracing::info!(dir = %source.dir.display(), "loaded the new configuration");
                 }

@@ -82,10 +82,11 @@ impl Service {
     }
 
     /// Puts `config` in force (the backend first, so no request sees a
-    /// rule without its table).
-    pub fn set_config(&self, config: Config) {
-        self.backend.reconfigure(&config);
+    /// rule without its table), unless the backend refuses it.
+    pub fn set_config(&self, config: Config) -> Result<(), String> {
+        self.backend.reconfigure(&config)?;
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+        Ok(())
     }
 
     /// The limit's key: envoyproxy/ratelimit's cache key without the

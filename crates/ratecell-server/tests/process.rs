@@ -7,144 +7,13 @@
 //! Every wait is a bounded number of polls of a condition the server
 //! controls; no assertion is on elapsed time.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod support;
+
+use std::path::Path;
+use std::process::Output;
 use std::thread::sleep;
-use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ratecell-server");
-const POLLS: u32 = 400;
-const POLL: Duration = Duration::from_millis(25);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("ratecell-server-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(d.join("config")).unwrap();
-        Dir(d)
-    }
-
-    fn config(&self) -> PathBuf {
-        self.0.join("config")
-    }
-
-    fn write(&self, name: &str, text: &str) {
-        // Written aside and renamed in, as deployments swap files, so a
-        // reload never reads half a file.
-        let tmp = self.0.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(&tmp, self.config().join(name)).unwrap();
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Server {
-    child: Child,
-    http: u16,
-    grpc: u16,
-    debug: u16,
-}
-
-impl Server {
-    fn start(config: &Path, env: &[(&str, &str)]) -> Server {
-        let (http, grpc, debug) = (free_port(), free_port(), free_port());
-        let child = Command::new(BIN)
-            .arg("--config-dir")
-            .arg(config)
-            .env_clear()
-            .env("HOST", "127.0.0.1")
-            .env("GRPC_HOST", "127.0.0.1")
-            .env("DEBUG_HOST", "127.0.0.1")
-            .env("PORT", http.to_string())
-            .env("GRPC_PORT", grpc.to_string())
-            .env("DEBUG_PORT", debug.to_string())
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let s = Server {
-            child,
-            http,
-            grpc,
-            debug,
-        };
-        for _ in 0..POLLS {
-            if get(s.http, "/healthcheck").is_some_and(|(status, _)| status == 200) {
-                return s;
-            }
-            sleep(POLL);
-        }
-        panic!("the server did not answer /healthcheck");
-    }
-
-    fn json(&self, body: &str) -> (u16, String) {
-        http(self.http, &format!(
-            "POST /json HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        ))
-        .expect("an answer from /json")
-    }
-
-    fn terminate(mut self) -> Output {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let child = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
-        std::mem::forget(self);
-        child.wait_with_output().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http(port: u16, request: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    s.write_all(request.as_bytes()).ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    Some((status, body))
-}
-
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    http(
-        port,
-        &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
-    )
-}
+use support::{Dir, POLL, POLLS, Server, free_port, get};
 
 const USER: &str = r#"{"domain":"d","descriptors":[{"entries":[{"key":"user","value":"u1"}]}]}"#;
 
@@ -160,16 +29,7 @@ fn remaining(body: &str) -> u64 {
 }
 
 fn run_to_exit(config: &Path, env: &[(&str, &str)]) -> Output {
-    Command::new(BIN)
-        .arg("--config-dir")
-        .arg(config)
-        .env_clear()
-        .env("PORT", free_port().to_string())
-        .env("GRPC_PORT", free_port().to_string())
-        .env("DEBUG_PORT", free_port().to_string())
-        .env("HOST", "127.0.0.1")
-        .env("GRPC_HOST", "127.0.0.1")
-        .env("DEBUG_HOST", "127.0.0.1")
+    support::command(config, free_port(), free_port(), free_port())
         .envs(env.iter().copied())
         .output()
         .unwrap()
@@ -219,12 +79,8 @@ fn sigterm_saves_the_counts_and_a_start_restores_them() {
         let (status, body) = s.json(USER);
         assert_eq!((status, remaining(&body)), (200, left), "{body}");
     }
-    let out = s.terminate();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (status, err) = s.terminate();
+    assert!(status.success(), "{err}");
     assert!(
         std::fs::read_dir(&snapshots).unwrap().count() > 0,
         "a snapshot was written"
@@ -364,4 +220,27 @@ fn grpc_over_tls() {
         };
         assert!(refused, "a plaintext client is not served");
     });
+}
+
+#[test]
+fn a_limit_leases_cannot_keep_is_refused_naming_its_rule() {
+    let dir = Dir::new("unleasable");
+    dir.write(
+        "d.yaml",
+        "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {algorithm: sliding_log, period: 1m, requests_per_unit: 5}\n",
+    );
+    let out = run_to_exit(
+        &dir.config(),
+        &[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "127.0.0.1:1"),
+            ("RATECELL_REDIS_MODE", "leased"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("d.user") && err.contains("cannot be leased"),
+        "{err}"
+    );
 }

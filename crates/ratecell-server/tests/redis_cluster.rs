@@ -14,18 +14,14 @@
 #[path = "../../ratecell-redis-client/tests/support/cluster.rs"]
 mod cluster;
 
+mod support;
+
 use cluster::Cluster;
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread::sleep;
-use std::time::Duration;
+use std::path::PathBuf;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ratecell-server");
-const POLLS: u32 = 400;
-const POLL: Duration = Duration::from_millis(25);
+use support::{Dir, Server};
+
 const LIMIT: usize = 3;
 const CONFIG: &str =
     "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 3}\n";
@@ -36,131 +32,30 @@ fn module() -> PathBuf {
     PathBuf::from(p).canonicalize().unwrap()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `/json` for one descriptor `user=<u>` per user: the status (200
+/// admitted, 429 over the limit) and each descriptor's `limitRemaining`.
+fn check_users(server: &Server, users: &[&str]) -> (u16, Vec<u64>) {
+    let descriptors: Vec<String> = users
+        .iter()
+        .map(|u| format!(r#"{{"entries":[{{"key":"user","value":"{u}"}}]}}"#))
+        .collect();
+    let (status, text) = server.json(&format!(
+        r#"{{"domain":"d","descriptors":[{}]}}"#,
+        descriptors.join(",")
+    ));
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let remaining = (0..users.len())
+        .map(|i| v["statuses"][i]["limitRemaining"].as_u64().unwrap_or(0))
+        .collect();
+    (status, remaining)
 }
 
-/// The server, killed on drop.
-struct Server {
-    child: Child,
-    http: u16,
-}
-
-impl Server {
-    fn start(config: &Path, env: &[(&str, &str)]) -> Server {
-        let http = free_port();
-        let mut s = Server {
-            child: Command::new(BIN)
-                .arg("--config-dir")
-                .arg(config)
-                .env_clear()
-                .env("HOST", "127.0.0.1")
-                .env("GRPC_HOST", "127.0.0.1")
-                .env("DEBUG_HOST", "127.0.0.1")
-                .env("PORT", http.to_string())
-                .env("GRPC_PORT", free_port().to_string())
-                .env("DEBUG_PORT", free_port().to_string())
-                .envs(env.iter().copied())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-            http,
-        };
-        for _ in 0..POLLS {
-            if http_request(
-                s.http,
-                "GET /healthcheck HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
-            )
-            .is_some_and(|(status, _)| status == 200)
-            {
-                return s;
-            }
-            if let Ok(Some(status)) = s.child.try_wait() {
-                let mut err = String::new();
-                let _ = s.child.stderr.take().unwrap().read_to_string(&mut err);
-                panic!("the server exited ({status}): {err}");
-            }
-            sleep(POLL);
-        }
-        panic!("the server did not answer /healthcheck");
-    }
-
-    /// `/json` for one descriptor `user=<u>` per user: the status (200
-    /// admitted, 429 over the limit) and each descriptor's
-    /// `limitRemaining`.
-    fn users(&self, users: &[&str]) -> (u16, Vec<u64>) {
-        let descriptors: Vec<String> = users
-            .iter()
-            .map(|u| format!(r#"{{"entries":[{{"key":"user","value":"{u}"}}]}}"#))
-            .collect();
-        let body = format!(
-            r#"{{"domain":"d","descriptors":[{}]}}"#,
-            descriptors.join(",")
-        );
-        let (status, text) = http_request(
-            self.http,
-            &format!(
-                "POST /json HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            ),
-        )
-        .expect("an answer from /json");
-        let v: serde_json::Value =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-        let remaining = (0..users.len())
-            .map(|i| v["statuses"][i]["limitRemaining"].as_u64().unwrap_or(0))
-            .collect();
-        (status, remaining)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http_request(port: u16, request: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    s.write_all(request.as_bytes()).ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    Some((status, body))
-}
-
-/// The configuration directory, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    /// `name` apart: the tests of one process run at once.
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!(
-            "ratecell-server-cluster-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("d.yaml"), CONFIG).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A configuration directory holding the one file of these tests.
+fn config_dir(name: &str) -> Dir {
+    let dir = Dir::new(&format!("cluster-{name}"));
+    dir.write("d.yaml", CONFIG);
+    dir
 }
 
 /// The Redis key of user `u` under `prefix` (the incumbent's cache key
@@ -211,7 +106,7 @@ fn assert_on_their_masters(cluster: &Cluster, expected: &BTreeSet<Vec<u8>>) {
 #[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]
 fn strict_and_leased_count_exactly_with_keys_on_every_master() {
     let cluster = Cluster::start(&module());
-    let dir = Dir::new("modes");
+    let dir = config_dir("modes");
     let nodes: Vec<String> = cluster
         .ports()
         .iter()
@@ -222,7 +117,7 @@ fn strict_and_leased_count_exactly_with_keys_on_every_master() {
     for mode in ["strict", "leased"] {
         let prefix = format!("{mode}:");
         let server = Server::start(
-            &dir.0,
+            &dir.config(),
             &[
                 ("REDIS_TYPE", "CLUSTER"),
                 ("REDIS_SOCKET_TYPE", "tcp"),
@@ -234,7 +129,7 @@ fn strict_and_leased_count_exactly_with_keys_on_every_master() {
         );
         for u in users_on_every_master(&cluster, &prefix) {
             let admitted = (0..LIMIT + 2)
-                .filter(|_| server.users(&[&u]).0 == 200)
+                .filter(|_| check_users(&server, &[&u]).0 == 200)
                 .count();
             assert_eq!(admitted, LIMIT, "{mode}: user {u}");
             expected.insert(key(&prefix, &u));
@@ -251,7 +146,7 @@ fn strict_and_leased_count_exactly_with_keys_on_every_master() {
 #[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]
 fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
     let cluster = Cluster::start(&module());
-    let dir = Dir::new("slots");
+    let dir = config_dir("slots");
     let nodes: Vec<String> = cluster
         .ports()
         .iter()
@@ -260,7 +155,7 @@ fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
     let nodes = nodes.join(",");
     for (prefix, all_or_nothing) in [("slots:", false), ("{tagged}:", true)] {
         let server = Server::start(
-            &dir.0,
+            &dir.config(),
             &[
                 ("REDIS_TYPE", "CLUSTER"),
                 ("REDIS_SOCKET_TYPE", "tcp"),
@@ -272,17 +167,17 @@ fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
         let users = users_on_every_master(&cluster, "slots:");
         let (x, y) = (users[0].as_str(), users[1].as_str());
         // Two of x's three units, all of y's.
-        assert_eq!(server.users(&[x]), (200, vec![2]));
+        assert_eq!(check_users(&server, &[x]), (200, vec![2]));
         for left in [2, 1, 0] {
-            assert_eq!(server.users(&[y]), (200, vec![left]), "{prefix}");
+            assert_eq!(check_users(&server, &[y]), (200, vec![left]), "{prefix}");
         }
         // Both descriptors: y denies, so the request is denied.
-        let (status, _) = server.users(&[x, y]);
+        let (status, _) = check_users(&server, &[x, y]);
         assert_eq!(status, 429, "{prefix}");
         // x's group admitted on its own master and was counted (no slot
         // is shared); under one hash tag the denial counted nothing.
         let x_left = if all_or_nothing { 1 } else { 0 };
-        assert_eq!(server.users(&[x]), (200, vec![x_left]), "{prefix}");
+        assert_eq!(check_users(&server, &[x]), (200, vec![x_left]), "{prefix}");
         let (kx, ky) = (key(prefix, x), key(prefix, y));
         assert_eq!(
             cluster.owner(&kx) == cluster.owner(&ky),
@@ -299,14 +194,14 @@ fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
 #[ignore = "needs redis-server, redis-cli and the module: run by scripts/redis-tests.sh"]
 fn strict_a_group_without_an_answer_is_the_failure_policys() {
     let cluster = Cluster::start(&module());
-    let dir = Dir::new("timeout");
+    let dir = config_dir("timeout");
     let nodes: Vec<String> = cluster
         .ports()
         .iter()
         .map(|p| format!("127.0.0.1:{p}"))
         .collect();
     let server = Server::start(
-        &dir.0,
+        &dir.config(),
         &[
             ("REDIS_TYPE", "CLUSTER"),
             ("REDIS_SOCKET_TYPE", "tcp"),
@@ -317,15 +212,15 @@ fn strict_a_group_without_an_answer_is_the_failure_policys() {
     );
     let users = users_on_every_master(&cluster, "");
     let (x, y) = (users[0].as_str(), users[1].as_str());
-    assert_eq!(server.users(&[x, y]), (200, vec![2, 2]));
+    assert_eq!(check_users(&server, &[x, y]), (200, vec![2, 2]));
     cluster.pause(cluster.ports()[1]);
-    let (status, _) = server.users(&[x, y]);
+    let (status, _) = check_users(&server, &[x, y]);
     cluster.resume(cluster.ports()[1]);
     assert_eq!(status, 429, "the deny policy's answer");
     // x's master answered and counted; y's ran its command once it
     // continued, or not at all.
-    assert_eq!(server.users(&[x]), (200, vec![0]));
-    let (status, y_left) = server.users(&[y]);
+    assert_eq!(check_users(&server, &[x]), (200, vec![0]));
+    let (status, y_left) = check_users(&server, &[y]);
     assert_eq!(status, 200);
     assert!(y_left == vec![0] || y_left == vec![1], "{y_left:?}");
 }

@@ -84,13 +84,18 @@ impl Leased {
         let mut denied = false;
         for &i in &binding {
             if denied {
-                // Not asked: reported as a peek, which spends nothing.
-                out[i] = self
+                // Not decided: reported as a peek, which spends nothing,
+                // and never as a denial, which it did not make.
+                let peek = self
                     .one(&Check {
                         cost: 0,
                         ..checks[i]
                     })
                     .await?;
+                out[i] = Decision {
+                    allowed: true,
+                    ..peek
+                };
                 continue;
             }
             out[i] = self.one(&checks[i]).await?;
@@ -100,24 +105,21 @@ impl Leased {
     }
 
     /// A limiter per rule; a rule whose limit changed gets a new one (a
-    /// leased key's grants belong to the limit they were made under).
-    pub fn reconfigure(&self, rules: &[(String, LimitConfig)]) {
+    /// leased key's grants belong to the limit they were made under). A
+    /// limit that cannot be leased (SPEC §8: gcra, token_bucket,
+    /// fixed_window and sliding_window can) refuses the whole
+    /// configuration, naming the rule; nothing changes then.
+    pub fn reconfigure(&self, rules: &[(String, LimitConfig)]) -> Result<(), String> {
         let mut all = self.limiters.write().unwrap_or_else(|e| e.into_inner());
         let mut next = HashMap::with_capacity(rules.len());
         for (path, limit) in rules {
-            let kept = all.remove(path).filter(|l| l.config() == *limit);
-            let limiter = match kept {
-                Some(l) => l,
-                None => match self.make(limit) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!(rule = %path, "{e}");
-                        continue;
-                    }
-                },
+            let limiter = match all.get(path).filter(|l| l.config() == *limit) {
+                Some(l) => l.clone(),
+                None => self.make(limit).map_err(|e| format!("{path}: {e}"))?,
             };
             next.insert(path.clone(), limiter);
         }
         *all = next;
+        Ok(())
     }
 }

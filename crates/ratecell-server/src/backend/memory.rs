@@ -165,7 +165,7 @@ impl Memory {
     /// Keeps the tables of unchanged rules, reconfigures changed ones
     /// (counts carried over where the library can), makes new ones, and
     /// drops removed ones.
-    pub fn reconfigure(&self, rules: &[(String, LimitConfig)]) {
+    pub fn reconfigure(&self, rules: &[(String, LimitConfig)]) -> Result<(), String> {
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
         let mut next = HashMap::with_capacity(rules.len());
         for (path, limit) in rules {
@@ -190,6 +190,7 @@ impl Memory {
             next.insert(path.clone(), table);
         }
         *tables = next;
+        Ok(())
     }
 
     /// Saves every table to the snapshot directory, if one is set.
@@ -233,7 +234,8 @@ mod tests {
         let m = Memory::new(1024, None);
         let ten = LimitConfig::new(Algorithm::FixedWindow, 10, 3_600_000_000_000);
         let two = LimitConfig::new(Algorithm::FixedWindow, 2, 3_600_000_000_000);
-        m.reconfigure(&[("d.a".into(), ten), ("d.b".into(), two)]);
+        m.reconfigure(&[("d.a".into(), ten), ("d.b".into(), two)])
+            .unwrap();
         let both = |cost| {
             m.decide(&[
                 check("d.a", &ten, b"a", cost),
@@ -255,7 +257,8 @@ mod tests {
     fn a_shadow_check_is_decided_on_its_own() {
         let m = Memory::new(1024, None);
         let one = LimitConfig::new(Algorithm::FixedWindow, 1, 3_600_000_000_000);
-        m.reconfigure(&[("d.a".into(), one), ("d.s".into(), one)]);
+        m.reconfigure(&[("d.a".into(), one), ("d.s".into(), one)])
+            .unwrap();
         let mut s = check("d.s", &one, b"s", 1);
         s.binding = false;
         let d = m.decide(&[check("d.a", &one, b"a", 1), s]);
@@ -271,17 +274,17 @@ mod tests {
     fn a_reload_keeps_unchanged_and_carries_changed_counts() {
         let m = Memory::new(1024, None);
         let ten = LimitConfig::new(Algorithm::FixedWindow, 10, 3_600_000_000_000);
-        m.reconfigure(&[("d.a".into(), ten)]);
+        m.reconfigure(&[("d.a".into(), ten)]).unwrap();
         m.decide(&[check("d.a", &ten, b"k", 4)]);
-        m.reconfigure(&[("d.a".into(), ten)]);
+        m.reconfigure(&[("d.a".into(), ten)]).unwrap();
         assert_eq!(m.decide(&[check("d.a", &ten, b"k", 0)])[0].remaining, 6);
         // 10 → 12 keeps the state's layout: the count carries over.
         let twelve = LimitConfig::new(Algorithm::FixedWindow, 12, 3_600_000_000_000);
-        m.reconfigure(&[("d.a".into(), twelve)]);
+        m.reconfigure(&[("d.a".into(), twelve)]).unwrap();
         assert_eq!(m.decide(&[check("d.a", &twelve, b"k", 0)])[0].remaining, 8);
         // 12 → 40 needs wider states: the library refuses, the rule starts afresh.
         let forty = LimitConfig::new(Algorithm::FixedWindow, 40, 3_600_000_000_000);
-        m.reconfigure(&[("d.a".into(), forty)]);
+        m.reconfigure(&[("d.a".into(), forty)]).unwrap();
         assert_eq!(m.decide(&[check("d.a", &forty, b"k", 0)])[0].remaining, 40);
     }
 }

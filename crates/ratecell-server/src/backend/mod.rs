@@ -66,7 +66,7 @@ impl Backend {
                 RedisMode::Leased => Backend::Leased(leased::Leased::new(r)),
             },
         };
-        b.reconfigure(config);
+        b.reconfigure(config)?;
         Ok(b)
     }
 
@@ -82,8 +82,9 @@ impl Backend {
 
     /// Follows a new configuration: a rule whose limit is unchanged keeps
     /// its counts; one whose limit changed keeps them where the library's
-    /// live reconfiguration can carry them over.
-    pub fn reconfigure(&self, config: &Config) {
+    /// live reconfiguration can carry them over. A configuration the
+    /// backend cannot keep is refused, naming the rule.
+    pub fn reconfigure(&self, config: &Config) -> Result<(), String> {
         let rules: Vec<(String, LimitConfig)> = config
             .rules()
             .iter()
@@ -91,7 +92,7 @@ impl Backend {
             .collect();
         match self {
             Backend::Memory(m) => m.reconfigure(&rules),
-            Backend::Strict(_) => {}
+            Backend::Strict(_) => Ok(()),
             Backend::Leased(l) => l.reconfigure(&rules),
         }
     }
