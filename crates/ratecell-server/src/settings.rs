@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ratecell::parse_duration;
+use ratecell_redis_client::FailurePolicy;
 
 /// Where limits are kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,7 +55,7 @@ pub struct RedisSettings {
     pub timeout: Duration,
     pub strict_failure: StrictFailure,
     /// The leased mode's failure policy (`deny` or `local:<nodes>`).
-    pub lease_failure: ratecell_redis_client::FailurePolicy,
+    pub lease_failure: FailurePolicy,
 }
 
 /// Which rate-limit headers a response carries.
@@ -426,35 +427,41 @@ fn backend(env: &dyn Env) -> Result<BackendKind, SettingError> {
     if timeout.is_zero() {
         return Err(error("REDIS_TIMEOUT", "must be more than 0"));
     }
-    let strict_failure = match string(env, "RATECELL_FAILURE_POLICY", "error").as_str() {
-        "error" => StrictFailure::Error,
-        "allow" => StrictFailure::Allow,
-        "deny" => StrictFailure::Deny,
-        other if other.starts_with("local") && mode == RedisMode::Leased => StrictFailure::Error,
-        other => {
-            return Err(error(
-                "RATECELL_FAILURE_POLICY",
-                format!("{other:?} is not error, allow or deny (local:<nodes> in leased mode)"),
-            ));
-        }
+    // Each mode's own policies: the strict mode answers for a request it
+    // could not ask about; the leased mode decides keys without units.
+    let policy = env.get("RATECELL_FAILURE_POLICY");
+    let bad = |p: &str, allowed: &str| {
+        error(
+            "RATECELL_FAILURE_POLICY",
+            format!(
+                "{p:?} is not a policy of the {} mode: {allowed}",
+                if mode == RedisMode::Strict {
+                    "strict"
+                } else {
+                    "leased"
+                }
+            ),
+        )
     };
-    let lease_failure = match env.get("RATECELL_FAILURE_POLICY").as_deref() {
-        Some(p) if p.starts_with("local") => {
+    let (strict_failure, lease_failure) = match (mode, policy.as_deref()) {
+        (RedisMode::Strict, None | Some("error")) => (StrictFailure::Error, FailurePolicy::Deny),
+        (RedisMode::Strict, Some("allow")) => (StrictFailure::Allow, FailurePolicy::Deny),
+        (RedisMode::Strict, Some("deny")) => (StrictFailure::Deny, FailurePolicy::Deny),
+        (RedisMode::Strict, Some(p)) => return Err(bad(p, "error, allow or deny")),
+        (RedisMode::Leased, None | Some("deny")) => (StrictFailure::Error, FailurePolicy::Deny),
+        (RedisMode::Leased, Some(p)) => {
             let nodes = p
                 .strip_prefix("local:")
                 .and_then(|n| n.parse::<u32>().ok())
                 .filter(|n| *n > 0)
-                .ok_or_else(|| {
-                    error(
-                        "RATECELL_FAILURE_POLICY",
-                        format!("{p:?}: write local:<nodes>, nodes ≥ 1"),
-                    )
-                })?;
-            ratecell_redis_client::FailurePolicy::Local {
-                expected_nodes: nodes,
-            }
+                .ok_or_else(|| bad(p, "deny or local:<replicas> (replicas ≥ 1)"))?;
+            (
+                StrictFailure::Error,
+                FailurePolicy::Local {
+                    expected_nodes: nodes,
+                },
+            )
         }
-        _ => ratecell_redis_client::FailurePolicy::Deny,
     };
     Ok(BackendKind::Redis(RedisSettings {
         url,
@@ -600,6 +607,39 @@ mod tests {
                 .iter()
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn each_mode_takes_its_own_failure_policies() {
+        let with = |mode: &str, policy: &str| {
+            Settings::from_env(
+                &[
+                    ("REDIS_URL", "127.0.0.1:6379"),
+                    ("REDIS_SOCKET_TYPE", "tcp"),
+                    ("RATECELL_REDIS_MODE", mode),
+                    ("RATECELL_FAILURE_POLICY", policy),
+                ],
+                None,
+            )
+        };
+        let BackendKind::Redis(r) = with("leased", "local:4").unwrap().backend else {
+            panic!("redis expected")
+        };
+        assert_eq!(r.lease_failure, FailurePolicy::Local { expected_nodes: 4 });
+        let BackendKind::Redis(r) = with("strict", "allow").unwrap().backend else {
+            panic!("redis expected")
+        };
+        assert_eq!(r.strict_failure, StrictFailure::Allow);
+        for (mode, policy) in [
+            ("leased", "allow"),
+            ("leased", "local:0"),
+            ("strict", "local:2"),
+            ("strict", "open"),
+        ] {
+            let e = with(mode, policy).unwrap_err();
+            assert_eq!(e.variable, "RATECELL_FAILURE_POLICY");
+            assert!(e.message.contains(mode), "{e}");
         }
     }
 
