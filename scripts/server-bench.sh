@@ -134,6 +134,9 @@ want incumbent && run "envoyproxy/ratelimit (Redis)" bench "$bin/service_cmd" "$
 want memory && run "ratecell-server memory" bench "$server_bin" BACKEND_TYPE=memory
 want strict && run "ratecell-server strict (Redis)" bench "$server_bin" "${redis_env[@]}" RATECELL_REDIS_MODE=strict
 want leased && run "ratecell-server leased (Redis)" bench "$server_bin" "${redis_env[@]}" RATECELL_REDIS_MODE=leased
+# The same, its grants sized for a few replicas rather than SPEC §8's
+# fleet default (docs/SERVER.md, RATECELL_LEASE_SHARE).
+want leased && run "ratecell-server leased (Redis), RATECELL_LEASE_SHARE=50" bench "$server_bin" "${redis_env[@]}" RATECELL_REDIS_MODE=leased RATECELL_LEASE_SHARE=50
 # The floor: requests for a domain no file configures, which each server
 # answers OK without limiting anything (no Redis, no table): the gRPC round
 # trip and the load generator alone, on the same two cores.

@@ -56,6 +56,11 @@ pub struct RedisSettings {
     pub strict_failure: StrictFailure,
     /// The leased mode's failure policy (`deny` or `local:<nodes>`).
     pub lease_failure: FailurePolicy,
+    /// The leased mode's grant sizing, in percent of each limit and of its
+    /// period (`RATECELL_LEASE_SHARE`): a replica asks for at most this
+    /// share of the limit at once, to cover its checks of this share of
+    /// the period. `None`: SPEC §8's defaults (10 %).
+    pub lease_share: Option<u64>,
 }
 
 /// Which rate-limit headers a response carries.
@@ -427,6 +432,19 @@ fn backend(env: &dyn Env) -> Result<BackendKind, SettingError> {
     if timeout.is_zero() {
         return Err(error("REDIS_TIMEOUT", "must be more than 0"));
     }
+    let lease_share = match env.get("RATECELL_LEASE_SHARE") {
+        None => None,
+        Some(_) if mode == RedisMode::Strict => {
+            return Err(error(
+                "RATECELL_LEASE_SHARE",
+                "only the leased mode takes grants",
+            ));
+        }
+        Some(_) => Some(number::<u64>(env, "RATECELL_LEASE_SHARE", 10)?)
+            .filter(|p| (1..=100).contains(p))
+            .map(Some)
+            .ok_or_else(|| error("RATECELL_LEASE_SHARE", "a percentage from 1 to 100"))?,
+    };
     // Each mode's own policies: the strict mode answers for a request it
     // could not ask about; the leased mode decides keys without units.
     let policy = env.get("RATECELL_FAILURE_POLICY");
@@ -470,6 +488,7 @@ fn backend(env: &dyn Env) -> Result<BackendKind, SettingError> {
         timeout,
         strict_failure,
         lease_failure,
+        lease_share,
     }))
 }
 

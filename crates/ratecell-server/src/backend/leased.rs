@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use ratecell::{Config as LimitConfig, Decision};
 use ratecell_redis_client::{Mode, RedisLimiter};
@@ -40,6 +41,16 @@ impl Leased {
         if let Some(nodes) = &self.settings.cluster {
             let more: Vec<&str> = nodes[1..].iter().map(String::as_str).collect();
             builder = builder.cluster(&more);
+        }
+        if let Some(share) = self.settings.lease_share {
+            // Whole units and at least a millisecond, as SPEC §8's own
+            // defaults round their tenth.
+            let part = |x: u64| u64::try_from(u128::from(x) * u128::from(share) / 100).unwrap_or(x);
+            let period = Duration::from_nanos(limit.period_ns);
+            builder = builder.max_grant(part(limit.limit).max(1)).horizon(
+                Duration::from_nanos(part(limit.period_ns))
+                    .clamp(Duration::from_millis(1).min(period), period),
+            );
         }
         builder
             .mode(Mode::Leased)
