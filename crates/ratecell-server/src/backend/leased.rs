@@ -19,6 +19,10 @@ use ratecell_redis_client::{Mode, RedisLimiter};
 use super::{BackendError, Check, Tables, split};
 use crate::settings::RedisSettings;
 
+/// The longest wait of a request denied at a window's edge before it is
+/// asked again (see [`Leased::one`]): twice SPEC §8's default skew.
+const EDGE_WAIT: Duration = Duration::from_millis(2);
+
 /// The leased backend.
 pub struct Leased {
     settings: RedisSettings,
@@ -75,14 +79,28 @@ impl Leased {
         Ok(all.entry(check.table.to_owned()).or_insert(made).clone())
     }
 
-    async fn one(&self, check: &Check<'_>) -> Result<Decision, BackendError> {
-        let limiter = self.limiter(check)?;
+    async fn ask(limiter: &Arc<RedisLimiter>, check: &Check<'_>) -> Result<Decision, BackendError> {
         match limiter.try_local(check.key, check.cost) {
             Ok(d) => Ok(d),
             Err(remote) => tokio::task::spawn_blocking(move || remote.finish())
                 .await
                 .map_err(|e| BackendError(format!("a Redis check did not finish: {e}"))),
         }
+    }
+
+    /// One check. A denial whose retry is at most [`EDGE_WAIT`] away is a
+    /// request that met a window's edge (its date fell just before the
+    /// period of the units in hand, or in a grant's last skew, SPEC §8):
+    /// it waits that long and is asked once more, dated then, rather than
+    /// denied while its limit has room.
+    async fn one(&self, check: &Check<'_>) -> Result<Decision, BackendError> {
+        let limiter = self.limiter(check)?;
+        let d = Self::ask(&limiter, check).await?;
+        if d.allowed || d.retry_after_ns > EDGE_WAIT.as_nanos() as u64 || check.cost == 0 {
+            return Ok(d);
+        }
+        tokio::time::sleep(Duration::from_nanos(d.retry_after_ns)).await;
+        Self::ask(&limiter, check).await
     }
 
     /// Decides a request's checks (see the module doc).
