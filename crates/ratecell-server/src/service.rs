@@ -116,7 +116,6 @@ impl Service {
         let n = req.descriptors.len();
         let mut selected = Vec::with_capacity(n);
         let mut unlimited = vec![false; n];
-        let mut replaced: Vec<&str> = Vec::new();
         for (i, d) in req.descriptors.iter().enumerate() {
             let hits = match &d.hits_addend {
                 Some(h) => h.value,
@@ -161,10 +160,13 @@ impl Service {
                 None => selected.push(None),
             }
         }
-        for s in selected.iter().flatten() {
-            replaced.extend(s.rule.replaces.iter().map(String::as_str));
-        }
-        let replaced: Vec<String> = replaced.into_iter().map(str::to_owned).collect();
+        // `replaces`: a matched rule's name listed by another matched rule
+        // is not applied.
+        let replaced: Vec<String> = selected
+            .iter()
+            .flatten()
+            .flat_map(|s| s.rule.replaces.iter().cloned())
+            .collect();
         for s in &mut selected {
             if s.as_ref()
                 .is_some_and(|s| !s.rule.name.is_empty() && replaced.contains(&s.rule.name))
