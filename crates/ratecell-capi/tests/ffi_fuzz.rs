@@ -1155,6 +1155,15 @@ impl Fuzz {
             assert_eq!(s, RATECELL_INVALID_LENGTH, "seed {}", self.seed);
         } else if wrong_states || shared {
             assert_eq!(s, RATECELL_INVALID_STATES, "seed {}", self.seed);
+        } else if n_limits == 0 && n_tiers == 0 && ptr.is_null() {
+            // No limits and no configs: the file's own limits, when it
+            // holds a snapshot (`ratecell_options.n_limits`); only then
+            // can the call succeed.
+            assert!(
+                s != RATECELL_OK || (!path_ptr.is_null() && path.exists()),
+                "seed {}: {s:?}",
+                self.seed
+            );
         } else {
             self.counts_refused(s, n_limits, n_tiers.max(1));
             if ptr.is_null() {
