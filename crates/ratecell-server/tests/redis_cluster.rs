@@ -58,6 +58,24 @@ fn config_dir(name: &str) -> Dir {
     dir
 }
 
+/// The server on `cluster` (`REDIS_TYPE=CLUSTER`, every master in
+/// `REDIS_URL`), with `env` besides.
+fn start_on(cluster: &Cluster, dir: &Dir, env: &[(&str, &str)]) -> Server {
+    let nodes: Vec<String> = cluster
+        .ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let nodes = nodes.join(",");
+    let mut all = vec![
+        ("REDIS_TYPE", "CLUSTER"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", nodes.as_str()),
+    ];
+    all.extend_from_slice(env);
+    Server::start(&dir.config(), &all)
+}
+
 /// The Redis key of user `u` under `prefix` (the incumbent's cache key
 /// without the window).
 fn key(prefix: &str, u: &str) -> Vec<u8> {
@@ -107,21 +125,13 @@ fn assert_on_their_masters(cluster: &Cluster, expected: &BTreeSet<Vec<u8>>) {
 fn strict_and_leased_count_exactly_with_keys_on_every_master() {
     let cluster = Cluster::start(&module());
     let dir = config_dir("modes");
-    let nodes: Vec<String> = cluster
-        .ports()
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect();
-    let nodes = nodes.join(",");
     let mut expected = BTreeSet::new();
     for mode in ["strict", "leased"] {
         let prefix = format!("{mode}:");
-        let server = Server::start(
-            &dir.config(),
+        let server = start_on(
+            &cluster,
+            &dir,
             &[
-                ("REDIS_TYPE", "CLUSTER"),
-                ("REDIS_SOCKET_TYPE", "tcp"),
-                ("REDIS_URL", &nodes),
                 ("REDIS_TIMEOUT", "5s"),
                 ("RATECELL_REDIS_MODE", mode),
                 ("CACHE_KEY_PREFIX", &prefix),
@@ -147,22 +157,11 @@ fn strict_and_leased_count_exactly_with_keys_on_every_master() {
 fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
     let cluster = Cluster::start(&module());
     let dir = config_dir("slots");
-    let nodes: Vec<String> = cluster
-        .ports()
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect();
-    let nodes = nodes.join(",");
     for (prefix, all_or_nothing) in [("slots:", false), ("{tagged}:", true)] {
-        let server = Server::start(
-            &dir.config(),
-            &[
-                ("REDIS_TYPE", "CLUSTER"),
-                ("REDIS_SOCKET_TYPE", "tcp"),
-                ("REDIS_URL", &nodes),
-                ("REDIS_TIMEOUT", "5s"),
-                ("CACHE_KEY_PREFIX", prefix),
-            ],
+        let server = start_on(
+            &cluster,
+            &dir,
+            &[("REDIS_TIMEOUT", "5s"), ("CACHE_KEY_PREFIX", prefix)],
         );
         let users = users_on_every_master(&cluster, "slots:");
         let (x, y) = (users[0].as_str(), users[1].as_str());
@@ -195,20 +194,10 @@ fn strict_descriptors_in_several_slots_are_a_group_per_slot() {
 fn strict_a_group_without_an_answer_is_the_failure_policys() {
     let cluster = Cluster::start(&module());
     let dir = config_dir("timeout");
-    let nodes: Vec<String> = cluster
-        .ports()
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect();
-    let server = Server::start(
-        &dir.config(),
-        &[
-            ("REDIS_TYPE", "CLUSTER"),
-            ("REDIS_SOCKET_TYPE", "tcp"),
-            ("REDIS_URL", &nodes.join(",")),
-            ("REDIS_TIMEOUT", "1s"),
-            ("RATECELL_FAILURE_POLICY", "deny"),
-        ],
+    let server = start_on(
+        &cluster,
+        &dir,
+        &[("REDIS_TIMEOUT", "1s"), ("RATECELL_FAILURE_POLICY", "deny")],
     );
     let users = users_on_every_master(&cluster, "");
     let (x, y) = (users[0].as_str(), users[1].as_str());
