@@ -20,14 +20,10 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-target="${CARGO_TARGET_DIR:-$root/target}"
-case "$target" in /*) ;; *) target="$root/$target" ;; esac
-export CARGO_TARGET_DIR="$target"
-go="${GO:-go}"
+. "$root/scripts/lib/interop.sh"
 duration="${BENCH_DURATION:-10s}"
 workers="${BENCH_WORKERS:-16}"
 keys="${BENCH_KEYS:-100}"
-RATELIMIT_VERSION="v1.4.1-0.20260122083618-3fb702589d36"
 
 . "$root/scripts/lib/workspace.sh"
 system_packages >&2
