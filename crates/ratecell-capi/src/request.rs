@@ -11,6 +11,7 @@ use super::multi::ratecell_multi_decision;
 use super::types::{ratecell_decision, ratecell_status};
 use crate::ptr::{input, max_len, output};
 use ratecell_lib::{AcquireError, Batch, Decision, Key, Request, Tier};
+use std::ptr::NonNull;
 use std::time::Duration;
 
 use ratecell_status::*;
@@ -350,22 +351,47 @@ pub unsafe extern "C" fn ratecell_allow(
     key: u64,
     allowed_out: *mut bool,
 ) -> ratecell_status {
-    ffi_panic_boundary! {
-        let l = try_ref!(limiter);
-        answer!(allowed_out, l.allow(key))
+    // The checks and the choice of limiter cannot panic, so they stand
+    // outside the panic boundary, and each kind's check is a tail call
+    // into its own function, inside one: a direct limiter's check then
+    // never pays for the registers a keyed one's hashing and probing
+    // save, nor a keyed one's for a second frame.
+    // SAFETY: NULL or a live handle, as the function's contract says.
+    let Some(l) = (unsafe { limiter.as_ref() }) else {
+        return RATECELL_NULL_ARGUMENT;
+    };
+    let Some(out) = NonNull::new(allowed_out) else {
+        return RATECELL_NULL_ARGUMENT;
+    };
+    match &*l.inner {
+        Inner::Direct(direct) => allow_direct(direct, out),
+        Inner::Keyed(keyed) => allow_keyed(keyed, key, out),
     }
 }
 
-impl ratecell_limiter {
-    /// `ratecell_allow`'s answer. Out of line: inlined there, the check
-    /// kept `allowed_out` live across it in a callee-saved register, whose
-    /// saving and restoring cost more than this call does.
-    #[inline(never)]
-    fn allow(&self, key: u64) -> bool {
-        match &*self.inner {
-            Inner::Direct(direct) => direct.allow(),
-            Inner::Keyed(keyed) => keyed.check(key, 1).allowed,
-        }
+/// `ratecell_allow` of a direct limiter. `out` is writable.
+#[inline(never)]
+extern "C" fn allow_direct(direct: &ratecell_lib::Limiter, out: NonNull<bool>) -> ratecell_status {
+    ffi_panic_boundary! {
+        let allowed = direct.allow();
+        // SAFETY: writable, as `ratecell_allow`'s contract says.
+        unsafe { out.write(allowed) };
+        RATECELL_OK
+    }
+}
+
+/// `ratecell_allow` of a keyed limiter. `out` is writable.
+#[inline(never)]
+extern "C" fn allow_keyed(
+    keyed: &ratecell_lib::KeyedLimiter,
+    key: u64,
+    out: NonNull<bool>,
+) -> ratecell_status {
+    ffi_panic_boundary! {
+        let allowed = keyed.check(key, 1).allowed;
+        // SAFETY: writable, as `ratecell_allow`'s contract says.
+        unsafe { out.write(allowed) };
+        RATECELL_OK
     }
 }
 
