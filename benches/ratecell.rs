@@ -178,21 +178,21 @@ fn direct(c: &mut Criterion<ThreadCpuTime>, allowed: bool) {
         };
 
         let id = format!("ratecell/{}/tsc", alg.name());
-        let lim = Limiter::new(config).unwrap();
+        let lim = Limiter::builder().limit(config).build().unwrap();
         spend(&lim, None);
         g.bench_function(&id, |b| b.iter(|| lim.check(1)));
         expect_decisions(&id, lim.stats(), allowed);
 
         if alg == Algorithm::Gcra {
             let id = "ratecell/gcra/tsc_allow";
-            let lim = Limiter::new(config).unwrap();
+            let lim = Limiter::builder().limit(config).build().unwrap();
             spend(&lim, None);
             g.bench_function(id, |b| b.iter(|| lim.allow()));
             expect_decisions(id, lim.stats(), allowed);
         }
 
         let id = format!("ratecell/{}/at", alg.name());
-        let lim = Limiter::new(config).unwrap();
+        let lim = Limiter::builder().limit(config).build().unwrap();
         spend(&lim, Some(T0));
         let mut t = T0;
         let step = if allowed { STEP_NS } else { 0 };
@@ -269,7 +269,10 @@ fn direct(c: &mut Criterion<ThreadCpuTime>, allowed: bool) {
 /// admitted; how many keys that happened to is printed, since those checks
 /// took the slower overflow path.
 fn keyed_limiter(config: Config, capacity: usize) -> KeyedLimiter {
-    KeyedLimiter::new(config.capacity(capacity as u64).overflow(Overflow::Allow)).unwrap()
+    KeyedLimiter::builder()
+        .limit(config.capacity(capacity as u64).overflow(Overflow::Allow))
+        .build()
+        .unwrap()
 }
 
 /// Reports keys the table could not hold (see [`keyed_limiter`]) and keys
@@ -546,7 +549,10 @@ fn threads(c: &mut Criterion<WallTime>) {
     }
 
     for (shape, threads) in [("1_thread", 1), ("2_threads", 2)] {
-        let lim = Limiter::new(allowed_config(Algorithm::Gcra)).unwrap();
+        let lim = Limiter::builder()
+            .limit(allowed_config(Algorithm::Gcra))
+            .build()
+            .unwrap();
         let work = |_: usize, iters: u64| over_keys(&same, iters, |_| lim.check(1));
         let id = format!("ratecell_direct/{shape}");
         case(&mut g, id.clone(), threads, &work);
@@ -714,7 +720,7 @@ fn tiers(c: &mut Criterion<ThreadCpuTime>) {
     let keys = u64_keys(1_000, 15);
     for alg in [Algorithm::Gcra, Algorithm::FixedWindow] {
         let config = spent_config(alg).capacity(2_000);
-        let plain = KeyedLimiter::new(config).unwrap();
+        let plain = KeyedLimiter::builder().limit(config).build().unwrap();
         let tiered = KeyedLimiter::builder()
             .tier(&[config])
             .tier(&[config])
@@ -807,7 +813,7 @@ fn shared(c: &mut Criterion<ThreadCpuTime>, n: usize, label: &str) {
                     Some(path),
                 )
             }
-            _ => (KeyedLimiter::new(config).unwrap(), None),
+            _ => (KeyedLimiter::builder().limit(config).build().unwrap(), None),
         };
         keys.iter().for_each(|&k| assert!(lim.check(k, 1).allowed));
         eprintln!(

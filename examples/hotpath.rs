@@ -128,7 +128,10 @@ fn keyed(n: usize, expiring: bool) -> KeyedLimiter {
     } else {
         lasting()
     };
-    KeyedLimiter::new(config.capacity(n as u64).overflow(Overflow::Allow)).unwrap()
+    KeyedLimiter::builder()
+        .limit(config.capacity(n as u64).overflow(Overflow::Allow))
+        .build()
+        .unwrap()
 }
 
 /// The quota of the keyed cases that stay live: 1 per minute with a
@@ -188,7 +191,7 @@ fn main() {
     let iters: u64 = args
         .next()
         .map_or(1_000_000, |n| n.parse().expect("a count"));
-    let direct = |alg| Limiter::new(config(alg)).unwrap();
+    let direct = |alg| Limiter::builder().limit(config(alg)).build().unwrap();
     match case.as_str() {
         "direct-gcra-tsc" => {
             let lim = direct(Algorithm::Gcra);

@@ -90,7 +90,10 @@ fn measure(case: &str) -> Result<Measured, String> {
         ("ratecell", "gcra/string17") => {
             let keys = string_keys();
             let before = rss();
-            let lim = KeyedLimiter::new(config(Algorithm::Gcra)).map_err(|e| e.to_string())?;
+            let lim = KeyedLimiter::builder()
+                .limit(config(Algorithm::Gcra))
+                .build()
+                .map_err(|e| e.to_string())?;
             let t = lim.now_ns();
             keys.iter()
                 .for_each(|k| assert!(lim.check(k.as_bytes(), Request::new(1).at(t)).allowed));
@@ -104,7 +107,10 @@ fn measure(case: &str) -> Result<Measured, String> {
             let alg = Algorithm::from_name(name).ok_or(format!("no algorithm {name}"))?;
             let keys = u64_keys();
             let before = rss();
-            let lim = KeyedLimiter::new(config(alg)).map_err(|e| e.to_string())?;
+            let lim = KeyedLimiter::builder()
+                .limit(config(alg))
+                .build()
+                .map_err(|e| e.to_string())?;
             let t = lim.now_ns();
             let denied = keys
                 .iter()

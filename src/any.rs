@@ -4,7 +4,7 @@
 use crate::check::acquire::AcquireError;
 use crate::check::decision::Decision;
 use crate::check::request::{Key, Request};
-use crate::config::{Config, Error};
+use crate::config::Config;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
 use crate::policy::multi::MultiDecision;
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// use ratecell::{AnyLimiter, Algorithm, Config, Request};
 ///
 /// let per_user = Config::new(Algorithm::Gcra, 2, 1_000_000_000).capacity(1000);
-/// let limiter = AnyLimiter::new(per_user).unwrap();
+/// let limiter = AnyLimiter::builder().limit(per_user).build().unwrap();
 /// assert!(matches!(limiter, AnyLimiter::Keyed(_)));
 /// let t = 1_700_000_000_000_000_000;
 /// assert!(limiter.check(7, Request::new(2).at(t)).allowed);
@@ -42,16 +42,6 @@ pub enum AnyLimiter {
 }
 
 impl AnyLimiter {
-    /// A direct limiter when `config.capacity` is 0, else a keyed one, on
-    /// the TSC clock.
-    pub fn new(config: Config) -> Result<AnyLimiter, Error> {
-        Ok(if config.capacity == 0 {
-            AnyLimiter::Direct(Limiter::new(config)?)
-        } else {
-            AnyLimiter::Keyed(KeyedLimiter::new(config)?)
-        })
-    }
-
     /// The configuration (the first limit's, for a multi-limit limiter).
     pub fn config(&self) -> &Config {
         match self {

@@ -455,15 +455,6 @@ impl Builder<Limiter> {
         Ok(self.named(limiter, Limiter::with_names)?)
     }
 
-    /// The fresh limiter of these options, for `Limiter::new`, whose
-    /// errors are a configuration's only.
-    pub(crate) fn build_fresh(mut self) -> Result<Limiter, Error> {
-        self.checked_direct()?;
-        let clock = self.clock_or_tsc();
-        let limiter = Limiter::made(&self.limits, clock)?;
-        self.named(limiter, Limiter::with_names)
-    }
-
     /// What a direct limiter refuses before anything is allocated: no
     /// limits, tiers.
     fn checked_direct(&self) -> Result<(), Error> {
@@ -535,15 +526,6 @@ impl Builder<KeyedLimiter> {
             }
         };
         Ok(self.named(limiter, KeyedLimiter::with_names)?)
-    }
-
-    /// The fresh limiter of these options, for `KeyedLimiter::new`, whose
-    /// errors are a configuration's only.
-    pub(crate) fn build_fresh(mut self) -> Result<KeyedLimiter, Error> {
-        self.checked_limits()?;
-        let clock = self.clock_or_tsc();
-        let limiter = KeyedLimiter::made(&self.limits, clock, KeyHasher::random())?;
-        self.named(limiter, KeyedLimiter::with_names)
     }
 
     /// The limiter of [`States::Shared`]: one limit, no tiers, the

@@ -31,7 +31,10 @@ use std::time::Duration;
 /// use ratecell::{Algorithm, Config, Limiter, Request};
 ///
 /// // 10 requests per second, at most 10 at once.
-/// let limiter = Limiter::new(Config::new(Algorithm::Gcra, 10, 1_000_000_000)).unwrap();
+/// let limiter = Limiter::builder()
+///     .limit(Config::new(Algorithm::Gcra, 10, 1_000_000_000))
+///     .build()
+///     .unwrap();
 /// let t = 1_700_000_000_000_000_000; // explicit UNIX ns: deterministic
 /// for _ in 0..10 {
 ///     assert!(limiter.check(Request::new(1).at(t)).allowed);
@@ -286,13 +289,6 @@ impl Engine {
 }
 
 impl Limiter {
-    /// A limiter on the TSC clock. `config.capacity` must be 0 (a keyed
-    /// limiter is a [`crate::KeyedLimiter`]): the one-limit shorthand of
-    /// [`crate::Builder`], which it calls.
-    pub fn new(config: Config) -> Result<Limiter, Error> {
-        Limiter::builder().limit(config).build_fresh()
-    }
-
     fn assemble(engine: Engine, owner: Owner, limits: Limits, clock: Clock) -> Limiter {
         let bytes = size_of::<Limiter>() + engine.heap_bytes();
         Limiter {
@@ -365,7 +361,7 @@ impl Limiter {
     }
 
     /// The limits this limiter enforces, in order (one for a limiter made
-    /// by [`Limiter::new`]).
+    /// with one [`crate::Builder::limit`]).
     pub fn limits(&self) -> &[Config] {
         &self.limits.load().configs
     }
@@ -473,7 +469,7 @@ impl Limiter {
 
     /// Changes the limits while checks run, keeping every state: `configs`
     /// replaces the limits in order (as many configs as the limiter was
-    /// built with: one for [`Limiter::new`]).
+    /// built with).
     ///
     /// No check waits: each decides on the old limits or on the new ones,
     /// never a mix. What a state means right after the change (its

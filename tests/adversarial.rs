@@ -14,7 +14,7 @@ fn small(algorithm: Algorithm) -> KeyedLimiter {
         .sub_windows(1)
         .capacity(1)
         .overflow(Overflow::Deny);
-    KeyedLimiter::new(config).unwrap()
+    KeyedLimiter::builder().limit(config).build().unwrap()
 }
 
 /// Admits keys 1000, 1001, … at `t` until one is refused for lack of room;

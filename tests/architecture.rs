@@ -4,7 +4,7 @@
 //! quoted bare file name (`keyed.rs`) names a file somewhere in the tree.
 //! Its table of the library places every module of `src/` in a layer, and
 //! its table of the parts beyond it has a row for every workspace member
-//! and binding.
+//! and binding. A limiter is made only by its builder.
 
 use std::path::{Path, PathBuf};
 
@@ -346,5 +346,63 @@ fn every_workspace_member_and_binding_is_on_the_map() {
     assert!(
         unmapped.is_empty(),
         "parts with no row in docs/ARCHITECTURE.md, \"The parts beyond the library\": {unmapped:?}"
+    );
+}
+
+/// The public functions of `source` that hand out a limiter (return a
+/// `Limiter`, `KeyedLimiter` or `AnyLimiter`, or a `Result` of one), by
+/// name: each signature read from `pub fn` to its body's `{`.
+fn limiter_makers(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in source.match_indices("pub fn ") {
+        let signature = &source[at..];
+        let signature = &signature[..signature.find('{').unwrap_or(signature.len())];
+        let Some((_, returned)) = signature.split_once("->") else {
+            continue;
+        };
+        let returned = returned.trim();
+        let returned = returned.strip_prefix("Result<").unwrap_or(returned);
+        let made = ["Limiter", "KeyedLimiter", "AnyLimiter"].iter().any(|t| {
+            returned.starts_with(t) && !returned[t.len()..].starts_with(char::is_alphanumeric)
+        });
+        if made {
+            let name = signature["pub fn ".len()..]
+                .split(['(', '<'])
+                .next()
+                .unwrap_or("");
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+/// A limiter is made one way: its builder's `build` (`src/builder.rs`).
+/// Every other public function of the library returning one would be a
+/// second constructor, the family the builder replaced.
+#[test]
+fn limiters_are_made_only_by_their_builder() {
+    let mut sources = Vec::new();
+    files(&root().join("src"), &mut sources);
+    let mut makers = Vec::new();
+    for path in sources
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+    {
+        let text = std::fs::read_to_string(path).expect("a source file");
+        let rel = path.strip_prefix(root()).expect("below the root");
+        for name in limiter_makers(&text) {
+            makers.push(format!("{}: {name}", rel.display()));
+        }
+    }
+    assert_eq!(
+        makers, ["src/builder.rs: build"; 3],
+        "only the builder's three `build`s (direct, keyed, any) make a limiter"
+    );
+    // The scan sees a constructor, so the assertion above can fail.
+    assert_eq!(
+        limiter_makers(
+            "impl Limiter {\n    pub fn new(config: Config) -> Result<Limiter, Error> {"
+        ),
+        ["new"]
     );
 }

@@ -46,11 +46,16 @@ fn subjects() -> Subjects {
     Subjects {
         keyed: configs()
             .iter()
-            .map(|c| KeyedLimiter::new(c.capacity(64)).unwrap())
+            .map(|c| {
+                KeyedLimiter::builder()
+                    .limit(c.capacity(64))
+                    .build()
+                    .unwrap()
+            })
             .collect(),
         direct: configs()
             .iter()
-            .map(|c| Limiter::new(*c).unwrap())
+            .map(|c| Limiter::builder().limit(*c).build().unwrap())
             .collect(),
         keyed_counted: configs().iter().map(|_| counts()).collect(),
         direct_counted: configs().iter().map(|_| AtomicU64::new(0)).collect(),

@@ -17,7 +17,10 @@ const CHILD_BOUND_S: u32 = 30;
 #[test]
 fn a_child_forked_while_a_latch_is_held_never_hangs() {
     let limiter = std::sync::Arc::new(
-        KeyedLimiter::new(Config::new(Algorithm::Gcra, 5, HOUR).capacity(100)).unwrap(),
+        KeyedLimiter::builder()
+            .limit(Config::new(Algorithm::Gcra, 5, HOUR).capacity(100))
+            .build()
+            .unwrap(),
     );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let adders: Vec<_> = (0..2u64)

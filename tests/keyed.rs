@@ -451,7 +451,9 @@ fn fingerprints_are_at_least_32_bits_or_the_config_is_refused() {
     let lim = keyed(Algorithm::Gcra, 100, 10);
     assert_eq!(lim.fingerprint_bits(), 64);
     // A sliding window of 2^31 per microsecond needs 55 + 2·32 bits.
-    let err = KeyedLimiter::new(Config::new(Algorithm::SlidingWindow, 1 << 31, 1_000).capacity(10))
+    let err = KeyedLimiter::builder()
+        .limit(Config::new(Algorithm::SlidingWindow, 1 << 31, 1_000).capacity(10))
+        .build()
         .unwrap_err();
     assert!(err.to_string().contains("fingerprint"), "{err}");
 }

@@ -5,15 +5,17 @@
 
 #![cfg(target_os = "linux")]
 
-use ratecell::{Algorithm, Config, Error, KeyedLimiter};
+use ratecell::{Algorithm, Config, Error, KeyedLimiter, SnapshotError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
 
 /// A keyed GCRA limiter whose table needs about 1 GiB (23.2 bytes a key).
-fn one_gib_table() -> Result<KeyedLimiter, Error> {
-    KeyedLimiter::new(Config::new(Algorithm::Gcra, 10, 1_000_000_000).capacity(46_000_000))
+fn one_gib_table() -> Result<KeyedLimiter, SnapshotError> {
+    KeyedLimiter::builder()
+        .limit(Config::new(Algorithm::Gcra, 10, 1_000_000_000).capacity(46_000_000))
+        .build()
 }
 
 /// Runs `child` in a forked process (after `setup` there) and returns its
@@ -56,7 +58,7 @@ fn in_child(setup: impl FnOnce(), child: impl FnOnce() -> i32) -> Result<i32, i3
 /// 0 if the table was refused as out of memory, 1 if it was made.
 fn try_table() -> i32 {
     match one_gib_table() {
-        Err(Error::OutOfMemory { bytes }) => {
+        Err(SnapshotError::Limiter(Error::OutOfMemory { bytes })) => {
             eprintln!("child: refused, {bytes} bytes");
             0
         }

@@ -223,7 +223,10 @@ fn changes_without_a_carry_over_are_refused_by_name() {
         refusal(l.reconfigure(&[Config::new(Gcra, 10, S); 2]).unwrap_err()).field,
         Field::Limits
     );
-    let k = KeyedLimiter::new(Config::new(Gcra, 10, S).capacity(16)).unwrap();
+    let k = KeyedLimiter::builder()
+        .limit(Config::new(Gcra, 10, S).capacity(16))
+        .build()
+        .unwrap();
     let e = refusal(
         k.reconfigure(&[Config::new(Gcra, 10, S).capacity(32)])
             .unwrap_err(),

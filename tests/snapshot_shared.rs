@@ -159,7 +159,7 @@ fn a_shared_region_saves_and_restores_into_a_new_region_every_handle_shares() {
 #[test]
 fn a_snapshot_of_another_configuration_makes_no_region() {
     let p = Paths::new("mismatch");
-    let keyed = KeyedLimiter::new(config()).unwrap();
+    let keyed = KeyedLimiter::builder().limit(config()).build().unwrap();
     keyed.check(1, 1);
     keyed.save(&p.snapshot).unwrap();
     let other = Config::new(Algorithm::Gcra, 4, 3600 * SECOND).capacity(1000);
@@ -185,7 +185,7 @@ fn a_snapshot_of_another_configuration_makes_no_region() {
 #[test]
 fn processes_restoring_at_once_end_up_on_one_region() {
     let p = Paths::new("race");
-    let keyed = KeyedLimiter::new(config()).unwrap();
+    let keyed = KeyedLimiter::builder().limit(config()).build().unwrap();
     let now = keyed.now_ns();
     for key in 0..20u64 {
         keyed.check(key, Request::new(3).at(now));

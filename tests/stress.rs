@@ -455,7 +455,10 @@ fn real_clock_admits_within_the_bounds_of_its_own_clock_readings() {
         if alg == Algorithm::BucketedWindow {
             cfg = cfg.sub_windows(10);
         }
-        let limiter = Limiter::new(cfg).expect("valid configuration");
+        let limiter = Limiter::builder()
+            .limit(cfg)
+            .build()
+            .expect("valid configuration");
         let start = Barrier::new(THREADS);
         let times: Vec<Timed> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..THREADS)

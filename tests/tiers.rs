@@ -701,7 +701,7 @@ fn a_batch_naming_a_missing_tier_denies_that_request_and_stores_nothing_for_it()
     assert_eq!(allowed, [true, true, false, true, true, true, true]);
     assert_eq!(out[6].remaining, 1);
     // A limiter without tiers has tier 0 only.
-    let plain = KeyedLimiter::new(free).unwrap();
+    let plain = KeyedLimiter::builder().limit(free).build().unwrap();
     let mut out = [Decision::default(); 2];
     let zero = plain.tier(0).unwrap();
     plain.check_batch(Batch::new(&[1, 1]).tiers(&[zero, zero]).at(T0), |i, d| {
@@ -914,7 +914,7 @@ fn a_tier_out_of_range_is_refused_per_check_and_stores_nothing() {
         (2, 2),
         "each counted as denied"
     );
-    let direct = Limiter::new(free.capacity(0)).unwrap();
+    let direct = Limiter::builder().limit(free.capacity(0)).build().unwrap();
     assert_eq!(
         direct.check(Request::new(1).tier(foreign_tier(1))),
         Decision::NEVER
@@ -925,7 +925,7 @@ fn a_tier_out_of_range_is_refused_per_check_and_stores_nothing() {
             .to_string()
             .contains("tier: 2 is outside 0..=1"),
     );
-    let plain = KeyedLimiter::new(free).unwrap();
+    let plain = KeyedLimiter::builder().limit(free).build().unwrap();
     assert_eq!(plain.tiers(), 1);
     assert!(
         plain

@@ -16,8 +16,8 @@
 /// ```
 /// use ratecell::{Algorithm, Config, KeyedLimiter};
 ///
-/// let limiter = KeyedLimiter::new(Config::new(Algorithm::Gcra, 5, 1_000_000_000).capacity(100))
-///     .unwrap();
+/// let config = Config::new(Algorithm::Gcra, 5, 1_000_000_000).capacity(100);
+/// let limiter = KeyedLimiter::builder().limit(config).build().unwrap();
 /// assert!(limiter.check(42, 1).allowed);
 /// assert!(limiter.check("user:42", 1).allowed);
 /// assert!(limiter.check(&b"\x01\x02"[..], 1).allowed);
@@ -112,7 +112,8 @@ impl Tier {
 /// use ratecell::{Algorithm, Clock, Config, Limiter, Request};
 ///
 /// let t = 1_700_000_000_000_000_000;
-/// let limiter = Limiter::new(Config::new(Algorithm::FixedWindow, 10, 1_000_000_000)).unwrap();
+/// let config = Config::new(Algorithm::FixedWindow, 10, 1_000_000_000);
+/// let limiter = Limiter::builder().limit(config).build().unwrap();
 /// assert_eq!(limiter.check(Request::new(4).at(t)).remaining, 6);
 /// assert_eq!(limiter.check(Request::new(0).at(t)).remaining, 6, "a peek");
 /// ```

@@ -7,12 +7,6 @@
 use super::*;
 
 impl KeyedLimiter {
-    /// A keyed limiter on the TSC clock; `config.capacity` ≥ 1 keys: the
-    /// one-limit shorthand of [`crate::Builder`], which it calls.
-    pub fn new(config: Config) -> Result<KeyedLimiter, Error> {
-        KeyedLimiter::builder().limit(config).build_fresh()
-    }
-
     pub(super) fn assemble(
         tables: Tables,
         owner: Owner,

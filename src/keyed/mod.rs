@@ -76,7 +76,7 @@ const PREFETCH_DISTANCE: usize = 16;
 /// use ratecell::{Algorithm, Config, KeyedLimiter, Request};
 ///
 /// let config = Config::new(Algorithm::TokenBucket, 3, 60_000_000_000).capacity(10_000);
-/// let per_user = KeyedLimiter::new(config).unwrap();
+/// let per_user = KeyedLimiter::builder().limit(config).build().unwrap();
 /// let t = 1_700_000_000_000_000_000;
 /// for _ in 0..3 {
 ///     assert!(per_user.check(42, Request::new(1).at(t)).allowed);
@@ -294,7 +294,7 @@ impl KeyedLimiter {
     }
 
     /// The limits this limiter enforces, in order (one for a limiter made
-    /// by [`KeyedLimiter::new`]).
+    /// with one [`crate::Builder::limit`]).
     pub fn limits(&self) -> &[Config] {
         &self.limits.load().configs
     }
@@ -537,8 +537,8 @@ impl KeyedLimiter {
     /// ```
     /// use ratecell::{Algorithm, Config, KeyedLimiter, Request};
     ///
-    /// let limiter =
-    ///     KeyedLimiter::new(Config::new(Algorithm::Gcra, 2, 1_000_000_000).capacity(100)).unwrap();
+    /// let config = Config::new(Algorithm::Gcra, 2, 1_000_000_000).capacity(100);
+    /// let limiter = KeyedLimiter::builder().limit(config).build().unwrap();
     /// let t = 1_700_000_000_000_000_000;
     /// assert!(limiter.check(7, Request::new(2).at(t)).allowed);
     /// assert!(!limiter.check(7, Request::new(1).at(t)).allowed);
@@ -572,8 +572,8 @@ impl KeyedLimiter {
     /// ```
     /// use ratecell::{Algorithm, Batch, Config, Decision, KeyedLimiter};
     ///
-    /// let limiter =
-    ///     KeyedLimiter::new(Config::new(Algorithm::Gcra, 1, 1_000_000_000).capacity(100)).unwrap();
+    /// let config = Config::new(Algorithm::Gcra, 1, 1_000_000_000).capacity(100);
+    /// let limiter = KeyedLimiter::builder().limit(config).build().unwrap();
     /// let keys = [1, 2, 1];
     /// let mut out = [Decision::default(); 3];
     /// limiter.check_batch(Batch::new(&keys), |i, d| out[i] = d);

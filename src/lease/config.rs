@@ -57,7 +57,9 @@ impl FailurePolicy {
         if p.algorithm.has_burst() {
             c = c.burst(share(p.burst));
         }
-        KeyedLimiter::new(c)
+        KeyedLimiter::builder()
+            .limit(c)
+            .build()
             .map(Some)
             .map_err(|e| LeaseError::new("failure", format!("the local limiter: {e}")))
     }

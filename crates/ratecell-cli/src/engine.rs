@@ -241,7 +241,7 @@ pub fn classic_real(
     phases: &[Phase],
     retry: Duration,
 ) -> Result<(u64, Vec<PhaseOutcome>), Error> {
-    let limiter = Arc::new(Limiter::new(config)?);
+    let limiter = Arc::new(fresh(Limiter::builder().limit(config).build())?);
     let start_ns = limiter.now_ns();
     let mut out = Vec::with_capacity(phases.len());
     for phase in phases {

@@ -82,7 +82,10 @@ fn lease_hit(c: &mut Criterion) {
         for n in [1usize, 1024] {
             let keys = keys(n);
             let leases = leased(alg, &keys, &clock);
-            let keyed = KeyedLimiter::new(Config::new(alg, LIMIT, SECOND).capacity(4096)).unwrap();
+            let keyed = KeyedLimiter::builder()
+                .limit(Config::new(alg, LIMIT, SECOND).capacity(4096))
+                .build()
+                .unwrap();
             let mut g = c.benchmark_group(format!("lease_hit/{alg}/{n}"));
             g.throughput(Throughput::Elements(1));
             let mut i = 0;

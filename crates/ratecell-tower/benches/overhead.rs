@@ -127,7 +127,9 @@ fn main() {
         let hello = || Router::new().route("/", get(|| async { "hello" }));
         // Never refuses in the run: the measured path is check + fields.
         let config = Config::new(Algorithm::Gcra, 1_000_000_000, 1_000_000_000).capacity(1024);
-        let layer = RateLimitLayer::new(Named::keyed(KeyedLimiter::new(config).unwrap()));
+        let layer = RateLimitLayer::new(Named::keyed(
+            KeyedLimiter::builder().limit(config).build().unwrap(),
+        ));
         let (plain_router, limited_router) = (hello(), hello().layer(layer));
         let plain = serve(plain_router.clone()).await;
         let limited = serve(limited_router.clone()).await;

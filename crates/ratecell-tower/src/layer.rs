@@ -31,7 +31,8 @@ use crate::settings::{Key, MissingKey, Settings, Source, StoreFailurePolicy};
 /// let config = Config::new(Algorithm::SlidingWindow, 100, 60_000_000_000)
 ///     .capacity(100_000)
 ///     .overflow(Overflow::Evict);
-/// let layer = RateLimitLayer::new(Named::keyed(KeyedLimiter::new(config).unwrap()));
+/// let limiter = KeyedLimiter::builder().limit(config).build().unwrap();
+/// let layer = RateLimitLayer::new(Named::keyed(limiter));
 /// let app: axum::Router = axum::Router::new().layer(layer);
 /// # drop(app);
 /// ```

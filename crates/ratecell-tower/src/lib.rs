@@ -8,7 +8,7 @@
 //! let config = Config::new(Algorithm::Gcra, 10, 1_000_000_000)
 //!     .capacity(10_000)
 //!     .overflow(Overflow::Evict);
-//! let limiter = KeyedLimiter::new(config).unwrap();
+//! let limiter = KeyedLimiter::builder().limit(config).build().unwrap();
 //! let app: axum::Router = axum::Router::new()
 //!     .route("/", axum::routing::get(|| async { "hello" }))
 //!     .layer(RateLimitLayer::new(Named::keyed(limiter)));

@@ -136,10 +136,13 @@ impl<C> RedisLimits<C> {
         }
         let mut args = Vec::with_capacity(limits.len());
         for (i, (name, config)) in limits.iter().enumerate() {
-            if let Err(ratecell::Error::Config(e)) = Limiter::new(Config {
-                capacity: 0,
-                ..*config
-            }) {
+            if let Err(ratecell::Error::Config(e)) = Limiter::builder()
+                .limit(Config {
+                    capacity: 0,
+                    ..*config
+                })
+                .build()
+            {
                 return Err(invalid(format!("limit {i} ({name:?}): {e}")));
             }
             args.push(config_args(config));

@@ -764,8 +764,10 @@ async fn plain_hyper_server_keyed_by_peer_address() {
 #[test]
 fn acquire_waits_without_a_runtime() {
     // 1 per 100 ms on the real clock.
-    let limiter =
-        KeyedLimiter::new(Config::new(Algorithm::Gcra, 1, 100_000_000).capacity(16)).unwrap();
+    let limiter = KeyedLimiter::builder()
+        .limit(Config::new(Algorithm::Gcra, 1, 100_000_000).capacity(16))
+        .build()
+        .unwrap();
     let limits = Named::keyed(limiter);
     futures_executor::block_on(async {
         assert!(acquire(&limits, b"k", 1, Duration::ZERO).await.is_ok());

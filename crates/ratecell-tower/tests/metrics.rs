@@ -58,7 +58,9 @@ impl AsyncRateLimits for Unreachable {
 }
 
 fn limiter(limit: u64) -> KeyedLimiter {
-    KeyedLimiter::new(Config::new(Algorithm::FixedWindow, limit, 3_600_000_000_000).capacity(64))
+    KeyedLimiter::builder()
+        .limit(Config::new(Algorithm::FixedWindow, limit, 3_600_000_000_000).capacity(64))
+        .build()
         .unwrap()
 }
 

@@ -415,7 +415,10 @@ fn limit(r: &FileRateLimit) -> Result<Limit, String> {
             c = c.sub_windows(n);
         }
         // The library checks every field; its message names the field.
-        ratecell::Limiter::new(c).map_err(|e| e.to_string())?;
+        ratecell::Limiter::builder()
+            .limit(c)
+            .build()
+            .map_err(|e| e.to_string())?;
         Some(c)
     };
     Ok(Limit {
