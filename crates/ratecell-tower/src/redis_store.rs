@@ -136,12 +136,13 @@ impl<C> RedisLimits<C> {
         }
         let mut args = Vec::with_capacity(limits.len());
         for (i, (name, config)) in limits.iter().enumerate() {
-            if let Err(ratecell::Error::Config(e)) = Limiter::builder()
-                .limit(Config {
-                    capacity: 0,
-                    ..*config
-                })
-                .build()
+            if let Err(ratecell::SnapshotError::Limiter(ratecell::Error::Config(e))) =
+                Limiter::builder()
+                    .limit(Config {
+                        capacity: 0,
+                        ..*config
+                    })
+                    .build()
             {
                 return Err(invalid(format!("limit {i} ({name:?}): {e}")));
             }
