@@ -37,7 +37,10 @@ cat >"$crate/src/main.rs" <<'RUST'
 use ratecell::{Algorithm, Config, Limiter};
 
 fn main() {
-    let limiter = Limiter::new(Config::new(Algorithm::Gcra, 5, 1_000_000_000)).unwrap();
+    let limiter = Limiter::builder()
+        .limit(Config::new(Algorithm::Gcra, 5, 1_000_000_000))
+        .build()
+        .unwrap();
     println!("admitted: {}", limiter.check(1).allowed);
 }
 RUST
