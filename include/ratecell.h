@@ -210,6 +210,10 @@ enum ratecell_status
   // `RATECELL_STATES_SHARED`, `save_every_ns` for a snapshot or a
   // shared region).
   RATECELL_INVALID_STATES = 39,
+  // `ratecell_allow`'s answer when the request is not admitted: an
+  // outcome, not an error (every other check writes a denial into its
+  // decision and returns `RATECELL_OK`).
+  RATECELL_DENIED = 40,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1194,22 +1198,20 @@ ratecell_status ratecell_check_batch(const struct ratecell_limiter *limiter,
                                      struct ratecell_decision *decisions_out);
 
 // Whether one request (cost 1, now, tier 0) for the key `key` is
-// admitted: writes `true` to `*allowed_out` when it is, `false` when it
-// is denied. The same decision as `ratecell_check`; it exists because
-// every argument and out-parameter costs a binding whose calls are dear
-// (tens of ns each through Python's ctypes): one key in, one flag out,
-// and no request or decision to build. A direct limiter computes nothing
-// but the answer.
+// admitted: `RATECELL_OK` when it is, `RATECELL_DENIED` when it is not
+// (the same decision as `ratecell_check`'s). It exists because every
+// argument and out-parameter costs a binding whose calls are dear (tens
+// of ns each through Python's ctypes): one key in, one status out, no
+// request or decision to build. A direct limiter computes nothing but
+// the answer.
 //
-// Returns `RATECELL_OK`, or `RATECELL_NULL_ARGUMENT` for a NULL `limiter`
-// or `allowed_out` (nothing is decided then). Thread-safe.
+// Any other status is an error, and nothing was decided:
+// `RATECELL_NULL_ARGUMENT` for a NULL `limiter`. So `== RATECELL_OK`
+// admits only what the limiter admitted. Thread-safe.
 //
 // # Safety
-// `limiter` is NULL or a live handle; `allowed_out` is NULL or points to
-// a writable `bool`.
-ratecell_status ratecell_allow(const struct ratecell_limiter *limiter,
-                               uint64_t key,
-                               bool *allowed_out);
+// `limiter` is NULL or a live handle.
+ratecell_status ratecell_allow(const struct ratecell_limiter *limiter, uint64_t key);
 
 // Waits until `*request` is admitted (and, for the leaky bucket, until
 // its `wait_ns` has passed), sleeping by `retry_after_ns` (never

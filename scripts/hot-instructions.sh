@@ -10,9 +10,8 @@
 # REV is built in a temporary worktree with its own target directory (a
 # few minutes on 2 cores). The C harness is this checkout's, compiled
 # against each revision's header; for a revision from before the hot calls
-# returned a `ratecell_status` it is compiled with RATECELL_INT32_CALLS,
-# and the rows `shape-*` then show what the newer call shape costs in
-# itself (two empty functions of the two shapes). Needs valgrind.
+# returned a `ratecell_status` it is compiled with RATECELL_INT32_CALLS.
+# Needs valgrind.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -50,6 +49,9 @@ build() {
         CARGO_TARGET_DIR="$target" cargo build --quiet --release -p ratecell-capi)
     if grep -q 'int32_t ratecell_allow(' "$checkout/include/ratecell.h"; then
         flags=(-DRATECELL_INT32_CALLS)
+    elif grep -q 'bool \*allowed_out);' "$checkout/include/ratecell.h"; then
+        echo "hot-instructions.sh: $name's ratecell_allow takes a bool * (a shape some commits of December 2026 had); the harness measures the shapes before and after it" >&2
+        exit 2
     fi
     gcc -O2 -g -Wall -Wextra "${flags[@]}" -I "$checkout/include" \
         crates/ratecell-capi/bench/hot_calls.c "$target/release/libratecell.a" \
@@ -96,9 +98,3 @@ else
 fi
 for c in "${rust_cases[@]}"; do row hotpath 'hotpath::measured*' "$c"; done
 for c in "${c_cases[@]}"; do row calls 'measured*' "$c"; done
-if [ -n "$rev" ] && grep -q 'int32_t ratecell_allow(' "$work/rev/include/ratecell.h"; then
-    int32="$(count "$work/now-calls" 'measured*' shape-int32)"
-    status="$(count "$work/now-calls" 'measured*' shape-status)"
-    echo
-    echo "The call shape alone (empty functions, this build): int32 $int32, status $status instructions a call."
-fi

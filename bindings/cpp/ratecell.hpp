@@ -510,9 +510,12 @@ public:
     /// check(key).allowed without the rest of the Decision, the fastest
     /// call (a limiter of capacity 0 computes none of it).
     bool allow(std::uint64_t key) const {
-        bool yes = false;
-        detail::check(::ratecell_allow(handle(), key, &yes));
-        return yes;
+        ratecell_status status = ::ratecell_allow(handle(), key);
+        if (status == RATECELL_DENIED) {
+            return false;
+        }
+        detail::check(status);
+        return true;
     }
 
     /// Waits until the request is admitted, for at most `timeout`, on the

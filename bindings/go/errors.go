@@ -15,8 +15,8 @@ import (
 )
 
 // Status is a ratecell_status from the C ABI. StatusOK is 0; every other
-// value names one reason for failure. Values are stable (new ones are only
-// added at the end).
+// value but StatusDenied names one reason for failure. Values are stable
+// (new ones are only added at the end).
 type Status uint32
 
 // The statuses of include/ratecell.h, with the same numbers.
@@ -60,7 +60,10 @@ const (
 	// Options.States out of range, or a field those states do not read
 	// set (NewWith).
 	StatusInvalidStates Status = C.RATECELL_INVALID_STATES
-	lastStatus                 = StatusInvalidStates
+	// Not a failure: the C ABI's yes/no call's answer for a request not
+	// admitted, which Allow returns as false.
+	StatusDenied Status = C.RATECELL_DENIED
+	lastStatus          = StatusDenied
 )
 
 var statusNames = [...]string{
@@ -75,7 +78,7 @@ var statusNames = [...]string{
 	"RECONFIGURE_REFUSED", "INVALID_TIER",
 	"NOT_LEASABLE", "INVALID_MAX_GRANT", "INVALID_HORIZON", "INVALID_EXPIRE",
 	"INVALID_SKEW", "INVALID_FAILURE", "INVALID_REPLY", "INVALID_GRANT",
-	"INVALID_STATES",
+	"INVALID_STATES", "DENIED",
 }
 
 // Name is the status's C name without the RATECELL_ prefix, e.g.

@@ -85,11 +85,10 @@ static inline ratecell_status rc_reset(uintptr_t h, uint64_t id, const uint8_t *
 	return ratecell_reset(RC_H(h), &r);
 }
 // ratecell_allow's answer (1 admitted, 0 denied) or the negated status of
-// a failed call: one integer back, so the call passes Go no pointer.
+// a failed call.
 static inline int32_t rc_allow(uintptr_t h, uint64_t key) {
-	bool allowed = false;
-	ratecell_status s = ratecell_allow(RC_H(h), key, &allowed);
-	return s == RATECELL_OK ? (int32_t)allowed : -(int32_t)s;
+	ratecell_status s = ratecell_allow(RC_H(h), key);
+	return s == RATECELL_OK ? 1 : s == RATECELL_DENIED ? 0 : -(int32_t)s;
 }
 static inline ratecell_status rc_check_batch(uintptr_t h, const uint64_t *keys, const uint64_t *costs, const uint32_t *tiers, size_t n, uint64_t at_ns, uint8_t *allowed, struct ratecell_decision *out) {
 	struct ratecell_batch b = {sizeof b, n, keys, costs, tiers, at_ns};

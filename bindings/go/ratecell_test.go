@@ -266,15 +266,18 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 
 func TestStatuses(t *testing.T) {
 	seen := map[string]bool{}
-	for s := ratecell.StatusOK; s <= ratecell.StatusInvalidStates; s++ {
+	for s := ratecell.StatusOK; s <= ratecell.StatusDenied; s++ {
 		text := s.String()
 		if text == "" || text == "unknown status" || seen[text] {
 			t.Errorf("status %d (%s): description %q", s, s.Name(), text)
 		}
 		seen[text] = true
 	}
-	if got := ratecell.Status(40).String(); got != "unknown status" {
-		t.Errorf("status 40: %q", got)
+	if got := ratecell.Status(41).String(); got != "unknown status" {
+		t.Errorf("status 41: %q", got)
+	}
+	if ratecell.StatusDenied.Name() != "DENIED" {
+		t.Error("DENIED name")
 	}
 	if ratecell.StatusInvalidStates.Name() != "INVALID_STATES" {
 		t.Error("INVALID_STATES name")

@@ -39,8 +39,7 @@ static void bench_free(uintptr_t h) { ratecell_limiter_free((ratecell_limiter *)
 // The library's Allow and Check called from C, one per cgo call (Check
 // also into a caller's decision).
 static int bench_allow(uintptr_t h, uint64_t key) {
-	bool allowed = false;
-	return ratecell_allow((const ratecell_limiter *)h, key, &allowed) == RATECELL_OK && allowed;
+	return ratecell_allow((const ratecell_limiter *)h, key) == RATECELL_OK;
 }
 static ratecell_status bench_check_into(uintptr_t h, uint64_t key, struct ratecell_decision *out) {
 	struct ratecell_request r;
@@ -88,7 +87,7 @@ func NewDirect(capacity uint64) (Direct, error) {
 	return Direct{h}, nil
 }
 
-// Allow is one cgo call of ratecell_allow (its flag as the int): 1
+// Allow is one cgo call of ratecell_allow (its answer as the int): 1
 // admitted, 0 denied.
 func (d Direct) Allow(key uint64) int { return int(C.bench_allow(d.h, C.uint64_t(key))) }
 

@@ -3,8 +3,7 @@
  * function, so `--toggle-collect='measured*'` counts the calls and the
  * loop that makes them, nothing of the setup.
  *
- *   hot_calls CASE [N]    CASE: check, allow, allow-keyed, leases, denials,
- *                         shape-int32, shape-status
+ *   hot_calls CASE [N]    CASE: check, allow, allow-keyed, leases, denials
  *
  * Keyed cases read their table from a snapshot (made by the first run and
  * kept in $HOT_CALLS_DIR, default /tmp), so every build measured probes
@@ -12,8 +11,8 @@
  *
  * RATECELL_INT32_CALLS builds it against the ABI before `ratecell_allow`,
  * `ratecell_leases_check` and `ratecell_denials_check` returned a
- * `ratecell_status` (and took the time apart from the request), to measure
- * that change against the one before it. */
+ * `ratecell_status` (and the last two took the time apart from the
+ * request), to measure that change against the one before it. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,14 +38,12 @@ static ratecell_config gcra(uint64_t capacity) {
     return cfg;
 }
 
-static bool allow(ratecell_limiter *l, uint64_t key) {
+/* Whether ratecell_allow's answer admits. */
 #ifdef RATECELL_INT32_CALLS
-    return ratecell_allow(l, key) == 1;
+#define ADMITTED(answer) ((answer) == 1)
 #else
-    bool yes = false;
-    return ratecell_allow(l, key, &yes) == RATECELL_OK && yes;
+#define ADMITTED(answer) ((answer) == RATECELL_OK)
 #endif
-}
 
 /* A keyed GCRA limiter over 1024 keys, every key placed, from the
  * snapshot `name` under $HOT_CALLS_DIR (made on the first run). */
@@ -73,7 +70,7 @@ static ratecell_limiter *keyed_1k(const char *name) {
         return l;
     }
     must(ratecell_limiter_new(&cfg, &l), "new");
-    for (uint64_t k = 0; k < 1024; k++) allow(l, k);
+    for (uint64_t k = 0; k < 1024; k++) ratecell_allow(l, k);
     must(ratecell_snapshot_save(l, path), "save");
     return l;
 }
@@ -93,14 +90,7 @@ __attribute__((noinline)) static uint64_t measured_check(ratecell_limiter *l, ui
 
 __attribute__((noinline)) static uint64_t measured_allow(ratecell_limiter *l, uint64_t n) {
     uint64_t a = 0;
-    for (uint64_t i = 0; i < n; i++) {
-#ifdef RATECELL_INT32_CALLS
-        a += ratecell_allow(l, i & 1023) == 1;
-#else
-        bool yes = false;
-        if (ratecell_allow(l, i & 1023, &yes) == RATECELL_OK) a += yes;
-#endif
-    }
+    for (uint64_t i = 0; i < n; i++) a += ADMITTED(ratecell_allow(l, i & 1023));
     return a;
 }
 
@@ -139,37 +129,6 @@ __attribute__((noinline)) static uint64_t measured_denials(ratecell_denials *c, 
         bool found = false;
         if (ratecell_denials_check(c, &r, &found, &d) == RATECELL_OK) a += found;
 #endif
-    }
-    return a;
-}
-
-/* The two shapes `ratecell_allow` has had, with nothing decided behind
- * them: an `int32_t` answer (1, 0 or a negated status), and a status with
- * the answer in `*out`. Their difference is what the second shape costs in
- * itself, at the call and in the callee (`noipa`: compiled and called as
- * if in another library). */
-__attribute__((noipa)) int32_t shape_int32(const void *handle, uint64_t key) {
-    if (handle == NULL) return -1;
-    return (int32_t)(key & 1);
-}
-
-__attribute__((noipa)) ratecell_status shape_status(const void *handle, uint64_t key, bool *out) {
-    if (handle == NULL || out == NULL) return RATECELL_NULL_ARGUMENT;
-    *out = key & 1;
-    return RATECELL_OK;
-}
-
-__attribute__((noinline)) static uint64_t measured_shape_int32(const void *h, uint64_t n) {
-    uint64_t a = 0;
-    for (uint64_t i = 0; i < n; i++) a += shape_int32(h, i & 1023) == 1;
-    return a;
-}
-
-__attribute__((noinline)) static uint64_t measured_shape_status(const void *h, uint64_t n) {
-    uint64_t a = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        bool yes = false;
-        if (shape_status(h, i & 1023, &yes) == RATECELL_OK) a += yes;
     }
     return a;
 }
@@ -231,7 +190,7 @@ static ratecell_denials *denials_1k(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hot_calls check|allow|allow-keyed|leases|denials|shape-int32|shape-status [N]\n");
+        fprintf(stderr, "usage: hot_calls check|allow|allow-keyed|leases|denials [N]\n");
         return 2;
     }
     const char *c = argv[1];
@@ -250,10 +209,6 @@ int main(int argc, char **argv) {
         a = measured_leases(leases_1k(), n);
     } else if (!strcmp(c, "denials")) {
         a = measured_denials(denials_1k(), n);
-    } else if (!strcmp(c, "shape-int32")) {
-        a = measured_shape_int32(&n, n);
-    } else if (!strcmp(c, "shape-status")) {
-        a = measured_shape_status(&n, n);
     } else {
         fprintf(stderr, "hot_calls: no case %s\n", c);
         return 2;

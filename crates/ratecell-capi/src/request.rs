@@ -6,12 +6,11 @@
 //! version can add fields and still read a caller compiled against this
 //! one.
 
-use super::limiter::{Inner, ratecell_limiter};
+use super::limiter::{Held, Inner, ratecell_limiter};
 use super::multi::ratecell_multi_decision;
 use super::types::{ratecell_decision, ratecell_status};
 use crate::ptr::{input, max_len, output};
 use ratecell_lib::{AcquireError, Batch, Decision, Key, Request, Tier};
-use std::ptr::NonNull;
 use std::time::Duration;
 
 use ratecell_status::*;
@@ -332,67 +331,64 @@ pub unsafe extern "C" fn ratecell_check_batch(
 }
 
 /// Whether one request (cost 1, now, tier 0) for the key `key` is
-/// admitted: writes `true` to `*allowed_out` when it is, `false` when it
-/// is denied. The same decision as `ratecell_check`; it exists because
-/// every argument and out-parameter costs a binding whose calls are dear
-/// (tens of ns each through Python's ctypes): one key in, one flag out,
-/// and no request or decision to build. A direct limiter computes nothing
-/// but the answer.
+/// admitted: `RATECELL_OK` when it is, `RATECELL_DENIED` when it is not
+/// (the same decision as `ratecell_check`'s). It exists because every
+/// argument and out-parameter costs a binding whose calls are dear (tens
+/// of ns each through Python's ctypes): one key in, one status out, no
+/// request or decision to build. A direct limiter computes nothing but
+/// the answer.
 ///
-/// Returns `RATECELL_OK`, or `RATECELL_NULL_ARGUMENT` for a NULL `limiter`
-/// or `allowed_out` (nothing is decided then). Thread-safe.
+/// Any other status is an error, and nothing was decided:
+/// `RATECELL_NULL_ARGUMENT` for a NULL `limiter`. So `== RATECELL_OK`
+/// admits only what the limiter admitted. Thread-safe.
 ///
 /// # Safety
-/// `limiter` is NULL or a live handle; `allowed_out` is NULL or points to
-/// a writable `bool`.
+/// `limiter` is NULL or a live handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ratecell_allow(
     limiter: *const ratecell_limiter,
     key: u64,
-    allowed_out: *mut bool,
 ) -> ratecell_status {
-    // The checks and the choice of limiter cannot panic, so they stand
-    // outside the panic boundary, and each kind's check is a tail call
-    // into its own function, inside one: a direct limiter's check then
-    // never pays for the registers a keyed one's hashing and probing
-    // save, nor a keyed one's for a second frame.
+    // The handle check and the choice of limiter cannot panic, so they
+    // stand outside the panic boundary, and each kind's check is a tail
+    // call into its own function, inside one: a direct limiter's check
+    // then never pays for the registers a keyed one's hashing and probing
+    // save, nor a keyed one's for a second frame. The plain limiters are
+    // matched first, so neither pays for the persisted one's indirection.
     // SAFETY: NULL or a live handle, as the function's contract says.
     let Some(l) = (unsafe { limiter.as_ref() }) else {
         return RATECELL_NULL_ARGUMENT;
     };
-    let Some(out) = NonNull::new(allowed_out) else {
-        return RATECELL_NULL_ARGUMENT;
-    };
-    match &*l.inner {
-        Inner::Direct(direct) => allow_direct(direct, out),
-        Inner::Keyed(keyed) => allow_keyed(keyed, key, out),
+    match &l.inner {
+        Held::Plain(Inner::Direct(direct)) => allow_direct(direct),
+        Held::Plain(Inner::Keyed(keyed)) => allow_keyed(keyed, key),
+        Held::Persisted(p) => match &**p {
+            Inner::Direct(direct) => allow_direct(direct),
+            Inner::Keyed(keyed) => allow_keyed(keyed, key),
+        },
     }
 }
 
-/// `ratecell_allow` of a direct limiter. `out` is writable.
-#[inline(never)]
-extern "C" fn allow_direct(direct: &ratecell_lib::Limiter, out: NonNull<bool>) -> ratecell_status {
-    ffi_panic_boundary! {
-        let allowed = direct.allow();
-        // SAFETY: writable, as `ratecell_allow`'s contract says.
-        unsafe { out.write(allowed) };
+/// `RATECELL_OK` when admitted, else `RATECELL_DENIED`.
+#[inline]
+fn answer(allowed: bool) -> ratecell_status {
+    if allowed {
         RATECELL_OK
+    } else {
+        RATECELL_DENIED
     }
 }
 
-/// `ratecell_allow` of a keyed limiter. `out` is writable.
+/// `ratecell_allow` of a direct limiter.
 #[inline(never)]
-extern "C" fn allow_keyed(
-    keyed: &ratecell_lib::KeyedLimiter,
-    key: u64,
-    out: NonNull<bool>,
-) -> ratecell_status {
-    ffi_panic_boundary! {
-        let allowed = keyed.check(key, 1).allowed;
-        // SAFETY: writable, as `ratecell_allow`'s contract says.
-        unsafe { out.write(allowed) };
-        RATECELL_OK
-    }
+extern "C" fn allow_direct(direct: &ratecell_lib::Limiter) -> ratecell_status {
+    ffi_panic_boundary! { answer(direct.allow()) }
+}
+
+/// `ratecell_allow` of a keyed limiter.
+#[inline(never)]
+extern "C" fn allow_keyed(keyed: &ratecell_lib::KeyedLimiter, key: u64) -> ratecell_status {
+    ffi_panic_boundary! { answer(keyed.check(key, 1).allowed) }
 }
 
 /// Waits until `*request` is admitted (and, for the leaky bucket, until
@@ -465,7 +461,7 @@ mod tests {
     };
 
     #[test]
-    fn allow_writes_the_answer_and_returns_a_status() {
+    fn allow_answers_with_a_status() {
         let mut cfg = std::mem::MaybeUninit::<ratecell_config>::uninit();
         let mut l: *mut ratecell_limiter = std::ptr::null_mut();
         // SAFETY: valid pointers to local values; the limiter is freed once.
@@ -473,25 +469,20 @@ mod tests {
             ratecell_config_init(cfg.as_mut_ptr(), 1, 3, 3_600_000_000_000);
             let cfg = cfg.assume_init();
             assert_eq!(ratecell_limiter_new(&cfg, &mut l), RATECELL_OK);
-            let answers: Vec<bool> = (0..5)
-                .map(|_| {
-                    let mut allowed = false;
-                    assert_eq!(ratecell_allow(l, 7, &mut allowed), RATECELL_OK);
-                    allowed
-                })
-                .collect();
-            assert_eq!(answers, [true, true, true, false, false], "3 per hour");
-            let mut untouched = true;
+            let answers: Vec<ratecell_status> = (0..5).map(|_| ratecell_allow(l, 7)).collect();
             assert_eq!(
-                ratecell_allow(l, 7, std::ptr::null_mut()),
-                RATECELL_NULL_ARGUMENT
+                answers,
+                [
+                    RATECELL_OK,
+                    RATECELL_OK,
+                    RATECELL_OK,
+                    RATECELL_DENIED,
+                    RATECELL_DENIED
+                ],
+                "3 per hour"
             );
             ratecell_limiter_free(l);
-            assert_eq!(
-                ratecell_allow(std::ptr::null(), 7, &mut untouched),
-                RATECELL_NULL_ARGUMENT
-            );
-            assert!(untouched, "a failed call writes nothing");
+            assert_eq!(ratecell_allow(std::ptr::null(), 7), RATECELL_NULL_ARGUMENT);
         }
     }
 

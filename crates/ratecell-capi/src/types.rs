@@ -144,13 +144,17 @@ pub enum ratecell_status {
     /// `RATECELL_STATES_SHARED`, `save_every_ns` for a snapshot or a
     /// shared region).
     RATECELL_INVALID_STATES = 39,
+    /// `ratecell_allow`'s answer when the request is not admitted: an
+    /// outcome, not an error (every other check writes a denial into its
+    /// decision and returns `RATECELL_OK`).
+    RATECELL_DENIED = 40,
 }
 
 use ratecell_status::*;
 
 /// Every status, in numeric order (kept out of the header: cbindgen would
 /// print a public associated constant as a macro).
-const STATUSES: [ratecell_status; 40] = [
+const STATUSES: [ratecell_status; 41] = [
     RATECELL_OK,
     RATECELL_NULL_ARGUMENT,
     RATECELL_INVALID_ALGORITHM,
@@ -191,6 +195,7 @@ const STATUSES: [ratecell_status; 40] = [
     RATECELL_INVALID_REPLY,
     RATECELL_INVALID_GRANT,
     RATECELL_INVALID_STATES,
+    RATECELL_DENIED,
 ];
 
 impl ratecell_status {
@@ -328,6 +333,7 @@ impl ratecell_status {
             RATECELL_INVALID_STATES => {
                 b"invalid states: not a RATECELL_STATES_* value, or a field those states do not read is set\0"
             }
+            RATECELL_DENIED => b"denied: the request is over the limit\0",
         }
     }
 }

@@ -157,7 +157,7 @@ fn header_declares_every_spec_symbol() {
         "ratecell_status ratecell_check(",
         "ratecell_status ratecell_check_each(",
         "ratecell_status ratecell_check_batch(",
-        "ratecell_status ratecell_allow(const struct ratecell_limiter *limiter,",
+        "ratecell_status ratecell_allow(const struct ratecell_limiter *limiter, uint64_t key);",
         "ratecell_status ratecell_acquire(",
         "ratecell_status ratecell_limiter_build(",
         "uint64_t ratecell_now_ns(const struct ratecell_limiter *limiter);",

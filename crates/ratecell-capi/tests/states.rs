@@ -84,6 +84,46 @@ fn temp(name: &str) -> (std::path::PathBuf, CString) {
     (path, c)
 }
 
+/// `ratecell_allow` finds the limiter of every kind of handle: direct and
+/// keyed, fresh and persisted (which holds its limiter one pointer away).
+#[test]
+fn allow_answers_on_every_kind_of_handle() {
+    use ratecell_states::*;
+    use ratecell_status::*;
+    for capacity in [0, 100] {
+        for persisted in [false, true] {
+            let mut cfg = config();
+            cfg.capacity = capacity;
+            let configs = [cfg];
+            let (path, c_path) = temp(&format!("allow-{capacity}.snap"));
+            let _ = std::fs::remove_file(&path);
+            let mut o = if persisted {
+                options(&configs, RATECELL_STATES_PERSISTED, Some(&c_path))
+            } else {
+                options(&configs, RATECELL_STATES_FRESH, None)
+            };
+            if persisted {
+                o.save_every_ns = HOUR;
+            }
+            let (s, l) = build(&o);
+            assert_eq!(s, RATECELL_OK);
+            // SAFETY: `l` is live until freed, and used no more after.
+            let answers = unsafe {
+                let answers: Vec<_> = (0..3).map(|_| ratecell_allow(l, 7)).collect();
+                ratecell_limiter_free(l);
+                answers
+            };
+            let case = format!("capacity {capacity}, persisted {persisted}");
+            assert_eq!(
+                answers,
+                [RATECELL_OK, RATECELL_OK, RATECELL_DENIED],
+                "{case}"
+            );
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 #[test]
 fn a_snapshot_and_a_persisted_file_keep_the_states() {
     use ratecell_states::*;

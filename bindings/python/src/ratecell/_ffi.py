@@ -326,6 +326,9 @@ BATCH_SIZE = ctypes.sizeof(CBatch)
 # array, a buffer's address (int) or None (NULL for an empty buffer) can be
 # passed without building a pointer object per call.
 _STATUS = c_uint32
+# RATECELL_DENIED: ratecell_allow's answer for a request not admitted (an
+# outcome, not an error; RATECELL_OK, 0, is its answer for one admitted).
+DENIED = 40
 _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_config_init": (None, [POINTER(CConfig), c_uint32, c_uint64, c_uint64]),
     "ratecell_status_str": (c_char_p, [c_uint32]),
@@ -343,7 +346,7 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "ratecell_check": (_STATUS, [c_void_p, POINTER(CRequest), POINTER(CDecision)]),
     "ratecell_check_each": (_STATUS, [c_void_p, POINTER(CRequest), POINTER(CMultiDecision)]),
     "ratecell_check_batch": (_STATUS, [c_void_p, POINTER(CBatch), c_void_p, c_void_p]),
-    "ratecell_allow": (_STATUS, [c_void_p, c_uint64, POINTER(c_bool)]),
+    "ratecell_allow": (_STATUS, [c_void_p, c_uint64]),
     "ratecell_acquire": (_STATUS, [c_void_p, POINTER(CRequest), c_uint64, POINTER(CDecision)]),
     "ratecell_reset": (_STATUS, [c_void_p, POINTER(CRequest)]),
     "ratecell_now_ns": (c_uint64, [c_void_p]),

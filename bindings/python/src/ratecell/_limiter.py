@@ -6,7 +6,6 @@ configuration in ``_build``; the C signatures live in ``_ffi``.
 
 from __future__ import annotations
 
-import ctypes
 import datetime
 import os
 from collections.abc import Sequence
@@ -341,12 +340,11 @@ class Limiter:
             and tier is None
             and 0 <= key <= U64_MAX
         ):
-            # ratecell_allow: a key in, a flag out, no request to build.
-            allowed = ctypes.c_bool()
-            status: int = _allow(h, key, ctypes.byref(allowed))
-            if status:
+            # ratecell_allow: a key in, its answer out, no request to build.
+            status: int = _allow(h, key)
+            if status and status != _ffi.DENIED:
                 raise _errors.error_for_status(status)
-            return allowed.value
+            return not status
         # Byte keys, other costs, times and tiers, and arguments to refuse:
         # the full check.
         return _decide(h, key, cost, at, tier).allowed

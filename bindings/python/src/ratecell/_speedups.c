@@ -57,9 +57,13 @@ struct request {
 /* RATECELL_NOW: at_ns of a request decided at the limiter's clock. */
 #define NOW UINT64_MAX
 
+/* RATECELL_DENIED: ratecell_allow's answer for a request not admitted
+ * (RATECELL_OK, 0, for one admitted; anything else is an error). */
+#define DENIED 40u
+
 typedef uint32_t (*check_fn)(const void *limiter, const struct request *request,
                              struct decision *out);
-typedef uint32_t (*allow_fn)(const void *limiter, uint64_t key, bool *allowed_out);
+typedef uint32_t (*allow_fn)(const void *limiter, uint64_t key);
 typedef uint32_t (*lease_check_fn)(const void *leases, const struct request *request,
                                    uint32_t *step_out, struct decision *out, void **grant_out);
 typedef void (*grant_free_fn)(void *grant);
@@ -295,12 +299,11 @@ static PyObject *speedups_allow(PyObject *module, PyObject *const *args, Py_ssiz
         if (handle_pointer(args[0], &limiter) < 0) {
             return NULL;
         }
-        bool allowed = false;
-        uint32_t status = c_allow(limiter, k, &allowed);
-        if (status != 0) {
+        uint32_t status = c_allow(limiter, k);
+        if (status != 0 && status != DENIED) {
             return raise_status(status, args[0], args[4]);
         }
-        return PyBool_FromLong(allowed);
+        return PyBool_FromLong(status == 0);
     }
     struct decision out = {0}; /* written by the library; zeroed for gcc */
     int done = run_check(args, nargs, &out);
