@@ -75,11 +75,17 @@ static ratecell_limiter *keyed_1k(const char *name) {
     return l;
 }
 
-__attribute__((noinline)) static uint64_t measured_check(ratecell_limiter *l, uint64_t n) {
-    uint64_t a = 0;
+/* A request of cost 1 at `at_ns`, key 0. */
+static ratecell_request request_at(uint64_t at_ns) {
     ratecell_request r;
     ratecell_request_init(&r);
-    r.at_ns = T0;
+    r.at_ns = at_ns;
+    return r;
+}
+
+__attribute__((noinline)) static uint64_t measured_check(ratecell_limiter *l, uint64_t n) {
+    uint64_t a = 0;
+    ratecell_request r = request_at(T0);
     ratecell_decision d;
     for (uint64_t i = 0; i < n; i++) {
         r.key_id = i & 1023;
@@ -96,9 +102,7 @@ __attribute__((noinline)) static uint64_t measured_allow(ratecell_limiter *l, ui
 
 __attribute__((noinline)) static uint64_t measured_leases(ratecell_leases *l, uint64_t n) {
     uint64_t a = 0;
-    ratecell_request r;
-    ratecell_request_init(&r);
-    r.at_ns = T0;
+    ratecell_request r = request_at(T0);
     ratecell_decision d;
     for (uint64_t i = 0; i < n; i++) {
         r.key_id = i & 1023;
@@ -117,9 +121,7 @@ __attribute__((noinline)) static uint64_t measured_leases(ratecell_leases *l, ui
 
 __attribute__((noinline)) static uint64_t measured_denials(ratecell_denials *c, uint64_t n) {
     uint64_t a = 0;
-    ratecell_request r;
-    ratecell_request_init(&r);
-    r.at_ns = T0 + 1;
+    ratecell_request r = request_at(T0 + 1);
     ratecell_decision d;
     for (uint64_t i = 0; i < n; i++) {
         r.key_id = i & 1023;
@@ -147,10 +149,8 @@ static ratecell_leases *leases_1k(void) {
     must(ratecell_leases_new(&cfg, &o, &l), "leases");
     const uint64_t day = 86400000000000ull;
     for (uint64_t k = 0; k < 1024; k++) {
-        ratecell_request r;
-        ratecell_request_init(&r);
+        ratecell_request r = request_at(T0);
         r.key_id = k;
-        r.at_ns = T0;
         ratecell_decision d;
         ratecell_grant *g = NULL;
 #ifdef RATECELL_INT32_CALLS
@@ -175,10 +175,8 @@ static ratecell_denials *denials_1k(void) {
     must(ratecell_denials_new(4096, RATECELL_CLOCK_TSC, &c), "denials");
     ratecell_decision denied = {false, 5, 0, HOUR, HOUR, 0};
     for (uint64_t k = 0; k < 1024; k++) {
-        ratecell_request r;
-        ratecell_request_init(&r);
+        ratecell_request r = request_at(T0);
         r.key_id = k;
-        r.at_ns = T0;
 #ifdef RATECELL_INT32_CALLS
         ratecell_denials_remember(c, &r, RATECELL_NOW, &denied);
 #else
