@@ -97,12 +97,9 @@ fn allow_answers_on_every_kind_of_handle() {
             let configs = [cfg];
             let (path, c_path) = temp(&format!("allow-{capacity}.snap"));
             let _ = std::fs::remove_file(&path);
-            let mut o = if persisted {
-                options(&configs, RATECELL_STATES_PERSISTED, Some(&c_path))
-            } else {
-                options(&configs, RATECELL_STATES_FRESH, None)
-            };
+            let mut o = options(&configs, RATECELL_STATES_FRESH, None);
             if persisted {
+                o = options(&configs, RATECELL_STATES_PERSISTED, Some(&c_path));
                 o.save_every_ns = HOUR;
             }
             let (s, l) = build(&o);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ratecell::{Config, Decision, Limiter};
+use ratecell::{Config, Decision};
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::{Cmd, Value};
 
@@ -136,14 +136,7 @@ impl<C> RedisLimits<C> {
         }
         let mut args = Vec::with_capacity(limits.len());
         for (i, (name, config)) in limits.iter().enumerate() {
-            if let Err(ratecell::SnapshotError::Limiter(ratecell::Error::Config(e))) =
-                Limiter::builder()
-                    .limit(Config {
-                        capacity: 0,
-                        ..*config
-                    })
-                    .build()
-            {
+            if let Err(e) = ratecell::state::Rule::new(config) {
                 return Err(invalid(format!("limit {i} ({name:?}): {e}")));
             }
             args.push(config_args(config));
